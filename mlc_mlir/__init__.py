@@ -1,0 +1,21 @@
+"""mlc-mlir: a Python-first machine-learning compiler on upstream MLIR.
+
+>>> import mlc_mlir as mlc
+>>> from mlc_mlir import ops
+>>> bb = mlc.GraphBuilder()
+>>> with bb.function("main") as f:
+...     x = f.arg("x", shape=(1, 64), dtype="float32")
+...     f.output(ops.relu(x))
+>>> exe = mlc.compile(bb.finish(), target="cpu")
+"""
+
+from .builder import GraphBuilder, Tensor  # noqa: F401
+from .errors import (  # noqa: F401
+    BuildError, ExecutionError, IRError, MlcError, PipelineError, ScheduleError, TuningError,
+)
+from .ir import Module  # noqa: F401
+from .pipeline import compile  # noqa: F401
+from .runtime import Executable  # noqa: F401
+from . import ops  # noqa: F401
+
+__version__ = "0.1.0"

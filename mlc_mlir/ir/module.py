@@ -1,0 +1,264 @@
+"""``Module``: a set of graph and primitive functions (``func.func`` on tensors) plus parameters.
+
+The counterpart of TVM's ``IRModule``. A Module owns its MLIR context and ``builtin.module``;
+passes and schedules return new Modules (``clone`` copies the IR, weights stay shared as
+``dense_resource`` blobs of the context, so cloning never copies 100 MB of weights).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+
+from .._mlir import func_d, ir
+from ..errors import IRError, format_shape
+from . import dtypes
+from .context import new_context
+
+#: Function argument attribute that names the argument (``{mlc.arg_name = "x"}``).
+ARG_NAME_ATTR = "mlc.arg_name"
+#: Function argument attribute marking a weight passed at call time (Relax-style parameter).
+PARAM_ATTR = "mlc.param"
+#: Op attribute carrying the stable op name (the TensorIR block name).
+OP_NAME_ATTR = "mlc.name"
+
+
+@dataclasses.dataclass(frozen=True)
+class TensorSpec:
+    """Name, shape and dtype of one function argument or result.
+
+    ``shape`` is a tuple of ints (static shapes only), ``dtype`` a name from
+    :data:`mlc_mlir.ir.dtypes.ALL_DTYPES`; ``is_param`` marks a weight (see ``Module.params``).
+    """
+
+    name: str
+    shape: Tuple[int, ...]
+    dtype: str
+    is_param: bool = False
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.dtype}{format_shape(self.shape)}"
+
+
+@dataclasses.dataclass(frozen=True)
+class FunctionSignature:
+    """Arguments and results of a public function, read from its ``func.func`` type."""
+
+    name: str
+    args: Tuple[TensorSpec, ...]
+    results: Tuple[TensorSpec, ...]
+
+
+def tensor_spec(t: ir.Type, name: str, is_param: bool = False) -> TensorSpec:
+    """TensorSpec of a ranked, static-shaped tensor or memref type.
+
+    Raises
+    ------
+    IRError
+        For dynamic or unranked shapes and non-shaped types.
+    """
+    if not isinstance(t, (ir.RankedTensorType, ir.MemRefType)):
+        if ir.RankedTensorType.isinstance(t):
+            t = ir.RankedTensorType(t)
+        elif ir.MemRefType.isinstance(t):
+            t = ir.MemRefType(t)
+        else:
+            raise IRError(f"{name}: type {t} is not a ranked tensor or memref")
+    if not t.has_static_shape:
+        raise IRError(f"{name}: type {t} has a dynamic shape; only static shapes are supported")
+    return TensorSpec(name, tuple(t.shape), dtypes.from_ir_type(t.element_type), is_param)
+
+
+class Module:
+    """A verified ``builtin.module`` of ``func.func`` graph/primitive functions.
+
+    Parameters
+    ----------
+    ir_module : mlir.ir.Module
+        The MLIR module; the Module takes ownership (its context must stay alive: pass ``context``).
+    context : mlir.ir.Context
+        The context that owns ``ir_module``.
+    params : mapping of str to numpy.ndarray, optional
+        Values of parameter arguments (``{mlc.param = "w0"}``), used when an Executable is called
+        without them and by :meth:`bind_params`.
+    """
+
+    def __init__(self, ir_module: ir.Module, context: ir.Context,
+                 params: Optional[Mapping[str, np.ndarray]] = None):
+        self._module = ir_module
+        self._context = context
+        self.params: Dict[str, np.ndarray] = dict(params or {})
+        self._keepalive: list = []  # numpy buffers behind dense_resource blobs
+
+    # ----------------------------------------------------------------- construction
+    @classmethod
+    def parse(cls, text: str, params: Optional[Mapping[str, np.ndarray]] = None) -> "Module":
+        """Parse MLIR text (e.g. written by ``mlir-opt`` or by hand) into a verified Module.
+
+        Raises
+        ------
+        IRError
+            With MLIR's diagnostics (line:column) when the text does not parse or verify.
+        """
+        ctx = new_context()
+        with ctx, ir.Location.unknown():
+            try:
+                mod = ir.Module.parse(text)
+            except ir.MLIRError as e:
+                raise IRError(f"Module.parse: the text is not valid MLIR:\n{_diagnostics(e)}") from None
+        out = cls(mod, ctx, params)
+        out.verify()
+        return out
+
+    def clone(self) -> "Module":
+        """A deep copy of the IR in the same context (weights shared, not copied)."""
+        with self._context, ir.Location.unknown():
+            new = ir.Module.create()
+            for name in ("sym_name",):
+                if name in self._module.operation.attributes:
+                    new.operation.attributes[name] = self._module.operation.attributes[name]
+            for attr in self._module.operation.attributes:
+                new.operation.attributes[attr.name] = attr.attr
+            with ir.InsertionPoint(new.body):
+                for op in self._module.body.operations:
+                    op.clone()
+        out = Module(new, self._context, self.params)
+        out._keepalive = self._keepalive
+        return out
+
+    # ----------------------------------------------------------------- access
+    @property
+    def context(self) -> ir.Context:
+        """The MLIR context owning this module."""
+        return self._context
+
+    @property
+    def ir_module(self) -> ir.Module:
+        """The underlying ``mlir.ir.Module`` (mutating it in place bypasses verification)."""
+        return self._module
+
+    @property
+    def operation(self) -> ir.Operation:
+        """The ``builtin.module`` operation."""
+        return self._module.operation
+
+    def func_ops(self) -> List[func_d.FuncOp]:
+        """All ``func.func`` ops of the module, in order."""
+        return [op for op in self._module.body.operations if isinstance(op, func_d.FuncOp)]
+
+    def get_function(self, name: str) -> func_d.FuncOp:
+        """The ``func.func`` named ``name``.
+
+        Raises
+        ------
+        IRError
+            If there is none; the message lists the functions there are.
+        """
+        for f in self.func_ops():
+            if f.sym_name.value == name:
+                return f
+        raise IRError(f"module: no function named '{name}'; functions: {self.function_names()}")
+
+    def function_names(self, public_only: bool = False) -> List[str]:
+        """Names of the functions (only the public ones with ``public_only``)."""
+        out = []
+        for f in self.func_ops():
+            vis = f.attributes["sym_visibility"].value if "sym_visibility" in f.attributes else "public"
+            if f.is_external or (public_only and vis != "public"):
+                continue
+            out.append(f.sym_name.value)
+        return out
+
+    def signature(self, name: str) -> FunctionSignature:
+        """Arguments and results of function ``name`` (names from ``mlc.arg_name`` or ``argN``)."""
+        f = self.get_function(name)
+        ftype = ir.FunctionType(ir.TypeAttr(f.attributes["function_type"]).value)
+        args = []
+        arg_attrs = f.arg_attrs if "arg_attrs" in f.attributes else None
+        for i, t in enumerate(ftype.inputs):
+            arg_name, is_param = f"arg{i}", False
+            if arg_attrs is not None:
+                d = ir.DictAttr(arg_attrs[i])
+                if ARG_NAME_ATTR in d:
+                    arg_name = ir.StringAttr(d[ARG_NAME_ATTR]).value
+                if PARAM_ATTR in d:
+                    is_param = True
+            args.append(tensor_spec(t, arg_name, is_param))
+        results = [tensor_spec(t, f"result{i}") for i, t in enumerate(ftype.results)]
+        return FunctionSignature(name, tuple(args), tuple(results))
+
+    # ----------------------------------------------------------------- checks and printing
+    def verify(self) -> "Module":
+        """Run the MLIR verifier; returns self.
+
+        Raises
+        ------
+        IRError
+            With the verifier's diagnostics.
+        """
+        with self._context:
+            try:
+                self._module.operation.verify()
+            except ir.MLIRError as e:
+                raise IRError(f"module failed to verify:\n{_diagnostics(e)}") from None
+        return self
+
+    def to_text(self, elide_weights: bool = False) -> str:
+        """MLIR text; with ``elide_weights`` resource blobs over 64 bytes print as ``__elided__``."""
+        if elide_weights:
+            return self._module.operation.get_asm(large_elements_limit=16, large_resource_limit=64)
+        return str(self._module)
+
+    def __str__(self) -> str:
+        return self.to_text()
+
+    def __repr__(self) -> str:
+        return f"<mlc.Module functions={self.function_names()} params={sorted(self.params)}>"
+
+    # ----------------------------------------------------------------- parameters
+    def bind_params(self, names: Optional[Sequence[str]] = None) -> "Module":
+        """Replace parameter arguments by constants (Relax's ``BindParams``).
+
+        Parameters
+        ----------
+        names : sequence of str, optional
+            Parameters to bind (default: all of ``self.params``).
+
+        Returns
+        -------
+        Module
+            A new module whose functions no longer take those arguments; their values become
+            ``arith.constant dense_resource<...>`` ops.
+
+        Raises
+        ------
+        IRError
+            If a name has no value in ``self.params`` or the value's shape/dtype differs from the
+            argument's type.
+        """
+        from ..builder.constants import bind_param_arguments
+
+        names = sorted(self.params) if names is None else list(names)
+        missing = [n for n in names if n not in self.params]
+        if missing:
+            raise IRError(f"bind_params: no value for parameters {missing}; have {sorted(self.params)}")
+        out = self.clone()
+        bind_param_arguments(out, {n: self.params[n] for n in names})
+        out.params = {k: v for k, v in self.params.items() if k not in names}
+        return out.verify()
+
+
+def _diagnostics(e: "ir.MLIRError") -> str:
+    lines = []
+    for d in getattr(e, "error_diagnostics", []) or []:
+        lines.append(f"  {d.location}: {d.message}")
+        for n in d.notes:
+            lines.append(f"    note: {n.location}: {n.message}")
+    return "\n".join(lines) or f"  {e}"
+
+
+def diagnostics(e: "ir.MLIRError") -> str:
+    """Format an ``MLIRError``'s diagnostics as indented ``location: message`` lines."""
+    return _diagnostics(e)

@@ -1,0 +1,3 @@
+"""Runtime: :class:`Executable` (numpy in, numpy out), memref marshalling, AOT libraries."""
+
+from .executable import BenchmarkResult, Executable, Function  # noqa: F401

@@ -1,0 +1,245 @@
+"""``Executable``: compiled functions called with numpy arrays (the TVM ``runtime.Module`` idea).
+
+Outputs are allocated here with numpy and passed as out-params (``buffer-results-to-out-params``),
+so the JIT code allocates no result buffers and nothing leaks; inputs are passed by pointer, never
+copied. Arguments are validated (count, dtype, shape, C-contiguity) with ``ExecutionError``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import statistics
+import threading
+import time
+from typing import Callable, Dict, List, Mapping, Optional, Sequence
+
+import numpy as np
+
+from ..errors import ExecutionError, format_shape
+from ..ir import dtypes
+from ..ir.module import FunctionSignature
+from .memref import PackedArgs
+
+
+@dataclasses.dataclass(frozen=True)
+class BenchmarkResult:
+    """Timings of repeated calls, in milliseconds per call (TVM's ``time_evaluator`` result).
+
+    ``min_ms``/``median_ms``/``mean_ms`` summarize ``per_repeat_ms``, each the mean of ``number``
+    consecutive calls.
+    """
+
+    min_ms: float
+    median_ms: float
+    mean_ms: float
+    per_repeat_ms: tuple
+    number: int
+
+    def __str__(self) -> str:
+        return (f"min {self.min_ms:.4f} ms, median {self.median_ms:.4f} ms "
+                f"({len(self.per_repeat_ms)} repeats x {self.number} calls)")
+
+
+class Function:
+    """One compiled function: validates numpy inputs, allocates outputs, calls the native code.
+
+    Parameters
+    ----------
+    signature : FunctionSignature
+        Arguments (inputs and parameters) and results.
+    invoke : callable
+        ``invoke(packed: PackedArgs)`` runs the native function on the bound descriptors.
+    params : mapping
+        Values for parameter arguments, used when the caller omits them.
+    """
+
+    def __init__(self, signature: FunctionSignature, invoke: Callable[[PackedArgs], None],
+                 params: Optional[Mapping[str, np.ndarray]] = None):
+        self.signature = signature
+        self._invoke = invoke
+        self._params = dict(params or {})
+        self._np_dtypes = [dtypes.to_numpy_dtype(a.dtype) for a in signature.args]
+        self._out_dtypes = [dtypes.to_numpy_dtype(r.dtype) for r in signature.results]
+        shapes = [a.shape for a in signature.args] + [r.shape for r in signature.results]
+        self._local = threading.local()
+        self._shapes = shapes
+
+    @property
+    def name(self) -> str:
+        """The function's symbol name."""
+        return self.signature.name
+
+    def _packed(self) -> PackedArgs:
+        p = getattr(self._local, "packed", None)
+        if p is None:
+            p = self._local.packed = PackedArgs(self._shapes)
+        return p
+
+    def _complete(self, args: Sequence) -> List:
+        sig = self.signature
+        inputs = [a for a in sig.args if not a.is_param]
+        if len(args) == len(sig.args):
+            return list(args)
+        if len(args) == len(inputs):
+            it, full = iter(args), []
+            for a in sig.args:
+                if a.is_param:
+                    if a.name not in self._params:
+                        raise ExecutionError(f"{sig.name}: parameter '{a.name}' has no value; pass it "
+                                             "or build the module with it")
+                    full.append(self._params[a.name])
+                else:
+                    full.append(next(it))
+            return full
+        expected = f"{len(inputs)}" + (f" (or {len(sig.args)} with parameters)" if len(inputs) != len(sig.args) else "")
+        raise ExecutionError(f"{sig.name}: got {len(args)} arguments; expected {expected}: "
+                             f"{', '.join(str(a) for a in sig.args)}")
+
+    def validate(self, args: Sequence) -> List[np.ndarray]:
+        """Check count, type, dtype, shape and C-contiguity of the arguments; returns them complete.
+
+        Raises
+        ------
+        ExecutionError
+            ``main: argument 'x' has shape (2, 64); expected (1, 64)`` and the like.
+        """
+        full = self._complete(args)
+        for spec, npd, a in zip(self.signature.args, self._np_dtypes, full):
+            where = f"{self.signature.name}: argument '{spec.name}'"
+            if not isinstance(a, np.ndarray):
+                raise ExecutionError(f"{where} is {type(a).__name__}; expected numpy.ndarray "
+                                     f"{spec.dtype}{format_shape(spec.shape)}")
+            if a.dtype != npd:
+                raise ExecutionError(f"{where} has dtype {a.dtype}; expected {spec.dtype}")
+            if a.shape != spec.shape:
+                raise ExecutionError(f"{where} has shape {format_shape(a.shape)}; expected "
+                                     f"{format_shape(spec.shape)}")
+            if not a.flags.c_contiguous:
+                raise ExecutionError(f"{where} is not C-contiguous; pass numpy.ascontiguousarray(...)"
+                                     " (inputs are never copied)")
+        return full
+
+    def __call__(self, *args, out: Optional[Sequence[np.ndarray]] = None):
+        """Run on numpy arrays; returns one array, or a tuple for several results.
+
+        ``out`` may supply preallocated result arrays (validated like inputs).
+        """
+        full = self.validate(args)
+        if out is None:
+            outs = [np.empty(r.shape, d) for r, d in zip(self.signature.results, self._out_dtypes)]
+        else:
+            outs = list(out)
+            if len(outs) != len(self.signature.results):
+                raise ExecutionError(f"{self.name}: out has {len(outs)} arrays; expected "
+                                     f"{len(self.signature.results)}")
+            for r, d, o in zip(self.signature.results, self._out_dtypes, outs):
+                if not isinstance(o, np.ndarray) or o.dtype != d or o.shape != r.shape \
+                        or not o.flags.c_contiguous or not o.flags.writeable:
+                    raise ExecutionError(f"{self.name}: out array for {r.name} must be a writable "
+                                         f"C-contiguous {r.dtype}{format_shape(r.shape)}")
+        packed = self._packed()
+        packed.bind(full + outs)
+        self._invoke(packed)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def benchmark(self, *args, number: int = 100, repeat: int = 5, warmup: int = 1) -> BenchmarkResult:
+        """Time the function: ``repeat`` rounds of ``number`` calls each (ms per call).
+
+        Outputs are allocated once; the validated arguments are reused so the timing is the native
+        call plus the ctypes dispatch. Source: TVM ``time_evaluator``.
+
+        Raises
+        ------
+        ExecutionError
+            On invalid arguments, or ``number``/``repeat`` < 1.
+        """
+        if number < 1 or repeat < 1:
+            raise ExecutionError(f"benchmark: number={number} and repeat={repeat} must be >= 1")
+        full = self.validate(args)
+        outs = [np.empty(r.shape, d) for r, d in zip(self.signature.results, self._out_dtypes)]
+        packed = PackedArgs(self._shapes)
+        packed.bind(full + outs)
+        invoke = self._invoke
+        for _ in range(warmup):
+            invoke(packed)
+        times = []
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            for _ in range(number):
+                invoke(packed)
+            times.append((time.perf_counter() - t0) * 1e3 / number)
+        return BenchmarkResult(min(times), statistics.median(times), statistics.fmean(times),
+                               tuple(times), number)
+
+
+class Executable:
+    """A compiled module: ``exe(*arrays)`` runs ``main`` (or the only public function),
+    ``exe["name"](*arrays)`` any public function.
+
+    Created by :func:`mlc_mlir.compile` (JIT) or :func:`mlc_mlir.runtime.load_library` (AOT).
+    """
+
+    def __init__(self, functions: Dict[str, Function], keepalive=(), export=None):
+        self._functions = functions
+        self._keepalive = keepalive  # engine / CDLL / lowered module
+        self._export = export
+
+    @property
+    def function_names(self) -> List[str]:
+        """Names of the callable functions."""
+        return list(self._functions)
+
+    def __getitem__(self, name: str) -> Function:
+        try:
+            return self._functions[name]
+        except KeyError:
+            raise ExecutionError(f"executable: no function '{name}'; functions: {self.function_names}") from None
+
+    def _default(self) -> Function:
+        if "main" in self._functions:
+            return self._functions["main"]
+        if len(self._functions) == 1:
+            return next(iter(self._functions.values()))
+        raise ExecutionError(f"executable: no 'main' among {self.function_names}; use exe[name](...)")
+
+    def __call__(self, *args, **kwargs):
+        return self._default()(*args, **kwargs)
+
+    def benchmark(self, *args, number: int = 100, repeat: int = 5, func: Optional[str] = None,
+                  warmup: int = 1) -> BenchmarkResult:
+        """Time ``main`` (or ``func``); see :meth:`Function.benchmark` (ms per call)."""
+        f = self[func] if func else self._default()
+        return f.benchmark(*args, number=number, repeat=repeat, warmup=warmup)
+
+    def export_library(self, path: str) -> str:
+        """Write a shared library (``.so``) plus ``<path>.json`` metadata; load it back with
+        :func:`mlc_mlir.runtime.load_library` without recompiling.
+
+        Raises
+        ------
+        ExecutionError
+            If this executable was itself loaded from a library, or a tool fails (the message has
+            the command to reproduce).
+        """
+        if self._export is None:
+            raise ExecutionError("export_library: this executable has no LLVM module to export "
+                                 "(it was loaded from a library)")
+        return self._export(path)
+
+    def __repr__(self) -> str:
+        return f"<mlc.Executable functions={self.function_names}>"
+
+
+def engine_invoker(engine, name: str) -> Callable[[PackedArgs], None]:
+    """Invoker for function ``name`` of an ``ExecutionEngine`` (its packed C-interface wrapper)."""
+    addr = engine.raw_lookup("_mlir_ciface_" + name)
+    if not addr:
+        raise ExecutionError(f"executable: symbol _mlir_ciface_{name} not found in the JIT")
+    cfunc = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(addr)
+
+    def invoke(packed: PackedArgs) -> None:
+        cfunc(packed.packed)
+
+    invoke._cfunc = cfunc
+    return invoke

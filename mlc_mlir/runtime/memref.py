@@ -1,0 +1,60 @@
+"""Marshalling numpy arrays to MLIR's C memref descriptors (``StridedMemRefType``).
+
+A descriptor is ``{allocated, aligned, offset, sizes[rank], strides[rank]}`` (the layout of
+``mlir/ExecutionEngine/CRunnerUtils.h``). Descriptors are built once per function argument; a
+call only rewrites the two data pointers, so no input is copied and the per-call cost is a few
+field stores.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+
+import numpy as np
+
+
+@functools.lru_cache(maxsize=None)
+def descriptor_type(rank: int) -> type:
+    """The ctypes Structure of a rank-``rank`` memref descriptor."""
+    fields = [("allocated", ctypes.c_void_p), ("aligned", ctypes.c_void_p), ("offset", ctypes.c_longlong)]
+    if rank > 0:
+        fields += [("sizes", ctypes.c_longlong * rank), ("strides", ctypes.c_longlong * rank)]
+    return type(f"MemRefDescriptor{rank}", (ctypes.Structure,), {"_fields_": fields})
+
+
+def make_descriptor(shape) -> ctypes.Structure:
+    """A descriptor for a C-contiguous array of ``shape`` (data pointers left null)."""
+    rank = len(shape)
+    desc = descriptor_type(rank)()
+    desc.offset = 0
+    if rank:
+        strides = np.ones(rank, dtype=np.int64)
+        for i in range(rank - 2, -1, -1):
+            strides[i] = strides[i + 1] * shape[i + 1]
+        for i, d in enumerate(shape):
+            desc.sizes[i] = int(d)
+            desc.strides[i] = int(strides[i])
+    return desc
+
+
+class PackedArgs:
+    """Argument block for one function: one descriptor per memref argument (inputs, then outputs).
+
+    ``packed`` is the ``void**`` array expected by the ExecutionEngine's packed wrapper
+    (``_mlir__mlir_ciface_<name>``); ``pointers`` holds each descriptor's address, the arguments
+    of the plain C interface (``_mlir_ciface_<name>``) used by AOT libraries.
+    """
+
+    def __init__(self, shapes):
+        self.descriptors = [make_descriptor(s) for s in shapes]
+        self.pointers = [ctypes.c_void_p(ctypes.addressof(d)) for d in self.descriptors]
+        self.packed = (ctypes.c_void_p * len(shapes))(
+            *[ctypes.addressof(p) for p in self.pointers])
+
+    def bind(self, arrays) -> None:
+        """Point the descriptors at ``arrays`` (C-contiguous, shapes as declared)."""
+        for d, a in zip(self.descriptors, arrays):
+            ptr = a.ctypes.data
+            d.allocated = ptr
+            d.aligned = ptr
