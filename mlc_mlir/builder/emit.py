@@ -15,6 +15,7 @@ import numpy as np
 from .._mlir import arith_d, ir, linalg_d, tensor_d
 from ..errors import BuildError, format_shape
 from ..ir import dtypes
+from ..ir.constants import elements_attr
 from ..ir.module import OP_NAME_ATTR
 from .graph_builder import FunctionBuilder, Tensor
 
@@ -73,16 +74,10 @@ def constant(fn: FunctionBuilder, array: np.ndarray, name: Optional[str] = None)
     """
     dtype = dtypes.canonical_dtype(array.dtype)
     arr = np.ascontiguousarray(array, dtype=dtypes.to_numpy_dtype(dtype))
-    builder = fn.builder
-    builder._constants.append(arr)
+    fn.builder._constants.append(arr)
     t = tensor_type(arr.shape, dtype)
     cname = name or fn.unique_op_name("constant")
-    if arr.size <= 1 or dtype == "bool":
-        attr = ir.DenseElementsAttr.get(arr, type=t) if dtype != "bool" else \
-            ir.DenseElementsAttr.get(np.packbits(arr, bitorder="little"), type=t)
-    else:
-        blob = f"{fn.name}_{cname}"
-        attr = ir.DenseResourceElementsAttr.get_from_buffer(memoryview(arr.reshape(-1).view(np.uint8)), blob, t)
+    attr = elements_attr(arr, f"{fn.name}_{cname}")
     op = arith_d.ConstantOp(t, attr)
     set_name(op, cname)
     return Tensor(op.result, fn)

@@ -238,16 +238,50 @@ class Module:
             If a name has no value in ``self.params`` or the value's shape/dtype differs from the
             argument's type.
         """
-        from ..builder.constants import bind_param_arguments
-
         names = sorted(self.params) if names is None else list(names)
         missing = [n for n in names if n not in self.params]
         if missing:
             raise IRError(f"bind_params: no value for parameters {missing}; have {sorted(self.params)}")
         out = self.clone()
-        bind_param_arguments(out, {n: self.params[n] for n in names})
+        _bind_param_arguments(out, {n: self.params[n] for n in names})
         out.params = {k: v for k, v in self.params.items() if k not in names}
         return out.verify()
+
+
+def _bind_param_arguments(mod: Module, values: Mapping[str, np.ndarray]) -> None:
+    """In place: replace each ``{mlc.param}`` argument named in ``values`` by a constant."""
+    from .._mlir import arith_d
+    from .constants import elements_attr
+
+    with mod.context, ir.Location.unknown():
+        for f in mod.func_ops():
+            if f.is_external or "arg_attrs" not in f.attributes:
+                continue
+            sig = mod.signature(f.sym_name.value)
+            block = f.regions[0].blocks[0]
+            keep = []
+            for i in reversed(range(len(sig.args))):
+                spec = sig.args[i]
+                if not (spec.is_param and spec.name in values):
+                    keep.append(i)
+                    continue
+                value = values[spec.name]
+                if tuple(value.shape) != spec.shape or dtypes.canonical_dtype(value.dtype) != spec.dtype:
+                    raise IRError(f"bind_params: parameter '{spec.name}' is {value.dtype}"
+                                  f"{format_shape(value.shape)}; expected {spec.dtype}"
+                                  f"{format_shape(spec.shape)}")
+                mod._keepalive.append(value)
+                with ir.InsertionPoint.at_block_begin(block):
+                    cst = arith_d.ConstantOp(block.arguments[i].type,
+                                             elements_attr(value, f"{sig.name}_{spec.name}"))
+                    cst.operation.attributes[OP_NAME_ATTR] = ir.StringAttr.get(spec.name)
+                block.arguments[i].replace_all_uses_with(cst.result)
+                block.erase_argument(i)
+            keep.reverse()
+            ftype = ir.FunctionType(ir.TypeAttr(f.attributes["function_type"]).value)
+            f.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(
+                [ftype.inputs[i] for i in keep], list(ftype.results)))
+            f.attributes["arg_attrs"] = ir.ArrayAttr.get([f.arg_attrs[i] for i in keep])
 
 
 def _diagnostics(e: "ir.MLIRError") -> str:

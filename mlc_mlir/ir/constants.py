@@ -1,0 +1,29 @@
+"""Weights as MLIR attributes: numpy arrays become ``dense_resource`` blobs (never IR text).
+
+The blob keeps a reference to the numpy buffer for the lifetime of the context, so building a
+module with 100 MB of weights neither copies them through text nor prints them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._mlir import ir
+from . import dtypes
+
+
+def elements_attr(array: np.ndarray, blob_name: str) -> ir.Attribute:
+    """An elements attribute holding ``array``: ``DenseElementsAttr`` for scalars and bools,
+    ``DenseResourceElementsAttr`` (named ``blob_name``, uniqued by MLIR on collision) otherwise.
+
+    Needs an active context. Raises ``BuildError`` for unsupported dtypes.
+    """
+    dtype = dtypes.canonical_dtype(array.dtype)
+    arr = np.ascontiguousarray(array, dtype=dtypes.to_numpy_dtype(dtype))
+    t = ir.RankedTensorType.get(list(arr.shape), dtypes.to_ir_type(dtype))
+    if dtype == "bool":
+        return ir.DenseElementsAttr.get(np.packbits(arr.reshape(-1), bitorder="little"), type=t)
+    if arr.size <= 1:
+        return ir.DenseElementsAttr.get(arr, type=t)
+    return ir.DenseResourceElementsAttr.get_from_buffer(
+        memoryview(arr.reshape(-1).view(np.uint8)), blob_name, t, alignment=64)

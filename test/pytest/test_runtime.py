@@ -1,0 +1,128 @@
+"""Executable: numerics, input validation, parameters, benchmark."""
+
+import numpy as np
+import pytest
+
+import mlc_mlir as mlc
+from mlc_mlir import ops
+
+
+def _mlp(rng, batch=2, params=False):
+    w0 = rng.standard_normal((16, 8)).astype(np.float32)
+    b0 = rng.standard_normal(16).astype(np.float32)
+    w1 = rng.standard_normal((4, 16)).astype(np.float32)
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        x = f.arg("x", shape=(batch, 8), dtype="float32")
+        w = f.param("w0", w0) if params else w0
+        f.output(ops.dense(ops.relu(ops.dense(x, w, b0)), w1))
+    ref = lambda xn: np.maximum(xn @ w0.T + b0, 0) @ w1.T  # noqa: E731
+    return bb.finish(), ref
+
+
+def test_mlp_matches_numpy(rng):
+    mod, ref = _mlp(rng)
+    exe = mlc.compile(mod)
+    x = rng.standard_normal((2, 8)).astype(np.float32)
+    np.testing.assert_allclose(exe(x), ref(x), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(exe["main"](x), ref(x), rtol=1e-5, atol=1e-5)
+
+
+def test_repeated_calls_do_not_alias_outputs(rng):
+    mod, ref = _mlp(rng)
+    exe = mlc.compile(mod)
+    x1 = rng.standard_normal((2, 8)).astype(np.float32)
+    x2 = rng.standard_normal((2, 8)).astype(np.float32)
+    y1, y2 = exe(x1), exe(x2)
+    np.testing.assert_allclose(y1, ref(x1), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(y2, ref(x2), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("bad, match", [
+    (lambda x: (x, x), "got 2 arguments; expected 1"),
+    (lambda x: (x.astype(np.float64),), "argument 'x' has dtype float64; expected float32"),
+    (lambda x: (x[:1],), r"argument 'x' has shape \(1, 8\); expected \(2, 8\)"),
+    (lambda x: (np.ones((2, 16), np.float32)[:, ::2],), "not C-contiguous"),
+    (lambda x: ([[1.0] * 8] * 2,), "argument 'x' is list; expected numpy.ndarray"),
+])
+def test_input_validation(rng, bad, match):
+    mod, _ = _mlp(rng)
+    exe = mlc.compile(mod)
+    x = rng.standard_normal((2, 8)).astype(np.float32)
+    with pytest.raises(mlc.ExecutionError, match=match):
+        exe(*bad(x))
+
+
+def test_params_are_filled_in_and_bindable(rng):
+    mod, ref = _mlp(rng, params=True)
+    assert "w0" in mod.params
+    x = rng.standard_normal((2, 8)).astype(np.float32)
+    exe = mlc.compile(mod)
+    np.testing.assert_allclose(exe(x), ref(x), rtol=1e-5, atol=1e-5)
+    bound = mod.bind_params()
+    assert bound.params == {}
+    assert len(bound.signature("main").args) == 1
+    assert "dense_resource" in str(bound)
+    np.testing.assert_allclose(mlc.compile(bound)(x), ref(x), rtol=1e-5, atol=1e-5)
+
+
+def test_explicit_param_value_changes_result(rng):
+    mod, ref = _mlp(rng, params=True)
+    exe = mlc.compile(mod)
+    x = rng.standard_normal((2, 8)).astype(np.float32)
+    w = np.zeros_like(mod.params["w0"])
+    # relu(0 + b0) @ w1.T does not depend on x
+    y = exe(x, w)
+    np.testing.assert_allclose(y, exe(x * 2, w), rtol=1e-6)
+
+
+def test_benchmark_returns_ms(rng):
+    mod, _ = _mlp(rng)
+    exe = mlc.compile(mod)
+    x = rng.standard_normal((2, 8)).astype(np.float32)
+    r = exe.benchmark(x, number=10, repeat=3)
+    assert 0 < r.min_ms <= r.median_ms and len(r.per_repeat_ms) == 3
+    with pytest.raises(mlc.ExecutionError, match="must be >= 1"):
+        exe.benchmark(x, number=0)
+
+
+def test_unknown_function_and_target(rng):
+    mod, _ = _mlp(rng)
+    with pytest.raises(mlc.PipelineError, match="unknown target 'tpu'"):
+        mlc.compile(mod, target="tpu")
+    with pytest.raises(mlc.PipelineError, match="no pipeline named 'nope'"):
+        mlc.compile(mod, pipeline="nope")
+    exe = mlc.compile(mod)
+    with pytest.raises(mlc.ExecutionError, match="no function 'foo'"):
+        exe["foo"]
+
+
+def test_module_parse_from_text_compiles():
+    text = """
+    func.func @main(%a: tensor<4x8xf32>, %b: tensor<8x3xf32>) -> tensor<4x3xf32> {
+      %e = tensor.empty() : tensor<4x3xf32>
+      %z = arith.constant 0.0 : f32
+      %f = linalg.fill ins(%z : f32) outs(%e : tensor<4x3xf32>) -> tensor<4x3xf32>
+      %r = linalg.matmul ins(%a, %b : tensor<4x8xf32>, tensor<8x3xf32>) outs(%f : tensor<4x3xf32>) -> tensor<4x3xf32>
+      return %r : tensor<4x3xf32>
+    }"""
+    mod = mlc.Module.parse(text)
+    a = np.arange(32, dtype=np.float32).reshape(4, 8)
+    b = np.ones((8, 3), np.float32)
+    np.testing.assert_allclose(mlc.compile(mod)(a, b), a @ b)
+
+
+def test_module_parse_errors_are_clean():
+    with pytest.raises(mlc.IRError, match="not valid MLIR"):
+        mlc.Module.parse("func.func @f( {")
+    with pytest.raises(mlc.IRError, match="failed to verify|not valid MLIR"):
+        mlc.Module.parse("""func.func @f(%a: tensor<4xf32>) -> tensor<5xf32> {
+          return %a : tensor<4xf32> }""")
+
+
+def test_dump_ir_writes_each_stage(rng, tmp_path):
+    mod, _ = _mlp(rng)
+    mlc.compile(mod, dump_ir=str(tmp_path))
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == ["00-graph.mlir", "01-prepare.mlir", "02-lower.mlir", "03-llvm.ll"]
+    assert "llvm.func" in (tmp_path / "02-lower.mlir").read_text()
