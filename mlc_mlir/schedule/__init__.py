@@ -1,0 +1,5 @@
+"""Schedules: TVM-style primitives recorded as traces and emitted as transform scripts."""
+
+from .emit import TransformScript, apply_transform_script  # noqa: F401
+from .schedule import BlockRV, ExprRV, LoopRV, Schedule  # noqa: F401
+from .trace import Instruction, Trace  # noqa: F401

@@ -1,0 +1,393 @@
+"""Emission: a Schedule's loop-nest model -> a transform-dialect script, and its application.
+
+The script is built with the MLIR Python builders (``transform.structured.*``,
+``transform.loop.*``, ``transform.tune.knob``) as ``transform.named_sequence
+@__transform_main`` in a module with ``transform.with_named_sequence``, so that upstream
+``mlir-opt --transform-preload-library=transform-library-paths=s.mlir --transform-interpreter``
+applies it to the exported payload with the same result as ``sch.mod``.
+
+Per block, outermost loop first: each materialized loop is one tiling op that tiles only its
+dim, with the tile size (step) being the product of the inner loops' extents of the same dim:
+``parallel``/``bind`` -> ``structured.tile_using_forall``, serial -> ``structured.tile_using_for``.
+Loops inside a vectorized loop stay in the op, which ``structured.vectorize`` turns into vector
+ops; trailing loops already in the op's dim order are left to ``convert-linalg-to-loops``.
+Attached blocks (``compute_at``, ``decompose_reduction``) are fused with
+``structured.fuse_into_containing_op`` into each enclosing loop; ``reverse_compute_at`` tiles
+the epilogue with the producer's outer loops and fuses the producer into them.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Optional
+
+from .._mlir import ir, loop_transform_d, structured_transform_d, transform_d, tune_transform_d
+from mlir.dialects.transform import vector as vector_transform_d
+from ..errors import ScheduleError
+from ..ir import dtypes
+from ..ir.module import Module, OP_NAME_ATTR, diagnostics
+from .loop_nest import Block
+
+_GPU_MAPPING = {
+    "blockIdx.x": "#gpu.block<x>", "blockIdx.y": "#gpu.block<y>", "blockIdx.z": "#gpu.block<z>",
+    "threadIdx.x": "#gpu.thread<x>", "threadIdx.y": "#gpu.thread<y>", "threadIdx.z": "#gpu.thread<z>",
+}
+
+
+class TransformScript:
+    """A transform module (``transform.named_sequence @__transform_main``).
+
+    ``str(script)`` is MLIR text for ``mlir-opt``; ``script.module`` the ``ir.Module``.
+    """
+
+    def __init__(self, module: ir.Module, context: ir.Context):
+        self.module = module
+        self.context = context
+
+    @property
+    def entry(self):
+        """The ``@__transform_main`` named sequence op."""
+        for op in self.module.body.operations:
+            if op.operation.name == "transform.named_sequence":
+                return op
+        raise ScheduleError("transform script has no named sequence")
+
+    def __str__(self) -> str:
+        return str(self.module)
+
+    def save(self, path: str) -> None:
+        """Write the script's MLIR text to ``path``."""
+        with open(path, "w") as f:
+            f.write(str(self))
+
+
+def _any():
+    return transform_d.AnyOpType.get()
+
+
+def _param_type():
+    return transform_d.ParamType.get(ir.IntegerType.get_signless(64))
+
+
+class _Emitter:
+    def __init__(self, sch, root: ir.Value):
+        self.sch = sch
+        self.root = root
+        self.funcs: Dict[str, ir.Value] = {}
+        self.loop_handles: Dict[int, ir.Value] = {}      # model loop id -> handle
+        self.loop_kinds: Dict[int, str] = {}
+        self.op_handles: Dict[int, ir.Value] = {}        # block id -> current op handle
+        self.vectorized_funcs = set()
+
+    # ---------------------------------------------------------------- matching
+    def func(self, name: str) -> ir.Value:
+        if name not in self.funcs:
+            self.funcs[name] = structured_transform_d.MatchOp(
+                _any(), self.root, ops=ir.ArrayAttr.get([ir.StringAttr.get("func.func")]),
+                op_attrs=ir.DictAttr.get({"sym_name": ir.StringAttr.get(name)})).result
+        return self.funcs[name]
+
+    def match(self, blk: Block) -> ir.Value:
+        return structured_transform_d.MatchOp(
+            _any(), self.func(blk.func),
+            op_attrs=ir.DictAttr.get({OP_NAME_ATTR: ir.StringAttr.get(blk.name)})).result
+
+    # ---------------------------------------------------------------- sizes and knobs
+    def tile_size(self, blk: Block, pos: int):
+        """Static step of loops[pos], or a knob param when a sampled factor determines it."""
+        step = blk.step(pos)
+        lp = blk.loops[pos]
+        inner = [q for q in blk.loops[pos + 1:] if q.dim == lp.dim]
+        if not any(q.annotations.get("sampled") for q in inner + [lp]):
+            return step
+        level = sum(1 for q in blk.loops[:pos] if q.dim == lp.dim) + 1
+        extent = blk.dims[lp.dim].extent
+        options = [d for d in range(1, extent + 1) if extent % d == 0]
+        name = f"{blk.name}.{blk.dims[lp.dim].name}.tile{level}"
+        return tune_transform_d.KnobOp(_param_type(), name, options,
+                                       selected=ir.IntegerAttr.get(ir.IntegerType.get_signless(64), step)).result
+
+    def sizes(self, blk: Block, positions: List[int], ndims: int, dim_map=None):
+        sizes = [0] * ndims
+        for p in positions:
+            d = blk.loops[p].dim if dim_map is None else dim_map[blk.loops[p].dim]
+            sizes[d] = self.tile_size(blk, p)
+        return sizes
+
+    # ---------------------------------------------------------------- tiling
+    def tile(self, op: ir.Value, blk: Block, positions: List[int], ndims: int, dim_map=None,
+             fuse_producers: bool = False):
+        lp = blk.loops[positions[0]]
+        sizes = self.sizes(blk, positions, ndims, dim_map)
+        if fuse_producers:
+            # tile and fuse the init (linalg.fill) through the loop's destination
+            t = structured_transform_d.FuseOp(op, tile_sizes=sizes,
+                                              use_forall=lp.kind == "parallel")
+            op, loops = t.transformed, list(t.loops)
+        elif lp.kind in ("parallel", "bound"):
+            mapping = None
+            if lp.kind == "bound":
+                mapping = ir.ArrayAttr.get([ir.Attribute.parse(_GPU_MAPPING[blk.loops[p].thread])
+                                            for p in positions])
+            t = structured_transform_d.TileUsingForallOp(op, tile_sizes=sizes, mapping=mapping)
+            op, loops = t.tiled_op, [t.forall_op]
+        else:
+            t = structured_transform_d.TileUsingForOp(op, sizes=sizes)
+            op, loops = t.tiled_linalg_op, list(t.loops)
+        for p in positions:
+            self.loop_handles[blk.loops[p].id] = loops[0]
+            self.loop_kinds[blk.loops[p].id] = "forall" if lp.kind in ("parallel", "bound") else "for"
+        if len(loops) > 1 and lp.kind not in ("parallel", "bound"):
+            # a fused serial group: coalesce the perfectly nested loops
+            fused = loop_transform_d.LoopCoalesceOp(_any(), loops[0]).transformed
+            for p in positions:
+                self.loop_handles[blk.loops[p].id] = fused
+        return op
+
+    def materialized_prefix(self, blk: Block, start: int) -> int:
+        """Index where the loops left inside the op begin (vectorized or trailing plain loops)."""
+        n = len(blk.loops)
+        for p in range(start, n):
+            if blk.loops[p].kind == "vectorized":
+                return p
+        pinned = self.pinned_loops()
+        s, last_dim = n, None
+        for p in range(n - 1, start - 1, -1):
+            lp = blk.loops[p]
+            plain = (lp.kind == "serial" and lp.unroll is None and not lp.annotations
+                     and lp.id not in pinned and blk.step(p) == 1)
+            if not plain or (last_dim is not None and lp.dim >= last_dim):
+                break
+            s, last_dim = p, lp.dim
+        return s
+
+    def pinned_loops(self):
+        out = set()
+        for b in self.sch._blocks.values():
+            out.update(x for x in (b.compute_at, b.reverse_compute_at) if x is not None)
+        return out
+
+    def emit_loops(self, blk: Block, op: ir.Value, start: int = 0) -> ir.Value:
+        ndims = len(blk.dims)
+        stop = self.materialized_prefix(blk, start)
+        init_pos = blk.loop_index(blk.decomposed_at) if blk.decomposed_at is not None else 0
+        p = start
+        while p < stop:
+            lp = blk.loops[p]
+            group = self.sch._group(blk, p)
+            if lp.extent == 1 and len(group) == 1:
+                p += 1
+                continue
+            op = self.tile(op, blk, group, ndims, fuse_producers=p < init_pos)
+            p = group[-1] + 1
+        return op
+
+    # ---------------------------------------------------------------- attachment
+    def enclosing_handles(self, blk: Block, upto_loop_id: int) -> List[ir.Value]:
+        pos = blk.loop_index(upto_loop_id)
+        hs = []
+        for q in blk.loops[:pos + 1]:
+            h = self.loop_handles.get(q.id)
+            if h is not None and (not hs or hs[-1] is not h):
+                hs.append(h)
+        return hs
+
+    def fuse_into(self, producer: ir.Value, loops: List[ir.Value]) -> ir.Value:
+        for h in loops:
+            f = structured_transform_d.FuseIntoContainingOp(producer, h)
+            producer = f.fused_op
+        return producer
+
+    def owner_of_loop(self, loop_id: int) -> Block:
+        for b in self.sch._blocks.values():
+            if any(lp.id == loop_id for lp in b.loops):
+                return b
+        raise ScheduleError(f"emit: loop {loop_id} has no block")
+
+    # ---------------------------------------------------------------- blocks
+    def emit_block(self, blk: Block) -> None:
+        consumers = [b for b in self.sch._blocks.values()
+                     if b.reverse_compute_at is not None and self.owner_of_loop(b.reverse_compute_at) is blk]
+        op = self.match(blk)
+        if not consumers:
+            self.op_handles[blk.id] = self.emit_loops(blk, op)
+            return
+        target = {b.reverse_compute_at for b in consumers}
+        if len(target) != 1:
+            raise ScheduleError(f"reverse_compute_at: consumers of '{blk.name}' are attached to "
+                                "different loops; attach them to the same loop")
+        pos = blk.loop_index(target.pop())
+        root = consumers[-1]
+        out_dims = self.sch._info[(blk.func, blk.name)]["out_dims"]
+        dim_map = {d: r for r, d in enumerate(out_dims)}
+        rop = self.match(root)
+        ndims = len(root.dims)
+        p = 0
+        while p <= pos:
+            group = self.sch._group(blk, p)
+            if blk.loops[p].extent > 1 or len(group) > 1:
+                rop = self.tile(rop, blk, group, ndims, dim_map)
+            p = group[-1] + 1
+        handles = self.enclosing_handles(blk, blk.loops[pos].id)
+        for c in reversed(consumers[:-1]):
+            self.op_handles[c.id] = self.fuse_into(self.match(c), handles)
+        op = self.fuse_into(op, handles)
+        self.op_handles[root.id] = rop
+        self.op_handles[blk.id] = self.emit_loops(blk, op, pos + 1)
+
+    def emit_attached(self, blk: Block) -> None:
+        owner = self.owner_of_loop(blk.compute_at)
+        handles = self.enclosing_handles(owner, blk.compute_at)
+        self.op_handles[blk.id] = self.fuse_into(self.match(blk), handles)
+
+    def emit_cache_reads(self, blk: Block) -> None:
+        if not blk.cache_reads:
+            return
+        op = self.op_handles[blk.id]
+        nops = len(blk.operand_shapes)
+        nofold = [0] * nops
+        for idx, _, _ in blk.cache_reads:
+            nofold[idx] = 1
+        zeros = []
+        for dt in self.sch._info[(blk.func, blk.name)]["dtypes"]:
+            t = dtypes.to_ir_type(dt)
+            zeros.append(ir.FloatAttr.get(t, 0.0) if dtypes.is_float(dt) else ir.IntegerAttr.get(t, 0))
+        pad = structured_transform_d.PadOp(
+            op, padding_values=zeros, padding_dimensions=list(range(len(blk.dims))),
+            nofold_flags=nofold, copy_back_op="none")
+        self.op_handles[blk.id] = pad.padded
+        pads = pad.pad
+        for idx, _, cid in blk.cache_reads:
+            cache = self.sch._blocks[cid]
+            if cache.compute_at is None:
+                continue
+            func = self.func(blk.func)
+            self.cleanup(func)
+            pos = blk.loop_index(cache.compute_at)
+            n = sum(1 for q in blk.loops[pos + 1:] if q.id in self.loop_handles)
+            if n:
+                pads = structured_transform_d.HoistPadOp(_any(), pads, n).transformed
+        self.cache_pads = getattr(self, "cache_pads", []) + [pads]
+
+    def cleanup(self, func: ir.Value) -> None:
+        p = transform_d.ApplyPatternsOp(func)
+        with ir.InsertionPoint(p.patterns):
+            tensor_patterns = __import__("mlir.dialects.transform.tensor", fromlist=["x"])
+            tensor_patterns.ApplyMergeConsecutiveInsertExtractSlicePatternsOp()
+            transform_d.ApplyCanonicalizationPatternsOp()
+        transform_d.ApplyCommonSubexpressionEliminationOp(func)
+
+    def run(self) -> None:
+        blocks = list(self.sch._blocks.values())
+        primary = [b for b in blocks if b.kind == "compute" and b.compute_at is None
+                   and b.reverse_compute_at is None]
+        for b in primary:
+            self.emit_block(b)
+        for b in blocks:
+            if b.compute_at is not None and b.kind == "compute":
+                self.emit_attached(b)
+        for b in primary:
+            self.emit_cache_reads(b)
+        for b in blocks:
+            if b.kind == "compute" and any(lp.kind == "vectorized" for lp in b.loops):
+                structured_transform_d.VectorizeOp(self.op_handles[b.id], create_named_contraction=True)
+                for a in blocks:
+                    if a.kind == "init" and a.parent == b.id and b.decomposed_at is not None:
+                        structured_transform_d.VectorizeOp(self.match(a))
+                self.vectorized_funcs.add(b.func)
+        for pads in getattr(self, "cache_pads", []):
+            structured_transform_d.VectorizeOp(pads)
+        for b in blocks:
+            for k, v in b.annotations.items():
+                if b.id in self.op_handles:
+                    transform_d.AnnotateOp(self.op_handles[b.id], k, param=_param(v))
+            for lp in b.loops:
+                h = self.loop_handles.get(lp.id)
+                if h is None:
+                    continue
+                for k, v in lp.annotations.items():
+                    if k not in ("fused_group", "sampled"):
+                        transform_d.AnnotateOp(h, k, param=_param(v))
+        for fname in sorted(self.vectorized_funcs):
+            self.lower_vectors(self.func(fname))
+        for fname in sorted(set(self.funcs) - self.vectorized_funcs):
+            self.cleanup(self.funcs[fname])
+        for b in blocks:
+            for lp in b.loops:
+                if lp.unroll is None:
+                    continue
+                h = self.loop_handles.get(lp.id)
+                if h is None:
+                    raise ScheduleError(f"unroll: loop of '{b.name}' was not materialized")
+                factor = lp.unroll or lp.extent
+                loop_transform_d.LoopUnrollOp(h, factor)
+
+    def lower_vectors(self, func: ir.Value) -> None:
+        """Canonicalize, hoist loop-invariant subsets (keeps accumulators in registers) and lower
+        vector ops to what ``convert-vector-to-llvm`` handles well (outer products -> FMAs)."""
+        self.cleanup(func)
+        loops = structured_transform_d.MatchOp(
+            _any(), func, ops=ir.ArrayAttr.get([ir.StringAttr.get("scf.for")])).result
+        loop_transform_d.HoistLoopInvariantSubsetsOp(loops)
+        p = transform_d.ApplyPatternsOp(func)
+        with ir.InsertionPoint(p.patterns):
+            vector_transform_d.ApplyLowerContractionPatternsOp(
+                lowering_strategy=vector_transform_d.VectorContractLowering.OuterProduct)
+            vector_transform_d.ApplyLowerMultiReductionPatternsOp(
+                lowering_strategy=vector_transform_d.VectorMultiReductionLowering.InnerParallel)
+            vector_transform_d.ApplyTransferPermutationPatternsOp()
+            vector_transform_d.ApplyLowerOuterProductPatternsOp()
+            vector_transform_d.ApplyLowerTransferPatternsOp(max_transfer_rank=1)
+            transform_d.ApplyCanonicalizationPatternsOp()
+
+
+def _param(v) -> ir.Value:
+    if isinstance(v, bool):
+        attr = ir.BoolAttr.get(v)
+    elif isinstance(v, int):
+        attr = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), v)
+    elif isinstance(v, float):
+        attr = ir.FloatAttr.get(ir.F64Type.get(), v)
+    else:
+        attr = ir.StringAttr.get(v)
+    return transform_d.ParamConstantOp(transform_d.AnyParamType.get(), attr).result
+
+
+def emit_transform_script(sch) -> TransformScript:
+    """Build the transform module of Schedule ``sch`` in its payload's context."""
+    ctx = sch._orig.context
+    with ctx, ir.Location.unknown():
+        mod = ir.Module.create()
+        mod.operation.attributes["transform.with_named_sequence"] = ir.UnitAttr.get()
+        with ir.InsertionPoint(mod.body):
+            seq = transform_d.NamedSequenceOp(
+                "__transform_main", [_any()], [],
+                arg_attrs=[{"transform.readonly": ir.UnitAttr.get()}])
+            with ir.InsertionPoint(seq.body):
+                _Emitter(sch, seq.bodyTarget).run()
+                transform_d.YieldOp([])
+        try:
+            mod.operation.verify()
+        except ir.MLIRError as e:
+            raise ScheduleError(f"emit: the transform script does not verify:\n{diagnostics(e)}\n{mod}") from None
+    return TransformScript(mod, ctx)
+
+
+def apply_transform_script(payload: Module, script: TransformScript) -> Module:
+    """Apply ``script`` to a copy of ``payload`` with the transform interpreter.
+
+    Raises
+    ------
+    ScheduleError
+        With the interpreter's diagnostics (e.g. a fusion or vectorization that failed).
+    """
+    from mlir.dialects.transform import interpreter
+
+    out = payload.clone()
+    with out.context, ir.Location.unknown():
+        try:
+            interpreter.apply_named_sequence(out.operation, script.entry, script.module)
+        except ir.MLIRError as e:
+            raise ScheduleError(f"applying the schedule failed:\n{diagnostics(e)}") from None
+        except ValueError as e:
+            raise ScheduleError(f"applying the schedule failed:\n{e}") from None
+    return out.verify()
