@@ -77,6 +77,7 @@ class _Emitter:
         self.loop_kinds: Dict[int, str] = {}
         self.op_handles: Dict[int, ir.Value] = {}        # block id -> current op handle
         self.vectorized_funcs = set()
+        self.coalesce = []                                 # (block, positions, outer loop handle)
 
     # ---------------------------------------------------------------- matching
     def func(self, name: str) -> ir.Value:
@@ -137,10 +138,8 @@ class _Emitter:
             self.loop_handles[blk.loops[p].id] = loops[0]
             self.loop_kinds[blk.loops[p].id] = "forall" if lp.kind in ("parallel", "bound") else "for"
         if len(loops) > 1 and lp.kind not in ("parallel", "bound"):
-            # a fused serial group: coalesce the perfectly nested loops
-            fused = loop_transform_d.LoopCoalesceOp(_any(), loops[0]).transformed
-            for p in positions:
-                self.loop_handles[blk.loops[p].id] = fused
+            # a fused serial group: coalesced at the end (coalescing invalidates nested handles)
+            self.coalesce.append((blk, positions, loops[0]))
         return op
 
     def materialized_prefix(self, blk: Block, start: int) -> int:
@@ -205,8 +204,10 @@ class _Emitter:
 
     # ---------------------------------------------------------------- blocks
     def emit_block(self, blk: Block) -> None:
-        consumers = [b for b in self.sch._blocks.values()
-                     if b.reverse_compute_at is not None and self.owner_of_loop(b.reverse_compute_at) is blk]
+        consumers = sorted((b for b in self.sch._blocks.values()
+                            if b.reverse_compute_at is not None
+                            and self.owner_of_loop(b.reverse_compute_at) is blk),
+                           key=lambda b: b.annotations["_attach_order"])
         op = self.match(blk)
         if not consumers:
             self.op_handles[blk.id] = self.emit_loops(blk, op)
@@ -289,24 +290,22 @@ class _Emitter:
             self.emit_cache_reads(b)
         for b in blocks:
             if b.kind == "compute" and any(lp.kind == "vectorized" for lp in b.loops):
-                structured_transform_d.VectorizeOp(self.op_handles[b.id], create_named_contraction=True)
+                v = structured_transform_d.VectorizeOp(self.op_handles[b.id])
+                v.operation.attributes["create_named_contraction"] = ir.UnitAttr.get()
                 for a in blocks:
                     if a.kind == "init" and a.parent == b.id and b.decomposed_at is not None:
                         structured_transform_d.VectorizeOp(self.match(a))
+                    if a.reverse_compute_at is not None and self.owner_of_loop(a.reverse_compute_at) is b:
+                        structured_transform_d.VectorizeOp(self.op_handles[a.id])
                 self.vectorized_funcs.add(b.func)
         for pads in getattr(self, "cache_pads", []):
             structured_transform_d.VectorizeOp(pads)
+        fused_ids = {blk.loops[p].id for blk, pos, _ in self.coalesce for p in pos}
         for b in blocks:
             for k, v in b.annotations.items():
-                if b.id in self.op_handles:
+                if b.id in self.op_handles and not k.startswith("_"):
                     transform_d.AnnotateOp(self.op_handles[b.id], k, param=_param(v))
-            for lp in b.loops:
-                h = self.loop_handles.get(lp.id)
-                if h is None:
-                    continue
-                for k, v in lp.annotations.items():
-                    if k not in ("fused_group", "sampled"):
-                        transform_d.AnnotateOp(h, k, param=_param(v))
+            self.annotate_loops(b, lambda lp: lp.id not in fused_ids)
         for fname in sorted(self.vectorized_funcs):
             self.lower_vectors(self.func(fname))
         for fname in sorted(set(self.funcs) - self.vectorized_funcs):
@@ -318,8 +317,24 @@ class _Emitter:
                 h = self.loop_handles.get(lp.id)
                 if h is None:
                     raise ScheduleError(f"unroll: loop of '{b.name}' was not materialized")
-                factor = lp.unroll or lp.extent
-                loop_transform_d.LoopUnrollOp(h, factor)
+                loop_transform_d.LoopUnrollOp(h, factor=lp.unroll or lp.extent)
+        for blk, positions, outer in self.coalesce:
+            fused = loop_transform_d.LoopCoalesceOp(_any(), outer).transformed
+            for p in positions:
+                self.loop_handles[blk.loops[p].id] = fused
+        for b in blocks:
+            self.annotate_loops(b, lambda lp: lp.id in fused_ids)
+
+    def annotate_loops(self, b: Block, which) -> None:
+        done = set()
+        for lp in b.loops:
+            h = self.loop_handles.get(lp.id)
+            if h is None or not which(lp) or id(h) in done:
+                continue
+            done.add(id(h))
+            for k, v in lp.annotations.items():
+                if k not in ("fused_group", "sampled"):
+                    transform_d.AnnotateOp(h, k, param=_param(v))
 
     def lower_vectors(self, func: ir.Value) -> None:
         """Canonicalize, hoist loop-invariant subsets (keeps accumulators in registers) and lower

@@ -424,7 +424,13 @@ class Schedule:
             if pblk.dims[pblk.loops[p].dim].kind != "parallel":
                 raise ScheduleError(f"reverse_compute_at: loop {self._loop_label(pblk, p)} of "
                                     f"'{pblk.name}' (at or above the target) iterates a reduction dim")
+        p_shape = pblk.operand_shapes[pblk.num_inputs]
+        c_shape = blk.operand_shapes[blk.num_inputs] if len(blk.operand_shapes) > blk.num_inputs else None
+        if c_shape != p_shape:
+            raise ScheduleError(f"reverse_compute_at: '{blk.name}' writes shape {c_shape}; expected "
+                                f"{p_shape} like '{pblk.name}' (only same-shape epilogues are supported)")
         blk.reverse_compute_at = lp.id
+        blk.annotations["_attach_order"] = next(self._ids)
         self._record("reverse_compute_at", [block, loop], {}, [])
 
     def _attach_checks(self, prim: str, blk: Block, other: Block, producer: bool) -> None:
@@ -443,7 +449,14 @@ class Schedule:
 
     def _consumer_chain(self, prod: Block, cons: Block):
         names = self._info[(cons.func, cons.name)].get("producers", [])
-        return [] if prod.name in names else None
+        if prod.name in names:
+            return []
+        # an epilogue of an epilogue: cons reads a block already attached to prod's loops
+        for b in self._blocks.values():
+            if b.name in names and b.reverse_compute_at is not None and \
+                    any(lp.id == b.reverse_compute_at for lp in prod.loops):
+                return [b]
+        return None
 
     def decompose_reduction(self, block: BlockRV, loop: LoopRV) -> BlockRV:
         """Separate the reduction's init from its update and place the init right above

@@ -60,6 +60,8 @@ def _py(v) -> str:
 def _to_json(v):
     if isinstance(v, RV):
         return {"rv": v.name}
+    if isinstance(v, dict):
+        return {k: _to_json(x) for k, x in v.items()}
     if isinstance(v, (list, tuple)):
         return [_to_json(x) for x in v]
     return v
