@@ -27,12 +27,6 @@ from ..ir import dtypes
 from ..ir.module import Module, OP_NAME_ATTR, diagnostics
 from .loop_nest import Block
 
-_GPU_MAPPING = {
-    "blockIdx.x": "#gpu.block<x>", "blockIdx.y": "#gpu.block<y>", "blockIdx.z": "#gpu.block<z>",
-    "threadIdx.x": "#gpu.thread<x>", "threadIdx.y": "#gpu.thread<y>", "threadIdx.z": "#gpu.thread<z>",
-}
-
-
 class TransformScript:
     """A transform module (``transform.named_sequence @__transform_main``).
 
@@ -119,18 +113,23 @@ class _Emitter:
              fuse_producers: bool = False):
         lp = blk.loops[positions[0]]
         sizes = self.sizes(blk, positions, ndims, dim_map)
-        if fuse_producers:
+        if blk.rfactor is not None and blk.loops[positions[0]].id == blk.rfactor[0]:
+            t = structured_transform_d.TileReductionUsingForOp(
+                [_any()], _any(), _any(), _any(), op, tile_sizes=sizes)
+            op, loops = t.split_op, [t.for_op]
+        elif fuse_producers:
             # tile and fuse the init (linalg.fill) through the loop's destination
             t = structured_transform_d.FuseOp(op, tile_sizes=sizes,
                                               use_forall=lp.kind == "parallel")
             op, loops = t.transformed, list(t.loops)
         elif lp.kind in ("parallel", "bound"):
-            mapping = None
-            if lp.kind == "bound":
-                mapping = ir.ArrayAttr.get([ir.Attribute.parse(_GPU_MAPPING[blk.loops[p].thread])
-                                            for p in positions])
-            t = structured_transform_d.TileUsingForallOp(op, tile_sizes=sizes, mapping=mapping)
+            t = structured_transform_d.TileUsingForallOp(op, tile_sizes=sizes)
             op, loops = t.tiled_op, [t.forall_op]
+            if lp.kind == "bound":
+                # GPU axes, x first, in dim order (mapped by gpu-map-parallel-loops in the CUDA
+                # pipeline; upstream's convert-parallel-loops-to-gpu reads only its own mapping)
+                axes = ",".join(blk.loops[p].thread for p in sorted(positions, key=lambda q: blk.loops[q].dim))
+                transform_d.AnnotateOp(loops[0], "mlc.bind", param=_param(axes))
         else:
             t = structured_transform_d.TileUsingForOp(op, sizes=sizes)
             op, loops = t.tiled_linalg_op, list(t.loops)
@@ -153,11 +152,25 @@ class _Emitter:
         for p in range(n - 1, start - 1, -1):
             lp = blk.loops[p]
             plain = (lp.kind == "serial" and lp.unroll is None and not lp.annotations
-                     and lp.id not in pinned and blk.step(p) == 1)
+                     and lp.id not in pinned and blk.step(p) == 1
+                     and not (blk.rfactor and lp.id in blk.rfactor))
             if not plain or (last_dim is not None and lp.dim >= last_dim):
                 break
             s, last_dim = p, lp.dim
         return s
+
+    def bound_group(self, blk: Block, p: int, stop: int) -> List[int]:
+        """Consecutive loops bound to the same kind of GPU axis (blocks or threads) over distinct
+        dims: one multi-dim ``scf.forall`` (the grid or the thread block)."""
+        kind = blk.loops[p].thread.split(".")[0]
+        group, dims = [p], {blk.loops[p].dim}
+        q = p + 1
+        while q < stop and blk.loops[q].kind == "bound" and blk.loops[q].thread.split(".")[0] == kind \
+                and blk.loops[q].dim not in dims:
+            group.append(q)
+            dims.add(blk.loops[q].dim)
+            q += 1
+        return group
 
     def pinned_loops(self):
         out = set()
@@ -173,6 +186,8 @@ class _Emitter:
         while p < stop:
             lp = blk.loops[p]
             group = self.sch._group(blk, p)
+            if lp.kind == "bound":
+                group = self.bound_group(blk, p, stop)
             if lp.extent == 1 and len(group) == 1:
                 p += 1
                 continue

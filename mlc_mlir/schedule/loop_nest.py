@@ -145,7 +145,7 @@ def analyze_module(module: Module) -> Dict[Tuple[str, str], dict]:
 
     ``info`` has ``op_name``, ``dims`` (list of Dim), ``operand_shapes`` and ``num_inputs``.
     Named ops are generalized on a copy (``linalg-generalize-named-ops``) to read their indexing
-    maps; ops are matched by position, which generalization preserves.
+    maps; linalg ops are matched by position, which generalization preserves.
 
     Raises
     ------
@@ -160,8 +160,12 @@ def analyze_module(module: Module) -> Dict[Tuple[str, str], dict]:
         if f_orig.is_external:
             continue
         fname = f_orig.sym_name.value
-        orig_ops = list(f_orig.regions[0].blocks[0].operations)
-        gen_ops = list(f_gen.regions[0].blocks[0].operations)
+        # linalg ops only: generalization maps each to one linalg.generic, in order (the greedy
+        # driver may move other ops, e.g. hoist constants)
+        orig_ops = [o for o in f_orig.regions[0].blocks[0].operations
+                    if o.operation.name.startswith("linalg.")]
+        gen_ops = [o for o in f_gen.regions[0].blocks[0].operations
+                   if o.operation.name.startswith("linalg.")]
         for o, g in zip(orig_ops, gen_ops):
             if OP_NAME_ATTR not in o.attributes or g.operation.name != "linalg.generic":
                 continue

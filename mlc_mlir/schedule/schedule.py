@@ -303,7 +303,7 @@ class Schedule:
         blk, pos, lp = self._loop("parallel", loop)
         for p in self._group(blk, pos):
             l_ = blk.loops[p]
-            if blk.dims[l_.dim].kind != "parallel":
+            if blk.dims[l_.dim].kind != "parallel" and not (blk.rfactor and blk.rfactor[1] == l_.id):
                 raise ScheduleError(f"parallel: loop {self._loop_label(blk, p)} of '{blk.name}' "
                                     "iterates a reduction dim (use rfactor first)")
             if l_.kind != "serial":
@@ -350,9 +350,11 @@ class Schedule:
         self._record("unroll", [loop], {"factor": factor} if factor is not None else {}, [])
 
     def bind(self, loop: LoopRV, thread_axis: str) -> None:
-        """Bind ``loop`` to a GPU axis (TVM ``bind``): ``tile_using_forall ... mapping =
-        [#gpu.block<x>]`` / ``[#gpu.thread<x>]``, mapped by ``gpu.map_forall_to_blocks`` and
-        ``gpu.map_nested_forall_to_threads`` in the CUDA pipeline.
+        """Bind ``loop`` to a GPU axis (TVM ``bind``): consecutive loops bound to block (thread)
+        axes become one multi-dim ``scf.forall`` (``structured.tile_using_forall``, annotated
+        ``mlc.bind``); ``pipelines/cuda.pipeline`` maps it to the grid (thread block) with
+        ``gpu-map-parallel-loops`` and ``convert-parallel-loops-to-gpu``. Axes of one kind follow
+        the dim order (x for the outermost dim).
 
         Raises
         ------
@@ -369,6 +371,15 @@ class Schedule:
             raise ScheduleError(f"bind: loop {label} is already {lp.kind}")
         if any(l_.thread == thread_axis for l_ in blk.loops):
             raise ScheduleError(f"bind: {thread_axis} is already bound in '{blk.name}'")
+        kind, axis = thread_axis.split(".")
+        for l_ in blk.loops:
+            if l_.thread and l_.thread.startswith(kind):
+                other = l_.thread.split(".")[1]
+                if (l_.dim < lp.dim) != (other < axis[-1]) or l_.dim == lp.dim:
+                    raise ScheduleError(
+                        f"bind: {kind} axes must follow the dim order (x for the outermost dim): "
+                        f"loop {label} (dim {blk.dims[lp.dim].name}) cannot take {thread_axis} while "
+                        f"dim {blk.dims[l_.dim].name} has {l_.thread}")
         lp.kind, lp.thread = "bound", thread_axis
         self._record("bind", [loop, thread_axis], {}, [])
 
@@ -530,6 +541,39 @@ class Schedule:
         rv = self._new_rv("b")
         self._record("cache_read", [block, read_buffer_index, storage_scope], {}, [rv])
         return BlockRV(cid, rv)
+
+    def rfactor(self, loop: LoopRV, factor_axis: int = 0) -> BlockRV:
+        """Factorize a reduction (TVM ``rfactor``): ``loop`` must be the inner loop ``k1`` of a
+        reduction dim split into ``k0, k1``; partial results are accumulated in a buffer indexed
+        by ``k1`` (so ``k1`` becomes data-parallel and can be vectorized or parallelized) over
+        the ``k0`` loop, then combined. Realized by ``structured.tile_reduction_using_for`` at
+        the ``k0`` loop. Returns the rf block (the partial reduction); ``factor_axis`` must be 0
+        (the rf dim is appended last by upstream).
+
+        Raises
+        ------
+        ScheduleError
+            If the loop is not the inner half of a 2-way split reduction dim.
+        """
+        blk, pos, lp = self._loop("rfactor", loop)
+        label = self._loop_label(blk, pos)
+        if factor_axis != 0:
+            raise ScheduleError(f"rfactor: factor_axis={factor_axis} is not supported (0 only)")
+        if blk.dims[lp.dim].kind != "reduction":
+            raise ScheduleError(f"rfactor: loop {label} of '{blk.name}' iterates a parallel dim")
+        same = [p for p, q in enumerate(blk.loops) if q.dim == lp.dim]
+        if len(same) != 2 or same[1] != pos:
+            raise ScheduleError(f"rfactor: loop {label} must be the inner loop of a reduction dim "
+                                f"split into exactly two loops (it has {len(same)})")
+        if blk.rfactor is not None or blk.decomposed_at is not None:
+            raise ScheduleError(f"rfactor: '{blk.name}' is already factorized or decomposed")
+        outer = blk.loops[same[0]]
+        if outer.kind != "serial" or lp.kind != "serial":
+            raise ScheduleError(f"rfactor: loops of the reduction dim of '{blk.name}' must be serial")
+        blk.rfactor = (outer.id, lp.id)
+        rv = self._new_rv("b")
+        self._record("rfactor", [loop], {"factor_axis": factor_axis} if factor_axis else {}, [rv])
+        return BlockRV(blk.id, rv)
 
     # ------------------------------------------------------------------ sampling
     def sample_perfect_tile(self, loop: LoopRV, n: int, max_innermost_factor: int = 16,
