@@ -305,7 +305,11 @@ class _Emitter:
             self.emit_cache_reads(b)
         for b in blocks:
             if b.kind == "compute" and any(lp.kind == "vectorized" for lp in b.loops):
-                v = structured_transform_d.VectorizeOp(self.op_handles[b.id])
+                h = self.op_handles[b.id]
+                if "conv" in b.op_name or "pooling" in b.op_name:
+                    # 2-D windows vectorize as 1-D ones: decompose the unit-size tile first
+                    h = structured_transform_d.DecomposeOp(h).transformed
+                v = structured_transform_d.VectorizeOp(h)
                 v.operation.attributes["create_named_contraction"] = ir.UnitAttr.get()
                 for a in blocks:
                     if a.kind == "init" and a.parent == b.id and b.decomposed_at is not None:
