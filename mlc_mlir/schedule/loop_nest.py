@@ -102,6 +102,8 @@ class Block:
         lines, depth = [], 0
         counts: Dict[int, int] = {}
         for lp in self.loops:
+            if lp.id == self.decomposed_at:
+                lines.append("  " * depth + f"linalg.fill \"{self.name}.init\" (decomposed init)")
             n = counts.get(lp.dim, 0)
             counts[lp.dim] = n + 1
             tag = {"serial": "for", "parallel": "for (parallel)", "vectorized": "for (vectorized)",
