@@ -164,9 +164,72 @@ def phase_ours(sizes, threads, extra):
     return out
 
 
-def phase_dense(threads):
-    import dense_run  # noqa: local helper module in this folder
-    return dense_run.run(threads)
+DENSE_PAYLOAD = """
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#bc = affine_map<(d0, d1) -> (d1)>
+func.func @main(%x: tensor<{M}x{K}xf32>, %w: tensor<{K}x{N}xf32>, %b: tensor<{N}xf32>)
+    -> tensor<{M}x{N}xf32> {{
+  %cst = arith.constant 0.000000e+00 : f32
+  %e = tensor.empty() : tensor<{M}x{N}xf32>
+  %f = linalg.fill ins(%cst : f32) outs(%e : tensor<{M}x{N}xf32>) -> tensor<{M}x{N}xf32>
+  %mm = linalg.matmul ins(%x, %w : tensor<{M}x{K}xf32>, tensor<{K}x{N}xf32>)
+      outs(%f : tensor<{M}x{N}xf32>) -> tensor<{M}x{N}xf32>
+  %e2 = tensor.empty() : tensor<{M}x{N}xf32>
+  %r = linalg.generic {{indexing_maps = [#id, #bc, #id], iterator_types = ["parallel", "parallel"]}}
+      ins(%mm, %b : tensor<{M}x{N}xf32>, tensor<{N}xf32>) outs(%e2 : tensor<{M}x{N}xf32>) {{
+  ^bb0(%m: f32, %bb: f32, %o: f32):
+    %s = arith.addf %m, %bb : f32
+    %z = arith.maximumf %s, %cst : f32
+    linalg.yield %z : f32
+  }} -> tensor<{M}x{N}xf32>
+  return %r : tensor<{M}x{N}xf32>
+}}
+"""
+DENSE_SHAPE = (128, 784, 128)  # M, K, N
+DENSE_DEFAULTS = dict(THREADS=2, MC=32, NC=128, KC=784, NR=32, MR=8, UNROLL=4)
+
+
+def compile_dense(sizes, dump_ir=None):
+    """relu(x @ W + b) with dense_epilogue.mlir (K is not tiled: KC must equal K)."""
+    import mlc_mlir as mlc
+    M, K, N = DENSE_SHAPE
+    s = dict(sizes)
+    assert s["KC"] == K, "dense_epilogue.mlir packs K x NR panels: KC must be K"
+    check_divisibility(M, N, K, s)
+    mod = mlc.Module.parse(DENSE_PAYLOAD.format(M=M, K=K, N=N))
+    apply_transform(mod, recipe_text(os.path.join(HERE, "dense_epilogue.mlir"), **s))
+    return mlc.compile(mod, pipeline=RECIPE_PIPELINE, dump_ir=dump_ir)
+
+
+def _dense_inputs():
+    M, K, N = DENSE_SHAPE
+    rng = np.random.default_rng(0)
+    return (rng.standard_normal((M, K), dtype=np.float32),
+            rng.standard_normal((K, N), dtype=np.float32) / np.float32(28),
+            rng.standard_normal((N,), dtype=np.float32))
+
+
+def phase_dense(threads, which, extra):
+    M, K, N = DENSE_SHAPE
+    x, w, b = _dense_inputs()
+    flops = 2.0 * M * N * K
+    out = np.empty((M, N), np.float32)
+    if which == "numpy":
+        from threadpoolctl import threadpool_limits
+        with threadpool_limits(limits=threads):
+            def f():
+                np.matmul(x, w, out=out)
+                np.add(out, b, out=out)
+                np.maximum(out, 0, out=out)
+            r = _time(f, flops, repeat=20)
+    else:
+        exe = compile_dense(dict(DENSE_DEFAULTS, THREADS=threads, **extra))
+        ref = np.maximum(x.astype(np.float64) @ w.astype(np.float64) + b, 0)
+        r_err = float(np.abs(exe(x, w, b) - ref).max() / np.abs(ref).max())
+        fn = exe["main"]
+        r = _time(lambda: fn(x, w, b, out=[out]), flops, repeat=20)
+        r["rel_err"] = r_err
+    return {"dense": r}
 
 
 def _sub(args, env_update=None, unset=()):
@@ -189,7 +252,8 @@ def main():
     ap.add_argument("--set", nargs="*", default=[], help="override sizes: MC=64 NC=512 ...")
     ap.add_argument("--emit", type=int, help="print the concrete script for M=N=K=EMIT")
     ap.add_argument("--dump-ir", help="dump the stages of one compile (first size) here")
-    ap.add_argument("--phase", choices=["numpy", "ours"])
+    ap.add_argument("--phase", choices=["numpy", "ours", "dense-numpy", "dense-ours"])
+    ap.add_argument("--dense", action="store_true", help="dense+bias+relu 128x784 @ 784x128")
     args = ap.parse_args()
     extra = {kv.split("=")[0]: int(kv.split("=")[1]) for kv in args.set}
     if args.emit:
@@ -201,6 +265,23 @@ def main():
         S = args.sizes[0]
         compile_matmul(S, S, S, dict(DEFAULTS, **extra), dump_ir=args.dump_ir)
         print("dumped to", args.dump_ir)
+        return
+    if args.phase and args.phase.startswith("dense"):
+        res = phase_dense(args.threads[0], args.phase[6:], extra)
+        print(json.dumps(res))
+        return
+    if args.dense:
+        print(f"dense+bias+relu {DENSE_SHAPE[0]}x{DENSE_SHAPE[1]} @ {DENSE_SHAPE[1]}x"
+              f"{DENSE_SHAPE[2]}: min (median) us per call")
+        for t in args.threads:
+            n = _sub(["--phase", "dense-numpy", "--threads", str(t)], {"OMP_NUM_THREADS": str(t)},
+                     unset=("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"))["dense"]
+            o = _sub(["--phase", "dense-ours", "--threads", str(t), "--set", *args.set],
+                     {"OMP_NUM_THREADS": str(t), "OPENBLAS_NUM_THREADS": "1"})["dense"]
+            print(f"  threads {t}: ours {o['min_s'] * 1e6:7.1f} ({o['med_s'] * 1e6:7.1f}) us "
+                  f"{o['gflops']:6.1f} GF/s | numpy {n['min_s'] * 1e6:7.1f} ({n['med_s'] * 1e6:7.1f}) us "
+                  f"{n['gflops']:6.1f} GF/s | numpy/ours time {n['min_s'] / o['min_s']:.2f} "
+                  f"| rel err {o['rel_err']:.1e}")
         return
     if args.phase:
         t = args.threads[0]

@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import Dict, List, Optional
 
 from .._mlir import ir, loop_transform_d, structured_transform_d, transform_d, tune_transform_d
+from mlir.dialects.transform import tensor as tensor_transform_d  # noqa: E402
 from mlir.dialects.transform import vector as vector_transform_d
 from ..errors import ScheduleError
 from ..ir import dtypes
@@ -72,6 +73,7 @@ class _Emitter:
         self.op_handles: Dict[int, ir.Value] = {}        # block id -> current op handle
         self.vectorized_funcs = set()
         self.coalesce = []                                 # (block, positions, outer loop handle)
+        self.pads = []                                     # (func, pad handle, loops to hoist)
 
     # ---------------------------------------------------------------- matching
     def func(self, name: str) -> ir.Value:
@@ -182,6 +184,8 @@ class _Emitter:
         ndims = len(blk.dims)
         stop = self.materialized_prefix(blk, start)
         init_pos = blk.loop_index(blk.decomposed_at) if blk.decomposed_at is not None else 0
+        if start == 0:
+            op = self.maybe_pad(blk, op, -1)
         p = start
         while p < stop:
             lp = blk.loops[p]
@@ -192,8 +196,51 @@ class _Emitter:
                 p += 1
                 continue
             op = self.tile(op, blk, group, ndims, fuse_producers=p < init_pos)
+            for q in group:
+                op = self.maybe_pad(blk, op, q)
             p = group[-1] + 1
         return op
+
+    def pad_position(self, blk: Block, operand: int) -> int:
+        """Where a cache_read of ``operand`` packs: right inside the innermost materialized loop
+        over a parallel dim that indexes the operand (its innermost tile, e.g. a 32-wide panel of
+        B in a matmul); -1 when no such loop is materialized (pad the whole op)."""
+        dims = set(self.sch._info[(blk.func, blk.name)]["operand_dims"][operand])
+        stop = self.materialized_prefix(blk, 0)
+        best = -1
+        for p in range(stop):
+            lp = blk.loops[p]
+            if lp.dim in dims and blk.dims[lp.dim].kind == "parallel" and lp.extent > 1:
+                best = p
+        return best
+
+    def maybe_pad(self, blk: Block, op: ir.Value, pos: int) -> ir.Value:
+        for idx, _, cid in blk.cache_reads:
+            if self.pad_position(blk, idx) == pos:
+                op = self.pad(blk, op, idx, cid, pos)
+        return op
+
+    def pad(self, blk: Block, op: ir.Value, idx: int, cid: int, pos: int) -> ir.Value:
+        """``structured.pad`` with ``nofold`` on operand ``idx`` (a packed copy of its tile)."""
+        zeros = []
+        for dt in self.sch._info[(blk.func, blk.name)]["dtypes"]:
+            t = dtypes.to_ir_type(dt)
+            zeros.append(ir.FloatAttr.get(t, 0.0) if dtypes.is_float(dt) else ir.IntegerAttr.get(t, 0))
+        nofold = [1 if i == idx else 0 for i in range(len(zeros))]
+        pad = structured_transform_d.PadOp(
+            op, padding_values=zeros, padding_dimensions=list(range(len(blk.dims))),
+            nofold_flags=nofold, copy_back_op="none")
+        cache = self.sch._blocks[cid]
+        n = 0
+        if cache.compute_at is not None:
+            ca = blk.loop_index(cache.compute_at)
+            n = sum(1 for q in blk.loops[ca + 1:pos + 1] if q.id in self.loop_handles)
+        operand_pad = transform_d.GetProducerOfOperand(_any(), pad.padded, idx).result
+        # the packed tile: the operand's extent along each of its dims inside loop `pos`
+        tile = [_prod(q.extent for q in blk.loops[pos + 1:] if q.dim == d)
+                for d in self.sch._info[(blk.func, blk.name)]["operand_dims"][idx]]
+        self.pads.append((blk.func, operand_pad, n, tile))
+        return pad.padded
 
     # ---------------------------------------------------------------- attachment
     def enclosing_handles(self, blk: Block, upto_loop_id: int) -> List[ir.Value]:
@@ -255,40 +302,20 @@ class _Emitter:
         handles = self.enclosing_handles(owner, blk.compute_at)
         self.op_handles[blk.id] = self.fuse_into(self.match(blk), handles)
 
-    def emit_cache_reads(self, blk: Block) -> None:
-        if not blk.cache_reads:
-            return
-        op = self.op_handles[blk.id]
-        nops = len(blk.operand_shapes)
-        nofold = [0] * nops
-        for idx, _, _ in blk.cache_reads:
-            nofold[idx] = 1
-        zeros = []
-        for dt in self.sch._info[(blk.func, blk.name)]["dtypes"]:
-            t = dtypes.to_ir_type(dt)
-            zeros.append(ir.FloatAttr.get(t, 0.0) if dtypes.is_float(dt) else ir.IntegerAttr.get(t, 0))
-        pad = structured_transform_d.PadOp(
-            op, padding_values=zeros, padding_dimensions=list(range(len(blk.dims))),
-            nofold_flags=nofold, copy_back_op="none")
-        self.op_handles[blk.id] = pad.padded
-        pads = pad.pad
-        for idx, _, cid in blk.cache_reads:
-            cache = self.sch._blocks[cid]
-            if cache.compute_at is None:
-                continue
-            func = self.func(blk.func)
-            self.cleanup(func)
-            pos = blk.loop_index(cache.compute_at)
-            n = sum(1 for q in blk.loops[pos + 1:] if q.id in self.loop_handles)
+    def emit_cache_reads(self) -> None:
+        """Hoist each packing out of the loops inside its compute_at loop (``hoist_pad``, after
+        merging slices and canonicalizing as it requires) and vectorize the packing copy."""
+        for func in sorted({p[0] for p in self.pads}):
+            self.cleanup(self.func(func))
+        for func, pad, n, tile in self.pads:
             if n:
-                pads = structured_transform_d.HoistPadOp(_any(), pads, n).transformed
-        self.cache_pads = getattr(self, "cache_pads", []) + [pads]
+                pad = structured_transform_d.HoistPadOp(_any(), pad, n).transformed
+            structured_transform_d.VectorizeOp(pad, tile)
 
     def cleanup(self, func: ir.Value) -> None:
         p = transform_d.ApplyPatternsOp(func)
         with ir.InsertionPoint(p.patterns):
-            tensor_patterns = __import__("mlir.dialects.transform.tensor", fromlist=["x"])
-            tensor_patterns.ApplyMergeConsecutiveInsertExtractSlicePatternsOp()
+            tensor_transform_d.ApplyMergeConsecutiveInsertExtractSlicePatternsOp()
             transform_d.ApplyCanonicalizationPatternsOp()
         transform_d.ApplyCommonSubexpressionEliminationOp(func)
 
@@ -301,8 +328,7 @@ class _Emitter:
         for b in blocks:
             if b.compute_at is not None and b.kind == "compute":
                 self.emit_attached(b)
-        for b in primary:
-            self.emit_cache_reads(b)
+        self.emit_cache_reads()
         for b in blocks:
             if b.kind == "compute" and any(lp.kind == "vectorized" for lp in b.loops):
                 h = self.op_handles[b.id]
@@ -317,8 +343,6 @@ class _Emitter:
                     if a.reverse_compute_at is not None and self.owner_of_loop(a.reverse_compute_at) is b:
                         structured_transform_d.VectorizeOp(self.op_handles[a.id])
                 self.vectorized_funcs.add(b.func)
-        for pads in getattr(self, "cache_pads", []):
-            structured_transform_d.VectorizeOp(pads)
         fused_ids = {blk.loops[p].id for blk, pos, _ in self.coalesce for p in pos}
         for b in blocks:
             for k, v in b.annotations.items():
@@ -356,9 +380,15 @@ class _Emitter:
                     transform_d.AnnotateOp(h, k, param=_param(v))
 
     def lower_vectors(self, func: ir.Value) -> None:
-        """Canonicalize, hoist loop-invariant subsets (keeps accumulators in registers) and lower
-        vector ops to what ``convert-vector-to-llvm`` handles well (outer products -> FMAs)."""
-        self.cleanup(func)
+        """Fold tensor slices into vector transfers, hoist loop-invariant subsets (the C tile
+        becomes a vector iter_arg of the reduction loop, kept in registers), then lower
+        contractions to outer products (FMAs). No canonicalization after the lowering: MLIR 22's
+        canonicalizer scalarizes the rows of the accumulator (benchmarks/recipe/NOTES.md)."""
+        p = transform_d.ApplyPatternsOp(func)
+        with ir.InsertionPoint(p.patterns):
+            tensor_transform_d.ApplyFoldTensorSubsetOpsIntoVectorTransfersPatternsOp()
+            transform_d.ApplyCanonicalizationPatternsOp()
+        transform_d.ApplyCommonSubexpressionEliminationOp(func)
         loops = structured_transform_d.MatchOp(
             _any(), func, ops=ir.ArrayAttr.get([ir.StringAttr.get("scf.for")])).result
         loop_transform_d.HoistLoopInvariantSubsetsOp(loops)
@@ -370,8 +400,13 @@ class _Emitter:
                 lowering_strategy=vector_transform_d.VectorMultiReductionLowering.InnerParallel)
             vector_transform_d.ApplyTransferPermutationPatternsOp()
             vector_transform_d.ApplyLowerOuterProductPatternsOp()
-            vector_transform_d.ApplyLowerTransferPatternsOp(max_transfer_rank=1)
-            transform_d.ApplyCanonicalizationPatternsOp()
+
+
+def _prod(xs) -> int:
+    out = 1
+    for x in xs:
+        out *= x
+    return out
 
 
 def _param(v) -> ir.Value:

@@ -198,5 +198,7 @@ def analyze_module(module: Module) -> Dict[Tuple[str, str], dict]:
                                       operand_shapes=shapes, num_inputs=num_inputs,
                                       producers=[p for p in producers if p], init=init,
                                       out_dims=[_affine_dim(e) for e in maps[num_inputs].results],
+                                      operand_dims=[[d for d in (_affine_dim(e) for e in m.results)
+                                                     if d is not None] for m in maps],
                                       dtypes=[_elem_dtype(v.type) for v in g.operands])
     return out

@@ -412,6 +412,13 @@ class Schedule:
         """
         blk = self._block("compute_at", block)
         cblk, pos, lp = self._loop("compute_at", loop)
+        if blk.kind == "cache":
+            if blk.parent != cblk.id:
+                raise ScheduleError(f"compute_at: cache block '{blk.name}' can only be placed in "
+                                    f"loops of '{self._blocks[blk.parent].name}'")
+            blk.compute_at = lp.id
+            self._record("compute_at", [block, loop], {}, [])
+            return
         self._attach_checks("compute_at", blk, cblk, producer=True)
         blk.compute_at = lp.id
         self._record("compute_at", [block, loop], {}, [])
