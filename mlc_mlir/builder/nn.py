@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Optional
 
+import numpy as np
+
 from .._mlir import ir, linalg_d
 from ..errors import BuildError, format_shape
 from . import elementwise, emit
@@ -83,9 +85,11 @@ def batch_matmul(a, b, name: Optional[str] = None) -> Tensor:
 def dense(x, weight, bias=None, name: Optional[str] = None) -> Tensor:
     """Fully connected layer ``x @ weight.T + bias`` (TVM ``nn.dense``, PyTorch ``Linear``).
 
-    x: (M, K); weight: (N, K); bias: (N,) or None; same dtype. Emits ``linalg.matmul`` with
-    transposed-B indexing maps (no transpose is materialized) named ``name``, then the bias add
-    as a broadcasting ``linalg.generic`` named ``<name>.bias_add``.
+    x: (M, K); weight: (N, K); bias: (N,) or None; same dtype. Emits a ``linalg.matmul`` named
+    ``name``: a numpy ``weight`` becomes the constant ``weight.T`` (K, N) (the layout transform
+    is done at build time); a Tensor ``weight`` is read through transposed-B indexing maps (no
+    transpose is materialized). The bias add is a broadcasting ``linalg.generic`` named
+    ``<name>.bias_add``.
 
     Raises
     ------
@@ -110,11 +114,16 @@ def dense(x, weight, bias=None, name: Optional[str] = None) -> Tensor:
             raise BuildError(f"dense: argument 'bias' has shape {format_shape(b.shape)}; expected ({n},)")
     nm = emit.op_name(fn, "dense", name)
     init = emit.filled((x.shape[0], n), x.dtype, _zero(x.dtype), f"{nm}.init")
-    d0, d1, d2 = (ir.AffineDimExpr.get(i) for i in range(3))
-    maps = [ir.AffineMap.get(3, 0, [d0, d2]), ir.AffineMap.get(3, 0, [d1, d2]),
-            ir.AffineMap.get(3, 0, [d0, d1])]
-    r = linalg_d.matmul(x.value, w.value, outs=[init],
-                        indexing_maps=maps)
+    if isinstance(weight, np.ndarray):
+        # a constant weight is stored transposed (K, N): the layout transform happens at
+        # build time and the op is a plain linalg.matmul (contiguous B rows for packing)
+        wt = emit.constant(fn, np.ascontiguousarray(weight.T), name=f"{nm}.weight_t")
+        r = linalg_d.matmul(x.value, wt.value, outs=[init])
+    else:
+        d0, d1, d2 = (ir.AffineDimExpr.get(i) for i in range(3))
+        maps = [ir.AffineMap.get(3, 0, [d0, d2]), ir.AffineMap.get(3, 0, [d1, d2]),
+                ir.AffineMap.get(3, 0, [d0, d1])]
+        r = linalg_d.matmul(x.value, w.value, outs=[init], indexing_maps=maps)
     emit.set_name(r.owner, nm)
     y = Tensor(r, fn)
     if b is not None:
