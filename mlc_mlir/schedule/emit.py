@@ -312,6 +312,13 @@ class _Emitter:
                 pad = structured_transform_d.HoistPadOp(_any(), pad, n).transformed
             structured_transform_d.VectorizeOp(pad, tile)
 
+    def vectorize_rows(self, op: ir.Value, ndims: int) -> None:
+        """Vectorize an init or epilogue tile one row at a time (tile all but the last dim by 1):
+        vectorizing a whole tile at once makes ``vector<RxC>`` values that unroll into huge code."""
+        if ndims > 1:
+            op = structured_transform_d.TileUsingForOp(op, sizes=[1] * (ndims - 1) + [0]).tiled_linalg_op
+        structured_transform_d.VectorizeOp(op)
+
     def cleanup(self, func: ir.Value) -> None:
         p = transform_d.ApplyPatternsOp(func)
         with ir.InsertionPoint(p.patterns):
@@ -339,9 +346,9 @@ class _Emitter:
                 v.operation.attributes["create_named_contraction"] = ir.UnitAttr.get()
                 for a in blocks:
                     if a.kind == "init" and a.parent == b.id and b.decomposed_at is not None:
-                        structured_transform_d.VectorizeOp(self.match(a))
+                        self.vectorize_rows(self.match(a), len(self.sch._info[(a.func, a.name)]["dims"]))
                     if a.reverse_compute_at is not None and self.owner_of_loop(a.reverse_compute_at) is b:
-                        structured_transform_d.VectorizeOp(self.op_handles[a.id])
+                        self.vectorize_rows(self.op_handles[a.id], len(a.dims))
                 self.vectorized_funcs.add(b.func)
         fused_ids = {blk.loops[p].id for blk, pos, _ in self.coalesce for p in pos}
         for b in blocks:
