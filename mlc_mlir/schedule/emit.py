@@ -64,8 +64,9 @@ def _param_type():
 
 
 class _Emitter:
-    def __init__(self, sch, root: ir.Value):
+    def __init__(self, sch, root: ir.Value, design_space: bool = False):
         self.sch = sch
+        self.design_space = design_space
         self.root = root
         self.funcs: Dict[str, ir.Value] = {}
         self.loop_handles: Dict[int, ir.Value] = {}      # model loop id -> handle
@@ -100,8 +101,8 @@ class _Emitter:
         extent = blk.dims[lp.dim].extent
         options = [d for d in range(1, extent + 1) if extent % d == 0]
         name = f"{blk.name}.{blk.dims[lp.dim].name}.tile{level}"
-        return tune_transform_d.KnobOp(_param_type(), name, options,
-                                       selected=ir.IntegerAttr.get(ir.IntegerType.get_signless(64), step)).result
+        selected = None if self.design_space else ir.IntegerAttr.get(ir.IntegerType.get_signless(64), step)
+        return tune_transform_d.KnobOp(_param_type(), name, options, selected=selected).result
 
     def sizes(self, blk: Block, positions: List[int], ndims: int, dim_map=None):
         sizes = [0] * ndims
@@ -153,7 +154,7 @@ class _Emitter:
         s, last_dim = n, None
         for p in range(n - 1, start - 1, -1):
             lp = blk.loops[p]
-            plain = (lp.kind == "serial" and lp.unroll is None and not lp.annotations
+            plain = (lp.kind == "serial" and lp.unroll is None and not (set(lp.annotations) - {"sampled"})
                      and lp.id not in pinned and blk.step(p) == 1
                      and not (blk.rfactor and lp.id in blk.rfactor))
             if not plain or (last_dim is not None and lp.dim >= last_dim):
@@ -428,8 +429,12 @@ def _param(v) -> ir.Value:
     return transform_d.ParamConstantOp(transform_d.AnyParamType.get(), attr).result
 
 
-def emit_transform_script(sch) -> TransformScript:
-    """Build the transform module of Schedule ``sch`` in its payload's context."""
+def emit_transform_script(sch, design_space: bool = False) -> TransformScript:
+    """Build the transform module of Schedule ``sch`` in its payload's context.
+
+    With ``design_space``, sampled tile sizes become ``transform.tune.knob`` ops without
+    ``selected``: the stochastic schedule's design space (the interpreter refuses to run it until
+    every knob has a decision)."""
     ctx = sch._orig.context
     with ctx, ir.Location.unknown():
         mod = ir.Module.create()
@@ -439,7 +444,7 @@ def emit_transform_script(sch) -> TransformScript:
                 "__transform_main", [_any()], [],
                 arg_attrs=[{"transform.readonly": ir.UnitAttr.get()}])
             with ir.InsertionPoint(seq.body):
-                _Emitter(sch, seq.bodyTarget).run()
+                _Emitter(sch, seq.bodyTarget, design_space).run()
                 transform_d.YieldOp([])
         try:
             mod.operation.verify()

@@ -649,11 +649,12 @@ class Schedule:
         print(text, file=file)
         return text
 
-    def transform_script(self):
-        """The transform module realizing the current schedule (see :mod:`.emit`)."""
+    def transform_script(self, design_space: bool = False):
+        """The transform module realizing the current schedule (see :mod:`.emit`); with
+        ``design_space`` the knobs of sampled tile sizes carry no decision."""
         from .emit import emit_transform_script
 
-        return emit_transform_script(self)
+        return emit_transform_script(self, design_space)
 
     @property
     def mod(self) -> Module:

@@ -189,9 +189,11 @@ class Trace:
                 env[rv.name] = val
         return sch
 
-    def as_transform_script(self, mod=None):
+    def as_transform_script(self, mod=None, design_space: bool = False):
         """The transform module (``transform.named_sequence @__transform_main``) of this trace.
 
+        Sampling instructions become ``transform.tune.knob`` ops whose ``selected`` value is the
+        decision; with ``design_space=True`` they have no ``selected`` (the design space).
         Needs the payload ``mod`` the trace was recorded on (for op extents), unless the trace
         came from a Schedule that remembers it.
         """
@@ -199,4 +201,4 @@ class Trace:
             mod = getattr(self, "_mod", None)
         if mod is None:
             raise ScheduleError("as_transform_script: pass the module the trace applies to")
-        return self.replay(mod).transform_script()
+        return self.replay(mod).transform_script(design_space)
