@@ -19,7 +19,7 @@ from ..errors import PipelineError
 from ..ir.module import Module
 from .compile import lower
 
-_ASSEMBLY = re.compile(r'gpu\.binary @(\w+)\s*\[#gpu\.object<[^"]*?assembly = "((?:[^"\\]|\\.)*)"')
+_ASSEMBLY = re.compile(r'gpu\.binary @(\w+)\s*\[#gpu\.object<.*?assembly = "((?:[^"\\]|\\.)*)"')
 
 
 def _unescape(s: str) -> str:
