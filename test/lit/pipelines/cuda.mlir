@@ -2,11 +2,14 @@
 // produces: scf.forall nests annotated mlc.bind): one kernel, launched on a 64x2 grid of
 // 128-thread blocks, compiled to PTX for sm_90.
 // RUN: mlir-opt %s --pass-pipeline="$(cat %pipelines/cuda.pipeline)" | FileCheck %s
+// CHECK: llvm.func @main
+// CHECK-DAG: %[[C64:.*]] = llvm.mlir.constant(64 : index) : i64
+// CHECK-DAG: %[[C2:.*]] = llvm.mlir.constant(2 : index) : i64
+// CHECK-DAG: %[[C128:.*]] = llvm.mlir.constant(128 : index) : i64
+// CHECK: gpu.launch_func @main_kernel::@main_kernel blocks in (%[[C64]], %[[C2]], %{{.*}}) threads in (%[[C128]], %{{.*}}, %{{.*}})
 // CHECK: gpu.binary @main_kernel
 // CHECK-SAME: #nvvm.target<chip = "sm_90"
 // CHECK-SAME: .target sm_90
-// CHECK: llvm.func @main
-// CHECK: gpu.launch_func @main_kernel::@main_kernel blocks in (%{{.*}}, %{{.*}}, %{{.*}}) threads in (%{{.*}}, %{{.*}}, %{{.*}})
 #map = affine_map<(d0) -> (d0 * 128)>
 #map1 = affine_map<(d0)[s0] -> (d0 * 128 + s0)>
 #map2 = affine_map<(d0, d1) -> (d0, d1)>
