@@ -219,14 +219,24 @@ class _Emitter:
         for idx, _, cid in blk.cache_reads:
             if self.pad_position(blk, idx) == pos:
                 op = self.pad(blk, op, idx, cid, pos)
+        for idx, _ in blk.cache_writes:
+            if self.pad_position(blk, idx) == pos:
+                op = structured_transform_d.PadOp(
+                    op, padding_values=self.zeros(blk), padding_dimensions=list(range(len(blk.dims))),
+                    nofold_flags=[1 if i == idx else 0 for i in range(len(blk.operand_shapes))],
+                    copy_back_op="linalg.copy").padded
         return op
+
+    def zeros(self, blk: Block) -> list:
+        out = []
+        for dt in self.sch._info[(blk.func, blk.name)]["dtypes"]:
+            t = dtypes.to_ir_type(dt)
+            out.append(ir.FloatAttr.get(t, 0.0) if dtypes.is_float(dt) else ir.IntegerAttr.get(t, 0))
+        return out
 
     def pad(self, blk: Block, op: ir.Value, idx: int, cid: int, pos: int) -> ir.Value:
         """``structured.pad`` with ``nofold`` on operand ``idx`` (a packed copy of its tile)."""
-        zeros = []
-        for dt in self.sch._info[(blk.func, blk.name)]["dtypes"]:
-            t = dtypes.to_ir_type(dt)
-            zeros.append(ir.FloatAttr.get(t, 0.0) if dtypes.is_float(dt) else ir.IntegerAttr.get(t, 0))
+        zeros = self.zeros(blk)
         nofold = [1 if i == idx else 0 for i in range(len(zeros))]
         pad = structured_transform_d.PadOp(
             op, padding_values=zeros, padding_dimensions=list(range(len(blk.dims))),

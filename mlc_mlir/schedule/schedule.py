@@ -582,6 +582,36 @@ class Schedule:
         self._record("rfactor", [loop], {"factor_axis": factor_axis} if factor_axis else {}, [rv])
         return BlockRV(blk.id, rv)
 
+    def cache_write(self, block: BlockRV, write_buffer_index: int = 0,
+                    storage_scope: str = "local") -> BlockRV:
+        """Accumulate output ``write_buffer_index`` of ``block`` in a local buffer and copy it
+        back (TVM ``cache_write``): ``structured.pad`` with ``nofold`` on the output operand of
+        the innermost parallel tile and ``copy_back_op = "linalg.copy"``.
+
+        Returns the cache block.
+
+        Raises
+        ------
+        ScheduleError
+            For an index that is not an output, an unknown scope, or a second cache_write.
+        """
+        blk = self._block("cache_write", block)
+        n_out = len(blk.operand_shapes) - blk.num_inputs
+        if not isinstance(write_buffer_index, int) or not 0 <= write_buffer_index < n_out:
+            raise ScheduleError(f"cache_write: write_buffer_index {write_buffer_index!r} is not an "
+                                f"output of '{blk.name}' (it has {n_out})")
+        if storage_scope not in CACHE_SCOPES:
+            raise ScheduleError(f"cache_write: storage scope {storage_scope!r} is not one of {list(CACHE_SCOPES)}")
+        if blk.cache_writes:
+            raise ScheduleError(f"cache_write: '{blk.name}' already has a write cache")
+        cid = next(self._ids)
+        self._blocks[cid] = Block(cid, f"{blk.name}.write{write_buffer_index}_{storage_scope}",
+                                  blk.func, "tensor.pad", [], [], [], 0, kind="cache", parent=blk.id)
+        blk.cache_writes.append((blk.num_inputs + write_buffer_index, storage_scope))
+        rv = self._new_rv("b")
+        self._record("cache_write", [block, write_buffer_index, storage_scope], {}, [rv])
+        return BlockRV(cid, rv)
+
     # ------------------------------------------------------------------ sampling
     def sample_perfect_tile(self, loop: LoopRV, n: int, max_innermost_factor: int = 16,
                             decision: Optional[Sequence[int]] = None) -> List[ExprRV]:

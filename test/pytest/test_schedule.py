@@ -356,3 +356,80 @@ def test_split_loop_is_gone_and_vectorize_checks_inner_loops():
 def test_trace_from_json_rejects_garbage():
     with pytest.raises(ScheduleError, match="not a trace"):
         mlc.Trace.from_json("{\"insts\": 3}")
+
+
+CONV_RELU = CONV.replace("return %r : tensor<1x16x16x16xf32>", """
+  %e2 = tensor.empty() : tensor<1x16x16x16xf32>
+  %y = linalg.generic {indexing_maps = [affine_map<(a, b, c, d) -> (a, b, c, d)>, affine_map<(a, b, c, d) -> (a, b, c, d)>],
+       iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+       ins(%r : tensor<1x16x16x16xf32>) outs(%e2 : tensor<1x16x16x16xf32>) attrs = {mlc.name = "relu"} {
+  ^bb0(%a: f32, %o: f32):
+    %c0 = arith.constant 0.0 : f32
+    %m = arith.maximumf %a, %c0 : f32
+    linalg.yield %m : f32
+  } -> tensor<1x16x16x16xf32>
+  return %y : tensor<1x16x16x16xf32>""")
+
+
+@pytest.mark.parametrize("case", ["cache_read_fuse_unroll", "rfactor", "reverse_compute_at",
+                                  "cache_write_annotate"])
+def test_conv2d_primitives(case):
+    mod = mlc.Module.parse(CONV_RELU)
+    sch = mlc.Schedule(mod)
+    blk = sch.get_block("conv")
+    n, f, h, w, c, kh, kw = sch.get_loops(blk)
+    if case == "cache_read_fuse_unroll":
+        f0, f1 = sch.split(f, [2, None])
+        fused = sch.fuse(n, f0)
+        sch.parallel(fused)
+        sch.reorder(fused, f1, h, c, kh, kw, w)
+        cr = sch.cache_read(blk, 1, "local")
+        sch.compute_at(cr, fused)
+        sch.unroll(kw)
+    elif case == "rfactor":
+        c0, c1 = sch.split(c, [None, 4])
+        sch.rfactor(c1)
+    elif case == "reverse_compute_at":
+        f0, f1 = sch.split(f, [None, 8])
+        sch.reorder(n, f0, h, w, c, kh, kw, f1)
+        sch.reverse_compute_at(sch.get_block("relu"), f0)
+    elif case == "cache_write_annotate":
+        h0, h1 = sch.split(h, [None, 4])
+        sch.reorder(n, f, h0, c, kh, kw, h1, w)
+        sch.cache_write(blk, 0, "local")
+        sch.annotate(h0, "mlc.hint", "rows")
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1, 8, 18, 18)).astype(np.float32)
+    wt = rng.standard_normal((16, 8, 3, 3)).astype(np.float32)
+    np.testing.assert_allclose(mlc.compile(sch.mod)(x, wt), np.maximum(_conv_ref(x, wt), 0),
+                               rtol=1e-4, atol=1e-4)
+    assert_replays(sch, mod)
+
+
+def test_matmul_cache_write_and_bind_replay():
+    mod = matmul_module()
+    sch = mlc.Schedule(mod)
+    blk = sch.get_block("matmul")
+    i, j, k = sch.get_loops(blk)
+    i0, i1 = sch.split(i, [None, 8])
+    j0, j1 = sch.split(j, [None, 16])
+    sch.reorder(i0, j0, k, i1, j1)
+    sch.cache_write(blk, 0, "local")
+    sch.vectorize(i1)
+    assert "linalg.copy" in str(sch.mod)
+    run_matmul(sch.mod)
+    assert_replays(sch, mod)
+
+
+def test_goto_recipe_is_plain_primitives():
+    from mlc_mlir.schedule.cpu_recipes import schedule_matmul_goto
+
+    mod = matmul_module(128, 128, 64)
+    sch = mlc.Schedule(mod)
+    schedule_matmul_goto(sch, sch.get_block("matmul"), threads=2)
+    kinds = {inst.kind for inst in sch.trace.insts}
+    assert {"split", "reorder", "parallel", "cache_read", "compute_at", "unroll", "vectorize"} <= kinds
+    script = str(sch.transform_script())
+    assert "hoist_pad" in script and "tile_using_forall" in script
+    run_matmul(sch.mod, 128, 128, 64)
+    assert_replays(sch, mod)
