@@ -241,5 +241,8 @@ def engine_invoker(engine, name: str) -> Callable[[PackedArgs], None]:
     def invoke(packed: PackedArgs) -> None:
         cfunc(packed.packed)
 
+    # the native code lives as long as the engine: a Function taken from a temporary
+    # Executable (compile(mod)["f"]) must keep it alive
     invoke._cfunc = cfunc
+    invoke._engine = engine
     return invoke

@@ -1,0 +1,217 @@
+"""``FuseOps`` (``mlc-fuse-ops``): group ops by pattern kind and outline each group into a
+primitive function, the unit that gets scheduled and tuned.
+
+Rules (TVM Relay ``FuseOps``, simplified to single-consumer producers):
+
+* elementwise/broadcast/injective producers fuse into their consumer's group (any kind except
+  opaque), so elementwise chains, bias adds and activations end up together;
+* an out-elementwise-fusable op (matmul, conv, pooling) or a reduction absorbs its elementwise
+  and broadcast consumers (the epilogue), and a group holds at most one such op;
+* ``linalg.fill`` always joins its consumer (it is that op's init); constants and
+  ``tensor.empty`` are cloned into every group that uses them.
+
+Each group becomes ``func.func private @fused_<names> attributes {mlc.primitive}`` called from the
+graph function; inside, upstream ``linalg-fuse-elementwise-ops`` merges each elementwise chain
+into one ``linalg.generic`` (named ``<first op>.fused``).
+
+Before::
+
+    %0 = linalg.matmul {mlc.name = "dense"} ...
+    %1 = linalg.generic {mlc.name = "dense.bias_add"} ins(%0, %bias ...)
+    %2 = linalg.generic {mlc.name = "relu"} ins(%1 ...)
+
+After::
+
+    %0 = call @fused_dense_dense_bias_add_relu(%x) : (tensor<1x64xf32>) -> tensor<1x128xf32>
+    func.func private @fused_dense_dense_bias_add_relu(...) attributes {mlc.primitive} {
+      %0 = linalg.matmul {mlc.name = "dense"} ...
+      %1 = linalg.generic {mlc.name = "dense.bias_add.fused"} ...   // bias add + relu
+    }
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List
+
+from .._mlir import PassManager, func_d, ir
+from ..ir.module import OP_NAME_ATTR, Module
+from .op_kinds import (BROADCAST, ELEMWISE, FREE_OPS, INJECTIVE, OPAQUE, OUT_EWISE_FUSABLE,
+                       REDUCTION, is_master, op_kind)
+from .pass_manager import Pass, register_pass
+
+PRIMITIVE_ATTR = "mlc.primitive"
+
+
+def _name(op) -> str:
+    if OP_NAME_ATTR in op.attributes:
+        return ir.StringAttr(op.attributes[OP_NAME_ATTR]).value
+    return op.name.split(".")[-1]
+
+
+def _producer(v):
+    owner = v.owner
+    return None if isinstance(owner, ir.Block) else owner.operation
+
+
+class _UnionFind:
+    def __init__(self, n):
+        self.parent = list(range(n))
+
+    def find(self, i):
+        while self.parent[i] != i:
+            self.parent[i] = self.parent[self.parent[i]]
+            i = self.parent[i]
+        return i
+
+    def union(self, a, b):
+        self.parent[self.find(a)] = self.find(b)
+
+
+def _can_fuse(pk: str, ck: str) -> bool:
+    if pk == OPAQUE or ck == OPAQUE:
+        return False
+    if pk in (ELEMWISE, BROADCAST, INJECTIVE):
+        return True                                    # into anything non-opaque
+    if pk in (OUT_EWISE_FUSABLE, REDUCTION):
+        return ck in (ELEMWISE, BROADCAST)             # the epilogue
+    return False
+
+
+@register_pass
+class FuseOps(Pass):
+    """Fuse ops into primitive functions by pattern kind (see module docstring).
+
+    Graph functions are the public ``func.func`` ops without ``mlc.primitive``; ops that are
+    already in primitive functions are left alone, so the pass is idempotent.
+    """
+
+    name = "mlc-fuse-ops"
+
+    def __init__(self, fuse_elementwise: bool = True):
+        self.fuse_elementwise = fuse_elementwise
+
+    def transform(self, mod: Module) -> Module:
+        with mod.context, ir.Location.unknown():
+            used_names = set(mod.function_names())
+            for f in mod.func_ops():
+                if f.is_external or PRIMITIVE_ATTR in f.attributes:
+                    continue
+                self._fuse_function(mod, f, used_names)
+        if self.fuse_elementwise:
+            self._merge_elementwise(mod)
+        return mod
+
+    # ------------------------------------------------------------------ grouping
+    def _fuse_function(self, mod: Module, f, used_names) -> None:
+        block = f.regions[0].blocks[0]
+        ops = [o.operation for o in block.operations]
+        index = {op: i for i, op in enumerate(ops)}
+        kinds = [op_kind(op) if op.name not in FREE_OPS and op.name != "func.return" else None
+                 for op in ops]
+        uf = _UnionFind(len(ops))
+        master = {i: is_master(k) for i, k in enumerate(kinds) if k is not None}
+        for ci, cop in enumerate(ops):
+            ck = kinds[ci]
+            if ck is None:
+                continue
+            for v in cop.operands:
+                p = _producer(v)
+                if p is None or p not in index:
+                    continue
+                pi = index[p]
+                pk = kinds[pi]
+                if pk is None:
+                    continue
+                users = {u.owner for u in v.uses}
+                if len(list(p.results[0].uses)) != 1 or len(users) != 1:
+                    continue                            # a multi-use producer is materialized
+                is_init = p.name == "linalg.fill"
+                if not (is_init or _can_fuse(pk, ck)):
+                    continue
+                gp, gc = uf.find(pi), uf.find(ci)
+                if gp == gc:
+                    continue
+                if master.get(gp) and master.get(gc):
+                    continue                            # one matmul/conv/reduction per group
+                m = master.get(gp) or master.get(gc)
+                uf.union(pi, ci)
+                master[uf.find(ci)] = m
+        groups: Dict[int, List[int]] = {}
+        for i, k in enumerate(kinds):
+            if k is not None and k != OPAQUE:
+                groups.setdefault(uf.find(i), []).append(i)
+        for members in sorted(groups.values(), key=lambda m: m[-1]):
+            self._outline(mod, f, [ops[i] for i in members], used_names)
+
+    # ------------------------------------------------------------------ outlining
+    def _outline(self, mod: Module, f, group: List, used_names) -> None:
+        members = set(group)
+        inputs, free = [], []
+        for op in group:
+            for v in op.operands:
+                p = _producer(v)
+                if p is not None and p in members:
+                    continue
+                if p is not None and p.name in FREE_OPS:
+                    if p not in free:
+                        free.append(p)
+                elif all(v != x for x in inputs):
+                    inputs.append(v)
+        outputs = []
+        for op in group:
+            for r in op.results:
+                if any(u.owner.operation not in members for u in r.uses):
+                    outputs.append(r)
+        base = "fused_" + "_".join(_name(op).replace(".", "_") for op in group
+                                   if op.name not in ("linalg.fill",))[:80]
+        name, n = base, 1
+        while name in used_names:
+            name, n = f"{base}_{n}", n + 1
+        used_names.add(name)
+        with ir.InsertionPoint(f):
+            prim = func_d.FuncOp(name, ir.FunctionType.get([v.type for v in inputs],
+                                                           [r.type for r in outputs]),
+                                 visibility="private")
+        prim.attributes[PRIMITIVE_ATTR] = ir.UnitAttr.get()
+        entry = prim.regions[0].blocks.append(*[v.type for v in inputs])
+        mapping = {}
+        for v, a in zip(inputs, entry.arguments):
+            mapping[v] = a
+        with ir.InsertionPoint(entry):
+            for op in free + group:
+                c = op.clone()
+                for i, o in enumerate(c.operands):
+                    if o in mapping:
+                        c.operands[i] = mapping[o]
+                for old, new in zip(op.results, c.results):
+                    mapping[old] = new
+            func_d.ReturnOp([mapping[r] for r in outputs])
+        with ir.InsertionPoint(group[-1]):
+            call = func_d.CallOp([r.type for r in outputs], ir.FlatSymbolRefAttr.get(name), inputs)
+        # the call sits after the last member: every output is used later
+        call.operation.move_after(group[-1])
+        for old, new in zip(outputs, call.results):
+            old.replace_all_uses_with(new)
+        for op in reversed(group):
+            op.erase()
+        for op in free:
+            if not any(True for r in op.results for _ in r.uses):
+                op.erase()
+
+    # ------------------------------------------------------------------ elementwise chains
+    def _merge_elementwise(self, mod: Module) -> None:
+        """Run ``linalg-fuse-elementwise-ops`` in primitive functions and name the results."""
+        with mod.context, ir.Location.unknown():
+            for f in mod.func_ops():
+                if PRIMITIVE_ATTR not in f.attributes:
+                    continue
+                names = [_name(o) for o in f.regions[0].blocks[0].operations
+                         if o.operation.name == "linalg.generic" and OP_NAME_ATTR in o.attributes]
+                PassManager.parse("func.func(linalg-fuse-elementwise-ops)").run(f.operation)
+                used = {ir.StringAttr(o.attributes[OP_NAME_ATTR]).value
+                        for o in f.regions[0].blocks[0].operations if OP_NAME_ATTR in o.attributes}
+                fresh = iter(n for n in names if n not in used)
+                for o in f.regions[0].blocks[0].operations:
+                    if o.operation.name.startswith("linalg.") and OP_NAME_ATTR not in o.attributes:
+                        base = next(fresh, o.operation.name.split(".")[-1])
+                        o.attributes[OP_NAME_ATTR] = ir.StringAttr.get(f"{base}.fused")
