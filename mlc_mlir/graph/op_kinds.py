@@ -43,18 +43,18 @@ def op_kind(op) -> str:
             return REDUCTION
         maps = [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(op.attributes["indexing_maps"])]
         rank = len(its)
-        if all(m == ir.AffineMap.get_identity(rank) for m in maps):
+        if all(m == ir.AffineMap.get_identity(rank, context=op.context) for m in maps):
             return ELEMWISE
-        if maps[-1] == ir.AffineMap.get_identity(rank) and all(m.is_projected_permutation for m in maps[:-1]) \
-                or _is_broadcast_like(maps, rank):
+        if maps[-1] == ir.AffineMap.get_identity(rank, context=op.context) and all(m.is_projected_permutation for m in maps[:-1]) \
+                or _is_broadcast_like(maps, rank, op):
             return BROADCAST
         return INJECTIVE
     return OPAQUE
 
 
-def _is_broadcast_like(maps, rank) -> bool:
+def _is_broadcast_like(maps, rank, op) -> bool:
     """Inputs read with dims or constant 0 (numpy broadcasting), output identity."""
-    if maps[-1] != ir.AffineMap.get_identity(rank):
+    if maps[-1] != ir.AffineMap.get_identity(rank, context=op.context):
         return False
     for m in maps[:-1]:
         for e in m.results:
