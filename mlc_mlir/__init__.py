@@ -17,6 +17,7 @@ from .ir import Module  # noqa: F401
 from .pipeline import compile  # noqa: F401
 from .runtime import Executable  # noqa: F401
 from .schedule import Schedule, Trace  # noqa: F401
+from .runtime.registry import register_func  # noqa: F401
 from . import ops  # noqa: F401
 
 __version__ = "0.1.0"

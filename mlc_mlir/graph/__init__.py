@@ -2,7 +2,11 @@
 Python rewrite patterns and library dispatch. Each pass maps a Module to a new Module."""
 
 from .dce import CommonSubexprElimination, DeadCodeElimination  # noqa: F401
+from .dispatch_library import DispatchLibrary, LowerCallLibrary  # noqa: F401
 from .fold_constant import FoldConstant  # noqa: F401
 from .fuse_ops import FuseOps  # noqa: F401
 from .op_kinds import op_kind  # noqa: F401
 from .pass_manager import PASS_REGISTRY, Pass, PassManager, Sequential, UpstreamPass  # noqa: F401
+from .rewrite import (  # noqa: F401
+    Pattern, RewritePatterns, body_ops, elementwise, has_one_use, pattern, producer,
+)

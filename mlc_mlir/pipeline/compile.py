@@ -103,25 +103,43 @@ def compile(module: Module, target="cpu", *, pipeline: Optional[str] = None, opt
     module.verify()
     signatures = {n: module.signature(n) for n in module.function_names(public_only=True)}
     _dump(dump_ir, "00-graph.mlir", lambda: str(module))
-    prepared = prepare(module)
+    prepared = prepare(_lower_library_calls(module))
     _dump(dump_ir, "01-prepare.mlir", lambda: str(prepared))
     lowered = lower(prepared, pipeline or tgt.pipeline)
     _dump(dump_ir, "02-lower.mlir", lambda: str(lowered))
     _dump(dump_ir, "03-llvm.ll", lambda: translate_to_llvmir(lowered))
-    libs = runtime_library_paths(tgt)
+    from ..graph.dispatch_library import runtime_bindings
+    from ..runtime.registry import make_callback
+
+    native_libs, callbacks = runtime_bindings(prepared)
+    libs = runtime_library_paths(tgt) + tuple(native_libs)
+    errors: list = []
+    cfuncs = [(sym, make_callback(kernel, specs, errors)) for sym, kernel, specs in callbacks]
     with lowered.context:
         try:
             engine = ExecutionEngine(lowered.ir_module, opt_level=opt_level, shared_libs=list(libs))
         except RuntimeError as e:
             raise PipelineError(f"jit: ExecutionEngine failed: {e}") from None
-    functions = {n: Function(sig, engine_invoker(engine, n), module.params)
+        for sym, cf in cfuncs:
+            engine.register_runtime(sym, cf)
+    functions = {n: Function(sig, engine_invoker(engine, n, errors), module.params)
                  for n, sig in signatures.items()}
 
     def export(path: str) -> str:
         from ..runtime.aot import export_library
         return export_library(lowered, signatures, module.params, libs, path)
 
-    return Executable(functions, keepalive=(engine, lowered, module), export=export)
+    export = None if callbacks else export  # Python kernels cannot be linked into a .so
+    return Executable(functions, keepalive=(engine, lowered, module, cfuncs), export=export)
+
+
+def _lower_library_calls(module: Module) -> Module:
+    """Stage ``library``: lower ``mlc.call_library`` ops (if any) to calls of C symbols."""
+    if "mlc.call_library" not in module.to_text(elide_weights=True):
+        return module
+    from ..graph.dispatch_library import LowerCallLibrary
+
+    return LowerCallLibrary()(module)
 
 
 def translate_to_llvmir(lowered: Module) -> str:

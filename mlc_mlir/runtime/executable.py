@@ -231,8 +231,11 @@ class Executable:
         return f"<mlc.Executable functions={self.function_names}>"
 
 
-def engine_invoker(engine, name: str) -> Callable[[PackedArgs], None]:
-    """Invoker for function ``name`` of an ``ExecutionEngine`` (its packed C-interface wrapper)."""
+def engine_invoker(engine, name: str, errors: Optional[list] = None) -> Callable[[PackedArgs], None]:
+    """Invoker for function ``name`` of an ``ExecutionEngine`` (its packed C-interface wrapper).
+
+    ``errors`` collects exceptions raised by Python kernels called back from the native code;
+    they are raised here as ``ExecutionError`` once the call returns."""
     addr = engine.raw_lookup("_mlir_ciface_" + name)
     if not addr:
         raise ExecutionError(f"executable: symbol _mlir_ciface_{name} not found in the JIT")
@@ -240,6 +243,10 @@ def engine_invoker(engine, name: str) -> Callable[[PackedArgs], None]:
 
     def invoke(packed: PackedArgs) -> None:
         cfunc(packed.packed)
+        if errors:
+            kernel, exc = errors.pop(0)
+            errors.clear()
+            raise ExecutionError(f"{name}: kernel '{kernel}' raised {type(exc).__name__}: {exc}") from exc
 
     # the native code lives as long as the engine: a Function taken from a temporary
     # Executable (compile(mod)["f"]) must keep it alive
