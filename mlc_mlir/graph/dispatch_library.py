@@ -5,7 +5,9 @@ before bufferization) turns each into a call of a C-ABI symbol.
 Keys of the mapping name ops as the builder does: an op's exact ``mlc.name`` (``dense_1``),
 that name without its ``_N`` suffix (``relu``, ``dense``: every repeat) or its linalg op name
 (``matmul`` for ``linalg.matmul``). A
-``dense`` op takes its ``<name>.bias_add`` consumer along (the kernel gets ``x, W^T, b``).
+``dense`` op takes its ``<name>.bias_add`` consumer along for a Python kernel (which gets
+``x, W, b`` as the op reads them: ``W`` is ``(N, K)`` for a parameter, the stored ``W^T`` for a
+constant); ``openblas.sgemm`` replaces the matmul only.
 
 Before::
 
@@ -99,7 +101,7 @@ class DispatchLibrary(Pass):
         last, result = op, op.results[0]
         name = ir.StringAttr(op.attributes[OP_NAME_ATTR]).value if OP_NAME_ATTR in op.attributes else ""
         users = list(result.uses)
-        if name and len(users) == 1:
+        if name and len(users) == 1 and callee not in registry.NATIVE:
             user = users[0].owner.operation
             if OP_NAME_ATTR in user.attributes and \
                     ir.StringAttr(user.attributes[OP_NAME_ATTR]).value == f"{name}.bias_add":
