@@ -7,8 +7,8 @@ Rules (TVM Relay ``FuseOps``, simplified to single-consumer producers):
   opaque), so elementwise chains, bias adds and activations end up together;
 * an out-elementwise-fusable op (matmul, conv, pooling) or a reduction absorbs its elementwise
   and broadcast consumers (the epilogue), and a group holds at most one such op;
-* ``linalg.fill`` always joins its consumer (it is that op's init); constants and
-  ``tensor.empty`` are cloned into every group that uses them.
+* constants, ``tensor.empty`` and inits (``linalg.fill`` of a scalar into a ``tensor.empty``)
+  are cloned into every group that uses them.
 
 Each group becomes ``func.func private @fused_<names> attributes {mlc.primitive}`` called from the
 graph function; inside, upstream ``linalg-fuse-elementwise-ops`` merges each elementwise chain
@@ -46,6 +46,17 @@ def _name(op) -> str:
     if OP_NAME_ATTR in op.attributes:
         return ir.StringAttr(op.attributes[OP_NAME_ATTR]).value
     return op.name.split(".")[-1]
+
+
+def _is_free(op) -> bool:
+    """Constants, tensor.empty and inits (a fill of a scalar into a tensor.empty) are cloned into
+    every group that uses them instead of being computed once and passed around."""
+    if op.name in FREE_OPS:
+        return True
+    if op.name == "linalg.fill":
+        src = _producer(op.operands[1])
+        return src is not None and src.name == "tensor.empty"
+    return False
 
 
 def _producer(v):
@@ -106,7 +117,7 @@ class FuseOps(Pass):
         block = f.regions[0].blocks[0]
         ops = [o.operation for o in block.operations]
         index = {op: i for i, op in enumerate(ops)}
-        kinds = [op_kind(op) if op.name not in FREE_OPS and op.name != "func.return" else None
+        kinds = [op_kind(op) if not _is_free(op) and op.name != "func.return" else None
                  for op in ops]
         uf = _UnionFind(len(ops))
         master = {i: is_master(k) for i, k in enumerate(kinds) if k is not None}
@@ -147,14 +158,22 @@ class FuseOps(Pass):
     def _outline(self, mod: Module, f, group: List, used_names) -> None:
         members = set(group)
         inputs, free = [], []
+
+        def take_free(p):
+            for v in p.operands:  # a fill's scalar and tensor.empty come first
+                q = _producer(v)
+                if q is not None and _is_free(q) and q not in free:
+                    take_free(q)
+            if p not in free:
+                free.append(p)
+
         for op in group:
             for v in op.operands:
                 p = _producer(v)
                 if p is not None and p in members:
                     continue
-                if p is not None and p.name in FREE_OPS:
-                    if p not in free:
-                        free.append(p)
+                if p is not None and _is_free(p):
+                    take_free(p)
                 elif all(v != x for x in inputs):
                     inputs.append(v)
         outputs = []
@@ -194,7 +213,7 @@ class FuseOps(Pass):
             old.replace_all_uses_with(new)
         for op in reversed(group):
             op.erase()
-        for op in free:
+        for op in reversed(free):
             if not any(True for r in op.results for _ in r.uses):
                 op.erase()
 

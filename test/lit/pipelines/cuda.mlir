@@ -1,7 +1,7 @@
 // pipelines/cuda.pipeline on a bound elementwise op (the payload is what Schedule.bind
 // produces: scf.forall nests annotated mlc.bind): one kernel, launched on a 64x2 grid of
 // 128-thread blocks, compiled to PTX for sm_90.
-// RUN: mlir-opt %s --pass-pipeline="$(cat %pipelines/cuda.pipeline)" | FileCheck %s
+// RUN: mlir-opt %s --pass-pipeline=%cuda_pipeline | FileCheck %s
 // CHECK: llvm.func @main
 // CHECK-DAG: %[[C64:.*]] = llvm.mlir.constant(64 : index) : i64
 // CHECK-DAG: %[[C2:.*]] = llvm.mlir.constant(2 : index) : i64

@@ -1,0 +1,146 @@
+"""``mlc-opt``: an ``mlir-opt``-style driver that knows the project's dialect, pipelines, graph
+passes and schedules.
+
+    mlc-opt [INPUT|-] [-o OUT] [--pipeline NAME|FILE] [--pass-pipeline STR]
+            [--schedule TRACE.json|SCRIPT.mlir] [--mlc-fuse-ops] [--mlc-fold-constants]
+            [--mlc-dce] [--mlc-cse] [--mlc-dispatch-library=relu=env.relu,...]
+            [--mlc-lower-call-library] [--print-ir-after-all] [--timing]
+
+Stages run in command-line order, each on the previous one's output; the result is printed
+(weights included, so the output parses again). Errors print one line (``mlc-opt: error: ...``)
+and exit 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from typing import Callable, List, Optional, Tuple
+
+from ..errors import MlcError
+from ..ir.module import Module
+
+
+class _Stage(argparse.Action):
+    """Appends (kind, value) to ``namespace.stages`` so stages keep their command-line order."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        stages = getattr(namespace, "stages", None) or []
+        stages.append((self.dest, values))
+        namespace.stages = stages
+
+
+def _graph_pass(name: str, value) -> Callable[[Module], Module]:
+    from ..graph import PASS_REGISTRY
+
+    cls = PASS_REGISTRY[name]
+    if name == "mlc-dispatch-library":
+        mapping = {}
+        for item in (value or "").split(","):
+            if "=" not in item:
+                raise MlcError(f"--mlc-dispatch-library: expected op=kernel[,op=kernel...], got {value!r}")
+            k, v = item.split("=", 1)
+            mapping[k.strip()] = v.strip()
+        return cls(mapping)
+    return cls()
+
+
+def _schedule(path: str) -> Callable[[Module], Module]:
+    def run(mod: Module) -> Module:
+        from ..schedule.trace import Trace
+
+        text = open(path).read()
+        if path.endswith(".json") or text.lstrip().startswith("{"):
+            return Trace.from_json(text).apply(mod)
+        from .._mlir import ir
+        from ..schedule.emit import TransformScript, apply_transform_script
+
+        with mod.context:
+            try:
+                script = ir.Module.parse(text)
+            except ir.MLIRError as e:
+                raise MlcError(f"--schedule: {path} is not a transform script: {e}") from None
+        return apply_transform_script(mod, TransformScript(script, mod.context))
+    return run
+
+
+def build_stages(stages: List[Tuple[str, object]]) -> List[Tuple[str, Callable[[Module], Module]]]:
+    """Turn parsed ``(kind, value)`` pairs into named callables Module -> Module."""
+    from ..pipeline.compile import lower
+
+    out = []
+    for kind, value in stages:
+        if kind == "pipeline":
+            out.append((f"pipeline {value}", lambda m, v=value: lower(m, v, stage=f"pipeline {v}")))
+        elif kind == "pass_pipeline":
+            out.append((f"pass-pipeline {value}", lambda m, v=value: lower(m, v, stage="pass-pipeline")))
+        elif kind == "schedule":
+            out.append((f"schedule {value}", _schedule(value)))
+        else:
+            name = kind.replace("_", "-")
+            out.append((name, _graph_pass(name, value)))
+    return out
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    """Entry point of ``mlc-opt``; returns the exit code."""
+    from ..graph import PASS_REGISTRY
+    from ..pipeline.registry import available
+
+    p = argparse.ArgumentParser(prog="mlc-opt", description=__doc__.splitlines()[0])
+    p.add_argument("input", nargs="?", default="-", help="MLIR file, or - for stdin")
+    p.add_argument("-o", dest="output", default="-", help="output file (default stdout)")
+    p.add_argument("--pipeline", action=_Stage, dest="pipeline", metavar="NAME|FILE",
+                   help=f"a pipeline from pipelines/ ({', '.join(available())}) or a .pipeline file")
+    p.add_argument("--pass-pipeline", action=_Stage, dest="pass_pipeline", metavar="STR",
+                   help="an upstream pass pipeline, e.g. 'builtin.module(canonicalize)'")
+    p.add_argument("--schedule", action=_Stage, dest="schedule", metavar="FILE",
+                   help="apply a trace (JSON from Trace.as_json) or a transform script (.mlir)")
+    for name, cls in sorted(PASS_REGISTRY.items()):
+        doc = (cls.__doc__ or "").strip().splitlines()[0]
+        if name == "mlc-dispatch-library":
+            p.add_argument(f"--{name}", action=_Stage, dest=name.replace("-", "_"), metavar="OP=KERNEL,...", help=doc)
+        else:
+            p.add_argument(f"--{name}", action=_Stage, dest=name.replace("-", "_"), nargs=0, help=doc)
+    p.add_argument("--list-pipelines", action="store_true", help="print the pipeline names and exit")
+    p.add_argument("--print-ir-after-all", action="store_true", help="print the IR after each stage (stderr)")
+    p.add_argument("--timing", action="store_true", help="print each stage's wall time (stderr)")
+    p.set_defaults(stages=[])
+    args = p.parse_args(argv)
+    if args.list_pipelines:
+        print("\n".join(available()))
+        return 0
+    try:
+        text = sys.stdin.read() if args.input == "-" else open(args.input).read()
+    except OSError as e:
+        print(f"mlc-opt: error: cannot read {args.input}: {e.strerror}", file=sys.stderr)
+        return 1
+    try:
+        mod = Module.parse(text)
+        timings = []
+        for name, stage in build_stages(args.stages):
+            t0 = time.perf_counter()
+            mod = stage(mod)
+            timings.append((name, time.perf_counter() - t0))
+            if args.print_ir_after_all:
+                print(f"// -----// IR Dump After {name} //----- //\n{mod.to_text(elide_weights=True)}",
+                      file=sys.stderr)
+    except MlcError as e:
+        print(f"mlc-opt: error: {e}", file=sys.stderr)
+        return 1
+    if args.timing:
+        for name, t in timings:
+            print(f"{t * 1e3:10.2f} ms  {name}", file=sys.stderr)
+    out = mod.to_text()
+    if args.output == "-":
+        sys.stdout.write(out if out.endswith("\n") else out + "\n")
+    else:
+        with open(args.output, "w") as f:
+            f.write(out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
