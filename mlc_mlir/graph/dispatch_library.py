@@ -112,7 +112,9 @@ class DispatchLibrary(Pass):
             if op.name != "linalg.matmul" or len(ins) != 2 or t.rank != 2 or str(t.element_type) != "f32":
                 raise BuildError(f"DispatchLibrary: openblas.sgemm needs a 2-D f32 linalg.matmul without "
                                  f"transposed maps; '{name or op.name}' is {op.name} -> {t}")
-            if "indexing_maps" in op.attributes:
+            if "indexing_maps" in op.attributes and [str(a) for a in ir.ArrayAttr(op.attributes["indexing_maps"])] \
+                    != ["affine_map<(d0, d1, d2) -> (d0, d2)>", "affine_map<(d0, d1, d2) -> (d2, d1)>",
+                        "affine_map<(d0, d1, d2) -> (d0, d1)>"]:
                 raise BuildError(f"DispatchLibrary: openblas.sgemm: '{name}' reads a transposed operand")
         if len(ins) > _SEGMENTS - 1:
             raise BuildError(f"DispatchLibrary: '{name or op.name}' has {len(ins)} inputs; "
