@@ -36,10 +36,10 @@
 
 // BLAS: "mlc.call_library"(%arg0, %{{.*}}, %{{.*}}) {callee = "openblas.sgemm"
 // BLAS-NOT: linalg.matmul
-// LOWER: func.func private @scipy_cblas_sgemm(i32, i32, i32, i32, i32, i32, f32, !llvm.ptr, i32, !llvm.ptr, i32, f32, !llvm.ptr, i32)
 // LOWER: bufferization.to_buffer %arg0 read_only
 // LOWER: call @scipy_cblas_sgemm
 // LOWER: bufferization.to_tensor %{{.*}} restrict writable
+// LOWER: func.func private @scipy_cblas_sgemm(i32, i32, i32, i32, i32, i32, f32, !llvm.ptr, i32, !llvm.ptr, i32, f32, !llvm.ptr, i32)
 // BADARG: mlc-opt: error: --mlc-dispatch-library: expected op=kernel[,op=kernel...], got 'mm'
 #map = affine_map<(d0, d1) -> (d0, d1)>
 func.func @main(%x: tensor<4x64xf32>) -> tensor<4x10xf32> {
