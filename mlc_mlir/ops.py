@@ -9,4 +9,9 @@ from .builder.elementwise import (  # noqa: F401
     add, cast, clip, divide, exp, gelu, log, maximum, minimum, multiply, negative, relu, rsqrt,
     sigmoid, sqrt, subtract, tanh,
 )
-from .builder.nn import batch_matmul, dense, matmul  # noqa: F401
+from .builder.nn import (  # noqa: F401
+    avg_pool2d, batch_matmul, batch_norm, conv2d, dense, global_avg_pool2d, layer_norm, log_softmax,
+    matmul, max_pool2d, softmax,
+)
+from .builder.reduction import argmax, max, mean, min, sum  # noqa: F401,A004
+from .builder.shape import broadcast_to, concat, flatten, pad, reshape, slice, transpose  # noqa: F401,A004

@@ -48,9 +48,17 @@ def _flatten(args):
             yield a
 
 
+class Reserved(str):
+    """An op name already claimed in its function: a composite op (softmax, avg_pool2d)
+    claims its name once and hands it to the sub-op that produces its result."""
+
+
 def op_name(fn: FunctionBuilder, op: str, name: Optional[str]) -> str:
-    """The ``mlc.name`` for a new op: the user's ``name=`` or a unique default from ``op``."""
-    return fn.claim_op_name(name, op) if name is not None else fn.unique_op_name(op)
+    """The ``mlc.name`` for a new op: the user's ``name=`` or a unique default from ``op``
+    (a :class:`Reserved` name is used as is)."""
+    if isinstance(name, Reserved):
+        return name
+    return Reserved(fn.claim_op_name(name, op) if name is not None else fn.unique_op_name(op))
 
 
 def set_name(operation, name: str) -> None:
