@@ -101,6 +101,7 @@ def compile(module: Module, target="cpu", *, pipeline: Optional[str] = None, opt
     """
     tgt = get_target(target)
     module.verify()
+    _check_supported_types(module)
     signatures = {n: module.signature(n) for n in module.function_names(public_only=True)}
     _dump(dump_ir, "00-graph.mlir", lambda: str(module))
     prepared = prepare(_lower_library_calls(module))
@@ -131,6 +132,18 @@ def compile(module: Module, target="cpu", *, pipeline: Optional[str] = None, opt
 
     export = None if callbacks else export  # Python kernels cannot be linked into a .so
     return Executable(functions, keepalive=(engine, lowered, module, cfuncs), export=export)
+
+
+def _check_supported_types(module: Module) -> None:
+    """Refuse tensors of ``i1``: MLIR 22's memref-to-LLVM lowering asserts (aborts the process)
+    on stores of sub-byte element types."""
+    import re
+
+    text = module.to_text(elide_weights=True)
+    m = re.search(r"tensor<([0-9x]*)i1>", text)
+    if m:
+        raise PipelineError(f"compile: a tensor of i1 ({m.group(0)}) cannot be lowered (MLIR 22's "
+                            "memref-to-llvm aborts on sub-byte stores); use int8 for boolean data")
 
 
 def _lower_library_calls(module: Module) -> Module:
