@@ -261,6 +261,7 @@ class GraphBuilder:
         self._constants: List[np.ndarray] = []  # keeps dense_resource buffers alive
         self._current: Optional[FunctionBuilder] = None
         self._finished = False
+        self._failed: List[str] = []
 
     @contextlib.contextmanager
     def function(self, name: str) -> Iterator[FunctionBuilder]:
@@ -288,9 +289,10 @@ class GraphBuilder:
             with self.context, ir.Location.name(name), ir.InsertionPoint(fb.block):
                 yield fb
             fb._finish()
-        except BaseException:
-            fop.operation.erase()
-            del self._functions[name]
+        except BaseException as e:
+            # keep the half-built function (its values may still be referenced by the caller's
+            # Tensors, erasing it would leave them dangling); finish() refuses the module
+            self._failed.append(f"{name}: {type(e).__name__}: {e}")
             raise
         finally:
             self._current = None
@@ -307,6 +309,8 @@ class GraphBuilder:
         """
         if not self._functions:
             raise BuildError("finish: the module has no function; use `with bb.function(name)`")
+        if self._failed:
+            raise BuildError(f"finish: a function failed to build ({self._failed[0]}); start a new GraphBuilder")
         self._finished = True
         mod = Module(self.module, self.context, self._params)
         mod._keepalive = self._constants

@@ -182,3 +182,46 @@ def test_random_graphs_keep_results(data):
     x = rng.standard_normal((n, 8)).astype(np.float32)
     y = rng.standard_normal((n, 8)).astype(np.float32)
     same_results(mod, out, x, y, rtol=1e-4)
+
+
+def small_cnn(rng):
+    w = rng.standard_normal((8, 1, 3, 3)).astype(np.float32) * 0.3
+    g, b, m, v = (rng.random(8).astype(np.float32) + 0.5 for _ in range(4))
+    wd = rng.standard_normal((10, 8 * 2 * 2)).astype(np.float32) * 0.1
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        x = f.arg("x", shape=(2, 1, 8, 8))
+        h = ops.relu(ops.batch_norm(ops.conv2d(x, w, padding=1), g, b, m, v))
+        h = ops.flatten(ops.max_pool2d(h, 3, strides=3), start_dim=1)
+        f.output(ops.softmax(ops.dense(h, wd, np.zeros(10, np.float32))))
+    return bb.finish()
+
+
+def test_passes_keep_cnn_results():
+    rng = np.random.default_rng(0)
+    mod = small_cnn(rng)
+    seq = graph.Sequential([graph.FoldConstant(), graph.FuseOps(), graph.CommonSubexprElimination(),
+                            graph.DeadCodeElimination()])
+    out = seq(mod)
+    prims = primitives(out)
+    # conv + batch_norm + relu in one primitive; pool; dense + bias; softmax pieces
+    conv_prim = [p for p in prims if "linalg.conv_2d_nchw_fchw" in str(p)]
+    assert len(conv_prim) == 1 and "arith.maximumf" in str(conv_prim[0]) and "math.rsqrt" in str(conv_prim[0])
+    x = rng.standard_normal((2, 1, 8, 8)).astype(np.float32)
+    same_results(mod, out, x)
+    blas = graph.DispatchLibrary({"dense": "openblas.sgemm"})(out)
+    same_results(mod, blas, x, rtol=1e-4)
+
+
+def test_passes_keep_digits_mlp_predictions():
+    from mlc_mlir.cli.demo import build_mlp_module, train_mlp
+
+    clf, _, x_test, _, _ = train_mlp(0)
+    mod = build_mlp_module([w.astype(np.float32) for w in clf.coefs_],
+                           [b.astype(np.float32) for b in clf.intercepts_], (x_test.shape[0],))
+    out = graph.Sequential([graph.FoldConstant(), graph.FuseOps(), graph.DeadCodeElimination()])(mod)
+    fn = f"mlp_b{x_test.shape[0]}"
+    a = mlc.compile(mod)[fn](x_test)
+    b = mlc.compile(out)[fn](x_test)
+    np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-5)
+    assert (b.argmax(1) == clf.predict(x_test)).all()
