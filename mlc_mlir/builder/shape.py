@@ -58,6 +58,13 @@ def reshape(x, shape: Sequence[int], name: Optional[str] = None) -> Tensor:
              else tensor_d.CollapseShapeOp(out_t, v, [])).result
         emit.set_name(r.owner, nm)
         return Tensor(r, fn)
+    out_t = ir.RankedTensorType.get(shape, et)
+    groups = _reassociation(x.shape, shape)
+    if groups is not None:     # one collapse_shape (fewer dims) or expand_shape (more dims)
+        r = (tensor_d.CollapseShapeOp(out_t, v, groups) if len(shape) < x.ndim
+             else tensor_d.ExpandShapeOp(out_t, v, groups, [], shape)).result
+        emit.set_name(r.owner, nm)
+        return Tensor(r, fn)
     if x.ndim != 1:
         flat_t = ir.RankedTensorType.get([size], et)
         v = tensor_d.CollapseShapeOp(flat_t, v, [list(range(x.ndim))]).result
@@ -67,6 +74,29 @@ def reshape(x, shape: Sequence[int], name: Optional[str] = None) -> Tensor:
         v = tensor_d.ExpandShapeOp(out_t, v, [list(range(len(shape)))], [], shape).result
         emit.set_name(v.owner, nm)
     return Tensor(v, fn)
+
+
+def _reassociation(src, dst):
+    """Groups of consecutive dims of the longer shape whose products are the dims of the shorter
+    one (``(1, 4, 2, 2) -> (1, 16)``: ``[[0], [1, 2, 3]]``), or None if there is none."""
+    long, short = (src, dst) if len(src) > len(dst) else (dst, src)
+    if len(long) == len(short):
+        return None
+    groups, i = [], 0
+    for d in short:
+        g, p = [], 1
+        while i < len(long) and (p < d or (p == d and not g)) or (i < len(long) and long[i] == 1 and p == d
+                                                                   and len(groups) == len(short) - 1):
+            p *= long[i]
+            g.append(i)
+            i += 1
+        if p != d or not g:
+            return None
+        groups.append(g)
+    while i < len(long) and long[i] == 1 and groups:   # trailing unit dims join the last group
+        groups[-1].append(i)
+        i += 1
+    return groups if i == len(long) else None
 
 
 def transpose(x, perm: Optional[Sequence[int]] = None, name: Optional[str] = None) -> Tensor:
