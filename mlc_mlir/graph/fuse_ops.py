@@ -152,70 +152,7 @@ class FuseOps(Pass):
             if k is not None and k != OPAQUE:
                 groups.setdefault(uf.find(i), []).append(i)
         for members in sorted(groups.values(), key=lambda m: m[-1]):
-            self._outline(mod, f, [ops[i] for i in members], used_names)
-
-    # ------------------------------------------------------------------ outlining
-    def _outline(self, mod: Module, f, group: List, used_names) -> None:
-        members = set(group)
-        inputs, free = [], []
-
-        def take_free(p):
-            for v in p.operands:  # a fill's scalar and tensor.empty come first
-                q = _producer(v)
-                if q is not None and _is_free(q) and q not in free:
-                    take_free(q)
-            if p not in free:
-                free.append(p)
-
-        for op in group:
-            for v in op.operands:
-                p = _producer(v)
-                if p is not None and p in members:
-                    continue
-                if p is not None and _is_free(p):
-                    take_free(p)
-                elif all(v != x for x in inputs):
-                    inputs.append(v)
-        outputs = []
-        for op in group:
-            for r in op.results:
-                if any(u.owner.operation not in members for u in r.uses):
-                    outputs.append(r)
-        base = "fused_" + "_".join(_name(op).replace(".", "_") for op in group
-                                   if op.name not in ("linalg.fill",))[:80]
-        name, n = base, 1
-        while name in used_names:
-            name, n = f"{base}_{n}", n + 1
-        used_names.add(name)
-        with ir.InsertionPoint(f):
-            prim = func_d.FuncOp(name, ir.FunctionType.get([v.type for v in inputs],
-                                                           [r.type for r in outputs]),
-                                 visibility="private")
-        prim.attributes[PRIMITIVE_ATTR] = ir.UnitAttr.get()
-        entry = prim.regions[0].blocks.append(*[v.type for v in inputs])
-        mapping = {}
-        for v, a in zip(inputs, entry.arguments):
-            mapping[v] = a
-        with ir.InsertionPoint(entry):
-            for op in free + group:
-                c = op.clone()
-                for i, o in enumerate(c.operands):
-                    if o in mapping:
-                        c.operands[i] = mapping[o]
-                for old, new in zip(op.results, c.results):
-                    mapping[old] = new
-            func_d.ReturnOp([mapping[r] for r in outputs])
-        with ir.InsertionPoint(group[-1]):
-            call = func_d.CallOp([r.type for r in outputs], ir.FlatSymbolRefAttr.get(name), inputs)
-        # the call sits after the last member: every output is used later
-        call.operation.move_after(group[-1])
-        for old, new in zip(outputs, call.results):
-            old.replace_all_uses_with(new)
-        for op in reversed(group):
-            op.erase()
-        for op in reversed(free):
-            if not any(True for r in op.results for _ in r.uses):
-                op.erase()
+            outline(mod, f, [ops[i] for i in members], used_names=used_names)
 
     # ------------------------------------------------------------------ elementwise chains
     def _merge_elementwise(self, mod: Module) -> None:
@@ -234,3 +171,75 @@ class FuseOps(Pass):
                     if o.operation.name.startswith("linalg.") and OP_NAME_ATTR not in o.attributes:
                         base = next(fresh, o.operation.name.split(".")[-1])
                         o.attributes[OP_NAME_ATTR] = ir.StringAttr.get(f"{base}.fused")
+
+
+def outline(mod: Module, f, group: List, name: str = None, used_names=None):
+    """Outline ``group`` (ops of function ``f``, in program order) into a private primitive
+    function ``@name`` (default ``fused_<op names>``) marked ``mlc.primitive``, called from
+    ``f``; constants, ``tensor.empty`` and inits the group uses are cloned into it. Usable from
+    custom passes (e.g. a dense + bias-add fusor). Needs ``mod``'s context to be active.
+
+    Returns the new ``func.func``.
+    """
+    used_names = set(mod.function_names()) if used_names is None else used_names
+    members = set(group)
+    inputs, free = [], []
+
+    def take_free(p):
+        for v in p.operands:  # a fill's scalar and tensor.empty come first
+            q = _producer(v)
+            if q is not None and _is_free(q) and q not in free:
+                take_free(q)
+        if p not in free:
+            free.append(p)
+
+    for op in group:
+        for v in op.operands:
+            p = _producer(v)
+            if p is not None and p in members:
+                continue
+            if p is not None and _is_free(p):
+                take_free(p)
+            elif all(v != x for x in inputs):
+                inputs.append(v)
+    outputs = []
+    for op in group:
+        for r in op.results:
+            if any(u.owner.operation not in members for u in r.uses):
+                outputs.append(r)
+    base = name or "fused_" + "_".join(_name(op).replace(".", "_") for op in group
+                                       if op.name not in ("linalg.fill",))[:80]
+    name, n = base, 1
+    while name in used_names:
+        name, n = f"{base}_{n}", n + 1
+    used_names.add(name)
+    with ir.InsertionPoint(f):
+        prim = func_d.FuncOp(name, ir.FunctionType.get([v.type for v in inputs],
+                                                       [r.type for r in outputs]),
+                             visibility="private")
+    prim.attributes[PRIMITIVE_ATTR] = ir.UnitAttr.get()
+    entry = prim.regions[0].blocks.append(*[v.type for v in inputs])
+    mapping = {}
+    for v, a in zip(inputs, entry.arguments):
+        mapping[v] = a
+    with ir.InsertionPoint(entry):
+        for op in free + group:
+            c = op.clone()
+            for i, o in enumerate(c.operands):
+                if o in mapping:
+                    c.operands[i] = mapping[o]
+            for old, new in zip(op.results, c.results):
+                mapping[old] = new
+        func_d.ReturnOp([mapping[r] for r in outputs])
+    with ir.InsertionPoint(group[-1]):
+        call = func_d.CallOp([r.type for r in outputs], ir.FlatSymbolRefAttr.get(name), inputs)
+    # the call sits after the last member: every output is used later
+    call.operation.move_after(group[-1])
+    for old, new in zip(outputs, call.results):
+        old.replace_all_uses_with(new)
+    for op in reversed(group):
+        op.erase()
+    for op in reversed(free):
+        if not any(True for r in op.results for _ in r.uses):
+            op.erase()
+    return prim
