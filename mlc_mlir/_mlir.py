@@ -13,12 +13,17 @@ from mlir.dialects import irdl as irdl_d  # noqa: F401
 from mlir.dialects import linalg as linalg_d  # noqa: F401
 from mlir.dialects import llvm as llvm_d  # noqa: F401
 from mlir.dialects import math as math_d  # noqa: F401
+from mlir.dialects import memref as memref_d  # noqa: F401
 from mlir.dialects import scf as scf_d  # noqa: F401
 from mlir.dialects import tensor as tensor_d  # noqa: F401
 from mlir.dialects import transform as transform_d  # noqa: F401
 from mlir.dialects.transform import structured as structured_transform_d  # noqa: F401
 from mlir.dialects.transform import loop as loop_transform_d  # noqa: F401
 from mlir.dialects.transform import tune as tune_transform_d  # noqa: F401
+from mlir.dialects.transform import tensor as tensor_transform_d  # noqa: F401
+from mlir.dialects.transform import vector as vector_transform_d  # noqa: F401
+from mlir.dialects.transform import interpreter as transform_interpreter  # noqa: F401
+from mlir.rewrite import RewritePatternSet, apply_patterns_and_fold_greedily  # noqa: F401
 from mlir.execution_engine import ExecutionEngine  # noqa: F401
 from mlir.passmanager import PassManager  # noqa: F401
 from mlir import runtime as mlir_runtime  # noqa: F401

@@ -29,8 +29,7 @@ from __future__ import annotations
 import re
 from typing import Dict, List
 
-from .._mlir import arith_d, bufferization_d, func_d, ir, llvm_d, tensor_d
-from mlir.dialects import memref as memref_d
+from .._mlir import arith_d, bufferization_d, func_d, ir, llvm_d, memref_d, tensor_d
 from ..errors import BuildError
 from ..ir import dtypes
 from ..ir.module import OP_NAME_ATTR, Module

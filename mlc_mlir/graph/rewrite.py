@@ -27,8 +27,7 @@ from __future__ import annotations
 
 from typing import Callable, List, Optional, Sequence
 
-from .._mlir import ir, linalg_d, tensor_d
-from mlir.rewrite import RewritePatternSet, apply_patterns_and_fold_greedily
+from .._mlir import RewritePatternSet, apply_patterns_and_fold_greedily, ir, tensor_d
 from ..builder import emit
 from ..ir.module import Module
 from .pass_manager import Pass

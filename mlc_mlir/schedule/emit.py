@@ -20,9 +20,8 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional
 
-from .._mlir import ir, loop_transform_d, structured_transform_d, transform_d, tune_transform_d
-from mlir.dialects.transform import tensor as tensor_transform_d  # noqa: E402
-from mlir.dialects.transform import vector as vector_transform_d
+from .._mlir import (ir, loop_transform_d, structured_transform_d, tensor_transform_d, transform_d,
+                     transform_interpreter, tune_transform_d, vector_transform_d)
 from ..errors import ScheduleError
 from ..ir import dtypes
 from ..ir.module import Module, OP_NAME_ATTR, diagnostics
@@ -471,12 +470,10 @@ def apply_transform_script(payload: Module, script: TransformScript) -> Module:
     ScheduleError
         With the interpreter's diagnostics (e.g. a fusion or vectorization that failed).
     """
-    from mlir.dialects.transform import interpreter
-
     out = payload.clone()
     with out.context, ir.Location.unknown():
         try:
-            interpreter.apply_named_sequence(out.operation, script.entry, script.module)
+            transform_interpreter.apply_named_sequence(out.operation, script.entry, script.module)
         except ir.MLIRError as e:
             raise ScheduleError(f"applying the schedule failed:\n{diagnostics(e)}") from None
         except ValueError as e:
