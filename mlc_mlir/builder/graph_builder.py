@@ -24,7 +24,7 @@ from .._mlir import func_d, ir
 from ..errors import BuildError, format_shape
 from ..ir import dtypes
 from ..ir.context import new_context
-from ..ir.module import ARG_NAME_ATTR, OP_NAME_ATTR, PARAM_ATTR, Module
+from ..ir.module import ARG_NAME_ATTR, PARAM_ATTR, Module
 
 
 class Tensor:

@@ -13,7 +13,7 @@ from typing import Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from .._mlir import arith_d, ir, linalg_d, tensor_d
+from .._mlir import arith_d, ir, linalg_d
 from ..errors import BuildError
 from ..ir import dtypes
 from . import emit

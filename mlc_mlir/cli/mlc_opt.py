@@ -14,7 +14,6 @@ and exit 1.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from typing import Callable, List, Optional, Tuple

@@ -9,7 +9,6 @@ van de Geijn, "Anatomy of High-Performance Matrix Multiplication" (TOMS 2008).
 
 from __future__ import annotations
 
-from typing import Optional
 
 from ..errors import ScheduleError
 from .schedule import BlockRV, Schedule

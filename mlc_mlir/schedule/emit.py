@@ -18,7 +18,7 @@ the epilogue with the producer's outer loops and fuses the producer into them.
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional
+from typing import Dict, List
 
 from .._mlir import (ir, loop_transform_d, structured_transform_d, tensor_transform_d, transform_d,
                      transform_interpreter, tune_transform_d, vector_transform_d)
