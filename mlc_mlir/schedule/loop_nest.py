@@ -30,6 +30,7 @@ class Dim:
 
     @property
     def name(self) -> str:
+        """Printable dim name: ``i, j, k, ...`` by position."""
         return DIM_NAMES[self.index] if self.index < len(DIM_NAMES) else f"d{self.index}"
 
 
@@ -87,6 +88,7 @@ class Block:
     parent: Optional[int] = None             # for init/cache blocks: the block they belong to
 
     def loop_index(self, loop_id: int) -> int:
+        """Position of loop ``loop_id`` in the nest (KeyError if it no longer exists)."""
         for i, lp in enumerate(self.loops):
             if lp.id == loop_id:
                 return i

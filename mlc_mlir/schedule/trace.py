@@ -36,6 +36,7 @@ class Instruction:
     outputs: List[RV]
 
     def python(self, decision=None) -> str:
+        """This instruction as one line of Python (``l4, l5 = sch.split(l2, factors=[None, 4])``)."""
         args = [_py(a) for a in self.inputs]
         args += [f"{k}={_py(v)}" for k, v in self.attrs.items()]
         if decision is not None:
