@@ -14,4 +14,6 @@ from .builder.nn import (  # noqa: F401
     matmul, max_pool2d, softmax,
 )
 from .builder.reduction import argmax, max, mean, min, sum  # noqa: F401,A004
-from .builder.shape import broadcast_to, concat, flatten, pad, reshape, slice, transpose  # noqa: F401,A004
+from .builder.shape import (  # noqa: F401,A004
+    broadcast_to, concat, flatten, pad, permute, reshape, slice, transpose,
+)

@@ -202,3 +202,70 @@ def normalize_axis(op: str, axis: int, ndim: int, arg: str = "axis") -> int:
     if not isinstance(axis, (int, np.integer)) or not -ndim <= axis < max(ndim, 1):
         raise BuildError(f"{op}: argument '{arg}' is {axis!r}; expected an int in [{-ndim}, {ndim})")
     return int(axis) % max(ndim, 1)
+
+
+def operand_shape(op: str, arg: str, x, dtype: Optional[str] = None) -> Tuple[int, ...]:
+    """Shape of an operand (Tensor or numpy array) checked before anything is emitted, so an op
+    can validate every argument first and name its constants after its own name.
+
+    Raises
+    ------
+    BuildError
+        If ``x`` is neither a Tensor nor a numpy array, or is a Tensor whose dtype is not ``dtype``
+        (numpy arrays are converted to ``dtype`` by :func:`operand`).
+    """
+    if isinstance(x, Tensor):
+        if dtype is not None and x.dtype != dtype:
+            raise BuildError(f"{op}: argument '{arg}' has dtype {x.dtype}; expected {dtype} (use ops.cast)")
+        return x.shape
+    if isinstance(x, np.ndarray):
+        return tuple(x.shape)
+    raise BuildError(f"{op}: argument '{arg}' is {type(x).__name__}; expected a Tensor or numpy.ndarray")
+
+
+def operand(op: str, arg: str, fn: FunctionBuilder, x, dtype: Optional[str], name: str) -> Tensor:
+    """Like :func:`as_tensor`, but a numpy array becomes the constant ``name`` (an op's
+    auxiliary name such as ``conv2d.weight``, claimed in the function).
+
+    Raises
+    ------
+    BuildError
+        As :func:`as_tensor`, or if ``name`` is already used in the function.
+    """
+    if isinstance(x, np.ndarray):
+        if dtype is not None and dtypes.canonical_dtype(x.dtype) != dtype:
+            x = x.astype(dtypes.to_numpy_dtype(dtype))
+        x = constant(fn, x, name=fn.claim_op_name(name, op))
+    return as_tensor(op, arg, fn, x, dtype)
+
+
+def int_tuple(op: str, arg: str, value, n: Optional[int] = None, minimum: Optional[int] = None,
+              scalar_ok: bool = True) -> Tuple[int, ...]:
+    """``value`` (an int, repeated ``n`` times when ``scalar_ok``, or a sequence of ints) as a
+    tuple of Python ints.
+
+    Raises
+    ------
+    BuildError
+        ``conv2d: argument 'strides' is (1, 2, 3); expected an int or 2 ints >= 1``.
+    """
+    what = (f"an int or {n} ints" if scalar_ok else f"{n} ints") if n is not None else "a sequence of ints"
+    if minimum is not None:
+        what += f" >= {minimum}"
+
+    def is_int(v):
+        return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+
+    if is_int(value) and scalar_ok and n is not None:
+        out = (int(value),) * n
+    else:
+        try:
+            items = list(value)
+        except TypeError:
+            raise BuildError(f"{op}: argument '{arg}' is {value!r}; expected {what}") from None
+        if not all(is_int(v) for v in items) or (n is not None and len(items) != n):
+            raise BuildError(f"{op}: argument '{arg}' is {value!r}; expected {what}")
+        out = tuple(int(v) for v in items)
+    if minimum is not None and any(v < minimum for v in out):
+        raise BuildError(f"{op}: argument '{arg}' is {value!r}; expected {what}")
+    return out

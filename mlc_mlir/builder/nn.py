@@ -10,7 +10,7 @@ from typing import Optional
 
 import numpy as np
 
-from .._mlir import ir, linalg_d
+from .._mlir import ir, linalg_d, tensor_d
 from ..errors import BuildError, format_shape
 from ..ir import dtypes
 from . import elementwise, emit
@@ -132,34 +132,39 @@ def dense(x, weight, bias=None, name: Optional[str] = None) -> Tensor:
     return y
 
 
-def _pair(op: str, arg: str, v, n: int = 2) -> tuple:
-    if isinstance(v, (int, np.integer)):
-        return (int(v),) * n
-    v = tuple(int(a) for a in v)
-    if len(v) != n:
-        raise BuildError(f"{op}: argument '{arg}' must be an int or {n} ints, got {v}")
-    return v
+def _check_x(op: str, x, rank: Optional[int], layout: str, float_only: bool) -> Tensor:
+    """The data argument ``x``: a Tensor of ``rank`` (if given) and a float (or, unless
+    ``float_only``, int) dtype."""
+    if not isinstance(x, Tensor):
+        raise BuildError(f"{op}: argument 'x' is {type(x).__name__}; expected a Tensor")
+    if rank is not None:
+        _check_rank(op, "x", x, rank, layout)
+    if float_only and not dtypes.is_float(x.dtype):
+        raise BuildError(f"{op}: argument 'x' has dtype {x.dtype}; expected one of "
+                         f"{sorted(dtypes.FLOAT_DTYPES)} (use ops.cast)")
+    if x.dtype == "bool":
+        raise BuildError(f"{op}: argument 'x' has dtype bool; expected a float or int dtype")
+    return x
 
 
 def _padding4(op: str, padding) -> tuple:
     """(top, left, bottom, right) from an int, (ph, pw) or (top, left, bottom, right)."""
-    if isinstance(padding, (int, np.integer)):
-        p = (int(padding),) * 4
-    else:
-        p = tuple(int(a) for a in padding)
-        if len(p) == 2:
-            p = (p[0], p[1], p[0], p[1])
-    if len(p) != 4 or min(p) < 0:
-        raise BuildError(f"{op}: argument 'padding' must be an int, (ph, pw) or (top, left, bottom, right) "
-                         f">= 0, got {padding!r}")
-    return p
+    expected = "expected an int, (ph, pw) or (top, left, bottom, right), each >= 0"
+    try:
+        p = emit.int_tuple(op, "padding", padding, 4 if isinstance(padding, (int, np.integer)) else None)
+    except BuildError:
+        raise BuildError(f"{op}: argument 'padding' is {padding!r}; {expected}") from None
+    if len(p) not in (2, 4) or min(p) < 0:
+        raise BuildError(f"{op}: argument 'padding' is {padding!r}; {expected}")
+    return p if len(p) == 4 else (p[0], p[1], p[0], p[1])
 
 
-def _window_out(op, size, k, stride, dil, axis):
-    out = (size - dil * (k - 1) - 1) // stride + 1
-    if out < 1:
-        raise BuildError(f"{op}: window {k} (dilation {dil}) does not fit the padded {axis} extent {size}")
-    return out
+def _window_out(op: str, size: int, k: int, stride: int, dil: int, axis: str) -> int:
+    span = dil * (k - 1) + 1
+    if span > size:
+        raise BuildError(f"{op}: the {axis} window spans {span} (kernel {k}, dilation {dil}); expected at "
+                         f"most the padded input {axis} {size}")
+    return (size - span) // stride + 1
 
 
 def _pad_nchw(x: Tensor, p: tuple, value, name: str) -> ir.Value:
@@ -172,40 +177,77 @@ def _pad_nchw(x: Tensor, p: tuple, value, name: str) -> ir.Value:
 
 def conv2d(x, weight, bias=None, strides=(1, 1), padding=(0, 0), dilation=(1, 1), groups: int = 1,
            name: Optional[str] = None) -> Tensor:
-    """2-D convolution, NCHW input and FCHW weight (TVM ``nn.conv2d``, PyTorch ``Conv2d``).
+    """2-D convolution, NCHW input and FCHW weight (TOPI ``nn.conv2d``, PyTorch ``Conv2d``).
 
-    x: (N, C, H, W); weight: (F, C/groups, KH, KW); bias: (F,) or None; same float dtype.
-    Emits ``tensor.pad`` (if padding) and ``linalg.conv_2d_nchw_fchw`` (groups=1) or
-    ``linalg.conv_2d_ngchw_gfchw`` between ``tensor.expand_shape``/``collapse_shape`` (groups>1),
-    then a bias add named ``<name>.bias_add``. Returns (N, F, OH, OW).
+    Emits ``tensor.pad`` (``<name>.pad``, only with padding), a zero ``linalg.fill``
+    (``<name>.init``) and ``linalg.conv_2d_nchw_fchw`` (``name``) for ``groups=1``;
+    for ``groups>1`` the input and weight are split by ``tensor.expand_shape``
+    (``<name>.expand_x``, ``<name>.expand_w``) into ``linalg.conv_2d_ngchw_gfchw`` and the result
+    is merged by ``tensor.collapse_shape`` (``<name>.collapse``). A bias is added by a
+    broadcasting ``linalg.generic`` (``<name>.bias_add``).
+
+    Parameters
+    ----------
+    x : Tensor (N, C, H, W)
+        dtype in {float16, bfloat16, float32, float64, int8, int16, int32, int64}.
+    weight : Tensor or numpy.ndarray (F, C/groups, KH, KW)
+        x's dtype (a numpy array is converted and becomes the constant ``<name>.weight``).
+    bias : Tensor or numpy.ndarray (F,), optional
+    strides, dilation : int or (int, int)
+        >= 1.
+    padding : int, (ph, pw) or (top, left, bottom, right)
+        Zero padding, >= 0.
+    groups : int
+        Divides C and F; ``groups == C`` is a depthwise convolution.
+
+    Returns
+    -------
+    Tensor (N, F, OH, OW)
+        ``OH = (H + top + bottom - DH * (KH - 1) - 1) // SH + 1`` (same for OW); x's dtype,
+        which is also the accumulator's (int8 sums wrap around).
 
     Raises
     ------
     BuildError
         ``conv2d: argument 'weight' has shape (8, 4, 3, 3); expected (F, 3, KH, KW) for 3 input
-        channels and groups=1``, and on strides/padding/dilation/groups that do not fit.
+        channels and groups=1``; also for a wrong rank, dtype, bias shape, groups that do not
+        divide C and F, strides/dilation < 1, negative padding or a window larger than the
+        padded input.
     """
-    fn = emit.function_of("conv2d", x, weight, bias)
-    if not isinstance(x, Tensor):
-        raise BuildError(f"conv2d: argument 'x' is {type(x).__name__}; expected a Tensor")
-    _check_rank("conv2d", "x", x, 4, "N, C, H, W")
-    w = emit.as_tensor("conv2d", "weight", fn, weight, x.dtype)
-    _check_rank("conv2d", "weight", w, 4, "F, C/groups, KH, KW")
+    op = "conv2d"
+    fn = emit.function_of(op, x, weight, bias)
+    x = _check_x(op, x, 4, "N, C, H, W", float_only=False)
+    ws = emit.operand_shape(op, "weight", weight, x.dtype)
+    if len(ws) != 4:
+        raise BuildError(f"{op}: argument 'weight' has shape {format_shape(ws)}; expected rank 4 "
+                         "(F, C/groups, KH, KW)")
     n, c, h, wd = x.shape
-    f, cg, kh, kw = w.shape
-    if not isinstance(groups, int) or groups < 1 or c % groups or f % groups:
-        raise BuildError(f"conv2d: groups={groups} must divide the input channels {c} and filters {f}")
+    f, cg, kh, kw = ws
+    if not isinstance(groups, (int, np.integer)) or isinstance(groups, bool) or groups < 1:
+        raise BuildError(f"{op}: argument 'groups' is {groups!r}; expected an int >= 1")
+    groups = int(groups)
+    if c % groups:
+        raise BuildError(f"{op}: argument 'groups' is {groups}; expected a divisor of the {c} input channels "
+                         f"of x {format_shape(x.shape)}")
     if cg != c // groups:
-        raise BuildError(f"conv2d: argument 'weight' has shape {format_shape(w.shape)}; expected "
+        raise BuildError(f"{op}: argument 'weight' has shape {format_shape(ws)}; expected "
                          f"(F, {c // groups}, KH, KW) for {c} input channels and groups={groups}")
-    sh, sw = _pair("conv2d", "strides", strides)
-    dh, dw = _pair("conv2d", "dilation", dilation)
-    if min(sh, sw, dh, dw) < 1:
-        raise BuildError(f"conv2d: strides {strides} and dilation {dilation} must be >= 1")
-    p = _padding4("conv2d", padding)
-    oh = _window_out("conv2d", h + p[0] + p[2], kh, sh, dh, "height")
-    ow = _window_out("conv2d", wd + p[1] + p[3], kw, sw, dw, "width")
-    nm = emit.op_name(fn, "conv2d", name)
+    if f % groups:
+        raise BuildError(f"{op}: argument 'weight' has shape {format_shape(ws)}; expected F a multiple of "
+                         f"groups={groups}")
+    if bias is not None:
+        bs = emit.operand_shape(op, "bias", bias, x.dtype)
+        if bs != (f,):
+            raise BuildError(f"{op}: argument 'bias' has shape {format_shape(bs)}; expected ({f},) for "
+                             f"{f} filters")
+    sh, sw = emit.int_tuple(op, "strides", strides, 2, minimum=1)
+    dh, dw = emit.int_tuple(op, "dilation", dilation, 2, minimum=1)
+    p = _padding4(op, padding)
+    oh = _window_out(op, h + p[0] + p[2], kh, sh, dh, "height")
+    ow = _window_out(op, wd + p[1] + p[3], kw, sw, dw, "width")
+
+    nm = emit.op_name(fn, op, name)
+    w = emit.operand(op, "weight", fn, weight, x.dtype, f"{nm}.weight")
     xp = _pad_nchw(x, p, 0, f"{nm}.pad")
     st, dl = [sh, sw], [dh, dw]
     et = x.type.element_type
@@ -214,14 +256,14 @@ def conv2d(x, weight, bias=None, strides=(1, 1), padding=(0, 0), dilation=(1, 1)
         r = linalg_d.conv_2d_nchw_fchw(xp, w.value, outs=[init], strides=st, dilations=dl)
         emit.set_name(r.owner, nm)
     else:
-        from .._mlir import tensor_d
-
         g = groups
-        hp, wp = ir.RankedTensorType(xp.type).shape[2:]
+        hp, wp = h + p[0] + p[2], wd + p[1] + p[3]
         xg = tensor_d.ExpandShapeOp(ir.RankedTensorType.get([n, g, c // g, hp, wp], et), xp,
                                     [[0], [1, 2], [3], [4]], [], [n, g, c // g, hp, wp]).result
+        emit.set_name(xg.owner, f"{nm}.expand_x")
         wg = tensor_d.ExpandShapeOp(ir.RankedTensorType.get([g, f // g, cg, kh, kw], et), w.value,
                                     [[0, 1], [2], [3], [4]], [], [g, f // g, cg, kh, kw]).result
+        emit.set_name(wg.owner, f"{nm}.expand_w")
         init = emit.filled((n, g, f // g, oh, ow), x.dtype, _zero(x.dtype), f"{nm}.init")
         rg = linalg_d.conv_2d_ngchw_gfchw(xg, wg, outs=[init], strides=st, dilations=dl)
         emit.set_name(rg.owner, nm)
@@ -230,25 +272,25 @@ def conv2d(x, weight, bias=None, strides=(1, 1), padding=(0, 0), dilation=(1, 1)
         emit.set_name(r.owner, f"{nm}.collapse")
     y = Tensor(r, fn)
     if bias is not None:
-        b = emit.as_tensor("conv2d", "bias", fn, bias, x.dtype)
-        if b.shape != (f,):
-            raise BuildError(f"conv2d: argument 'bias' has shape {format_shape(b.shape)}; expected ({f},)")
         from .shape import reshape
 
-        y = elementwise.add(y, reshape(b, (f, 1, 1), name=f"{nm}.bias_reshape"), name=f"{nm}.bias_add")
+        if isinstance(bias, np.ndarray):  # a constant bias is stored as (F, 1, 1)
+            b = emit.operand(op, "bias", fn, bias.reshape(f, 1, 1), x.dtype, f"{nm}.bias")
+        else:
+            b = reshape(bias, (f, 1, 1), name=f"{nm}.bias_reshape")
+        y = elementwise.add(y, b, name=f"{nm}.bias_add")
     return y
 
 
 def _pool(op: str, kind: str, x, kernel_size, strides, padding, dilation, name):
-    fn = emit.function_of(op, x)
-    if not isinstance(x, Tensor):
-        raise BuildError(f"{op}: argument 'x' is {type(x).__name__}; expected a Tensor")
-    _check_rank(op, "x", x, 4, "N, C, H, W")
-    kh, kw = _pair(op, "kernel_size", kernel_size)
-    sh, sw = _pair(op, "strides", kernel_size if strides is None else strides)
-    dh, dw = _pair(op, "dilation", dilation)
-    if min(kh, kw, sh, sw, dh, dw) < 1:
-        raise BuildError(f"{op}: kernel_size, strides and dilation must be >= 1")
+    """Emit pad + fill + ``linalg.pooling_nchw_{max,sum}``; returns the pooled Tensor, the
+    window geometry and the op's name."""
+    emit.function_of(op, x)
+    x = _check_x(op, x, 4, "N, C, H, W", float_only=kind == "sum")
+    fn = x.fn
+    kh, kw = emit.int_tuple(op, "kernel_size", kernel_size, 2, minimum=1)
+    sh, sw = (kh, kw) if strides is None else emit.int_tuple(op, "strides", strides, 2, minimum=1)
+    dh, dw = emit.int_tuple(op, "dilation", dilation, 2, minimum=1)
     p = _padding4(op, padding)
     n, c, h, w = x.shape
     oh = _window_out(op, h + p[0] + p[2], kh, sh, dh, "height")
@@ -256,157 +298,272 @@ def _pool(op: str, kind: str, x, kernel_size, strides, padding, dilation, name):
     nm = emit.op_name(fn, op, name)
     from .reduction import _lowest
 
-    pad_val = _lowest(x.dtype) if kind == "max" else 0
+    pad_val = _lowest(x.dtype) if kind == "max" else _zero(x.dtype)
     xp = _pad_nchw(x, p, pad_val, f"{nm}.pad")
-    init = emit.filled((n, c, oh, ow), x.dtype, pad_val if kind == "max" else _zero(x.dtype), f"{nm}.init")
-    window = emit.empty((kh, kw), x.dtype)
-    st, dl = [sh, sw], [dh, dw]
+    init = emit.filled((n, c, oh, ow), x.dtype, pad_val, f"{nm}.init")
+    window = emit.empty((kh, kw), x.dtype)  # only its shape matters
     pool = linalg_d.pooling_nchw_max if kind == "max" else linalg_d.pooling_nchw_sum
-    r = pool(xp, window, outs=[init], strides=st, dilations=dl)
+    r = pool(xp, window, outs=[init], strides=[sh, sw], dilations=[dh, dw])
     emit.set_name(r.owner, nm if kind == "max" else f"{nm}.sum")
-    return Tensor(r, fn), (kh, kw, sh, sw, dh, dw, p, oh, ow), nm
+    return Tensor(r, fn), (kh, kw, sh, sw, p, oh, ow), nm
 
 
 def max_pool2d(x, kernel_size, strides=None, padding=(0, 0), dilation=(1, 1),
                name: Optional[str] = None) -> Tensor:
-    """2-D max pooling, NCHW (``linalg.pooling_nchw_max``); ``strides`` defaults to
-    ``kernel_size``; padding uses the dtype's lowest value. x: (N, C, H, W) -> (N, C, OH, OW).
+    """2-D max pooling, NCHW (TOPI ``nn.pool2d`` with ``pool_type="max"``, PyTorch ``MaxPool2d``).
+
+    Emits ``tensor.pad`` with the dtype's lowest value (-inf, or the int minimum;
+    ``<name>.pad``), a ``linalg.fill`` of that value (``<name>.init``) and
+    ``linalg.pooling_nchw_max`` (``name``).
+
+    Parameters
+    ----------
+    x : Tensor (N, C, H, W)
+        dtype in {float16, bfloat16, float32, float64, int8, int16, int32, int64}.
+    kernel_size : int or (int, int)
+    strides : int or (int, int), optional
+        Defaults to ``kernel_size``.
+    padding : int, (ph, pw) or (top, left, bottom, right)
+    dilation : int or (int, int)
+
+    Returns
+    -------
+    Tensor (N, C, OH, OW)
+        ``OH = (H + top + bottom - DH * (KH - 1) - 1) // SH + 1`` (floor mode); x's dtype.
 
     Raises
     ------
     BuildError
-        On a non-4-D input or a window that does not fit.
+        For a non-4-D or bool input, kernel/strides/dilation < 1, negative padding, or a window
+        larger than the padded input.
     """
     return _pool("max_pool2d", "max", x, kernel_size, strides, padding, dilation, name)[0]
 
 
 def avg_pool2d(x, kernel_size, strides=None, padding=(0, 0), count_include_pad: bool = True,
                name: Optional[str] = None) -> Tensor:
-    """2-D average pooling, NCHW: ``linalg.pooling_nchw_sum`` then a divide. With
-    ``count_include_pad=False`` the divisor counts only real elements (computed with numpy at
-    build time, as PyTorch does). x: (N, C, H, W) float -> (N, C, OH, OW).
+    """2-D average pooling, NCHW (TOPI ``nn.pool2d`` with ``pool_type="avg"``, PyTorch
+    ``AvgPool2d``).
+
+    Emits zero ``tensor.pad`` (``<name>.pad``), ``linalg.pooling_nchw_sum`` (``<name>.sum``)
+    and a divide (``name``): by ``KH * KW`` when ``count_include_pad``, otherwise by the number
+    of real (unpadded) elements of each window, a (OH, OW) constant computed with numpy at build
+    time (``<name>.count``).
+
+    Parameters
+    ----------
+    x : Tensor (N, C, H, W)
+        dtype in {float16, bfloat16, float32, float64}.
+    kernel_size : int or (int, int)
+    strides : int or (int, int), optional
+        Defaults to ``kernel_size``.
+    padding : int, (ph, pw) or (top, left, bottom, right)
+    count_include_pad : bool
+
+    Returns
+    -------
+    Tensor (N, C, OH, OW)
 
     Raises
     ------
     BuildError
-        On a non-float or non-4-D input, or a window that does not fit.
+        For a non-float or non-4-D input, bad kernel/strides/padding, or (with
+        ``count_include_pad=False``) a window made only of padding.
     """
-    if isinstance(x, Tensor) and not dtypes.is_float(x.dtype):
-        raise BuildError(f"avg_pool2d: argument 'x' has dtype {x.dtype}; expected a float dtype")
-    s, (kh, kw, sh, sw, dh, dw, p, oh, ow), nm = _pool("avg_pool2d", "sum", x, kernel_size, strides,
-                                                       padding, (1, 1), name)
+    op = "avg_pool2d"
+    s, (kh, kw, sh, sw, p, oh, ow), nm = _pool(op, "sum", x, kernel_size, strides, padding, (1, 1), name)
     if count_include_pad or not any(p):
-        return elementwise.multiply(s, 1.0 / (kh * kw), name=nm)
+        return elementwise.divide(s, float(kh * kw), name=nm)
     h, w = x.shape[2:]
-    ones = np.pad(np.ones((h, w)), ((p[0], p[2]), (p[1], p[3])))
+    real = np.pad(np.ones((h, w)), ((p[0], p[2]), (p[1], p[3])))
     cnt = np.zeros((oh, ow))
     for i in range(kh):
         for j in range(kw):
-            cnt += ones[i:i + sh * (oh - 1) + 1:sh, j:j + sw * (ow - 1) + 1:sw]
-    return elementwise.multiply(s, (1.0 / cnt).astype(dtypes.to_numpy_dtype(x.dtype)), name=nm)
+            cnt += real[i:i + sh * (oh - 1) + 1:sh, j:j + sw * (ow - 1) + 1:sw]
+    if cnt.min() == 0:
+        raise BuildError(f"{op}: argument 'padding' is {padding!r}; some windows hold only padding (expected "
+                         f"padding at most half the kernel {kh, kw})")
+    count = emit.operand(op, "count", x.fn, cnt.astype(dtypes.to_numpy_dtype(x.dtype)), x.dtype, f"{nm}.count")
+    return elementwise.divide(s, count, name=nm)
 
 
 def global_avg_pool2d(x, name: Optional[str] = None) -> Tensor:
-    """Mean over H and W keeping them: (N, C, H, W) -> (N, C, 1, 1) (TVM ``global_avg_pool2d``)."""
+    """Mean over H and W keeping them (TOPI ``nn.global_pool`` with ``pool_type="avg"``).
+
+    Emits the :func:`~mlc_mlir.builder.reduction.mean` pieces: a ``linalg.generic`` sum
+    (``<name>.sum``), ``tensor.expand_shape`` (``<name>.sum.keepdims``) and a scale (``name``).
+
+    Parameters
+    ----------
+    x : Tensor (N, C, H, W)
+        dtype in {float16, bfloat16, float32, float64}.
+
+    Returns
+    -------
+    Tensor (N, C, 1, 1)
+
+    Raises
+    ------
+    BuildError
+        For a non-4-D or non-float input.
+    """
     from .reduction import mean
 
-    if not isinstance(x, Tensor):
-        raise BuildError(f"global_avg_pool2d: argument 'x' is {type(x).__name__}; expected a Tensor")
-    _check_rank("global_avg_pool2d", "x", x, 4, "N, C, H, W")
-    return mean(x, axis=(2, 3), keepdims=True, name=name or "global_avg_pool2d")
+    op = "global_avg_pool2d"
+    emit.function_of(op, x)
+    x = _check_x(op, x, 4, "N, C, H, W", float_only=True)
+    return mean(x, axis=(2, 3), keepdims=True, name=emit.op_name(x.fn, op, name))
 
 
 def batch_norm(x, gamma, beta, moving_mean, moving_var, eps: float = 1e-5, axis: int = 1,
                name: Optional[str] = None) -> Tensor:
-    """Inference batch normalization: ``(x - mean) / sqrt(var + eps) * gamma + beta`` along
-    ``axis`` (TVM ``nn.batch_norm`` at inference). One ``linalg.generic`` over x with the four
-    (C,) vectors broadcast. x: float, any rank; parameters: (C,) with C = x.shape[axis].
+    """Inference batch normalization along ``axis`` (TOPI/Relay ``nn.batch_norm`` at inference,
+    PyTorch ``BatchNorm2d.eval()``)::
+
+        y = (x - moving_mean) * rsqrt(moving_var + eps) * gamma + beta
+
+    Emits one ``linalg.generic`` (``name``) over x reading the four (C,) vectors through the
+    map ``(d0, ..., dn) -> (d_axis)``; numpy vectors become constants ``<name>.gamma``, ...
+
+    Parameters
+    ----------
+    x : Tensor, any rank >= 1
+        dtype in {float16, bfloat16, float32, float64}.
+    gamma, beta, moving_mean, moving_var : Tensor or numpy.ndarray (C,)
+        ``C = x.shape[axis]``; x's dtype.
+    eps : float
+    axis : int
+        The channel axis (1 for NCHW).
+
+    Returns
+    -------
+    Tensor, x's shape and dtype.
 
     Raises
     ------
     BuildError
-        If a parameter's shape is not (C,) or dtypes differ.
+        For a non-float x, a bad axis, or a parameter whose shape is not (C,) or whose dtype
+        differs.
     """
     from .._mlir import arith_d, math_d
 
-    fn = emit.function_of("batch_norm", x, gamma, beta, moving_mean, moving_var)
-    if not isinstance(x, Tensor) or not dtypes.is_float(x.dtype):
-        raise BuildError("batch_norm: argument 'x' must be a float Tensor")
-    ax = emit.normalize_axis("batch_norm", axis, x.ndim)
+    op = "batch_norm"
+    fn = emit.function_of(op, x, gamma, beta, moving_mean, moving_var)
+    x = _check_x(op, x, None, "", float_only=True)
+    ax = emit.normalize_axis(op, axis, x.ndim)
     c = x.shape[ax]
-    params = []
-    for arg, v in (("gamma", gamma), ("beta", beta), ("moving_mean", moving_mean), ("moving_var", moving_var)):
-        t = emit.as_tensor("batch_norm", arg, fn, v, x.dtype)
-        if t.shape != (c,):
-            raise BuildError(f"batch_norm: argument '{arg}' has shape {format_shape(t.shape)}; expected ({c},) "
-                             f"for axis {axis} of x {format_shape(x.shape)}")
-        params.append(t)
-    nm = emit.op_name(fn, "batch_norm", name)
-    rank = x.ndim
+    args = (("gamma", gamma), ("beta", beta), ("moving_mean", moving_mean), ("moving_var", moving_var))
+    for arg, v in args:
+        s = emit.operand_shape(op, arg, v, x.dtype)
+        if s != (c,):
+            raise BuildError(f"{op}: argument '{arg}' has shape {format_shape(s)}; expected ({c},) for axis "
+                             f"{axis} of x {format_shape(x.shape)}")
+    nm = emit.op_name(fn, op, name)
+    params = [emit.operand(op, arg, fn, v, x.dtype, f"{nm}.{arg}") for arg, v in args]
+    rank, dt = x.ndim, x.dtype
     vec_map = ir.AffineMap.get(rank, 0, [ir.AffineDimExpr.get(ax)])
-    init = emit.empty(x.shape, x.dtype)
-    dt = x.dtype
 
     def body(v, g, b, m, var, _out):
         inv = math_d.rsqrt(arith_d.addf(var, emit.scalar(eps, dt)))
         return [arith_d.addf(arith_d.mulf(arith_d.mulf(arith_d.subf(v, m), inv), g), b)]
 
     res = emit.generic(nm, [x.value] + [t.value for t in params], [emit.identity_map(rank)] + [vec_map] * 4,
-                       [init], [emit.identity_map(rank)], ["parallel"] * rank, body)
+                       [emit.empty(x.shape, dt)], [emit.identity_map(rank)], ["parallel"] * rank, body)
     return Tensor(res[0], fn)
 
 
 def layer_norm(x, gamma, beta, axis=-1, eps: float = 1e-5, name: Optional[str] = None) -> Tensor:
-    """Layer normalization over trailing ``axis`` (int or tuple of the last axes):
-    ``(x - mean) / sqrt(var + eps) * gamma + beta`` (PyTorch ``LayerNorm``, biased variance).
-    gamma, beta: shape ``x.shape[axes]``.
+    """Layer normalization over the trailing ``axis`` (TOPI ``nn.layer_norm``, PyTorch
+    ``LayerNorm``; biased variance)::
+
+        y = (x - mean) * rsqrt(mean((x - mean)**2) + eps) * gamma + beta
+
+    Emits ``linalg.generic`` reductions (``<name>.mean.sum``, ``<name>.var.sum``) and
+    elementwise generics (``<name>.center``, ``<name>.square``, ``<name>.rsqrt``,
+    ``<name>.normalize``, ``<name>.scale``); the last one (``+ beta``) is ``name``.
+
+    Parameters
+    ----------
+    x : Tensor, rank >= 1
+        dtype in {float16, bfloat16, float32, float64}.
+    gamma, beta : Tensor or numpy.ndarray, or None
+        Shape ``x.shape[axes]`` (the normalized shape); None skips the scale / shift.
+    axis : int or tuple of int
+        The last axes of x (e.g. ``-1`` or ``(-2, -1)``).
+    eps : float
+
+    Returns
+    -------
+    Tensor, x's shape and dtype.
 
     Raises
     ------
     BuildError
-        If the axes are not the trailing ones or gamma/beta shapes differ.
+        For a non-float x, axes that are not the trailing ones, or gamma/beta of another shape
+        or dtype.
     """
     from . import reduction
 
-    fn = emit.function_of("layer_norm", x, gamma, beta)
-    if not isinstance(x, Tensor) or not dtypes.is_float(x.dtype):
-        raise BuildError("layer_norm: argument 'x' must be a float Tensor")
-    axes = reduction.normalize_axes("layer_norm", axis, x.ndim)
-    if axes != tuple(range(x.ndim - len(axes), x.ndim)):
-        raise BuildError(f"layer_norm: axis {axis} must be the trailing axes of x {format_shape(x.shape)}")
+    op = "layer_norm"
+    fn = emit.function_of(op, x, gamma, beta)
+    x = _check_x(op, x, None, "", float_only=True)
+    axes = reduction.normalize_axes(op, axis, x.ndim)
+    if not axes or axes != tuple(range(x.ndim - len(axes), x.ndim)):
+        raise BuildError(f"{op}: argument 'axis' is {axis!r}; expected the trailing axes of x "
+                         f"{format_shape(x.shape)} (e.g. -1 or (-2, -1))")
     nshape = tuple(x.shape[a] for a in axes)
-    g = emit.as_tensor("layer_norm", "gamma", fn, gamma, x.dtype)
-    b = emit.as_tensor("layer_norm", "beta", fn, beta, x.dtype)
-    for arg, t in (("gamma", g), ("beta", b)):
-        if t.shape != nshape:
-            raise BuildError(f"layer_norm: argument '{arg}' has shape {format_shape(t.shape)}; expected "
-                             f"{format_shape(nshape)}")
-    nm = emit.op_name(fn, "layer_norm", name)
+    for arg, v in (("gamma", gamma), ("beta", beta)):
+        if v is not None and emit.operand_shape(op, arg, v, x.dtype) != nshape:
+            raise BuildError(f"{op}: argument '{arg}' has shape {format_shape(emit.operand_shape(op, arg, v))}; "
+                             f"expected {format_shape(nshape)}, the normalized shape of x {format_shape(x.shape)}")
+    nm = emit.op_name(fn, op, name)
+    g = None if gamma is None else emit.operand(op, "gamma", fn, gamma, x.dtype, f"{nm}.gamma")
+    b = None if beta is None else emit.operand(op, "beta", fn, beta, x.dtype, f"{nm}.beta")
     mu = reduction.mean(x, axes, keepdims=True, name=f"{nm}.mean")
     centered = elementwise.subtract(x, mu, name=f"{nm}.center")
     var = reduction.mean(elementwise.multiply(centered, centered, name=f"{nm}.square"), axes, keepdims=True,
                          name=f"{nm}.var")
     inv = elementwise.rsqrt(elementwise.add(var, eps, name=f"{nm}.eps"), name=f"{nm}.rsqrt")
-    return elementwise.add(elementwise.multiply(elementwise.multiply(centered, inv, name=f"{nm}.normalize"), g,
-                                                name=f"{nm}.scale"), b, name=nm)
+    last = "normalize" if g is None and b is None else ("scale" if b is None else "shift")
+    y = elementwise.multiply(centered, inv, name=nm if last == "normalize" else f"{nm}.normalize")
+    if g is not None:
+        y = elementwise.multiply(y, g, name=nm if last == "scale" else f"{nm}.scale")
+    if b is not None:
+        y = elementwise.add(y, b, name=nm)
+    return y
 
 
 def softmax(x, axis: int = -1, name: Optional[str] = None) -> Tensor:
-    """Numerically stable softmax along ``axis``: ``exp(x - max) / sum(exp(x - max))`` (max and
-    sum are ``linalg.generic`` reductions). x: float Tensor.
+    """Numerically stable softmax along ``axis`` (TOPI ``nn.softmax``)::
+
+        y = exp(x - max(x)) / sum(exp(x - max(x)))
+
+    Emits a ``linalg.generic`` max reduction (``<name>.max``), elementwise generics
+    (``<name>.shift``, ``<name>.exp``), a sum reduction (``<name>.sum``), the keepdims
+    ``tensor.expand_shape`` ops, and the divide (``name``).
+
+    Parameters
+    ----------
+    x : Tensor, rank >= 1
+        dtype in {float16, bfloat16, float32, float64}.
+    axis : int
+
+    Returns
+    -------
+    Tensor, x's shape and dtype.
 
     Raises
     ------
     BuildError
-        For a non-float input or a bad axis.
+        For a non-float input or an axis out of range.
     """
     from . import reduction
 
-    fn = emit.function_of("softmax", x)
-    if not isinstance(x, Tensor) or not dtypes.is_float(x.dtype):
-        raise BuildError("softmax: argument 'x' must be a float Tensor")
-    ax = emit.normalize_axis("softmax", axis, x.ndim)
-    nm = emit.op_name(fn, "softmax", name)
+    op = "softmax"
+    emit.function_of(op, x)
+    x = _check_x(op, x, None, "", float_only=True)
+    ax = emit.normalize_axis(op, axis, x.ndim)
+    nm = emit.op_name(x.fn, op, name)
     m = reduction.max(x, ax, keepdims=True, name=f"{nm}.max")
     e = elementwise.exp(elementwise.subtract(x, m, name=f"{nm}.shift"), name=f"{nm}.exp")
     s = reduction.sum(e, ax, keepdims=True, name=f"{nm}.sum")
@@ -414,14 +571,35 @@ def softmax(x, axis: int = -1, name: Optional[str] = None) -> Tensor:
 
 
 def log_softmax(x, axis: int = -1, name: Optional[str] = None) -> Tensor:
-    """``x - max - log(sum(exp(x - max)))`` along ``axis`` (stable log-softmax); float Tensor."""
+    """Numerically stable log-softmax along ``axis`` (TOPI ``nn.log_softmax``)::
+
+        y = (x - max(x)) - log(sum(exp(x - max(x))))
+
+    Emits the reductions ``<name>.max``, ``<name>.sum`` and the elementwise generics
+    ``<name>.shift``, ``<name>.exp``, ``<name>.log``; the final subtract is ``name``.
+
+    Parameters
+    ----------
+    x : Tensor, rank >= 1
+        dtype in {float16, bfloat16, float32, float64}.
+    axis : int
+
+    Returns
+    -------
+    Tensor, x's shape and dtype.
+
+    Raises
+    ------
+    BuildError
+        For a non-float input or an axis out of range.
+    """
     from . import reduction
 
-    fn = emit.function_of("log_softmax", x)
-    if not isinstance(x, Tensor) or not dtypes.is_float(x.dtype):
-        raise BuildError("log_softmax: argument 'x' must be a float Tensor")
-    ax = emit.normalize_axis("log_softmax", axis, x.ndim)
-    nm = emit.op_name(fn, "log_softmax", name)
+    op = "log_softmax"
+    emit.function_of(op, x)
+    x = _check_x(op, x, None, "", float_only=True)
+    ax = emit.normalize_axis(op, axis, x.ndim)
+    nm = emit.op_name(x.fn, op, name)
     m = reduction.max(x, ax, keepdims=True, name=f"{nm}.max")
     shifted = elementwise.subtract(x, m, name=f"{nm}.shift")
     lse = elementwise.log(reduction.sum(elementwise.exp(shifted, name=f"{nm}.exp"), ax, keepdims=True,

@@ -2,8 +2,10 @@
 ``linalg.generic`` with ``reduction`` iterators accumulating into a ``linalg.fill``-ed init;
 ``keepdims`` reshapes the result with ``tensor.expand_shape``.
 
-Semantics follow numpy: ``axis=None`` reduces every axis; negative axes count from the end;
-``argmax`` returns int64 indices of the first maximum.
+Semantics follow numpy: ``axis=None`` reduces every axis, ``axis=()`` none; negative axes count
+from the end; ``max``/``min`` propagate NaN; ``argmax`` returns int64 indices of the first
+maximum (the first NaN if any). Unlike numpy, ``sum`` keeps the input dtype (numpy widens
+int32 to int64).
 """
 
 from __future__ import annotations
@@ -23,16 +25,23 @@ Axis = Union[None, int, Sequence[int]]
 
 
 def normalize_axes(op: str, axis: Axis, ndim: int) -> Tuple[int, ...]:
-    """Sorted unique non-negative axes (all axes for None).
+    """Sorted unique non-negative axes (all axes for None, none for ``()``).
 
     Raises
     ------
     BuildError
-        For an out-of-range or repeated axis.
+        For an axis that is not an int, out of range or repeated.
     """
     if axis is None:
         return tuple(range(ndim))
-    axes = [axis] if isinstance(axis, (int, np.integer)) else list(axis)
+    if isinstance(axis, (int, np.integer)) and not isinstance(axis, bool):
+        axes = [axis]
+    elif isinstance(axis, (tuple, list)):
+        axes = list(axis)
+    else:
+        raise BuildError(f"{op}: argument 'axis' is {axis!r}; expected None, an int or a tuple of ints")
+    if ndim == 0 and axes:
+        raise BuildError(f"{op}: argument 'axis' is {axis!r}; expected None or () for a 0-d tensor")
     out = [emit.normalize_axis(op, a, ndim) for a in axes]
     if len(set(out)) != len(out):
         raise BuildError(f"{op}: argument 'axis' {axis!r} repeats an axis")
@@ -40,19 +49,29 @@ def normalize_axes(op: str, axis: Axis, ndim: int) -> Tuple[int, ...]:
 
 
 def _lowest(dtype: str):
+    """The identity of max: -inf, or the int minimum."""
     if dtypes.is_float(dtype):
         return -float("inf")
-    return int(np.iinfo(np.dtype(dtype)).min) if dtype != "bool" else 0
+    return int(np.iinfo(np.dtype(dtype)).min)
 
 
 def _highest(dtype: str):
+    """The identity of min: +inf, or the int maximum."""
     if dtypes.is_float(dtype):
         return float("inf")
-    return int(np.iinfo(np.dtype(dtype)).max) if dtype != "bool" else 1
+    return int(np.iinfo(np.dtype(dtype)).max)
+
+
+def _check_x(op: str, x) -> Tensor:
+    if not isinstance(x, Tensor):
+        raise BuildError(f"{op}: argument 'x' is {type(x).__name__}; expected a Tensor")
+    if x.dtype == "bool":
+        raise BuildError(f"{op}: argument 'x' has dtype bool; expected a float or int dtype (use ops.cast)")
+    return x
 
 
 def keep_dims(t: Tensor, axes: Tuple[int, ...], name: str) -> Tensor:
-    """Re-insert reduced ``axes`` as size-1 dims (``tensor.expand_shape``)."""
+    """Re-insert reduced ``axes`` as size-1 dims (``tensor.expand_shape`` named ``name``)."""
     from .shape import reshape
 
     shape = list(t.shape)
@@ -61,15 +80,22 @@ def keep_dims(t: Tensor, axes: Tuple[int, ...], name: str) -> Tensor:
     return reshape(t, shape, name=name)
 
 
-def reduce(op: str, x, axis: Axis, keepdims: bool, init, combine, name: Optional[str],
-           out_dtype: Optional[str] = None) -> Tensor:
-    """Emit a reduction of ``x`` over ``axis``: ``acc = combine(x_elem, acc, dtype)``."""
-    fn = emit.function_of(op, x)
-    if not isinstance(x, Tensor):
-        raise BuildError(f"{op}: argument 'x' is {type(x).__name__}; expected a Tensor")
+def reduce(op: str, x, axis: Axis, keepdims: bool, init, combine, name: Optional[str]) -> Tensor:
+    """Emit a reduction of ``x`` over ``axis``: ``acc = combine(x_elem, acc, dtype)`` starting
+    from ``init`` (``linalg.fill`` named ``<name>.init``; the generic is ``name``; keepdims adds
+    ``<name>.keepdims``).
+
+    Raises
+    ------
+    BuildError
+        For a non-Tensor or bool x, or a bad axis.
+    """
+    emit.function_of(op, x)
+    x = _check_x(op, x)
+    fn = x.fn
     axes = normalize_axes(op, axis, x.ndim)
     nm = emit.op_name(fn, op, name)
-    dt = out_dtype or x.dtype
+    dt = x.dtype
     out_shape = [d for i, d in enumerate(x.shape) if i not in axes]
     init_v = emit.filled(out_shape, dt, init, f"{nm}.init")
     rank = x.ndim
@@ -78,75 +104,179 @@ def reduce(op: str, x, axis: Axis, keepdims: bool, init, combine, name: Optional
     res = emit.generic(nm, [x.value], [emit.identity_map(rank)], [init_v], [out_map], its,
                        lambda a, acc: [combine(a, acc, dt)])[0]
     out = Tensor(res, fn)
-    return keep_dims(out, axes, f"{nm}.keepdims") if keepdims else out
+    return keep_dims(out, axes, f"{nm}.keepdims") if keepdims and axes else out
 
 
 def _add(a, b, dt):
     return arith_d.addf(a, b) if dtypes.is_float(dt) else arith_d.addi(a, b)
 
 
+def _max(a, b, dt):
+    return arith_d.maximumf(a, b) if dtypes.is_float(dt) else arith_d.maxsi(a, b)
+
+
+def _min(a, b, dt):
+    return arith_d.minimumf(a, b) if dtypes.is_float(dt) else arith_d.minsi(a, b)
+
+
 def sum(x, axis: Axis = None, keepdims: bool = False, name: Optional[str] = None) -> Tensor:  # noqa: A001
-    """Sum over ``axis`` (numpy ``sum``). x: any shape, float*/int*; result dtype = x's."""
-    return reduce("sum", x, axis, keepdims, 0, _add, name)
+    """Sum over ``axis`` (numpy ``sum``, TOPI ``sum``): a ``linalg.generic`` (``name``)
+    accumulating ``arith.addf``/``addi`` into a zero ``linalg.fill`` (``<name>.init``).
 
+    Parameters
+    ----------
+    x : Tensor, any shape
+        dtype in {float16, bfloat16, float32, float64, int8, int16, int32, int64}.
+    axis : None, int or tuple of int
+        Axes to reduce (None: all, ``()``: none; negative counts from the end).
+    keepdims : bool
+        Keep the reduced axes as size 1 (``tensor.expand_shape`` ``<name>.keepdims``).
 
-def mean(x, axis: Axis = None, keepdims: bool = False, name: Optional[str] = None) -> Tensor:
-    """Mean over ``axis`` (numpy ``mean``): the sum times 1/count; float Tensors only.
+    Returns
+    -------
+    Tensor
+        x's shape without (or with size 1 at) the reduced axes; x's dtype (ints are not
+        widened, unlike numpy).
 
     Raises
     ------
     BuildError
-        For integer inputs (numpy would return float64; cast first).
+        For a non-Tensor or bool input, or an axis that is out of range, repeated or not an int
+        (``sum: argument 'axis' is 3; expected an int in [-2, 2)``).
     """
-    if isinstance(x, Tensor) and not dtypes.is_float(x.dtype):
-        raise BuildError(f"mean: argument 'x' has dtype {x.dtype}; expected a float dtype (use ops.cast)")
+    return reduce("sum", x, axis, keepdims, 0, _add, name)
+
+
+def mean(x, axis: Axis = None, keepdims: bool = False, name: Optional[str] = None) -> Tensor:
+    """Mean over ``axis`` (numpy ``mean``, TOPI ``mean``): the sum (``<name>.sum``, see
+    :func:`sum`) times ``1 / count`` (an elementwise ``linalg.generic``, ``name``).
+
+    Parameters
+    ----------
+    x : Tensor, any shape
+        dtype in {float16, bfloat16, float32, float64}.
+    axis : None, int or tuple of int
+    keepdims : bool
+
+    Returns
+    -------
+    Tensor
+        x's shape without (or with size 1 at) the reduced axes; x's dtype.
+
+    Raises
+    ------
+    BuildError
+        For a non-float input (numpy would return float64: cast first) or a bad axis.
+    """
+    op = "mean"
+    emit.function_of(op, x)
+    x = _check_x(op, x)
+    if not dtypes.is_float(x.dtype):
+        raise BuildError(f"{op}: argument 'x' has dtype {x.dtype}; expected one of {sorted(dtypes.FLOAT_DTYPES)} "
+                         "(numpy would return float64; use ops.cast)")
     from .elementwise import multiply
 
-    fn = emit.function_of("mean", x)
-    nm = emit.op_name(fn, "mean", name)
-    axes = normalize_axes("mean", axis, x.ndim)
+    axes = normalize_axes(op, axis, x.ndim)
+    nm = emit.op_name(x.fn, op, name)
     count = int(np.prod([x.shape[a] for a in axes])) if axes else 1
     s = reduce("sum", x, axes, keepdims, 0, _add, f"{nm}.sum")
     return multiply(s, 1.0 / builtins.max(count, 1), name=nm)
 
 
 def max(x, axis: Axis = None, keepdims: bool = False, name: Optional[str] = None) -> Tensor:  # noqa: A001
-    """Maximum over ``axis`` (numpy ``max``; NaN propagates like numpy)."""
-    def comb(a, acc, dt):
-        return arith_d.maximumf(a, acc) if dtypes.is_float(dt) else arith_d.maxsi(a, acc)
-    return reduce("max", x, axis, keepdims, _lowest(x.dtype) if isinstance(x, Tensor) else 0, comb, name)
+    """Maximum over ``axis`` (numpy ``max``, TOPI ``max``): a ``linalg.generic`` (``name``) of
+    ``arith.maximumf`` (NaN propagates, as in numpy) or ``arith.maxsi``, from a ``linalg.fill``
+    of -inf or the int minimum (``<name>.init``).
 
+    Parameters
+    ----------
+    x : Tensor, any shape
+        dtype in {float16, bfloat16, float32, float64, int8, int16, int32, int64}.
+    axis : None, int or tuple of int
+    keepdims : bool
 
-def min(x, axis: Axis = None, keepdims: bool = False, name: Optional[str] = None) -> Tensor:  # noqa: A001
-    """Minimum over ``axis`` (numpy ``min``)."""
-    def comb(a, acc, dt):
-        return arith_d.minimumf(a, acc) if dtypes.is_float(dt) else arith_d.minsi(a, acc)
-    return reduce("min", x, axis, keepdims, _highest(x.dtype) if isinstance(x, Tensor) else 0, comb, name)
-
-
-def argmax(x, axis: Optional[int] = None, keepdims: bool = False, name: Optional[str] = None) -> Tensor:
-    """Index of the first maximum along ``axis`` (numpy ``argmax``), int64. ``axis=None``
-    flattens first. One ``linalg.generic`` with two outputs (max value, index) and
-    ``linalg.index`` for the position.
+    Returns
+    -------
+    Tensor
+        x's shape without (or with size 1 at) the reduced axes; x's dtype.
 
     Raises
     ------
     BuildError
-        For a tuple axis or a non-Tensor input.
+        For a non-Tensor or bool input or a bad axis.
     """
-    fn = emit.function_of("argmax", x)
-    if not isinstance(x, Tensor):
-        raise BuildError(f"argmax: argument 'x' is {type(x).__name__}; expected a Tensor")
-    if axis is None:
-        from .shape import reshape
+    lowest = _lowest(x.dtype) if isinstance(x, Tensor) and x.dtype != "bool" else 0
+    return reduce("max", x, axis, keepdims, lowest, _max, name)
 
-        flat = reshape(x, (int(np.prod(x.shape)),), name=None)
-        out = argmax(flat, 0, False, name)
-        return reshape(out, (1,) * x.ndim) if keepdims else out
-    if not isinstance(axis, (int, np.integer)):
-        raise BuildError(f"argmax: argument 'axis' must be an int or None, got {axis!r}")
-    ax = emit.normalize_axis("argmax", axis, x.ndim)
-    nm = emit.op_name(fn, "argmax", name)
+
+def min(x, axis: Axis = None, keepdims: bool = False, name: Optional[str] = None) -> Tensor:  # noqa: A001
+    """Minimum over ``axis`` (numpy ``min``, TOPI ``min``): a ``linalg.generic`` (``name``) of
+    ``arith.minimumf`` (NaN propagates) or ``arith.minsi``, from a ``linalg.fill`` of +inf or the
+    int maximum (``<name>.init``).
+
+    Parameters
+    ----------
+    x : Tensor, any shape
+        dtype in {float16, bfloat16, float32, float64, int8, int16, int32, int64}.
+    axis : None, int or tuple of int
+    keepdims : bool
+
+    Returns
+    -------
+    Tensor
+        x's shape without (or with size 1 at) the reduced axes; x's dtype.
+
+    Raises
+    ------
+    BuildError
+        For a non-Tensor or bool input or a bad axis.
+    """
+    highest = _highest(x.dtype) if isinstance(x, Tensor) and x.dtype != "bool" else 0
+    return reduce("min", x, axis, keepdims, highest, _min, name)
+
+
+def argmax(x, axis: Optional[int] = None, keepdims: bool = False, name: Optional[str] = None) -> Tensor:
+    """Index of the first maximum along ``axis`` (numpy ``argmax``, TOPI ``argmax``).
+
+    Emits one ``linalg.generic`` (``name``) with two outputs, the running maximum (init
+    ``<name>.init_value``: -inf or the int minimum) and its index (init ``<name>.init``: 0),
+    reading the position with ``linalg.index``; a strictly greater element (or the first NaN,
+    which then sticks, as in numpy) replaces both. ``axis=None`` first flattens x
+    (``tensor.collapse_shape`` ``<name>.flatten``).
+
+    Parameters
+    ----------
+    x : Tensor, any shape
+        dtype in {float16, bfloat16, float32, float64, int8, int16, int32, int64}.
+    axis : None or int
+    keepdims : bool
+        Keep the reduced axis (all axes for None) as size 1 (``<name>.keepdims``).
+
+    Returns
+    -------
+    Tensor, int64
+        x's shape without ``axis`` (a 0-d tensor for ``axis=None``).
+
+    Raises
+    ------
+    BuildError
+        For a non-Tensor or bool input, a tuple axis, or an axis out of range.
+    """
+    from .shape import reshape
+
+    op = "argmax"
+    emit.function_of(op, x)
+    x = _check_x(op, x)
+    fn = x.fn
+    if axis is not None and (not isinstance(axis, (int, np.integer)) or isinstance(axis, bool)):
+        raise BuildError(f"{op}: argument 'axis' is {axis!r}; expected None or an int")
+    if axis is None:
+        nm = emit.op_name(fn, op, name)
+        flat = reshape(x, (int(np.prod(x.shape)),), name=f"{nm}.flatten")
+        out = argmax(flat, 0, False, nm)
+        return reshape(out, (1,) * x.ndim, name=f"{nm}.keepdims") if keepdims else out
+    (ax,) = normalize_axes(op, axis, x.ndim)
+    nm = emit.op_name(fn, op, name)
     out_shape = [d for i, d in enumerate(x.shape) if i != ax]
     vals = emit.filled(out_shape, x.dtype, _lowest(x.dtype), f"{nm}.init_value")
     idxs = emit.filled(out_shape, "int64", 0, f"{nm}.init")
@@ -157,14 +287,15 @@ def argmax(x, axis: Optional[int] = None, keepdims: bool = False, name: Optional
 
     def body(a, best, best_i):
         i = arith_d.index_cast(ir.IntegerType.get_signless(64), linalg_d.IndexOp(ax).result)
-        gt = arith_d.cmpf(arith_d.CmpFPredicate.OGT, a, best) if is_f else \
-            arith_d.cmpi(arith_d.CmpIPredicate.sgt, a, best)
-        if is_f:  # numpy: the first NaN wins
-            nan = arith_d.cmpf(arith_d.CmpFPredicate.UNO, a, a)
-            best_nan = arith_d.cmpf(arith_d.CmpFPredicate.UNO, best, best)
-            gt = arith_d.ori(arith_d.andi(nan, arith_d.xori(best_nan, emit.scalar(1, "bool"))), gt)
-            gt = arith_d.andi(gt, arith_d.xori(best_nan, emit.scalar(1, "bool")))
-        return [arith_d.select(gt, a, best), arith_d.select(gt, i, best_i)]
+        if is_f:
+            # take a if a > best, or a is the first NaN; once best is NaN it stays (numpy)
+            gt = arith_d.cmpf(arith_d.CmpFPredicate.OGT, a, best)
+            a_nan = arith_d.cmpf(arith_d.CmpFPredicate.UNO, a, a)
+            best_ok = arith_d.cmpf(arith_d.CmpFPredicate.ORD, best, best)
+            take = arith_d.andi(arith_d.ori(gt, a_nan), best_ok)
+        else:
+            take = arith_d.cmpi(arith_d.CmpIPredicate.sgt, a, best)
+        return [arith_d.select(take, a, best), arith_d.select(take, i, best_i)]
 
     res = emit.generic(nm, [x.value], [emit.identity_map(rank)], [vals, idxs], [out_map, out_map], its, body)
     out = Tensor(res[1], fn)

@@ -1,12 +1,13 @@
-"""Shape ops (TOPI's ``transform`` category): reshape, transpose, flatten, concat, slice, pad,
-broadcast_to — emitted as ``tensor`` ops (``collapse_shape``/``expand_shape``, slices,
-``tensor.pad``) or ``linalg.transpose``/``linalg.generic``. Semantics follow numpy (``pad``,
-``broadcast_to``, ``slice`` as basic indexing) and torch (``flatten``).
+"""Shape ops (TOPI's ``transform`` category): reshape, transpose/permute, flatten, concat, slice,
+pad, broadcast_to, emitted as ``tensor`` ops (``collapse_shape``/``expand_shape``,
+``insert_slice``/``extract_slice``, ``tensor.pad``), ``linalg.transpose`` or a ``linalg.generic``
+copy. Semantics follow numpy (``reshape``, ``transpose``, ``concatenate``, basic slicing,
+``pad``, ``broadcast_to``) and torch (``flatten``, ``permute``). Shapes are static.
 """
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import List, Optional, Sequence
 
 import numpy as np
 
@@ -25,180 +26,320 @@ def _tensor(op: str, x) -> Tensor:
     return x
 
 
+def _shape_arg(op: str, arg: str, shape, allow_minus_one: bool = False) -> List[int]:
+    if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool):
+        shape = (shape,)
+    out = list(emit.int_tuple(op, arg, shape))
+    if any(d < (-1 if allow_minus_one else 0) for d in out) or (allow_minus_one and out.count(-1) > 1):
+        raise BuildError(f"{op}: argument '{arg}' is {tuple(out)}; expected dims >= 0"
+                         + (" and at most one -1" if allow_minus_one else ""))
+    return out
+
+
 def reshape(x, shape: Sequence[int], name: Optional[str] = None) -> Tensor:
-    """numpy ``reshape`` (one dim may be -1): ``tensor.collapse_shape`` to 1-D then
-    ``tensor.expand_shape`` (each skipped when not needed). Static shapes only.
+    """numpy ``reshape`` (row-major; one dim may be -1), TOPI ``reshape``.
+
+    Emits nothing when the shape is unchanged; one ``tensor.collapse_shape`` or
+    ``tensor.expand_shape`` (``name``) when the dims of one shape are products of consecutive
+    dims of the other (``(2, 3, 4) -> (6, 4)``, ``(6,) -> (1, 2, 3)``, to or from rank 0);
+    otherwise a collapse to 1-D (``<name>.collapse``) then an expand (``name``).
+
+    Parameters
+    ----------
+    x : Tensor, any shape, any dtype
+    shape : int or sequence of int
+        The new shape, same element count; one dim may be -1 (inferred).
+
+    Returns
+    -------
+    Tensor of ``shape``, x's dtype.
 
     Raises
     ------
     BuildError
-        ``reshape: cannot reshape (2, 3) into (4, 2)`` (element counts differ), or several -1.
+        ``reshape: cannot reshape (2, 3) into (4, 2)`` (element counts differ), or more than
+        one -1 / other negative dims.
     """
-    x = _tensor("reshape", x)
-    shape = [int(d) for d in shape]
+    op = "reshape"
+    x = _tensor(op, x)
+    shape = _shape_arg(op, "shape", shape, allow_minus_one=True)
     size = int(np.prod(x.shape))
-    if shape.count(-1) > 1 or any(d < -1 for d in shape):
-        raise BuildError(f"reshape: argument 'shape' {tuple(shape)} may contain one -1 and no other negatives")
     if -1 in shape:
         rest = int(np.prod([d for d in shape if d != -1]))
         if rest == 0 or size % rest:
-            raise BuildError(f"reshape: cannot reshape {format_shape(x.shape)} into {tuple(shape)}")
+            raise BuildError(f"{op}: cannot reshape {format_shape(x.shape)} into {tuple(shape)}")
         shape[shape.index(-1)] = size // rest
     if int(np.prod(shape)) != size:
-        raise BuildError(f"reshape: cannot reshape {format_shape(x.shape)} into {format_shape(shape)}")
+        raise BuildError(f"{op}: cannot reshape {format_shape(x.shape)} into {format_shape(shape)}")
     if tuple(shape) == x.shape:
         return x
     fn = x.fn
-    nm = emit.op_name(fn, "reshape", name)
-    v = x.value
+    nm = emit.op_name(fn, op, name)
     et = x.type.element_type
-    if x.ndim == 0 or not shape:  # to/from a scalar: every dim is 1, one op does it
-        out_t = ir.RankedTensorType.get(shape, et)
-        r = (tensor_d.ExpandShapeOp(out_t, v, [], [], shape) if x.ndim == 0
-             else tensor_d.CollapseShapeOp(out_t, v, [])).result
-        emit.set_name(r.owner, nm)
-        return Tensor(r, fn)
     out_t = ir.RankedTensorType.get(shape, et)
-    groups = _reassociation(x.shape, shape)
+    groups = _reassociation(x.shape, tuple(shape))
     if groups is not None:     # one collapse_shape (fewer dims) or expand_shape (more dims)
-        r = (tensor_d.CollapseShapeOp(out_t, v, groups) if len(shape) < x.ndim
-             else tensor_d.ExpandShapeOp(out_t, v, groups, [], shape)).result
+        r = (tensor_d.CollapseShapeOp(out_t, x.value, groups) if len(shape) < x.ndim
+             else tensor_d.ExpandShapeOp(out_t, x.value, groups, [], shape)).result
         emit.set_name(r.owner, nm)
         return Tensor(r, fn)
-    if x.ndim != 1:
-        flat_t = ir.RankedTensorType.get([size], et)
-        v = tensor_d.CollapseShapeOp(flat_t, v, [list(range(x.ndim))]).result
-        emit.set_name(v.owner, f"{nm}.collapse" if len(shape) != 1 else nm)
-    if len(shape) != 1:
-        out_t = ir.RankedTensorType.get(shape, et)
-        v = tensor_d.ExpandShapeOp(out_t, v, [list(range(len(shape)))], [], shape).result
-        emit.set_name(v.owner, nm)
-    return Tensor(v, fn)
+    flat = tensor_d.CollapseShapeOp(ir.RankedTensorType.get([size], et), x.value, [list(range(x.ndim))]).result
+    emit.set_name(flat.owner, f"{nm}.collapse")
+    r = tensor_d.ExpandShapeOp(out_t, flat, [list(range(len(shape)))], [], shape).result
+    emit.set_name(r.owner, nm)
+    return Tensor(r, fn)
 
 
-def _reassociation(src, dst):
-    """Groups of consecutive dims of the longer shape whose products are the dims of the shorter
-    one (``(1, 4, 2, 2) -> (1, 16)``: ``[[0], [1, 2, 3]]``), or None if there is none."""
+def _reassociation(src: tuple, dst: tuple) -> Optional[List[List[int]]]:
+    """The reassociation of a single ``collapse_shape``/``expand_shape`` between ``src`` and
+    ``dst``: for each dim of the shorter shape, the group of consecutive dims of the longer one
+    whose product it is (``(2, 3, 4) -> (6, 4)``: ``[[0, 1], [2]]``); None when the ranks are
+    equal or no such grouping exists (``(2, 3) -> (3, 2)``). Trailing unit dims of the longer
+    shape join the last group; to or from rank 0 the reassociation is empty."""
     long, short = (src, dst) if len(src) > len(dst) else (dst, src)
     if len(long) == len(short):
         return None
+    if not short:
+        return []
     groups, i = [], 0
     for d in short:
-        g, p = [], 1
-        while i < len(long) and (p < d or (p == d and not g)) or (i < len(long) and long[i] == 1 and p == d
-                                                                   and len(groups) == len(short) - 1):
+        if i == len(long):
+            return None
+        g, p = [i], long[i]
+        i += 1
+        while p < d and i < len(long):
             p *= long[i]
             g.append(i)
             i += 1
-        if p != d or not g:
+        if p != d:
             return None
         groups.append(g)
-    while i < len(long) and long[i] == 1 and groups:   # trailing unit dims join the last group
+    while i < len(long) and long[i] == 1:
         groups[-1].append(i)
         i += 1
     return groups if i == len(long) else None
 
 
 def transpose(x, perm: Optional[Sequence[int]] = None, name: Optional[str] = None) -> Tensor:
-    """numpy ``transpose`` (reversed axes when ``perm`` is None): ``linalg.transpose``.
+    """numpy ``transpose`` / TOPI ``transpose``: ``y.shape[i] = x.shape[perm[i]]``, emitted as
+    ``linalg.transpose`` (``name``) into a ``tensor.empty``.
+
+    Parameters
+    ----------
+    x : Tensor, any shape, any dtype
+    perm : sequence of int, optional
+        A permutation of ``range(x.ndim)`` (negative entries count from the end); default: the
+        reversed axes.
+
+    Returns
+    -------
+    Tensor of shape ``[x.shape[p] for p in perm]``, x's dtype; x itself for the identity
+    permutation (nothing is emitted, as numpy returns a view).
 
     Raises
     ------
     BuildError
         If ``perm`` is not a permutation of ``range(x.ndim)``.
     """
-    x = _tensor("transpose", x)
-    perm = list(range(x.ndim))[::-1] if perm is None else [int(p) % max(x.ndim, 1) if -x.ndim <= int(p) < x.ndim else -99
-                                                            for p in perm]
-    if sorted(perm) != list(range(x.ndim)):
-        raise BuildError(f"transpose: argument 'perm' must be a permutation of range({x.ndim}), got {perm}")
+    op = "transpose"
+    x = _tensor(op, x)
+    if perm is None:
+        perm = list(range(x.ndim))[::-1]
+    else:
+        given = emit.int_tuple(op, "perm", perm)
+        perm = [p + x.ndim if p < 0 else p for p in given]
+        if sorted(perm) != list(range(x.ndim)):
+            raise BuildError(f"{op}: argument 'perm' is {tuple(given)}; expected a permutation of "
+                             f"range({x.ndim}) for x {format_shape(x.shape)}")
+    if perm == sorted(perm):  # the identity (incl. 0-d and 1-D x): nothing to emit
+        return x
     fn = x.fn
-    nm = emit.op_name(fn, "transpose", name)
+    nm = emit.op_name(fn, op, name)
     init = emit.empty([x.shape[p] for p in perm], x.dtype)
-    op = linalg_d.transpose(x.value, outs=[init], permutation=perm)
-    emit.set_name(op, nm)
-    return Tensor(op.results[0], fn)
+    r = linalg_d.transpose(x.value, outs=[init], permutation=perm)  # the op (it has no region)
+    emit.set_name(r, nm)
+    return Tensor(r.results[0], fn)
+
+
+def permute(x, dims: Sequence[int], name: Optional[str] = None) -> Tensor:
+    """torch ``permute``: :func:`transpose` with a required permutation ``dims``
+    (``linalg.transpose`` named ``name``, default ``transpose``).
+
+    Parameters
+    ----------
+    x : Tensor, any shape, any dtype
+    dims : sequence of int
+        A permutation of ``range(x.ndim)``.
+
+    Returns
+    -------
+    Tensor of shape ``[x.shape[d] for d in dims]``.
+
+    Raises
+    ------
+    BuildError
+        If ``dims`` is not a permutation of ``range(x.ndim)``.
+    """
+    if dims is None:
+        raise BuildError("permute: argument 'dims' is None; expected a permutation (use ops.transpose "
+                         "to reverse the axes)")
+    return transpose(x, dims, name=name)
 
 
 def flatten(x, start_dim: int = 0, end_dim: int = -1, name: Optional[str] = None) -> Tensor:
-    """torch ``flatten``: merge dims ``start_dim..end_dim`` (inclusive) into one.
+    """torch ``flatten``: merge dims ``start_dim..end_dim`` (inclusive) into one, emitted by
+    :func:`reshape` (one ``tensor.collapse_shape``, ``name``). A 0-d x becomes (1,).
+
+    Parameters
+    ----------
+    x : Tensor, any shape, any dtype
+    start_dim, end_dim : int
+        In ``[-x.ndim, x.ndim)``, ``start_dim <= end_dim`` once normalized.
+
+    Returns
+    -------
+    Tensor of shape ``x.shape[:s] + (prod(x.shape[s:e+1]),) + x.shape[e+1:]``.
 
     Raises
     ------
     BuildError
-        If the dims are out of range or ``start_dim > end_dim``.
+        If a dim is out of range or ``start_dim`` comes after ``end_dim``.
     """
-    x = _tensor("flatten", x)
+    op = "flatten"
+    x = _tensor(op, x)
     if x.ndim == 0:
-        return reshape(x, (1,), name=name)
-    s = emit.normalize_axis("flatten", start_dim, x.ndim, "start_dim")
-    e = emit.normalize_axis("flatten", end_dim, x.ndim, "end_dim")
+        for arg, d in (("start_dim", start_dim), ("end_dim", end_dim)):
+            if d not in (0, -1):
+                raise BuildError(f"{op}: argument '{arg}' is {d!r}; expected 0 or -1 for a 0-d tensor")
+        return reshape(x, (1,), name=emit.op_name(x.fn, op, name))
+    s = emit.normalize_axis(op, start_dim, x.ndim, "start_dim")
+    e = emit.normalize_axis(op, end_dim, x.ndim, "end_dim")
     if s > e:
-        raise BuildError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
+        raise BuildError(f"{op}: start_dim {start_dim} comes after end_dim {end_dim} for x {format_shape(x.shape)}")
     shape = list(x.shape[:s]) + [int(np.prod(x.shape[s:e + 1]))] + list(x.shape[e + 1:])
-    return reshape(x, shape, name=name)
+    if tuple(shape) == x.shape:
+        return x
+    return reshape(x, shape, name=emit.op_name(x.fn, op, name))
 
 
 def concat(tensors: Sequence, axis: int = 0, name: Optional[str] = None) -> Tensor:
-    """numpy ``concatenate``: ``tensor.empty`` + one ``tensor.insert_slice`` per input.
+    """numpy ``concatenate`` / TOPI ``concatenate``: a ``tensor.empty`` of the result and one
+    ``tensor.insert_slice`` per input at its offset along ``axis`` (``<name>.part0``, ...; the
+    last is ``name``).
+
+    Parameters
+    ----------
+    tensors : list of Tensor or numpy.ndarray
+        At least one Tensor; all of the same rank (>= 1), dtype (numpy arrays are converted to
+        the first Tensor's dtype and become constants ``<name>.input<i>``) and shape except along
+        ``axis``.
+    axis : int
+
+    Returns
+    -------
+    Tensor, the inputs' shape with ``sum(t.shape[axis])`` along ``axis``.
 
     Raises
     ------
     BuildError
-        On ranks, dtypes or non-axis dims that differ (names the input index).
+        For an empty list, 0-d inputs, or ranks, dtypes or non-axis dims that differ (naming the
+        input: ``concat: argument 'tensors[1]' has shape (2, 3, 5); expected (2, 3, 4) except
+        along axis 0``).
     """
+    op = "concat"
     if not isinstance(tensors, (list, tuple)) or not tensors:
-        raise BuildError("concat: argument 'tensors' must be a non-empty list")
-    fn = emit.function_of("concat", *tensors)
+        raise BuildError(f"{op}: argument 'tensors' is {tensors!r}; expected a non-empty list of Tensors")
+    fn = emit.function_of(op, *tensors)
     first = next(t for t in tensors if isinstance(t, Tensor))
-    ts = [emit.as_tensor("concat", f"tensors[{i}]", fn, t, first.dtype) for i, t in enumerate(tensors)]
-    ax = emit.normalize_axis("concat", axis, first.ndim)
-    for i, t in enumerate(ts):
-        if t.ndim != first.ndim or any(a != b for d, (a, b) in enumerate(zip(t.shape, first.shape)) if d != ax):
-            raise BuildError(f"concat: argument 'tensors[{i}]' has shape {format_shape(t.shape)}; expected "
-                             f"{format_shape(first.shape)} except along axis {ax}")
-    nm = emit.op_name(fn, "concat", name)
-    out_shape = list(first.shape)
-    out_shape[ax] = sum(t.shape[ax] for t in ts)
+    shapes = [emit.operand_shape(op, f"tensors[{i}]", t, first.dtype) for i, t in enumerate(tensors)]
+    ref = shapes[0]
+    if not ref:
+        raise BuildError(f"{op}: argument 'tensors[0]' is 0-d; expected tensors of rank >= 1")
+    ax = emit.normalize_axis(op, axis, len(ref))
+    for i, s in enumerate(shapes):
+        if len(s) != len(ref) or any(a != b for d, (a, b) in enumerate(zip(s, ref)) if d != ax):
+            raise BuildError(f"{op}: argument 'tensors[{i}]' has shape {format_shape(s)}; expected "
+                             f"{format_shape(ref)} except along axis {ax}")
+    nm = emit.op_name(fn, op, name)
+    ts = [emit.operand(op, f"tensors[{i}]", fn, t, first.dtype, f"{nm}.input{i}") for i, t in enumerate(tensors)]
+    out_shape = list(ref)
+    out_shape[ax] = sum(s[ax] for s in shapes)
     acc = emit.empty(out_shape, first.dtype)
     off = 0
     for i, t in enumerate(ts):
-        offsets = [0] * first.ndim
+        offsets = [0] * len(ref)
         offsets[ax] = off
-        acc = tensor_d.InsertSliceOp(t.value, acc, [], [], [], offsets, list(t.shape), [1] * first.ndim).result
+        acc = tensor_d.InsertSliceOp(t.value, acc, [], [], [], offsets, list(t.shape), [1] * len(ref)).result
         emit.set_name(acc.owner, nm if i == len(ts) - 1 else f"{nm}.part{i}")
         off += t.shape[ax]
     return Tensor(acc, fn)
 
 
-def slice(x, begin: Sequence[int], end: Sequence[int], strides: Optional[Sequence[int]] = None,  # noqa: A001
-          axes: Optional[Sequence[int]] = None, name: Optional[str] = None) -> Tensor:
-    """Strided slice like ``x[b0:e0:s0, ...]`` (numpy basic indexing, negative indices count from
-    the end, out-of-range bounds clamp): ``tensor.extract_slice``. ``axes`` selects which axes
-    ``begin``/``end``/``strides`` refer to (default: the leading ones).
+def slice(x, begin: Sequence[Optional[int]], end: Sequence[Optional[int]],  # noqa: A001
+          strides: Optional[Sequence[Optional[int]]] = None, axes: Optional[Sequence[int]] = None,
+          name: Optional[str] = None) -> Tensor:
+    """Strided slice ``x[b0:e0:s0, b1:e1:s1, ...]`` (numpy basic slicing, TOPI
+    ``strided_slice``), emitted as one ``tensor.extract_slice`` (``name``).
+
+    Indices follow Python: negative ``begin``/``end`` count from the end, out-of-range bounds
+    clamp, None means the whole extent.
+
+    Parameters
+    ----------
+    x : Tensor, rank >= 1, any dtype
+    begin, end : sequence of int or None
+        One entry per sliced axis.
+    strides : sequence of int, optional
+        Positive; default 1.
+    axes : sequence of int, optional
+        The axes ``begin``/``end``/``strides`` refer to (default: the leading ``len(begin)``
+        axes); the other axes are kept whole.
+
+    Returns
+    -------
+    Tensor; along a sliced axis ``len(range(*slice(b, e, s).indices(n)))`` elements.
 
     Raises
     ------
     BuildError
-        For negative or zero strides, mismatched lengths, or an empty result.
+        For zero or negative strides, lengths that differ, more entries than axes, a repeated
+        axis, or an axis that selects no element.
     """
-    x = _tensor("slice", x)
-    axes = list(range(len(begin))) if axes is None else [emit.normalize_axis("slice", a, x.ndim) for a in axes]
+    op = "slice"
+    x = _tensor(op, x)
+    try:
+        begin, end = list(begin), list(end)
+    except TypeError:
+        raise BuildError(f"{op}: arguments 'begin' and 'end' must be sequences, got {begin!r}, {end!r}") from None
+    if axes is None:
+        if len(begin) > x.ndim:
+            raise BuildError(f"{op}: argument 'begin' has {len(begin)} entries; expected at most {x.ndim} for x "
+                             f"{format_shape(x.shape)}")
+        axes = list(range(len(begin)))
+    else:
+        axes = [emit.normalize_axis(op, a, x.ndim, "axes") for a in emit.int_tuple(op, "axes", axes)]
+        if len(set(axes)) != len(axes):
+            raise BuildError(f"{op}: argument 'axes' {tuple(axes)} repeats an axis")
     strides = [1] * len(axes) if strides is None else list(strides)
     if not (len(begin) == len(end) == len(strides) == len(axes)):
-        raise BuildError(f"slice: begin, end, strides and axes must have equal lengths, got "
+        raise BuildError(f"{op}: begin, end, strides and axes must have equal lengths, got "
                          f"{len(begin)}, {len(end)}, {len(strides)}, {len(axes)}")
     offs, sizes, steps = [0] * x.ndim, list(x.shape), [1] * x.ndim
     for a, b, e, s in zip(axes, begin, end, strides):
+        for arg, v in (("begin", b), ("end", e), ("strides", s)):
+            if v is not None and (not isinstance(v, (int, np.integer)) or isinstance(v, bool)):
+                raise BuildError(f"{op}: argument '{arg}' has {v!r} for axis {a}; expected an int or None")
+        s = 1 if s is None else int(s)
         if s <= 0:
-            raise BuildError(f"slice: stride {s} on axis {a} is not supported (positive strides only)")
+            raise BuildError(f"{op}: argument 'strides' has {s} for axis {a}; expected a positive stride "
+                             "(negative strides are not supported)")
         start, stop, step = _py_slice(b, e, s).indices(x.shape[a])
         n = len(range(start, stop, step))
         if n == 0:
-            raise BuildError(f"slice: axis {a} selects no element ({b}:{e}:{s} of {x.shape[a]})")
+            raise BuildError(f"{op}: axis {a} selects no element ({b}:{e}:{s} of {x.shape[a]})")
         offs[a], sizes[a], steps[a] = start, n, step
     fn = x.fn
-    nm = emit.op_name(fn, "slice", name)
+    nm = emit.op_name(fn, op, name)
     t = ir.RankedTensorType.get(sizes, x.type.element_type)
     r = tensor_d.ExtractSliceOp(t, x.value, [], [], [], offs, sizes, steps).result
     emit.set_name(r.owner, nm)
@@ -206,36 +347,58 @@ def slice(x, begin: Sequence[int], end: Sequence[int], strides: Optional[Sequenc
 
 
 def pad(x, pad_width, constant_value=0, name: Optional[str] = None) -> Tensor:
-    """numpy ``pad(mode="constant")``: ``pad_width`` is an int, ``(before, after)`` or one pair
-    per axis; emitted as ``tensor.pad`` yielding ``constant_value``.
+    """numpy ``pad(mode="constant")`` / TOPI ``nn.pad``, emitted as ``tensor.pad`` (``name``)
+    whose region yields ``constant_value``.
+
+    Parameters
+    ----------
+    x : Tensor, any shape, any dtype
+    pad_width : int, (before, after), ((before, after),) or one (before, after) per axis
+        numpy's forms; widths >= 0.
+    constant_value : int or float
+        Converted to x's dtype.
+
+    Returns
+    -------
+    Tensor of shape ``x.shape[i] + before_i + after_i``; x itself when every width is 0.
 
     Raises
     ------
     BuildError
-        For negative widths or a wrong number of pairs.
+        For non-integer or negative widths, or a ``pad_width`` that does not give (before, after)
+        for every axis.
     """
-    x = _tensor("pad", x)
-    pw = np.asarray(pad_width, dtype=np.int64)
+    op = "pad"
+    x = _tensor(op, x)
+    try:
+        pw = np.asarray(pad_width)
+    except ValueError:
+        pw = None
+    if pw is None or pw.dtype.kind not in "iu":
+        raise BuildError(f"{op}: argument 'pad_width' is {pad_width!r}; expected ints")
     try:
         pw = np.broadcast_to(pw.reshape(-1, 2) if pw.ndim == 1 and pw.size == 2 else pw, (x.ndim, 2))
     except ValueError:
-        raise BuildError(f"pad: argument 'pad_width' {pad_width!r} does not give (before, after) for "
-                         f"{x.ndim} axes") from None
+        raise BuildError(f"{op}: argument 'pad_width' is {pad_width!r}; expected (before, after) for each of "
+                         f"the {x.ndim} axes of x {format_shape(x.shape)}") from None
     if (pw < 0).any():
-        raise BuildError(f"pad: argument 'pad_width' {pad_width!r} has negative widths")
+        raise BuildError(f"{op}: argument 'pad_width' is {pad_width!r}; expected widths >= 0")
+    if not isinstance(constant_value, (int, float, np.integer, np.floating)) or isinstance(constant_value, bool):
+        raise BuildError(f"{op}: argument 'constant_value' is {constant_value!r}; expected an int or float")
     if not pw.any():
         return x
     fn = x.fn
-    nm = emit.op_name(fn, "pad", name)
+    nm = emit.op_name(fn, op, name)
     return Tensor(pad_value(x.value, [int(a) for a in pw[:, 0]], [int(b) for b in pw[:, 1]], constant_value,
                             x.dtype, nm), fn)
 
 
-def pad_value(v: ir.Value, low, high, value, dtype: str, name: str) -> ir.Value:
-    """Emit ``tensor.pad`` of ``v`` by ``low``/``high`` per dim, yielding ``value``."""
+def pad_value(v: ir.Value, low: Sequence[int], high: Sequence[int], value, dtype: str, name: str) -> ir.Value:
+    """Emit ``tensor.pad`` (named ``name``) of ``v`` by ``low``/``high`` per dim, yielding the
+    scalar ``value`` of ``dtype``."""
     t = ir.RankedTensorType(v.type)
     out = ir.RankedTensorType.get([d + a + b for d, a, b in zip(t.shape, low, high)], t.element_type)
-    op = tensor_d.PadOp(out, v, [], [], low, high)
+    op = tensor_d.PadOp(out, v, [], [], list(low), list(high))
     block = op.regions[0].blocks.append(*([ir.IndexType.get()] * t.rank))
     with ir.InsertionPoint(block):
         tensor_d.YieldOp(emit.scalar(value, dtype))
@@ -244,21 +407,38 @@ def pad_value(v: ir.Value, low, high, value, dtype: str, name: str) -> ir.Value:
 
 
 def broadcast_to(x, shape: Sequence[int], name: Optional[str] = None) -> Tensor:
-    """numpy ``broadcast_to``: a ``linalg.generic`` copy reading ``x`` through a broadcast map.
+    """numpy ``broadcast_to`` / TOPI ``broadcast_to``: a ``linalg.generic`` copy (``name``)
+    reading x through a broadcast indexing map (size-1 dims read index 0; missing leading dims
+    are not read).
+
+    Parameters
+    ----------
+    x : Tensor, any shape, any dtype
+    shape : int or sequence of int
+        The target; ``len(shape) >= x.ndim`` and each of x's dims is 1 or equal to the matching
+        trailing target dim.
+
+    Returns
+    -------
+    Tensor of ``shape``, x's dtype (a copy, not a view).
 
     Raises
     ------
     BuildError
-        If ``x`` cannot be broadcast to ``shape`` by numpy rules.
+        ``broadcast_to: cannot broadcast (2, 3) to (4, 3) (dimension -2: 2 vs 4)``, or negative
+        dims.
     """
-    x = _tensor("broadcast_to", x)
-    shape = tuple(int(d) for d in shape)
-    got = emit.broadcast_shapes("broadcast_to", x.shape, shape)
-    if got != shape:
-        raise BuildError(f"broadcast_to: cannot broadcast {format_shape(x.shape)} to {format_shape(shape)}")
+    op = "broadcast_to"
+    x = _tensor(op, x)
+    shape = tuple(_shape_arg(op, "shape", shape))
+    bad = len(shape) < x.ndim or any(d != 1 and d != s for d, s in zip(x.shape[::-1], shape[::-1]))
+    if bad:
+        why = ("x has more dims than the target" if len(shape) < x.ndim else
+               next(f"dimension {-i - 1}: {d} vs {s}" for i, (d, s) in enumerate(zip(x.shape[::-1], shape[::-1]))
+                    if d != 1 and d != s))
+        raise BuildError(f"{op}: cannot broadcast {format_shape(x.shape)} to {format_shape(shape)} ({why})")
     fn = x.fn
-    nm = emit.op_name(fn, "broadcast_to", name)
-    init = emit.empty(shape, x.dtype)
-    res = emit.generic(nm, [x.value], [emit.broadcast_map(x.shape, shape)], [init],
+    nm = emit.op_name(fn, op, name)
+    res = emit.generic(nm, [x.value], [emit.broadcast_map(x.shape, shape)], [emit.empty(shape, x.dtype)],
                        [emit.identity_map(len(shape))], ["parallel"] * len(shape), lambda a, o: [a])
     return Tensor(res[0], fn)

@@ -27,6 +27,8 @@ def schedule_matmul_goto(sch: Schedule, block: BlockRV, threads: int = 1, mc: in
     Loop nest (outer to inner): ``i0`` (parallel over ``threads``), ``j0`` (NC), ``k0`` (KC),
     ``i1`` (MC), ``j1`` (NR panel), ``i2`` (MR), ``k1`` (unrolled) and the vectorized ``MR x NR``
     register tile. B is packed per ``(j0, k0)`` block (``cache_read`` + ``compute_at(k0)``).
+    With threads, the init is decomposed into the parallel loop when the block's inputs are not
+    computed by other ops (``decompose_reduction`` would recompute them per tile).
     Each blocking size is reduced to the largest divisor of its extent.
 
     ``epilogues``: elementwise consumer blocks (bias add, relu) fused into the ``j1`` tile with
@@ -58,6 +60,10 @@ def schedule_matmul_goto(sch: Schedule, block: BlockRV, threads: int = 1, mc: in
     sch.reorder(i0, j0, k0, i1, j1, i2, k1, i3, j2)
     if threads > 1:
         sch.parallel(i0)
+        info = sch._info[(blk.func, blk.name)]
+        if info.get("init") and not [p for p in info["producers"] if p != info["init"]]:
+            # each thread zeroes its own rows of C (the init fused into the scf.forall)
+            sch.decompose_reduction(block, j0)
     packed = sch.cache_read(block, 1, "local")
     sch.compute_at(packed, k0)
     for e in epilogues:

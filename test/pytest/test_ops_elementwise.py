@@ -38,8 +38,9 @@ def test_unary_float(name, shape, dtype):
 
 @pytest.mark.parametrize("approx, ref", [("tanh", lambda x: 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))),
                                          ("erf", lambda x: 0.5 * x * (1 + _erf(x / np.sqrt(2))))])
-def test_gelu(approx, ref):
-    x = RNG.standard_normal((4, 9)).astype(np.float32) * 3
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_gelu(approx, ref, dtype):
+    x = RNG.standard_normal((4, 9)).astype(dtype) * 3
     np.testing.assert_allclose(run(lambda a: ops.gelu(a, approximate=approx), x), ref(x), rtol=1e-5, atol=1e-6)
 
 
@@ -54,7 +55,9 @@ def test_integer_ops(dtype):
 
 
 @pytest.mark.parametrize("src, dst", [("float32", "int32"), ("int32", "float32"), ("float32", "float64"),
-                                      ("float64", "float16"), ("int64", "int32"), ("float32", "bfloat16")])
+                                      ("float64", "float16"), ("int64", "int32"), ("float32", "bfloat16"),
+                                      ("int32", "int8"), ("int8", "int64"), ("float16", "float32"),
+                                      ("bfloat16", "float32"), ("float64", "int64"), ("int16", "float64")])
 def test_cast(src, dst):
     x = (RNG.standard_normal((3, 4)) * 5).astype(src)
     got = run(lambda a: ops.cast(a, dst), x)
@@ -78,16 +81,72 @@ def test_scalars_and_numpy_constants_and_operators():
                                np.minimum(np.maximum(x, c), 0.5), rtol=1e-6)
 
 
+BINARY = ["add", "subtract", "multiply", "divide", "maximum", "minimum"]
+
+
+def _int_ref(op, a, b):
+    if op == "divide":  # arith.divsi truncates toward zero (C semantics), numpy's // floors
+        return (np.sign(a) * np.sign(b) * (np.abs(a) // np.abs(b))).astype(a.dtype)
+    return getattr(np, op)(a, b)
+
+
+@settings(max_examples=15, deadline=None)
+@given(shapes=hnp.mutually_broadcastable_shapes(num_shapes=2, min_dims=0, max_dims=4, max_side=4),
+       op=st.sampled_from(BINARY), dtype=st.sampled_from(["float32", "float64"]))
+def test_broadcasting_matches_numpy(shapes, op, dtype):
+    a_shape, b_shape = shapes.input_shapes
+    a = np.asarray(RNG.standard_normal(a_shape), dtype)
+    b = np.asarray(RNG.standard_normal(b_shape) + 3, dtype)
+    got = run(lambda x, y: getattr(ops, op)(x, y), a, b)
+    assert got.shape == shapes.result_shape and got.dtype == a.dtype
+    np.testing.assert_allclose(got, getattr(np, op)(a, b), rtol=1e-6)
+
+
 @settings(max_examples=15, deadline=None)
 @given(shapes=hnp.mutually_broadcastable_shapes(num_shapes=2, min_dims=0, max_dims=3, max_side=4),
-       op=st.sampled_from(["add", "subtract", "multiply", "maximum"]))
-def test_broadcasting_matches_numpy(shapes, op):
+       op=st.sampled_from(BINARY), dtype=st.sampled_from(["int32", "int64"]))
+def test_integer_broadcasting_matches_numpy(shapes, op, dtype):
     a_shape, b_shape = shapes.input_shapes
-    a = RNG.standard_normal(a_shape).astype(np.float32)
-    b = RNG.standard_normal(b_shape).astype(np.float32)
+    a = np.asarray(RNG.integers(-20, 20, a_shape), dtype)
+    b = np.asarray(RNG.choice([-3, -2, -1, 1, 2, 5], b_shape), dtype)
     got = run(lambda x, y: getattr(ops, op)(x, y), a, b)
-    np.testing.assert_allclose(got, getattr(np, op)(a, b), rtol=1e-6)
-    assert got.shape == shapes.result_shape
+    assert got.shape == shapes.result_shape and got.dtype == a.dtype
+    np.testing.assert_array_equal(got, _int_ref(op, a, b))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int32"])
+def test_binary_with_scalars_and_constants_on_either_side(dtype):
+    x = (RNG.standard_normal((2, 3)) * 4 + 10).astype(dtype)
+    c = (RNG.standard_normal((3,)) * 4 + 10).astype(dtype)
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        t = f.arg("x", shape=x.shape, dtype=dtype)
+        f.output(*[getattr(ops, op)(t, 3) for op in BINARY], *[getattr(ops, op)(3, t) for op in BINARY],
+                 *[getattr(ops, op)(c, t) for op in BINARY])
+    got = mlc.compile(bb.finish())(x)
+    ref = _int_ref if dtype == "int32" else (lambda op, a, b: getattr(np, op)(a, b))
+    three = np.array(3, dtype)
+    want = ([ref(op, x, three) for op in BINARY] + [ref(op, np.broadcast_to(three, x.shape), x) for op in BINARY]
+            + [ref(op, np.broadcast_to(c, x.shape), x) for op in BINARY])
+    for op, g, w in zip(BINARY * 3, got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-6, err_msg=op)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_half_precision(dtype):
+    npd = mlc.ir.dtypes.to_numpy_dtype(dtype)
+    x = RNG.standard_normal((3, 4)).astype(npd)
+    y = RNG.standard_normal((4,)).astype(npd)
+    got = run(lambda a, b: ops.relu(ops.add(ops.multiply(a, b), a)), x, y)
+    assert got.dtype == npd
+    want = np.maximum(x.astype(np.float32) * y.astype(np.float32) + x.astype(np.float32), 0)
+    np.testing.assert_allclose(got.astype(np.float32), want, rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_clip_float(dtype):
+    x = RNG.standard_normal((5, 3)).astype(dtype)
+    np.testing.assert_allclose(run(lambda a: ops.clip(a, -0.5, 0.25), x), np.clip(x, -0.5, 0.25))
 
 
 @pytest.mark.parametrize("build, specs, match", [
@@ -100,10 +159,35 @@ def test_broadcasting_matches_numpy(shapes, op):
     (lambda a: ops.clip(a, 3, 1), [((2,), "float32")], "a_min=3 is greater than a_max=1"),
     (lambda a: ops.cast(a, "complex64"), [((2,), "float32")], "dtype: complex64 is not supported"),
     (lambda a: ops.relu([1, 2]), [((2,), "float32")], "relu: argument 'x' is list; expected a Tensor"),
+    (lambda a: ops.add(a, [1.0, 2.0]), [((2,), "float32")],
+     "add: argument 'b' is list; expected a Tensor or numpy.ndarray"),
+    (lambda a: ops.add(1.0, 2.0), [((2,), "float32")], "add: at least one of 'a', 'b' must be a Tensor"),
+    (lambda a: ops.multiply(a, np.ones(3, np.float32)), [((2,), "float32")],
+     r"multiply: shapes \(2,\) and \(3,\) are not broadcastable"),
+    (lambda a: ops.divide(a, np.ones(2, np.complex64)), [((2,), "float32")], "dtype: complex64 is not supported"),
+    (lambda a: ops.sqrt(a), [((2,), "int64")], "sqrt: dtype int64 is not supported"),
+    (lambda a: ops.gelu(np.ones(2)), [((2,), "float32")], "gelu: at least one argument must be a Tensor|gelu: argument 'x'"),
+    (lambda a: ops.clip(a, np.ones(2), 1), [((2,), "float32")], "clip: argument 'a_min' is .*; expected a Python scalar"),
+    (lambda a: ops.cast(np.ones(2), "int32"), [((2,), "float32")], "cast: argument 'x' is ndarray; expected a Tensor"),
+    (lambda a: ops.negative("a"), [((2,), "float32")], "negative: argument 'x' is str; expected a Tensor"),
 ])
 def test_elementwise_errors(build, specs, match):
     with pytest.raises(mlc.MlcError, match=match):
         build_only(build, *specs)
+
+
+def test_tensors_of_another_or_a_finished_function():
+    bb = mlc.GraphBuilder()
+    with bb.function("f") as f:
+        a = f.arg("a", shape=(2,))
+        f.output(ops.relu(a))
+    with bb.function("g") as g:
+        b = g.arg("b", shape=(2,))
+        with pytest.raises(mlc.BuildError, match="add: arguments come from different functions"):
+            ops.add(a, b)
+        g.output(b)
+    with pytest.raises(mlc.BuildError, match="exp: function 'g' is finished"):
+        ops.exp(b)
 
 
 def test_names_default_and_unique():

@@ -1,4 +1,5 @@
-"""Reductions vs numpy over axes, keepdims, dtypes; argmax semantics; errors."""
+"""Reductions vs numpy over axes, keepdims, shapes and dtypes; argmax semantics (first maximum,
+NaN); names; every build-time error path."""
 
 import numpy as np
 import pytest
@@ -8,45 +9,139 @@ from mlc_mlir import ops
 from opcheck import build_only, run
 
 RNG = np.random.default_rng(0)
+OPS = ["sum", "mean", "max", "min"]
+AXES = [(None, False), (None, True), (1, True), ((0, 2), False), (-1, True), ((2, -3), True), ((), False),
+        ([1, 2], False)]
 
 
-@pytest.mark.parametrize("op", ["sum", "mean", "max", "min"])
-@pytest.mark.parametrize("axis, keepdims", [(None, False), (1, True), ((0, 2), False), (-1, True)])
-def test_float_reductions(op, axis, keepdims):
-    x = RNG.standard_normal((3, 4, 5)).astype(np.float32)
-    got = run(lambda t: getattr(ops, op)(t, axis=axis, keepdims=keepdims), x)
-    want = getattr(np, op)(x, axis=axis, keepdims=keepdims)
-    assert np.shape(got) == np.shape(want)
-    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+def run_many(builds, x):
+    """Compile one module with one output per build (one compile for many cases) and run it."""
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        a = f.arg("x", shape=x.shape, dtype=x.dtype)
+        f.output(*[b(a) for b in builds])
+    out = mlc.compile(bb.finish())(x)
+    return out if isinstance(out, (list, tuple)) else [out]
 
 
-@pytest.mark.parametrize("dtype", ["int32", "int64", "float64"])
-def test_dtypes(dtype):
-    x = (RNG.standard_normal((4, 6)) * 10).astype(dtype)
-    np.testing.assert_allclose(run(lambda t: ops.sum(t, axis=0), x), x.sum(0), rtol=1e-12)
-    np.testing.assert_allclose(run(lambda t: ops.max(t, axis=1), x), x.max(1))
-    np.testing.assert_allclose(run(lambda t: ops.min(t), x), x.min())
+def ref(op, x, axis, keepdims):
+    axis = tuple(axis) if isinstance(axis, list) else axis
+    return getattr(np, op)(x, axis=axis, keepdims=keepdims)
 
 
-def test_argmax():
-    x = RNG.standard_normal((4, 7)).astype(np.float32)
-    np.testing.assert_array_equal(run(lambda t: ops.argmax(t, axis=1), x), x.argmax(1))
-    np.testing.assert_array_equal(run(lambda t: ops.argmax(t, axis=0, keepdims=True), x), x.argmax(0)[None])
-    assert run(lambda t: ops.argmax(t), x) == x.argmax()
-    ties = np.array([[1, 3, 3, 0], [2, 2, 2, 2]], np.int32)
-    np.testing.assert_array_equal(run(lambda t: ops.argmax(t, axis=1), ties), [1, 0])  # first maximum
-    nan = np.array([[1.0, np.nan, 5.0, np.nan]], np.float32)
-    np.testing.assert_array_equal(run(lambda t: ops.argmax(t, axis=1), nan), np.argmax(nan, axis=1))
-    assert run(lambda t: ops.argmax(t, axis=1), x).dtype == np.int64
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_float_reductions_over_axes(op, dtype):
+    x = RNG.standard_normal((3, 4, 5)).astype(dtype)
+    got = run_many([lambda t, a=a, k=k: getattr(ops, op)(t, axis=a, keepdims=k) for a, k in AXES], x)
+    for (axis, keepdims), g in zip(AXES, got):
+        want = ref(op, x, axis, keepdims)
+        assert np.shape(g) == np.shape(want), (axis, keepdims)
+        assert g.dtype == x.dtype
+        np.testing.assert_allclose(g, want, rtol=1e-5 if dtype == "float32" else 1e-12, atol=1e-6)
 
 
-@pytest.mark.parametrize("build, match", [
-    (lambda a: ops.sum(a, axis=3), r"sum: argument 'axis' is 3; expected an int in \[-2, 2\)"),
-    (lambda a: ops.sum(a, axis=(0, 0)), "repeats an axis"),
-    (lambda a: ops.argmax(a, axis=(0, 1)), "must be an int or None"),
+@pytest.mark.parametrize("op", ["sum", "max", "min"])
+@pytest.mark.parametrize("dtype", ["int32", "int64", "int8"])
+def test_integer_reductions_keep_the_dtype(op, dtype):
+    x = RNG.integers(-5, 6, (4, 6, 2)).astype(dtype)
+    got = run_many([lambda t, a=a, k=k: getattr(ops, op)(t, axis=a, keepdims=k) for a, k in AXES], x)
+    for (axis, keepdims), g in zip(AXES, got):
+        assert g.dtype == x.dtype  # numpy widens sum of int32 to int64; we keep the input dtype
+        np.testing.assert_array_equal(g, ref(op, x, axis, keepdims).astype(dtype))
+
+
+def test_int_extremes_and_half_precision():
+    i = np.array([[np.iinfo(np.int32).min] * 3, [np.iinfo(np.int32).max] * 3], np.int32)
+    mx, mn = run_many([lambda t: ops.max(t, axis=1), lambda t: ops.min(t, axis=1)], i)
+    np.testing.assert_array_equal(mx, i.max(1))
+    np.testing.assert_array_equal(mn, i.min(1))
+    h = RNG.standard_normal((4, 8)).astype(np.float16)
+    s, m, a = run_many([lambda t: ops.sum(t, axis=1), lambda t: ops.max(t, axis=0), lambda t: ops.mean(t)], h)
+    np.testing.assert_allclose(s, h.astype(np.float32).sum(1), rtol=1e-2, atol=1e-2)
+    np.testing.assert_array_equal(m, h.max(0))
+    np.testing.assert_allclose(a, h.astype(np.float32).mean(), rtol=1e-2, atol=1e-2)
+
+
+@pytest.mark.parametrize("shape, axis", [((), None), ((7,), 0), ((1,), None), ((2, 1, 3, 2), (1, 3)),
+                                         ((2, 3, 1, 2, 2), (0, 2, 4))])
+def test_shapes(shape, axis):
+    x = RNG.standard_normal(shape).astype(np.float32)
+    builds = [lambda t, o=o, k=k: getattr(ops, o)(t, axis=axis, keepdims=k) for o in OPS for k in (False, True)]
+    got = run_many(builds, x)
+    for (o, k), g in zip([(o, k) for o in OPS for k in (False, True)], got):
+        want = getattr(np, o)(x, axis=axis, keepdims=k)
+        assert np.shape(g) == np.shape(want), (o, k)
+        np.testing.assert_allclose(g, want, rtol=1e-5, atol=1e-6)
+
+
+def test_nan_propagates_through_max_and_min():
+    x = np.array([[1.0, np.nan, 3.0], [1.0, 2.0, 3.0]], np.float32)
+    mx, mn = run_many([lambda t: ops.max(t, axis=1), lambda t: ops.min(t, axis=1)], x)
+    np.testing.assert_array_equal(mx, np.max(x, axis=1))
+    np.testing.assert_array_equal(mn, np.min(x, axis=1))
+
+
+# -------------------------------------------------------------------------------------- argmax
+ARGMAX = [(None, False), (None, True), (0, False), (1, True), (-1, False), (2, False), (-3, True)]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "int64", "int8"])
+def test_argmax_matches_numpy(dtype):
+    x = (RNG.standard_normal((3, 4, 5)) * 3).astype(dtype)  # ints: many ties
+    got = run_many([lambda t, a=a, k=k: ops.argmax(t, axis=a, keepdims=k) for a, k in ARGMAX], x)
+    for (axis, keepdims), g in zip(ARGMAX, got):
+        want = np.argmax(x, axis=axis, keepdims=keepdims)
+        assert g.dtype == np.int64 and g.shape == np.shape(want), (axis, keepdims)
+        np.testing.assert_array_equal(g, want)
+
+
+def test_argmax_first_occurrence_nan_and_extremes():
+    ties = np.array([[1, 3, 3, 0], [2, 2, 2, 2], [-9, -9, -9, -8]], np.int32)
+    np.testing.assert_array_equal(run(lambda t: ops.argmax(t, axis=1), ties), [1, 0, 3])
+    lo = np.full((2, 3), np.iinfo(np.int64).min, np.int64)
+    np.testing.assert_array_equal(run(lambda t: ops.argmax(t, axis=1), lo), [0, 0])
+    f = np.array([[1.0, np.nan, 5.0, np.nan], [-np.inf, -np.inf, -np.inf, -np.inf], [np.nan, 1, 2, 3],
+                  [0, 1, 2, np.nan]], np.float32)
+    np.testing.assert_array_equal(run(lambda t: ops.argmax(t, axis=1), f), np.argmax(f, axis=1))
+    np.testing.assert_array_equal(run(lambda t: ops.argmax(t, axis=0), f), np.argmax(f, axis=0))
+    z = np.array(2.5, np.float32)
+    assert run(lambda t: ops.argmax(t), z) == 0
+
+
+# -------------------------------------------------------------------------------------- names
+def test_names():
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        a = f.arg("x", shape=(3, 4))
+        f.output(ops.sum(a, axis=1, keepdims=True), ops.sum(a, name="total"), ops.mean(a, axis=0),
+                 ops.argmax(a), ops.argmax(a, axis=0, keepdims=True, name="am"))
+    text = str(bb.finish())
+    for n in ["sum.init", "sum", "sum.keepdims", "total", "total.init", "mean.sum", "mean", "argmax.flatten",
+              "argmax.init_value", "argmax.init", "argmax", "am", "am.keepdims"]:
+        assert f'mlc.name = "{n}"' in text, n
+    assert "linalg.index 0" in text
+
+
+# -------------------------------------------------------------------------------------- errors
+@pytest.mark.parametrize("build, spec, match", [
+    (lambda a: ops.sum(a, axis=3), ((3, 4), "float32"), r"sum: argument 'axis' is 3; expected an int in \[-2, 2\)"),
+    (lambda a: ops.max(a, axis=(0, -3)), ((3, 4), "float32"), r"max: argument 'axis' is -3; expected an int in"),
+    (lambda a: ops.min(a, axis=(0, -2)), ((3, 4), "float32"), r"min: argument 'axis' \(0, -2\) repeats an axis"),
+    (lambda a: ops.sum(a, axis=1.0), ((3, 4), "float32"),
+     "sum: argument 'axis' is 1.0; expected None, an int or a tuple of ints"),
+    (lambda a: ops.sum(a, axis=(0, "1")), ((3, 4), "float32"), r"sum: argument 'axis' is '1'; expected an int in"),
+    (lambda a: ops.sum(a, axis=0), ((), "float32"), "sum: argument 'axis' is 0; expected None or \\(\\) for a 0-d"),
+    (lambda a: ops.mean(a), ((3, 4), "int32"), r"mean: argument 'x' has dtype int32; expected one of \['bfloat16'"),
+    (lambda a: ops.mean(a, axis=5), ((3, 4), "float32"), r"mean: argument 'axis' is 5"),
+    (lambda a: ops.max(a), ((3, 4), "bool"), "max: argument 'x' has dtype bool; expected a float or int dtype"),
+    (lambda a: ops.sum(np.ones(3, np.float32)), ((3, 4), "float32"), "sum: at least one argument must be a Tensor"),
+    (lambda a: ops.argmax(a, axis=(0, 1)), ((3, 4), "float32"), r"argmax: argument 'axis' is \(0, 1\); expected None or an int"),
+    (lambda a: ops.argmax(a, axis=2), ((3, 4), "float32"), r"argmax: argument 'axis' is 2; expected an int in \[-2, 2\)"),
+    (lambda a: ops.argmax(a, axis=0), ((), "float32"), "argmax: argument 'axis' is 0; expected None or"),
+    (lambda a: ops.argmax(a), ((3,), "bool"), "argmax: argument 'x' has dtype bool"),
+    (lambda a: ops.sum(ops.sum(a, name="s"), name="s"), ((3,), "float32"), "sum: op name 's' is already used"),
 ])
-def test_reduction_errors(build, match):
-    with pytest.raises(mlc.BuildError, match=match):
-        build_only(build, ((3, 4), "float32"))
-    with pytest.raises(mlc.BuildError, match="mean: argument 'x' has dtype int32"):
-        build_only(lambda a: ops.mean(a), ((3, 4), "int32"))
+def test_reduction_errors(build, spec, match):
+    with pytest.raises(mlc.MlcError, match=match):
+        build_only(build, spec)

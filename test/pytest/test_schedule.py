@@ -430,6 +430,7 @@ def test_goto_recipe_is_plain_primitives():
     kinds = {inst.kind for inst in sch.trace.insts}
     assert {"split", "reorder", "parallel", "cache_read", "compute_at", "unroll", "vectorize"} <= kinds
     script = str(sch.transform_script())
-    assert "hoist_pad" in script and "tile_using_forall" in script
+    assert "hoist_pad" in script and "use_forall" in script   # init fused into the forall
+    assert "scf.forall" in str(sch.mod)
     run_matmul(sch.mod, 128, 128, 64)
     assert_replays(sch, mod)
