@@ -244,3 +244,42 @@ blk, (i, j, k) = loops(sch)
 v = sch.sample_categorical([4, 8], [0.5, 0.5], decision=1)
 sch.split(k, [None, v])
 section("sample_categorical", sch)
+
+# CHECK-LABEL: TEST: cache_write
+# CHECK: SCRIPT
+# CHECK: transform.structured.pad %{{.*}} {copy_back_op = "linalg.copy", nofold_flags = [0, 0, 1]
+# CHECK: PAYLOAD
+# CHECK: %[[ACC:.*]] = tensor.pad %[[C:.*]] nofold low[0, 0] high[0, 0]
+# CHECK: %[[MM:.*]] = linalg.matmul {mlc.name = "matmul"} {{.*}} outs(%[[ACC]] : tensor<1x16xf32>)
+# CHECK: linalg.copy ins(%[[MM]] : tensor<1x16xf32>) outs(%[[C]] : tensor<1x16xf32>)
+sch = mlc.Schedule(matmul())
+blk, (i, j, k) = loops(sch)
+sch.split(j, [None, 16])
+sch.cache_write(blk, 0, "local")
+section("cache_write", sch)
+
+
+# Invalid schedules: each primitive names itself and what is wrong, before anything is emitted.
+def diagnose(build):
+    sch = mlc.Schedule(matmul())
+    blk, lps = loops(sch)
+    try:
+        build(sch, blk, *lps)
+    except mlc.ScheduleError as e:
+        print(f"DIAG: {e}")
+
+
+# CHECK-LABEL: TEST: invalid
+print("TEST: invalid")
+# CHECK: DIAG: split: factors [3, 5] do not divide extent 64 of loop j
+diagnose(lambda sch, blk, i, j, k: sch.split(j, [3, 5]))
+# CHECK: DIAG: split: {{.*}}at most one factor may be None
+diagnose(lambda sch, blk, i, j, k: sch.split(j, [None, None]))
+# CHECK: DIAG: parallel: {{.*}}reduction
+diagnose(lambda sch, blk, i, j, k: sch.parallel(k))
+# CHECK: DIAG: cache_write: write_buffer_index 3 is not an output of 'matmul' (it has 1)
+diagnose(lambda sch, blk, i, j, k: sch.cache_write(blk, 3, "local"))
+# CHECK: DIAG: bind: {{.*}}threadIdx.w
+diagnose(lambda sch, blk, i, j, k: sch.bind(i, "threadIdx.w"))
+# CHECK: DIAG: get_block: {{.*}}nosuch
+diagnose(lambda sch, blk, i, j, k: sch.get_block("nosuch"))
