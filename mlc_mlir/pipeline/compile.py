@@ -5,6 +5,7 @@ Stages (each one's IR can be dumped with ``dump_ir=DIR``):
 1. ``graph``   -- the verified input module (``00-graph.mlir``);
 2. ``prepare`` -- public functions get ``llvm.emit_c_interface`` (``01-prepare.mlir``);
 3. ``lower``   -- the target's pipeline file, e.g. ``pipelines/cpu.pipeline`` (``02-lower.mlir``);
+   (with ``flush_denormals=True``, then the ``denormals`` stage: MXCSR FTZ|DAZ around each call);
 4. ``llvm``    -- translation to LLVM IR (``03-llvm.ll``, written only when dumping);
 5. ``jit``     -- MLIR ``ExecutionEngine`` at ``opt_level`` with the runtime libraries.
 
@@ -71,7 +72,7 @@ def prepare(module: Module) -> Module:
 
 
 def compile(module: Module, target="cpu", *, pipeline: Optional[str] = None, opt_level: int = 3,
-            dump_ir: Optional[str] = None) -> Executable:
+            dump_ir: Optional[str] = None, flush_denormals: bool = False) -> Executable:
     """Compile a Module for ``target`` and load it with the MLIR ExecutionEngine (JIT).
 
     Parameters
@@ -87,6 +88,10 @@ def compile(module: Module, target="cpu", *, pipeline: Optional[str] = None, opt
         LLVM optimization level of the JIT (0-3).
     dump_ir : str, optional
         Folder to write each stage's IR to.
+    flush_denormals : bool
+        Run the compiled functions (and their OpenMP threads) with subnormal floats flushed to
+        zero (x86 MXCSR FTZ|DAZ, like ``torch.set_flush_denormal``); see
+        :mod:`mlc_mlir.pipeline.denormals`. Off by default: numpy keeps subnormals.
 
     Returns
     -------
@@ -107,6 +112,10 @@ def compile(module: Module, target="cpu", *, pipeline: Optional[str] = None, opt
     prepared = prepare(_lower_library_calls(module))
     _dump(dump_ir, "01-prepare.mlir", lambda: str(prepared))
     lowered = lower(prepared, pipeline or tgt.pipeline)
+    if flush_denormals:
+        from .denormals import flush_denormals as flush
+
+        lowered = flush(lowered)
     _dump(dump_ir, "02-lower.mlir", lambda: str(lowered))
     _dump(dump_ir, "03-llvm.ll", lambda: translate_to_llvmir(lowered))
     from ..graph.dispatch_library import runtime_bindings

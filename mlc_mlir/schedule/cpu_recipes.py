@@ -19,7 +19,7 @@ def _largest_divisor(n: int, cap: int) -> int:
 
 
 def schedule_matmul_goto(sch: Schedule, block: BlockRV, threads: int = 1, mc: int = 32,
-                         nc: int = 256, kc: int = 512, nr: int = 32, mr: int = 8,
+                         nc: int = 512, kc: int = 256, nr: int = 32, mr: int = 8,
                          unroll_k: int = 4, epilogues=()) -> Schedule:
     """Schedule a matmul-like block ``(i, j, k)`` (``linalg.matmul``, or ``dense``'s transposed-B
     matmul) for the CPU.
