@@ -2,6 +2,7 @@
 
 import shutil
 
+import numpy as np
 import pytest
 
 import mlc_mlir as mlc
@@ -44,7 +45,25 @@ def _bound_elementwise():
     return sch
 
 
-@pytest.mark.parametrize("make", [_bound_matmul, _bound_elementwise])
+def _bound_conv2d():
+    """conv2d with sampled tile sizes: output channels and rows over blocks x threads."""
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        x = f.arg("x", shape=(1, 16, 32, 32))
+        f.output(ops.conv2d(x, np.ones((32, 16, 3, 3), np.float32), padding=1))
+    sch = mlc.Schedule(bb.finish())
+    n, fo, h, w, c, kh, kw = sch.get_loops(sch.get_block("conv2d"))
+    f0, f1 = sch.split(fo, sch.sample_perfect_tile(fo, n=2, max_innermost_factor=8))
+    h0, h1 = sch.split(h, [None, sch.sample_categorical([4, 8], [0.5, 0.5])])
+    sch.reorder(n, f0, h0, f1, h1, w, c, kh, kw)
+    sch.bind(f0, "blockIdx.x")
+    sch.bind(h0, "blockIdx.y")
+    sch.bind(f1, "threadIdx.x")
+    sch.bind(h1, "threadIdx.y")
+    return sch
+
+
+@pytest.mark.parametrize("make", [_bound_matmul, _bound_elementwise, _bound_conv2d])
 def test_bound_kernels_lower_to_ptx(make):
     sch = make()
     ptx = compile_to_ptx(sch.mod)
@@ -55,7 +74,7 @@ def test_bound_kernels_lower_to_ptx(make):
 
 
 @needs_ptxas
-@pytest.mark.parametrize("make", [_bound_matmul, _bound_elementwise])
+@pytest.mark.parametrize("make", [_bound_matmul, _bound_elementwise, _bound_conv2d])
 def test_ptxas_accepts_the_ptx(make):
     for text in compile_to_ptx(make().mod).values():
         check_ptx(text, arch="sm_90")
