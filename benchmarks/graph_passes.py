@@ -12,32 +12,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 
 import numpy as np
 
 import mlc_mlir as mlc
 from mlc_mlir import graph, ops
 from mlc_mlir.graph.fuse_ops import PRIMITIVE_ATTR
+from timing import best_seconds  # benchmarks/timing.py; this folder is on sys.path
 
 
 def _time(fn) -> float:
-    fn()
-    number = 1
-    while True:
-        t0 = time.perf_counter()
-        for _ in range(number):
-            fn()
-        if time.perf_counter() - t0 > 0.05:
-            break
-        number *= 2
-    best = float("inf")
-    for _ in range(7):
-        t0 = time.perf_counter()
-        for _ in range(number):
-            fn()
-        best = min(best, (time.perf_counter() - t0) / number)
-    return best * 1e3
+    """Milliseconds per call."""
+    return best_seconds(fn) * 1e3
 
 
 def mlp(batch, rng):

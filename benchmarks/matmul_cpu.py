@@ -18,9 +18,9 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 import numpy as np
+from timing import best_seconds  # benchmarks/timing.py; this folder is on sys.path
 
 DENSE = "dense128x784x128"
 
@@ -45,22 +45,8 @@ def _inputs(shape: str):
 
 
 def _time(fn, flops: float) -> float:
-    fn()
-    number = 1
-    while True:  # calls per repeat: at least 50 ms
-        t0 = time.perf_counter()
-        for _ in range(number):
-            fn()
-        if time.perf_counter() - t0 > 0.05:
-            break
-        number *= 2
-    best = float("inf")
-    for _ in range(7):
-        t0 = time.perf_counter()
-        for _ in range(number):
-            fn()
-        best = min(best, (time.perf_counter() - t0) / number)
-    return flops / best / 1e9
+    """GFLOP/s of ``fn`` doing ``flops`` per call."""
+    return flops / best_seconds(fn) / 1e9
 
 
 def worker_numpy(shapes, threads):

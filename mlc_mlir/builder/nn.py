@@ -533,6 +533,22 @@ def layer_norm(x, gamma, beta, axis=-1, eps: float = 1e-5, name: Optional[str] =
     return y
 
 
+def _shifted_exp_sum(op: str, x, axis: int, name: Optional[str]):
+    """The shared part of softmax and log_softmax: ``shifted = x - max(x)`` (``<name>.max``,
+    ``<name>.shift``), ``e = exp(shifted)`` (``<name>.exp``) and ``s = sum(e)`` with keepdims
+    (``<name>.sum``); returns ``(shifted, e, s, name)``."""
+    from . import reduction
+
+    emit.function_of(op, x)
+    x = _check_x(op, x, None, "", float_only=True)
+    ax = emit.normalize_axis(op, axis, x.ndim)
+    nm = emit.op_name(x.fn, op, name)
+    m = reduction.max(x, ax, keepdims=True, name=f"{nm}.max")
+    shifted = elementwise.subtract(x, m, name=f"{nm}.shift")
+    e = elementwise.exp(shifted, name=f"{nm}.exp")
+    return shifted, e, reduction.sum(e, ax, keepdims=True, name=f"{nm}.sum"), nm
+
+
 def softmax(x, axis: int = -1, name: Optional[str] = None) -> Tensor:
     """Numerically stable softmax along ``axis`` (TOPI ``nn.softmax``)::
 
@@ -557,16 +573,7 @@ def softmax(x, axis: int = -1, name: Optional[str] = None) -> Tensor:
     BuildError
         For a non-float input or an axis out of range.
     """
-    from . import reduction
-
-    op = "softmax"
-    emit.function_of(op, x)
-    x = _check_x(op, x, None, "", float_only=True)
-    ax = emit.normalize_axis(op, axis, x.ndim)
-    nm = emit.op_name(x.fn, op, name)
-    m = reduction.max(x, ax, keepdims=True, name=f"{nm}.max")
-    e = elementwise.exp(elementwise.subtract(x, m, name=f"{nm}.shift"), name=f"{nm}.exp")
-    s = reduction.sum(e, ax, keepdims=True, name=f"{nm}.sum")
+    _, e, s, nm = _shifted_exp_sum("softmax", x, axis, name)
     return elementwise.divide(e, s, name=nm)
 
 
@@ -593,15 +600,5 @@ def log_softmax(x, axis: int = -1, name: Optional[str] = None) -> Tensor:
     BuildError
         For a non-float input or an axis out of range.
     """
-    from . import reduction
-
-    op = "log_softmax"
-    emit.function_of(op, x)
-    x = _check_x(op, x, None, "", float_only=True)
-    ax = emit.normalize_axis(op, axis, x.ndim)
-    nm = emit.op_name(x.fn, op, name)
-    m = reduction.max(x, ax, keepdims=True, name=f"{nm}.max")
-    shifted = elementwise.subtract(x, m, name=f"{nm}.shift")
-    lse = elementwise.log(reduction.sum(elementwise.exp(shifted, name=f"{nm}.exp"), ax, keepdims=True,
-                                        name=f"{nm}.sum"), name=f"{nm}.log")
-    return elementwise.subtract(shifted, lse, name=nm)
+    shifted, _, s, nm = _shifted_exp_sum("log_softmax", x, axis, name)
+    return elementwise.subtract(shifted, elementwise.log(s, name=f"{nm}.log"), name=nm)

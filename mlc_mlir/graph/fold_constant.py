@@ -24,6 +24,7 @@ from __future__ import annotations
 from .._mlir import arith_d, func_d, ir
 from ..ir.constants import elements_attr
 from ..ir.module import OP_NAME_ATTR, Module
+from .fuse_ops import clone_ops
 from .op_kinds import FREE_OPS
 from .pass_manager import Pass, register_pass
 
@@ -103,13 +104,7 @@ class FoldConstant(Pass):
             entry = fn.regions[0].blocks.append()
             mapping = {}
             with ir.InsertionPoint(entry):
-                for op in ops:
-                    c = op.clone()
-                    for i, o in enumerate(c.operands):
-                        if o in mapping:
-                            c.operands[i] = mapping[o]
-                    for old, new in zip(op.results, c.results):
-                        mapping[old] = new
+                clone_ops(ops, mapping)
                 func_d.ReturnOp([mapping[r] for r in outputs])
         tmp = Module(m, mod.context)
         tmp._keepalive = mod._keepalive

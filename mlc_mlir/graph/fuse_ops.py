@@ -173,6 +173,18 @@ class FuseOps(Pass):
                         o.attributes[OP_NAME_ATTR] = ir.StringAttr.get(f"{base}.fused")
 
 
+def clone_ops(ops: List, mapping: Dict) -> None:
+    """Clone ``ops`` (in order) at the current insertion point, replacing operands found in
+    ``mapping`` (old value -> new value) and adding each clone's results to it."""
+    for op in ops:
+        c = op.clone()
+        for i, o in enumerate(c.operands):
+            if o in mapping:
+                c.operands[i] = mapping[o]
+        for old, new in zip(op.results, c.results):
+            mapping[old] = new
+
+
 def outline(mod: Module, f, group: List, name: str = None, used_names=None):
     """Outline ``group`` (ops of function ``f``, in program order) into a private primitive
     function ``@name`` (default ``fused_<op names>``) marked ``mlc.primitive``, called from
@@ -219,17 +231,9 @@ def outline(mod: Module, f, group: List, name: str = None, used_names=None):
                              visibility="private")
     prim.attributes[PRIMITIVE_ATTR] = ir.UnitAttr.get()
     entry = prim.regions[0].blocks.append(*[v.type for v in inputs])
-    mapping = {}
-    for v, a in zip(inputs, entry.arguments):
-        mapping[v] = a
+    mapping = dict(zip(inputs, entry.arguments))
     with ir.InsertionPoint(entry):
-        for op in free + group:
-            c = op.clone()
-            for i, o in enumerate(c.operands):
-                if o in mapping:
-                    c.operands[i] = mapping[o]
-            for old, new in zip(op.results, c.results):
-                mapping[old] = new
+        clone_ops(free + group, mapping)
         func_d.ReturnOp([mapping[r] for r in outputs])
     with ir.InsertionPoint(group[-1]):
         call = func_d.CallOp([r.type for r in outputs], ir.FlatSymbolRefAttr.get(name), inputs)

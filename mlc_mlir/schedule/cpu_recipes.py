@@ -9,6 +9,7 @@ van de Geijn, "Anatomy of High-Performance Matrix Multiplication" (TOMS 2008).
 
 from __future__ import annotations
 
+from typing import Optional
 
 from ..errors import ScheduleError
 from .schedule import BlockRV, Schedule
@@ -20,7 +21,7 @@ def _largest_divisor(n: int, cap: int) -> int:
 
 def schedule_matmul_goto(sch: Schedule, block: BlockRV, threads: int = 1, mc: int = 32,
                          nc: int = 512, kc: int = 256, nr: int = 32, mr: int = 8,
-                         unroll_k: int = 4, epilogues=()) -> Schedule:
+                         unroll_k: int = 4, epilogues=(), pack: Optional[bool] = None) -> Schedule:
     """Schedule a matmul-like block ``(i, j, k)`` (``linalg.matmul``, or ``dense``'s transposed-B
     matmul) for the CPU.
 
@@ -30,6 +31,9 @@ def schedule_matmul_goto(sch: Schedule, block: BlockRV, threads: int = 1, mc: in
     With threads, the init is decomposed into the parallel loop when the block's inputs are not
     computed by other ops (``decompose_reduction`` would recompute them per tile).
     Each blocking size is reduced to the largest divisor of its extent.
+
+    ``pack``: pack B (default: when a thread has at least two MR row blocks to reuse the panel;
+    a single-row matmul reads B once, so packing would only double its memory traffic).
 
     ``epilogues``: elementwise consumer blocks (bias add, relu) fused into the ``j1`` tile with
     ``reverse_compute_at``.
@@ -64,8 +68,11 @@ def schedule_matmul_goto(sch: Schedule, block: BlockRV, threads: int = 1, mc: in
         if info.get("init") and not [p for p in info["producers"] if p != info["init"]]:
             # each thread zeroes its own rows of C (the init fused into the scf.forall)
             sch.decompose_reduction(block, j0)
-    packed = sch.cache_read(block, 1, "local")
-    sch.compute_at(packed, k0)
+    if pack is None:  # a packed panel is reused by every MR row block of a thread's rows
+        pack = mt >= 2 * mr
+    if pack:
+        packed = sch.cache_read(block, 1, "local")
+        sch.compute_at(packed, k0)
     for e in epilogues:
         sch.reverse_compute_at(e, j0)
     if unroll_k > 1:

@@ -434,3 +434,18 @@ def test_goto_recipe_is_plain_primitives():
     assert "scf.forall" in str(sch.mod)
     run_matmul(sch.mod, 128, 128, 64)
     assert_replays(sch, mod)
+
+
+@pytest.mark.parametrize("m, n, k, threads", [(1, 96, 40, 1), (4, 64, 32, 2), (24, 40, 48, 1)])
+def test_goto_recipe_odd_shapes(m, n, k, threads):
+    """Blocking sizes shrink to divisors of odd extents; a matmul with fewer than two MR row
+    blocks per thread reads B once and is not packed."""
+    from mlc_mlir.schedule.cpu_recipes import schedule_matmul_goto
+
+    mod = matmul_module(m, n, k)
+    sch = mlc.Schedule(mod)
+    schedule_matmul_goto(sch, sch.get_block("matmul"), threads=threads)
+    packed = "cache_read" in {inst.kind for inst in sch.trace.insts}
+    assert packed == (m // threads >= 16)
+    run_matmul(sch.mod, m, n, k)
+    assert_replays(sch, mod)

@@ -1,0 +1,25 @@
+"""Timing shared by the benchmarks: the best of 7 repeats, each of enough calls to last at
+least 50 ms (TVM ``time_evaluator``'s ``number``/``repeat``, with ``number`` chosen like
+``timeit.Timer.autorange``)."""
+
+import time
+
+
+def best_seconds(fn, repeat: int = 7, min_repeat_s: float = 0.05) -> float:
+    """Seconds per call of ``fn()``: the minimum over ``repeat`` repeats (after one warm-up call)."""
+    fn()
+    number = 1
+    while True:
+        t0 = time.perf_counter()
+        for _ in range(number):
+            fn()
+        if time.perf_counter() - t0 > min_repeat_s:
+            break
+        number *= 2
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        for _ in range(number):
+            fn()
+        best = min(best, (time.perf_counter() - t0) / number)
+    return best
