@@ -4,8 +4,9 @@
 
 Semantics follow numpy: ``axis=None`` reduces every axis, ``axis=()`` none; negative axes count
 from the end; ``max``/``min`` propagate NaN; ``argmax`` returns int64 indices of the first
-maximum (the first NaN if any). Unlike numpy, ``sum`` keeps the input dtype (numpy widens
-int32 to int64).
+maximum (the first NaN if any); ``sum`` of ints narrower than int64 accumulates and returns
+int64 (numpy's default; ``dtype=`` chooses another accumulator, e.g. ``"int32"`` for TOPI's
+keep-the-dtype sum).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from .._mlir import arith_d, ir, linalg_d
 from ..errors import BuildError
 from ..ir import dtypes
 from . import emit
+from .elementwise import _cast_value
 from .graph_builder import Tensor
 
 Axis = Union[None, int, Sequence[int]]
@@ -80,10 +82,12 @@ def keep_dims(t: Tensor, axes: Tuple[int, ...], name: str) -> Tensor:
     return reshape(t, shape, name=name)
 
 
-def reduce(op: str, x, axis: Axis, keepdims: bool, init, combine, name: Optional[str]) -> Tensor:
+def reduce(op: str, x, axis: Axis, keepdims: bool, init, combine, name: Optional[str],
+           acc_dtype: Optional[str] = None) -> Tensor:
     """Emit a reduction of ``x`` over ``axis``: ``acc = combine(x_elem, acc, dtype)`` starting
     from ``init`` (``linalg.fill`` named ``<name>.init``; the generic is ``name``; keepdims adds
-    ``<name>.keepdims``).
+    ``<name>.keepdims``). With ``acc_dtype``, each element is converted to it (as
+    :func:`ops.cast`) before it is combined, and the result has that dtype.
 
     Raises
     ------
@@ -95,14 +99,15 @@ def reduce(op: str, x, axis: Axis, keepdims: bool, init, combine, name: Optional
     fn = x.fn
     axes = normalize_axes(op, axis, x.ndim)
     nm = emit.op_name(fn, op, name)
-    dt = x.dtype
+    src = x.dtype
+    dt = acc_dtype or src
     out_shape = [d for i, d in enumerate(x.shape) if i not in axes]
     init_v = emit.filled(out_shape, dt, init, f"{nm}.init")
     rank = x.ndim
     out_map = ir.AffineMap.get(rank, 0, [ir.AffineDimExpr.get(i) for i in range(rank) if i not in axes])
     its = ["reduction" if i in axes else "parallel" for i in range(rank)]
     res = emit.generic(nm, [x.value], [emit.identity_map(rank)], [init_v], [out_map], its,
-                       lambda a, acc: [combine(a, acc, dt)])[0]
+                       lambda a, acc: [combine(_cast_value(a, src, dt) if dt != src else a, acc, dt)])[0]
     out = Tensor(res, fn)
     return keep_dims(out, axes, f"{nm}.keepdims") if keepdims and axes else out
 
@@ -119,7 +124,8 @@ def _min(a, b, dt):
     return arith_d.minimumf(a, b) if dtypes.is_float(dt) else arith_d.minsi(a, b)
 
 
-def sum(x, axis: Axis = None, keepdims: bool = False, name: Optional[str] = None) -> Tensor:  # noqa: A001
+def sum(x, axis: Axis = None, keepdims: bool = False, dtype: Optional[str] = None,  # noqa: A001
+        name: Optional[str] = None) -> Tensor:
     """Sum over ``axis`` (numpy ``sum``, TOPI ``sum``): a ``linalg.generic`` (``name``)
     accumulating ``arith.addf``/``addi`` into a zero ``linalg.fill`` (``<name>.init``).
 
@@ -131,20 +137,34 @@ def sum(x, axis: Axis = None, keepdims: bool = False, name: Optional[str] = None
         Axes to reduce (None: all, ``()``: none; negative counts from the end).
     keepdims : bool
         Keep the reduced axes as size 1 (``tensor.expand_shape`` ``<name>.keepdims``).
+    dtype : str, optional
+        Accumulator and result dtype (numpy's ``dtype=``); elements are converted to it before
+        they are added. Default: int64 for int8/int16/int32 (as numpy), else x's dtype.
 
     Returns
     -------
     Tensor
-        x's shape without (or with size 1 at) the reduced axes; x's dtype (ints are not
-        widened, unlike numpy).
+        x's shape without (or with size 1 at) the reduced axes; ``dtype``.
 
     Raises
     ------
     BuildError
         For a non-Tensor or bool input, or an axis that is out of range, repeated or not an int
-        (``sum: argument 'axis' is 3; expected an int in [-2, 2)``).
+        (``sum: argument 'axis' is 3; expected an int in [-2, 2)``), or a ``dtype`` that is not
+        a float or int dtype.
     """
-    return reduce("sum", x, axis, keepdims, 0, _add, name)
+    if dtype is None:
+        dtype = "int64" if isinstance(x, Tensor) and x.dtype in ("int8", "int16", "int32") else None
+    else:
+        try:
+            canon = dtypes.canonical_dtype(dtype)
+        except BuildError:
+            canon = None
+        if canon not in dtypes.FLOAT_DTYPES | dtypes.INT_DTYPES:
+            raise BuildError(f"sum: argument 'dtype' is {dtype!r}; expected one of "
+                             f"{sorted(dtypes.FLOAT_DTYPES | dtypes.INT_DTYPES)}")
+        dtype = canon
+    return reduce("sum", x, axis, keepdims, 0, _add, name, acc_dtype=dtype)
 
 
 def mean(x, axis: Axis = None, keepdims: bool = False, name: Optional[str] = None) -> Tensor:

@@ -43,12 +43,23 @@ def test_float_reductions_over_axes(op, dtype):
 
 @pytest.mark.parametrize("op", ["sum", "max", "min"])
 @pytest.mark.parametrize("dtype", ["int32", "int64", "int8"])
-def test_integer_reductions_keep_the_dtype(op, dtype):
-    x = RNG.integers(-5, 6, (4, 6, 2)).astype(dtype)
+def test_integer_reductions_follow_numpy_dtypes(op, dtype):
+    x = RNG.integers(-100, 101, (4, 6, 2)).astype(dtype)  # int8 sums overflow int8
     got = run_many([lambda t, a=a, k=k: getattr(ops, op)(t, axis=a, keepdims=k) for a, k in AXES], x)
     for (axis, keepdims), g in zip(AXES, got):
-        assert g.dtype == x.dtype  # numpy widens sum of int32 to int64; we keep the input dtype
-        np.testing.assert_array_equal(g, ref(op, x, axis, keepdims).astype(dtype))
+        want = ref(op, x, axis, keepdims)
+        assert g.dtype == want.dtype  # sum widens int8/int16/int32 to int64, as numpy
+        np.testing.assert_array_equal(g, want)
+
+
+@pytest.mark.parametrize("src, dtype", [("int8", "int8"), ("int32", "float32"), ("float16", "float32"),
+                                        ("float32", "float64"), ("int64", "int32")])
+def test_sum_accumulator_dtype(src, dtype):
+    x = RNG.integers(-100, 101, (5, 40)).astype(src)
+    g, = run_many([lambda t: ops.sum(t, axis=1, dtype=dtype)], x)
+    want = np.sum(x, axis=1, dtype=dtype)
+    assert g.dtype == want.dtype
+    np.testing.assert_allclose(g, want, rtol=1e-6)
 
 
 def test_int_extremes_and_half_precision():
@@ -141,6 +152,8 @@ def test_names():
     (lambda a: ops.argmax(a, axis=0), ((), "float32"), "argmax: argument 'axis' is 0; expected None or"),
     (lambda a: ops.argmax(a), ((3,), "bool"), "argmax: argument 'x' has dtype bool"),
     (lambda a: ops.sum(ops.sum(a, name="s"), name="s"), ((3,), "float32"), "sum: op name 's' is already used"),
+    (lambda a: ops.sum(a, dtype="bool"), ((3,), "int32"), "sum: argument 'dtype' is 'bool'; expected one of \\['bfloat16'"),
+    (lambda a: ops.sum(a, dtype="complex64"), ((3,), "int32"), "sum: argument 'dtype' is 'complex64'; expected one of"),
 ])
 def test_reduction_errors(build, spec, match):
     with pytest.raises(mlc.MlcError, match=match):
