@@ -67,3 +67,11 @@ def test_stage_is_in_the_lowered_ir(tmp_path):
     mlc.compile(_multiply(parallel=True), flush_denormals=True, dump_ir=str(tmp_path))
     text = (tmp_path / "02-lower.mlir").read_text()
     assert text.count('"llvm.x86.sse.ldmxcsr"') >= 4  # set + restore in main, its wrapper, omp.parallel
+
+
+def test_exported_library_keeps_the_flush(tmp_path):
+    a, b = _inputs()
+    path = mlc.compile(_multiply(parallel=True), flush_denormals=True).export_library(str(tmp_path / "ftz.so"))
+    lib = mlc.runtime.load_library(path)
+    np.testing.assert_array_equal(lib(a, b), np.zeros_like(a))
+    assert np.float32(1e-20) * np.float32(1e-20) != 0
