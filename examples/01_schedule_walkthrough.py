@@ -80,7 +80,7 @@ def main():
             best = (ms, s.trace)
     print(f"\nbest {best[0]:.3f} ms, trace:\n{best[1]}")
     # the best trace replays on a fresh module with the same result
-    replayed = mlc.Trace.from_json(best[1].as_json()).apply(mod)
+    replayed = mlc.Schedule.from_trace(mod, mlc.Trace.from_json(best[1].as_json())).mod
     print(f"replayed best: {time_ms(replayed, a, b, c_ref):.3f} ms")
 
 

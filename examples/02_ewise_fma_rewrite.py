@@ -8,21 +8,19 @@ import numpy as np
 
 import mlc_mlir as mlc
 from mlc_mlir import graph, ops
-from mlc_mlir._mlir import math_d
 
 
 @graph.pattern("linalg.generic")
-def ewise_fma(op, rewriter):
+def ewise_fma(op):
+    """add(multiply(a, b), c) -> fma(a, b, c); returns None (no match) otherwise."""
     if graph.body_ops(op) != ["arith.addf"]:
-        return True                                        # not an add: no match
+        return None                                        # not an add: no match
     mul = graph.producer(op.operands[0])
     if mul is None or graph.body_ops(mul) != ["arith.mulf"] or not graph.has_one_use(mul):
-        return True
-    with rewriter.ip:
-        fma = graph.elementwise([mul.operands[0], mul.operands[1], op.operands[1]],
-                                op.results[0].type, lambda a, b, c: math_d.fma(a, b, c),
-                                name="ewise_fma")
-    rewriter.replace_op(op, [fma])
+        return None
+    # the replacement of op's result; the driver inserts it before op, with op's location
+    return graph.elementwise([mul.operands[0], mul.operands[1], op.operands[1]],
+                             op.results[0].type, graph.scalar.fma, name="ewise_fma")
 
 
 def main():

@@ -18,6 +18,7 @@ from .pipeline import compile  # noqa: F401
 from .runtime import Executable  # noqa: F401
 from .schedule import Schedule, Trace  # noqa: F401
 from .runtime.registry import register_func  # noqa: F401
-from . import ops  # noqa: F401
+from . import ops, te  # noqa: F401
+from .ops import constant  # noqa: F401
 
 __version__ = "0.1.0"

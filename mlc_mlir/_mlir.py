@@ -9,6 +9,7 @@ from mlir import ir  # noqa: F401
 from mlir.dialects import arith as arith_d  # noqa: F401
 from mlir.dialects import bufferization as bufferization_d  # noqa: F401
 from mlir.dialects import func as func_d  # noqa: F401
+from mlir.dialects import gpu as gpu_d  # noqa: F401
 from mlir.dialects import irdl as irdl_d  # noqa: F401
 from mlir.dialects import linalg as linalg_d  # noqa: F401
 from mlir.dialects import llvm as llvm_d  # noqa: F401

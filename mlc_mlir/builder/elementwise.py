@@ -16,8 +16,9 @@ import numpy as np
 from .._mlir import arith_d, ir, math_d
 from ..errors import BuildError
 from ..ir import dtypes
-from . import emit
-from .graph_builder import Tensor
+from ..ir.emitters import divide_int
+from . import linalg_emit as emit
+from .tensor import Tensor
 
 # ---------------------------------------------------------------------------- scalar bodies
 # Each entry: dtype kind -> function(block values..., dtype) -> value. Kinds: "float", "int".
@@ -31,7 +32,7 @@ _BINARY: Dict[str, Dict[str, Callable]] = {
     "add": {"float": lambda a, b, dt: arith_d.addf(a, b), "int": lambda a, b, dt: arith_d.addi(a, b)},
     "subtract": {"float": lambda a, b, dt: arith_d.subf(a, b), "int": lambda a, b, dt: arith_d.subi(a, b)},
     "multiply": {"float": lambda a, b, dt: arith_d.mulf(a, b), "int": lambda a, b, dt: arith_d.muli(a, b)},
-    "divide": {"float": lambda a, b, dt: arith_d.divf(a, b), "int": lambda a, b, dt: arith_d.divsi(a, b)},
+    "divide": {"float": lambda a, b, dt: arith_d.divf(a, b), "int": lambda a, b, dt: divide_int(a, b, dt)},
     "maximum": {"float": lambda a, b, dt: arith_d.maximumf(a, b), "int": lambda a, b, dt: arith_d.maxsi(a, b)},
     "minimum": {"float": lambda a, b, dt: arith_d.minimumf(a, b), "int": lambda a, b, dt: arith_d.minsi(a, b)},
 }
@@ -111,7 +112,15 @@ def elementwise(op: str, operands, body: Callable, out_dtype: Optional[str] = No
     """
     fn = emit.function_of(op, *operands)
     tensors = [x for x in operands if isinstance(x, Tensor)]
+    if not tensors:  # numpy arrays only: the first one becomes a constant and sets the dtype
+        i = next(i for i, x in enumerate(operands) if isinstance(x, np.ndarray))
+        operands = list(operands)
+        operands[i] = emit.as_tensor(op, "x", fn, operands[i])
+        tensors = [operands[i]]
     dtype = tensors[0].dtype
+    for i, x in enumerate(operands):
+        if _is_scalar(x):
+            _check_scalar(op, "abcdefgh"[i] if len(operands) > 1 else "x", x, dtype)
     names = "abcdefgh"
     ins, positions = [], []
     for i, x in enumerate(operands):
@@ -137,17 +146,47 @@ def elementwise(op: str, operands, body: Callable, out_dtype: Optional[str] = No
     return Tensor(res[0], fn)
 
 
+def _check_scalar(op: str, arg: str, x, dtype: str) -> None:
+    """A Python int scalar takes the integer tensor's dtype; like numpy 2 (NEP 50) it must fit.
+
+    Raises
+    ------
+    BuildError
+        ``add: argument 'b' is 1000; expected a value representable in int8 [-128, 127]``.
+    """
+    if dtype not in dtypes.INT_DTYPES or not isinstance(x, (int, np.integer)):
+        return
+    info = np.iinfo(np.dtype(dtype))
+    if not info.min <= int(x) <= info.max:
+        raise BuildError(f"{op}: argument '{arg}' is {x!r}; expected a value representable in {dtype} "
+                         f"[{info.min}, {info.max}] (numpy raises OverflowError)")
+
+
+def _operand_dtype(op: str, *xs) -> str:
+    """dtype of the first Tensor (or numpy array) among ``xs``.
+
+    Raises
+    ------
+    BuildError
+        If there is neither.
+    """
+    for x in xs:
+        if isinstance(x, Tensor):
+            return x.dtype
+    for x in xs:
+        if isinstance(x, np.ndarray):
+            return dtypes.canonical_dtype(x.dtype)
+    names = ", ".join(f"'{n}'" for n in ("a", "b")[:len(xs)]) if len(xs) > 1 else "'x'"
+    raise BuildError(f"{op}: argument {names} is {type(xs[0]).__name__}; expected a Tensor or numpy.ndarray"
+                     if len(xs) == 1 else f"{op}: at least one of {names} must be a Tensor or numpy.ndarray")
+
+
 def _binary(op: str, a, b, name: Optional[str]) -> Tensor:
-    t = a if isinstance(a, Tensor) else b
-    if not isinstance(t, Tensor):
-        raise BuildError(f"{op}: at least one of 'a', 'b' must be a Tensor")
-    return elementwise(op, [a, b], _body_fn(op, _BINARY[op], t.dtype), name=name)
+    return elementwise(op, [a, b], _body_fn(op, _BINARY[op], _operand_dtype(op, a, b)), name=name)
 
 
 def _unary(op: str, x, name: Optional[str], table_key: Optional[str] = None) -> Tensor:
-    if not isinstance(x, Tensor):
-        raise BuildError(f"{op}: argument 'x' is {type(x).__name__}; expected a Tensor")
-    return elementwise(op, [x], _body_fn(op, _UNARY[table_key or op], x.dtype), name=name)
+    return elementwise(op, [x], _body_fn(op, _UNARY[table_key or op], _operand_dtype(op, x)), name=name)
 
 
 def add(a, b, name: Optional[str] = None) -> Tensor:
@@ -170,7 +209,9 @@ def multiply(a, b, name: Optional[str] = None) -> Tensor:
 
 
 def divide(a, b, name: Optional[str] = None) -> Tensor:
-    """``a / b`` with numpy broadcasting; integer division truncates toward zero (``arith.divsi``)."""
+    """``a / b`` with numpy broadcasting; integer division truncates toward zero (``arith.divsi``)
+    and never traps: ``x / 0`` is 0 and ``INT_MIN / -1`` wraps to ``INT_MIN`` (numpy's results),
+    through ``arith.select`` on the divisor."""
     return _binary("divide", a, b, name)
 
 
@@ -236,9 +277,7 @@ def gelu(x, approximate: str = "tanh", name: Optional[str] = None) -> Tensor:
     key = {"tanh": "gelu_tanh", "none": "gelu_erf", "erf": "gelu_erf"}.get(approximate)
     if key is None:
         raise BuildError(f"gelu: argument 'approximate' is {approximate!r}; expected 'tanh' or 'erf'")
-    if not isinstance(x, Tensor):
-        raise BuildError(f"gelu: argument 'x' is {type(x).__name__}; expected a Tensor")
-    return elementwise("gelu", [x], _body_fn("gelu", _UNARY[key], x.dtype), name=name)
+    return elementwise("gelu", [x], _body_fn("gelu", _UNARY[key], _operand_dtype("gelu", x)), name=name)
 
 
 def clip(x, a_min, a_max, name: Optional[str] = None) -> Tensor:
@@ -249,8 +288,7 @@ def clip(x, a_min, a_max, name: Optional[str] = None) -> Tensor:
     BuildError
         If a bound is not a scalar or ``a_min > a_max``.
     """
-    if not isinstance(x, Tensor):
-        raise BuildError(f"clip: argument 'x' is {type(x).__name__}; expected a Tensor")
+    x = emit.tensor_arg("clip", "x", x)
     for arg, v in (("a_min", a_min), ("a_max", a_max)):
         if not _is_scalar(v):
             raise BuildError(f"clip: argument '{arg}' is {v!r}; expected a Python scalar")
@@ -293,8 +331,10 @@ def cast(x, dtype, name: Optional[str] = None) -> Tensor:
     BuildError
         For an unknown dtype or a non-Tensor ``x``.
     """
-    if not isinstance(x, Tensor):
-        raise BuildError(f"cast: argument 'x' is {type(x).__name__}; expected a Tensor")
+    x = emit.tensor_arg("cast", "x", x)
     dst = dtypes.canonical_dtype(dtype)
     src = x.dtype
     return elementwise("cast", [x], lambda v, dt: _cast_value(v, src, dst), out_dtype=dst, name=name)
+
+
+Tensor.install_operators(add=add, subtract=subtract, multiply=multiply, divide=divide, negative=negative)

@@ -16,98 +16,19 @@ Example
 from __future__ import annotations
 
 import contextlib
-from typing import Dict, Iterator, List, Optional, Sequence
+from typing import Dict, Iterator, List, Optional, Sequence, Union
 
 import numpy as np
 
-from .._mlir import func_d, ir
+from .._mlir import func_d, ir, tensor_d
 from ..errors import BuildError, format_shape
 from ..ir import dtypes
 from ..ir.context import new_context
+from ..ir.emitters import check_shape
 from ..ir.module import ARG_NAME_ATTR, PARAM_ATTR, Module
-
-
-class Tensor:
-    """A tensor value of the function being built (an SSA value of ``tensor<...>`` type).
-
-    Attributes
-    ----------
-    shape : tuple of int
-        Static shape.
-    dtype : str
-        dtype name (``'float32'``, ...).
-    """
-
-    __slots__ = ("value", "fn")
-    __array_priority__ = 1000  # numpy defers to our operators: np_array + tensor -> ops.add
-
-    def __init__(self, value: ir.Value, fn: "FunctionBuilder"):
-        self.value = value
-        self.fn = fn
-
-    @property
-    def type(self) -> ir.RankedTensorType:
-        """The MLIR ``RankedTensorType``."""
-        return ir.RankedTensorType(self.value.type)
-
-    @property
-    def shape(self) -> tuple:
-        """Static shape as a tuple of ints."""
-        return tuple(self.type.shape)
-
-    @property
-    def ndim(self) -> int:
-        """Rank."""
-        return len(self.shape)
-
-    @property
-    def dtype(self) -> str:
-        """dtype name."""
-        return dtypes.from_ir_type(self.type.element_type)
-
-    def __repr__(self) -> str:
-        return f"Tensor({self.dtype}{format_shape(self.shape)})"
-
-    # numpy-style operators; each emits the op of the same name
-    def __add__(self, o):
-        from . import elementwise
-        return elementwise.add(self, o)
-
-    def __radd__(self, o):
-        from . import elementwise
-        return elementwise.add(o, self)
-
-    def __sub__(self, o):
-        from . import elementwise
-        return elementwise.subtract(self, o)
-
-    def __rsub__(self, o):
-        from . import elementwise
-        return elementwise.subtract(o, self)
-
-    def __mul__(self, o):
-        from . import elementwise
-        return elementwise.multiply(self, o)
-
-    def __rmul__(self, o):
-        from . import elementwise
-        return elementwise.multiply(o, self)
-
-    def __truediv__(self, o):
-        from . import elementwise
-        return elementwise.divide(self, o)
-
-    def __rtruediv__(self, o):
-        from . import elementwise
-        return elementwise.divide(o, self)
-
-    def __neg__(self):
-        from . import elementwise
-        return elementwise.negative(self)
-
-    def __matmul__(self, o):
-        from . import nn
-        return nn.matmul(self, o)
+from ..runtime import registry
+from . import linalg_emit as emit
+from .tensor import Tensor, pop_function, push_function
 
 
 class FunctionBuilder:
@@ -135,15 +56,18 @@ class FunctionBuilder:
         name : str
             Argument name (used in error messages and by the Executable).
         shape : sequence of int
-            Static shape; every dimension >= 0.
+            Static shape: Python or numpy ints >= 0 whose product fits int64.
         dtype : str or numpy dtype
             One of :data:`mlc_mlir.ir.dtypes.ALL_DTYPES`.
 
         Raises
         ------
         BuildError
-            On a bad shape or dtype, a duplicate name, or after ``output``.
+            On a bad shape (``arg: argument 'shape' is (2.7, 3); expected a sequence of ints``,
+            an element count over 2**63 - 1) or dtype, a name that is not a non-empty str, a
+            duplicate name, or after ``output``.
         """
+        _check_name("arg", name)
         return self._add_arg(name, shape, dtype, {ARG_NAME_ATTR: ir.StringAttr.get(name)})
 
     def param(self, name: str, value: np.ndarray) -> Tensor:
@@ -157,6 +81,7 @@ class FunctionBuilder:
         BuildError
             If ``value`` is not a numpy array of a supported dtype or the name is taken.
         """
+        _check_name("param", name)
         if not isinstance(value, np.ndarray):
             raise BuildError(f"param: argument 'value' of '{name}' is {type(value).__name__}; "
                              "expected numpy.ndarray")
@@ -164,26 +89,123 @@ class FunctionBuilder:
             raise BuildError(f"param: parameter name '{name}' is already used")
         t = self._add_arg(name, value.shape, value.dtype,
                           {ARG_NAME_ATTR: ir.StringAttr.get(name), PARAM_ATTR: ir.UnitAttr.get()})
-        self.builder._params[name] = np.ascontiguousarray(value)
+        self.builder._params[name] = np.ascontiguousarray(value).reshape(value.shape)  # keep 0-d
         return t
 
     def _add_arg(self, name, shape, dtype, attrs) -> Tensor:
         self._check_open("arg")
-        if not isinstance(name, str) or not name:
-            raise BuildError(f"arg: argument 'name' must be a non-empty str, got {name!r}")
         taken = [ir.StringAttr(ir.DictAttr(a)[ARG_NAME_ATTR]).value for a in self._arg_attrs]
         if name in taken:
             raise BuildError(f"arg: function '{self.name}' already has an argument named '{name}'")
-        shape = _check_shape("arg", "shape", shape)
+        shape = check_shape("arg", "shape", shape)
         with self.builder.context, ir.Location.unknown():
             t = ir.RankedTensorType.get(shape, dtypes.to_ir_type(dtype))
             v = self.block.add_argument(t, ir.Location.unknown())
             self._arg_attrs.append(ir.DictAttr.get(attrs))
         return Tensor(v, self)
 
+    def tensor(self, value: ir.Value) -> Tensor:
+        """The Tensor of this function for an SSA value emitted in it (how emitters outside
+        ``builder/``, e.g. ``te.compute``, hand results back).
+
+        Raises
+        ------
+        BuildError
+            If ``value`` is not a ranked tensor value.
+        """
+        self._check_open("tensor")
+        if not isinstance(value, ir.Value) or not isinstance(value.type, ir.RankedTensorType):
+            raise BuildError(f"tensor: argument 'value' is {value!r}; expected a ranked tensor ir.Value")
+        return Tensor(value, self)
+
+    # ----------------------------------------------------------------- calls
+    def call(self, callee: str, *args, out_shapes=None, out_dtypes=None,
+             name: Optional[str] = None) -> Union[Tensor, tuple]:
+        """Call a function of this module or a registered kernel (Relax's ``call_tir`` /
+        ``call_dps_packed``).
+
+        * A function built earlier in this GraphBuilder: emits ``func.call @callee(args)``; the
+          result types come from its signature (``out_shapes``/``out_dtypes``, if given, must
+          agree).
+        * A kernel registered with :func:`mlc_mlir.register_func` (or a native provider such as
+          ``openblas.sgemm``): emits ``tensor.empty`` (the destination) and
+          ``mlc.call_library {callee}`` (destination-passing, lowered by ``compile``); needs
+          ``out_shapes`` and ``out_dtypes`` (one output, at most 6 inputs).
+
+        Parameters
+        ----------
+        callee : str
+            Function or kernel name.
+        *args : Tensor or numpy.ndarray
+            Inputs (numpy arrays become constants).
+        out_shapes : sequence of int, or a list of them
+            Output shape(s) (``(1, 128)`` or ``[(1, 128)]``).
+        out_dtypes : str or list of str
+            Output dtype(s) (default ``"float32"`` for a kernel).
+        name : str, optional
+            ``mlc.name`` of the call op.
+
+        Returns
+        -------
+        Tensor, or a tuple of Tensors for a function with several results.
+
+        Raises
+        ------
+        BuildError
+            For an unknown callee (lists the functions and kernels), the function being built
+            itself, a wrong number or type of arguments (``call: argument 1 of 'linear0' is
+            float32(1, 10); expected float32(1, 784)``), missing or mismatched ``out_shapes``/
+            ``out_dtypes``, or more than one kernel output.
+        """
+        op = "call"
+        self._check_open(op)
+        if not isinstance(callee, str) or not callee:
+            raise BuildError(f"{op}: argument 'callee' must be a non-empty str, got {callee!r}")
+        if callee == self.name:
+            raise BuildError(f"{op}: function '{self.name}' cannot call itself")
+        ins = [emit.tensor_arg(op, f"args[{i}]", a) for i, a in enumerate(args)]
+        for i, t in enumerate(ins):
+            if t.fn is not self:
+                raise BuildError(f"{op}: argument {i} of '{callee}' is a Tensor of function '{t.fn.name}'; "
+                                 f"expected one of '{self.name}'")
+        outs = _out_types(op, callee, out_shapes, out_dtypes)
+        nm = emit.op_name(self, op if callee not in self.builder._functions else callee, name)
+        fb = self.builder._functions.get(callee)
+        if fb is not None:
+            ftype = ir.FunctionType(ir.TypeAttr(fb.func_op.attributes["function_type"]).value)
+            want_in, want_out = list(ftype.inputs), list(ftype.results)
+            if len(ins) != len(want_in):
+                raise BuildError(f"{op}: '{callee}' takes {len(want_in)} arguments; got {len(ins)}")
+            for i, (t, w) in enumerate(zip(ins, want_in)):
+                if t.value.type != w:
+                    raise BuildError(f"{op}: argument {i} of '{callee}' is {_spec(t.value.type)}; "
+                                     f"expected {_spec(w)}")
+            if outs is not None and [str(o) for o in outs] != [str(w) for w in want_out]:
+                raise BuildError(f"{op}: out_shapes/out_dtypes give {[_spec(o) for o in outs]}; "
+                                 f"'{callee}' returns {[_spec(w) for w in want_out]}")
+            call = func_d.CallOp(want_out, ir.FlatSymbolRefAttr.get(callee), [t.value for t in ins])
+            emit.set_name(call, nm)
+            results = [Tensor(r, self) for r in call.results]
+            return results[0] if len(results) == 1 else tuple(results)
+        if not registry.is_known(callee):
+            raise BuildError(f"{op}: '{callee}' is neither a function of this module "
+                             f"{sorted(self.builder._functions)} nor a registered kernel (mlc.register_func)")
+        if outs is None:
+            raise BuildError(f"{op}: kernel '{callee}' needs out_shapes= (and out_dtypes=)")
+        if len(outs) != 1:
+            raise BuildError(f"{op}: kernel '{callee}' gets {len(outs)} outputs; mlc.call_library has one")
+        init = tensor_d.EmptyOp(list(outs[0].shape), outs[0].element_type).result
+        res = emit.call_library(callee, [t.value for t in ins], init, nm)
+        return Tensor(res.results[0], self)
+
     # ----------------------------------------------------------------- outputs
     def output(self, *tensors: Tensor) -> None:
         """Set the function's results (one or more Tensors of this function).
+
+        A tensor returned more than once (``f.output(a, a)``) is copied (an identity
+        ``linalg.generic`` named ``output<i>.copy``) for each repetition, so every result is its
+        own buffer after bufferization (returning one SSA value twice breaks
+        ``buffer-results-to-out-params``).
 
         Raises
         ------
@@ -199,7 +221,12 @@ class FunctionBuilder:
             if not isinstance(t, Tensor) or t.fn is not self:
                 raise BuildError(f"output: result {i} of '{self.name}' is {t!r}; expected a Tensor "
                                  "built in this function")
-        self._outputs = list(tensors)
+        outs: List[Tensor] = []
+        for i, t in enumerate(tensors):
+            if any(t.value == o.value for o in outs):
+                t = emit.copy(t, emit.op_name(self, "copy", f"output{i}.copy"))
+            outs.append(t)
+        self._outputs = outs
 
     # ----------------------------------------------------------------- helpers for ops
     def unique_op_name(self, base: str) -> str:
@@ -253,12 +280,12 @@ class GraphBuilder:
     """
 
     def __init__(self):
-        self.context = new_context()
+        self._constants: List[object] = []  # keeps dense_resource buffers (and IRDL modules) alive
+        self.context = new_context(self._constants)
         with self.context, ir.Location.unknown():
             self.module = ir.Module.create()
         self._functions: Dict[str, FunctionBuilder] = {}
         self._params: Dict[str, np.ndarray] = {}
-        self._constants: List[np.ndarray] = []  # keeps dense_resource buffers alive
         self._current: Optional[FunctionBuilder] = None
         self._finished = False
         self._failed: List[str] = []
@@ -285,6 +312,7 @@ class GraphBuilder:
         fb = FunctionBuilder(self, name, fop)
         self._functions[name] = fb
         self._current = fb
+        push_function(fb)
         try:
             with self.context, ir.Location.name(name), ir.InsertionPoint(fb.block):
                 yield fb
@@ -296,6 +324,7 @@ class GraphBuilder:
             raise
         finally:
             self._current = None
+            pop_function(fb)
 
     def finish(self) -> Module:
         """Verify and return the Module (the builder cannot be used afterwards).
@@ -317,11 +346,37 @@ class GraphBuilder:
         return mod.verify()
 
 
-def _check_shape(op: str, arg: str, shape) -> tuple:
-    try:
-        shape = tuple(int(d) for d in shape)
-    except TypeError:
-        raise BuildError(f"{op}: argument '{arg}' must be a sequence of ints, got {shape!r}") from None
-    if any(d < 0 for d in shape):
-        raise BuildError(f"{op}: argument '{arg}' has negative dimensions: {format_shape(shape)}")
-    return shape
+def _check_name(op: str, name) -> None:
+    """Raises BuildError unless ``name`` is a non-empty str."""
+    if not isinstance(name, str) or not name:
+        raise BuildError(f"{op}: argument 'name' must be a non-empty str, got {name!r}")
+
+
+def _spec(t: ir.Type) -> str:
+    t = ir.RankedTensorType(t)
+    return f"{dtypes.from_ir_type(t.element_type)}{format_shape(t.shape)}"
+
+
+def _out_types(op: str, callee: str, out_shapes, out_dtypes) -> Optional[List[ir.RankedTensorType]]:
+    """``out_shapes``/``out_dtypes`` of :meth:`FunctionBuilder.call` as tensor types (None if
+    not given).
+
+    Raises
+    ------
+    BuildError
+        For malformed shapes, unknown dtypes or counts that differ.
+    """
+    if out_shapes is None:
+        if out_dtypes is not None:
+            raise BuildError(f"{op}: '{callee}': out_dtypes without out_shapes")
+        return None
+    shapes = list(out_shapes)
+    if not shapes or all(isinstance(d, (int, np.integer)) for d in shapes):
+        shapes = [shapes]  # one shape
+    if out_dtypes is None:
+        out_dtypes = "float32"
+    dts = [out_dtypes] * len(shapes) if isinstance(out_dtypes, str) else list(out_dtypes)
+    if len(dts) != len(shapes):
+        raise BuildError(f"{op}: '{callee}': {len(shapes)} out_shapes but {len(dts)} out_dtypes")
+    return [ir.RankedTensorType.get(list(check_shape(op, "out_shapes", s)), dtypes.to_ir_type(d))
+            for s, d in zip(shapes, dts)]

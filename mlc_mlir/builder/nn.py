@@ -1,5 +1,5 @@
-"""Neural-network ops (TOPI's ``nn`` category): matmul, batch_matmul, dense, conv2d, pooling,
-normalization and softmax, emitted as linalg named ops where upstream has one
+"""Neural-network ops (TOPI's ``nn`` category): matmul, batch_matmul, dense, conv2d, pooling
+(normalization and softmax are in :mod:`.normalization`), emitted as linalg named ops where upstream has one
 (``linalg.matmul``, ``linalg.batch_matmul``, ``linalg.conv_2d_nchw_fchw``, ``linalg.pooling_*``)
 and as ``linalg.generic`` otherwise.
 """
@@ -13,8 +13,11 @@ import numpy as np
 from .._mlir import ir, linalg_d, tensor_d
 from ..errors import BuildError, format_shape
 from ..ir import dtypes
-from . import elementwise, emit
-from .graph_builder import Tensor
+from . import elementwise
+from . import linalg_emit as emit
+from .reduction import _lowest, mean
+from .shape import pad_value, reshape
+from .tensor import Tensor
 
 
 def _check_rank(op: str, arg: str, t: Tensor, rank: int, layout: str) -> None:
@@ -44,7 +47,7 @@ def matmul(a, b, name: Optional[str] = None) -> Tensor:
         On ranks other than 2, mismatched inner dimensions or dtypes.
     """
     fn = emit.function_of("matmul", a, b)
-    dtype = a.dtype if isinstance(a, Tensor) else b.dtype
+    dtype = emit.common_dtype("matmul", a, b)
     a = emit.as_tensor("matmul", "a", fn, a, dtype)
     b = emit.as_tensor("matmul", "b", fn, b, dtype)
     _check_rank("matmul", "a", a, 2, "M, K")
@@ -68,7 +71,7 @@ def batch_matmul(a, b, name: Optional[str] = None) -> Tensor:
         On ranks other than 3, or mismatched batch/inner dimensions or dtypes.
     """
     fn = emit.function_of("batch_matmul", a, b)
-    dtype = a.dtype if isinstance(a, Tensor) else b.dtype
+    dtype = emit.common_dtype("batch_matmul", a, b)
     a = emit.as_tensor("batch_matmul", "a", fn, a, dtype)
     b = emit.as_tensor("batch_matmul", "b", fn, b, dtype)
     _check_rank("batch_matmul", "a", a, 3, "B, M, K")
@@ -99,8 +102,7 @@ def dense(x, weight, bias=None, name: Optional[str] = None) -> Tensor:
         (N, 64) to match x's last dimension 64``.
     """
     fn = emit.function_of("dense", x, weight, bias)
-    if not isinstance(x, Tensor):
-        raise BuildError(f"dense: argument 'x' is {type(x).__name__}; expected a Tensor")
+    x = emit.tensor_arg("dense", "x", x)
     w = emit.as_tensor("dense", "weight", fn, weight, x.dtype)
     _check_rank("dense", "x", x, 2, "M, K")
     _check_rank("dense", "weight", w, 2, "N, K")
@@ -135,8 +137,7 @@ def dense(x, weight, bias=None, name: Optional[str] = None) -> Tensor:
 def _check_x(op: str, x, rank: Optional[int], layout: str, float_only: bool) -> Tensor:
     """The data argument ``x``: a Tensor of ``rank`` (if given) and a float (or, unless
     ``float_only``, int) dtype."""
-    if not isinstance(x, Tensor):
-        raise BuildError(f"{op}: argument 'x' is {type(x).__name__}; expected a Tensor")
+    x = emit.tensor_arg(op, "x", x)
     if rank is not None:
         _check_rank(op, "x", x, rank, layout)
     if float_only and not dtypes.is_float(x.dtype):
@@ -168,8 +169,6 @@ def _window_out(op: str, size: int, k: int, stride: int, dil: int, axis: str) ->
 
 
 def _pad_nchw(x: Tensor, p: tuple, value, name: str) -> ir.Value:
-    from .shape import pad_value
-
     if not any(p):
         return x.value
     return pad_value(x.value, [0, 0, p[0], p[1]], [0, 0, p[2], p[3]], value, x.dtype, name)
@@ -272,8 +271,6 @@ def conv2d(x, weight, bias=None, strides=(1, 1), padding=(0, 0), dilation=(1, 1)
         emit.set_name(r.owner, f"{nm}.collapse")
     y = Tensor(r, fn)
     if bias is not None:
-        from .shape import reshape
-
         if isinstance(bias, np.ndarray):  # a constant bias is stored as (F, 1, 1)
             b = emit.operand(op, "bias", fn, bias.reshape(f, 1, 1), x.dtype, f"{nm}.bias")
         else:
@@ -296,8 +293,6 @@ def _pool(op: str, kind: str, x, kernel_size, strides, padding, dilation, name):
     oh = _window_out(op, h + p[0] + p[2], kh, sh, dh, "height")
     ow = _window_out(op, w + p[1] + p[3], kw, sw, dw, "width")
     nm = emit.op_name(fn, op, name)
-    from .reduction import _lowest
-
     pad_val = _lowest(x.dtype) if kind == "max" else _zero(x.dtype)
     xp = _pad_nchw(x, p, pad_val, f"{nm}.pad")
     init = emit.filled((n, c, oh, ow), x.dtype, pad_val, f"{nm}.init")
@@ -407,198 +402,10 @@ def global_avg_pool2d(x, name: Optional[str] = None) -> Tensor:
     BuildError
         For a non-4-D or non-float input.
     """
-    from .reduction import mean
-
     op = "global_avg_pool2d"
     emit.function_of(op, x)
     x = _check_x(op, x, 4, "N, C, H, W", float_only=True)
     return mean(x, axis=(2, 3), keepdims=True, name=emit.op_name(x.fn, op, name))
 
 
-def batch_norm(x, gamma, beta, moving_mean, moving_var, eps: float = 1e-5, axis: int = 1,
-               name: Optional[str] = None) -> Tensor:
-    """Inference batch normalization along ``axis`` (TOPI/Relay ``nn.batch_norm`` at inference,
-    PyTorch ``BatchNorm2d.eval()``)::
-
-        y = (x - moving_mean) * rsqrt(moving_var + eps) * gamma + beta
-
-    Emits one ``linalg.generic`` (``name``) over x reading the four (C,) vectors through the
-    map ``(d0, ..., dn) -> (d_axis)``; numpy vectors become constants ``<name>.gamma``, ...
-
-    Parameters
-    ----------
-    x : Tensor, any rank >= 1
-        dtype in {float16, bfloat16, float32, float64}.
-    gamma, beta, moving_mean, moving_var : Tensor or numpy.ndarray (C,)
-        ``C = x.shape[axis]``; x's dtype.
-    eps : float
-    axis : int
-        The channel axis (1 for NCHW).
-
-    Returns
-    -------
-    Tensor, x's shape and dtype.
-
-    Raises
-    ------
-    BuildError
-        For a non-float x, a bad axis, or a parameter whose shape is not (C,) or whose dtype
-        differs.
-    """
-    from .._mlir import arith_d, math_d
-
-    op = "batch_norm"
-    fn = emit.function_of(op, x, gamma, beta, moving_mean, moving_var)
-    x = _check_x(op, x, None, "", float_only=True)
-    ax = emit.normalize_axis(op, axis, x.ndim)
-    c = x.shape[ax]
-    args = (("gamma", gamma), ("beta", beta), ("moving_mean", moving_mean), ("moving_var", moving_var))
-    for arg, v in args:
-        s = emit.operand_shape(op, arg, v, x.dtype)
-        if s != (c,):
-            raise BuildError(f"{op}: argument '{arg}' has shape {format_shape(s)}; expected ({c},) for axis "
-                             f"{axis} of x {format_shape(x.shape)}")
-    nm = emit.op_name(fn, op, name)
-    params = [emit.operand(op, arg, fn, v, x.dtype, f"{nm}.{arg}") for arg, v in args]
-    rank, dt = x.ndim, x.dtype
-    vec_map = ir.AffineMap.get(rank, 0, [ir.AffineDimExpr.get(ax)])
-
-    def body(v, g, b, m, var, _out):
-        inv = math_d.rsqrt(arith_d.addf(var, emit.scalar(eps, dt)))
-        return [arith_d.addf(arith_d.mulf(arith_d.mulf(arith_d.subf(v, m), inv), g), b)]
-
-    res = emit.generic(nm, [x.value] + [t.value for t in params], [emit.identity_map(rank)] + [vec_map] * 4,
-                       [emit.empty(x.shape, dt)], [emit.identity_map(rank)], ["parallel"] * rank, body)
-    return Tensor(res[0], fn)
-
-
-def layer_norm(x, gamma, beta, axis=-1, eps: float = 1e-5, name: Optional[str] = None) -> Tensor:
-    """Layer normalization over the trailing ``axis`` (TOPI ``nn.layer_norm``, PyTorch
-    ``LayerNorm``; biased variance)::
-
-        y = (x - mean) * rsqrt(mean((x - mean)**2) + eps) * gamma + beta
-
-    Emits ``linalg.generic`` reductions (``<name>.mean.sum``, ``<name>.var.sum``) and
-    elementwise generics (``<name>.center``, ``<name>.square``, ``<name>.rsqrt``,
-    ``<name>.normalize``, ``<name>.scale``); the last one (``+ beta``) is ``name``.
-
-    Parameters
-    ----------
-    x : Tensor, rank >= 1
-        dtype in {float16, bfloat16, float32, float64}.
-    gamma, beta : Tensor or numpy.ndarray, or None
-        Shape ``x.shape[axes]`` (the normalized shape); None skips the scale / shift.
-    axis : int or tuple of int
-        The last axes of x (e.g. ``-1`` or ``(-2, -1)``).
-    eps : float
-
-    Returns
-    -------
-    Tensor, x's shape and dtype.
-
-    Raises
-    ------
-    BuildError
-        For a non-float x, axes that are not the trailing ones, or gamma/beta of another shape
-        or dtype.
-    """
-    from . import reduction
-
-    op = "layer_norm"
-    fn = emit.function_of(op, x, gamma, beta)
-    x = _check_x(op, x, None, "", float_only=True)
-    axes = reduction.normalize_axes(op, axis, x.ndim)
-    if not axes or axes != tuple(range(x.ndim - len(axes), x.ndim)):
-        raise BuildError(f"{op}: argument 'axis' is {axis!r}; expected the trailing axes of x "
-                         f"{format_shape(x.shape)} (e.g. -1 or (-2, -1))")
-    nshape = tuple(x.shape[a] for a in axes)
-    for arg, v in (("gamma", gamma), ("beta", beta)):
-        if v is not None and emit.operand_shape(op, arg, v, x.dtype) != nshape:
-            raise BuildError(f"{op}: argument '{arg}' has shape {format_shape(emit.operand_shape(op, arg, v))}; "
-                             f"expected {format_shape(nshape)}, the normalized shape of x {format_shape(x.shape)}")
-    nm = emit.op_name(fn, op, name)
-    g = None if gamma is None else emit.operand(op, "gamma", fn, gamma, x.dtype, f"{nm}.gamma")
-    b = None if beta is None else emit.operand(op, "beta", fn, beta, x.dtype, f"{nm}.beta")
-    mu = reduction.mean(x, axes, keepdims=True, name=f"{nm}.mean")
-    centered = elementwise.subtract(x, mu, name=f"{nm}.center")
-    var = reduction.mean(elementwise.multiply(centered, centered, name=f"{nm}.square"), axes, keepdims=True,
-                         name=f"{nm}.var")
-    inv = elementwise.rsqrt(elementwise.add(var, eps, name=f"{nm}.eps"), name=f"{nm}.rsqrt")
-    last = "normalize" if g is None and b is None else ("scale" if b is None else "shift")
-    y = elementwise.multiply(centered, inv, name=nm if last == "normalize" else f"{nm}.normalize")
-    if g is not None:
-        y = elementwise.multiply(y, g, name=nm if last == "scale" else f"{nm}.scale")
-    if b is not None:
-        y = elementwise.add(y, b, name=nm)
-    return y
-
-
-def _shifted_exp_sum(op: str, x, axis: int, name: Optional[str]):
-    """The shared part of softmax and log_softmax: ``shifted = x - max(x)`` (``<name>.max``,
-    ``<name>.shift``), ``e = exp(shifted)`` (``<name>.exp``) and ``s = sum(e)`` with keepdims
-    (``<name>.sum``); returns ``(shifted, e, s, name)``."""
-    from . import reduction
-
-    emit.function_of(op, x)
-    x = _check_x(op, x, None, "", float_only=True)
-    ax = emit.normalize_axis(op, axis, x.ndim)
-    nm = emit.op_name(x.fn, op, name)
-    m = reduction.max(x, ax, keepdims=True, name=f"{nm}.max")
-    shifted = elementwise.subtract(x, m, name=f"{nm}.shift")
-    e = elementwise.exp(shifted, name=f"{nm}.exp")
-    return shifted, e, reduction.sum(e, ax, keepdims=True, name=f"{nm}.sum"), nm
-
-
-def softmax(x, axis: int = -1, name: Optional[str] = None) -> Tensor:
-    """Numerically stable softmax along ``axis`` (TOPI ``nn.softmax``)::
-
-        y = exp(x - max(x)) / sum(exp(x - max(x)))
-
-    Emits a ``linalg.generic`` max reduction (``<name>.max``), elementwise generics
-    (``<name>.shift``, ``<name>.exp``), a sum reduction (``<name>.sum``), the keepdims
-    ``tensor.expand_shape`` ops, and the divide (``name``).
-
-    Parameters
-    ----------
-    x : Tensor, rank >= 1
-        dtype in {float16, bfloat16, float32, float64}.
-    axis : int
-
-    Returns
-    -------
-    Tensor, x's shape and dtype.
-
-    Raises
-    ------
-    BuildError
-        For a non-float input or an axis out of range.
-    """
-    _, e, s, nm = _shifted_exp_sum("softmax", x, axis, name)
-    return elementwise.divide(e, s, name=nm)
-
-
-def log_softmax(x, axis: int = -1, name: Optional[str] = None) -> Tensor:
-    """Numerically stable log-softmax along ``axis`` (TOPI ``nn.log_softmax``)::
-
-        y = (x - max(x)) - log(sum(exp(x - max(x))))
-
-    Emits the reductions ``<name>.max``, ``<name>.sum`` and the elementwise generics
-    ``<name>.shift``, ``<name>.exp``, ``<name>.log``; the final subtract is ``name``.
-
-    Parameters
-    ----------
-    x : Tensor, rank >= 1
-        dtype in {float16, bfloat16, float32, float64}.
-    axis : int
-
-    Returns
-    -------
-    Tensor, x's shape and dtype.
-
-    Raises
-    ------
-    BuildError
-        For a non-float input or an axis out of range.
-    """
-    shifted, _, s, nm = _shifted_exp_sum("log_softmax", x, axis, name)
-    return elementwise.subtract(shifted, elementwise.log(s, name=f"{nm}.log"), name=nm)
+Tensor.install_operators(matmul=matmul)

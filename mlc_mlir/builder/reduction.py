@@ -11,17 +11,17 @@ keep-the-dtype sum).
 
 from __future__ import annotations
 
-import builtins
 from typing import Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from .._mlir import arith_d, ir, linalg_d
-from ..errors import BuildError
+from ..errors import BuildError, format_shape
 from ..ir import dtypes
-from . import emit
-from .elementwise import _cast_value
-from .graph_builder import Tensor
+from . import linalg_emit as emit
+from .elementwise import _cast_value, multiply
+from .shape import reshape
+from .tensor import Tensor
 
 Axis = Union[None, int, Sequence[int]]
 
@@ -65,8 +65,7 @@ def _highest(dtype: str):
 
 
 def _check_x(op: str, x) -> Tensor:
-    if not isinstance(x, Tensor):
-        raise BuildError(f"{op}: argument 'x' is {type(x).__name__}; expected a Tensor")
+    x = emit.tensor_arg(op, "x", x)
     if x.dtype == "bool":
         raise BuildError(f"{op}: argument 'x' has dtype bool; expected a float or int dtype (use ops.cast)")
     return x
@@ -74,8 +73,6 @@ def _check_x(op: str, x) -> Tensor:
 
 def keep_dims(t: Tensor, axes: Tuple[int, ...], name: str) -> Tensor:
     """Re-insert reduced ``axes`` as size-1 dims (``tensor.expand_shape`` named ``name``)."""
-    from .shape import reshape
-
     shape = list(t.shape)
     for a in axes:
         shape.insert(a, 1)
@@ -94,10 +91,11 @@ def reduce(op: str, x, axis: Axis, keepdims: bool, init, combine, name: Optional
     BuildError
         For a non-Tensor or bool x, or a bad axis.
     """
-    emit.function_of(op, x)
     x = _check_x(op, x)
     fn = x.fn
     axes = normalize_axes(op, axis, x.ndim)
+    if op in _NEEDS_ELEMENTS:
+        _check_nonempty(op, x, axes)
     nm = emit.op_name(fn, op, name)
     src = x.dtype
     dt = acc_dtype or src
@@ -110,6 +108,24 @@ def reduce(op: str, x, axis: Axis, keepdims: bool, init, combine, name: Optional
                        lambda a, acc: [combine(_cast_value(a, src, dt) if dt != src else a, acc, dt)])[0]
     out = Tensor(res, fn)
     return keep_dims(out, axes, f"{nm}.keepdims") if keepdims and axes else out
+
+
+#: reductions with no identity: numpy raises on a zero-size reduced axis
+_NEEDS_ELEMENTS = ("max", "min", "argmax")
+
+
+def _check_nonempty(op: str, x: Tensor, axes: Tuple[int, ...]) -> None:
+    """numpy's ``zero-size array to reduction operation maximum which has no identity``.
+
+    Raises
+    ------
+    BuildError
+        If a reduced axis of ``x`` has size 0.
+    """
+    empty = [a for a in axes if x.shape[a] == 0]
+    if empty:
+        raise BuildError(f"{op}: axis {empty[0]} of x {format_shape(x.shape)} has size 0; expected a "
+                         f"non-empty reduction ({op} has no identity; numpy raises ValueError)")
 
 
 def _add(a, b, dt):
@@ -153,8 +169,9 @@ def sum(x, axis: Axis = None, keepdims: bool = False, dtype: Optional[str] = Non
         (``sum: argument 'axis' is 3; expected an int in [-2, 2)``), or a ``dtype`` that is not
         a float or int dtype.
     """
+    x = _check_x("sum", x)
     if dtype is None:
-        dtype = "int64" if isinstance(x, Tensor) and x.dtype in ("int8", "int16", "int32") else None
+        dtype = "int64" if x.dtype in ("int8", "int16", "int32") else None
     else:
         try:
             canon = dtypes.canonical_dtype(dtype)
@@ -189,18 +206,16 @@ def mean(x, axis: Axis = None, keepdims: bool = False, name: Optional[str] = Non
         For a non-float input (numpy would return float64: cast first) or a bad axis.
     """
     op = "mean"
-    emit.function_of(op, x)
     x = _check_x(op, x)
     if not dtypes.is_float(x.dtype):
         raise BuildError(f"{op}: argument 'x' has dtype {x.dtype}; expected one of {sorted(dtypes.FLOAT_DTYPES)} "
                          "(numpy would return float64; use ops.cast)")
-    from .elementwise import multiply
-
     axes = normalize_axes(op, axis, x.ndim)
     nm = emit.op_name(x.fn, op, name)
     count = int(np.prod([x.shape[a] for a in axes])) if axes else 1
     s = reduce("sum", x, axes, keepdims, 0, _add, f"{nm}.sum")
-    return multiply(s, 1.0 / builtins.max(count, 1), name=nm)
+    # numpy: the mean over zero elements is NaN (0 * NaN), not 0
+    return multiply(s, 1.0 / count if count else float("nan"), name=nm)
 
 
 def max(x, axis: Axis = None, keepdims: bool = False, name: Optional[str] = None) -> Tensor:  # noqa: A001
@@ -225,7 +240,8 @@ def max(x, axis: Axis = None, keepdims: bool = False, name: Optional[str] = None
     BuildError
         For a non-Tensor or bool input or a bad axis.
     """
-    lowest = _lowest(x.dtype) if isinstance(x, Tensor) and x.dtype != "bool" else 0
+    x = _check_x("max", x)
+    lowest = _lowest(x.dtype)
     return reduce("max", x, axis, keepdims, lowest, _max, name)
 
 
@@ -251,7 +267,8 @@ def min(x, axis: Axis = None, keepdims: bool = False, name: Optional[str] = None
     BuildError
         For a non-Tensor or bool input or a bad axis.
     """
-    highest = _highest(x.dtype) if isinstance(x, Tensor) and x.dtype != "bool" else 0
+    x = _check_x("min", x)
+    highest = _highest(x.dtype)
     return reduce("min", x, axis, keepdims, highest, _min, name)
 
 
@@ -282,10 +299,7 @@ def argmax(x, axis: Optional[int] = None, keepdims: bool = False, name: Optional
     BuildError
         For a non-Tensor or bool input, a tuple axis, or an axis out of range.
     """
-    from .shape import reshape
-
     op = "argmax"
-    emit.function_of(op, x)
     x = _check_x(op, x)
     fn = x.fn
     if axis is not None and (not isinstance(axis, (int, np.integer)) or isinstance(axis, bool)):
@@ -296,6 +310,7 @@ def argmax(x, axis: Optional[int] = None, keepdims: bool = False, name: Optional
         out = argmax(flat, 0, False, nm)
         return reshape(out, (1,) * x.ndim, name=f"{nm}.keepdims") if keepdims else out
     (ax,) = normalize_axes(op, axis, x.ndim)
+    _check_nonempty(op, x, (ax,))
     nm = emit.op_name(fn, op, name)
     out_shape = [d for i, d in enumerate(x.shape) if i != ax]
     vals = emit.filled(out_shape, x.dtype, _lowest(x.dtype), f"{nm}.init_value")

@@ -13,17 +13,14 @@ import numpy as np
 
 from .._mlir import ir, linalg_d, tensor_d
 from ..errors import BuildError, format_shape
-from . import emit
-from .graph_builder import Tensor
+from . import linalg_emit as emit
+from .tensor import Tensor
 
 _py_slice = slice  # the builtin, before ops.slice shadows the name in this module
 
 
 def _tensor(op: str, x) -> Tensor:
-    if not isinstance(x, Tensor):
-        raise BuildError(f"{op}: argument 'x' is {type(x).__name__}; expected a Tensor")
-    emit.function_of(op, x)
-    return x
+    return emit.tensor_arg(op, "x", x)
 
 
 def _shape_arg(op: str, arg: str, shape, allow_minus_one: bool = False) -> List[int]:
@@ -250,8 +247,8 @@ def concat(tensors: Sequence, axis: int = 0, name: Optional[str] = None) -> Tens
     if not isinstance(tensors, (list, tuple)) or not tensors:
         raise BuildError(f"{op}: argument 'tensors' is {tensors!r}; expected a non-empty list of Tensors")
     fn = emit.function_of(op, *tensors)
-    first = next(t for t in tensors if isinstance(t, Tensor))
-    shapes = [emit.operand_shape(op, f"tensors[{i}]", t, first.dtype) for i, t in enumerate(tensors)]
+    dtype = emit.common_dtype(op, *tensors)
+    shapes = [emit.operand_shape(op, f"tensors[{i}]", t, dtype) for i, t in enumerate(tensors)]
     ref = shapes[0]
     if not ref:
         raise BuildError(f"{op}: argument 'tensors[0]' is 0-d; expected tensors of rank >= 1")
@@ -261,10 +258,10 @@ def concat(tensors: Sequence, axis: int = 0, name: Optional[str] = None) -> Tens
             raise BuildError(f"{op}: argument 'tensors[{i}]' has shape {format_shape(s)}; expected "
                              f"{format_shape(ref)} except along axis {ax}")
     nm = emit.op_name(fn, op, name)
-    ts = [emit.operand(op, f"tensors[{i}]", fn, t, first.dtype, f"{nm}.input{i}") for i, t in enumerate(tensors)]
+    ts = [emit.operand(op, f"tensors[{i}]", fn, t, dtype, f"{nm}.input{i}") for i, t in enumerate(tensors)]
     out_shape = list(ref)
     out_shape[ax] = sum(s[ax] for s in shapes)
-    acc = emit.empty(out_shape, first.dtype)
+    acc = emit.empty(out_shape, dtype)
     off = 0
     for i, t in enumerate(ts):
         offsets = [0] * len(ref)

@@ -16,8 +16,11 @@ from typing import Optional
 
 import numpy as np
 
-from .. import GraphBuilder, compile, ops
+from .. import ops
+from ..builder import GraphBuilder
+from ..pipeline import compile
 from ..schedule import Schedule
+from ..target import describe, host_target
 from ..schedule.cpu_recipes import schedule_matmul_goto
 
 
@@ -148,13 +151,14 @@ def run_demo(dump_ir: Optional[str] = None, seed: int = 0, out=print) -> dict:
         theirs = _time_numpy(lambda: numpy_mlp(x, weights, biases), number, 5)
         rows.append((label, ours, theirs))
     out("")
+    out(f"target: {describe(host_target())}")
     out(f"{'latency (min of 5)':<20}{'mlc-mlir ms':>14}{'numpy ms':>12}{'numpy/ours':>12}")
     for label, ours, theirs in rows:
         out(f"{label:<20}{ours:>14.4f}{theirs:>12.4f}{theirs / ours:>11.2f}x")
     out("")
     if dump_ir:
         out(f"IR of each stage written to {dump_ir}/ (schedule.trace.py, schedule.transform.mlir, "
-            "00-graph.mlir = scheduled graph, 01-prepare.mlir, 02-lower.mlir, 03-llvm.ll)")
+            "00-graph.mlir = scheduled graph, ..., 03-lower.mlir, 04-denormals.mlir, 05-llvm.ll)")
     else:
         out("IR of each stage (schedule trace and transform script, scheduled graph, prepare, "
             "lower, LLVM IR): rerun with --dump-ir DIR")

@@ -18,8 +18,14 @@ import sys
 import time
 from typing import Callable, List, Optional, Tuple
 
+from .._mlir import ir
 from ..errors import MlcError
+from ..graph import PASS_REGISTRY
 from ..ir.module import Module
+from ..pipeline import compile, lower
+from ..pipeline.registry import available
+from ..schedule import Schedule, Trace
+from ..schedule.transform_script import TransformScript, apply_transform_script
 
 
 class _Stage(argparse.Action):
@@ -31,9 +37,26 @@ class _Stage(argparse.Action):
         namespace.stages = stages
 
 
-def _graph_pass(name: str, value) -> Callable[[Module], Module]:
-    from ..graph import PASS_REGISTRY
+def _read_text(path: str, what: str) -> str:
+    """The text of ``path`` (``-`` is stdin).
 
+    Raises
+    ------
+    MlcError
+        If the file cannot be read or is not UTF-8 text (a binary file).
+    """
+    try:
+        if path == "-":
+            return sys.stdin.read()
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except OSError as e:
+        raise MlcError(f"cannot read {what} {path}: {e.strerror}") from None
+    except UnicodeDecodeError as e:
+        raise MlcError(f"{what} {path} is not UTF-8 text (byte {e.start}): expected MLIR or JSON") from None
+
+
+def _graph_pass(name: str, value) -> Callable[[Module], Module]:
     cls = PASS_REGISTRY[name]
     if name == "mlc-dispatch-library":
         mapping = {}
@@ -43,19 +66,16 @@ def _graph_pass(name: str, value) -> Callable[[Module], Module]:
             k, v = item.split("=", 1)
             mapping[k.strip()] = v.strip()
         return cls(mapping)
+    if getattr(cls, "needs_evaluator", False):
+        return cls(compile)
     return cls()
 
 
 def _schedule(path: str) -> Callable[[Module], Module]:
     def run(mod: Module) -> Module:
-        from ..schedule.trace import Trace
-
-        text = open(path).read()
+        text = _read_text(path, "--schedule file")
         if path.endswith(".json") or text.lstrip().startswith("{"):
-            return Trace.from_json(text).apply(mod)
-        from .._mlir import ir
-        from ..schedule.emit import TransformScript, apply_transform_script
-
+            return Schedule.from_trace(mod, Trace.from_json(text)).mod
         with mod.context:
             try:
                 script = ir.Module.parse(text)
@@ -67,8 +87,6 @@ def _schedule(path: str) -> Callable[[Module], Module]:
 
 def build_stages(stages: List[Tuple[str, object]]) -> List[Tuple[str, Callable[[Module], Module]]]:
     """Turn parsed ``(kind, value)`` pairs into named callables Module -> Module."""
-    from ..pipeline.compile import lower
-
     out = []
     for kind, value in stages:
         if kind == "pipeline":
@@ -85,9 +103,6 @@ def build_stages(stages: List[Tuple[str, object]]) -> List[Tuple[str, Callable[[
 
 def main(argv: Optional[List[str]] = None) -> int:
     """Entry point of ``mlc-opt``; returns the exit code."""
-    from ..graph import PASS_REGISTRY
-    from ..pipeline.registry import available
-
     p = argparse.ArgumentParser(prog="mlc-opt", description=__doc__.splitlines()[0])
     p.add_argument("input", nargs="?", default="-", help="MLIR file, or - for stdin")
     p.add_argument("-o", dest="output", default="-", help="output file (default stdout)")
@@ -112,12 +127,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         print("\n".join(available()))
         return 0
     try:
-        text = sys.stdin.read() if args.input == "-" else open(args.input).read()
-    except OSError as e:
-        print(f"mlc-opt: error: cannot read {args.input}: {e.strerror}", file=sys.stderr)
-        return 1
-    try:
-        mod = Module.parse(text)
+        mod = Module.parse(_read_text(args.input, "input"))
         timings = []
         for name, stage in build_stages(args.stages):
             t0 = time.perf_counter()
@@ -135,9 +145,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     out = mod.to_text()
     if args.output == "-":
         sys.stdout.write(out if out.endswith("\n") else out + "\n")
-    else:
+        return 0
+    try:
         with open(args.output, "w") as f:
             f.write(out)
+    except OSError as e:
+        print(f"mlc-opt: error: cannot write {args.output}: {e.strerror}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -8,5 +8,6 @@ from .fuse_ops import FuseOps, outline  # noqa: F401
 from .op_kinds import op_kind  # noqa: F401
 from .pass_manager import PASS_REGISTRY, Pass, PassManager, Sequential, UpstreamPass  # noqa: F401
 from .rewrite import (  # noqa: F401
-    Pattern, RewritePatterns, body_ops, elementwise, has_one_use, pattern, producer,
+    Pattern, RewritePatterns, body_ops, elementwise, graph_functions, has_one_use, pattern, producer,
+    scalar, top_level_ops, users,
 )

@@ -26,7 +26,6 @@ Executable to a ctypes callback (``mlc.callback`` attribute names the kernel).
 
 from __future__ import annotations
 
-import re
 from typing import Dict, List
 
 from .._mlir import arith_d, bufferization_d, func_d, ir, llvm_d, memref_d, tensor_d
@@ -34,6 +33,8 @@ from ..errors import BuildError
 from ..ir import dtypes
 from ..ir.module import OP_NAME_ATTR, Module
 from ..runtime import registry
+from .dce import DeadCodeElimination
+from .ir_utils import indexing_maps, matmul_maps, op_name
 from .pass_manager import Pass, register_pass
 
 CALLBACK_ATTR = "mlc.callback"
@@ -47,8 +48,13 @@ def _kind_names(op) -> List[str]:
     names = [op.name.split(".", 1)[-1]]
     if OP_NAME_ATTR in op.attributes:
         n = ir.StringAttr(op.attributes[OP_NAME_ATTR]).value
-        names[:0] = [n, re.sub(r"_\d+$", "", n)]
+        base, sep, tail = n.rpartition("_")
+        names[:0] = [n, base if sep and tail.isdigit() else n]
     return names
+
+
+def _dispatchable(op) -> bool:
+    return op.name.startswith("linalg.") and bool(op.results)
 
 
 @register_pass
@@ -74,31 +80,37 @@ class DispatchLibrary(Pass):
         for k, v in mapping.items():
             if not registry.is_known(v):
                 raise BuildError(f"DispatchLibrary: kernel '{v}' (for '{k}') is not registered; "
-                                 "use mlc.register_func or a native provider "
-                                 f"{sorted(registry.NATIVE)}")
+                                 f"registered kernels: {registry.registered_names()}, native "
+                                 f"providers: {sorted(registry.NATIVE)} (mlc.register_func adds one)")
         self.mapping = dict(mapping)
 
     def transform(self, mod: Module) -> Module:
         with mod.context, ir.Location.unknown():
+            targets, known = [], set()
             for f in mod.func_ops():
                 if f.is_external:
                     continue
-                for o in list(f.regions[0].blocks[0].operations):
+                for o in f.regions[0].blocks[0].operations:
                     op = o.operation
-                    if not (op.name.startswith("linalg.") and op.results):
+                    if not _dispatchable(op):
                         continue
+                    known.update(_kind_names(op))
                     key = next((k for k in _kind_names(op) if k in self.mapping), None)
                     if key is not None:
-                        self._replace(op, self.mapping[key])
-        from .dce import DeadCodeElimination
-
+                        targets.append((op, key))
+            unmatched = sorted(set(self.mapping) - {k for _, k in targets})
+            if unmatched:
+                raise BuildError(f"DispatchLibrary: no op matches {unmatched}; ops in the module "
+                                 f"answer to {sorted(known)}")
+            for op, key in targets:
+                self._replace(op, self.mapping[key])
         return DeadCodeElimination().transform(mod)  # the replaced ops' inits
 
     def _replace(self, op, callee: str) -> None:
         n_in = len(op.operands) - len(op.results)
         ins = list(op.operands)[:n_in]
         last, result = op, op.results[0]
-        name = ir.StringAttr(op.attributes[OP_NAME_ATTR]).value if OP_NAME_ATTR in op.attributes else ""
+        name = op_name(op) if OP_NAME_ATTR in op.attributes else ""
         users = list(result.uses)
         if name and len(users) == 1 and callee not in registry.NATIVE:
             user = users[0].owner.operation
@@ -108,12 +120,11 @@ class DispatchLibrary(Pass):
                 last, result = user, user.results[0]
         if callee == "openblas.sgemm":
             t = result.type
-            if op.name != "linalg.matmul" or len(ins) != 2 or t.rank != 2 or str(t.element_type) != "f32":
+            if op.name != "linalg.matmul" or len(ins) != 2 or t.rank != 2 or not isinstance(t.element_type, ir.F32Type):
                 raise BuildError(f"DispatchLibrary: openblas.sgemm needs a 2-D f32 linalg.matmul without "
                                  f"transposed maps; '{name or op.name}' is {op.name} -> {t}")
-            if "indexing_maps" in op.attributes and [str(a) for a in ir.ArrayAttr(op.attributes["indexing_maps"])] \
-                    != ["affine_map<(d0, d1, d2) -> (d0, d2)>", "affine_map<(d0, d1, d2) -> (d2, d1)>",
-                        "affine_map<(d0, d1, d2) -> (d0, d1)>"]:
+            maps = indexing_maps(op)
+            if maps is not None and maps != matmul_maps(op.context):
                 raise BuildError(f"DispatchLibrary: openblas.sgemm: '{name}' reads a transposed operand")
         if len(ins) > _SEGMENTS - 1:
             raise BuildError(f"DispatchLibrary: '{name or op.name}' has {len(ins)} inputs; "

@@ -2,8 +2,9 @@
 compile time and replace them by ``dense_resource`` constants (TVM Relay ``FoldConstant``).
 
 The constant subgraph of each function (ops fed only by tensor constants, ``tensor.empty`` and
-other foldable ops) is outlined into one function, compiled for the CPU with
-:func:`mlc_mlir.compile` and run once; its results become constants. Typical use: layout
+other foldable ops) is outlined into one function, compiled and run once by the ``evaluate``
+callable the pass is given (``graph.FoldConstant(mlc.compile)``: the graph layer does not import
+the compiler above it); its results become constants. Typical use: layout
 transforms of weights (``transpose(W)``) and arithmetic on constant tensors disappear from the
 runtime graph. A ``linalg.fill`` alone is never folded (it would turn an init into a constant).
 
@@ -21,10 +22,13 @@ After::
 
 from __future__ import annotations
 
+from typing import Callable, Optional
+
 from .._mlir import arith_d, func_d, ir
+from ..errors import PipelineError
 from ..ir.constants import elements_attr
 from ..ir.module import OP_NAME_ATTR, Module
-from .fuse_ops import clone_ops
+from .ir_utils import clone_ops, has_uses, op_name, producer, used_values, users_in
 from .op_kinds import FREE_OPS
 from .pass_manager import Pass, register_pass
 
@@ -35,11 +39,31 @@ def _is_tensor_constant(op) -> bool:
 
 @register_pass
 class FoldConstant(Pass):
-    """Fold constant subgraphs by compiling and running them once (see module docstring)."""
+    """Fold constant subgraphs by compiling and running them once (see module docstring).
+
+    Parameters
+    ----------
+    evaluate : callable
+        ``evaluate(module) -> executable``, where ``executable["__fold"]()`` returns the numpy
+        values of the outlined subgraph's results; :func:`mlc_mlir.compile` is one.
+
+    Raises
+    ------
+    PipelineError
+        When run without ``evaluate``.
+    """
 
     name = "mlc-fold-constants"
+    #: ``mlc-opt`` passes the compiler to passes that set this.
+    needs_evaluator = True
+
+    def __init__(self, evaluate: Optional[Callable] = None):
+        self.evaluate = evaluate
 
     def transform(self, mod: Module) -> Module:
+        if self.evaluate is None:
+            raise PipelineError("mlc-fold-constants: FoldConstant needs an evaluator to run the "
+                                "constant subgraph: graph.FoldConstant(mlc.compile)")
         for f in mod.func_ops():
             if not f.is_external:
                 self._fold_function(mod, f)
@@ -58,45 +82,49 @@ class FoldConstant(Pass):
                 continue
             if op.name in ("func.return", "func.call") or op.name.startswith("mlc.") or not op.results:
                 continue
-            producers = [v.owner.operation for v in op.operands if not isinstance(v.owner, ir.Block)]
-            if len(producers) != len(op.operands) or not all(p in const for p in producers):
+            # operands and values the op's body captures (a scalar constant after canonicalize)
+            producers = [producer(v) for v in used_values(op)]
+            if any(p is None or p not in const for p in producers):
                 continue
             if not op.regions or op.name.startswith(("linalg.", "tensor.")):
                 const.add(op)
                 if any(p in data for p in producers):
                     data.add(op)
-        fold = [op for op in ops if op in data and op.name not in FREE_OPS and op.name != "linalg.fill"]
+        fold = [op for op in ops if op in data and op.name not in FREE_OPS and op.name != "linalg.fill"
+                and all(isinstance(r.type, ir.RankedTensorType) for r in op.results)]
         if not fold:
             return
         fold_set = set(fold)
         # results needed outside the folded subgraph
         outputs = [r for op in fold for r in op.results
-                   if any(u.owner.operation not in fold_set for u in r.uses)]
+                   if any(u not in fold_set for u in users_in(r, block))]
         if not outputs:
             return
-        values = self._evaluate(mod, [op for op in ops if op in const and (op in fold_set or op.name in FREE_OPS)],
-                                outputs)
+        # the folded ops and every constant op they read (inits, scalars, tensor.empty)
+        needed = set(fold)
+        stack = list(fold)
+        while stack:
+            for v in used_values(stack.pop()):
+                p = producer(v)
+                if p is not None and p not in needed:
+                    needed.add(p)
+                    stack.append(p)
+        values = self._evaluate(mod, [op for op in ops if op in needed], outputs)
         with mod.context, ir.Location.unknown():
             for r, arr in zip(outputs, values):
                 owner = r.owner.operation
-                name = ir.StringAttr(owner.attributes[OP_NAME_ATTR]).value if OP_NAME_ATTR in owner.attributes \
-                    else owner.name.split(".")[-1]
+                name = op_name(owner)
                 mod._keepalive.append(arr)
                 with ir.InsertionPoint(owner):
                     cst = arith_d.ConstantOp(r.type, elements_attr(arr, f"{f.sym_name.value}_{name}_folded"))
                 cst.operation.attributes[OP_NAME_ATTR] = ir.StringAttr.get(f"{name}.folded")
                 r.replace_all_uses_with(cst.result)
-            for op in reversed(fold):
-                if not any(True for r in op.results for _ in r.uses):
-                    op.erase()
-            for op in reversed([o.operation for o in block.operations]):
-                if op.name in FREE_OPS and not any(True for r in op.results for _ in r.uses):
+            for op in reversed([o for o in ops if o in needed]):
+                if not has_uses(op):
                     op.erase()
 
     def _evaluate(self, mod: Module, ops, outputs):
         """Outline ``ops`` into ``@__fold`` in a fresh module (same context), compile, run."""
-        from ..pipeline.compile import compile as compile_module
-
         with mod.context, ir.Location.unknown():
             m = ir.Module.create()
             with ir.InsertionPoint(m.body):
@@ -108,5 +136,5 @@ class FoldConstant(Pass):
                 func_d.ReturnOp([mapping[r] for r in outputs])
         tmp = Module(m, mod.context)
         tmp._keepalive = mod._keepalive
-        res = compile_module(tmp.verify())["__fold"]()
+        res = self.evaluate(tmp.verify())["__fold"]()
         return list(res) if isinstance(res, tuple) else [res]

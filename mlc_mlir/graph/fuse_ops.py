@@ -7,6 +7,10 @@ Rules (TVM Relay ``FuseOps``, simplified to single-consumer producers):
   opaque), so elementwise chains, bias adds and activations end up together;
 * an out-elementwise-fusable op (matmul, conv, pooling) or a reduction absorbs its elementwise
   and broadcast consumers (the epilogue), and a group holds at most one such op;
+* a reshape (``tensor.collapse_shape``/``expand_shape``) does not fuse into a matmul/conv/
+  reduction consumer: ``linalg-fuse-elementwise-ops`` would propagate it into that op and turn a
+  named ``linalg.matmul`` into an anonymous ``linalg.generic`` (no longer found by schedules or
+  ``DispatchLibrary``); a group of reshapes alone stays in the graph function (a view);
 * constants, ``tensor.empty`` and inits (``linalg.fill`` of a scalar into a ``tensor.empty``)
   are cloned into every group that uses them.
 
@@ -35,6 +39,7 @@ from typing import Dict, List
 
 from .._mlir import PassManager, func_d, ir
 from ..ir.module import OP_NAME_ATTR, Module
+from .ir_utils import clone_ops, has_uses, op_name, producer, used_values, users_in
 from .op_kinds import (BROADCAST, ELEMWISE, FREE_OPS, INJECTIVE, OPAQUE, OUT_EWISE_FUSABLE,
                        REDUCTION, is_master, op_kind)
 from .pass_manager import Pass, register_pass
@@ -42,10 +47,8 @@ from .pass_manager import Pass, register_pass
 PRIMITIVE_ATTR = "mlc.primitive"
 
 
-def _name(op) -> str:
-    if OP_NAME_ATTR in op.attributes:
-        return ir.StringAttr(op.attributes[OP_NAME_ATTR]).value
-    return op.name.split(".")[-1]
+_name = op_name
+_producer = producer
 
 
 def _is_free(op) -> bool:
@@ -57,11 +60,6 @@ def _is_free(op) -> bool:
         src = _producer(op.operands[1])
         return src is not None and src.name == "tensor.empty"
     return False
-
-
-def _producer(v):
-    owner = v.owner
-    return None if isinstance(owner, ir.Block) else owner.operation
 
 
 class _UnionFind:
@@ -78,8 +76,13 @@ class _UnionFind:
         self.parent[self.find(a)] = self.find(b)
 
 
-def _can_fuse(pk: str, ck: str) -> bool:
+_RESHAPES = ("tensor.collapse_shape", "tensor.expand_shape")
+
+
+def _can_fuse(pk: str, ck: str, producer_name: str = "") -> bool:
     if pk == OPAQUE or ck == OPAQUE:
+        return False
+    if producer_name in _RESHAPES and is_master(ck):
         return False
     if pk in (ELEMWISE, BROADCAST, INJECTIVE):
         return True                                    # into anything non-opaque
@@ -137,7 +140,7 @@ class FuseOps(Pass):
                 if len(list(p.results[0].uses)) != 1 or len(users) != 1:
                     continue                            # a multi-use producer is materialized
                 is_init = p.name == "linalg.fill"
-                if not (is_init or _can_fuse(pk, ck)):
+                if not (is_init or _can_fuse(pk, ck, p.name)):
                     continue
                 gp, gc = uf.find(pi), uf.find(ci)
                 if gp == gc:
@@ -152,6 +155,8 @@ class FuseOps(Pass):
             if k is not None and k != OPAQUE:
                 groups.setdefault(uf.find(i), []).append(i)
         for members in sorted(groups.values(), key=lambda m: m[-1]):
+            if all(ops[i].name in _RESHAPES for i in members):
+                continue                                # a view: nothing to schedule
             outline(mod, f, [ops[i] for i in members], used_names=used_names)
 
     # ------------------------------------------------------------------ elementwise chains
@@ -173,18 +178,6 @@ class FuseOps(Pass):
                         o.attributes[OP_NAME_ATTR] = ir.StringAttr.get(f"{base}.fused")
 
 
-def clone_ops(ops: List, mapping: Dict) -> None:
-    """Clone ``ops`` (in order) at the current insertion point, replacing operands found in
-    ``mapping`` (old value -> new value) and adding each clone's results to it."""
-    for op in ops:
-        c = op.clone()
-        for i, o in enumerate(c.operands):
-            if o in mapping:
-                c.operands[i] = mapping[o]
-        for old, new in zip(op.results, c.results):
-            mapping[old] = new
-
-
 def outline(mod: Module, f, group: List, name: str = None, used_names=None):
     """Outline ``group`` (ops of function ``f``, in program order) into a private primitive
     function ``@name`` (default ``fused_<op names>``) marked ``mlc.primitive``, called from
@@ -194,11 +187,13 @@ def outline(mod: Module, f, group: List, name: str = None, used_names=None):
     Returns the new ``func.func``.
     """
     used_names = set(mod.function_names()) if used_names is None else used_names
+    group = [getattr(op, "operation", op) for op in group]
     members = set(group)
+    block = group[0].block
     inputs, free = [], []
 
     def take_free(p):
-        for v in p.operands:  # a fill's scalar and tensor.empty come first
+        for v in used_values(p):  # a fill's scalar and tensor.empty come first
             q = _producer(v)
             if q is not None and _is_free(q) and q not in free:
                 take_free(q)
@@ -206,7 +201,7 @@ def outline(mod: Module, f, group: List, name: str = None, used_names=None):
             free.append(p)
 
     for op in group:
-        for v in op.operands:
+        for v in used_values(op):  # operands and values captured by the op's regions
             p = _producer(v)
             if p is not None and p in members:
                 continue
@@ -217,7 +212,7 @@ def outline(mod: Module, f, group: List, name: str = None, used_names=None):
     outputs = []
     for op in group:
         for r in op.results:
-            if any(u.owner.operation not in members for u in r.uses):
+            if any(u not in members for u in users_in(r, block)):
                 outputs.append(r)
     base = name or "fused_" + "_".join(_name(op).replace(".", "_") for op in group
                                        if op.name not in ("linalg.fill",))[:80]
@@ -244,6 +239,6 @@ def outline(mod: Module, f, group: List, name: str = None, used_names=None):
     for op in reversed(group):
         op.erase()
     for op in reversed(free):
-        if not any(True for r in op.results for _ in r.uses):
+        if not has_uses(op):
             op.erase()
     return prim

@@ -11,6 +11,7 @@ anything else (calls, ``mlc.call_library``, ``linalg.softmax``).
 from __future__ import annotations
 
 from .._mlir import ir
+from .ir_utils import indexing_maps, iterator_types
 
 ELEMWISE, BROADCAST, INJECTIVE, REDUCTION, OUT_EWISE_FUSABLE, OPAQUE = (
     "elementwise", "broadcast", "injective", "reduction", "out_ewise_fusable", "opaque")
@@ -25,7 +26,20 @@ FREE_OPS = {"arith.constant", "tensor.empty"}
 
 
 def op_kind(op) -> str:
-    """Pattern kind of an operation (see module docstring)."""
+    """Pattern kind of an operation (TVM ``OpPatternKind``; see module docstring).
+
+    Parameters
+    ----------
+    op : ir.Operation
+        An op of a graph function.
+
+    Returns
+    -------
+    str
+        One of ``elementwise``, ``broadcast``, ``injective``, ``reduction``,
+        ``out_ewise_fusable``, ``opaque``; read from the op name, the ``iterator_types`` and the
+        ``indexing_maps`` attributes of a ``linalg.generic``.
+    """
     name = op.name
     if name == "linalg.fill" or name == "linalg.elementwise":
         return ELEMWISE
@@ -38,10 +52,10 @@ def op_kind(op) -> str:
     if name.startswith(_OUT_EWISE_PREFIXES):
         return OUT_EWISE_FUSABLE
     if name == "linalg.generic":
-        its = [str(a) for a in ir.ArrayAttr(op.attributes["iterator_types"])]
-        if any("reduction" in a for a in its):
+        its = iterator_types(op)
+        if "reduction" in its:
             return REDUCTION
-        maps = [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(op.attributes["indexing_maps"])]
+        maps = indexing_maps(op)
         rank = len(its)
         if all(m == ir.AffineMap.get_identity(rank, context=op.context) for m in maps):
             return ELEMWISE
@@ -64,5 +78,6 @@ def _is_broadcast_like(maps, rank, op) -> bool:
 
 
 def is_master(kind: str) -> bool:
-    """Kinds of which a fused group holds at most one (the op a schedule tiles)."""
+    """True for the kinds of which a fused group holds at most one (the op a schedule tiles):
+    ``reduction`` and ``out_ewise_fusable`` (TVM FuseOps' master op)."""
     return kind in (REDUCTION, OUT_EWISE_FUSABLE)

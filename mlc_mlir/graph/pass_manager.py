@@ -11,8 +11,10 @@ import sys
 import time
 from typing import Dict, Iterable, List, Optional, Sequence, TextIO, Type, Union
 
+from .._mlir import ir
 from ..errors import PipelineError
 from ..ir.module import Module
+from ..ir.pass_pipeline import run_pass_pipeline
 
 #: kebab-case name -> pass class, for ``mlc-opt --<name>`` (filled by ``register_pass``).
 PASS_REGISTRY: Dict[str, Type["Pass"]] = {}
@@ -38,12 +40,18 @@ class Pass:
     """
 
     name = "pass"
+    #: True for passes constructed with an ``evaluate`` callable (``FoldConstant``).
+    needs_evaluator = False
 
     def transform(self, mod: Module) -> Module:
+        """Transform ``mod`` (a copy the pass may mutate) and return the result. Runs with
+        ``mod``'s context and an unknown location active, so IR can be built directly."""
         raise NotImplementedError(f"{type(self).__name__}.transform")
 
     def __call__(self, mod: Module) -> Module:
-        out = self.transform(mod.clone())
+        copy = mod.clone()
+        with copy.context, ir.Location.unknown():
+            out = self.transform(copy)
         return out.verify()
 
     def __repr__(self) -> str:
@@ -65,9 +73,7 @@ class UpstreamPass(Pass):
         self.name = name or pipeline
 
     def transform(self, mod: Module) -> Module:
-        from ..pipeline.compile import lower
-
-        return lower(mod, self.pipeline, stage=self.name)
+        return run_pass_pipeline(mod, self.pipeline, stage=self.name)
 
 
 class Sequential(Pass):

@@ -19,7 +19,8 @@ def elements_attr(array: np.ndarray, blob_name: str) -> ir.Attribute:
     Needs an active context. Raises ``BuildError`` for unsupported dtypes.
     """
     dtype = dtypes.canonical_dtype(array.dtype)
-    arr = np.ascontiguousarray(array, dtype=dtypes.to_numpy_dtype(dtype))
+    # ascontiguousarray makes a 0-d array 1-d: keep the shape
+    arr = np.ascontiguousarray(array, dtype=dtypes.to_numpy_dtype(dtype)).reshape(np.shape(array))
     t = ir.RankedTensorType.get(list(arr.shape), dtypes.to_ir_type(dtype))
     if dtype == "bool":
         return ir.DenseElementsAttr.get(np.packbits(arr.reshape(-1), bitorder="little"), type=t)

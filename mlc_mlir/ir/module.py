@@ -12,9 +12,10 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .._mlir import func_d, ir
-from ..errors import IRError, format_shape
+from .._mlir import arith_d, func_d, ir
+from ..errors import IRError, MlcError, format_shape
 from . import dtypes
+from .constants import elements_attr
 from .context import new_context
 
 #: Function argument attribute that names the argument (``{mlc.arg_name = "x"}``).
@@ -51,24 +52,34 @@ class FunctionSignature:
     results: Tuple[TensorSpec, ...]
 
 
-def tensor_spec(t: ir.Type, name: str, is_param: bool = False) -> TensorSpec:
+def tensor_spec(t: ir.Type, name: str, is_param: bool = False, where: str = "") -> TensorSpec:
     """TensorSpec of a ranked, static-shaped tensor or memref type.
+
+    ``where`` (e.g. ``"function 'f'"``) prefixes error messages.
 
     Raises
     ------
     IRError
-        For dynamic or unranked shapes and non-shaped types.
+        For non-shaped types (``function 'f': argument 'arg0' has type i32; expected a ranked
+        tensor or memref``), dynamic or unranked shapes, and element types with no dtype.
     """
+    prefix = f"{where}: " if where else ""
     if not isinstance(t, (ir.RankedTensorType, ir.MemRefType)):
-        if ir.RankedTensorType.isinstance(t):
-            t = ir.RankedTensorType(t)
-        elif ir.MemRefType.isinstance(t):
-            t = ir.MemRefType(t)
+        for cls in (ir.RankedTensorType, ir.MemRefType):
+            try:
+                t = cls(t)
+                break
+            except ValueError:
+                continue
         else:
-            raise IRError(f"{name}: type {t} is not a ranked tensor or memref")
+            raise IRError(f"{prefix}'{name}' has type {t}; expected a ranked tensor or memref")
     if not t.has_static_shape:
-        raise IRError(f"{name}: type {t} has a dynamic shape; only static shapes are supported")
-    return TensorSpec(name, tuple(t.shape), dtypes.from_ir_type(t.element_type), is_param)
+        raise IRError(f"{prefix}'{name}' has type {t} with a dynamic shape; only static shapes are supported")
+    try:
+        dtype = dtypes.from_ir_type(t.element_type)
+    except MlcError as e:
+        raise IRError(f"{prefix}'{name}' has type {t}: {e}") from None
+    return TensorSpec(name, tuple(t.shape), dtype, is_param)
 
 
 class Module:
@@ -102,13 +113,15 @@ class Module:
         IRError
             With MLIR's diagnostics (line:column) when the text does not parse or verify.
         """
-        ctx = new_context()
+        keepalive: list = []
+        ctx = new_context(keepalive)
         with ctx, ir.Location.unknown():
             try:
                 mod = ir.Module.parse(text)
             except ir.MLIRError as e:
                 raise IRError(f"Module.parse: the text is not valid MLIR:\n{_diagnostics(e)}") from None
         out = cls(mod, ctx, params)
+        out._keepalive = keepalive
         out.verify()
         return out
 
@@ -172,7 +185,14 @@ class Module:
         return out
 
     def signature(self, name: str) -> FunctionSignature:
-        """Arguments and results of function ``name`` (names from ``mlc.arg_name`` or ``argN``)."""
+        """Arguments and results of function ``name`` (names from ``mlc.arg_name`` or ``argN``).
+
+        Raises
+        ------
+        IRError
+            If there is no such function, or an argument or result is not a static-shaped
+            tensor of a supported dtype (naming the function, the argument and the type).
+        """
         f = self.get_function(name)
         ftype = ir.FunctionType(ir.TypeAttr(f.attributes["function_type"]).value)
         args = []
@@ -185,8 +205,9 @@ class Module:
                     arg_name = ir.StringAttr(d[ARG_NAME_ATTR]).value
                 if PARAM_ATTR in d:
                     is_param = True
-            args.append(tensor_spec(t, arg_name, is_param))
-        results = [tensor_spec(t, f"result{i}") for i, t in enumerate(ftype.results)]
+            args.append(tensor_spec(t, arg_name, is_param, f"function '{name}'"))
+        results = [tensor_spec(t, f"result{i}", where=f"function '{name}'")
+                   for i, t in enumerate(ftype.results)]
         return FunctionSignature(name, tuple(args), tuple(results))
 
     # ----------------------------------------------------------------- checks and printing
@@ -216,6 +237,140 @@ class Module:
 
     def __repr__(self) -> str:
         return f"<mlc.Module functions={self.function_names()} params={sorted(self.params)}>"
+
+    # ----------------------------------------------------------------- editing
+    def extract(self, name: str) -> "Module":
+        """A new Module holding function ``name`` and the functions it calls (transitively),
+        with the parameter values its arguments name (TVM ``IRModule.from_expr(mod[name])``).
+
+        The result shares this module's context and weights (no copy), like :meth:`clone`; tune
+        or schedule it on its own, then put it back with :meth:`update_func`.
+
+        Raises
+        ------
+        IRError
+            If there is no function ``name`` (lists the functions there are).
+        """
+        keep = self._callees(self.get_function(name))
+        out = self.clone()
+        for f in out.func_ops():
+            if f.sym_name.value not in keep:
+                f.operation.erase()
+        used = {a.name for a in out.signature(name).args if a.is_param}
+        out.params = {k: v for k, v in self.params.items() if k in used}
+        return out.verify()
+
+    def update_func(self, name: str, new) -> "Module":
+        """A new Module in which function ``name`` is replaced by ``new`` (TVM
+        ``IRModule.update_func``), e.g. the tuned version of one function.
+
+        Parameters
+        ----------
+        name : str
+            A function of this module.
+        new : Module or func.func op
+            A Module holding a function named ``name`` (or exactly one public function, e.g. an
+            extracted and scheduled ``main``), or a ``func.func`` op. Functions it calls that
+            this module lacks are copied along. A Module of another context is moved through its
+            printed text (weights included); one of this context (``extract``/``Schedule.mod``)
+            is cloned op by op.
+
+        Returns
+        -------
+        Module
+            The edited copy (this module is unchanged); its params are this module's plus the
+            new function's.
+
+        Raises
+        ------
+        IRError
+            If ``name`` is not a function here, ``new`` has no matching function, its type
+            differs from the old function's (``update_func: 'linear0' has type (tensor<1x784xf32>)
+            -> tensor<1x128xf32>; the new function has ...``), or a callee it brings has the name of
+            a different function here.
+        """
+        old = self.get_function(name)
+        params: Dict[str, np.ndarray] = {}
+        if isinstance(new, Module):
+            params = dict(new.params)
+            if new.context is not self._context:
+                with self._context:
+                    try:
+                        moved = ir.Module.parse(new.to_text())
+                    except ir.MLIRError as e:
+                        raise IRError(f"update_func: the new module does not parse here:\n{_diagnostics(e)}") from None
+                new = Module(moved, self._context, params)
+            src = new._pick(name)
+            others = {f.sym_name.value: f for f in new.func_ops()}
+        elif isinstance(new, func_d.FuncOp) or getattr(getattr(new, "operation", None), "name", "") == "func.func":
+            src = new if isinstance(new, func_d.FuncOp) else func_d.FuncOp(new.operation)
+            if src.context is not self._context:
+                raise IRError("update_func: the func.func op belongs to another context; pass its Module")
+            parent = src.operation.parent
+            others = {f.sym_name.value: f for f in (parent.regions[0].blocks[0].operations if parent else [])
+                      if isinstance(f, func_d.FuncOp)}
+        else:
+            raise IRError(f"update_func: argument 'new' is {type(new).__name__}; expected mlc.Module or func.func")
+        if str(src.type) != str(old.type):
+            raise IRError(f"update_func: '{name}' has type {old.type}; the new function has {src.type}")
+        out = self.clone()
+        mine = {f.sym_name.value: f for f in out.func_ops()}
+        with self._context, ir.Location.unknown():
+            target = mine[name]
+            with ir.InsertionPoint(target):
+                fresh = src.operation.clone()
+            fresh.attributes["sym_name"] = ir.StringAttr.get(name)
+            for attr in ("arg_attrs", "sym_visibility"):  # argument names/params stay the old ones
+                if attr in target.attributes:
+                    fresh.attributes[attr] = target.attributes[attr]
+            target.operation.erase()
+            src_name = src.sym_name.value
+            for callee in sorted(self._callee_names(src) - {src_name}):
+                if callee in mine and callee != name:
+                    if str(mine[callee]) != str(others[callee]):
+                        raise IRError(f"update_func: the new '{name}' calls '{callee}', which differs from "
+                                      f"this module's '{callee}'")
+                    continue
+                if callee in others:
+                    with ir.InsertionPoint(out._module.body):
+                        others[callee].operation.clone()
+        out.params = {**self.params, **params}
+        return out.verify()
+
+    def _pick(self, name: str) -> func_d.FuncOp:
+        """Function ``name``, else the only public function."""
+        names = self.function_names()
+        if name in names:
+            return self.get_function(name)
+        public = self.function_names(public_only=True)
+        if len(public) == 1:
+            return self.get_function(public[0])
+        raise IRError(f"update_func: the new module has no function '{name}' and {len(public)} public "
+                      f"functions {public}; expected one")
+
+    @staticmethod
+    def _callee_names(f: func_d.FuncOp) -> set:
+        names = set()
+
+        def walk(op):
+            if op.operation.name == "func.call":
+                names.add(ir.FlatSymbolRefAttr(op.operation.attributes["callee"]).value)
+            return ir.WalkResult.ADVANCE
+
+        f.operation.walk(walk)
+        return names
+
+    def _callees(self, f: func_d.FuncOp) -> set:
+        """``f``'s name and the names of the functions it calls, transitively."""
+        funcs = {g.sym_name.value: g for g in self.func_ops()}
+        seen, todo = set(), [f.sym_name.value]
+        while todo:
+            n = todo.pop()
+            if n in seen or n not in funcs:
+                continue
+            seen.add(n)
+            todo.extend(self._callee_names(funcs[n]))
+        return seen
 
     # ----------------------------------------------------------------- parameters
     def bind_params(self, names: Optional[Sequence[str]] = None) -> "Module":
@@ -250,9 +405,6 @@ class Module:
 
 def _bind_param_arguments(mod: Module, values: Mapping[str, np.ndarray]) -> None:
     """In place: replace each ``{mlc.param}`` argument named in ``values`` by a constant."""
-    from .._mlir import arith_d
-    from .constants import elements_attr
-
     with mod.context, ir.Location.unknown():
         for f in mod.func_ops():
             if f.is_external or "arg_attrs" not in f.attributes:

@@ -1,5 +1,7 @@
-"""Lowering pipelines (files in ``pipelines/``), targets and :func:`compile`."""
+"""The orchestrator: lowering pipelines (files in ``pipelines/``), compile options, the stages of
+:func:`compile`, AOT export and CUDA lowering."""
 
-from .compile import compile, lower  # noqa: F401
+from ..target import Target, get_target  # noqa: F401
+from .compile import CPU_STAGES, Stage, compile, lower  # noqa: F401
+from .options import CompileOptions  # noqa: F401
 from .registry import available, load_pipeline  # noqa: F401
-from .target import Target, get_target  # noqa: F401

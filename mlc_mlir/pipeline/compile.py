@@ -1,78 +1,161 @@
-"""``compile(module, target)``: ordered named stages from a graph Module to an Executable.
+"""``compile(module, target)``: a flat list of named stages from a graph Module to an Executable.
 
-Stages (each one's IR can be dumped with ``dump_ir=DIR``):
+Stages run in the order of :data:`CPU_STAGES`, each a function ``(Module, CompileOptions) ->
+Module`` (tinygrad's flat rewrite list, Triton's named stages); with ``dump_ir=DIR`` stage ``n``
+writes ``DIR/<nn>-<name>.mlir``:
 
-1. ``graph``   -- the verified input module (``00-graph.mlir``);
-2. ``prepare`` -- public functions get ``llvm.emit_c_interface`` (``01-prepare.mlir``);
-3. ``lower``   -- the target's pipeline file, e.g. ``pipelines/cpu.pipeline`` (``02-lower.mlir``);
-   (with ``flush_denormals=True``, then the ``denormals`` stage: MXCSR FTZ|DAZ around each call);
-4. ``llvm``    -- translation to LLVM IR (``03-llvm.ll``, written only when dumping);
-5. ``jit``     -- MLIR ``ExecutionEngine`` at ``opt_level`` with the runtime libraries.
+0. ``graph``     -- the verified input: static shapes, element types the lowering supports;
+1. ``library``   -- ``mlc.call_library`` ops lowered to calls of C symbols (:class:`LowerCallLibrary`);
+2. ``prepare``   -- public functions get ``llvm.emit_c_interface``;
+3. ``lower``     -- the target's pipeline file, e.g. ``pipelines/cpu.pipeline`` (threads applied);
+4. ``denormals`` -- with ``flush_denormals``, MXCSR FTZ|DAZ around each call and OpenMP region;
 
+then ``llvm`` (LLVM IR, ``05-llvm.ll`` when dumping) and ``jit`` (MLIR ``ExecutionEngine`` at the
+options' opt level, with the runtime libraries and registered Python kernels).
 A failing stage raises ``PipelineError`` with the ``mlir-opt`` command that reproduces it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
-import tempfile
-from typing import Optional
+from typing import Callable, Optional, Tuple
 
-from .._mlir import ExecutionEngine, PassManager, ir, llvm_d
-from ..errors import PipelineError
-from ..ir.module import Module, diagnostics
+from .._mlir import ExecutionEngine, ir
+from ..errors import IRError, PipelineError
+from ..graph.dispatch_library import LowerCallLibrary, runtime_bindings
+from ..ir.module import Module
+from ..ir.pass_pipeline import run_pass_pipeline
+from ..ir.walk import has_op
 from ..runtime.executable import Executable, Function, engine_invoker
+from ..runtime.registry import make_callback
+from ..target import Target
+from .aot import export_library, translate_to_llvmir
+from .denormals import flush_denormals
+from .libraries import runtime_library_paths
+from .options import CompileOptions
 from .registry import load_pipeline, pipeline_path
-from .target import get_target, runtime_library_paths
 
 
-def _dump(dump_ir: Optional[str], filename: str, text_fn) -> None:
-    if dump_ir:
-        os.makedirs(dump_ir, exist_ok=True)
-        with open(os.path.join(dump_ir, filename), "w") as f:
-            f.write(text_fn())
+@dataclasses.dataclass(frozen=True)
+class Stage:
+    """One named step of :func:`compile`: ``run(module, options) -> module``."""
+
+    name: str
+    run: Callable[[Module, CompileOptions], Module]
 
 
-def lower(module: Module, pipeline: str, stage: str = "lower") -> Module:
-    """Run a pipeline (name, path, or ``builtin.module(...)`` text) on a copy of ``module``.
+def lower(module: Module, pipeline: str, stage: str = "lower", threads: Optional[int] = None) -> Module:
+    """Run a pipeline (a name in ``pipelines/``, a path, or ``builtin.module(...)`` text) on a copy
+    of ``module``.
+
+    ``threads`` sets ``convert-scf-to-openmp{num-threads=N}`` where the pipeline has that pass.
 
     Raises
     ------
     PipelineError
-        With MLIR's diagnostics and an ``mlir-opt`` repro command (the input is saved to a file).
+        For an unknown pipeline name, or with MLIR's diagnostics and an ``mlir-opt`` repro command.
     """
-    text = pipeline if pipeline.lstrip().startswith("builtin.module") else load_pipeline(pipeline)
-    out = module.clone()
-    with out.context:
-        try:
-            pm = PassManager.parse(text)
-        except (ValueError, ir.MLIRError) as e:
-            raise PipelineError(f"{stage}: cannot parse pipeline {pipeline!r}: {e}") from None
-        try:
-            pm.run(out.operation)
-        except ir.MLIRError as e:
-            fd, path = tempfile.mkstemp(prefix=f"mlc-{stage}-", suffix=".mlir")
-            with os.fdopen(fd, "w") as f:
-                f.write(str(module))
-            pfile = pipeline_path(pipeline) if not pipeline.lstrip().startswith("builtin") else None
-            ptext = f'"$(cat {pfile})"' if pfile else repr(text)
-            raise PipelineError(f"{stage}: pipeline failed:\n{diagnostics(e)}\nreproduce with:\n"
-                                f"  mlir-opt --pass-pipeline={ptext} {path}") from None
-    return out
+    inline = pipeline.lstrip().startswith("builtin.module")
+    text = pipeline if inline else load_pipeline(pipeline)
+    source = None if inline else pipeline_path(pipeline)
+    if threads is not None:
+        text = text.replace("convert-scf-to-openmp,", f"convert-scf-to-openmp{{num-threads={threads}}},")
+        source = None
+    return run_pass_pipeline(module, text, stage, source=source)
 
 
-def prepare(module: Module) -> Module:
-    """Copy of ``module`` whose public functions carry ``llvm.emit_c_interface``."""
+def _shaped_types(op: ir.Operation):
+    types = [v.type for v in list(op.operands) + list(op.results)]
+    if op.name == "func.func":
+        ftype = ir.FunctionType(ir.TypeAttr(op.attributes["function_type"]).value)
+        types += list(ftype.inputs) + list(ftype.results)
+    for t in types:
+        if isinstance(t, (ir.RankedTensorType, ir.MemRefType, ir.UnrankedTensorType, ir.UnrankedMemRefType)):
+            yield t
+
+
+def _graph(module: Module, options: CompileOptions) -> Module:
+    """Verify, and refuse what the lowering would crash on: i1 tensors/memrefs (MLIR 22's
+    memref-to-llvm asserts on sub-byte stores) and dynamic shapes."""
+    module.verify()
+    found = []
+
+    def visit(op):
+        op = op.operation if hasattr(op, "operation") else op
+        for t in _shaped_types(op):
+            et = t.element_type
+            kind = "memref" if isinstance(t, (ir.MemRefType, ir.UnrankedMemRefType)) else "tensor"
+            if isinstance(et, ir.IntegerType) and et.width == 1:
+                found.append(f"'{op.name}' has {t}: a {kind} of i1 cannot be lowered (MLIR 22's "
+                             "memref-to-llvm aborts on sub-byte stores); use int8 for boolean data")
+            elif not t.has_rank or not t.has_static_shape:
+                found.append(f"'{op.name}' has {t}: dynamic shapes are not supported; specialize "
+                             "them to static shapes")
+        return ir.WalkResult.ADVANCE
+
+    with module.context:
+        module.operation.walk(visit, ir.WalkOrder.PRE_ORDER)
+    if found:
+        more = f" ({len(found) - 1} more such values)" if len(found) > 1 else ""
+        raise PipelineError(f"compile: {found[0]}{more}")
+    return module
+
+
+def _library(module: Module, options: CompileOptions) -> Module:
+    return LowerCallLibrary()(module) if has_op(module, "mlc.call_library") else module
+
+
+def _prepare(module: Module, options: CompileOptions) -> Module:
     out = module.clone()
+    public = set(out.function_names(public_only=True))
     with out.context:
         for f in out.func_ops():
-            if f.sym_name.value in out.function_names(public_only=True):
+            if f.sym_name.value in public:
                 f.attributes["llvm.emit_c_interface"] = ir.UnitAttr.get()
     return out
 
 
-def compile(module: Module, target="cpu", *, pipeline: Optional[str] = None, opt_level: int = 3,
-            dump_ir: Optional[str] = None, flush_denormals: bool = False) -> Executable:
+def _lower(module: Module, options: CompileOptions) -> Module:
+    return lower(module, options.pipeline or options.target.pipeline, threads=options.threads)
+
+
+def _denormals(module: Module, options: CompileOptions) -> Module:
+    return flush_denormals(module) if options.flush_denormals else module
+
+
+#: The stages of a CPU compile, in order.
+CPU_STAGES: Tuple[Stage, ...] = (
+    Stage("graph", _graph),
+    Stage("library", _library),
+    Stage("prepare", _prepare),
+    Stage("lower", _lower),
+    Stage("denormals", _denormals),
+)
+
+
+def _dump(options: CompileOptions, filename: str, text_fn) -> None:
+    if options.dump_ir:
+        with open(os.path.join(options.dump_ir, filename), "w") as f:
+            f.write(text_fn())
+
+
+def run_stages(module: Module, options: CompileOptions, stages=CPU_STAGES) -> Tuple[Module, Module]:
+    """Run ``stages`` in order; returns ``(after 'library', final)`` (the former names the native
+    libraries and Python kernels the engine needs)."""
+    with_library = module
+    for n, stage in enumerate(stages):
+        module = stage.run(module, options)
+        if stage.name == "library":
+            with_library = module
+        _dump(options, f"{n:02d}-{stage.name}.mlir", lambda m=module: str(m))
+    _dump(options, f"{len(stages):02d}-llvm.ll", lambda: translate_to_llvmir(module))
+    return with_library, module
+
+
+def compile(module: Module, target="cpu", *, threads: Optional[int] = None, opt_level: int = 3,
+            flush_denormals: bool = False, pipeline: Optional[str] = None,
+            dump_ir: Optional[str] = None, options: Optional[CompileOptions] = None) -> Executable:
     """Compile a Module for ``target`` and load it with the MLIR ExecutionEngine (JIT).
 
     Parameters
@@ -81,53 +164,45 @@ def compile(module: Module, target="cpu", *, pipeline: Optional[str] = None, opt
         Graph functions on static-shaped tensors (from :class:`GraphBuilder`, ``Module.parse`` or
         a schedule's ``sch.mod``).
     target : str or Target
-        ``"cpu"``.
-    pipeline : str, optional
-        Override the target's pipeline (name in ``pipelines/``, path, or pipeline text).
-    opt_level : int
-        LLVM optimization level of the JIT (0-3).
-    dump_ir : str, optional
-        Folder to write each stage's IR to.
-    flush_denormals : bool
-        Run the compiled functions (and their OpenMP threads) with subnormal floats flushed to
-        zero (x86 MXCSR FTZ|DAZ, like ``torch.set_flush_denormal``); see
-        :mod:`mlc_mlir.pipeline.denormals`. Off by default: numpy keeps subnormals.
+        ``"cpu"`` (the host, :meth:`Target.host`) or a :class:`Target`.
+    threads, opt_level, flush_denormals, pipeline, dump_ir
+        See :class:`CompileOptions`; ignored when ``options`` is given.
+    options : CompileOptions, optional
+        All options at once (the cache key of the result).
 
     Returns
     -------
     Executable
+        ``exe(*arrays)``; ``exe.export_library(path)`` writes a ``.so`` for the same target.
 
     Raises
     ------
     IRError
-        If the module does not verify.
+        If ``module`` is not a Module or does not verify.
     PipelineError
-        If a stage fails.
+        For invalid options, unsupported types, a failing stage, or a target that cannot run
+        here (``cuda`` execution is not implemented: use :func:`mlc_mlir.pipeline.cuda.compile_to_ptx`).
     """
-    tgt = get_target(target)
-    module.verify()
-    _check_supported_types(module)
+    if not isinstance(module, Module):
+        raise IRError(f"compile: expected an mlc.Module, got {type(module).__name__}"
+                      + ("; parse text with mlc.Module.parse(text)" if isinstance(module, str) else ""))
+    if options is None:
+        options = CompileOptions(target=target, threads=threads, opt_level=opt_level,
+                                 flush_denormals=flush_denormals, pipeline=pipeline, dump_ir=dump_ir)
+    tgt: Target = options.target
+    if tgt.kind != "cpu":
+        raise PipelineError(f"compile: running {tgt.kind} code is not implemented; "
+                            "mlc_mlir.pipeline.cuda.compile_to_ptx lowers bound schedules to PTX")
     signatures = {n: module.signature(n) for n in module.function_names(public_only=True)}
-    _dump(dump_ir, "00-graph.mlir", lambda: str(module))
-    prepared = prepare(_lower_library_calls(module))
-    _dump(dump_ir, "01-prepare.mlir", lambda: str(prepared))
-    lowered = lower(prepared, pipeline or tgt.pipeline)
-    if flush_denormals:
-        from .denormals import flush_denormals as flush
-
-        lowered = flush(lowered)
-    _dump(dump_ir, "02-lower.mlir", lambda: str(lowered))
-    _dump(dump_ir, "03-llvm.ll", lambda: translate_to_llvmir(lowered))
-    from ..graph.dispatch_library import runtime_bindings
-    from ..runtime.registry import make_callback
-
-    native_libs, callbacks = runtime_bindings(prepared)
+    with_library, lowered = run_stages(module, options)
+    native_libs, callbacks = runtime_bindings(with_library)
     libs = runtime_library_paths(tgt) + tuple(native_libs)
     errors: list = []
     cfuncs = [(sym, make_callback(kernel, specs, errors)) for sym, kernel, specs in callbacks]
     with lowered.context:
         try:
-            engine = ExecutionEngine(lowered.ir_module, opt_level=opt_level, shared_libs=list(libs))
+            engine = ExecutionEngine(lowered.ir_module, opt_level=options.opt_level,
+                                     shared_libs=list(libs))
         except RuntimeError as e:
             raise PipelineError(f"jit: ExecutionEngine failed: {e}") from None
         for sym, cf in cfuncs:
@@ -136,35 +211,8 @@ def compile(module: Module, target="cpu", *, pipeline: Optional[str] = None, opt
                  for n, sig in signatures.items()}
 
     def export(path: str) -> str:
-        from ..runtime.aot import export_library
-        return export_library(lowered, signatures, module.params, libs, path)
+        return export_library(lowered, signatures, module.params, libs, path, cpu=tgt.cpu,
+                              features=tgt.attrs)
 
     export = None if callbacks else export  # Python kernels cannot be linked into a .so
     return Executable(functions, keepalive=(engine, lowered, module, cfuncs), export=export)
-
-
-def _check_supported_types(module: Module) -> None:
-    """Refuse tensors of ``i1``: MLIR 22's memref-to-LLVM lowering asserts (aborts the process)
-    on stores of sub-byte element types."""
-    import re
-
-    text = module.to_text(elide_weights=True)
-    m = re.search(r"tensor<([0-9x]*)i1>", text)
-    if m:
-        raise PipelineError(f"compile: a tensor of i1 ({m.group(0)}) cannot be lowered (MLIR 22's "
-                            "memref-to-llvm aborts on sub-byte stores); use int8 for boolean data")
-
-
-def _lower_library_calls(module: Module) -> Module:
-    """Stage ``library``: lower ``mlc.call_library`` ops (if any) to calls of C symbols."""
-    if "mlc.call_library" not in module.to_text(elide_weights=True):
-        return module
-    from ..graph.dispatch_library import LowerCallLibrary
-
-    return LowerCallLibrary()(module)
-
-
-def translate_to_llvmir(lowered: Module) -> str:
-    """LLVM IR text of a module in the LLVM dialect (``mlir-translate --mlir-to-llvmir``)."""
-    with lowered.context:
-        return str(llvm_d.translate_module_to_llvmir(lowered.operation))

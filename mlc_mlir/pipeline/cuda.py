@@ -9,21 +9,16 @@ ops. Running it needs ``libcuda`` (not present on CI machines).
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import subprocess
 import tempfile
 from typing import Dict
 
+from .._mlir import gpu_d, ir
 from ..errors import PipelineError
 from ..ir.module import Module
+from ..ir.walk import find_ops
 from .compile import lower
-
-_ASSEMBLY = re.compile(r'gpu\.binary @(\w+)\s*\[#gpu\.object<.*?assembly = "((?:[^"\\]|\\.)*)"')
-
-
-def _unescape(s: str) -> str:
-    return re.sub(r"\\([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1), 16)), s).replace('\\"', '"')
 
 
 def compile_to_ptx(module: Module, pipeline: str = "cuda") -> Dict[str, str]:
@@ -35,8 +30,12 @@ def compile_to_ptx(module: Module, pipeline: str = "cuda") -> Dict[str, str]:
         If lowering fails, or no kernel was produced (nothing was bound to GPU axes).
     """
     lowered = lower(module, pipeline, stage="cuda")
-    text = str(lowered)
-    ptx = {m.group(1): _unescape(m.group(2)) for m in _ASSEMBLY.finditer(text)}
+    ptx = {}
+    with lowered.context:
+        for op in find_ops(lowered, "gpu.binary"):
+            name = ir.StringAttr(op.attributes["sym_name"]).value
+            for attr in ir.ArrayAttr(op.attributes["objects"]):
+                ptx[name] = gpu_d.ObjectAttr(attr).object.decode()
     if not ptx:
         raise PipelineError("cuda: no GPU kernel was produced; bind loops to blockIdx/threadIdx first")
     return ptx

@@ -10,11 +10,8 @@ from __future__ import annotations
 import os
 from typing import List
 
+from .._data import PIPELINES_DIR
 from ..errors import PipelineError
-
-#: The project's ``pipelines/`` folder.
-PIPELINES_DIR = os.path.join(
-    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "pipelines")
 
 
 def available() -> List[str]:

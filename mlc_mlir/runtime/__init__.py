@@ -1,4 +1,5 @@
-"""Runtime: :class:`Executable` (numpy in, numpy out), memref marshalling, AOT libraries."""
+"""Runtime: :class:`Executable` (numpy in, numpy out), memref marshalling, loading AOT libraries,
+and the registry of Python kernels. It never compiles (TVM's runtime/compiler split)."""
 
 from .executable import BenchmarkResult, Executable, Function  # noqa: F401
-from .aot import export_library, load_library  # noqa: F401
+from .library import load_library  # noqa: F401

@@ -76,35 +76,76 @@ class Function:
             p = self._local.packed = PackedArgs(self._shapes)
         return p
 
-    def _complete(self, args: Sequence) -> List:
-        sig = self.signature
-        inputs = [a for a in sig.args if not a.is_param]
-        if len(args) == len(sig.args):
-            return list(args)
-        if len(args) == len(inputs):
-            it, full = iter(args), []
-            for a in sig.args:
-                if a.is_param:
-                    if a.name not in self._params:
-                        raise ExecutionError(f"{sig.name}: parameter '{a.name}' has no value; pass it "
-                                             "or build the module with it")
-                    full.append(self._params[a.name])
-                else:
-                    full.append(next(it))
-            return full
-        expected = f"{len(inputs)}" + (f" (or {len(sig.args)} with parameters)" if len(inputs) != len(sig.args) else "")
-        raise ExecutionError(f"{sig.name}: got {len(args)} arguments; expected {expected}: "
-                             f"{', '.join(str(a) for a in sig.args)}")
+    def _complete(self, args: Sequence, kwargs: Optional[Mapping[str, np.ndarray]] = None) -> List:
+        """Bind positional and keyword arguments to the signature's arguments (in order).
 
-    def validate(self, args: Sequence) -> List[np.ndarray]:
+        Positional arguments are all arguments in order, or the non-parameter inputs in order;
+        keyword arguments name any argument (TVM ``set_input(name, value)``); parameters left out
+        take their bound values."""
+        sig = self.signature
+        kwargs = dict(kwargs or {})
+        names = [a.name for a in sig.args]
+        inputs = [i for i, a in enumerate(sig.args) if not a.is_param]
+        if not kwargs and len(args) == len(sig.args):
+            return list(args)
+        unknown = [k for k in kwargs if k not in names]
+        if unknown:
+            raise ExecutionError(f"{sig.name}: unknown argument name(s) {unknown}; expected names: "
+                                 f"{names}")
+        if len(args) == len(sig.args):
+            slots = list(range(len(sig.args)))
+        elif len(args) <= len(inputs):
+            slots = inputs[:len(args)]
+        else:
+            expected = f"{len(inputs)}" + (f" (or {len(sig.args)} with parameters)"
+                                           if len(inputs) != len(sig.args) else "")
+            raise ExecutionError(f"{sig.name}: got {len(args)} arguments; expected {expected}: "
+                                 f"{', '.join(str(a) for a in sig.args)}")
+        full: List = [None] * len(sig.args)
+        given = [False] * len(sig.args)
+        for slot, a in zip(slots, args):
+            full[slot], given[slot] = a, True
+        for k, v in kwargs.items():
+            slot = names.index(k)
+            if given[slot]:
+                raise ExecutionError(f"{sig.name}: argument '{k}' given both by position and by name")
+            full[slot], given[slot] = v, True
+        missing = [sig.args[i].name for i in inputs if not given[i]]
+        if missing:
+            raise ExecutionError(f"{sig.name}: got {len(args)} positional arguments and "
+                                 f"{sorted(kwargs)} by name; missing {missing} (arguments: "
+                                 f"{', '.join(str(a) for a in sig.args)})")
+        for i, a in enumerate(sig.args):
+            if not given[i]:
+                if a.name not in self._params:
+                    raise ExecutionError(f"{sig.name}: parameter '{a.name}' has no value; pass it "
+                                         "or build the module with it")
+                full[i] = self._params[a.name]
+        return full
+
+    def validate(self, args: Sequence, kwargs: Optional[Mapping[str, np.ndarray]] = None) -> List[np.ndarray]:
         """Check count, type, dtype, shape and C-contiguity of the arguments; returns them complete.
+
+        Parameters
+        ----------
+        args : sequence of numpy.ndarray
+            All arguments in order, or the non-parameter inputs in order (parameters then take
+            their bound values).
+        kwargs : mapping str -> numpy.ndarray, optional
+            Arguments by name (``x=...``, ``w0=...``).
+
+        Returns
+        -------
+        list of numpy.ndarray
+            One array per argument of the signature, in order.
 
         Raises
         ------
         ExecutionError
-            ``main: argument 'x' has shape (2, 64); expected (1, 64)`` and the like.
+            ``main: argument 'x' has shape (2, 64); expected (1, 64)``, an unknown or missing
+            argument name, and the like.
         """
-        full = self._complete(args)
+        full = self._complete(args, kwargs)
         for spec, npd, a in zip(self.signature.args, self._np_dtypes, full):
             where = f"{self.signature.name}: argument '{spec.name}'"
             if not isinstance(a, np.ndarray):
@@ -120,30 +161,65 @@ class Function:
                                      " (inputs are never copied)")
         return full
 
-    def __call__(self, *args, out: Optional[Sequence[np.ndarray]] = None):
+    def _outputs(self, out) -> List[np.ndarray]:
+        results = self.signature.results
+        if out is None:
+            return [np.empty(r.shape, d) for r, d in zip(results, self._out_dtypes)]
+        outs = [out] if isinstance(out, np.ndarray) else list(out)
+        if len(outs) != len(results):
+            raise ExecutionError(f"{self.name}: out has {len(outs)} arrays; expected {len(results)}")
+        for r, d, o in zip(results, self._out_dtypes, outs):
+            if not isinstance(o, np.ndarray) or o.dtype != d or o.shape != r.shape \
+                    or not o.flags.c_contiguous or not o.flags.writeable:
+                got = f"{o.dtype}{format_shape(o.shape)}" if isinstance(o, np.ndarray) else type(o).__name__
+                raise ExecutionError(f"{self.name}: out array for {r.name} must be a writable "
+                                     f"C-contiguous {r.dtype}{format_shape(r.shape)}; got {got}")
+        for i, a in enumerate(outs):
+            for b in outs[i + 1:]:
+                if np.shares_memory(a, b):
+                    raise ExecutionError(f"{self.name}: out arrays overlap in memory; each result "
+                                         "needs its own array")
+        return outs
+
+    def __call__(self, *args, out=None, **kwargs):
         """Run on numpy arrays; returns one array, or a tuple for several results.
 
-        ``out`` may supply preallocated result arrays (validated like inputs).
+        Parameters
+        ----------
+        *args : numpy.ndarray
+            Inputs in order (parameters may be left out: their bound values are used).
+        out : numpy.ndarray or sequence of numpy.ndarray, optional
+            Preallocated result arrays (one array for a single result), validated like inputs.
+            An ``out`` array that shares memory with an input is written through a temporary,
+            so ``f(a, b, out=a)`` is correct.
+        **kwargs : numpy.ndarray
+            Arguments by name (TVM ``set_input``), e.g. ``exe(x=arr)``.
+
+        Returns
+        -------
+        numpy.ndarray or tuple of numpy.ndarray
+            The ``out`` arrays when given.
+
+        Raises
+        ------
+        ExecutionError
+            On invalid, unknown or missing arguments, invalid or mutually overlapping ``out``
+            arrays, or an exception raised by a Python kernel.
         """
-        full = self.validate(args)
-        if out is None:
-            outs = [np.empty(r.shape, d) for r, d in zip(self.signature.results, self._out_dtypes)]
-        else:
-            outs = list(out)
-            if len(outs) != len(self.signature.results):
-                raise ExecutionError(f"{self.name}: out has {len(outs)} arrays; expected "
-                                     f"{len(self.signature.results)}")
-            for r, d, o in zip(self.signature.results, self._out_dtypes, outs):
-                if not isinstance(o, np.ndarray) or o.dtype != d or o.shape != r.shape \
-                        or not o.flags.c_contiguous or not o.flags.writeable:
-                    raise ExecutionError(f"{self.name}: out array for {r.name} must be a writable "
-                                         f"C-contiguous {r.dtype}{format_shape(r.shape)}")
+        full = self.validate(args, kwargs)
+        outs = self._outputs(out)
+        # an out array aliasing an input would be overwritten while the input is still read
+        run = [np.empty_like(o) if any(np.shares_memory(o, a) for a in full) else o for o in outs]
         packed = self._packed()
-        packed.bind(full + outs)
+        packed.bind(full + run)
         self._invoke(packed)
+        for o, r in zip(outs, run):
+            if r is not o:
+                np.copyto(o, r)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
-    def benchmark(self, *args, number: int = 100, repeat: int = 5, warmup: int = 1) -> BenchmarkResult:
+    def benchmark(self, *args, number: int = 100, repeat: int = 5, warmup: int = 1,
+                  **kwargs) -> BenchmarkResult:
         """Time the function: ``repeat`` rounds of ``number`` calls each (ms per call).
 
         Outputs are allocated once; the validated arguments are reused so the timing is the native
@@ -156,7 +232,7 @@ class Function:
         """
         if number < 1 or repeat < 1:
             raise ExecutionError(f"benchmark: number={number} and repeat={repeat} must be >= 1")
-        full = self.validate(args)
+        full = self.validate(args, kwargs)
         outs = [np.empty(r.shape, d) for r, d in zip(self.signature.results, self._out_dtypes)]
         packed = PackedArgs(self._shapes)
         packed.bind(full + outs)
@@ -207,10 +283,10 @@ class Executable:
         return self._default()(*args, **kwargs)
 
     def benchmark(self, *args, number: int = 100, repeat: int = 5, func: Optional[str] = None,
-                  warmup: int = 1) -> BenchmarkResult:
+                  warmup: int = 1, **kwargs) -> BenchmarkResult:
         """Time ``main`` (or ``func``); see :meth:`Function.benchmark` (ms per call)."""
         f = self[func] if func else self._default()
-        return f.benchmark(*args, number=number, repeat=repeat, warmup=warmup)
+        return f.benchmark(*args, number=number, repeat=repeat, warmup=warmup, **kwargs)
 
     def export_library(self, path: str) -> str:
         """Write a shared library (``.so``) plus ``<path>.json`` metadata; load it back with

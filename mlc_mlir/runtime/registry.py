@@ -16,9 +16,11 @@ ExecutionEngine; OpenBLAS is called directly from the JIT code, with no Python i
 from __future__ import annotations
 
 import ctypes
+import os
 from typing import Callable, Dict, Sequence, Tuple
 
 import numpy as np
+import scipy_openblas32
 
 from ..errors import ExecutionError
 from ..ir import dtypes
@@ -68,6 +70,11 @@ def get_func(name: str) -> Callable:
                              f"native: {sorted(NATIVE)}") from None
 
 
+def registered_names() -> list:
+    """Sorted names of the registered Python kernels (native providers are in :data:`NATIVE`)."""
+    return sorted(_FUNCS)
+
+
 def is_known(name: str) -> bool:
     """True if ``name`` is a registered Python kernel or a native provider."""
     return name in _FUNCS or name in NATIVE
@@ -76,9 +83,6 @@ def is_known(name: str) -> bool:
 def library_path(name: str) -> str:
     """Shared library that defines native provider ``name``."""
     if name.startswith("openblas."):
-        import os
-        import scipy_openblas32
-
         return os.path.join(scipy_openblas32.get_lib_dir(), "libscipy_openblas.so")
     raise ExecutionError(f"no native library for '{name}'")
 

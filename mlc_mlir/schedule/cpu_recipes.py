@@ -12,7 +12,8 @@ from __future__ import annotations
 from typing import Optional
 
 from ..errors import ScheduleError
-from .schedule import BlockRV, Schedule
+from .schedule import Schedule
+from .state import BlockRV
 
 
 def _largest_divisor(n: int, cap: int) -> int:
@@ -47,7 +48,7 @@ def schedule_matmul_goto(sch: Schedule, block: BlockRV, threads: int = 1, mc: in
     if len(loops) != 3:
         raise ScheduleError(f"schedule_matmul_goto: expected loops (i, j, k), got {len(loops)} loops")
     i, j, k = loops
-    blk = sch._blocks[block.block_id]
+    blk = sch.get(block)
     m, n, kk = (d.extent for d in blk.dims)
     if m % threads != 0:
         raise ScheduleError(f"schedule_matmul_goto: {threads} threads do not divide M={m}")
@@ -64,8 +65,8 @@ def schedule_matmul_goto(sch: Schedule, block: BlockRV, threads: int = 1, mc: in
     sch.reorder(i0, j0, k0, i1, j1, i2, k1, i3, j2)
     if threads > 1:
         sch.parallel(i0)
-        info = sch._info[(blk.func, blk.name)]
-        if info.get("init") and not [p for p in info["producers"] if p != info["init"]]:
+        info = blk.info
+        if info.init and not [p for p in info.producers if p != info.init]:
             # each thread zeroes its own rows of C (the init fused into the scf.forall)
             sch.decompose_reduction(block, j0)
     if pack is None:  # a packed panel is reused by every MR row block of a thread's rows

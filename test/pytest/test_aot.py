@@ -1,5 +1,6 @@
 """AOT: export a compiled module as a .so and load it back in a fresh process, no recompiling."""
 
+import json
 import os
 import subprocess
 import sys
@@ -53,3 +54,72 @@ def test_loaded_library_validates_inputs(tmp_path):
 def test_load_missing_library_is_clean(tmp_path):
     with pytest.raises(mlc.ExecutionError, match="cannot load"):
         mlc.runtime.load_library(str(tmp_path / "nope.so"))
+
+
+def _scaled_module(scale: float):
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        x = f.arg("x", shape=(4, 8))
+        f.output(ops.multiply(ops.exp(x), np.full((4, 8), scale, np.float32)))
+    return bb.finish()
+
+
+def test_reexport_to_same_path_loads_the_new_library(tmp_path):
+    path = str(tmp_path / "lib.so")
+    x = np.random.default_rng(2).standard_normal((4, 8)).astype(np.float32)
+    mlc.compile(_scaled_module(2.0)).export_library(path)
+    first = mlc.runtime.load_library(path)
+    np.testing.assert_allclose(first(x), np.exp(x) * 2.0, rtol=1e-5)
+    mod, ref = _module(False)           # a different signature and computation, same path
+    mlc.compile(mod).export_library(path)
+    second = mlc.runtime.load_library(path)
+    x2 = np.random.default_rng(3).standard_normal((8, 16)).astype(np.float32)
+    np.testing.assert_allclose(second(x2), ref(x2), rtol=1e-4, atol=1e-4)
+    mlc.compile(_scaled_module(-1.0)).export_library(path)   # same signature, new values
+    np.testing.assert_allclose(mlc.runtime.load_library(path)(x), -np.exp(x), rtol=1e-5)
+    np.testing.assert_allclose(first(x), np.exp(x) * 2.0, rtol=1e-5)  # still the first one
+
+
+def _exported(tmp_path):
+    mod, _ = _module(False)
+    return mlc.compile(mod).export_library(str(tmp_path / "m.so"))
+
+
+def test_tampered_json_is_refused(tmp_path):
+    lib = _exported(tmp_path)
+    meta = json.loads(open(lib + ".json").read())
+    meta["functions"]["main"]["args"][0]["shape"] = [2, 16]
+    meta["functions"]["main"]["results"][0]["shape"] = [2, 32]
+    with open(lib + ".json", "w") as f:
+        json.dump(meta, f)
+    with pytest.raises(mlc.ExecutionError, match="does not match the signatures compiled into m.so"):
+        mlc.runtime.load_library(lib)
+
+
+@pytest.mark.parametrize("edit, match", [
+    (lambda m: m.pop("functions"), "is not an mlc-library-v1 file"),
+    (lambda m: m["functions"]["main"]["args"][0].pop("shape"), r"function 'main' argument lacks \['shape'\]"),
+    (lambda m: m["functions"]["main"].pop("results"), "needs 'args' and 'results' lists"),
+    (lambda m: m["functions"]["main"]["results"][0].update(dtype="float99"), "has dtype 'float99'"),
+])
+def test_incomplete_json_is_refused(tmp_path, edit, match):
+    lib = _exported(tmp_path)
+    meta = json.loads(open(lib + ".json").read())
+    edit(meta)
+    with open(lib + ".json", "w") as f:
+        json.dump(meta, f)
+    with pytest.raises(mlc.ExecutionError, match=match):
+        mlc.runtime.load_library(lib)
+    with open(lib + ".json", "w") as f:
+        f.write("{not json")
+    with pytest.raises(mlc.ExecutionError, match="is not JSON"):
+        mlc.runtime.load_library(lib)
+
+
+@pytest.mark.parametrize("path", ["/proc/x.so", "/proc/nope/x.so"])
+def test_unwritable_export_path_is_refused(path):
+    mod, _ = _module(False)
+    exe = mlc.compile(mod)
+    # refused up front (cannot create the folder) or by the linker (cannot open the output file)
+    with pytest.raises(mlc.ExecutionError, match=r"export_library: (?s:.*)/proc/"):
+        exe.export_library(path)

@@ -70,3 +70,16 @@ def test_wheel_mlir_opt_accepts_every_pipeline_file_and_builder_ir(tmp_path):
         assert r.returncode == 0, f"{name}: {r.stderr}"
         assert "llvm.func @main" in r.stdout      # (no bound loops: the CUDA pipeline emits no kernel)
         assert text.strip().startswith("builtin.module(")
+
+
+def test_unreadable_inputs_and_outputs_are_one_line_errors(tmp_path):
+    binary = tmp_path / "blob.mlir"
+    binary.write_bytes(bytes(range(256)))
+    r = mlc_opt(str(binary))
+    assert r.returncode == 1 and r.stderr.startswith("mlc-opt: error: input") and "not UTF-8" in r.stderr
+    src = tmp_path / "mm.mlir"
+    src.write_text(MM)
+    r = mlc_opt(str(src), "--schedule", str(tmp_path / "missing.json"))
+    assert r.returncode == 1 and "cannot read --schedule file" in r.stderr and "Traceback" not in r.stderr
+    r = mlc_opt(str(src), "-o", "/proc/mlc-out.mlir")
+    assert r.returncode == 1 and "cannot write /proc/mlc-out.mlir" in r.stderr and "Traceback" not in r.stderr

@@ -8,7 +8,7 @@ import pytest
 
 import mlc_mlir as mlc
 from mlc_mlir import graph, ops
-from mlc_mlir._mlir import MLIR_BIN_DIR, math_d
+from mlc_mlir._mlir import MLIR_BIN_DIR
 from mlc_mlir.ir.context import dialect_files
 
 
@@ -82,6 +82,36 @@ def test_dispatch_errors():
         mlc.register_func("test.relu", _relu)
 
 
+def test_dispatch_unknown_names_list_what_exists():
+    mod, _ = _mlp(params=True)
+    with pytest.raises(mlc.BuildError, match=r"no op matches \['dense_7', 'relux'\]; ops in the module "
+                                             r"answer to \[.*'dense', 'dense.bias_add', .*'relu'.*\]"):
+        graph.DispatchLibrary({"relux": "test.relu", "dense_7": "test.linear", "relu": "test.relu"})(mod)
+    with pytest.raises(mlc.BuildError, match=r"kernel 'env.nope' \(for 'relu'\) is not registered; "
+                                             r"registered kernels: \[.*'test.linear', 'test.relu'.*\], "
+                                             r"native providers: \['openblas.sgemm'\]"):
+        graph.DispatchLibrary({"relu": "env.nope"})
+    with pytest.raises(mlc.BuildError, match="non-empty dict"):
+        graph.DispatchLibrary({})
+
+
+def test_dispatch_after_fusion_finds_named_ops():
+    """FuseOps keeps named matmuls (a flatten is not pushed into them), so dispatch by name
+    still works on a fused module."""
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((10, 32)).astype(np.float32)
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        x = f.arg("x", shape=(2, 2, 4, 4))
+        f.output(ops.relu(ops.dense(ops.flatten(x, start_dim=1), w)))
+    fused = graph.FuseOps()(bb.finish())
+    blas = graph.DispatchLibrary({"dense": "openblas.sgemm"})(fused)
+    assert 'callee = "openblas.sgemm"' in str(blas) and "linalg.matmul" not in str(blas)
+    xn = rng.standard_normal((2, 2, 4, 4)).astype(np.float32)
+    np.testing.assert_allclose(mlc.compile(blas)(xn), np.maximum(xn.reshape(2, 32) @ w.T, 0),
+                               rtol=1e-4, atol=1e-4)
+
+
 def test_mlc_dialect_parses_in_upstream_mlir_opt(tmp_path):
     mod, _ = _mlp()
     text = graph.DispatchLibrary({"relu": "test.relu"})(mod).to_text()
@@ -98,16 +128,14 @@ def test_mlc_dialect_parses_in_upstream_mlir_opt(tmp_path):
 
 
 @graph.pattern("linalg.generic")
-def _ewise_fma(op, rewriter):
+def _ewise_fma(op):
     if graph.body_ops(op) != ["arith.addf"]:
-        return True
+        return None
     mul = graph.producer(op.operands[0])
     if mul is None or graph.body_ops(mul) != ["arith.mulf"] or not graph.has_one_use(mul):
-        return True
-    with rewriter.ip:
-        fma = graph.elementwise([mul.operands[0], mul.operands[1], op.operands[1]], op.results[0].type,
-                                lambda a, b, c: math_d.fma(a, b, c), name="ewise_fma")
-    rewriter.replace_op(op, [fma])
+        return None
+    return graph.elementwise([mul.operands[0], mul.operands[1], op.operands[1]], op.results[0].type,
+                             graph.scalar.fma, name="ewise_fma")
 
 
 def test_ewise_fma_rewrite():
@@ -121,3 +149,29 @@ def test_ewise_fma_rewrite():
     assert "math.fma" in text and "arith.mulf" not in text and 'mlc.name = "ewise_fma"' in text
     xn = np.arange(12, dtype=np.float32).reshape(3, 4)
     np.testing.assert_allclose(mlc.compile(out)(xn, xn + 1), xn * (xn + 1) + xn + 1)
+
+
+def test_pattern_returning_none_is_no_match_and_checks_arity():
+    @graph.pattern("linalg.generic")
+    def never(op):
+        return None
+
+    @graph.pattern("linalg.generic")
+    def two_values(op):
+        if graph.body_ops(op) != ["arith.addf"]:
+            return None
+        return [op.operands[0], op.operands[1]]
+
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        x, y = f.arg("x", shape=(3, 4)), f.arg("y", shape=(3, 4))
+        f.output(ops.add(ops.exp(x), y))
+    mod = bb.finish()
+    same = graph.RewritePatterns([never])(mod)
+    assert str(same).count("linalg.generic") == 2
+    xn = np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4)
+    np.testing.assert_allclose(mlc.compile(same)(xn, xn), np.exp(xn) + xn, rtol=1e-6)
+    with pytest.raises(mlc.PipelineError, match="'two_values': returned 2 values for linalg.generic with 1"):
+        graph.RewritePatterns([two_values])(mod)
+    with pytest.raises(mlc.PipelineError, match="is not a Pattern"):
+        graph.RewritePatterns([lambda op: None])

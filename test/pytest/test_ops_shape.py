@@ -174,7 +174,7 @@ def test_broadcast_to(x, shape):
     (lambda a: ops.reshape(a, (-1, -1)), r"reshape: argument 'shape' is \(-1, -1\); expected dims >= 0 and at most one -1"),
     (lambda a: ops.reshape(a, (-2, 12)), r"reshape: argument 'shape' is \(-2, 12\)"),
     (lambda a: ops.reshape(a, "24"), r"reshape: argument 'shape' is '24'; expected a sequence of ints"),
-    (lambda a: ops.reshape(np.ones(3), (3,)), "reshape: argument 'x' is ndarray; expected a Tensor"),
+    (lambda a: ops.reshape([1.0, 2.0, 3.0], (3,)), "reshape: argument 'x' is list; expected a Tensor or numpy.ndarray"),
     (lambda a: ops.transpose(a, (0, 0, 1)), r"transpose: argument 'perm' is \(0, 0, 1\); expected a permutation of "
                                             r"range\(3\) for x \(2, 3, 4\)"),
     (lambda a: ops.transpose(a, (0, 1)), r"transpose: argument 'perm' is \(0, 1\); expected a permutation"),

@@ -1,5 +1,7 @@
 """Executable: numerics, input validation, parameters, benchmark."""
 
+import statistics
+
 import numpy as np
 import pytest
 
@@ -53,6 +55,68 @@ def test_input_validation(rng, bad, match):
         exe(*bad(x))
 
 
+def test_out_accepts_a_single_array_or_a_list(rng):
+    mod, ref = _mlp(rng)
+    exe = mlc.compile(mod)
+    x = rng.standard_normal((2, 8)).astype(np.float32)
+    out = np.full((2, 4), np.nan, np.float32)
+    assert exe(x, out=out) is out
+    np.testing.assert_allclose(out, ref(x), rtol=1e-5, atol=1e-5)
+    out2 = np.zeros((2, 4), np.float32)
+    assert exe(x, out=[out2]) is out2
+    np.testing.assert_allclose(out2, ref(x), rtol=1e-5, atol=1e-5)
+    with pytest.raises(mlc.ExecutionError, match=r"out array for .* float32\(2, 4\); got float64\(2, 4\)"):
+        exe(x, out=np.zeros((2, 4)))
+    with pytest.raises(mlc.ExecutionError, match="out has 2 arrays; expected 1"):
+        exe(x, out=[out, out2])
+
+
+def _matmul_exe(n=8):
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        a, b = f.arg("a", shape=(n, n)), f.arg("b", shape=(n, n))
+        f.output(ops.matmul(a, b))
+    return mlc.compile(bb.finish())
+
+
+def test_out_aliasing_an_input_is_computed_through_a_copy(rng):
+    exe = _matmul_exe()
+    a = rng.standard_normal((8, 8)).astype(np.float32)
+    b = rng.standard_normal((8, 8)).astype(np.float32)
+    want = a @ b
+    a_alias = a.copy()
+    assert exe(a_alias, b, out=[a_alias]) is a_alias
+    np.testing.assert_allclose(a_alias, want, rtol=1e-5, atol=1e-5)
+    b_alias = b.copy()
+    exe(a, b_alias, out=b_alias)
+    np.testing.assert_allclose(b_alias, want, rtol=1e-5, atol=1e-5)
+    both = a.copy()
+    exe(both, both, out=both)                 # a @ a, written over a
+    np.testing.assert_allclose(both, a @ a, rtol=1e-5, atol=1e-5)
+
+
+def test_arguments_by_name(rng):
+    mod, ref = _mlp(rng, params=True)
+    exe = mlc.compile(mod)
+    x = rng.standard_normal((2, 8)).astype(np.float32)
+    np.testing.assert_allclose(exe(x=x), ref(x), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(exe["main"](x=x), ref(x), rtol=1e-5, atol=1e-5)
+    # a parameter by name replaces its bound value: relu(b0) @ w1.T does not depend on x
+    w0 = np.zeros_like(mod.params["w0"])
+    np.testing.assert_allclose(exe(x, w0=w0), exe(x * 3, w0=w0), rtol=1e-6)
+    matmul = _matmul_exe(4)
+    a = rng.standard_normal((4, 4)).astype(np.float32)
+    b = rng.standard_normal((4, 4)).astype(np.float32)
+    np.testing.assert_allclose(matmul(b=b, a=a), a @ b, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(matmul(a, b=b), a @ b, rtol=1e-5, atol=1e-5)
+    with pytest.raises(mlc.ExecutionError, match=r"unknown argument name\(s\) \['x0'\]; expected names: \['x', 'w0'\]"):
+        exe(x0=x)
+    with pytest.raises(mlc.ExecutionError, match=r"missing \['b'\]"):
+        matmul(a=a)
+    with pytest.raises(mlc.ExecutionError, match="'a' given both by position and by name"):
+        matmul(a, a=a, b=b)
+
+
 def test_params_are_filled_in_and_bindable(rng):
     mod, ref = _mlp(rng, params=True)
     assert "w0" in mod.params
@@ -81,7 +145,12 @@ def test_benchmark_returns_ms(rng):
     exe = mlc.compile(mod)
     x = rng.standard_normal((2, 8)).astype(np.float32)
     r = exe.benchmark(x, number=10, repeat=3)
-    assert 0 < r.min_ms <= r.median_ms and len(r.per_repeat_ms) == 3
+    assert len(r.per_repeat_ms) == 3 and r.number == 10
+    assert all(np.isfinite(t) and t > 0 for t in r.per_repeat_ms)
+    assert r.min_ms == min(r.per_repeat_ms)
+    assert r.median_ms == statistics.median(r.per_repeat_ms)
+    assert r.mean_ms == pytest.approx(statistics.fmean(r.per_repeat_ms))
+    assert exe.benchmark(x=x, number=1, repeat=1).number == 1   # inputs by name too
     with pytest.raises(mlc.ExecutionError, match="must be >= 1"):
         exe.benchmark(x, number=0)
 
@@ -124,8 +193,9 @@ def test_dump_ir_writes_each_stage(rng, tmp_path):
     mod, _ = _mlp(rng)
     mlc.compile(mod, dump_ir=str(tmp_path))
     names = sorted(p.name for p in tmp_path.iterdir())
-    assert names == ["00-graph.mlir", "01-prepare.mlir", "02-lower.mlir", "03-llvm.ll"]
-    assert "llvm.func" in (tmp_path / "02-lower.mlir").read_text()
+    assert names == ["00-graph.mlir", "01-library.mlir", "02-prepare.mlir", "03-lower.mlir",
+                     "04-denormals.mlir", "05-llvm.ll"]
+    assert "llvm.func" in (tmp_path / "03-lower.mlir").read_text()
 
 
 def test_no_memory_leak_across_calls():

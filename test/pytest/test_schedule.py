@@ -45,8 +45,10 @@ def assert_replays(sch, mod):
     """JSON round trip and replay give the identical transform script and payload."""
     t2 = mlc.Trace.from_json(sch.trace.as_json())
     assert t2 == sch.trace
-    assert str(t2.as_transform_script(mod)) == str(sch.transform_script())
-    assert str(t2.apply(mod)) == str(sch.mod)
+    replayed = mlc.Schedule.from_trace(mod, t2)
+    assert replayed.trace == sch.trace
+    assert str(replayed.as_transform_script()) == str(sch.trace.as_transform_script())
+    assert str(replayed.mod) == str(sch.mod)
 
 
 def test_seed_walkthrough_split_reorder_decompose():
@@ -284,15 +286,18 @@ def test_sampling_knobs_and_replay_with_other_decisions():
     assert fi[1] <= 16 and int(fi[0]) * int(fi[1]) == 64
     script = str(sch.transform_script())
     assert 'transform.tune.knob<"matmul.i.tile1">' in script
-    assert "from options = [1, 2, 4, 8, 16, 32, 64]" in script
+    # the knob of i's tile size offers what max_innermost_factor allows
+    assert "from options = [1, 2, 4, 8, 16] ->" in script
     run_matmul(sch.mod)
     assert_replays(sch, mod)
     idx = next(n for n, inst in enumerate(sch.trace.insts) if inst.kind == "sample_perfect_tile")
-    other = sch.trace.apply(mod, decisions={idx: [8, 8]})
-    assert other is not None
-    run_matmul(other)
+    other = mlc.Schedule.from_trace(mod, sch.trace, decisions={idx: [8, 8]})
+    assert other.get(other.get_loops(other.get_block("matmul"))[1]).extent == 8
+    run_matmul(other.mod)
     with pytest.raises(ScheduleError, match="not a 2-way perfect tiling"):
-        sch.trace.apply(mod, decisions={idx: [3, 5]})
+        mlc.Schedule.from_trace(mod, sch.trace, decisions={idx: [3, 5]})
+    with pytest.raises(ScheduleError, match="innermost factor 32; expected <= max_innermost_factor=16"):
+        mlc.Schedule.from_trace(mod, sch.trace, decisions={idx: [2, 32]})
 
 
 @settings(max_examples=12, deadline=None)
@@ -328,7 +333,7 @@ def test_random_valid_schedules_never_change_results(m, n, k, data):
     (lambda s, l: s.parallel(l[2]), "parallel: loop k of 'matmul' iterates a reduction dim"),
     (lambda s, l: s.unroll(l[0], 5), "unroll: factor 5 does not divide extent 64"),
     (lambda s, l: s.bind(l[2], "blockIdx.x"), "iterates a reduction dim"),
-    (lambda s, l: s.bind(l[0], "warp.x"), "is not one of"),
+    (lambda s, l: s.bind(l[0], "warp.x"), "bind: argument .thread_axis. is .warp.x.; expected one of"),
     (lambda s, l: s.reorder(l[0]), "needs at least two loops"),
     (lambda s, l: s.fuse(l[0], l[2]), "must be adjacent"),
     (lambda s, l: s.rfactor(l[2]), "inner loop of a reduction dim split into exactly two"),

@@ -1,4 +1,4 @@
-"""Emission: a Schedule's loop-nest model -> a transform-dialect script, and its application.
+"""Transform scripts: a loop-nest model -> a transform-dialect module, and its application.
 
 The script is built with the MLIR Python builders (``transform.structured.*``,
 ``transform.loop.*``, ``transform.tune.knob``) as ``transform.named_sequence
@@ -6,9 +6,11 @@ The script is built with the MLIR Python builders (``transform.structured.*``,
 ``mlir-opt --transform-preload-library=transform-library-paths=s.mlir --transform-interpreter``
 applies it to the exported payload with the same result as ``sch.mod``.
 
-Per block, outermost loop first: each materialized loop is one tiling op that tiles only its
-dim, with the tile size (step) being the product of the inner loops' extents of the same dim:
-``parallel``/``bind`` -> ``structured.tile_using_forall``, serial -> ``structured.tile_using_for``.
+Emission reads only the public loop-nest model (:class:`~.loop_nest.LoopNestModel`). Per block,
+outermost loop first: each materialized loop (:meth:`LoopNestModel.tilings`) is one tiling op
+that tiles only its dim, the tile size (step) being the product of the inner loops' extents of
+the same dim; :data:`TILING_RULES` maps each loop kind to its tiling op (``serial`` ->
+``structured.tile_using_for``, ``parallel`` and ``bound`` -> ``structured.tile_using_forall``).
 Loops inside a vectorized loop stay in the op, which ``structured.vectorize`` turns into vector
 ops; trailing loops already in the op's dim order are left to ``convert-linalg-to-loops``.
 Attached blocks (``compute_at``, ``decompose_reduction``) are fused with
@@ -25,7 +27,7 @@ from .._mlir import (ir, loop_transform_d, structured_transform_d, tensor_transf
 from ..errors import ScheduleError
 from ..ir import dtypes
 from ..ir.module import Module, OP_NAME_ATTR, diagnostics
-from .loop_nest import Block
+from .loop_nest import Block, LoopNestModel, Tiling
 
 class TransformScript:
     """A transform module (``transform.named_sequence @__transform_main``).
@@ -62,18 +64,44 @@ def _param_type():
     return transform_d.ParamType.get(ir.IntegerType.get_signless(64))
 
 
+def _tile_for(op: ir.Value, sizes: list, blk: Block, t: Tiling):
+    """``serial`` loops: ``structured.tile_using_for`` (one ``scf.for`` per tiled dim)."""
+    r = structured_transform_d.TileUsingForOp(op, sizes=sizes)
+    return r.tiled_linalg_op, list(r.loops)
+
+
+def _tile_forall(op: ir.Value, sizes: list, blk: Block, t: Tiling):
+    """``parallel`` loops: ``structured.tile_using_forall`` (one multi-dim ``scf.forall``)."""
+    r = structured_transform_d.TileUsingForallOp(op, tile_sizes=sizes)
+    return r.tiled_op, [r.forall_op]
+
+
+def _tile_bound(op: ir.Value, sizes: list, blk: Block, t: Tiling):
+    """``bound`` loops: an ``scf.forall`` annotated ``mlc.bind`` with the GPU axes, x first, in
+    dim order (mapped by ``gpu-map-parallel-loops`` in the CUDA pipeline)."""
+    op, loops = _tile_forall(op, sizes, blk, t)
+    axes = ",".join(blk.loops[p].thread for p in sorted(t.positions, key=lambda q: blk.loops[q].dim))
+    transform_d.AnnotateOp(loops[0], "mlc.bind", param=_param(axes))
+    return op, loops
+
+
+#: Loop kind -> tiling rule ``(op, sizes, block, tiling) -> (tiled op, loop handles)``.
+#: ``vectorized`` loops never get one: they stay in the op that ``structured.vectorize`` turns
+#: into vector ops.
+TILING_RULES = {"serial": _tile_for, "parallel": _tile_forall, "bound": _tile_bound}
+
+
 class _Emitter:
-    def __init__(self, sch, root: ir.Value, design_space: bool = False):
-        self.sch = sch
+    def __init__(self, model: LoopNestModel, root: ir.Value, design_space: bool = False):
+        self.model = model
         self.design_space = design_space
         self.root = root
         self.funcs: Dict[str, ir.Value] = {}
         self.loop_handles: Dict[int, ir.Value] = {}      # model loop id -> handle
-        self.loop_kinds: Dict[int, str] = {}
         self.op_handles: Dict[int, ir.Value] = {}        # block id -> current op handle
         self.vectorized_funcs = set()
         self.coalesce = []                                 # (block, positions, outer loop handle)
-        self.pads = []                                     # (func, pad handle, loops to hoist)
+        self.pads = []                                     # (func, pad handle, loops to hoist, tile)
 
     # ---------------------------------------------------------------- matching
     def func(self, name: str) -> ir.Value:
@@ -90,20 +118,24 @@ class _Emitter:
 
     # ---------------------------------------------------------------- sizes and knobs
     def tile_size(self, blk: Block, pos: int):
-        """Static step of loops[pos], or a knob param when a sampled factor determines it."""
+        """Static step of loops[pos], or a knob param when a sampled factor determines it; the
+        knob's options are the steps the sampled factors' options allow."""
         step = blk.step(pos)
         lp = blk.loops[pos]
         inner = [q for q in blk.loops[pos + 1:] if q.dim == lp.dim]
-        if not any(q.annotations.get("sampled") for q in inner + [lp]):
+        if not any(q.sampled for q in inner + [lp]):
             return step
         level = sum(1 for q in blk.loops[:pos] if q.dim == lp.dim) + 1
         extent = blk.dims[lp.dim].extent
-        options = [d for d in range(1, extent + 1) if extent % d == 0]
+        options = {1}
+        for q in inner:
+            options = {a * b for a in options for b in (q.options or (q.extent,)) if extent % (a * b) == 0}
+        options.add(step)
         name = f"{blk.name}.{blk.dims[lp.dim].name}.tile{level}"
         selected = None if self.design_space else ir.IntegerAttr.get(ir.IntegerType.get_signless(64), step)
-        return tune_transform_d.KnobOp(_param_type(), name, options, selected=selected).result
+        return tune_transform_d.KnobOp(_param_type(), name, sorted(options), selected=selected).result
 
-    def sizes(self, blk: Block, positions: List[int], ndims: int, dim_map=None):
+    def sizes(self, blk: Block, positions, ndims: int, dim_map=None):
         sizes = [0] * ndims
         for p in positions:
             d = blk.loops[p].dim if dim_map is None else dim_map[blk.loops[p].dim]
@@ -111,124 +143,57 @@ class _Emitter:
         return sizes
 
     # ---------------------------------------------------------------- tiling
-    def tile(self, op: ir.Value, blk: Block, positions: List[int], ndims: int, dim_map=None,
+    def tile(self, op: ir.Value, blk: Block, t: Tiling, ndims: int, dim_map=None,
              fuse_producers: bool = False):
-        lp = blk.loops[positions[0]]
-        sizes = self.sizes(blk, positions, ndims, dim_map)
-        if blk.rfactor is not None and blk.loops[positions[0]].id == blk.rfactor[0]:
-            t = structured_transform_d.TileReductionUsingForOp(
+        lp = blk.loops[t.positions[0]]
+        sizes = self.sizes(blk, t.positions, ndims, dim_map)
+        if blk.rfactor is not None and lp.id == blk.rfactor.outer and dim_map is None:
+            r = structured_transform_d.TileReductionUsingForOp(
                 [_any()], _any(), _any(), _any(), op, tile_sizes=sizes)
-            op, loops = t.split_op, [t.for_op]
+            op, loops = r.split_op, [r.for_op]
         elif fuse_producers:
             # tile and fuse the init (linalg.fill) through the loop's destination
-            t = structured_transform_d.FuseOp(op, tile_sizes=sizes,
-                                              use_forall=lp.kind == "parallel")
-            op, loops = t.transformed, list(t.loops)
-        elif lp.kind in ("parallel", "bound"):
-            t = structured_transform_d.TileUsingForallOp(op, tile_sizes=sizes)
-            op, loops = t.tiled_op, [t.forall_op]
-            if lp.kind == "bound":
-                # GPU axes, x first, in dim order (mapped by gpu-map-parallel-loops in the CUDA
-                # pipeline; upstream's convert-parallel-loops-to-gpu reads only its own mapping)
-                axes = ",".join(blk.loops[p].thread for p in sorted(positions, key=lambda q: blk.loops[q].dim))
-                transform_d.AnnotateOp(loops[0], "mlc.bind", param=_param(axes))
+            r = structured_transform_d.FuseOp(op, tile_sizes=sizes, use_forall=lp.kind == "parallel")
+            op, loops = r.transformed, list(r.loops)
         else:
-            t = structured_transform_d.TileUsingForOp(op, sizes=sizes)
-            op, loops = t.tiled_linalg_op, list(t.loops)
-        for p in positions:
+            rule = TILING_RULES.get(lp.kind)
+            if rule is None:
+                raise NotImplementedError(f"transform script: no tiling rule for loop kind {lp.kind!r} "
+                                          f"(loop {blk.label(t.positions[0])} of '{blk.name}')")
+            op, loops = rule(op, sizes, blk, t)
+        for p in blk.group(t.positions[0]):
             self.loop_handles[blk.loops[p].id] = loops[0]
-            self.loop_kinds[blk.loops[p].id] = "forall" if lp.kind in ("parallel", "bound") else "for"
-        if len(loops) > 1 and lp.kind not in ("parallel", "bound"):
+        if len(loops) > 1 and t.kind == "for":
             # a fused serial group: coalesced at the end (coalescing invalidates nested handles)
-            self.coalesce.append((blk, positions, loops[0]))
+            self.coalesce.append((blk, t.positions, loops[0]))
         return op
-
-    def materialized_prefix(self, blk: Block, start: int) -> int:
-        """Index where the loops left inside the op begin (vectorized or trailing plain loops)."""
-        n = len(blk.loops)
-        for p in range(start, n):
-            if blk.loops[p].kind == "vectorized":
-                return p
-        pinned = self.pinned_loops()
-        s, last_dim = n, None
-        for p in range(n - 1, start - 1, -1):
-            lp = blk.loops[p]
-            plain = (lp.kind == "serial" and lp.unroll is None and not (set(lp.annotations) - {"sampled"})
-                     and lp.id not in pinned and blk.step(p) == 1
-                     and not (blk.rfactor and lp.id in blk.rfactor))
-            if not plain or (last_dim is not None and lp.dim >= last_dim):
-                break
-            s, last_dim = p, lp.dim
-        return s
-
-    def bound_group(self, blk: Block, p: int, stop: int) -> List[int]:
-        """Consecutive loops bound to the same kind of GPU axis (blocks or threads) over distinct
-        dims: one multi-dim ``scf.forall`` (the grid or the thread block)."""
-        kind = blk.loops[p].thread.split(".")[0]
-        group, dims = [p], {blk.loops[p].dim}
-        q = p + 1
-        while q < stop and blk.loops[q].kind == "bound" and blk.loops[q].thread.split(".")[0] == kind \
-                and blk.loops[q].dim not in dims:
-            group.append(q)
-            dims.add(blk.loops[q].dim)
-            q += 1
-        return group
-
-    def pinned_loops(self):
-        out = set()
-        for b in self.sch._blocks.values():
-            out.update(x for x in (b.compute_at, b.reverse_compute_at) if x is not None)
-        return out
 
     def emit_loops(self, blk: Block, op: ir.Value, start: int = 0) -> ir.Value:
         ndims = len(blk.dims)
-        stop = self.materialized_prefix(blk, start)
         init_pos = blk.loop_index(blk.decomposed_at) if blk.decomposed_at is not None else 0
         if start == 0:
             op = self.maybe_pad(blk, op, -1)
-        p = start
-        while p < stop:
-            lp = blk.loops[p]
-            group = self.sch._group(blk, p)
-            if lp.kind == "bound":
-                group = self.bound_group(blk, p, stop)
-            if lp.extent == 1 and len(group) == 1:
-                p += 1
-                continue
-            op = self.tile(op, blk, group, ndims, fuse_producers=p < init_pos)
-            for q in group:
+        for t in self.model.tilings(blk, start):
+            op = self.tile(op, blk, t, ndims, fuse_producers=t.positions[0] < init_pos)
+            for q in t.positions:
                 op = self.maybe_pad(blk, op, q)
-            p = group[-1] + 1
         return op
 
-    def pad_position(self, blk: Block, operand: int) -> int:
-        """Where a cache_read of ``operand`` packs: right inside the innermost materialized loop
-        over a parallel dim that indexes the operand (its innermost tile, e.g. a 32-wide panel of
-        B in a matmul); -1 when no such loop is materialized (pad the whole op)."""
-        dims = set(self.sch._info[(blk.func, blk.name)]["operand_dims"][operand])
-        stop = self.materialized_prefix(blk, 0)
-        best = -1
-        for p in range(stop):
-            lp = blk.loops[p]
-            if lp.dim in dims and blk.dims[lp.dim].kind == "parallel" and lp.extent > 1:
-                best = p
-        return best
-
     def maybe_pad(self, blk: Block, op: ir.Value, pos: int) -> ir.Value:
-        for idx, _, cid in blk.cache_reads:
-            if self.pad_position(blk, idx) == pos:
-                op = self.pad(blk, op, idx, cid, pos)
-        for idx, _ in blk.cache_writes:
-            if self.pad_position(blk, idx) == pos:
+        for c in blk.cache_reads:
+            if self.model.cache_position(blk, c.operand) == pos:
+                op = self.pad(blk, op, c.operand, c.block_id, pos)
+        for c in blk.cache_writes:
+            if self.model.cache_position(blk, c.operand) == pos:
                 op = structured_transform_d.PadOp(
                     op, padding_values=self.zeros(blk), padding_dimensions=list(range(len(blk.dims))),
-                    nofold_flags=[1 if i == idx else 0 for i in range(len(blk.operand_shapes))],
+                    nofold_flags=[1 if i == c.operand else 0 for i in range(len(blk.info.operand_shapes))],
                     copy_back_op="linalg.copy").padded
         return op
 
     def zeros(self, blk: Block) -> list:
         out = []
-        for dt in self.sch._info[(blk.func, blk.name)]["dtypes"]:
+        for dt in blk.info.dtypes:
             t = dtypes.to_ir_type(dt)
             out.append(ir.FloatAttr.get(t, 0.0) if dtypes.is_float(dt) else ir.IntegerAttr.get(t, 0))
         return out
@@ -240,15 +205,16 @@ class _Emitter:
         pad = structured_transform_d.PadOp(
             op, padding_values=zeros, padding_dimensions=list(range(len(blk.dims))),
             nofold_flags=nofold, copy_back_op="none")
-        cache = self.sch._blocks[cid]
+        cache = self.model.cache_block(cid)
         n = 0
         if cache.compute_at is not None:
             ca = blk.loop_index(cache.compute_at)
-            n = sum(1 for q in blk.loops[ca + 1:pos + 1] if q.id in self.loop_handles)
+            n = len({id(self.loop_handles[q.id]) for q in blk.loops[ca + 1:pos + 1]
+                     if q.id in self.loop_handles})
         operand_pad = transform_d.GetProducerOfOperand(_any(), pad.padded, idx).result
         # the packed tile: the operand's extent along each of its dims inside loop `pos`
         tile = [_prod(q.extent for q in blk.loops[pos + 1:] if q.dim == d)
-                for d in self.sch._info[(blk.func, blk.name)]["operand_dims"][idx]]
+                for d in blk.info.operand_dims[idx]]
         self.pads.append((blk.func, operand_pad, n, tile))
         return pad.padded
 
@@ -264,51 +230,38 @@ class _Emitter:
 
     def fuse_into(self, producer: ir.Value, loops: List[ir.Value]) -> ir.Value:
         for h in loops:
-            f = structured_transform_d.FuseIntoContainingOp(producer, h)
-            producer = f.fused_op
+            producer = structured_transform_d.FuseIntoContainingOp(producer, h).fused_op
         return producer
-
-    def owner_of_loop(self, loop_id: int) -> Block:
-        for b in self.sch._blocks.values():
-            if any(lp.id == loop_id for lp in b.loops):
-                return b
-        raise ScheduleError(f"emit: loop {loop_id} has no block")
 
     # ---------------------------------------------------------------- blocks
     def emit_block(self, blk: Block) -> None:
-        consumers = sorted((b for b in self.sch._blocks.values()
-                            if b.reverse_compute_at is not None
-                            and self.owner_of_loop(b.reverse_compute_at) is blk),
-                           key=lambda b: b.annotations["_attach_order"])
+        consumers = self.model.epilogues(blk)
         op = self.match(blk)
         if not consumers:
             self.op_handles[blk.id] = self.emit_loops(blk, op)
             return
-        target = {b.reverse_compute_at for b in consumers}
-        if len(target) != 1:
-            raise ScheduleError(f"reverse_compute_at: consumers of '{blk.name}' are attached to "
-                                "different loops; attach them to the same loop")
-        pos = blk.loop_index(target.pop())
+        pos = blk.loop_index(consumers[0].reverse_compute_at)
         root = consumers[-1]
-        out_dims = self.sch._info[(blk.func, blk.name)]["out_dims"]
-        dim_map = {d: r for r, d in enumerate(out_dims)}
+        dim_map = {d: r for r, d in enumerate(blk.info.out_dims)}
         rop = self.match(root)
-        ndims = len(root.dims)
-        p = 0
-        while p <= pos:
-            group = self.sch._group(blk, p)
-            if blk.loops[p].extent > 1 or len(group) > 1:
-                rop = self.tile(rop, blk, group, ndims, dim_map)
-            p = group[-1] + 1
+        for t in self.model.tilings(blk, 0, pos + 1):
+            rop = self.tile(rop, blk, t, len(root.dims), dim_map)
         handles = self.enclosing_handles(blk, blk.loops[pos].id)
         for c in reversed(consumers[:-1]):
             self.op_handles[c.id] = self.fuse_into(self.match(c), handles)
         op = self.fuse_into(op, handles)
+        init = self.model.init_of(blk)
+        ipos = blk.loop_index(blk.decomposed_at) if init is not None else 0
+        if ipos > 0:
+            # the init sits inside the epilogue's loops: fuse it there too (loops between
+            # those and the init fuse it with structured.fuse in emit_loops)
+            self.fuse_into(self.match(init),
+                           self.enclosing_handles(blk, blk.loops[min(ipos - 1, pos)].id))
         self.op_handles[root.id] = rop
         self.op_handles[blk.id] = self.emit_loops(blk, op, pos + 1)
 
     def emit_attached(self, blk: Block) -> None:
-        owner = self.owner_of_loop(blk.compute_at)
+        owner = self.model.owner_of_loop(blk.compute_at)
         handles = self.enclosing_handles(owner, blk.compute_at)
         self.op_handles[blk.id] = self.fuse_into(self.match(blk), handles)
 
@@ -337,10 +290,8 @@ class _Emitter:
         transform_d.ApplyCommonSubexpressionEliminationOp(func)
 
     def run(self) -> None:
-        blocks = list(self.sch._blocks.values())
-        primary = [b for b in blocks if b.kind == "compute" and b.compute_at is None
-                   and b.reverse_compute_at is None]
-        for b in primary:
+        blocks = self.model.blocks
+        for b in self.model.primary_blocks():
             self.emit_block(b)
         for b in blocks:
             if b.compute_at is not None and b.kind == "compute":
@@ -354,16 +305,16 @@ class _Emitter:
                     h = structured_transform_d.DecomposeOp(h).transformed
                 v = structured_transform_d.VectorizeOp(h)
                 v.operation.attributes["create_named_contraction"] = ir.UnitAttr.get()
-                for a in blocks:
-                    if a.kind == "init" and a.parent == b.id and b.decomposed_at is not None:
-                        self.vectorize_rows(self.match(a), len(self.sch._info[(a.func, a.name)]["dims"]))
-                    if a.reverse_compute_at is not None and self.owner_of_loop(a.reverse_compute_at) is b:
-                        self.vectorize_rows(self.op_handles[a.id], len(a.dims))
+                init = self.model.init_of(b)
+                if init is not None:
+                    self.vectorize_rows(self.match(init), len(init.dims))
+                for a in self.model.epilogues(b):
+                    self.vectorize_rows(self.op_handles[a.id], len(a.dims))
                 self.vectorized_funcs.add(b.func)
         fused_ids = {blk.loops[p].id for blk, pos, _ in self.coalesce for p in pos}
         for b in blocks:
             for k, v in b.annotations.items():
-                if b.id in self.op_handles and not k.startswith("_"):
+                if b.id in self.op_handles:
                     transform_d.AnnotateOp(self.op_handles[b.id], k, param=_param(v))
             self.annotate_loops(b, lambda lp: lp.id not in fused_ids)
         for fname in sorted(self.vectorized_funcs):
@@ -372,15 +323,15 @@ class _Emitter:
             self.cleanup(self.funcs[fname])
         for b in blocks:
             for lp in b.loops:
-                if lp.unroll is None:
-                    continue
+                if lp.unroll is None or lp.extent == 1:
+                    continue   # an extent-1 loop produces no loop op: nothing to unroll
                 h = self.loop_handles.get(lp.id)
                 if h is None:
                     raise ScheduleError(f"unroll: loop of '{b.name}' was not materialized")
                 loop_transform_d.LoopUnrollOp(h, factor=lp.unroll or lp.extent)
         for blk, positions, outer in self.coalesce:
             fused = loop_transform_d.LoopCoalesceOp(_any(), outer).transformed
-            for p in positions:
+            for p in blk.group(positions[0]):
                 self.loop_handles[blk.loops[p].id] = fused
         for b in blocks:
             self.annotate_loops(b, lambda lp: lp.id in fused_ids)
@@ -393,8 +344,7 @@ class _Emitter:
                 continue
             done.add(id(h))
             for k, v in lp.annotations.items():
-                if k not in ("fused_group", "sampled"):
-                    transform_d.AnnotateOp(h, k, param=_param(v))
+                transform_d.AnnotateOp(h, k, param=_param(v))
 
     def lower_vectors(self, func: ir.Value) -> None:
         """Fold tensor slices into vector transfers, hoist loop-invariant subsets (the C tile
@@ -438,13 +388,32 @@ def _param(v) -> ir.Value:
     return transform_d.ParamConstantOp(transform_d.AnyParamType.get(), attr).result
 
 
-def emit_transform_script(sch, design_space: bool = False) -> TransformScript:
-    """Build the transform module of Schedule ``sch`` in its payload's context.
+def emit_transform_script(model: LoopNestModel, context: ir.Context,
+                          design_space: bool = False) -> TransformScript:
+    """Build the transform module realizing ``model`` in the payload's ``context``.
 
-    With ``design_space``, sampled tile sizes become ``transform.tune.knob`` ops without
-    ``selected``: the stochastic schedule's design space (the interpreter refuses to run it until
-    every knob has a decision)."""
-    ctx = sch._orig.context
+    Parameters
+    ----------
+    model : LoopNestModel
+        A schedule's loop-nest model (``sch.model``); read only.
+    context : ir.Context
+        The payload's context.
+    design_space : bool
+        Sampled tile sizes become knobs without a decision.
+
+    Returns
+    -------
+    TransformScript
+        With ``design_space``, sampled tile sizes are ``transform.tune.knob`` ops without
+        ``selected``: the stochastic schedule's design space (the interpreter refuses to run it
+        until every knob has a decision).
+
+    Raises
+    ------
+    ScheduleError
+        If the script does not verify (with the diagnostics and the script).
+    """
+    ctx = context
     with ctx, ir.Location.unknown():
         mod = ir.Module.create()
         mod.operation.attributes["transform.with_named_sequence"] = ir.UnitAttr.get()
@@ -453,7 +422,7 @@ def emit_transform_script(sch, design_space: bool = False) -> TransformScript:
                 "__transform_main", [_any()], [],
                 arg_attrs=[{"transform.readonly": ir.UnitAttr.get()}])
             with ir.InsertionPoint(seq.body):
-                _Emitter(sch, seq.bodyTarget, design_space).run()
+                _Emitter(model, seq.bodyTarget, design_space).run()
                 transform_d.YieldOp([])
         try:
             mod.operation.verify()

@@ -1,5 +1,6 @@
-"""Emission helpers shared by the op inventory: operand coercion, constants, empty/fill,
-broadcasting indexing maps, ``linalg.generic`` construction and op naming.
+"""Emission of linalg/tensor/arith ops for the op inventory: operand coercion, constants,
+empty/fill, broadcasting indexing maps, ``linalg.generic`` construction, op naming, and the
+``func.call`` / ``mlc.call_library`` call ops.
 
 Every op of :mod:`mlc_mlir.ops` is written in terms of these, so each concern (how a numpy
 array becomes a ``dense_resource`` constant, how numpy broadcasting becomes an affine map, how
@@ -8,31 +9,39 @@ an op gets its ``mlc.name``) lives in one place.
 
 from __future__ import annotations
 
-from typing import Callable, List, Optional, Sequence, Tuple
+from typing import Optional, Sequence, Tuple
 
 import numpy as np
 
-from .._mlir import arith_d, ir, linalg_d, tensor_d
+from .._mlir import arith_d, ir
 from ..errors import BuildError, format_shape
 from ..ir import dtypes
 from ..ir.constants import elements_attr
+from ..ir.emitters import check_shape, empty, filled, generic, scalar, set_name, tensor_type  # noqa: F401
 from ..ir.module import OP_NAME_ATTR
-from .graph_builder import FunctionBuilder, Tensor
+from .tensor import FunctionLike, Tensor, current_function
+
 
 Operand = object  # Tensor | numpy.ndarray | python scalar
 
 
-def function_of(op: str, *args) -> FunctionBuilder:
-    """The FunctionBuilder of the Tensors among ``args`` (one function only).
+def function_of(op: str, *args) -> FunctionLike:
+    """The function of the Tensors among ``args`` (one function only); when no argument is a
+    Tensor (numpy arrays only), the function open in ``with bb.function(...)``.
 
     Raises
     ------
     BuildError
-        If no argument is a Tensor, or Tensors come from different functions.
+        If no argument is a Tensor and no function is open, or Tensors come from different
+        functions.
     """
     fns = {id(a.fn): a.fn for a in _flatten(args) if isinstance(a, Tensor)}
     if not fns:
-        raise BuildError(f"{op}: at least one argument must be a Tensor of the function being built")
+        fn = current_function()
+        if fn is None:
+            raise BuildError(f"{op}: no argument is a Tensor and no function is open; call it inside "
+                             "`with bb.function(...)`")
+        fns = {id(fn): fn}
     if len(fns) > 1:
         raise BuildError(f"{op}: arguments come from different functions")
     fn = next(iter(fns.values()))
@@ -53,7 +62,7 @@ class Reserved(str):
     claims its name once and hands it to the sub-op that produces its result."""
 
 
-def op_name(fn: FunctionBuilder, op: str, name: Optional[str]) -> str:
+def op_name(fn: FunctionLike, op: str, name: Optional[str]) -> str:
     """The ``mlc.name`` for a new op: the user's ``name=`` or a unique default from ``op``
     (a :class:`Reserved` name is used as is)."""
     if isinstance(name, Reserved):
@@ -61,18 +70,11 @@ def op_name(fn: FunctionBuilder, op: str, name: Optional[str]) -> str:
     return Reserved(fn.claim_op_name(name, op) if name is not None else fn.unique_op_name(op))
 
 
-def set_name(operation, name: str) -> None:
-    """Attach ``mlc.name = name`` to an op (the TensorIR block name)."""
-    operation = getattr(operation, "operation", operation)
-    operation.attributes[OP_NAME_ATTR] = ir.StringAttr.get(name)
 
 
-def tensor_type(shape: Sequence[int], dtype: str) -> ir.RankedTensorType:
-    """``RankedTensorType`` of a static shape and dtype name."""
-    return ir.RankedTensorType.get(list(shape), dtypes.to_ir_type(dtype))
 
 
-def constant(fn: FunctionBuilder, array: np.ndarray, name: Optional[str] = None) -> Tensor:
+def constant(fn: FunctionLike, array: np.ndarray, name: Optional[str] = None) -> Tensor:
     """Emit ``arith.constant dense_resource<...>`` holding ``array`` (no copy through IR text).
 
     Raises
@@ -81,25 +83,85 @@ def constant(fn: FunctionBuilder, array: np.ndarray, name: Optional[str] = None)
         If the array's dtype is unsupported.
     """
     dtype = dtypes.canonical_dtype(array.dtype)
-    arr = np.ascontiguousarray(array, dtype=dtypes.to_numpy_dtype(dtype))
+    # ascontiguousarray turns a 0-d array into shape (1,): restore the shape
+    arr = np.ascontiguousarray(array, dtype=dtypes.to_numpy_dtype(dtype)).reshape(array.shape)
     fn.builder._constants.append(arr)
-    t = tensor_type(arr.shape, dtype)
-    cname = name or fn.unique_op_name("constant")
+    t = tensor_type(arr.shape, dtype, "constant")
+    cname = name if isinstance(name, Reserved) else (
+        fn.claim_op_name(name, "constant") if name is not None else fn.unique_op_name("constant"))
     attr = elements_attr(arr, f"{fn.name}_{cname}")
     op = arith_d.ConstantOp(t, attr)
     set_name(op, cname)
     return Tensor(op.result, fn)
 
 
-def scalar(value, dtype: str) -> ir.Value:
-    """Emit an ``arith.constant`` scalar of ``dtype`` (inside a region body or at top level)."""
-    et = dtypes.to_ir_type(dtype)
-    if dtypes.is_float(dtype):
-        return arith_d.ConstantOp(et, ir.FloatAttr.get(et, float(value))).result
-    return arith_d.ConstantOp(et, ir.IntegerAttr.get(et, int(value))).result
 
 
-def as_tensor(op: str, arg: str, fn: FunctionBuilder, x, dtype: Optional[str] = None) -> Tensor:
+def constant_op(array, name: Optional[str] = None) -> Tensor:
+    """A numpy array as a constant Tensor of the function being built (``ops.constant``):
+    ``arith.constant dense_resource<...>`` named ``name`` (default ``constant``, ``constant_1``...),
+    no copy through IR text. Relax's ``R.const``.
+
+    Parameters
+    ----------
+    array : numpy.ndarray or numpy scalar, any shape (0-d stays 0-d)
+        dtype in :data:`~mlc_mlir.ir.dtypes.ALL_DTYPES`.
+    name : str, optional
+        The op's ``mlc.name``.
+
+    Returns
+    -------
+    Tensor of ``array``'s shape and dtype.
+
+    Raises
+    ------
+    BuildError
+        If ``array`` is not a numpy array, its dtype is unsupported, no function is open
+        (``with bb.function(...)``), or ``name`` is taken.
+    """
+    if isinstance(array, np.generic):
+        array = np.asarray(array)
+    if not isinstance(array, np.ndarray):
+        raise BuildError(f"constant: argument 'array' is {type(array).__name__}; expected numpy.ndarray")
+    return constant(function_of("constant", array), array, name)
+
+
+def tensor_arg(op: str, arg: str, x) -> Tensor:
+    """An op's tensor argument: a Tensor as is, a numpy array as a constant of the current
+    function (so every op accepts numpy arrays wherever it accepts Tensors).
+
+    Raises
+    ------
+    BuildError
+        If ``x`` is neither, or no function is open for a numpy array.
+    """
+    if isinstance(x, Tensor):
+        function_of(op, x)
+        return x
+    if isinstance(x, np.ndarray):
+        return constant(function_of(op, x), x)
+    raise BuildError(f"{op}: argument '{arg}' is {type(x).__name__}; expected a Tensor or numpy.ndarray")
+
+
+def common_dtype(op: str, *xs) -> str:
+    """dtype of the first Tensor among ``xs``, else of the first numpy array (the dtype the
+    other operands are converted to).
+
+    Raises
+    ------
+    BuildError
+        If there is neither.
+    """
+    for x in _flatten(xs):
+        if isinstance(x, Tensor):
+            return x.dtype
+    for x in _flatten(xs):
+        if isinstance(x, np.ndarray):
+            return dtypes.canonical_dtype(x.dtype)
+    raise BuildError(f"{op}: no argument is a Tensor or numpy.ndarray")
+
+
+def as_tensor(op: str, arg: str, fn: FunctionLike, x, dtype: Optional[str] = None) -> Tensor:
     """Coerce an operand to a Tensor: numpy arrays become constants.
 
     Raises
@@ -120,17 +182,8 @@ def as_tensor(op: str, arg: str, fn: FunctionBuilder, x, dtype: Optional[str] = 
     return t
 
 
-def empty(shape: Sequence[int], dtype: str) -> ir.Value:
-    """Emit ``tensor.empty`` of a static shape."""
-    return tensor_d.EmptyOp(list(shape), dtypes.to_ir_type(dtype)).result
 
 
-def filled(shape: Sequence[int], dtype: str, value, name: str) -> ir.Value:
-    """Emit ``tensor.empty`` + ``linalg.fill`` with ``value`` (named ``name``)."""
-    init = empty(shape, dtype)
-    v = linalg_d.fill(scalar(value, dtype), outs=[init])
-    set_name(v.owner, name)
-    return v
 
 
 def broadcast_shapes(op: str, *shapes: Tuple[int, ...]) -> Tuple[int, ...]:
@@ -149,7 +202,7 @@ def broadcast_shapes(op: str, *shapes: Tuple[int, ...]) -> Tuple[int, ...]:
             raise BuildError(f"{op}: shapes {' and '.join(format_shape(s) for s in shapes)} are not "
                              f"broadcastable (dimension {i}: {' vs '.join(str(d) for d in sorted(dims))})")
         out.append(dims.pop() if dims else 1)
-    return tuple(out)
+    return check_shape(op, "result shape", out)
 
 
 def broadcast_map(in_shape: Sequence[int], out_shape: Sequence[int]) -> ir.AffineMap:
@@ -170,25 +223,6 @@ def identity_map(rank: int) -> ir.AffineMap:
     return ir.AffineMap.get_identity(rank)
 
 
-def generic(name: str, inputs: Sequence[ir.Value], in_maps: Sequence[ir.AffineMap],
-            outputs: Sequence[ir.Value], out_maps: Sequence[ir.AffineMap],
-            iterator_types: Sequence[str], body: Callable[..., Sequence[ir.Value]]) -> List[ir.Value]:
-    """Emit a named ``linalg.generic``; ``body(*block_args)`` emits the scalar computation and
-    returns the values to yield (one per output).
-
-    ``iterator_types`` are ``"parallel"``/``"reduction"`` strings.
-    """
-    maps = ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in list(in_maps) + list(out_maps)])
-    its = linalg_d._IteratorTypeArrayAttr([getattr(linalg_d.IteratorType, it) for it in iterator_types],
-                                          ir.Context.current)
-    op = linalg_d.GenericOp([o.type for o in outputs], list(inputs), list(outputs), maps, its)
-    elem_types = [ir.ShapedType(v.type).element_type for v in list(inputs) + list(outputs)]
-    block = op.regions[0].blocks.append(*elem_types)
-    with ir.InsertionPoint(block):
-        ys = body(*block.arguments)
-        linalg_d.YieldOp(list(ys))
-    set_name(op, name)
-    return list(op.results)
 
 
 def normalize_axis(op: str, axis: int, ndim: int, arg: str = "axis") -> int:
@@ -223,7 +257,7 @@ def operand_shape(op: str, arg: str, x, dtype: Optional[str] = None) -> Tuple[in
     raise BuildError(f"{op}: argument '{arg}' is {type(x).__name__}; expected a Tensor or numpy.ndarray")
 
 
-def operand(op: str, arg: str, fn: FunctionBuilder, x, dtype: Optional[str], name: str) -> Tensor:
+def operand(op: str, arg: str, fn: FunctionLike, x, dtype: Optional[str], name: str) -> Tensor:
     """Like :func:`as_tensor`, but a numpy array becomes the constant ``name`` (an op's
     auxiliary name such as ``conv2d.weight``, claimed in the function).
 
@@ -235,7 +269,7 @@ def operand(op: str, arg: str, fn: FunctionBuilder, x, dtype: Optional[str], nam
     if isinstance(x, np.ndarray):
         if dtype is not None and dtypes.canonical_dtype(x.dtype) != dtype:
             x = x.astype(dtypes.to_numpy_dtype(dtype))
-        x = constant(fn, x, name=fn.claim_op_name(name, op))
+        x = constant(fn, x, name=Reserved(fn.claim_op_name(name, op)))
     return as_tensor(op, arg, fn, x, dtype)
 
 
@@ -269,3 +303,50 @@ def int_tuple(op: str, arg: str, value, n: Optional[int] = None, minimum: Option
     if minimum is not None and any(v < minimum for v in out):
         raise BuildError(f"{op}: argument '{arg}' is {value!r}; expected {what}")
     return out
+
+
+#: Operand segments of ``mlc.call_library`` (dialects/mlc.irdl.mlir): in0..in5, init.
+CALL_LIBRARY_SEGMENTS = 7
+
+
+def call_library(callee: str, inputs: Sequence[ir.Value], init: ir.Value, name: str) -> ir.Operation:
+    """Emit ``%r = "mlc.call_library"(inputs..., init) {callee, operandSegmentSizes, mlc.name}``
+    at the current insertion point: a destination-passing call of a registered kernel
+    (Relax's ``call_dps_packed``; lowered by ``graph.LowerCallLibrary``). The result has
+    ``init``'s type.
+
+    Parameters
+    ----------
+    callee : str
+        A name registered with ``mlc.register_func`` or a native provider (``openblas.sgemm``).
+    inputs : sequence of ir.Value
+        At most 6 values (tensors of any types).
+    init : ir.Value
+        The destination tensor (usually ``tensor.empty``).
+    name : str
+        The op's ``mlc.name``.
+
+    Raises
+    ------
+    BuildError
+        For more than 6 inputs.
+    """
+    if len(inputs) > CALL_LIBRARY_SEGMENTS - 1:
+        raise BuildError(f"call_library: '{callee}' gets {len(inputs)} inputs; mlc.call_library takes at "
+                         f"most {CALL_LIBRARY_SEGMENTS - 1}")
+    segs = [1] * len(inputs) + [0] * (CALL_LIBRARY_SEGMENTS - 1 - len(inputs)) + [1]
+    return ir.Operation.create(
+        "mlc.call_library", results=[init.type], operands=list(inputs) + [init],
+        attributes={"callee": ir.StringAttr.get(callee),
+                    "operandSegmentSizes": ir.DenseI32ArrayAttr.get(segs),
+                    OP_NAME_ATTR: ir.StringAttr.get(name)})
+
+
+def copy(x: Tensor, name: str) -> Tensor:
+    """Emit an identity ``linalg.generic`` (``name``) copying ``x`` into a fresh tensor: a new
+    SSA value with the same contents (used when a function returns one tensor twice)."""
+    rank = x.ndim
+    init = empty(x.shape, x.dtype)
+    res = generic(name, [x.value], [identity_map(rank)], [init], [identity_map(rank)],
+                  ["parallel"] * rank, lambda a, _out: [a])
+    return Tensor(res[0], x.fn)

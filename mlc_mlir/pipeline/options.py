@@ -1,0 +1,73 @@
+"""``CompileOptions``: everything that decides what :func:`mlc_mlir.compile` produces, frozen.
+
+Its hash is the cache key of a compiled artifact (Triton's backend options, JAX's compile
+options): two compilations of the same module with equal options give the same code. ``dump_ir``
+only says where to write the stages' IR, so it takes no part in equality or the hash.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Optional
+
+from ..errors import PipelineError
+from ..target import Target, get_target
+
+
+@dataclasses.dataclass(frozen=True)
+class CompileOptions:
+    """Options of :func:`mlc_mlir.compile`.
+
+    Attributes
+    ----------
+    target : Target
+        The machine to compile for (``get_target("cpu")`` is the host).
+    threads : int or None
+        OpenMP threads for ``scf.forall`` loops (``convert-scf-to-openmp{num-threads}``); None
+        leaves it to the OpenMP runtime (one per core, or ``OMP_NUM_THREADS``).
+    flush_denormals : bool
+        Run with x86 MXCSR FTZ|DAZ set (see :mod:`mlc_mlir.pipeline.denormals`).
+    opt_level : int
+        LLVM optimization level of the JIT and of ``llc``: 0, 1, 2 or 3.
+    pipeline : str or None
+        Overrides the target's lowering pipeline (a name in ``pipelines/``, a path, or
+        ``builtin.module(...)`` text).
+    dump_ir : str or None
+        Folder that receives each stage's IR (``00-graph.mlir`` ...); not part of the key.
+
+    Raises
+    ------
+    PipelineError
+        On construction, for an opt level outside 0-3, threads that are not a positive int,
+        a non-bool ``flush_denormals``, or an unknown target.
+    """
+
+    target: Target
+    threads: Optional[int] = None
+    flush_denormals: bool = False
+    opt_level: int = 3
+    pipeline: Optional[str] = None
+    dump_ir: Optional[str] = dataclasses.field(default=None, compare=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "target", get_target(self.target))
+        if type(self.opt_level) is not int or not 0 <= self.opt_level <= 3:
+            raise PipelineError(f"compile: opt_level={self.opt_level!r}; expected 0, 1, 2 or 3")
+        if self.threads is not None and (type(self.threads) is not int or self.threads < 1):
+            raise PipelineError(f"compile: threads={self.threads!r}; expected an int >= 1 or None")
+        if not isinstance(self.flush_denormals, bool):
+            raise PipelineError(f"compile: flush_denormals={self.flush_denormals!r}; expected a bool")
+        if self.pipeline is not None and not isinstance(self.pipeline, str):
+            raise PipelineError(f"compile: pipeline={self.pipeline!r}; expected a name, path or "
+                                "pipeline text")
+        if self.dump_ir is not None:
+            if not isinstance(self.dump_ir, (str, os.PathLike)):
+                raise PipelineError(f"compile: dump_ir={self.dump_ir!r}; expected a folder path")
+            try:
+                os.makedirs(self.dump_ir, exist_ok=True)
+            except OSError as e:
+                raise PipelineError(f"compile: cannot create dump_ir folder {self.dump_ir}: "
+                                    f"{e.strerror}") from None
+            if not os.access(self.dump_ir, os.W_OK):
+                raise PipelineError(f"compile: dump_ir folder {self.dump_ir} is not writable")

@@ -1,0 +1,178 @@
+"""Loading an AOT-compiled shared library (``.so``) and its metadata, without MLIR.
+
+An exported library is three files: ``path`` (the ``.so``, ``_mlir_ciface_<name>`` entry points),
+``path + ".json"`` (format ``mlc-library-v1``: each function's argument and result specs) and,
+when the module has parameters, ``path + ".params.npz``. :func:`mlc_mlir.pipeline.aot.export_library`
+writes them (it compiles; the runtime never does); :func:`load_library` reads them and calls the
+entry points through ctypes (TVM's ``runtime.load_module``).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import shutil
+import tempfile
+from typing import Dict, Mapping
+
+import numpy as np
+
+from ..errors import ExecutionError
+from ..ir import dtypes
+from ..ir.module import FunctionSignature, TensorSpec
+from .executable import Executable, Function
+from .memref import PackedArgs
+
+#: The metadata format written beside each ``.so``.
+LIBRARY_FORMAT = "mlc-library-v1"
+
+
+#: The symbol of the ``.so`` that holds the same metadata (a NUL-terminated JSON string), so a
+#: ``.json`` that was edited or belongs to another build is detected at load time.
+METADATA_SYMBOL = "mlc_library_metadata"
+
+
+def library_metadata(signatures: Mapping[str, FunctionSignature]) -> str:
+    """The ``mlc-library-v1`` metadata of ``signatures`` as JSON text (what ``.json`` holds and
+    what the ``.so`` embeds as :data:`METADATA_SYMBOL`)."""
+    meta = {"format": LIBRARY_FORMAT, "functions": {
+        name: {"args": [vars(a) | {"shape": list(a.shape)} for a in sig.args],
+               "results": [vars(r) | {"shape": list(r.shape)} for r in sig.results]}
+        for name, sig in signatures.items()}}
+    return json.dumps(meta, indent=1)
+
+
+def write_library_metadata(path: str, signatures: Mapping[str, FunctionSignature],
+                           params: Mapping[str, np.ndarray]) -> None:
+    """Write ``path + ".json"`` (signatures) and, if any, ``path + ".params.npz"`` (parameters).
+
+    Raises
+    ------
+    ExecutionError
+        If the files cannot be written (names the path and the OS error).
+    """
+    try:
+        with open(path + ".json", "w") as f:
+            f.write(library_metadata(signatures))
+        if params:
+            np.savez(path + ".params.npz", **params)
+        elif os.path.exists(path + ".params.npz"):
+            os.remove(path + ".params.npz")
+    except OSError as e:
+        raise ExecutionError(f"export_library: cannot write {path}.json: {e.strerror}") from None
+
+
+def _spec(path: str, fname: str, d, kind: str) -> TensorSpec:
+    where = f"load_library: {path}.json: function '{fname}' {kind}"
+    if not isinstance(d, dict):
+        raise ExecutionError(f"{where}: expected an object, got {type(d).__name__}")
+    missing = [k for k in ("name", "shape", "dtype") if k not in d]
+    if missing:
+        raise ExecutionError(f"{where} lacks {missing}")
+    shape = d["shape"]
+    if not isinstance(shape, list) or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0
+                                              for s in shape):
+        raise ExecutionError(f"{where} '{d['name']}' has shape {shape!r}; expected a list of ints >= 0")
+    if d["dtype"] not in dtypes.ALL_DTYPES:
+        raise ExecutionError(f"{where} '{d['name']}' has dtype {d['dtype']!r}; expected one of "
+                             f"{sorted(dtypes.ALL_DTYPES)}")
+    return TensorSpec(str(d["name"]), tuple(shape), d["dtype"], bool(d.get("is_param", False)))
+
+
+def _parse_metadata(path: str, text: str) -> Dict[str, FunctionSignature]:
+    try:
+        meta = json.loads(text)
+    except ValueError as e:
+        raise ExecutionError(f"load_library: {path}.json is not JSON: {e}") from None
+    if not isinstance(meta, dict) or meta.get("format") != LIBRARY_FORMAT \
+            or not isinstance(meta.get("functions"), dict):
+        raise ExecutionError(f"load_library: {path}.json is not an {LIBRARY_FORMAT} file "
+                             f"(format {meta.get('format') if isinstance(meta, dict) else None!r})")
+    sigs = {}
+    for name, d in meta["functions"].items():
+        if not isinstance(d, dict) or not isinstance(d.get("args"), list) \
+                or not isinstance(d.get("results"), list):
+            raise ExecutionError(f"load_library: {path}.json: function '{name}' needs 'args' and "
+                                 "'results' lists")
+        sigs[name] = FunctionSignature(
+            name, tuple(_spec(path, name, a, "argument") for a in d["args"]),
+            tuple(_spec(path, name, r, "result") for r in d["results"]))
+    return sigs
+
+
+def load_library(path: str) -> Executable:
+    """Load a library written by :meth:`Executable.export_library` (no MLIR, no recompiling).
+
+    The ``.so`` is loaded from a private copy, so that a library exported again to the same path
+    is really reloaded (``dlopen`` caches by path and would return the first one).
+
+    Parameters
+    ----------
+    path : str
+        The ``.so`` path given to ``export_library``.
+
+    Returns
+    -------
+    Executable
+
+    Raises
+    ------
+    ExecutionError
+        If the library or its ``.json`` metadata is missing, unreadable, not in the
+        ``mlc-library-v1`` format (incomplete entries, bad shapes or dtypes) or different from the
+        metadata compiled into the ``.so`` (a tampered ``.json``), if a parameter is
+        missing from ``.params.npz`` or disagrees with its spec, or if an entry point is absent.
+    """
+    path = os.path.abspath(path)
+    try:
+        with open(path + ".json") as f:
+            text = f.read()
+    except OSError as e:
+        raise ExecutionError(f"load_library: cannot load {path}: cannot read {path}.json: "
+                             f"{e.strerror}") from None
+    sigs = _parse_metadata(path, text)
+    if not os.path.isfile(path):
+        raise ExecutionError(f"load_library: {path} does not exist")
+    tmp = tempfile.mkdtemp(prefix="mlc-lib-")
+    private = os.path.join(tmp, os.path.basename(path))
+    try:
+        shutil.copy(path, private)
+        lib = ctypes.CDLL(private)
+    except OSError as e:
+        raise ExecutionError(f"load_library: cannot load {path}: {e}") from None
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)  # the mapping stays valid after unlink
+    try:
+        embedded = ctypes.c_char_p.in_dll(lib, METADATA_SYMBOL).value.decode()
+    except ValueError:
+        raise ExecutionError(f"load_library: {path} has no {METADATA_SYMBOL}; it was not written "
+                             "by export_library") from None
+    if _parse_metadata(path, embedded) != sigs:
+        raise ExecutionError(f"load_library: {path}.json does not match the signatures compiled "
+                             f"into {os.path.basename(path)} (edited, or from another export); "
+                             "export the library again")
+    params: Dict[str, np.ndarray] = {}
+    if os.path.exists(path + ".params.npz"):
+        with np.load(path + ".params.npz") as z:
+            params = {k: z[k] for k in z.files}
+    functions = {}
+    for name, sig in sigs.items():
+        for a in sig.args:
+            if a.is_param and a.name in params:
+                p = params[a.name]
+                if p.shape != a.shape or p.dtype != dtypes.to_numpy_dtype(a.dtype):
+                    raise ExecutionError(f"load_library: parameter '{a.name}' in {path}.params.npz is "
+                                         f"{p.dtype}{p.shape}; the metadata says {a.dtype}{a.shape}")
+        try:
+            cfunc = getattr(lib, f"_mlir_ciface_{name}")
+        except AttributeError:
+            raise ExecutionError(f"load_library: {path} has no symbol _mlir_ciface_{name}") from None
+        cfunc.restype = None
+        cfunc.argtypes = [ctypes.c_void_p] * (len(sig.args) + len(sig.results))
+
+        def invoke(packed: PackedArgs, _f=cfunc) -> None:
+            _f(*packed.pointers)
+
+        functions[name] = Function(sig, invoke, params)
+    return Executable(functions, keepalive=(lib,))

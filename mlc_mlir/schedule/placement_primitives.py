@@ -1,0 +1,294 @@
+"""Placement primitives (TVM ``compute_at``, ``reverse_compute_at``, ``decompose_reduction``,
+``cache_read``, ``cache_write``, ``rfactor``): each validates its arguments, edits the loop-nest
+model and records an instruction. Realization: :mod:`mlc_mlir.schedule.transform_script`."""
+
+from __future__ import annotations
+
+from ..errors import ScheduleError
+from .loop_nest import Block, CacheRead, CacheWrite, OpInfo, RFactor
+from .state import BlockRV, LoopRV, ScheduleState, as_int, as_str
+
+CACHE_SCOPES = ("local", "global", "shared")
+
+
+class PlacementPrimitives(ScheduleState):
+    """Primitives that move computation between loop nests or stage it in buffers."""
+
+    def _target_loop(self, prim: str, blk: Block, pos: int) -> int:
+        """Check that ``loops[pos]`` can take an attached block; return the position of the
+        innermost loop it stands for (the last loop of a fused group)."""
+        lp = blk.loops[pos]
+        if lp.kind == "vectorized":
+            raise ScheduleError(f"{prim}: loop {blk.label(pos)} of '{blk.name}' is vectorized and "
+                                "produces no loop op; expected a loop outside the vectorized tile")
+        end = max(blk.group(pos))
+        for p in range(end + 1):
+            q = blk.loops[p]
+            if q.fused_group is not None and q.kind == "serial":
+                raise ScheduleError(f"{prim}: loop {blk.label(p)} of '{blk.name}' (at or above the "
+                                    "target) is a serial fused loop, coalesced after tiling, which "
+                                    "needs a perfect nest; expected parallel(fused) first, or no fuse")
+        return end
+
+    def compute_at(self, block: BlockRV, loop: LoopRV) -> None:
+        """Compute producer ``block`` inside consumer ``loop`` (TVM ``compute_at``): the tile the
+        consumer needs is computed there — ``structured.fuse_into_containing_op`` into each
+        enclosing loop from the outermost down to ``loop``. For a cache block (``cache_read``),
+        the packing is hoisted out of the loops inside ``loop`` (``structured.hoist_pad``).
+
+        Raises
+        ------
+        ScheduleError
+            If ``block`` is not a producer of the loop's block, already has loop transforms, or
+            ``loop`` is vectorized.
+        """
+        blk = self._block("compute_at", block)
+        cblk, pos, lp = self._loop("compute_at", loop)
+        pos = self._target_loop("compute_at", cblk, pos)
+        lp = cblk.loops[pos]
+        if blk.kind == "cache":
+            if blk.parent != cblk.id:
+                raise ScheduleError(f"compute_at: cache block '{blk.name}' can only be placed in "
+                                    f"loops of '{self._model.block(blk.parent).name}', not of '{cblk.name}'")
+            if blk.compute_at is not None:
+                raise ScheduleError(f"compute_at: cache block '{blk.name}' is already placed")
+        else:
+            if blk.kind != "compute":
+                raise ScheduleError(f"compute_at: block '{blk.name}' is an init block; expected a compute block")
+            self._attach_checks("compute_at", blk, cblk, producer=True)
+        blk.compute_at = lp.id
+        self._record("compute_at", [block, loop], {}, [])
+
+    def reverse_compute_at(self, block: BlockRV, loop: LoopRV) -> None:
+        """Compute consumer ``block`` (an elementwise epilogue) inside producer ``loop`` (TVM
+        ``reverse_compute_at``). Realized by tiling the consumer with the producer's loops up to
+        ``loop`` and fusing the producer into those loops (``fuse_into_containing_op``), so the
+        epilogue runs on each tile while it is hot.
+
+        Raises
+        ------
+        ScheduleError
+            If ``block`` does not consume the loop's block with an output of the same shape, a
+            loop at or above ``loop`` iterates a reduction dim or is vectorized, or another
+            consumer is attached to a different loop.
+        """
+        blk = self._block("reverse_compute_at", block)
+        pblk, pos, lp = self._loop("reverse_compute_at", loop)
+        pos = self._target_loop("reverse_compute_at", pblk, pos)
+        lp = pblk.loops[pos]
+        if blk.kind != "compute" or pblk.kind != "compute":
+            raise ScheduleError("reverse_compute_at: expected compute blocks (not init or cache blocks)")
+        self._attach_checks("reverse_compute_at", blk, pblk, producer=False)
+        for p in range(pos + 1):
+            if pblk.dims[pblk.loops[p].dim].kind != "parallel":
+                raise ScheduleError(f"reverse_compute_at: loop {pblk.label(p)} of "
+                                    f"'{pblk.name}' (at or above the target) iterates a reduction dim")
+        if pblk.compute_at is not None or pblk.reverse_compute_at is not None:
+            raise ScheduleError(f"reverse_compute_at: '{pblk.name}' is itself attached to another "
+                                "block's loop")
+        p_shape = pblk.info.operand_shapes[pblk.info.num_inputs]
+        shapes = blk.info.operand_shapes
+        c_shape = shapes[blk.info.num_inputs] if len(shapes) > blk.info.num_inputs else None
+        if c_shape != p_shape:
+            raise ScheduleError(f"reverse_compute_at: '{blk.name}' writes shape {c_shape}; expected "
+                                f"{p_shape} like '{pblk.name}' (only same-shape epilogues are supported)")
+        others = {b.reverse_compute_at for b in self._model.epilogues(pblk)}
+        if others and others != {lp.id}:
+            raise ScheduleError(f"reverse_compute_at: other consumers of '{pblk.name}' are attached "
+                                f"to another loop; expected loop {pblk.label(pos)} to be that loop")
+        blk.reverse_compute_at = lp.id
+        blk.attach_order = next(self._ids)
+        self._record("reverse_compute_at", [block, loop], {}, [])
+
+    def _attach_checks(self, prim: str, blk: Block, other: Block, producer: bool) -> None:
+        if blk is other:
+            raise ScheduleError(f"{prim}: block '{blk.name}' cannot be attached to its own loop")
+        if blk.func != other.func:
+            raise ScheduleError(f"{prim}: blocks '{blk.name}' and '{other.name}' are in different functions")
+        self._check_untouched(prim, blk)
+        if any(l_.kind != "serial" or l_.unroll is not None or l_.annotations or l_.fused_group is not None
+               for l_ in blk.loops) or len(blk.loops) != len(blk.dims) or blk.cache_reads or \
+                blk.cache_writes or blk.rfactor is not None or blk.decomposed_at is not None:
+            raise ScheduleError(f"{prim}: block '{blk.name}' already has loop transformations; "
+                                "expected an untouched block")
+        if self._model.attached(blk) or self._model.epilogues(blk):
+            raise ScheduleError(f"{prim}: other blocks are attached to loops of '{blk.name}'")
+        prod, cons = (blk, other) if producer else (other, blk)
+        if not self._is_producer(prod, cons):
+            raise ScheduleError(f"{prim}: block '{prod.name}' is not a producer of '{cons.name}'")
+
+    def _is_producer(self, prod: Block, cons: Block) -> bool:
+        names = cons.info.producers
+        if prod.name in names:
+            return True
+        # an epilogue of an epilogue: cons reads a block already attached to prod's loops
+        return any(b.name in names for b in self._model.epilogues(prod))
+
+    def decompose_reduction(self, block: BlockRV, loop: LoopRV) -> BlockRV:
+        """Separate the reduction's init from its update and place the init right above
+        ``loop`` (TVM ``decompose_reduction``): the ``linalg.fill`` that initializes the output
+        is fused (``structured.fuse`` with the loops outside ``loop``).
+
+        Returns
+        -------
+        BlockRV
+            The init block (``<name>.init``).
+
+        Raises
+        ------
+        ScheduleError
+            If the block has no reduction dim or no fill init, a loop outside ``loop`` iterates a
+            reduction dim, is bound or fused, or the block is already decomposed/factorized.
+        """
+        blk = self._block("decompose_reduction", block)
+        cblk, pos, lp = self._loop("decompose_reduction", loop)
+        if cblk is not blk:
+            raise ScheduleError(f"decompose_reduction: loop {loop.rv.name} is a loop of "
+                                f"'{cblk.name}'; expected a loop of '{blk.name}'")
+        if not any(d.kind == "reduction" for d in blk.dims):
+            raise ScheduleError(f"decompose_reduction: block '{blk.name}' has no reduction dim")
+        if lp.fused_group is not None and pos != min(blk.group(pos)):
+            raise ScheduleError(f"decompose_reduction: loop {blk.label(pos)} is inside a fused loop; "
+                                "expected the fused loop itself or another loop")
+        if pos > 0:
+            self._target_loop("decompose_reduction", blk, pos - 1)
+        if blk.decomposed_at is not None or blk.rfactor is not None:
+            raise ScheduleError(f"decompose_reduction: '{blk.name}' is already decomposed or factorized")
+        for p in range(pos):
+            q = blk.loops[p]
+            if blk.dims[q.dim].kind != "parallel":
+                raise ScheduleError(f"decompose_reduction: loop {blk.label(p)} outside "
+                                    f"{blk.label(pos)} iterates a reduction dim; the init "
+                                    "would run on every reduction step")
+            if q.kind == "bound":
+                raise ScheduleError("decompose_reduction: loops outside the init are bound to GPU "
+                                    "axes; decompose before bind")
+        init_name = blk.info.init
+        if init_name is None:
+            raise ScheduleError(f"decompose_reduction: the output of '{blk.name}' is not initialized "
+                                "by a named linalg.fill")
+        others = [p for p in blk.info.producers if p != init_name]
+        if others and pos > 0:
+            raise ScheduleError(f"decompose_reduction: inputs of '{blk.name}' are computed by {others}; "
+                                "placing the init inside loops (transform.structured.fuse) would "
+                                "recompute them per tile. Schedule the outlined primitive function")
+        iblk = self._block_model(blk.func, init_name)
+        if iblk.kind != "compute" or any(l_.kind != "serial" or l_.unroll is not None
+                                         or l_.fused_group is not None for l_ in iblk.loops) \
+                or len(iblk.loops) != len(iblk.dims):
+            raise ScheduleError(f"decompose_reduction: init block '{iblk.name}' already has loop "
+                                "transformations")
+        iblk.kind, iblk.parent = "init", blk.id
+        blk.decomposed_at = lp.id
+        out = self._block_rv(iblk)
+        self._record("decompose_reduction", [block, loop], {}, [out.rv])
+        return out
+
+    def _cache_block(self, blk: Block, name: str) -> Block:
+        info = OpInfo(func=blk.func, name=name, op_name="tensor.pad", dims=(), operand_shapes=(),
+                      num_inputs=0)
+        return self._model.add(Block(next(self._ids), name, info, [], kind="cache", parent=blk.id))
+
+    def cache_read(self, block: BlockRV, read_buffer_index: int, storage_scope: str = "local") -> BlockRV:
+        """Stage input ``read_buffer_index`` of ``block`` in a packed local buffer (TVM
+        ``cache_read``): ``structured.pad`` with ``nofold`` on that operand of the innermost tile
+        (a contiguous copy); ``compute_at(cache_block, loop)`` then hoists the packing out of
+        the loops inside ``loop`` (``structured.hoist_pad``), so each packed panel is reused.
+
+        Returns
+        -------
+        BlockRV
+            The cache block.
+
+        Raises
+        ------
+        ScheduleError
+            For an index that is not an input, an unknown scope, or an input cached twice.
+        """
+        blk = self._block("cache_read", block)
+        idx = as_int("cache_read", "read_buffer_index", read_buffer_index, 0)
+        as_str("cache_read", "storage_scope", storage_scope, CACHE_SCOPES)
+        if blk.kind != "compute" or not idx < blk.info.num_inputs:
+            raise ScheduleError(f"cache_read: read_buffer_index {idx} is not an input "
+                                f"of '{blk.name}' (it has {blk.info.num_inputs})")
+        self._check_untouched("cache_read", blk)
+        if any(c.operand == idx for c in blk.cache_reads):
+            raise ScheduleError(f"cache_read: input {idx} of '{blk.name}' is already cached")
+        cache = self._cache_block(blk, f"{blk.name}.read{idx}_{storage_scope}")
+        blk.cache_reads.append(CacheRead(idx, storage_scope, cache.id))
+        out = self._block_rv(cache)
+        self._record("cache_read", [block, idx, storage_scope], {}, [out.rv])
+        return out
+
+    def cache_write(self, block: BlockRV, write_buffer_index: int = 0,
+                    storage_scope: str = "local") -> BlockRV:
+        """Accumulate output ``write_buffer_index`` of ``block`` in a local buffer and copy it
+        back (TVM ``cache_write``): ``structured.pad`` with ``nofold`` on the output operand of
+        the innermost parallel tile and ``copy_back_op = "linalg.copy"``.
+
+        Returns
+        -------
+        BlockRV
+            The cache block.
+
+        Raises
+        ------
+        ScheduleError
+            For an index that is not an output, an unknown scope, or a second cache_write.
+        """
+        blk = self._block("cache_write", block)
+        idx = as_int("cache_write", "write_buffer_index", write_buffer_index, 0)
+        as_str("cache_write", "storage_scope", storage_scope, CACHE_SCOPES)
+        n_out = len(blk.info.operand_shapes) - blk.info.num_inputs
+        if blk.kind != "compute" or not idx < n_out:
+            raise ScheduleError(f"cache_write: write_buffer_index {idx} is not an "
+                                f"output of '{blk.name}' (it has {n_out})")
+        self._check_untouched("cache_write", blk)
+        if blk.cache_writes:
+            raise ScheduleError(f"cache_write: '{blk.name}' already has a write cache")
+        cache = self._cache_block(blk, f"{blk.name}.write{idx}_{storage_scope}")
+        blk.cache_writes.append(CacheWrite(blk.info.num_inputs + idx, storage_scope, cache.id))
+        out = self._block_rv(cache)
+        self._record("cache_write", [block, idx, storage_scope], {}, [out.rv])
+        return out
+
+    def rfactor(self, loop: LoopRV, factor_axis: int = 0) -> BlockRV:
+        """Factorize a reduction (TVM ``rfactor``): ``loop`` must be the inner loop ``k1`` of a
+        reduction dim split into ``k0, k1``; partial results are accumulated in a buffer indexed
+        by ``k1`` (so ``k1`` becomes data-parallel and can be vectorized or parallelized) over
+        the ``k0`` loop, then combined. Realized by ``structured.tile_reduction_using_for`` at
+        the ``k0`` loop. ``factor_axis`` must be 0 (the rf dim is appended last by upstream).
+
+        Returns
+        -------
+        BlockRV
+            The rf block (the partial reduction).
+
+        Raises
+        ------
+        ScheduleError
+            If the loop is not the inner half of a 2-way split reduction dim.
+        """
+        blk, pos, lp = self._loop("rfactor", loop)
+        label = blk.label(pos)
+        factor_axis = as_int("rfactor", "factor_axis", factor_axis)
+        if factor_axis != 0:
+            raise ScheduleError(f"rfactor: factor_axis={factor_axis} is not supported; expected 0")
+        if blk.dims[lp.dim].kind != "reduction":
+            raise ScheduleError(f"rfactor: loop {label} of '{blk.name}' iterates a parallel dim")
+        same = [p for p, q in enumerate(blk.loops) if q.dim == lp.dim]
+        if len(same) != 2 or same[1] != pos:
+            raise ScheduleError(f"rfactor: loop {label} must be the inner loop of a reduction dim "
+                                f"split into exactly two loops (it has {len(same)})")
+        if blk.rfactor is not None or blk.decomposed_at is not None:
+            raise ScheduleError(f"rfactor: '{blk.name}' is already factorized or decomposed")
+        self._check_untouched("rfactor", blk)
+        outer = blk.loops[same[0]]
+        if outer.kind != "serial" or lp.kind != "serial" or outer.extent == 1 or \
+                outer.fused_group is not None or outer.unroll is not None:
+            raise ScheduleError(f"rfactor: the loops of the reduction dim of '{blk.name}' must be "
+                                "serial, not fused or unrolled, the outer one of extent > 1")
+        blk.rfactor = RFactor(outer.id, lp.id)
+        out = self._block_rv(blk)
+        self._record("rfactor", [loop], {"factor_axis": factor_axis} if factor_axis else {}, [out.rv])
+        return out

@@ -1,0 +1,226 @@
+"""Compilation targets: the machine a module is compiled for, as a frozen value.
+
+A :class:`Target` carries what lowering and schedules need to know about the machine: the LLVM
+CPU name and feature list (``llc -mcpu/-mattr``), the vector width and register count (register
+tiles), cache sizes (cache blocking) and core count (threads) for the CPU; the SM architecture
+for CUDA. ``Target.host()`` reads them from the machine at run time (LLVM's host CPU name,
+``/proc/cpuinfo`` flags, ``/sys`` cache sizes, the process's CPU affinity), so no schedule
+constant comes from a table written for one CPU. Targets are frozen dataclasses: hashable, usable
+in cache keys (Triton's backend options, TVM's ``tvm.target.Target``).
+
+It sits in the bottom layer, beside :mod:`mlc_mlir.errors`, because schedules (default rules,
+tuning spaces) read it as well as the pipeline.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+import platform
+import re
+import subprocess
+from typing import Dict, Optional, Tuple
+
+from ._mlir import llvm_bin_dir
+from .errors import PipelineError
+
+#: ``/proc/cpuinfo`` flag -> LLVM x86 feature name, for the features codegen cares about.
+_X86_FEATURES = {
+    "sse2": "sse2", "pni": "sse3", "ssse3": "ssse3", "sse4_1": "sse4.1", "sse4_2": "sse4.2",
+    "avx": "avx", "avx2": "avx2", "fma": "fma", "f16c": "f16c", "bmi1": "bmi", "bmi2": "bmi2",
+    "popcnt": "popcnt", "avx512f": "avx512f", "avx512bw": "avx512bw", "avx512dq": "avx512dq",
+    "avx512vl": "avx512vl", "avx512cd": "avx512cd", "avx512_bf16": "avx512bf16",
+    "avx512_fp16": "avx512fp16", "avx512_vnni": "avx512vnni", "avx_vnni": "avxvnni",
+    "amx_tile": "amx-tile", "amx_bf16": "amx-bf16",
+}
+
+#: The pipeline file and runtime libraries of each target kind.
+_KIND_PIPELINE = {"cpu": "cpu", "cuda": "cuda"}
+_KIND_RUNTIME_LIBS = {"cpu": ("c_runner_utils", "omp"), "cuda": ("c_runner_utils", "cuda_runtime")}
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """A compilation target (frozen, hashable).
+
+    Attributes
+    ----------
+    kind : str
+        ``"cpu"`` or ``"cuda"``.
+    cpu : str
+        LLVM CPU name of the host code (``znver3``, ``sapphirerapids``).
+    features : tuple of str
+        LLVM target features without sign (``avx2``, ``fma``, ``avx512f``).
+    vector_bits : int
+        Widest SIMD register in bits (128 SSE, 256 AVX2, 512 AVX-512).
+    vector_registers : int
+        Architectural SIMD registers (16 ymm on AVX2, 32 zmm on AVX-512).
+    l1d_bytes, l2_bytes, l3_bytes : int
+        Data cache sizes in bytes (L1d and L2 per core, L3 shared); 0 when unknown.
+    cores : int
+        CPU cores this process may run on (its affinity mask).
+    arch : str
+        CUDA SM architecture (``sm_90``) for ``kind == "cuda"``; ``""`` otherwise.
+    """
+
+    kind: str
+    cpu: str
+    features: Tuple[str, ...] = ()
+    vector_bits: int = 128
+    vector_registers: int = 16
+    l1d_bytes: int = 0
+    l2_bytes: int = 0
+    l3_bytes: int = 0
+    cores: int = 1
+    arch: str = ""
+
+    def __post_init__(self):
+        if self.kind not in _KIND_PIPELINE:
+            raise PipelineError(f"Target: kind {self.kind!r}; expected one of {sorted(_KIND_PIPELINE)}")
+        if self.kind == "cuda" and not re.fullmatch(r"sm_\d+a?", self.arch):
+            raise PipelineError(f"Target: cuda arch {self.arch!r}; expected sm_<NN> such as sm_90")
+        if not isinstance(self.cores, int) or self.cores < 1:
+            raise PipelineError(f"Target: cores={self.cores!r}; expected an int >= 1")
+
+    @property
+    def pipeline(self) -> str:
+        """Name of the lowering pipeline in ``pipelines/``."""
+        return _KIND_PIPELINE[self.kind]
+
+    @property
+    def runtime_libs(self) -> Tuple[str, ...]:
+        """Short names of the runtime libraries the lowered code calls: ``c_runner_utils``
+        (``memrefCopy``), ``omp`` (OpenMP), ``cuda_runtime`` (MLIR's CUDA wrappers)."""
+        return _KIND_RUNTIME_LIBS[self.kind]
+
+    @property
+    def attrs(self) -> str:
+        """The features as ``llc -mattr`` / LLVM ``target-features`` text (``+avx2,+fma``)."""
+        return ",".join(f"+{f}" for f in self.features)
+
+    def vector_lanes(self, dtype_bits: int = 32) -> int:
+        """Elements of ``dtype_bits`` bits in one vector register (8 float32 on AVX2)."""
+        return max(1, self.vector_bits // dtype_bits)
+
+    @staticmethod
+    def host() -> "Target":
+        """The machine this process runs on (read once per process, see :func:`host_target`).
+
+        Raises
+        ------
+        PipelineError
+            If the host is not an x86-64 Linux machine whose CPU LLVM recognizes: compiling for
+            an unknown host would silently give generic, slow code. Build a ``Target`` by hand
+            (``Target("cpu", cpu="znver3", features=("avx2", "fma"), ...)``) in that case.
+        """
+        return host_target()
+
+    @staticmethod
+    def cuda(arch: str = "sm_90") -> "Target":
+        """A CUDA target for ``arch`` (host code for this machine's CPU)."""
+        host = host_target()
+        return dataclasses.replace(host, kind="cuda", arch=arch)
+
+
+def _llvm_host_cpu() -> str:
+    out = subprocess.run([os.path.join(llvm_bin_dir(), "llc"), "--version"], capture_output=True,
+                         text=True, check=True).stdout
+    m = re.search(r"Host CPU:\s*(\S+)", out)
+    return m.group(1) if m else "generic"
+
+
+def _cpuinfo_flags() -> Tuple[str, ...]:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return tuple(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return ()
+
+
+def _cache_sizes() -> Dict[str, int]:
+    sizes = {"l1d": 0, "l2": 0, "l3": 0}
+    base = "/sys/devices/system/cpu/cpu0/cache"
+    if not os.path.isdir(base):
+        return sizes
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    for idx in sorted(os.listdir(base)):
+        d = os.path.join(base, idx)
+        try:
+            level = open(os.path.join(d, "level")).read().strip()
+            kind = open(os.path.join(d, "type")).read().strip()
+            size = open(os.path.join(d, "size")).read().strip()
+        except OSError:
+            continue
+        m = re.fullmatch(r"(\d+)([KMG]?)", size)
+        if not m or kind == "Instruction":
+            continue
+        key = {"1": "l1d", "2": "l2", "3": "l3"}.get(level)
+        if key:
+            sizes[key] = int(m.group(1)) * units.get(m.group(2), 1)
+    return sizes
+
+
+@functools.lru_cache(maxsize=1)
+def host_target() -> Target:
+    """The host :class:`Target` (cached per process: the machine does not change under it).
+
+    Raises
+    ------
+    PipelineError
+        See :meth:`Target.host`.
+    """
+    machine = platform.machine()
+    if machine not in ("x86_64", "AMD64"):
+        raise PipelineError(f"target: host architecture {machine} is not supported (x86-64 only); "
+                            "build a Target by hand to cross-compile")
+    cpu = _llvm_host_cpu()
+    if cpu == "generic":
+        raise PipelineError("target: LLVM does not recognize this host CPU (llc reports 'generic'); "
+                            "pass Target('cpu', cpu=..., features=...) explicitly")
+    flags = set(_cpuinfo_flags())
+    if not flags:
+        raise PipelineError("target: cannot read CPU flags from /proc/cpuinfo; "
+                            "pass Target('cpu', cpu=..., features=...) explicitly")
+    features = tuple(sorted(llvm for flag, llvm in _X86_FEATURES.items() if flag in flags))
+    if "avx512f" in flags:
+        bits, regs = 512, 32
+    elif "avx" in flags:
+        bits, regs = 256, 16
+    else:
+        bits, regs = 128, 16
+    caches = _cache_sizes()
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return Target("cpu", cpu=cpu, features=features, vector_bits=bits, vector_registers=regs,
+                  l1d_bytes=caches["l1d"], l2_bytes=caches["l2"], l3_bytes=caches["l3"], cores=cores)
+
+
+def get_target(target) -> Target:
+    """The :class:`Target` for a Target, or a name: ``"cpu"`` (the host), ``"cuda"`` (``sm_90``),
+    ``"cuda:sm_80"``.
+
+    Raises
+    ------
+    PipelineError
+        For an unknown name, or a host that cannot be detected (see :meth:`Target.host`).
+    """
+    if isinstance(target, Target):
+        return target
+    if target == "cpu":
+        return host_target()
+    if isinstance(target, str) and (target == "cuda" or target.startswith("cuda:")):
+        return Target.cuda(target.split(":", 1)[1] if ":" in target else "sm_90")
+    raise PipelineError(f"compile: unknown target {target!r}; expected 'cpu', 'cuda', 'cuda:sm_NN' "
+                        "or a Target")
+
+
+def describe(target: Target) -> str:
+    """One line for benchmark tables: ``cpu znver3 (avx2, fma), 256-bit vectors, 2 cores``."""
+    isa = [f for f in ("avx512f", "avx2", "fma", "avx") if f in target.features]
+    line = (f"{target.kind} {target.cpu} ({', '.join(isa) or 'sse'}), {target.vector_bits}-bit "
+            f"vectors x {target.vector_registers}, L1d {target.l1d_bytes >> 10} KiB, "
+            f"L2 {target.l2_bytes >> 10} KiB, {target.cores} cores")
+    return line + (f", {target.arch}" if target.arch else "")
