@@ -69,7 +69,10 @@ class DispatchLibrary(Pass):
     Raises
     ------
     BuildError
-        If a kernel is unknown, or ``openblas.sgemm`` is asked for a non-f32 or non-2-D matmul.
+        If a kernel is unknown (the message lists the registered kernels and native
+        providers), a key matches no op of the module (the message lists the keys the ops
+        answer to), or ``openblas.sgemm`` is asked for a non-f32, non-2-D or transposed matmul
+        (read from the op's ``indexing_maps`` attribute).
     """
 
     name = "mlc-dispatch-library"

@@ -6,7 +6,10 @@ other foldable ops) is outlined into one function, compiled and run once by the 
 callable the pass is given (``graph.FoldConstant(mlc.compile)``: the graph layer does not import
 the compiler above it); its results become constants. Typical use: layout
 transforms of weights (``transpose(W)``) and arithmetic on constant tensors disappear from the
-runtime graph. A ``linalg.fill`` alone is never folded (it would turn an init into a constant).
+runtime graph. A ``linalg.fill`` alone is never folded (it would turn an init into a constant);
+a reduction of a constant folds together with its init. An op's inputs are its operands and the
+values its body captures from above (a scalar constant after ``canonicalize``/``cse``), so the
+pass works on canonicalized input and inside primitive functions made by ``FuseOps``.
 
 Before::
 

@@ -95,8 +95,21 @@ def _can_fuse(pk: str, ck: str, producer_name: str = "") -> bool:
 class FuseOps(Pass):
     """Fuse ops into primitive functions by pattern kind (see module docstring).
 
-    Graph functions are the public ``func.func`` ops without ``mlc.primitive``; ops that are
-    already in primitive functions are left alone, so the pass is idempotent.
+    Graph functions are the ``func.func`` ops without ``mlc.primitive``; ops that are already in
+    primitive functions are left alone, so the pass is idempotent. The input may have been
+    canonicalized/CSE'd: shared constants and scalars captured by ``linalg.generic`` bodies are
+    cloned into every primitive that reads them.
+
+    Parameters
+    ----------
+    fuse_elementwise : bool
+        Merge each elementwise chain of a primitive into one ``linalg.generic`` (upstream
+        ``linalg-fuse-elementwise-ops``), named ``<first op>.fused``.
+
+    Raises
+    ------
+    IRError
+        If the result does not verify (a bug in the pass).
     """
 
     name = "mlc-fuse-ops"
@@ -179,12 +192,34 @@ class FuseOps(Pass):
 
 
 def outline(mod: Module, f, group: List, name: str = None, used_names=None):
-    """Outline ``group`` (ops of function ``f``, in program order) into a private primitive
-    function ``@name`` (default ``fused_<op names>``) marked ``mlc.primitive``, called from
-    ``f``; constants, ``tensor.empty`` and inits the group uses are cloned into it. Usable from
-    custom passes (e.g. a dense + bias-add fusor). Needs ``mod``'s context to be active.
+    """Outline ``group`` into a private primitive function called from ``f``.
 
-    Returns the new ``func.func``.
+    Constants, ``tensor.empty`` and inits the group reads (as operands or captured by its ops'
+    bodies) are cloned into the primitive; every other value it reads becomes an argument, and
+    every result used outside the group becomes a result of the call. Usable from custom passes
+    (a dense + bias-add fusor); IR is built in ``mod``'s context (active inside
+    :meth:`Pass.transform`).
+
+    Parameters
+    ----------
+    mod : Module
+        The module holding ``f``; the primitive is added to it.
+    f : func.FuncOp
+        The graph function the ops belong to.
+    group : list of ir.Operation
+        Ops of ``f``'s body, in program order.
+    name : str, optional
+        Symbol of the primitive (default ``fused_<op names>``, made unique).
+    used_names : set of str, optional
+        Symbols already taken (updated); default: the module's function names.
+
+    Returns
+    -------
+    func.FuncOp
+        The new function, marked ``mlc.primitive`` (the unit schedules and tuning work on).
+
+    Source: TVM Relay ``FuseOps`` (``Primitive=1`` functions); MLIR ``outlineIfOp``-style
+    region outlining.
     """
     used_names = set(mod.function_names()) if used_names is None else used_names
     group = [getattr(op, "operation", op) for op in group]

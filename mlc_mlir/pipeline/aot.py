@@ -69,8 +69,12 @@ def export_library(lowered: Module, signatures: Mapping[str, FunctionSignature],
         os.makedirs(os.path.dirname(path), exist_ok=True)
     except OSError as e:
         raise ExecutionError(f"export_library: cannot create {os.path.dirname(path)}: {e.strerror}") from None
-    if not os.access(os.path.dirname(path), os.W_OK):
-        raise ExecutionError(f"export_library: {os.path.dirname(path)} is not writable")
+    try:  # probe by writing, before compiling: os.access says yes to root even where it is not
+        with tempfile.NamedTemporaryFile(dir=os.path.dirname(path), prefix=".mlc-probe-"):
+            pass
+    except OSError as e:
+        raise ExecutionError(f"export_library: cannot write into {os.path.dirname(path)}: "
+                             f"{e.strerror}") from None
     with tempfile.TemporaryDirectory(prefix="mlc-aot-") as tmp:
         ll, obj = os.path.join(tmp, "module.ll"), os.path.join(tmp, "module.o")
         meta_c, meta_o = os.path.join(tmp, "metadata.c"), os.path.join(tmp, "metadata.o")

@@ -209,7 +209,8 @@ class Function:
         full = self.validate(args, kwargs)
         outs = self._outputs(out)
         # an out array aliasing an input would be overwritten while the input is still read
-        run = [np.empty_like(o) if any(np.shares_memory(o, a) for a in full) else o for o in outs]
+        run = [np.empty_like(o) if any(np.may_share_memory(o, a) and np.shares_memory(o, a) for a in full)
+               else o for o in outs]
         packed = self._packed()
         packed.bind(full + run)
         self._invoke(packed)
