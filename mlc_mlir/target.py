@@ -99,6 +99,14 @@ class Target:
         """The features as ``llc -mattr`` / LLVM ``target-features`` text (``+avx2,+fma``)."""
         return ",".join(f"+{f}" for f in self.features)
 
+    def key(self) -> str:
+        """A canonical one-line string of everything that changes generated code, e.g.
+        ``cpu -mcpu=znver3 -mattr=+avx2,+fma -vector-bits=256 -cores=2`` (the tuning database's
+        target column: records of another target are never applied)."""
+        parts = [self.kind, f"-mcpu={self.cpu}", f"-mattr={self.attrs}", f"-vector-bits={self.vector_bits}",
+                 f"-l1d={self.l1d_bytes}", f"-l2={self.l2_bytes}", f"-cores={self.cores}"]
+        return " ".join(parts + ([f"-arch={self.arch}"] if self.arch else []))
+
     def vector_lanes(self, dtype_bits: int = 32) -> int:
         """Elements of ``dtype_bits`` bits in one vector register (8 float32 on AVX2)."""
         return max(1, self.vector_bits // dtype_bits)

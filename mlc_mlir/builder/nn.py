@@ -103,7 +103,8 @@ def dense(x, weight, bias=None, name: Optional[str] = None) -> Tensor:
     """
     fn = emit.function_of("dense", x, weight, bias)
     x = emit.tensor_arg("dense", "x", x)
-    w = emit.as_tensor("dense", "weight", fn, weight, x.dtype)
+    # a numpy weight is only checked here: it is stored once, transposed, below
+    w = weight if isinstance(weight, np.ndarray) else emit.as_tensor("dense", "weight", fn, weight, x.dtype)
     _check_rank("dense", "x", x, 2, "M, K")
     _check_rank("dense", "weight", w, 2, "N, K")
     if w.shape[1] != x.shape[1]:
@@ -120,7 +121,8 @@ def dense(x, weight, bias=None, name: Optional[str] = None) -> Tensor:
     if isinstance(weight, np.ndarray):
         # a constant weight is stored transposed (K, N): the layout transform happens at
         # build time and the op is a plain linalg.matmul (contiguous B rows for packing)
-        wt = emit.constant(fn, np.ascontiguousarray(weight.T), name=f"{nm}.weight_t")
+        wt = emit.constant(fn, np.ascontiguousarray(weight.T.astype(dtypes.to_numpy_dtype(x.dtype))),
+                           name=f"{nm}.weight_t")
         r = linalg_d.matmul(x.value, wt.value, outs=[init])
     else:
         d0, d1, d2 = (ir.AffineDimExpr.get(i) for i in range(3))
