@@ -4,7 +4,9 @@ Each (implementation, thread count) runs in its own subprocess, never interleave
 ours with ``OMP_NUM_THREADS=t``; numpy (OpenBLAS) limited to ``t`` threads with threadpoolctl and
 with ``OPENBLAS_CORETYPE``/``OPENBLAS_L2_SIZE`` unset in that subprocess only. The schedule is
 ``mlc_mlir.schedule.cpu_recipes.schedule_matmul_goto``: split/reorder/parallel/cache_read
-(packing)/compute_at/unroll/vectorize, fused bias+relu epilogue (reverse_compute_at) for dense.
+(packing)/compute_at/unroll/vectorize, fused bias+relu epilogue (reverse_compute_at) for dense,
+with its register tile and cache blocking from ``goto_params(host_target(), ...)`` (vector
+width, register count, L1d/L2 sizes of this machine).
 
     python benchmarks/matmul_cpu.py [--sizes 256,512,1024,2048] [--threads 1,2] [--json]
 
@@ -78,6 +80,7 @@ def build(shape: str, scheduled: bool, threads: int):
     import mlc_mlir as mlc
     from mlc_mlir import ops
     from mlc_mlir.schedule.cpu_recipes import schedule_matmul_goto
+    from mlc_mlir.target import host_target
 
     args, consts = _inputs(shape)
     bb = mlc.GraphBuilder()
@@ -94,7 +97,7 @@ def build(shape: str, scheduled: bool, threads: int):
         sch = mlc.Schedule(mod)
         epi = [sch.get_block("dense.bias_add"), sch.get_block("relu")] if shape == DENSE else []
         blk = sch.get_block("dense" if shape == DENSE else "matmul")
-        schedule_matmul_goto(sch, blk, threads=threads, epilogues=epi)
+        schedule_matmul_goto(sch, blk, threads=threads, epilogues=epi, target=host_target())
         mod = sch.mod
     return mlc.compile(mod), args
 

@@ -5,12 +5,14 @@ Module`` (tinygrad's flat rewrite list, Triton's named stages); with ``dump_ir=D
 writes ``DIR/<nn>-<name>.mlir``:
 
 0. ``graph``     -- the verified input: static shapes, element types the lowering supports;
-1. ``library``   -- ``mlc.call_library`` ops lowered to calls of C symbols (:class:`LowerCallLibrary`);
-2. ``prepare``   -- public functions get ``llvm.emit_c_interface``;
-3. ``lower``     -- the target's pipeline file, e.g. ``pipelines/cpu.pipeline`` (threads applied);
-4. ``denormals`` -- with ``flush_denormals``, MXCSR FTZ|DAZ around each call and OpenMP region;
+1. ``schedule``  -- functions nobody scheduled get the default schedule of the target (or the
+   tuning database's best): :mod:`mlc_mlir.pipeline.scheduling`;
+2. ``library``   -- ``mlc.call_library`` ops lowered to calls of C symbols (:class:`LowerCallLibrary`);
+3. ``prepare``   -- public functions get ``llvm.emit_c_interface``;
+4. ``lower``     -- the target's pipeline file, e.g. ``pipelines/cpu.pipeline`` (threads applied);
+5. ``denormals`` -- with ``flush_denormals``, MXCSR FTZ|DAZ around each call and OpenMP region;
 
-then ``llvm`` (LLVM IR, ``05-llvm.ll`` when dumping) and ``jit`` (MLIR ``ExecutionEngine`` at the
+then ``llvm`` (LLVM IR, ``06-llvm.ll`` when dumping) and ``jit`` (MLIR ``ExecutionEngine`` at the
 options' opt level, with the runtime libraries and registered Python kernels).
 A failing stage raises ``PipelineError`` with the ``mlir-opt`` command that reproduces it.
 """
@@ -21,9 +23,10 @@ import dataclasses
 import os
 from typing import Callable, Optional, Tuple
 
-from .._mlir import ExecutionEngine, ir
+from .._mlir import ExecutionEngine, ir, tensor_d
 from ..errors import IRError, PipelineError
 from ..graph.dispatch_library import LowerCallLibrary, runtime_bindings
+from ..ir import emitters
 from ..ir.module import Module
 from ..ir.pass_pipeline import run_pass_pipeline
 from ..ir.walk import has_op
@@ -35,6 +38,7 @@ from .denormals import flush_denormals
 from .libraries import runtime_library_paths
 from .options import CompileOptions
 from .registry import load_pipeline, pipeline_path
+from .scheduling import schedule_module
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,8 +106,32 @@ def _graph(module: Module, options: CompileOptions) -> Module:
     return module
 
 
+def _schedule(module: Module, options: CompileOptions) -> Module:
+    return schedule_module(module, options.target, options.schedule, options.threads, options.database)
+
+
 def _library(module: Module, options: CompileOptions) -> Module:
     return LowerCallLibrary()(module) if has_op(module, "mlc.call_library") else module
+
+
+def _distinct_results(ret: ir.Operation) -> None:
+    """Give every result of ``func.return`` its own tensor: a value returned twice (schedules'
+    CSE can merge two equal ops) or a returned argument is copied (an identity
+    ``linalg.generic`` into a ``tensor.empty``), since buffer-results-to-out-params needs one buffer per result and MLIR 22
+    crashes otherwise."""
+    seen = set()
+    for i, v in enumerate(list(ret.operands)):
+        if v in seen or isinstance(v.owner, ir.Block):
+            t = v.type
+            if isinstance(t, ir.RankedTensorType):
+                with ir.InsertionPoint(ret), ir.Location.unknown():
+                    init = tensor_d.empty(list(t.shape), t.element_type)
+                    ident = ir.AffineMap.get_identity(t.rank)
+                    # an identity linalg.generic: unlike linalg.copy, bufferization keeps it
+                    (copy,) = emitters.generic(f"result{i}.copy", [v], [ident], [init], [ident],
+                                               ["parallel"] * t.rank, lambda a, _out: [a])
+                    ret.operands[i] = copy
+        seen.add(v)
 
 
 def _prepare(module: Module, options: CompileOptions) -> Module:
@@ -111,8 +139,14 @@ def _prepare(module: Module, options: CompileOptions) -> Module:
     public = set(out.function_names(public_only=True))
     with out.context:
         for f in out.func_ops():
+            if f.is_external:
+                continue
             if f.sym_name.value in public:
                 f.attributes["llvm.emit_c_interface"] = ir.UnitAttr.get()
+            for block in f.regions[0].blocks:
+                ret = block.operations[len(block.operations) - 1].operation
+                if ret.name == "func.return":
+                    _distinct_results(ret)
     return out
 
 
@@ -127,6 +161,7 @@ def _denormals(module: Module, options: CompileOptions) -> Module:
 #: The stages of a CPU compile, in order.
 CPU_STAGES: Tuple[Stage, ...] = (
     Stage("graph", _graph),
+    Stage("schedule", _schedule),
     Stage("library", _library),
     Stage("prepare", _prepare),
     Stage("lower", _lower),
@@ -154,8 +189,9 @@ def run_stages(module: Module, options: CompileOptions, stages=CPU_STAGES) -> Tu
 
 
 def compile(module: Module, target="cpu", *, threads: Optional[int] = None, opt_level: int = 3,
-            flush_denormals: bool = False, pipeline: Optional[str] = None,
-            dump_ir: Optional[str] = None, options: Optional[CompileOptions] = None) -> Executable:
+            flush_denormals: bool = False, schedule: str = "default", database=None,
+            pipeline: Optional[str] = None, dump_ir: Optional[str] = None,
+            options: Optional[CompileOptions] = None) -> Executable:
     """Compile a Module for ``target`` and load it with the MLIR ExecutionEngine (JIT).
 
     Parameters
@@ -165,8 +201,10 @@ def compile(module: Module, target="cpu", *, threads: Optional[int] = None, opt_
         a schedule's ``sch.mod``).
     target : str or Target
         ``"cpu"`` (the host, :meth:`Target.host`) or a :class:`Target`.
-    threads, opt_level, flush_denormals, pipeline, dump_ir
-        See :class:`CompileOptions`; ignored when ``options`` is given.
+    threads, opt_level, flush_denormals, schedule, database, pipeline, dump_ir
+        See :class:`CompileOptions`; ignored when ``options`` is given. By default every function
+        that was not scheduled by hand gets the target's default schedule (``schedule="none"``
+        compiles plain loops); ``database=mlc.tune(...)`` applies tuned schedules.
     options : CompileOptions, optional
         All options at once (the cache key of the result).
 
@@ -188,7 +226,8 @@ def compile(module: Module, target="cpu", *, threads: Optional[int] = None, opt_
                       + ("; parse text with mlc.Module.parse(text)" if isinstance(module, str) else ""))
     if options is None:
         options = CompileOptions(target=target, threads=threads, opt_level=opt_level,
-                                 flush_denormals=flush_denormals, pipeline=pipeline, dump_ir=dump_ir)
+                                 flush_denormals=flush_denormals, schedule=schedule,
+                                 database=database, pipeline=pipeline, dump_ir=dump_ir)
     tgt: Target = options.target
     if tgt.kind != "cpu":
         raise PipelineError(f"compile: running {tgt.kind} code is not implemented; "

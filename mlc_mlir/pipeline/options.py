@@ -30,9 +30,15 @@ class CompileOptions:
         Run with x86 MXCSR FTZ|DAZ set (see :mod:`mlc_mlir.pipeline.denormals`).
     opt_level : int
         LLVM optimization level of the JIT and of ``llc``: 0, 1, 2 or 3.
+    schedule : str
+        ``"default"``: functions nobody scheduled get the target's default schedule (by op kind);
+        ``"none"``: they lower as plain loops (see :mod:`mlc_mlir.pipeline.scheduling`).
     pipeline : str or None
         Overrides the target's lowering pipeline (a name in ``pipelines/``, a path, or
         ``builtin.module(...)`` text).
+    database : object or None
+        A tuning database (``apply_best(module, target)``, e.g. from :func:`mlc_mlir.tune`):
+        its best records schedule the fused primitives; part of the key by identity.
     dump_ir : str or None
         Folder that receives each stage's IR (``00-graph.mlir`` ...); not part of the key.
 
@@ -47,7 +53,9 @@ class CompileOptions:
     threads: Optional[int] = None
     flush_denormals: bool = False
     opt_level: int = 3
+    schedule: str = "default"
     pipeline: Optional[str] = None
+    database: Optional[object] = None
     dump_ir: Optional[str] = dataclasses.field(default=None, compare=False)
 
     def __post_init__(self):
@@ -58,6 +66,8 @@ class CompileOptions:
             raise PipelineError(f"compile: threads={self.threads!r}; expected an int >= 1 or None")
         if not isinstance(self.flush_denormals, bool):
             raise PipelineError(f"compile: flush_denormals={self.flush_denormals!r}; expected a bool")
+        if self.schedule not in ("default", "none"):
+            raise PipelineError(f"compile: schedule={self.schedule!r}; expected 'default' or 'none'")
         if self.pipeline is not None and not isinstance(self.pipeline, str):
             raise PipelineError(f"compile: pipeline={self.pipeline!r}; expected a name, path or "
                                 "pipeline text")

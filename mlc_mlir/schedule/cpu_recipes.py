@@ -1,28 +1,141 @@
-"""Hand-written CPU schedules built only from the schedule primitives.
+"""Hand-written CPU schedules built only from the schedule primitives, with blocking sizes
+derived from a :class:`~mlc_mlir.target.Target`.
 
 ``schedule_matmul_goto`` expresses the measured recipe of ``benchmarks/recipe/NOTES.md`` (Goto
-loop order, a packed B panel, an 8x32 register tile kept in registers, k unrolled by 4, threads
+loop order, a packed B panel, an MR x NR register tile kept in registers, k unrolled, threads
 over M) with ``split``/``reorder``/``parallel``/``cache_read``/``compute_at``/``unroll``/
-``vectorize``, so the same trace replays, serializes and exports like any other. Source: Goto &
-van de Geijn, "Anatomy of High-Performance Matrix Multiplication" (TOMS 2008).
+``vectorize``, so the same trace replays, serializes and exports like any other.
+:func:`goto_params` derives its register tile and cache blocking from the target's vector width,
+register count, cache sizes and cores. Source: Goto & van de Geijn, "Anatomy of
+High-Performance Matrix Multiplication" (TOMS 2008); BLIS's analytical model (Low et al.,
+"Analytical Modeling Is Enough for High-Performance BLIS", TOMS 2016).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Optional
 
 from ..errors import ScheduleError
+from ..ir import dtypes
+from ..target import Target, host_target
 from .schedule import Schedule
 from .state import BlockRV
+
+#: Cache sizes assumed when the target does not know them (``0``): the smallest L1d / L2 of
+#: any AVX-capable x86-64 core, so blocking never overflows a real cache.
+_MIN_L1D_BYTES = 32 << 10
+_MIN_L2_BYTES = 256 << 10
+
+#: k is unrolled by this factor in the register tile (DESIGN.md: 4 and 8 measure the same; 4
+#: keeps code small). A code-size choice, not a machine constant.
+UNROLL_K = 4
 
 
 def _largest_divisor(n: int, cap: int) -> int:
     return max(d for d in range(1, min(n, cap) + 1) if n % d == 0)
 
 
-def schedule_matmul_goto(sch: Schedule, block: BlockRV, threads: int = 1, mc: int = 32,
-                         nc: int = 512, kc: int = 256, nr: int = 32, mr: int = 8,
-                         unroll_k: int = 4, epilogues=(), pack: Optional[bool] = None) -> Schedule:
+def _pow2_floor(x: int) -> int:
+    return 1 << max(0, int(x).bit_length() - 1)
+
+
+@dataclasses.dataclass(frozen=True)
+class GotoParams:
+    """Blocking of :func:`schedule_matmul_goto` (before shrinking to divisors of the extents).
+
+    Attributes
+    ----------
+    threads : int
+        Threads over M (divides M, each thread has at least MR rows).
+    mr, nr : int
+        Register tile: MR rows x NR columns (NR a multiple of the vector lanes).
+    kc : int
+        K block: a KC x NR micro-panel of packed B fills the L1d.
+    nc : int
+        N block: the packed KC x NC panel of B fills the L2.
+    mc : int
+        M block: MC x KC of A takes at most a quarter of the L2 (a multiple of MR).
+    unroll_k : int
+        Unroll factor of the k loop inside the register tile.
+    """
+
+    threads: int
+    mr: int
+    nr: int
+    kc: int
+    nc: int
+    mc: int
+    unroll_k: int = UNROLL_K
+
+
+def goto_params(target: Target, m: int, n: int, k: int, threads: Optional[int] = None,
+                dtype_bits: int = 32) -> GotoParams:
+    """Goto/BLIS blocking for an ``(M, N, K)`` matmul on ``target``.
+
+    * ``NR`` = two vectors (``2 * target.vector_lanes(dtype_bits)``: 16 float32 on AVX2, 32 on
+      AVX-512), so each k step loads two B vectors.
+    * ``MR`` = accumulators in half the vector registers: ``(vector_registers / 2) / (NR / lanes)``
+      (4 on AVX2's 16 ymm, 8 on AVX-512's 32 zmm); the other half holds the B vectors and A
+      broadcasts of the unrolled k steps (a full-register tile, 6x16 or 14x32, spills once k is
+      unrolled: DESIGN.md measured 4x16 at 0.98x numpy, 16x32 spilling).
+    * ``KC`` = the largest power of two with ``KC * NR * bytes <= L1d`` (the B micro-panel
+      streams from L1: 512 on a 32 KiB L1d with NR = 16).
+    * ``NC`` = the largest power of two with ``KC * NC * bytes <= L2`` (the packed B panel stays
+      in L2: 256 on a 512 KiB L2 with KC = 512).
+    * ``MC`` = a multiple of MR with ``MC * KC * bytes <= L2 / 4``.
+    * ``threads`` (default ``target.cores``) is lowered until it divides ``M`` with at least MR
+      rows per thread (1 if none does).
+
+    Parameters
+    ----------
+    target : Target
+        A CPU target (vector_bits, vector_registers, l1d_bytes, l2_bytes, cores are read; a
+        cache size of 0 means unknown and assumes 32 KiB L1d / 256 KiB L2).
+    m, n, k : int
+        Matmul extents (``C[M, N] += A[M, K] * B[K, N]``).
+    threads : int, optional
+        Upper bound on threads; default ``target.cores``.
+    dtype_bits : int
+        Element width of C (32 for float32).
+
+    Returns
+    -------
+    GotoParams
+
+    Raises
+    ------
+    ScheduleError
+        If ``target`` is not a Target, an extent is not positive, or ``threads < 1``.
+    """
+    if not isinstance(target, Target):
+        raise ScheduleError(f"goto_params: argument 'target' is {type(target).__name__}; expected a Target")
+    if min(m, n, k) < 1:
+        raise ScheduleError(f"goto_params: extents (M, N, K) = {(m, n, k)}; expected positive ints")
+    threads = target.cores if threads is None else threads
+    if not isinstance(threads, int) or threads < 1:
+        raise ScheduleError(f"goto_params: threads={threads!r}; expected an int >= 1")
+    lanes = target.vector_lanes(dtype_bits)
+    nbytes = max(1, dtype_bits // 8)
+    nr = 2 * lanes
+    mr = max(1, (target.vector_registers // 2) // (nr // lanes))
+    l1 = target.l1d_bytes or _MIN_L1D_BYTES
+    l2 = target.l2_bytes or _MIN_L2_BYTES
+    kc = max(UNROLL_K, _pow2_floor(l1 // (nr * nbytes)))
+    nc = max(nr, _pow2_floor(l2 // (kc * nbytes)))
+    mc = mr * max(1, (l2 // 4) // (kc * nbytes) // mr)
+    t = threads
+    while t > 1 and (m % t != 0 or m // t < mr):
+        t -= 1
+    return GotoParams(threads=t, mr=mr, nr=nr, kc=kc, nc=nc, mc=mc)
+
+
+def schedule_matmul_goto(sch: Schedule, block: BlockRV, threads: Optional[int] = None,
+                         mc: Optional[int] = None, nc: Optional[int] = None,
+                         kc: Optional[int] = None, nr: Optional[int] = None,
+                         mr: Optional[int] = None, unroll_k: Optional[int] = None,
+                         epilogues=(), pack: Optional[bool] = None,
+                         target: Optional[Target] = None) -> Schedule:
     """Schedule a matmul-like block ``(i, j, k)`` (``linalg.matmul``, or ``dense``'s transposed-B
     matmul) for the CPU.
 
@@ -33,16 +146,33 @@ def schedule_matmul_goto(sch: Schedule, block: BlockRV, threads: int = 1, mc: in
     computed by other ops (``decompose_reduction`` would recompute them per tile).
     Each blocking size is reduced to the largest divisor of its extent.
 
-    ``pack``: pack B (default: when a thread has at least two MR row blocks to reuse the panel;
-    a single-row matmul reads B once, so packing would only double its memory traffic).
+    Parameters
+    ----------
+    sch : Schedule
+    block : BlockRV
+        A block with iteration dims ``(i, j, k)``; operands A ``(M, K)`` (or ``(K, M)``), B
+        ``(K, N)`` or ``(N, K)``, C ``(M, N)``; float or integer dtypes.
+    threads, mc, nc, kc, nr, mr, unroll_k : int, optional
+        Each one left out comes from :func:`goto_params` for ``target`` (``threads``: the
+        target's cores, lowered to divide M).
+    epilogues : sequence of BlockRV
+        Elementwise consumer blocks (bias add, relu) fused into the ``j0`` tile with
+        ``reverse_compute_at``, in producer-to-consumer order.
+    pack : bool, optional
+        Pack B (default: when a thread has at least two MR row blocks to reuse the panel; a
+        single-row matmul reads B once, so packing would only double its memory traffic).
+    target : Target, optional
+        Default: the host (:func:`mlc_mlir.target.host_target`).
 
-    ``epilogues``: elementwise consumer blocks (bias add, relu) fused into the ``j1`` tile with
-    ``reverse_compute_at``.
+    Returns
+    -------
+    Schedule
+        ``sch``, with the recipe's instructions appended to its trace.
 
     Raises
     ------
     ScheduleError
-        If the block is not a 3-loop (i, j, k) op or ``threads`` does not divide M / MR.
+        If the block is not a 3-loop (i, j, k) op or ``threads`` does not divide M.
     """
     loops = sch.get_loops(block)
     if len(loops) != 3:
@@ -50,6 +180,13 @@ def schedule_matmul_goto(sch: Schedule, block: BlockRV, threads: int = 1, mc: in
     i, j, k = loops
     blk = sch.get(block)
     m, n, kk = (d.extent for d in blk.dims)
+    bits = dtypes.bit_width(blk.info.dtypes[-1]) if blk.info.dtypes else 32
+    p = goto_params(target or host_target(), m, n, kk, threads, bits)
+    threads = p.threads if threads is None else threads
+    mr, nr, kc, nc, mc = (p.mr if mr is None else mr, p.nr if nr is None else nr,
+                          p.kc if kc is None else kc, p.nc if nc is None else nc,
+                          p.mc if mc is None else mc)
+    unroll_k = p.unroll_k if unroll_k is None else unroll_k
     if m % threads != 0:
         raise ScheduleError(f"schedule_matmul_goto: {threads} threads do not divide M={m}")
     mt = m // threads
@@ -66,7 +203,7 @@ def schedule_matmul_goto(sch: Schedule, block: BlockRV, threads: int = 1, mc: in
     if threads > 1:
         sch.parallel(i0)
         info = blk.info
-        if info.init and not [p for p in info.producers if p != info.init]:
+        if info.init and not [p_ for p_ in info.producers if p_ != info.init]:
             # each thread zeroes its own rows of C (the init fused into the scf.forall)
             sch.decompose_reduction(block, j0)
     if pack is None:  # a packed panel is reused by every MR row block of a thread's rows
@@ -80,3 +217,4 @@ def schedule_matmul_goto(sch: Schedule, block: BlockRV, threads: int = 1, mc: in
         sch.unroll(k1, unroll_k)
     sch.vectorize(i3)
     return sch
+

@@ -322,7 +322,8 @@ class _Emitter:
         for fname in sorted(set(self.funcs) - self.vectorized_funcs):
             self.cleanup(self.funcs[fname])
         for b in blocks:
-            for lp in b.loops:
+            # innermost first: unrolling a loop consumes the handles of the loops nested in it
+            for lp in reversed(b.loops):
                 if lp.unroll is None or lp.extent == 1:
                     continue   # an extent-1 loop produces no loop op: nothing to unroll
                 h = self.loop_handles.get(lp.id)

@@ -19,7 +19,7 @@ def test_demo_end_to_end(tmp_path):
     assert "linalg.matmul" in graph and "vector.fma" in graph  # batch-1 ops + scheduled batch
     assert "transform.structured.hoist_pad" in (tmp_path / "schedule.transform.mlir").read_text()
     assert "sch.cache_read" in (tmp_path / "schedule.trace.py").read_text()
-    assert "llvm.func" in (tmp_path / "03-lower.mlir").read_text()
+    assert "llvm.func" in (tmp_path / "04-lower.mlir").read_text()
 
 
 def _mlc(*args, prelude=""):

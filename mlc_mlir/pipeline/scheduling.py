@@ -1,0 +1,99 @@
+"""Stage ``schedule`` of :func:`mlc_mlir.compile`: every function that nobody scheduled gets the
+target's default schedule, or the tuning database's best schedule.
+
+A function is *already scheduled* when its body holds ``scf`` loops (it came from ``sch.mod``):
+it is compiled as given. The others are scheduled function by function:
+
+* ``schedule="none"``: left as plain linalg (lowered to naive loops);
+* ``schedule="default"``: :func:`mlc_mlir.schedule.default_rules.default_schedule` with the
+  options' target and threads (TVM dlight's default rules);
+* with a ``database`` (any object with ``apply_best(module, target) -> Module``, e.g. the tuner's
+  :class:`~mlc_mlir.tune.database.Database`): the module is fused (``graph.FuseOps``), the
+  database replaces the primitive functions it has records for, and the default schedule takes
+  the rest (TVM's ``relax.build`` after ``MetaScheduleApplyDatabase``).
+"""
+
+from __future__ import annotations
+
+from typing import List, Optional, Protocol
+
+from .._mlir import ir
+from ..errors import PipelineError, ScheduleError
+from ..graph.fuse_ops import FuseOps
+from ..ir.module import OP_NAME_ATTR, Module
+from ..schedule.default_rules import default_schedule
+from ..target import Target
+
+#: Values of ``CompileOptions.schedule``.
+SCHEDULE_MODES = ("default", "none")
+
+
+class ScheduleDatabase(Protocol):
+    """What :func:`mlc_mlir.compile` needs from a tuning database (a protocol: the pipeline
+    layer never imports the tuner)."""
+
+    def apply_best(self, module: Module, target: Target) -> Module:
+        """``module`` (fused) with each primitive function that has a record replaced by its
+        best scheduled version; other functions unchanged."""
+
+
+def _has_loops(fn) -> bool:
+    found = []
+
+    def visit(op):
+        op = op.operation if hasattr(op, "operation") else op
+        if op.name in ("scf.for", "scf.forall", "scf.parallel"):
+            found.append(op)
+            return ir.WalkResult.INTERRUPT
+        return ir.WalkResult.ADVANCE
+
+    fn.operation.walk(visit, ir.WalkOrder.PRE_ORDER)
+    return bool(found)
+
+
+def _has_named_ops(fn) -> bool:
+    return any(OP_NAME_ATTR in op.operation.attributes and op.operation.name.startswith("linalg.")
+               for op in fn.regions[0].blocks[0].operations) if fn.regions[0].blocks else False
+
+
+def unscheduled_functions(module: Module) -> List[str]:
+    """Names of the functions with named linalg ops at top level and no ``scf`` loops."""
+    with module.context:
+        return [f.sym_name.value for f in module.func_ops()
+                if not f.is_external and _has_named_ops(f) and not _has_loops(f)]
+
+
+def schedule_module(module: Module, target: Target, mode: str, threads: Optional[int],
+                    database: Optional[ScheduleDatabase] = None) -> Module:
+    """Schedule the functions of ``module`` that are not scheduled yet (see the module docstring).
+
+    Raises
+    ------
+    PipelineError
+        For an unknown ``mode``, a database without ``apply_best``, or a default rule that fails
+        (the message names the rule, the op and the function).
+    """
+    if mode not in SCHEDULE_MODES:
+        raise PipelineError(f"compile: schedule={mode!r}; expected one of {list(SCHEDULE_MODES)}")
+    if database is not None and not callable(getattr(database, "apply_best", None)):
+        raise PipelineError(f"compile: database {type(database).__name__} has no apply_best(module, "
+                            "target); pass an mlc.tune database")
+    if mode == "none" and database is None:
+        return module
+    todo = unscheduled_functions(module)
+    if not todo:
+        return module
+    if database is not None:
+        if len(todo) != len(module.function_names()):
+            raise PipelineError("compile: database= needs a graph module that nobody scheduled yet "
+                                f"(functions with loops: "
+                                f"{sorted(set(module.function_names()) - set(todo))})")
+        module = database.apply_best(FuseOps()(module), target)
+        todo = unscheduled_functions(module)
+        if mode == "none" or not todo:
+            return module
+    try:
+        return default_schedule(module, target, threads, functions=todo)
+    except ScheduleError as e:  # a rule could not schedule this op
+        raise PipelineError(f"schedule: {e}; compile with schedule='none' to skip default "
+                            "schedules") from None

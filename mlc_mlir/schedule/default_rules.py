@@ -1,0 +1,163 @@
+"""Default schedules: one rule per op pattern kind, applied to every block of every function.
+
+:func:`apply_default_schedule` classifies each named linalg op from the loop-nest model (the
+linalg op name, its iterator kinds and indexing) into a kind of :data:`RULES` and applies that
+kind's rule with constants derived from a :class:`~mlc_mlir.target.Target` (vector lanes and
+registers -> register tiles and vector tiles, L1d/L2 -> cache blocking, cores -> threads).
+Anchor ops (contractions) run first and take their elementwise epilogues into their tiles, so
+a fused primitive from ``FuseOps`` gets its anchor's rule with the epilogue fused. Kinds in
+:data:`SKIPPED` are left unscheduled on purpose (each with its reason); they still compile, as
+plain loops. Source: TVM MetaSchedule's default schedule rules and dlight's rule table
+(``dlight.cpu``), TVM FuseOps pattern kinds.
+
+This module sits in the schedule layer: it reads only the payload and the model, never the
+graph layer (op kinds are recomputed from the linalg ops, not from ``graph.op_kinds``).
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Dict, Optional, Sequence
+
+from ..errors import ScheduleError
+from ..ir.module import Module
+from ..target import Target
+from .loop_nest import OpInfo
+from .rules.common import RuleContext
+from .rules.conv import schedule_conv2d, schedule_grouped_conv2d
+from .rules.elementwise import schedule_elementwise
+from .rules.matmul import schedule_batch_matmul, schedule_matmul
+from .rules.payload import payload_facts
+from .rules.pooling import schedule_pooling
+from .rules.reduction import schedule_reduction
+from .schedule import Schedule
+from .state import BlockRV
+
+Rule = Callable[[Schedule, BlockRV, RuleContext], None]
+
+#: Op kind -> default rule, in the order kinds are scheduled (anchors before the blocks they
+#: could take as epilogues).
+RULES: Dict[str, Rule] = {
+    "matmul": schedule_matmul,
+    "batch_matmul": schedule_batch_matmul,
+    "conv2d": schedule_conv2d,
+    "grouped_conv2d": schedule_grouped_conv2d,
+    "pooling": schedule_pooling,
+    "reduction": schedule_reduction,
+    "elementwise": schedule_elementwise,
+}
+
+#: Op kinds deliberately left unscheduled, with the reason.
+SKIPPED: Dict[str, str] = {
+    "fill": "linalg.fill initializes a reduction's output; the reduction's rule places it "
+            "(decompose_reduction) or it runs once as a memset-like loop",
+    "other": "no rule for this linalg op",
+}
+
+
+def classify(info: OpInfo) -> str:
+    """The op kind of a named linalg op: a key of :data:`RULES` or :data:`SKIPPED`.
+
+    * ``linalg.fill`` -> ``fill``; ``linalg.matmul`` (3 dims) -> ``matmul``;
+      ``linalg.batch_matmul`` -> ``batch_matmul``; ``linalg.conv_2d_nchw_fchw`` -> ``conv2d``;
+      ``linalg.conv_2d_ngchw_gfchw`` -> ``grouped_conv2d``; ``linalg.pooling_nchw_*`` ->
+      ``pooling``;
+    * any other op whose iterators are all parallel (``linalg.generic`` elementwise/broadcast,
+      ``linalg.transpose``, ``linalg.broadcast``, ``linalg.copy``) -> ``elementwise``; with a
+      reduction iterator -> ``reduction``.
+    """
+    op = info.op_name
+    if op == "linalg.fill":
+        return "fill"
+    if op == "linalg.matmul" and len(info.dims) == 3:
+        return "matmul"
+    if op == "linalg.batch_matmul" and len(info.dims) == 4:
+        return "batch_matmul"
+    if op == "linalg.conv_2d_nchw_fchw":
+        return "conv2d"
+    if op.startswith("linalg.conv_2d_ngchw"):
+        return "grouped_conv2d"
+    if op.startswith("linalg.pooling_nchw_"):
+        return "pooling"
+    if op.startswith(("linalg.conv", "linalg.pooling", "linalg.depthwise")) or not info.dims:
+        return "other"
+    if all(d.kind == "parallel" for d in info.dims):
+        return "elementwise"
+    return "reduction"
+
+
+def apply_default_schedule(sch: Schedule, target: Target, threads: Optional[int] = None,
+                           functions: Optional[Sequence[str]] = None) -> Schedule:
+    """Schedule every named linalg op of every function of ``sch``'s payload by its op kind.
+
+    Blocks already retrieved by earlier primitives are left alone, as are kinds in
+    :data:`SKIPPED` and epilogues an anchor fused.
+
+    Parameters
+    ----------
+    sch : Schedule
+        A schedule of a graph module or of ``FuseOps`` primitives (float/int dtypes).
+    target : Target
+        A CPU target; every constant derives from it (see each rule).
+    threads : int, optional
+        Upper bound on threads per op; default ``target.cores``.
+    functions : sequence of str, optional
+        Schedule only the blocks of these functions (default: all); the others are left as they
+        are (e.g. functions scheduled by hand).
+
+    Returns
+    -------
+    Schedule
+        ``sch``, with the rules' primitives appended to its trace.
+
+    Raises
+    ------
+    ScheduleError
+        If ``target`` is not a CPU Target or ``threads < 1``, or a rule fails (the message names
+        the rule and the op).
+    """
+    if not isinstance(target, Target) or target.kind != "cpu":
+        raise ScheduleError(f"default schedule: target is {target!r}; expected a cpu Target")
+    threads = target.cores if threads is None else threads
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise ScheduleError(f"default schedule: threads={threads!r}; expected an int >= 1")
+    ctx = RuleContext(target, threads, payload_facts(sch.payload))
+    ctx.claimed.update((b.func, b.name) for b in sch.model.blocks)
+    if functions is not None:
+        ctx.claimed.update(key for key in sch.model.ops if key[0] not in set(functions))
+    kinds = {key: classify(info) for key, info in sch.model.ops.items()}
+    for kind, rule in RULES.items():
+        for key, k in kinds.items():
+            if k != kind or key in ctx.claimed:
+                continue
+            ctx.claimed.add(key)
+            block = sch.get_block(key[1], func_name=key[0])
+            try:
+                rule(sch, block, ctx)
+            except ScheduleError as e:
+                raise ScheduleError(f"default rule {kind} on '{key[1]}' ({sch.model.ops[key].op_name}) "
+                                    f"in @{key[0]}: {e}") from None
+    return sch
+
+
+def default_schedule(mod: Module, target: Target, threads: Optional[int] = None,
+                     functions: Optional[Sequence[str]] = None) -> Module:
+    """``mod`` with every op scheduled by :func:`apply_default_schedule` (``sch.mod``).
+
+    Parameters
+    ----------
+    mod : Module
+        Graph functions on static-shaped tensors, fused or not.
+    target : Target
+    threads : int, optional
+
+    Returns
+    -------
+    Module
+        The scheduled payload (a new module; ``mod`` is not modified).
+
+    Raises
+    ------
+    ScheduleError
+        See :func:`apply_default_schedule`; also when applying the emitted script fails.
+    """
+    return apply_default_schedule(Schedule(mod), target, threads, functions).mod

@@ -1,0 +1,78 @@
+"""What every default rule shares: the rule context (target, threads, payload facts) and the
+target-derived choices of thread count and vector tile."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Dict, Optional, Set, Tuple
+
+from ...ir import dtypes
+from ...target import Target
+from ..loop_nest import Block
+from .payload import OpFacts
+
+#: Vectors per vectorized tile of an elementwise or row op: a few independent vectors per
+#: iteration hide the latency of loads and FMAs (TVM's dlight elementwise rule unrolls likewise).
+VECTORS_PER_TILE = 4
+
+
+@dataclasses.dataclass
+class RuleContext:
+    """Inputs of a default rule.
+
+    Attributes
+    ----------
+    target : Target
+        The CPU target the constants derive from.
+    threads : int
+        Upper bound on threads (``target.cores`` unless overridden).
+    facts : dict of (func, name) to OpFacts
+        Payload facts (:func:`~.payload.payload_facts`).
+    claimed : set of (func, name)
+        Blocks already scheduled or fused as epilogues (rules add the ones they take).
+    """
+
+    target: Target
+    threads: int
+    facts: Dict[Tuple[str, str], OpFacts]
+    claimed: Set[Tuple[str, str]] = dataclasses.field(default_factory=set)
+
+    def fact(self, blk: Block) -> Optional[OpFacts]:
+        """Payload facts of ``blk`` (None for ops not at a function's top level)."""
+        return self.facts.get((blk.func, blk.name))
+
+
+def largest_divisor(n: int, cap: int) -> int:
+    """The largest divisor of ``n`` not above ``cap`` (at least 1)."""
+    return max(d for d in range(1, max(1, min(n, cap)) + 1) if n % d == 0)
+
+
+def element_bits(blk: Block) -> int:
+    """Widest element of the block's operands, in bits (sets the vector lanes)."""
+    return max((dtypes.bit_width(d) for d in blk.info.dtypes), default=32)
+
+
+def vector_tile(ctx: RuleContext, blk: Block, extent: int) -> int:
+    """Elements of the vectorized tile along a dim of ``extent``: the largest multiple of the
+    target's lanes (``target.vector_lanes`` of the widest element) up to ``VECTORS_PER_TILE``
+    vectors that divides the extent; else the largest divisor up to that size (a partial
+    vector); 1: do not vectorize."""
+    lanes = ctx.target.vector_lanes(element_bits(blk))
+    whole = [v for v in range(lanes, VECTORS_PER_TILE * lanes + 1, lanes) if extent % v == 0]
+    return whole[-1] if whole else largest_divisor(extent, VECTORS_PER_TILE * lanes)
+
+
+def worth_threads(ctx: RuleContext, blk: Block) -> bool:
+    """Whether the block moves enough data to pay for starting threads: every thread gets at
+    least an L1d's worth of its operands (an OpenMP fork/join costs microseconds)."""
+    nbytes = sum(_prod(s) * dtypes.bit_width(d) // 8
+                 for s, d in zip(blk.info.operand_shapes, blk.info.dtypes))
+    l1 = ctx.target.l1d_bytes or (32 << 10)
+    return ctx.threads > 1 and nbytes >= ctx.threads * l1
+
+
+def _prod(xs) -> int:
+    out = 1
+    for x in xs:
+        out *= x
+    return out

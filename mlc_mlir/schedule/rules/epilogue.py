@@ -1,0 +1,50 @@
+"""Epilogue detection for anchor ops (contractions, convolutions): the chain of elementwise
+consumers that can run on each output tile while it is hot (``reverse_compute_at``). Source:
+TVM FuseOps (out-elementwise-fusable + elementwise), oneDNN post-ops."""
+
+from __future__ import annotations
+
+from typing import List
+
+from ..loop_nest import Block
+from ..schedule import Schedule
+from .common import RuleContext
+
+
+def _is_epilogue(anchor: Block, cand: Block) -> bool:
+    """``cand`` is an elementwise op over the anchor's output shape that reads every full-rank
+    operand in the identity order (no transpose) and broadcasts the others (a bias)."""
+    n = len(cand.dims)
+    out_shape = anchor.info.operand_shapes[anchor.info.num_inputs]
+    shapes = cand.info.operand_shapes
+    if any(d.kind != "parallel" for d in cand.dims) or len(shapes) <= cand.info.num_inputs \
+            or shapes[cand.info.num_inputs] != out_shape:
+        return False
+    for dims in cand.info.operand_dims:
+        if len(dims) == n and list(dims) != list(range(n)):
+            return False
+        if list(dims) != sorted(dims):
+            return False
+    return True
+
+
+def epilogue_chain(sch: Schedule, anchor: Block, ctx: RuleContext) -> List[str]:
+    """Names of the elementwise consumers fusable into ``anchor``'s tiles, producer to consumer:
+    each link has a single use (its only consumer is the next link), the same output shape and
+    no transposed operand."""
+    chain: List[str] = []
+    cur = anchor
+    while True:
+        fact = ctx.fact(cur)
+        cons = sch.model.consumers(cur)
+        if fact is None or fact.uses != 1 or fact.num_results != 1 or len(cons) != 1:
+            return chain
+        key = (cur.func, cons[0])
+        info = sch.model.ops.get(key)
+        if info is None or key in ctx.claimed or info.op_name == "linalg.fill":
+            return chain
+        probe = Block(-1, info.name, info, [])
+        if not _is_epilogue(anchor, probe):
+            return chain
+        chain.append(info.name)
+        cur = probe

@@ -1,0 +1,73 @@
+"""Default rules for contractions: ``linalg.matmul`` (matmul, dense) with the Goto recipe and
+``linalg.batch_matmul`` with a register-tiled batch loop, both with elementwise epilogues (bias
+add, relu) fused into their tiles. Source: Goto & van de Geijn (TOMS 2008); TVM's x86
+``dense_pack``/``batch_matmul`` schedules; oneDNN's post-op fusion."""
+
+from __future__ import annotations
+
+from ...errors import ScheduleError
+from ..cpu_recipes import goto_params, schedule_matmul_goto
+from ..schedule import Schedule
+from ..state import BlockRV
+from .common import RuleContext, element_bits, largest_divisor
+from .epilogue import epilogue_chain
+
+
+def schedule_matmul(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
+    """``linalg.matmul`` (``matmul``; ``dense`` is a matmul with a transposed B map): the Goto
+    recipe (:func:`~mlc_mlir.schedule.cpu_recipes.schedule_matmul_goto`) with
+    :func:`~mlc_mlir.schedule.cpu_recipes.goto_params` for the target, threads over M when M
+    allows, and the elementwise epilogue chain fused at the NC block.
+
+    Shapes: A (M, K), B (K, N) or (N, K), C (M, N); dtypes float16/32/64, int32.
+    """
+    blk = sch.get(block)
+    m, n, k = (d.extent for d in blk.dims)
+    p = goto_params(ctx.target, m, n, k, ctx.threads, element_bits(blk))
+    epi = [sch.get_block(e, func_name=blk.func) for e in epilogue_chain(sch, blk, ctx)]
+    ctx.claimed.update((blk.func, sch.get(e).name) for e in epi)
+    schedule_matmul_goto(sch, block, threads=p.threads, mc=p.mc, nc=p.nc, kc=p.kc, nr=p.nr,
+                         mr=p.mr, unroll_k=p.unroll_k, epilogues=epi, target=ctx.target)
+
+
+def schedule_batch_matmul(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
+    """``linalg.batch_matmul`` ``(b, i, j, k)``: batches over the threads (or M when there are
+    fewer batches than threads), an MR x NR register tile from
+    :func:`~mlc_mlir.schedule.cpu_recipes.goto_params` vectorized inside the k loop (unrolled),
+    the elementwise epilogue chain fused per register tile.
+
+    Loop nest: ``b0 (parallel) b1 i0 [i1] j0 k i2 (vectorized) j1``. Shapes: A (B, M, K), B
+    (B, K, N), C (B, M, N).
+
+    Raises
+    ------
+    ScheduleError
+        If the block does not have 4 dims.
+    """
+    blk = sch.get(block)
+    if len(blk.dims) != 4:
+        raise ScheduleError(f"default rule batch_matmul: '{blk.name}' has {len(blk.dims)} dims; "
+                            "expected (b, i, j, k)")
+    nb, m, n, k = (d.extent for d in blk.dims)
+    p = goto_params(ctx.target, m, n, k, ctx.threads, element_bits(blk))
+    b, i, j, kk = sch.get_loops(block)
+    tb = largest_divisor(nb, ctx.threads)
+    ti = largest_divisor(m, ctx.threads) if tb == 1 else 1
+    mr = largest_divisor(m // ti, p.mr)
+    nr = largest_divisor(n, p.nr)
+    unroll = largest_divisor(k, p.unroll_k)
+    b0, b1 = sch.split(b, [tb, nb // tb])
+    i0, i1, i2 = sch.split(i, [ti, m // ti // mr, mr])
+    j0, j1 = sch.split(j, [n // nr, nr])
+    sch.reorder(b0, i0, b1, i1, j0, kk, i2, j1)
+    if tb > 1:
+        sch.parallel(b0)
+    elif ti > 1:
+        sch.parallel(i0)
+    epi = [sch.get_block(e, func_name=blk.func) for e in epilogue_chain(sch, blk, ctx)]
+    ctx.claimed.update((blk.func, sch.get(e).name) for e in epi)
+    for e in epi:
+        sch.reverse_compute_at(e, j0)
+    if unroll > 1:
+        sch.unroll(kk, unroll)
+    sch.vectorize(i2)

@@ -1,0 +1,85 @@
+"""Facts about a schedule's payload ops that the loop-nest model does not carry: how many
+results an op has and how often they are used, and whether its body reads iteration indices
+(``linalg.index``). Default rules read them to decide what is safe (fusing an epilogue needs a
+single use; vectorizing an index-reading body such as ``argmax`` is not supported by the
+vectorizer's reduction detection)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Dict, Tuple
+
+from ..._mlir import ir
+from ...ir.module import OP_NAME_ATTR, Module
+
+
+@dataclasses.dataclass(frozen=True)
+class OpFacts:
+    """What the payload says about one named linalg op.
+
+    Attributes
+    ----------
+    num_results : int
+        Results of the op (``argmax`` has two).
+    uses : int
+        Uses of all its results (a function's ``return`` included).
+    reads_index : bool
+        Its body has a ``linalg.index``.
+    simple_maps : bool
+        Every indexing map is a projected permutation, constant-0 results allowed (broadcasts):
+        what the linalg vectorizer accepts; ``x[5 - i]`` or ``x[2 * i]`` (from ``te.compute``)
+        are not.
+    """
+
+    num_results: int
+    uses: int
+    reads_index: bool
+    simple_maps: bool = True
+
+
+def _reads_index(op: ir.Operation) -> bool:
+    for region in op.regions:
+        for block in region.blocks:
+            for o in block.operations:
+                if o.operation.name == "linalg.index" or _reads_index(o.operation):
+                    return True
+    return False
+
+
+def _simple_maps(op: ir.Operation) -> bool:
+    if "indexing_maps" not in op.attributes:
+        return True  # named ops without the attribute: the vectorizer knows their maps
+    for attr in ir.ArrayAttr(op.attributes["indexing_maps"]):
+        seen = set()
+        for e in ir.AffineMapAttr(attr).value.results:
+            if isinstance(e, ir.AffineDimExpr):
+                pos = e.position
+                if pos in seen:
+                    return False
+                seen.add(pos)
+            elif not (isinstance(e, ir.AffineConstantExpr) and e.value == 0):
+                return False
+    return True
+
+
+def payload_facts(mod: Module) -> Dict[Tuple[str, str], OpFacts]:
+    """``{(func, mlc.name): OpFacts}`` for every named linalg op at the top level of a function.
+
+    Parameters
+    ----------
+    mod : Module
+        The payload (not modified).
+    """
+    out: Dict[Tuple[str, str], OpFacts] = {}
+    for f in mod.func_ops():
+        if f.is_external:
+            continue
+        fname = f.sym_name.value
+        for o in f.regions[0].blocks[0].operations:
+            op = o.operation
+            if not op.name.startswith("linalg.") or OP_NAME_ATTR not in op.attributes:
+                continue
+            name = ir.StringAttr(op.attributes[OP_NAME_ATTR]).value
+            uses = sum(len(list(r.uses)) for r in op.results)
+            out[(fname, name)] = OpFacts(len(op.results), uses, _reads_index(op), _simple_maps(op))
+    return out

@@ -1,0 +1,275 @@
+"""Default schedules (``mlc_mlir.schedule.default_rules``): every op of the inventory, built with
+the GraphBuilder, scheduled by its op kind's rule for a target, compiled and compared with numpy;
+the same after ``graph.FuseOps`` (fused primitives, epilogues in their anchor's tiles); schedule
+constants derived from the target; skipped kinds and errors."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+import mlc_mlir as mlc
+from mlc_mlir import graph, ops
+from mlc_mlir.errors import ScheduleError
+from mlc_mlir.schedule.cpu_recipes import goto_params
+from mlc_mlir.schedule.default_rules import (RULES, SKIPPED, apply_default_schedule, classify,
+                                             default_schedule)
+from mlc_mlir.target import Target, host_target
+from test_ops_nn import conv_ref, windows
+
+F32 = "float32"
+TOL = dict(rtol=1e-4, atol=1e-4)
+AVX2 = Target("cpu", cpu="x", features=("avx", "avx2", "fma"), vector_bits=256, vector_registers=16,
+              l1d_bytes=32 << 10, l2_bytes=512 << 10, cores=2)
+AVX512 = Target("cpu", cpu="x", features=("avx512f", "avx2", "fma"), vector_bits=512,
+                vector_registers=32, l1d_bytes=48 << 10, l2_bytes=2 << 20, cores=2)
+#: The host with tiny caches: small test shapes then use threads (a thread needs an L1d of data)
+#: and several cache blocks.
+SMALL_CACHES = dataclasses.replace(host_target(), l1d_bytes=1 << 10, l2_bytes=8 << 10, cores=2)
+
+
+def _softmax(x, axis=-1):
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def _ln(x, g, b, eps=1e-5):
+    c = x - x.mean(-1, keepdims=True)
+    return c / np.sqrt((c * c).mean(-1, keepdims=True) + eps) * g + b
+
+
+def _pool(x, k, s, p, fn, value):
+    return fn(np.stack(windows(x, k, s, p, (1, 1), value)), axis=0)
+
+
+def _conv(x, w, **kw):
+    return conv_ref(x.astype(np.float64), w.astype(np.float64), **kw)
+
+
+def _gelu(x):
+    return 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))
+
+
+def _sigmoid(x):
+    return 1 / (1 + np.exp(-x))
+
+
+#: name -> (builder, input shapes, numpy reference, positive inputs)
+CASES = {
+    # elementwise / broadcast
+    "add_relu_bcast": (lambda a, b: ops.relu(ops.add(a, b)), [(16, 96), (96,)],
+                       lambda a, b: np.maximum(a + b, 0), False),
+    "subtract_multiply": (lambda a, b: ops.multiply(ops.subtract(a, b), b), [(8, 64), (8, 64)],
+                          lambda a, b: (a - b) * b, False),
+    "divide_max_min": (lambda a, b: ops.minimum(ops.maximum(ops.divide(a, b), a), b),
+                       [(4, 8, 32), (4, 8, 32)], lambda a, b: np.minimum(np.maximum(a / b, a), b), True),
+    "unary_chain": (lambda x: ops.tanh(ops.sigmoid(ops.negative(ops.exp(x)))), [(1000,)],
+                    lambda x: np.tanh(_sigmoid(-np.exp(x))), False),
+    "log_sqrt_rsqrt": (lambda x: ops.add(ops.log(x), ops.multiply(ops.sqrt(x), ops.rsqrt(x))),
+                       [(6, 40)], lambda x: np.log(x) + np.sqrt(x) / np.sqrt(x), True),
+    "gelu_clip": (lambda x: ops.clip(ops.gelu(x), -0.5, 0.5), [(3, 5, 24)],
+                  lambda x: np.clip(_gelu(x), -0.5, 0.5), False),
+    "cast": (lambda x: ops.cast(ops.cast(x, "float64"), "float32"), [(16, 16)], lambda x: x, False),
+    # contractions
+    "matmul": (lambda a, b: ops.matmul(a, b), [(64, 48), (48, 80)], lambda a, b: a @ b, False),
+    "matmul_odd": (lambda a, b: ops.matmul(a, b), [(6, 10), (10, 7)], lambda a, b: a @ b, False),
+    "dense_bias_relu": (lambda x, w, b: ops.relu(ops.dense(x, w, b)), [(32, 40), (48, 40), (48,)],
+                        lambda x, w, b: np.maximum(x @ w.T + b, 0), False),
+    "dense_gemv": (lambda x, w: ops.dense(x, w), [(1, 64), (32, 64)], lambda x, w: x @ w.T, False),
+    "batch_matmul_relu": (lambda a, b: ops.relu(ops.batch_matmul(a, b)), [(2, 16, 12), (2, 12, 32)],
+                          lambda a, b: np.maximum(a @ b, 0), False),
+    "batch_matmul_one": (lambda a, b: ops.batch_matmul(a, b), [(1, 32, 8), (1, 8, 24)],
+                         lambda a, b: a @ b, False),
+    # convolution
+    "conv2d_pad": (lambda x, w: ops.conv2d(x, w, padding=1), [(1, 4, 10, 10), (8, 4, 3, 3)],
+                   lambda x, w: _conv(x, w, padding=1), False),
+    "conv2d_bias_relu": (lambda x, w, b: ops.relu(ops.conv2d(x, w, b, padding=1)),
+                         [(2, 3, 9, 16), (8, 3, 3, 3), (8,)],
+                         lambda x, w, b: np.maximum(_conv(x, w, padding=1) + b[None, :, None, None], 0),
+                         False),
+    "conv2d_stride_dil": (lambda x, w: ops.conv2d(x, w, strides=(2, 2), dilation=(2, 2), padding=2),
+                          [(2, 3, 13, 13), (6, 3, 3, 3)],
+                          lambda x, w: _conv(x, w, strides=(2, 2), dilation=(2, 2), padding=2), False),
+    "conv2d_groups_bias_relu": (lambda x, w, b: ops.relu(ops.conv2d(x, w, b, padding=1, groups=2)),
+                                [(1, 4, 8, 8), (6, 2, 3, 3), (6,)],
+                                lambda x, w, b: np.maximum(_conv(x, w, padding=1, groups=2)
+                                                           + b[None, :, None, None], 0), False),
+    "conv2d_depthwise": (lambda x, w: ops.conv2d(x, w, padding=1, groups=4), [(1, 4, 8, 8), (4, 1, 3, 3)],
+                         lambda x, w: _conv(x, w, padding=1, groups=4), False),
+    # pooling
+    "max_pool2d": (lambda x: ops.max_pool2d(x, (3, 3), (2, 2), padding=1), [(1, 8, 12, 12)],
+                   lambda x: _pool(x, (3, 3), (2, 2), 1, np.max, -np.inf), False),
+    "max_pool2d_s1": (lambda x: ops.max_pool2d(x, (3, 3), (1, 1), padding=1), [(1, 4, 9, 16)],
+                      lambda x: _pool(x, (3, 3), (1, 1), 1, np.max, -np.inf), False),
+    "avg_pool2d": (lambda x: ops.avg_pool2d(x, (2, 2), (2, 2)), [(2, 4, 8, 8)],
+                   lambda x: _pool(x, (2, 2), (2, 2), 0, np.mean, 0), False),
+    "global_avg_pool2d": (lambda x: ops.global_avg_pool2d(x), [(2, 16, 7, 7)],
+                          lambda x: x.mean(axis=(2, 3), keepdims=True), False),
+    # normalization, softmax
+    "softmax": (lambda x: ops.softmax(x), [(16, 200)], _softmax, False),
+    "softmax_axis0": (lambda x: ops.softmax(x, axis=0), [(24, 16)], lambda x: _softmax(x, 0), False),
+    "log_softmax": (lambda x: ops.log_softmax(x), [(8, 64)], lambda x: np.log(_softmax(x)), False),
+    "layer_norm": (lambda x, g, b: ops.layer_norm(x, g, b), [(16, 96), (96,), (96,)], _ln, False),
+    "batch_norm": (lambda x, g, b, m, v: ops.batch_norm(x, g, b, m, v),
+                   [(2, 8, 5, 5), (8,), (8,), (8,), (8,)],
+                   lambda x, g, b, m, v: (x - m[:, None, None]) / np.sqrt(np.abs(v)[:, None, None] + 1e-5)
+                   * g[:, None, None] + b[:, None, None], "var"),
+    # reductions
+    "sum_rows": (lambda x: ops.sum(x, axis=1), [(32, 100)], lambda x: x.sum(1), False),
+    "sum_cols": (lambda x: ops.sum(x, axis=0), [(32, 48)], lambda x: x.sum(0), False),
+    "mean_keepdims": (lambda x: ops.mean(x, axis=-1, keepdims=True), [(4, 6, 64)],
+                      lambda x: x.mean(-1, keepdims=True), False),
+    "max_min_all": (lambda x: ops.add(ops.max(x, axis=1), ops.min(x, axis=1)), [(8, 256)],
+                    lambda x: x.max(1) + x.min(1), False),
+    "sum_all": (lambda x: ops.sum(x), [(16, 64)], lambda x: np.array(x.sum()), False),
+    "argmax": (lambda x: ops.argmax(x, axis=1), [(16, 50)], lambda x: x.argmax(1), False),
+    # shape ops
+    "transpose_permute": (lambda x: ops.permute(ops.transpose(x, (0, 2, 1)), (1, 0, 2)), [(3, 4, 40)],
+                          lambda x: x.transpose(0, 2, 1).transpose(1, 0, 2), False),
+    "reshape_flatten": (lambda x: ops.relu(ops.flatten(ops.reshape(x, (4, 6, 8)), 1)), [(8, 24)],
+                        lambda x: np.maximum(x.reshape(4, 48), 0), False),
+    "concat_slice_pad": (lambda a, b: ops.pad(ops.slice(ops.concat([a, b], axis=1), [0, 2], [8, 30]),
+                                              [(1, 1), (0, 2)]),
+                         [(8, 16), (8, 16)],
+                         lambda a, b: np.pad(np.concatenate([a, b], 1)[:, 2:30], [(1, 1), (0, 2)]), False),
+    "broadcast_to": (lambda x: ops.exp(ops.broadcast_to(x, (16, 32))), [(1, 32)],
+                     lambda x: np.exp(np.broadcast_to(x, (16, 32))), False),
+}
+
+
+def build(name):
+    fn, shapes, _, _ = CASES[name]
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        f.output(fn(*[f.arg(f"a{i}", shape=s, dtype=F32) for i, s in enumerate(shapes)]))
+    return bb.finish()
+
+
+def inputs(name):
+    _, shapes, _, positive = CASES[name]
+    rng = np.random.default_rng(0)
+    xs = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    if positive is True:
+        xs = [np.abs(x) + 0.5 for x in xs]
+    elif positive == "var":
+        xs[-1] = np.abs(xs[-1])
+    return xs
+
+
+def check(name, mod, target, threads=None):
+    sch = mlc.Schedule(mod)
+    apply_default_schedule(sch, target, threads)
+    xs = inputs(name)
+    got = mlc.compile(sch.mod)(*xs)
+    ref = CASES[name][2](*[x.astype(np.float64) for x in xs])
+    np.testing.assert_allclose(np.asarray(got, np.float64), ref, **TOL)
+    replayed = mlc.Schedule.from_trace(mod, mlc.Trace.from_json(sch.trace.as_json()))
+    assert str(replayed.mod) == str(sch.mod)
+    return sch
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_op_default_schedule(name):
+    check(name, build(name), SMALL_CACHES)
+
+
+@pytest.mark.parametrize("name", ["add_relu_bcast", "dense_bias_relu", "batch_matmul_relu",
+                                  "conv2d_bias_relu", "conv2d_groups_bias_relu", "max_pool2d", "softmax", "layer_norm",
+                                  "sum_cols", "argmax", "global_avg_pool2d"])
+def test_fused_primitives(name):
+    mod = graph.FuseOps()(build(name))
+    assert any(f.attributes.__contains__("mlc.primitive") for f in mod.func_ops())
+    check(name, mod, SMALL_CACHES)
+
+
+@pytest.mark.parametrize("name, threads", [("matmul", 1), ("softmax", 1), ("dense_bias_relu", 2)])
+def test_host_target_and_thread_override(name, threads):
+    sch = check(name, build(name), host_target(), threads)
+    parallel = any(lp.kind == "parallel" for b in sch.model.blocks for lp in b.loops)
+    assert parallel == (threads > 1)
+
+
+def test_rules_use_their_primitives():
+    """The matmul's epilogues are fused (reverse_compute_at), B is packed, the tile vectorized;
+    the row reduction is factorized into a vector; the elementwise op is parallel + vectorized."""
+    sch = check("dense_bias_relu", build("dense_bias_relu"), SMALL_CACHES)
+    kinds = [i.kind for i in sch.trace.insts]
+    assert kinds.count("reverse_compute_at") == 2 and "cache_read" in kinds and "vectorize" in kinds
+    assert "parallel" in kinds
+    sch = check("conv2d_bias_relu", build("conv2d_bias_relu"), SMALL_CACHES)
+    kinds = [i.kind for i in sch.trace.insts]
+    assert kinds.count("reverse_compute_at") == 2 and kinds.count("unroll") == 2
+    sch = check("max_pool2d_s1", build("max_pool2d_s1"), SMALL_CACHES)
+    assert "vectorize" in [i.kind for i in sch.trace.insts]
+    sch = check("sum_rows", build("sum_rows"), SMALL_CACHES)
+    assert {"rfactor", "vectorize", "parallel"} <= {i.kind for i in sch.trace.insts}
+    sch = check("add_relu_bcast", build("add_relu_bcast"), SMALL_CACHES)
+    blk = sch.get(sch.get_block("relu"))
+    assert [lp.kind for lp in blk.loops] == ["parallel", "serial", "serial", "vectorized"]
+    lanes = SMALL_CACHES.vector_lanes(32)
+    assert blk.loops[-1].extent == max(v for v in range(lanes, 4 * lanes + 1, lanes) if 96 % v == 0)
+
+
+def test_constants_follow_the_target():
+    a, b = goto_params(AVX2, 1024, 1024, 1024), goto_params(AVX512, 1024, 1024, 1024)
+    # NR: two vectors; MR: accumulators in half the registers; KC: B micro-panel in L1d;
+    # NC: packed B panel in L2
+    assert (a.nr, a.mr, a.kc, a.nc) == (16, 4, 512, 256)
+    assert (b.nr, b.mr, b.kc, b.nc) == (32, 8, 256, 2048)
+    assert a.mr * (a.nr // 8) <= AVX2.vector_registers // 2
+    assert goto_params(AVX2, 1024, 1024, 1024, dtype_bits=64).nr == 8
+    # threads: the cores, lowered until they divide M with MR rows each
+    assert a.threads == 2 and goto_params(AVX2, 6, 64, 64).threads == 1
+    assert goto_params(dataclasses.replace(AVX2, cores=3), 1023, 64, 64).threads == 3
+    # the schedules differ accordingly
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        f.output(ops.matmul(f.arg("a", shape=(64, 64)), f.arg("b", shape=(64, 64))))
+    mod = bb.finish()
+    tiles = {}
+    for t in (AVX2, AVX512):
+        sch = mlc.Schedule(mod)
+        apply_default_schedule(sch, t)
+        blk = sch.get(sch.get_block("matmul"))
+        tiles[t.vector_bits] = [lp.extent for lp in blk.loops if lp.kind == "vectorized"]
+    assert tiles == {256: [4, 16], 512: [8, 32]}
+
+
+def test_classify_and_skipped_kinds():
+    sch = mlc.Schedule(build("conv2d_groups_bias_relu"))
+    kinds = {k[1]: classify(info) for k, info in sch.model.ops.items()}
+    assert set(kinds.values()) <= set(RULES) | set(SKIPPED)
+    assert kinds["conv2d.init"] == "fill"
+    assert "elementwise" in kinds.values()
+
+
+def test_errors_name_the_rule():
+    mod = build("matmul")
+    with pytest.raises(ScheduleError, match="expected a cpu Target"):
+        default_schedule(mod, "cpu")
+    with pytest.raises(ScheduleError, match="threads=0"):
+        default_schedule(mod, AVX2, threads=0)
+    with pytest.raises(ScheduleError, match="goto_params: argument 'target'"):
+        goto_params("avx2", 4, 4, 4)
+
+
+def test_default_schedule_returns_a_module():
+    mod = build("softmax")
+    out = default_schedule(mod, SMALL_CACHES, threads=2)
+    assert isinstance(out, mlc.Module) and "vector." in str(out) and "scf.forall" in str(out)
+    xs = inputs("softmax")
+    np.testing.assert_allclose(mlc.compile(out)(*xs), _softmax(xs[0].astype(np.float64)), **TOL)
+
+
+@pytest.mark.parametrize("dtype", ["int32", "float64", "float16"])
+def test_matmul_relu_dtypes(dtype):
+    """Lanes and NR follow the element width (float64: 4 lanes on AVX2, NR = 8)."""
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        a, b = f.arg("a", shape=(32, 16), dtype=dtype), f.arg("b", shape=(16, 48), dtype=dtype)
+        f.output(ops.relu(ops.matmul(a, b)))
+    mod = bb.finish()
+    rng = np.random.default_rng(0)
+    x, y = rng.integers(-3, 4, (32, 16)).astype(dtype), rng.integers(-3, 4, (16, 48)).astype(dtype)
+    got = mlc.compile(default_schedule(mod, SMALL_CACHES))(x, y)
+    np.testing.assert_array_equal(got.astype(np.float64), np.maximum(x.astype(np.float64) @ y, 0))
