@@ -18,7 +18,8 @@ from .pipeline import compile  # noqa: F401
 from .runtime import Executable  # noqa: F401
 from .schedule import Schedule, Trace  # noqa: F401
 from .runtime.registry import register_func  # noqa: F401
-from . import ops, te  # noqa: F401
+from . import ops, te, tune  # noqa: F401
+from .tune import apply_best  # noqa: F401
 from .ops import constant  # noqa: F401
 
 __version__ = "0.1.0"

@@ -10,6 +10,7 @@ versus a numpy reference, and a latency table (ours vs numpy, measured in the sa
 from __future__ import annotations
 
 import os
+import tempfile
 import time
 import warnings
 from typing import Optional
@@ -21,7 +22,8 @@ from ..builder import GraphBuilder
 from ..pipeline import compile
 from ..schedule import Schedule
 from ..target import describe, host_target
-from ..schedule.cpu_recipes import schedule_matmul_goto
+from ..tune import tune
+from ..schedule.default_rules import apply_default_schedule
 
 
 def train_mlp(seed: int = 0):
@@ -63,17 +65,12 @@ def build_mlp_module(weights, biases, batch_sizes):
     return bb.finish()
 
 
-def schedule_batch(mod, func: str, layers: int):
-    """Schedule the dense layers of ``func`` with the hand-written CPU recipe
-    (:func:`mlc_mlir.schedule.cpu_recipes.schedule_matmul_goto`, 1 thread), fusing each layer's
-    bias add and relu into its matmul tiles."""
-    sch = Schedule(mod)
-    for i in range(layers):
-        epi = [sch.get_block(f"dense{i}.bias_add", func_name=func)]
-        if i + 1 < layers:
-            epi.append(sch.get_block(f"relu{i}", func_name=func))
-        schedule_matmul_goto(sch, sch.get_block(f"dense{i}", func_name=func), threads=1, epilogues=epi)
-    return sch
+def schedule_mlp(mod, target):
+    """The target's default schedules for every op of ``mod`` (what :func:`mlc_mlir.compile` does
+    by itself), kept as a Schedule so its trace and transform script can be shown: each dense
+    layer gets the Goto recipe with a register tile and cache blocks derived from ``target`` and
+    threads over its rows, its bias add and relu fused into the tiles."""
+    return apply_default_schedule(Schedule(mod), target)
 
 
 def numpy_mlp(x, weights, biases):
@@ -97,8 +94,12 @@ def _time_numpy(fn, number: int, repeat: int) -> float:
     return best
 
 
-def run_demo(dump_ir: Optional[str] = None, seed: int = 0, out=print) -> dict:
+def run_demo(dump_ir: Optional[str] = None, seed: int = 0, out=print, tune_trials: int = 0,
+             tune_dir: Optional[str] = None) -> dict:
     """Run the demo end to end; returns the numbers it prints (accuracy, agreement, ...).
+
+    With ``tune_trials`` > 0 the MLP is also tuned (:func:`mlc_mlir.tune`, records in
+    ``tune_dir`` or a temporary folder) and its latency compared with the default schedules'.
 
     Raises
     ------
@@ -115,7 +116,8 @@ def run_demo(dump_ir: Optional[str] = None, seed: int = 0, out=print) -> dict:
 
     mod = build_mlp_module(weights, biases, (1, n))
     t0 = time.perf_counter()
-    sch = schedule_batch(mod, f"mlp_b{n}", len(weights))
+    target = host_target()
+    sch = schedule_mlp(mod, target)
     scheduled = sch.mod
     # trained weights hold subnormals (weight decay); x86 FMAs on them take microcode assists
     subnormal = sum(int(((w != 0) & (np.abs(w) < np.finfo(np.float32).tiny)).sum()) for w in weights)
@@ -125,8 +127,9 @@ def run_demo(dump_ir: Optional[str] = None, seed: int = 0, out=print) -> dict:
         sch.transform_script().save(os.path.join(dump_ir, "schedule.transform.mlir"))
         with open(os.path.join(dump_ir, "schedule.trace.py"), "w") as fh:
             fh.write(str(sch.trace) + "\n")
-    out(f"scheduled mlp_b{n} ({len(sch.trace)} trace instructions: tiled, packed, vectorized, "
-        f"bias+relu fused) and compiled both functions for cpu in {t_compile * 1e3:.0f} ms")
+    out(f"default schedules for {target.cpu} ({len(sch.trace)} trace instructions: tiled, packed, "
+        f"vectorized, bias+relu fused, {target.cores} threads) and compiled mlp_b1 and mlp_b{n} "
+        f"in {t_compile * 1e3:.0f} ms")
     out(f"{subnormal} subnormal weights: compiled with flush_denormals=True (FTZ/DAZ while our code "
         "runs, like torch.set_flush_denormal; numpy keeps IEEE subnormals)")
 
@@ -150,8 +153,19 @@ def run_demo(dump_ir: Optional[str] = None, seed: int = 0, out=print) -> dict:
         ours = fn.benchmark(x, number=number, repeat=5).min_ms
         theirs = _time_numpy(lambda: numpy_mlp(x, weights, biases), number, 5)
         rows.append((label, ours, theirs))
+    if tune_trials:
+        with tempfile.TemporaryDirectory(prefix="mlc-demo-tune-") as tmp:
+            db = tune(mod, target=target, trials=tune_trials, work_dir=tune_dir or tmp)
+            tuned = compile(mod, target=target, database=db, flush_denormals=True)
+            for label, name, x, number in (("batch 1 tuned", "mlp_b1", x1, 2000),
+                                           (f"batch {n} tuned", f"mlp_b{n}", x_test, 200)):
+                np.testing.assert_allclose(tuned[name](x), numpy_mlp(x, weights, biases), rtol=1e-4,
+                                           atol=1e-4)
+                ours = tuned[name].benchmark(x, number=number, repeat=5).min_ms
+                theirs = _time_numpy(lambda: numpy_mlp(x, weights, biases), number, 5)
+                rows.append((label, ours, theirs))
     out("")
-    out(f"target: {describe(host_target())}")
+    out(f"target: {describe(target)}")
     out(f"{'latency (min of 5)':<20}{'mlc-mlir ms':>14}{'numpy ms':>12}{'numpy/ours':>12}")
     for label, ours, theirs in rows:
         out(f"{label:<20}{ours:>14.4f}{theirs:>12.4f}{theirs / ours:>11.2f}x")

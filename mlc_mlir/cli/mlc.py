@@ -9,6 +9,14 @@ from typing import List, Optional
 
 from ..errors import MlcError
 from .demo import run_demo
+from .tune_command import run_tune
+
+
+def _positive_int(text: str) -> int:
+    value = _non_negative_int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {value}")
+    return value
 
 
 def _non_negative_int(text: str) -> int:
@@ -39,7 +47,7 @@ def _demo(args) -> int:
         print("error: mlc demo trains its model with scikit-learn, which is not installed: "
               "pip install 'mlc-mlir[demo]'", file=sys.stderr)
         return 2
-    res = run_demo(dump_ir=args.dump_ir, seed=args.seed)
+    res = run_demo(dump_ir=args.dump_ir, seed=args.seed, tune_trials=args.tune, tune_dir=args.tune_dir)
     if res["agreement"] < 1.0 or res["agreement_b1"] < 1.0:
         print("error: predictions differ from scikit-learn's", file=sys.stderr)
         return 1
@@ -54,7 +62,18 @@ def main(argv: Optional[List[str]] = None) -> int:
     d.add_argument("--dump-ir", metavar="DIR", type=_writable_dir,
                    help="write each compile stage's IR to DIR")
     d.add_argument("--seed", type=_non_negative_int, default=0, help="data split and training seed (>= 0)")
+    d.add_argument("--tune", type=_non_negative_int, default=0, metavar="N",
+                   help="also tune the model with N trials and compare with the default schedules")
+    d.add_argument("--tune-dir", type=_writable_dir, default=None, metavar="DIR",
+                   help="where the tuning records go (default: a temporary folder)")
     d.set_defaults(fn=_demo)
+    t = sub.add_parser("tune", help="tune a graph module (.mlir) and keep the records")
+    t.add_argument("module", help="MLIR file of a graph module (e.g. from mlc-opt or str(mod))")
+    t.add_argument("--trials", type=_positive_int, default=64, help="measured candidates in all")
+    t.add_argument("-o", dest="work_dir", type=_writable_dir, default="tune",
+                   help="folder of database.jsonl and tuning_curve.png (resumes if present)")
+    t.add_argument("--timeout", type=float, default=30.0, help="limit per candidate build/run, s")
+    t.set_defaults(fn=lambda a: run_tune(a.module, a.trials, a.work_dir, a.timeout))
     args = p.parse_args(argv)
     try:
         return args.fn(args)

@@ -1,0 +1,165 @@
+"""``Database``: the tuning records, an append-only JSON-lines file.
+
+Every :meth:`Database.commit` writes one line and ``fsync`` s it, so a run killed at any point
+keeps every record it finished; loading skips a torn last line (a write cut short by the kill),
+and the next commit truncates it away. :meth:`Database.query_best_trace` is the protocol the
+compiler calls, with :meth:`Database.apply_best` (``mlc.compile(mod, database=db)``; the pipeline
+layer receives the database object, it never imports ``tune``).
+Source: TVM MetaSchedule ``JSONDatabase`` (``database_tuning_record.json``).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Dict, List, Optional
+
+from ..errors import TuningError
+from .apply import apply_best
+from .record import TuningRecord, rename_blocks
+
+
+class Database:
+    """Tuning records in a JSON-lines file (TVM MetaSchedule ``JSONDatabase``).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file (created on the first commit; its folder is created too).
+
+    Raises
+    ------
+    TuningError
+        If a line other than the last is not a record (the message names the line).
+
+    Examples
+    --------
+    >>> db = mlc.tune(mod, trials=32, work_dir="tune/")
+    >>> db.best(task.workload, target.key()).latency_ms
+    >>> text = db.query_best_trace(workload_key(m, "fused_dense"), target.key())
+    """
+
+    def __init__(self, path):
+        self.path = os.fspath(path)
+        self._records: List[TuningRecord] = []
+        self._candidates: set = set()
+        self._valid_bytes: Optional[int] = None  # where a torn tail starts, if there is one
+        if os.path.exists(self.path):
+            self._load()
+
+    def _load(self) -> None:
+        with open(self.path, "rb") as f:
+            data = f.read()
+        lines = data.split(b"\n")
+        offset = 0
+        for n, line in enumerate(lines, 1):
+            last = n == len(lines)
+            if line.strip():
+                try:
+                    self._add(TuningRecord.from_json(line.decode()))
+                except (TuningError, UnicodeDecodeError) as e:
+                    if not last:  # a line with a newline after it was written whole
+                        raise TuningError(f"Database: {self.path}:{n} is not a tuning record: {e}") from None
+                    self._valid_bytes = offset  # torn by a kill mid-write: dropped on next commit
+                    break
+                if last:  # whole record without its newline: keep it, add the newline on commit
+                    self._valid_bytes = -1
+            offset += len(line) + 1
+
+    def _add(self, rec: TuningRecord) -> None:
+        self._records.append(rec)
+        self._candidates.add(rec.candidate)
+
+    # ----------------------------------------------------------------- writing
+    def commit(self, record: TuningRecord) -> None:
+        """Append ``record`` to the file (written, flushed and ``fsync`` ed before returning).
+
+        Raises
+        ------
+        TuningError
+            If ``record`` is not a TuningRecord, or the file cannot be written.
+        """
+        if not isinstance(record, TuningRecord):
+            raise TuningError(f"Database.commit: expected a TuningRecord, got {type(record).__name__}")
+        line = record.to_json() + "\n"
+        try:
+            folder = os.path.dirname(self.path)
+            if folder:
+                os.makedirs(folder, exist_ok=True)
+            with open(self.path, "ab") as f:
+                if self._valid_bytes is not None:
+                    if self._valid_bytes >= 0:
+                        f.truncate(self._valid_bytes)
+                    else:
+                        f.write(b"\n")
+                    self._valid_bytes = None
+                f.write(line.encode())
+                f.flush()
+                os.fsync(f.fileno())
+        except OSError as e:
+            raise TuningError(f"Database.commit: cannot write {self.path}: {e.strerror}") from None
+        self._add(record)
+
+    # ----------------------------------------------------------------- reading
+    def __len__(self) -> int:
+        return len(self._records)
+
+    def has_candidate(self, candidate: str) -> bool:
+        """Whether a record of candidate id ``candidate`` was committed (resume skips it)."""
+        return candidate in self._candidates
+
+    def records(self, workload: Optional[str] = None, target: Optional[str] = None) -> List[TuningRecord]:
+        """Records in commit order, of ``workload`` and target key ``target`` where given."""
+        return [r for r in self._records
+                if (workload is None or r.workload == workload) and (target is None or r.target == target)]
+
+    def best(self, workload: str, target_key: str) -> Optional[TuningRecord]:
+        """The fastest record without error of ``workload`` on exactly ``target_key`` (records
+        of another target are never returned); None if there is none."""
+        ok = [r for r in self.records(workload, target_key) if r.ok]
+        return min(ok, key=lambda r: r.latency_ms) if ok else None
+
+    def query_best_trace(self, workload: str, target_key: str, names: Optional[Dict[str, str]] = None,
+                         func_name: Optional[str] = None) -> Optional[str]:
+        """The trace JSON of :meth:`best`, for the compiler (the protocol it calls).
+
+        Parameters
+        ----------
+        workload : str
+            ``workload_key(module, f)`` of a primitive function as ``FuseOps`` leaves it.
+        target_key : str
+            ``Target.key()`` of the compile target.
+        names : dict of str to str, optional
+            ``canonical_names(module, f)``: the trace's blocks are renamed to ``f`` 's
+            (a record may come from another function of the same workload); without it the
+            trace names the blocks of the function it was recorded on.
+        func_name : str, optional
+            With ``names``: replaces the ``func_name`` of ``get_block`` instructions.
+
+        Returns
+        -------
+        str or None
+            ``Trace.from_json`` input; replay it with ``Schedule.from_trace`` on a module that
+            holds ``f``. None if no record without error exists for this workload and target.
+
+        Raises
+        ------
+        TuningError
+            If a block of the trace has no counterpart in ``names``.
+        """
+        rec = self.best(workload, target_key)
+        if rec is None:
+            return None
+        if names is None:
+            return rec.trace
+        return rename_blocks(rec.trace, rec.block_names, names, func_name)
+
+    def apply_best(self, module, target="cpu"):
+        """``module`` with the best schedule of every primitive function that has a record here
+        (see :func:`mlc_mlir.tune.apply.apply_best`); what ``mlc.compile(mod, database=db)`` calls.
+
+        Raises
+        ------
+        TuningError
+            If a best trace does not replay on its function.
+        """
+        return apply_best(module, self, target)

@@ -1,0 +1,270 @@
+"""Builder/runner: measure candidates in worker processes (``python -m mlc_mlir.tune.worker``).
+
+A :class:`MeasureInput` (task module text, trace JSON, target, compile options, seed) goes to a
+worker over a pipe in two phases: ``build`` (replay the trace, compile; builds of several workers
+overlap) and ``run`` (check numerics against the unscheduled function, time it; the caller holds
+a lock so that runs do not overlap and disturb each other's timings). Each phase has a timeout.
+A worker that crashes (segfault, abort), hangs past the timeout or fails to compile yields a
+:class:`MeasureResult` with an ``error``, never an exception in the tuner; a dead or killed
+worker is restarted for the next candidate. Source: TVM MetaSchedule ``LocalBuilder`` /
+``LocalRunner`` (``BuilderInput``, ``RunnerInput``, ``RunnerResult.error_msg``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from typing import Any, Dict, Optional, Tuple
+
+from ..errors import TuningError
+from ..target import Target
+
+#: Seconds a fresh worker may take to import mlc_mlir and say it is ready.
+STARTUP_TIMEOUT_S = 120.0
+#: Characters of a dead worker's stderr quoted in the error message.
+STDERR_TAIL = 1500
+
+
+@dataclasses.dataclass(frozen=True)
+class MeasureInput:
+    """One candidate to build and run (TVM ``BuilderInput`` + ``RunnerInput``).
+
+    Attributes
+    ----------
+    task_name : str
+        The task's function name (``func_name`` in ``module``).
+    module : str
+        MLIR text of the task module (the function alone, public).
+    trace : str
+        ``Trace.as_json()`` of the candidate; an empty trace measures the compiler's default
+        schedule of the function.
+    target : Target
+    threads : int or None
+        ``CompileOptions.threads``.
+    opt_level : int
+        ``CompileOptions.opt_level``.
+    seed : int
+        Seed of the random inputs.
+    number : int
+        Calls per timed repeat; 0 picks enough calls for about 1 ms per repeat.
+    repeat : int
+        Timed repeats; the record keeps each repeat's mean latency (ms).
+    rtol, atol : float
+        Tolerance of the comparison with the unscheduled function (``numpy.allclose``).
+    """
+
+    task_name: str
+    module: str
+    trace: str
+    target: Target
+    threads: Optional[int] = None
+    opt_level: int = 3
+    seed: int = 0
+    number: int = 0
+    repeat: int = 3
+    rtol: float = 1e-3
+    atol: float = 1e-3
+
+    def to_dict(self) -> Dict[str, Any]:
+        """JSON-able form (the worker's request payload)."""
+        d = dataclasses.asdict(self)
+        d["target"] = dataclasses.asdict(self.target)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Dict[str, Any]) -> "MeasureInput":
+        """Inverse of :meth:`to_dict`."""
+        t = dict(d["target"])
+        t["features"] = tuple(t["features"])
+        return cls(**{**d, "target": Target(**t)})
+
+
+@dataclasses.dataclass(frozen=True)
+class MeasureResult:
+    """The outcome of one candidate (TVM ``RunnerResult``).
+
+    Attributes
+    ----------
+    latencies_ms : tuple of float
+        Mean latency of one call in each timed repeat, ms; empty on error.
+    error : str or None
+        ``schedule error: ...``, ``compile error: ...``, ``crash: ...`` (the worker died, with the
+        signal and its stderr), ``timeout: ...``, ``wrong result: ...``; None on success.
+    elapsed_s : float
+        Wall time of build and run, s.
+    """
+
+    latencies_ms: Tuple[float, ...] = ()
+    error: Optional[str] = None
+    elapsed_s: float = 0.0
+
+
+class WorkerFailed(Exception):
+    """A worker died or timed out (internal: becomes a MeasureResult error)."""
+
+
+def _signal_name(returncode: int) -> str:
+    if returncode < 0:
+        with contextlib.suppress(ValueError):
+            return f"signal {signal.Signals(-returncode).name}"
+    return f"exit code {returncode}"
+
+
+class WorkerProcess:
+    """One worker process and the pipes to it; restarted on demand after a crash or timeout.
+
+    The worker runs in its own session (Ctrl-C at the terminal reaches the tuner, not the
+    workers) and dies with its parent (``PR_SET_PDEATHSIG``). Its stderr goes to a temporary
+    file, quoted in crash messages.
+    """
+
+    def __init__(self):
+        self._proc: Optional[subprocess.Popen] = None
+        self._buf = b""
+        self._log = tempfile.TemporaryFile()
+        self._closed = False
+
+    def _start(self) -> None:
+        self._log.seek(0)
+        self._log.truncate()
+        self._buf = b""
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "mlc_mlir.tune.worker"], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=self._log, start_new_session=True)
+        ready = self._read(STARTUP_TIMEOUT_S, "startup")
+        if ready.get("ready") is not True:
+            raise WorkerFailed(f"crash: the worker did not start: {ready}")
+
+    def ensure_started(self) -> None:
+        """Start the worker if it is not running (blocks until it is ready).
+
+        Raises
+        ------
+        TuningError
+            If the worker cannot start (e.g. mlc_mlir does not import in a child process).
+        """
+        if self._closed:
+            raise TuningError("WorkerProcess: used after close()")
+        if self._proc is None or self._proc.poll() is not None:
+            try:
+                self._start()
+            except WorkerFailed as e:
+                self.kill()
+                raise TuningError(f"measure: cannot start a worker process: {e}") from None
+
+    def _stderr_tail(self) -> str:
+        self._log.flush()
+        self._log.seek(0)
+        text = self._log.read().decode(errors="replace").strip()
+        return text[-STDERR_TAIL:]
+
+    def _read(self, timeout: float, phase: str) -> Dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        proc = self._proc
+        if proc is None:
+            raise WorkerFailed(f"crash: the worker was closed during {phase}")
+        fd = proc.stdout.fileno()
+        with selectors.DefaultSelector() as sel:
+            sel.register(fd, selectors.EVENT_READ)
+            while b"\n" not in self._buf:
+                left = deadline - time.monotonic()
+                if left <= 0 or not sel.select(left):
+                    self.kill()
+                    raise WorkerFailed(f"timeout: no result within {timeout:g} s during {phase} "
+                                       "(worker killed)")
+                try:
+                    chunk = os.read(fd, 1 << 16)
+                except OSError:  # closed under us by kill() from another thread
+                    chunk = b""
+                if not chunk:
+                    code = proc.wait()
+                    tail = self._stderr_tail()
+                    self.kill()
+                    raise WorkerFailed(f"crash: the worker died with {_signal_name(code)} during "
+                                       f"{phase}" + (f"; stderr:\n{tail}" if tail else ""))
+                self._buf += chunk
+        line, self._buf = self._buf.split(b"\n", 1)
+        return json.loads(line)
+
+    def request(self, msg: Dict[str, Any], timeout: float) -> Dict[str, Any]:
+        """Send ``msg``, return the reply.
+
+        Raises
+        ------
+        WorkerFailed
+            If the worker dies or does not answer within ``timeout`` s (it is killed).
+        """
+        self.ensure_started()
+        self._log.seek(0)
+        self._log.truncate()
+        try:
+            self._proc.stdin.write((json.dumps(msg) + "\n").encode())
+            self._proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            pass  # it died: the read below reports how
+        return self._read(timeout, msg["op"])
+
+    def kill(self) -> None:
+        """Kill the worker (its whole process group) and reap it."""
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        for f in (proc.stdin, proc.stdout):
+            with contextlib.suppress(OSError):
+                f.close()
+
+    def close(self) -> None:
+        """Kill the worker; the object cannot be used afterwards."""
+        self._closed = True
+        self.kill()
+        self._log.close()
+
+
+def measure_on(worker: WorkerProcess, inp: MeasureInput, timeout_s: float,
+               run_lock: Optional[threading.Lock] = None) -> MeasureResult:
+    """Build then run ``inp`` on ``worker`` (run phase under ``run_lock``).
+
+    Returns
+    -------
+    MeasureResult
+        With the error of a failed phase; a crash or timeout kills the worker (the next
+        request restarts it).
+
+    Raises
+    ------
+    TuningError
+        Only if a worker cannot be started at all.
+    """
+    t0 = time.monotonic()
+    try:
+        reply = worker.request({"op": "build", "input": inp.to_dict()}, timeout_s)
+        if reply.get("error") is None:
+            with run_lock or contextlib.nullcontext():
+                reply = worker.request({"op": "run"}, timeout_s)
+    except WorkerFailed as e:
+        return MeasureResult((), str(e), time.monotonic() - t0)
+    if reply.get("error") is not None:
+        return MeasureResult((), str(reply["error"]), time.monotonic() - t0)
+    return MeasureResult(tuple(float(x) for x in reply["latencies_ms"]), None, time.monotonic() - t0)
+
+
+def measure_one(inp: MeasureInput, timeout_s: float) -> MeasureResult:
+    """Measure ``inp`` in a fresh worker process that is killed afterwards (used by executors
+    whose tasks run elsewhere, e.g. :class:`~mlc_mlir.tune.executor.RayExecutor`)."""
+    worker = WorkerProcess()
+    try:
+        return measure_on(worker, inp, timeout_s)
+    finally:
+        worker.close()

@@ -1,0 +1,123 @@
+"""What a person sees while tuning: a ``rich`` progress bar (task, trials, best ms and GFLOP/s,
+ETA), a table per task at the end (trials, best ms, GFLOP/s, speedup over the first candidate,
+the compiler's default schedule) and a tuning-curve PNG (matplotlib). ``rich`` is a dependency;
+``matplotlib`` comes with the extra ``mlc-mlir[tune]`` and is imported where used."""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import List, Optional
+
+from rich import console as rich_console
+from rich import progress as rich_progress
+from rich import table as rich_table
+
+from .database import Database
+from .task import Task
+
+
+class ProgressBar:
+    """A ``rich`` progress bar over the trial budget; ``enabled=False`` shows nothing.
+
+    """
+
+    def __init__(self, total: int, done: int, enabled: bool = True):
+        self.enabled = enabled
+        if not enabled:
+            return
+        p = rich_progress
+        self._progress = p.Progress(
+            p.TextColumn("[bold]{task.description}"), p.BarColumn(), p.MofNCompleteColumn(),
+            p.TextColumn("best {task.fields[best]}"), p.TimeElapsedColumn(), p.TextColumn("ETA"),
+            p.TimeRemainingColumn(), transient=False)
+        self._id = self._progress.add_task("tuning", total=total, completed=done, best="-")
+
+    def __enter__(self):
+        if self.enabled:
+            self._progress.start()
+        return self
+
+    def __exit__(self, *exc):
+        if self.enabled:
+            self._progress.stop()
+
+    def update(self, task: str, done: int, best_ms: float, gflops: float) -> None:
+        """Show ``done`` trials; ``task`` is the task being tuned, with its best so far."""
+        if not self.enabled:
+            return
+        best = "-" if math.isinf(best_ms) else f"{best_ms:.4f} ms, {gflops:.2f} GFLOP/s"
+        self._progress.update(self._id, completed=done, description=task, best=best)
+
+    def log(self, text: str) -> None:
+        """A line above the bar."""
+        if self.enabled:
+            self._progress.console.print(text)
+
+
+def summary_rows(tasks: List[Task], db: Database, target_key: str) -> List[dict]:
+    """Per task: name, weight, trials, errors, best ms, GFLOP/s, speedup over the first valid
+    candidate (the empty trace: the compiler's default schedule, which the tuner measures first)."""
+    rows = []
+    for t in tasks:
+        recs = db.records(t.workload, target_key)
+        ok = [r for r in recs if r.ok]
+        best = min((r.latency_ms for r in ok), default=math.inf)
+        first = ok[0].latency_ms if ok else math.inf
+        rows.append({"task": t.name, "weight": t.weight, "trials": len(recs),
+                     "errors": len(recs) - len(ok), "best_ms": best,
+                     "gflops": t.flops / (best * 1e6) if ok else 0.0,
+                     "speedup": first / best if ok else 0.0})
+    return rows
+
+
+def print_summary(tasks: List[Task], db: Database, target_key: str, enabled: bool = True) -> List[dict]:
+    """Print the per-task table (with ``rich``) and return its rows."""
+    rows = summary_rows(tasks, db, target_key)
+    if not enabled:
+        return rows
+    table = rich_table.Table(title="mlc-mlir tuning")
+    for col in ("task", "weight", "trials", "errors", "best ms", "GFLOP/s", "speedup"):
+        table.add_column(col, justify="left" if col == "task" else "right")
+    for r in rows:
+        best = "-" if math.isinf(r["best_ms"]) else f"{r['best_ms']:.4f}"
+        table.add_row(r["task"], str(r["weight"]), str(r["trials"]), str(r["errors"]), best,
+                      f"{r['gflops']:.2f}", f"{r['speedup']:.2f}x")
+    rich_console.Console().print(table)
+    return rows
+
+
+def plot_curve(tasks: List[Task], db: Database, target_key: str, path: str) -> Optional[str]:
+    """Write the tuning curve (best GFLOP/s of each task over its trials) to ``path`` (PNG).
+
+    Returns
+    -------
+    str or None
+        ``path``, or None if matplotlib is not installed (nothing written).
+    """
+    try:
+        import matplotlib  # the optional extra mlc-mlir[tune]
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for t in tasks:
+        best, xs, ys = math.inf, [], []
+        for n, r in enumerate(db.records(t.workload, target_key), 1):
+            best = min(best, r.latency_ms)
+            if not math.isinf(best):
+                xs.append(n)
+                ys.append(t.flops / (best * 1e6))
+        ax.step(xs, ys, where="post", label=f"{t.name} (x{t.weight})")
+    ax.set_xlabel("trials of the task")
+    ax.set_ylabel("best GFLOP/s")
+    ax.set_title("mlc-mlir tuning curve")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path

@@ -1,0 +1,89 @@
+"""The task scheduler: which task gets the next batch of trials.
+
+Simplified from TVM MetaSchedule's ``GradientBased`` task scheduler: after a round-robin
+warm-up (every task gets a batch), the next batch goes to the task with the largest expected
+gain per trial, ``weight x (0.2 x recent improvement rate + 0.8 x best / trials)`` (ms per
+trial): the measured slope of its best latency over its last batches, and the optimistic
+forward estimate of a latency that falls like ``1 / trials``. A task whose candidates all failed
+keeps priority for a few batches, then yields; an exhausted task (its space has nothing new)
+is skipped.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import List, Optional
+
+from .record import TuningRecord
+
+#: Weight of the measured (backward) improvement rate against the forward estimate (TVM's alpha).
+ALPHA = 0.2
+#: Batches over which the backward rate is measured (TVM's backward window).
+WINDOW = 3
+#: Trials a task without any valid candidate keeps first priority for.
+MAX_FAILING_TRIALS = 16
+
+
+class TaskState:
+    """Trials and best latency (ms) after each batch of one task."""
+
+    def __init__(self, weight: int, history: List[TuningRecord]):
+        self.weight = max(weight, 1)
+        self.trials = len(history)
+        ok = [r.latency_ms for r in history if r.ok]
+        self.best = min(ok) if ok else math.inf
+        self.curve = [(self.trials, self.best)]  # (trials, best ms) after each batch
+        self.exhausted = False
+        self.batches = 0
+
+    def gain(self) -> float:
+        """Expected improvement of the weighted latency per trial, ms (inf: untried)."""
+        if self.trials == 0:
+            return math.inf
+        if math.isinf(self.best):
+            return math.inf if self.trials < MAX_FAILING_TRIALS else 0.0
+        back = 0.0
+        if len(self.curve) > WINDOW:
+            (t0, b0), (t1, b1) = self.curve[-1 - WINDOW], self.curve[-1]
+            if t1 > t0 and not math.isinf(b0):
+                back = (b0 - b1) / (t1 - t0)
+        return self.weight * (ALPHA * back + (1 - ALPHA) * self.best / self.trials)
+
+
+class TaskScheduler:
+    """Chooses the task of each batch (see the module docstring).
+
+    Parameters
+    ----------
+    weights : list of int
+        Task weights (calls per graph execution).
+    histories : list of list of TuningRecord
+        Each task's records so far (a resumed run starts from them).
+    """
+
+    def __init__(self, weights: List[int], histories: List[List[TuningRecord]]):
+        self.tasks = [TaskState(w, h) for w, h in zip(weights, histories)]
+
+    def next_task(self) -> Optional[int]:
+        """Index of the task for the next batch; None when every task is exhausted."""
+        live = [i for i, t in enumerate(self.tasks) if not t.exhausted]
+        if not live:
+            return None
+        warm = [i for i in live if self.tasks[i].batches == 0]
+        if warm:
+            return warm[0]
+        return max(live, key=lambda i: (self.tasks[i].gain(), -self.tasks[i].trials))
+
+    def update(self, i: int, records: List[TuningRecord]) -> None:
+        """Account the records of task ``i`` 's last batch."""
+        t = self.tasks[i]
+        t.batches += 1
+        t.trials += len(records)
+        for r in records:
+            if r.ok:
+                t.best = min(t.best, r.latency_ms)
+        t.curve.append((t.trials, t.best))
+
+    def exhaust(self, i: int) -> None:
+        """Mark task ``i`` as having no new candidates."""
+        self.tasks[i].exhausted = True

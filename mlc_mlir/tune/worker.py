@@ -1,0 +1,170 @@
+"""The measuring worker: ``python -m mlc_mlir.tune.worker`` (one JSON request per line on
+stdin, one JSON reply per line on the original stdout; stray output goes to stderr).
+
+Requests: ``{"op": "build", "input": MeasureInput.to_dict()}`` replays the trace
+(``Schedule.from_trace``) on the task module and compiles it (an empty trace: the compiler's
+default schedule); ``{"op": "run"}`` runs the last build on random inputs, compares with the
+unscheduled function compiled here as plain loops (``schedule="none"``, cached per task) and
+times it (``benchmark``, each repeat's mean, ms). Replies carry ``error`` (a string) or the
+result. Started by :class:`~mlc_mlir.tune.measure.WorkerProcess`. Source: TVM MetaSchedule's
+``LocalBuilder``/``LocalRunner`` worker functions (``default_build``, ``default_run_evaluator``).
+
+Test-only hook: a trace that annotates a block with ``mlc.tune.test_fault`` = ``"segv"``,
+``"abort"``, ``"hang"`` or ``"wrong"`` makes the run phase crash, abort, sleep forever or
+perturb the result, so tests can plant failing candidates through the real tuner.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import hashlib
+import json
+import math
+import os
+import signal
+import sys
+import time
+from typing import Any, Dict, List, Optional
+
+import numpy as np
+
+from ..errors import MlcError
+from ..ir.module import Module
+from ..pipeline.compile import compile as compile_module
+from ..pipeline.options import CompileOptions
+from ..schedule.schedule import Schedule
+from ..schedule.trace import Trace
+from .measure import MeasureInput
+
+#: The annotation key of the test-only fault hook (see the module docstring).
+FAULT_KEY = "mlc.tune.test_fault"
+#: Target wall time of one timed repeat when ``number`` is 0, ms.
+REPEAT_MS = 1.0
+
+
+def _faults(trace_json: str) -> List[str]:
+    d = json.loads(trace_json)
+    return [i["inputs"][2] for i in d.get("insts", [])
+            if i.get("kind") == "annotate" and len(i["inputs"]) == 3 and i["inputs"][1] == FAULT_KEY]
+
+
+def _random_inputs(mod: Module, func_name: str, seed: int) -> List[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    out = []
+    for a in mod.signature(func_name).args:
+        dt = np.dtype(a.dtype)
+        if np.issubdtype(dt, np.floating):
+            out.append(rng.standard_normal(a.shape).astype(dt))
+        elif np.issubdtype(dt, np.integer):
+            out.append(rng.integers(-4, 5, size=a.shape).astype(dt))
+        else:
+            raise MlcError(f"worker: argument '{a.name}' has dtype {a.dtype}; random inputs are "
+                           "made for floating-point and integer tensors only")
+    return out
+
+
+def _as_list(res) -> List[np.ndarray]:
+    return list(res) if isinstance(res, tuple) else [res]
+
+
+class Worker:
+    """The state of one worker process: per-task references, the last build."""
+
+    def __init__(self):
+        self._refs: Dict[str, Any] = {}   # task key -> (module, inputs, expected outputs)
+        self._built: Optional[Dict[str, Any]] = None
+
+    def _reference(self, inp: MeasureInput, options: CompileOptions):
+        key = hashlib.sha256("\0".join((inp.module, repr(options), str(inp.seed))).encode()).hexdigest()
+        if key not in self._refs:
+            mod = Module.parse(inp.module)
+            args = _random_inputs(mod, inp.task_name, inp.seed)
+            plain = dataclasses.replace(options, schedule="none")  # plain loops: the reference
+            ref = compile_module(mod, options=plain)[inp.task_name]
+            self._refs[key] = (mod, args, _as_list(ref(*args)))
+        return self._refs[key]
+
+    def build(self, inp: MeasureInput) -> Dict[str, Any]:
+        self._built = None
+        options = CompileOptions(target=inp.target, threads=inp.threads, opt_level=inp.opt_level)
+        try:
+            mod, args, expected = self._reference(inp, options)
+        except MlcError as e:
+            return {"error": f"reference error: the unscheduled function does not compile or run: {e}"}
+        try:
+            trace = Trace.from_json(inp.trace)
+            scheduled = Schedule.from_trace(mod, trace).mod if trace.insts else mod
+        except MlcError as e:
+            return {"error": f"schedule error: {e}"}
+        try:
+            fn = compile_module(scheduled, options=options)[inp.task_name]
+        except MlcError as e:
+            return {"error": f"compile error: {e}"}
+        self._built = {"fn": fn, "args": args, "expected": expected, "input": inp,
+                       "faults": _faults(inp.trace)}
+        return {"error": None}
+
+    def run(self) -> Dict[str, Any]:
+        b, self._built = self._built, None
+        if b is None:
+            return {"error": "worker: run without a successful build"}
+        inp: MeasureInput = b["input"]
+        faults = b["faults"]
+        if "segv" in faults:
+            os.kill(os.getpid(), signal.SIGSEGV)
+        if "abort" in faults:
+            os.abort()
+        if "hang" in faults:
+            time.sleep(1e9)
+        try:
+            got = _as_list(b["fn"](*b["args"]))
+        except MlcError as e:
+            return {"error": f"run error: {e}"}
+        if "wrong" in faults:
+            got = [g + 1 for g in got]
+        for n, (g, e) in enumerate(zip(got, b["expected"])):
+            if g.shape != e.shape or not np.allclose(g, e, rtol=inp.rtol, atol=inp.atol):
+                err = float(np.max(np.abs(g.astype(np.float64) - e))) if g.shape == e.shape else math.inf
+                return {"error": f"wrong result: output {n} differs from the unscheduled function "
+                                 f"(max abs error {err:.3g}; rtol={inp.rtol:g}, atol={inp.atol:g})"}
+        fn = b["fn"]
+        number = inp.number
+        if number == 0:
+            one = fn.benchmark(*b["args"], number=1, repeat=1).min_ms
+            number = max(1, min(10000, int(REPEAT_MS / max(one, 1e-6))))
+        res = fn.benchmark(*b["args"], number=number, repeat=inp.repeat)
+        return {"error": None, "latencies_ms": list(res.per_repeat_ms)}
+
+
+def _die_with_parent() -> None:
+    """Ask Linux to SIGKILL this process when its parent dies (``PR_SET_PDEATHSIG``)."""
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
+
+
+def main() -> int:
+    """Serve requests until stdin closes."""
+    proto = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)  # prints from compiled code or libraries must not corrupt the protocol
+    _die_with_parent()
+    worker = Worker()
+    proto.write(json.dumps({"ready": True}) + "\n")
+    for line in sys.stdin:
+        req = json.loads(line)
+        try:
+            if req["op"] == "build":
+                reply = worker.build(MeasureInput.from_dict(req["input"]))
+            elif req["op"] == "run":
+                reply = worker.run()
+            else:
+                reply = {"error": f"worker: unknown op {req['op']!r}; expected 'build' or 'run'"}
+        except Exception as e:  # noqa: BLE001 -- any failure of a candidate is a result
+            reply = {"error": f"worker: {type(e).__name__}: {e}"}
+        proto.write(json.dumps(reply) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

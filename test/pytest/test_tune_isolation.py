@@ -1,0 +1,102 @@
+"""Failing candidates are results, never tuner crashes: planted candidates whose worker
+segfaults, aborts, hangs past the timeout or returns wrong numbers are each recorded with their
+error, the workers are restarted, and tuning goes on to the budget with good candidates."""
+
+import numpy as np
+import pytest
+
+import mlc_mlir as mlc
+from mlc_mlir import ops
+from mlc_mlir.target import host_target
+from mlc_mlir.tune import LocalExecutor, MeasureInput, RandomSearch, SearchStrategy, extract_tasks
+from mlc_mlir.tune.worker import FAULT_KEY
+
+FAULTS = ["segv", "abort", "hang", "wrong"]
+
+
+def matmul(n=16):
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        f.output(ops.matmul(f.arg("a", (n, n)), f.arg("b", (n, n))))
+    return bb.finish()
+
+
+def space(sch, fault=None):
+    blk = sch.get_block("matmul")
+    i, j, k = sch.get_loops(blk)
+    sch.split(i, sch.sample_perfect_tile(i, 2, 16))
+    sch.split(j, sch.sample_perfect_tile(j, 2, 16))
+    if fault:
+        sch.annotate(blk, FAULT_KEY, fault)
+
+
+class PlantedFaults(SearchStrategy):
+    """First proposes one candidate per fault, then random samples."""
+
+    def __init__(self):
+        self.planted = False
+        self.random = RandomSearch()
+        self.notified = []
+
+    def propose(self, ctx, n):
+        if self.planted:
+            return self.random.propose(ctx, n)
+        self.planted = True
+        out = []
+        for fault in FAULTS:
+            sch = mlc.Schedule(ctx.task.module, seed=1)
+            space(sch, fault)
+            out.append(sch.trace)
+        return out
+
+    def notify(self, ctx, records):
+        self.notified.append(len(records))
+
+
+def test_planted_crash_hang_and_wrong_are_recorded_and_tuning_goes_on(tmp_path):
+    strategy = PlantedFaults()
+    db = mlc.tune(matmul(), trials=12, work_dir=str(tmp_path), space=space, strategy=strategy,
+                  timeout_s=3.0, batch_size=5, progress=False)
+    recs = db.records()
+    assert len(recs) == 12
+    errors = {r.trace: r.error for r in recs if r.error}
+    by_fault = {f: next(e for t, e in errors.items() if f'"{f}"' in t) for f in FAULTS}
+    assert "crash" in by_fault["segv"] and "SIGSEGV" in by_fault["segv"]
+    assert "crash" in by_fault["abort"] and "SIGABRT" in by_fault["abort"]
+    assert by_fault["hang"].startswith("timeout: no result within 3 s during run")
+    assert by_fault["wrong"].startswith("wrong result: output 0 differs")
+    assert len(errors) == 4
+    ok = [r for r in recs if r.ok]
+    assert len(ok) == 8 and all(r.latency_ms > 0 for r in ok)
+    assert sum(strategy.notified) == 12
+    assert db.best(recs[0].workload, host_target().key()).error is None
+
+
+def test_schedule_and_compile_errors_are_results(tmp_path):
+    task, = extract_tasks(matmul())
+    sch = mlc.Schedule(task.module, seed=0)
+    space(sch)
+    bad = sch.trace.as_json().replace('"matmul"', '"no_such_block"')
+    with LocalExecutor(1) as ex:
+        inputs = [MeasureInput(task.func_name, str(task.module), bad, host_target()),
+                  MeasureInput(task.func_name, "func.func @oops(", sch.trace.as_json(), host_target()),
+                  MeasureInput(task.func_name, str(task.module), sch.trace.as_json(), host_target())]
+        res = dict(ex.measure(inputs, timeout_s=30))
+    assert res[0].error.startswith("schedule error:") and "no_such_block" in res[0].error
+    assert res[1].error.startswith("reference error:")
+    assert res[2].error is None and len(res[2].latencies_ms) == 3
+
+
+def test_bad_arguments_raise_tuning_error(tmp_path):
+    with pytest.raises(mlc.TuningError, match="trials=0"):
+        mlc.tune(matmul(), trials=0, work_dir=str(tmp_path), space=space)
+    with pytest.raises(mlc.TuningError, match="timeout_s=0"):
+        mlc.tune(matmul(), trials=1, work_dir=str(tmp_path), timeout_s=0)
+    with pytest.raises(mlc.TuningError, match="max_workers=0"):
+        LocalExecutor(0)
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        f.output(f.arg("x", (4,)))
+    with pytest.raises(mlc.TuningError, match="no primitive functions"):
+        extract_tasks(bb.finish())
+    np.testing.assert_equal(len(extract_tasks(matmul())), 1)

@@ -1,0 +1,50 @@
+"""The task scheduler: round-robin warm-up, then trials go to the task with the largest
+expected gain (weight x latency improvement); exhausted tasks are skipped. And the default
+space (schedule rules) drives a tune when no space is given."""
+
+import time
+
+import numpy as np
+
+import mlc_mlir as mlc
+from mlc_mlir import ops
+from mlc_mlir.tune import TuningRecord
+from mlc_mlir.tune.task_scheduler import TaskScheduler
+
+
+def _rec(lat, error=None):
+    return TuningRecord("w", "t", "{}", {}, () if error else (lat,), error, time.time(), str(lat))
+
+
+def test_warm_up_then_weighted_gain_then_exhaustion():
+    s = TaskScheduler([1, 10], [[], []])
+    assert s.next_task() == 0
+    s.update(0, [_rec(1.0)])
+    assert s.next_task() == 1                     # warm-up: every task gets a batch first
+    s.update(1, [_rec(1.0)])
+    assert s.next_task() == 1                     # equal latency, ten times the weight
+    s.exhaust(1)
+    assert s.next_task() == 0
+    s.exhaust(0)
+    assert s.next_task() is None
+
+
+def test_failing_task_keeps_priority_for_a_while():
+    s = TaskScheduler([1, 1], [[_rec(1.0)], [_rec(0, error="crash")]])
+    assert s.tasks[1].gain() == float("inf")
+    s.update(1, [_rec(0, error="crash")] * 20)
+    assert s.tasks[1].gain() == 0.0
+
+
+def test_tune_with_the_default_space(tmp_path):
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        f.output(ops.relu(ops.matmul(f.arg("a", (16, 32)), f.arg("b", (32, 16)))))
+    mod = bb.finish()
+    db = mlc.tune(mod, trials=4, work_dir=str(tmp_path), progress=False)
+    assert len(db) == 4 and any(r.ok for r in db.records())
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((16, 32)).astype(np.float32)
+    b = rng.standard_normal((32, 16)).astype(np.float32)
+    out = mlc.compile(mlc.tune.apply_best(mod, db))(a, b)
+    np.testing.assert_allclose(out, np.maximum(a @ b, 0), rtol=1e-4, atol=1e-4)
