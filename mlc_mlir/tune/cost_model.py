@@ -21,12 +21,6 @@ import numpy as np
 
 from ..errors import TuningError
 
-try:   # declared by the 'tune' extra; XGBCostModel says so if it is missing
-    import xgboost
-except ImportError:   # pragma: no cover - depends on the environment
-    xgboost = None
-
-
 def normalized_throughput(latencies_ms: Sequence[float]) -> np.ndarray:
     """``min(latencies) / latency`` per candidate; 0 for a failed one (``inf``, NaN or <= 0).
 
@@ -150,9 +144,12 @@ class XGBCostModel(CostModel):
 
     def __init__(self, rounds: int = 80, max_depth: int = 6, eta: float = 0.2, seed: int = 0,
                  min_samples: int = 4):
-        if xgboost is None:
+        try:  # the optional extra mlc-mlir[tune]; imported here, not with the package (~1.5 s)
+            import xgboost
+        except ImportError:
             raise TuningError("XGBCostModel: xgboost is not installed; install the 'tune' extra "
-                              "(pip install 'mlc-mlir[tune]') or pass RandomCostModel()")
+                              "(pip install 'mlc-mlir[tune]') or pass RandomCostModel()") from None
+        self._xgb = xgboost
         self.rounds = rounds
         self.min_samples = min_samples
         self.params = {"max_depth": max_depth, "eta": eta, "objective": "reg:squarederror",
@@ -181,8 +178,8 @@ class XGBCostModel(CostModel):
         y = normalized_throughput(self._lat)
         if int((y > 0).sum()) < self.min_samples:
             return
-        dtrain = xgboost.DMatrix(np.stack(self._x), label=y)
-        self._booster = xgboost.train(self.params, dtrain, num_boost_round=self.rounds)
+        dtrain = self._xgb.DMatrix(np.stack(self._x), label=y)
+        self._booster = self._xgb.train(self.params, dtrain, num_boost_round=self.rounds)
 
     def predict(self, features: np.ndarray) -> np.ndarray:
         """Predicted normalized throughput.
@@ -196,7 +193,7 @@ class XGBCostModel(CostModel):
         if self._booster is None:
             raise TuningError(f"XGBCostModel.predict: not trained yet ({self.num_samples} "
                               f"measurements, {self.min_samples} successful ones needed)")
-        return self._booster.predict(xgboost.DMatrix(x))
+        return self._booster.predict(self._xgb.DMatrix(x))
 
 
 def random_scores(rng: random.Random, n: int) -> np.ndarray:
