@@ -20,7 +20,7 @@ import os
 import platform
 import re
 import subprocess
-from typing import Dict, Optional, Tuple
+from typing import Dict, Tuple
 
 from ._mlir import llvm_bin_dir
 from .errors import PipelineError

@@ -16,7 +16,7 @@ graph layer (op kinds are recomputed from the linalg ops, not from ``graph.op_ki
 
 from __future__ import annotations
 
-from typing import Callable, Dict, Optional, Sequence
+from typing import Callable, Dict, Mapping, Optional, Sequence
 
 from ..errors import ScheduleError
 from ..ir.module import Module
@@ -85,6 +85,30 @@ def classify(info: OpInfo) -> str:
     return "reduction"
 
 
+def apply_rules(sch: Schedule, ctx: RuleContext, rules: Mapping[str, Rule], label: str) -> None:
+    """Apply ``rules[kind]`` to every block of ``sch`` not in ``ctx.claimed``, kind by kind in
+    the order of ``rules`` (anchors before the blocks they may take as epilogues). Shared by the
+    default schedule and the tuner's design spaces (which substitute stochastic rules).
+
+    Raises
+    ------
+    ScheduleError
+        If a rule fails: ``<label> <kind> on '<op>' (<linalg op>) in @<func>: <reason>``.
+    """
+    kinds = {key: classify(info) for key, info in sch.model.ops.items()}
+    for kind, rule in rules.items():
+        for key, k in kinds.items():
+            if k != kind or key in ctx.claimed:
+                continue
+            ctx.claimed.add(key)
+            block = sch.get_block(key[1], func_name=key[0])
+            try:
+                rule(sch, block, ctx)
+            except ScheduleError as e:
+                raise ScheduleError(f"{label} {kind} on '{key[1]}' ({sch.model.ops[key].op_name}) "
+                                    f"in @{key[0]}: {e}") from None
+
+
 def apply_default_schedule(sch: Schedule, target: Target, threads: Optional[int] = None,
                            functions: Optional[Sequence[str]] = None) -> Schedule:
     """Schedule every named linalg op of every function of ``sch``'s payload by its op kind.
@@ -124,18 +148,7 @@ def apply_default_schedule(sch: Schedule, target: Target, threads: Optional[int]
     ctx.claimed.update((b.func, b.name) for b in sch.model.blocks)
     if functions is not None:
         ctx.claimed.update(key for key in sch.model.ops if key[0] not in set(functions))
-    kinds = {key: classify(info) for key, info in sch.model.ops.items()}
-    for kind, rule in RULES.items():
-        for key, k in kinds.items():
-            if k != kind or key in ctx.claimed:
-                continue
-            ctx.claimed.add(key)
-            block = sch.get_block(key[1], func_name=key[0])
-            try:
-                rule(sch, block, ctx)
-            except ScheduleError as e:
-                raise ScheduleError(f"default rule {kind} on '{key[1]}' ({sch.model.ops[key].op_name}) "
-                                    f"in @{key[0]}: {e}") from None
+    apply_rules(sch, ctx, RULES, "default rule")
     return sch
 
 

@@ -148,8 +148,13 @@ class _Emitter:
         lp = blk.loops[t.positions[0]]
         sizes = self.sizes(blk, t.positions, ndims, dim_map)
         if blk.rfactor is not None and lp.id == blk.rfactor.outer and dim_map is None:
+            # tile_reduction_using_for takes static sizes only: a sampled factor enters as its
+            # decision (the knob is not threaded through this op)
+            static = [0] * ndims
+            for p in t.positions:
+                static[blk.loops[p].dim] = blk.step(p)
             r = structured_transform_d.TileReductionUsingForOp(
-                [_any()], _any(), _any(), _any(), op, tile_sizes=sizes)
+                [_any()], _any(), _any(), _any(), op, tile_sizes=static)
             op, loops = r.split_op, [r.for_op]
         elif fuse_producers:
             # tile and fuse the init (linalg.fill) through the loop's destination

@@ -32,7 +32,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 from ..errors import ScheduleError, TuningError
 from ..ir.module import Module
 from ..schedule.cpu_recipes import goto_params
-from ..schedule.default_rules import RULES, classify
+from ..schedule.default_rules import RULES, apply_rules
 from ..schedule.rules.common import (RuleContext, element_bits, largest_divisor, vector_tile,
                                      worth_threads)
 from ..schedule.rules.elementwise import contiguous_last
@@ -372,18 +372,8 @@ class RuleSpace:
             self._facts = {id(mod): (mod, payload_facts(mod))}
         ctx = RuleContext(self.target, self.threads, self._facts[id(mod)][1])
         ctx.claimed.update((b.func, b.name) for b in sch.model.blocks)
-        kinds = {key: classify(info) for key, info in sch.model.ops.items()}
-        for kind, default_rule in RULES.items():
-            rule = SPACE_RULES.get(kind, default_rule)
-            for key, k in kinds.items():
-                if k != kind or key in ctx.claimed:
-                    continue
-                ctx.claimed.add(key)
-                block = sch.get_block(key[1], func_name=key[0])
-                try:
-                    rule(sch, block, ctx)
-                except ScheduleError as e:
-                    raise ScheduleError(f"space rule {kind} on '{key[1]}' in @{key[0]}: {e}") from None
+        apply_rules(sch, ctx, {kind: SPACE_RULES.get(kind, rule) for kind, rule in RULES.items()},
+                    "space rule")
 
 
 def default_space(target: Target, threads: Optional[int] = None) -> RuleSpace:

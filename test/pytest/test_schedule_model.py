@@ -456,3 +456,20 @@ def test_fuzz_elementwise_reduction_chain_matches_numpy(data):
     x = np.random.default_rng(0).standard_normal((16, 32)).astype(np.float32)
     np.testing.assert_allclose(mlc.compile(sch.mod)(x), np.exp(x).sum(axis=1), rtol=1e-4, atol=1e-4)
     assert_replays(sch, mod)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_rfactor_of_a_sampled_split_materializes_and_replays(seed):
+    # regression: tile_reduction_using_for got the knob's param as a size (raw TypeError)
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        f.output(ops.sum(f.arg("x", (8, 64)), axis=1))
+    mod = bb.finish()
+    sch = mlc.Schedule(mod, seed=seed)
+    b = sch.get_block("sum")
+    _, k = sch.get_loops(b)
+    k0, k1 = sch.split(k, sch.sample_perfect_tile(k, n=2, max_innermost_factor=16))
+    sch.rfactor(k1, 0)
+    x = np.random.default_rng(seed).random((8, 64)).astype(np.float32)
+    np.testing.assert_allclose(mlc.compile(sch.mod, schedule="none")(x), x.sum(1), rtol=1e-5)
+    assert_replays(sch, mod)
