@@ -241,7 +241,9 @@ def prepare_ours(name, impl, threads):
         db, tune_s, cached = cumulative_tune(work_dir, trials, lambda: mlc.tune(
             mod, target="cpu", trials=trials, work_dir=work_dir, threads=threads,
             progress=False))
-        note = "cached" if cached else ""
+        with open(os.path.join(work_dir, "database.jsonl")) as fh:
+            records = sum(1 for line in fh if line.strip())
+        note = ("cached, " if cached else "") + f"{records} records"
         exe = mlc.compile(mod, database=db, threads=threads)
     f = exe[fname]
     xs = inputs(name)
@@ -431,7 +433,7 @@ def table(rows, header):
                          "FAIL" if r.get("fail") else "-", r.get("fail") or r.get("note", ""),
                          "", "", "", ""])
             continue
-        tune = fmt(r.get("tune_s"), ".0f") + (" (cached)" if r.get("note") == "cached" else "")
+        tune = fmt(r.get("tune_s"), ".0f") + (f" ({r['note']})" if r.get("note") else "")
         body.append([r["workload"], str(r["threads"]), r["impl"], f"{r['ms']:.4g}",
                      f"{r['med_ms']:.4g}", f"{r['gflops']:.1f}", fmt(r.get("ratio_to_numpy"), ".2f"),
                      fmt(r.get("ratio_to_torch"), ".2f"), tune if r.get("tune_s") is not None
@@ -461,6 +463,8 @@ def main(argv=None):
     p.add_argument("--impls", default="numpy,torch,default,tuned,tvm")
     p.add_argument("--tvm-trials", default=None, help="TVM trial budgets (default: --trials)")
     p.add_argument("--tvm-python", default=TVM_PYTHON)
+    p.add_argument("--tvm-workloads", default=None,
+                   help="workloads with TVM rows (default: those of --tune-workloads)")
     p.add_argument("--json", action="store_true", help="one JSON object per row instead of a table")
     p.add_argument("--quick", action="store_true",
                    help="6 workloads, 64 trials, 3 repeats, no TVM")
@@ -490,6 +494,8 @@ def main(argv=None):
     tune_names = (names if args.tune_workloads == "all"
                   else [n for n in names if n in args.tune_workloads.split(",")])
     trials = [int(t) for t in args.trials.split(",") if t]
+    tvm_names = tune_names if args.tvm_workloads is None else [
+        n for n in tune_names if n in args.tvm_workloads.split(",")]
     tvm_trials = [int(t) for t in (args.tvm_trials or args.trials).split(",") if t]
     impls = [i for i in args.impls.split(",") if i]
     threads = [int(t) for t in args.threads.split(",")]
@@ -505,13 +511,13 @@ def main(argv=None):
             elif phase == "tuned" and "tuned" in impls and tune_names:
                 for n in trials:
                     rows += run_worker(f"tuned{n}", tune_names, t, args)
-            elif phase == "tvm" and "tvm" in impls and tune_names:
+            elif phase == "tvm" and "tvm" in impls and tvm_names:
                 for n in tvm_trials:
                     if have_tvm:
-                        rows += run_worker(f"tvm{n}", tune_names, t, args, python=args.tvm_python)
+                        rows += run_worker(f"tvm{n}", tvm_names, t, args, python=args.tvm_python)
                     else:
                         rows += [{"workload": w, "threads": t, "impl": f"tvm{n}", "ms": None,
-                                  "note": "tvm: not installed"} for w in tune_names]
+                                  "note": "tvm: not installed"} for w in tvm_names]
 
     ms = {(r["workload"], r["threads"], r["impl"]): r["ms"] for r in rows}
     for r in rows:

@@ -18,3 +18,8 @@ from .builder.reduction import argmax, max, mean, min, sum  # noqa: F401,A004
 from .builder.shape import (  # noqa: F401,A004
     broadcast_to, concat, flatten, pad, permute, reshape, slice, transpose,
 )
+from .builder.indexing import expand, gather, split, squeeze, unsqueeze  # noqa: F401
+from .builder.math_ops import (  # noqa: F401,A004
+    abs, ceil, equal, erf, floor, greater, less, power, where,
+)
+from .builder.take import take  # noqa: F401

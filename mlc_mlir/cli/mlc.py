@@ -9,6 +9,7 @@ from typing import List, Optional
 
 from ..errors import MlcError
 from .demo import run_demo
+from .model_commands import add_model_commands
 from .tune_command import run_tune
 
 
@@ -74,6 +75,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                    help="folder of database.jsonl and tuning_curve.png (resumes if present)")
     t.add_argument("--timeout", type=float, default=30.0, help="limit per candidate build/run, s")
     t.set_defaults(fn=lambda a: run_tune(a.module, a.trials, a.work_dir, a.timeout))
+    add_model_commands(sub)
     args = p.parse_args(argv)
     try:
         return args.fn(args)

@@ -28,7 +28,7 @@ class OpFacts:
     simple_maps : bool
         Every indexing map is a projected permutation, constant-0 results allowed (broadcasts):
         what the linalg vectorizer accepts; ``x[5 - i]`` or ``x[2 * i]`` (from ``te.compute``)
-        are not.
+        are not, nor is a body that gathers with ``tensor.extract`` (``ops.take``).
     """
 
     num_results: int
@@ -46,7 +46,14 @@ def _reads_index(op: ir.Operation) -> bool:
     return False
 
 
+def _body_extracts(op: ir.Operation) -> bool:
+    return any(o.operation.name == "tensor.extract" for r in op.regions for b in r.blocks
+               for o in b.operations)
+
+
 def _simple_maps(op: ir.Operation) -> bool:
+    if _body_extracts(op):
+        return False  # a gather (tensor.extract in the body): the vectorizer needs nd-extract
     if "indexing_maps" not in op.attributes:
         return True  # named ops without the attribute: the vectorizer knows their maps
     for attr in ir.ArrayAttr(op.attributes["indexing_maps"]):

@@ -1,0 +1,86 @@
+"""ONNX-style shape/indexing ops: ``gather`` (ONNX's name for :func:`~.take.take`), ``squeeze``,
+``unsqueeze``, ``expand``, ``split``; each composes :mod:`.shape` / :mod:`.take` ops.
+
+Source: ONNX operator spec (Gather, Squeeze, Unsqueeze, Expand, Split), numpy
+``take``/``squeeze``/``expand_dims``/``split``, TVM Relax ``expand_dims``/``squeeze``/``split``.
+"""
+
+from __future__ import annotations
+
+from typing import List, Optional, Sequence
+
+from ..errors import BuildError, format_shape
+from . import linalg_emit as emit
+from .shape import broadcast_to, reshape
+from .shape import slice as shape_slice
+from .take import take
+from .tensor import Tensor
+
+
+def _axes(op: str, axes, ndim: int) -> List[int]:
+    axes = [axes] if isinstance(axes, int) else list(axes)
+    out = sorted(emit.normalize_axis(op, int(a), ndim, "axes") for a in axes)
+    if len(set(out)) != len(out):
+        raise BuildError(f"{op}: argument 'axes' is {axes}; expected distinct axes")
+    return out
+
+
+def gather(x, indices, axis: int = 0, name: Optional[str] = None) -> Tensor:
+    """ONNX Gather / ``numpy.take(x, indices, axis)``: :func:`take` (result shape
+    ``x.shape[:axis] + indices.shape + x.shape[axis+1:]``, x's dtype; int32/int64 indices)."""
+    return take(x, indices, axis=axis, name=name)
+
+
+def squeeze(x, axes: Optional[Sequence[int]] = None, name: Optional[str] = None) -> Tensor:
+    """Drop size-1 axes (all of them when ``axes`` is None), like ``numpy.squeeze``
+    (ONNX Squeeze); a :func:`~mlc_mlir.builder.shape.reshape`.
+
+    x: Tensor (any dtype). Raises BuildError if a named axis is not of size 1.
+    """
+    x = emit.tensor_arg("squeeze", "x", x)
+    ax = [i for i, d in enumerate(x.shape) if d == 1] if axes is None else _axes("squeeze", axes, x.ndim)
+    for a in ax:
+        if x.shape[a] != 1:
+            raise BuildError(f"squeeze: axis {a} of x {format_shape(x.shape)} has size {x.shape[a]}; "
+                             f"expected 1")
+    return reshape(x, [d for i, d in enumerate(x.shape) if i not in ax], name=name)
+
+
+def unsqueeze(x, axes: Sequence[int], name: Optional[str] = None) -> Tensor:
+    """Insert size-1 axes at ``axes`` (positions in the result; ONNX Unsqueeze,
+    ``numpy.expand_dims``). x: Tensor (any dtype); result rank ``x.ndim + len(axes)``."""
+    x = emit.tensor_arg("unsqueeze", "x", x)
+    n = x.ndim + (1 if isinstance(axes, int) else len(axes))
+    ax = _axes("unsqueeze", axes, n)
+    it = iter(x.shape)
+    return reshape(x, [1 if i in ax else next(it) for i in range(n)], name=name)
+
+
+def expand(x, shape: Sequence[int], name: Optional[str] = None) -> Tensor:
+    """ONNX Expand: broadcast ``x`` against ``shape`` in both directions (result shape
+    ``broadcast(x.shape, shape)``, so a 1 in ``shape`` keeps x's dim).
+
+    Raises BuildError when the shapes do not broadcast.
+    """
+    x = emit.tensor_arg("expand", "x", x)
+    out = emit.broadcast_shapes("expand", tuple(x.shape), tuple(int(d) for d in shape))
+    return x if tuple(out) == tuple(x.shape) else broadcast_to(x, out, name=name)
+
+
+def split(x, sizes: Sequence[int], axis: int = 0, name: Optional[str] = None) -> List[Tensor]:
+    """Split ``x`` along ``axis`` into pieces of ``sizes`` (one ``tensor.extract_slice`` each;
+    ONNX Split, ``numpy.split`` with sizes).
+
+    Raises BuildError if ``sum(sizes) != x.shape[axis]`` or a size is negative.
+    """
+    x = emit.tensor_arg("split", "x", x)
+    axis = emit.normalize_axis("split", axis, x.ndim)
+    sizes = [int(s) for s in sizes]
+    if sum(sizes) != x.shape[axis] or any(s < 0 for s in sizes):
+        raise BuildError(f"split: argument 'sizes' is {sizes}; expected non-negative sizes summing to "
+                         f"x.shape[{axis}] = {x.shape[axis]}")
+    outs, start = [], 0
+    for s in sizes:
+        outs.append(shape_slice(x, [start], [start + s], axes=[axis]))
+        start += s
+    return outs

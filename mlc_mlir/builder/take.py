@@ -1,0 +1,91 @@
+"""Indexing ops (TOPI's ``transform.take``): gather along an axis by an integer index tensor,
+emitted as a ``linalg.generic`` whose body reads the source with ``tensor.extract``.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from .._mlir import arith_d, ir, linalg_d, tensor_d
+from ..errors import BuildError, format_shape
+from ..ir import dtypes
+from . import linalg_emit as emit
+from .shape import reshape
+from .tensor import Tensor
+
+
+def take(x, indices, axis: int = 0, name: Optional[str] = None) -> Tensor:
+    """numpy ``take(x, indices, axis, mode="clip")`` after wrapping negative indices once
+    (TOPI ``take``, ONNX ``Gather``, PyTorch ``embedding`` with ``axis=0``)::
+
+        out[i0.., j0.., k0..] = x[i0.., clip(wrap(indices[j0..])), k0..]
+
+    Emits one ``linalg.generic`` (``name``) reading ``indices`` through the map
+    ``(d...) -> (d_axis, ..., d_axis+r-1)`` and ``x`` with ``tensor.extract`` at
+    ``linalg.index`` positions plus the (``arith.index_cast``) index. An index ``i < 0`` becomes
+    ``i + n``; one still outside ``[0, n)`` is clamped (no out-of-bounds read).
+
+    The generic computes ``out`` with two trailing unit dims (``tensor.expand_shape`` of x,
+    ``<name>.expand``; ``tensor.collapse_shape`` of the result) whose iterators are swapped in
+    the output map, so its innermost loop is not the output's contiguous dim and the default
+    elementwise rule does not vectorize it: the linalg vectorizer rejects ``tensor.extract``
+    unless ``vectorize_nd_extract`` is set (a limitation to lift in the schedule layer).
+
+    Parameters
+    ----------
+    x : Tensor or numpy.ndarray, rank >= 1, any dtype in :data:`~mlc_mlir.ir.dtypes.ALL_DTYPES`
+    indices : Tensor or numpy.ndarray, any shape (rank r, 0-d allowed)
+        dtype in {int8, int16, int32, int64}.
+    axis : int
+        Axis of x to gather along; negative counts from the end.
+
+    Returns
+    -------
+    Tensor ``x.shape[:axis] + indices.shape + x.shape[axis+1:]``, x's dtype.
+
+    Raises
+    ------
+    BuildError
+        For a 0-d x, a bad axis, or non-integer indices
+        (``take: argument 'indices' has dtype float32; expected one of int8, int16, int32, int64``).
+    """
+    op = "take"
+    fn = emit.function_of(op, x, indices)
+    x = emit.tensor_arg(op, "x", x)
+    indices = emit.tensor_arg(op, "indices", indices)
+    if x.ndim < 1:
+        raise BuildError(f"{op}: argument 'x' has shape {format_shape(x.shape)}; expected rank >= 1")
+    if indices.dtype not in dtypes.INT_DTYPES:
+        raise BuildError(f"{op}: argument 'indices' has dtype {indices.dtype}; expected one of "
+                         f"{', '.join(sorted(dtypes.INT_DTYPES))}")
+    ax = emit.normalize_axis(op, axis, x.ndim)
+    r = indices.ndim
+    n = x.shape[ax]
+    nm = emit.op_name(fn, op, name)
+    out_shape = tuple(x.shape[:ax]) + tuple(indices.shape) + tuple(x.shape[ax + 1:])
+    xu = reshape(x, tuple(x.shape) + (1, 1), name=f"{nm}.expand")
+    rank = len(out_shape) + 2
+    init = emit.empty(out_shape + (1, 1), x.dtype)
+    idx_map = ir.AffineMap.get(rank, 0, [ir.AffineDimExpr.get(ax + k) for k in range(r)])
+    dims = list(range(rank - 2)) + [rank - 1, rank - 2]
+    out_map = ir.AffineMap.get(rank, 0, [ir.AffineDimExpr.get(d) for d in dims])
+    idx_type = ir.IndexType.get()
+
+    def body(i, _out):
+        j = arith_d.index_cast(idx_type, i)
+        zero = arith_d.ConstantOp(idx_type, 0).result
+        size = arith_d.ConstantOp(idx_type, n).result
+        last = arith_d.ConstantOp(idx_type, n - 1).result
+        j = arith_d.select(arith_d.cmpi(arith_d.CmpIPredicate.slt, j, zero), arith_d.addi(j, size), j)
+        j = arith_d.maxsi(arith_d.minsi(j, last), zero)
+        pos = [linalg_d.IndexOp(d).result for d in range(ax)] + [j] + \
+              [linalg_d.IndexOp(d).result for d in range(ax + r, rank - 2)] + [zero, zero]
+        return [tensor_d.ExtractOp(xu.value, pos).result]
+
+    res = emit.generic(f"{nm}.gather", [indices.value], [idx_map], [init], [out_map],
+                       ["parallel"] * rank, body)
+    return reshape(Tensor(res[0], fn), out_shape, name=nm)
+
+
+# ---------------------------------------------------------------- ONNX-style shape ops (squeeze,
+# unsqueeze, expand, split) and ``gather`` (ONNX's name for :func:`take`).

@@ -1,0 +1,1 @@
+"""Frontends: import models from other frameworks (PyTorch, ONNX) into a graph Module."""

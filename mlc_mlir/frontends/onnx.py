@@ -1,0 +1,181 @@
+"""ONNX frontend: ``from_onnx(model) -> Module``.
+
+Walks the graph in order, converting each node with the converter registered for its
+``(domain, op_type)`` and the model's opset (:mod:`.onnx_registry`, converters in
+:mod:`.onnx_ops`); initializers become params named by their initializer names;
+``onnx.shape_inference`` fills shapes. Nodes whose inputs are all known at import time (Shape,
+Constant, and arithmetic on them) are folded with ``onnx.reference``.
+
+Source: ONNX IR spec, TVM Relax ``relax.frontend.onnx.from_onnx``.
+"""
+
+from __future__ import annotations
+
+import collections
+from typing import Dict, Optional, Sequence, Union
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper, shape_inference
+from onnx.reference import ReferenceEvaluator
+
+from ..builder import GraphBuilder, Tensor
+from ..errors import BuildError
+from ..ir import Module
+from .. import ops
+from . import onnx_ops  # noqa: F401  (registers the converters)
+from .onnx_registry import OPSETS, NodeInputs, lookup
+
+#: ONNX TensorProto element type -> our dtype. BOOL is carried as int8 (0/1): i1 tensors are
+#: not lowerable (see :mod:`mlc_mlir.builder.math_ops`).
+DTYPES = {
+    onnx.TensorProto.FLOAT: "float32", onnx.TensorProto.DOUBLE: "float64",
+    onnx.TensorProto.FLOAT16: "float16", onnx.TensorProto.BFLOAT16: "bfloat16",
+    onnx.TensorProto.INT8: "int8", onnx.TensorProto.INT16: "int16",
+    onnx.TensorProto.INT32: "int32", onnx.TensorProto.INT64: "int64",
+    onnx.TensorProto.BOOL: "int8",
+}
+
+
+def _load(model_or_path) -> onnx.ModelProto:
+    if isinstance(model_or_path, onnx.ModelProto):
+        return model_or_path
+    if isinstance(model_or_path, (str, bytes)) or hasattr(model_or_path, "__fspath__"):
+        return onnx.load(model_or_path)
+    raise BuildError(f"from_onnx: argument 'model_or_path' is {type(model_or_path).__name__}; "
+                     f"expected an onnx.ModelProto or a path")
+
+
+def _opset(model: onnx.ModelProto) -> int:
+    for imp in model.opset_import:
+        if imp.domain in ("", "ai.onnx"):
+            if not OPSETS[0] <= imp.version <= OPSETS[1]:
+                raise BuildError(f"from_onnx: the model's opset is {imp.version}; expected "
+                                 f"{OPSETS[0]}..{OPSETS[1]}")
+            return imp.version
+    raise BuildError("from_onnx: the model imports no default-domain opset")
+
+
+def _check_supported(graph: onnx.GraphProto, opset: int) -> None:
+    missing = collections.Counter(
+        (n.domain or "") + ("::" if n.domain else "") + n.op_type for n in graph.node
+        if lookup(n.domain or "", n.op_type, opset) is None)
+    if missing:
+        listed = ", ".join(f"{op} (x{c})" for op, c in sorted(missing.items()))
+        raise BuildError(f"from_onnx: {len(missing)} unsupported op type(s) at opset {opset}: {listed}")
+
+
+def _input_spec(vi, input_shapes: Dict[str, Sequence[int]]):
+    tt = vi.type.tensor_type
+    if tt.elem_type not in DTYPES:
+        raise BuildError(f"from_onnx: input {vi.name!r} has element type "
+                         f"{onnx.TensorProto.DataType.Name(tt.elem_type)}; expected one of "
+                         f"{sorted(onnx.TensorProto.DataType.Name(t) for t in DTYPES)}")
+    if vi.name in input_shapes:
+        return tuple(int(d) for d in input_shapes[vi.name]), DTYPES[tt.elem_type]
+    dims = []
+    for i, d in enumerate(tt.shape.dim):
+        if not d.HasField("dim_value"):
+            sym = d.dim_param or "?"
+            raise BuildError(f"from_onnx: input {vi.name!r} has a dynamic dim {i} ({sym!r}); "
+                             f"expected a static shape: pass input_shapes={{{vi.name!r}: (...)}}")
+        dims.append(d.dim_value)
+    return tuple(dims), DTYPES[tt.elem_type]
+
+
+def _fold(node: onnx.NodeProto, values, opset: int):
+    """Evaluate a node whose inputs are all numpy arrays with ``onnx.reference``."""
+    names = [f"i{k}" if v is not None else "" for k, v in enumerate(values)]
+    outs = [f"o{k}" for k in range(len(node.output))]
+    n = helper.make_node(node.op_type, names, outs, domain=node.domain)
+    n.attribute.extend(node.attribute)
+    ev = ReferenceEvaluator(helper.make_model(helper.make_graph([n], "fold", [], []),
+                                              opset_imports=[helper.make_opsetid("", opset)]))
+    feeds = {nm: v for nm, v in zip(names, values) if nm}
+    return [np.asarray(o) for o in ev.run(None, feeds)]
+
+
+def from_onnx(model_or_path: Union[onnx.ModelProto, str], input_shapes: Optional[Dict[str, Sequence[int]]] = None,
+              input_values: Optional[Dict[str, np.ndarray]] = None) -> Module:
+    """Import an ONNX model as a graph Module with one function ``main``.
+
+    Parameters
+    ----------
+    model_or_path : onnx.ModelProto or path of a ``.onnx`` file
+        Default-domain opset 9..21 (22..25 accepted, see ``onnx_registry.OPSETS``).
+    input_shapes : dict of str -> sequence of int, optional
+        Static shapes for inputs (overrides the model's; specializes dynamic dims).
+    input_values : dict of str -> numpy.ndarray, optional
+        Inputs to specialize on: each becomes a constant and is not an argument of ``main``
+        (for shape-like inputs such as Reshape's ``shape`` fed as a graph input).
+
+    Returns
+    -------
+    Module
+        ``main(inputs...) -> outputs...`` in graph order; initializers used as tensors are
+        params named by their initializer names (``mod.bind_params()`` makes them constants).
+        BOOL tensors are int8 (0/1).
+
+    Raises
+    ------
+    BuildError
+        On an opset outside 9..25, unsupported ops (one error listing every op type with its
+        count), a dynamic input dim not given in ``input_shapes``, or a converter's check
+        (naming the node, op, argument, expected vs actual).
+    """
+    model = _load(model_or_path)
+    opset = _opset(model)
+    input_shapes = dict(input_shapes or {})
+    try:
+        model = shape_inference.infer_shapes(model)
+    except Exception as e:  # noqa: BLE001  (inference is an aid; converters check shapes)
+        raise BuildError(f"from_onnx: onnx.shape_inference failed: {e}") from e
+    graph = model.graph
+    _check_supported(graph, opset)
+    inits = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
+    env: Dict[str, object] = dict(inits)
+    params: Dict[str, Tensor] = {}
+    bb = GraphBuilder()
+    with bb.function("main") as f:
+        for vi in graph.input:
+            if vi.name in inits:
+                continue
+            if vi.name in (input_values or {}):
+                env[vi.name] = np.asarray(input_values[vi.name])
+                continue
+            shape, dtype = _input_spec(vi, input_shapes)
+            env[vi.name] = f.arg(vi.name, shape, dtype)
+        for node in graph.node:
+            for n in node.input:
+                if n and n not in env:
+                    raise BuildError(f"onnx node {node.name!r} ({node.op_type}): input {n!r} is undefined")
+            values = [env[n] if n else None for n in node.input]
+
+            def as_param(i, _node=node):
+                name = _node.input[i]
+                if name not in inits:
+                    return None
+                if name not in params:
+                    params[name] = f.param(name, np.ascontiguousarray(inits[name]))
+                return params[name]
+
+            if node.op_type != "Constant" and all(isinstance(v, np.ndarray) or v is None for v in values) \
+                    and node.op_type not in ("RandomNormal", "RandomUniform"):
+                outs = _fold(node, values, opset)
+            else:
+                attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+                fn = lookup(node.domain or "", node.op_type, opset)
+                outs = fn(NodeInputs(node, values, attrs, opset, as_param))
+            for name, v in zip(node.output, outs):
+                if name:
+                    env[name] = v
+        f.output(*[_as_output(env[vo.name]) for vo in graph.output])
+    return bb.finish()
+
+
+def _as_output(v) -> Tensor:
+    """A graph output: a Tensor, or a value folded at import time as a constant."""
+    if isinstance(v, Tensor):
+        return v
+    v = np.asarray(v)
+    return ops.constant(v.astype(np.int8) if v.dtype == np.bool_ else v)

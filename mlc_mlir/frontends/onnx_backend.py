@@ -1,0 +1,95 @@
+"""An ``onnx.backend.base.Backend`` over :func:`~.onnx.from_onnx` so that the official
+``onnx.backend.test.BackendTest`` runner drives the ONNX node/model conformance cases.
+
+The compile step lives above this layer (``mlc_mlir.pipeline``): :func:`make_backend` receives
+it as a callable (``make_backend(mlc.compile)``) instead of importing it.
+
+Source: ONNX ``onnx/backend/base.py``, ``onnx/backend/test/runner``; TVM's and
+onnxruntime's backend adapters.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List, Tuple
+
+import numpy as np
+import onnx
+from onnx.backend.base import Backend, BackendRep
+
+from .onnx import from_onnx
+
+
+#: (op_type, input index) whose value the converters need at import time (shapes, axes, pads).
+_STATIC_OPERANDS = {("Reshape", 1), ("Expand", 1), ("Squeeze", 1), ("Unsqueeze", 1), ("Split", 1),
+                    ("Pad", 1), ("Pad", 2), ("Pad", 3), ("ReduceSum", 1), ("ReduceMean", 1),
+                    ("ReduceMax", 1), ("ReduceMin", 1), ("Clip", 1), ("Clip", 2)} | {
+                   ("Slice", i) for i in range(1, 5)}
+
+
+def static_inputs(model: onnx.ModelProto) -> List[str]:
+    """Graph inputs that feed an operand the converters need at import time: the backend
+    specializes the model on their values at ``run`` (``from_onnx(input_values=...)``)."""
+    used = {name for node in model.graph.node for i, name in enumerate(node.input)
+            if (node.op_type, i) in _STATIC_OPERANDS}
+    return [vi.name for vi in model.graph.input if vi.name in used]
+
+
+class MlcBackendRep(BackendRep):
+    """A compiled model: ``run(inputs)`` returns its outputs in graph order (BOOL outputs,
+    carried as int8, are returned as numpy bool). Inputs in :func:`static_inputs` are bound
+    at ``run``: one executable per distinct set of their values."""
+
+    def __init__(self, model: onnx.ModelProto, compile_fn: Callable):
+        inits = {t.name for t in model.graph.initializer}
+        self.model, self.compile_fn = model, compile_fn
+        self.input_names = [vi.name for vi in model.graph.input if vi.name not in inits]
+        self.static = static_inputs(model)
+        self.bool_outputs = [vo.type.tensor_type.elem_type == onnx.TensorProto.BOOL
+                             for vo in model.graph.output]
+        self.cache: Dict[tuple, Any] = {}
+        if not self.static:
+            self.cache[()] = compile_fn(from_onnx(model).bind_params())
+
+    def _executable(self, feeds: Dict[str, np.ndarray]):
+        key = tuple((n, feeds[n].tobytes()) for n in self.static)
+        if key not in self.cache:
+            values = {n: feeds[n] for n in self.static}
+            self.cache[key] = self.compile_fn(from_onnx(self.model, input_values=values).bind_params())
+        return self.cache[key]
+
+    def run(self, inputs: Any, **kwargs: Any) -> Tuple[np.ndarray, ...]:
+        if isinstance(inputs, dict):
+            inputs = [inputs[n] for n in self.input_names]
+        elif isinstance(inputs, np.ndarray):
+            inputs = [inputs]
+        feeds = {n: np.asarray(a) for n, a in zip(self.input_names, inputs)}
+        exe = self._executable(feeds)
+        arrays = [a.astype(np.int8) if a.dtype == np.bool_ else a
+                  for n, a in feeds.items() if n not in self.static]
+        outs = exe(*arrays)
+        outs = outs if isinstance(outs, (list, tuple)) else [outs]
+        return tuple(np.asarray(o).astype(np.bool_) if b else np.asarray(o)
+                     for o, b in zip(outs, self.bool_outputs))
+
+
+def make_backend(compile_fn: Callable) -> type:
+    """A Backend class that imports with :func:`from_onnx`, binds params and compiles with
+    ``compile_fn(module) -> Executable`` (``mlc_mlir.compile``).
+
+    Raises (at ``prepare``) ``BuildError`` from the import, ``PipelineError`` from the compile.
+    """
+
+    class MlcBackend(Backend):
+        @classmethod
+        def prepare(cls, model: onnx.ModelProto, device: str = "CPU", **kwargs: Any) -> MlcBackendRep:
+            return MlcBackendRep(model, compile_fn)
+
+        @classmethod
+        def run_model(cls, model, inputs, device: str = "CPU", **kwargs: Any):
+            return cls.prepare(model, device).run(inputs)
+
+        @classmethod
+        def supports_device(cls, device: str) -> bool:
+            return device == "CPU"
+
+    return MlcBackend

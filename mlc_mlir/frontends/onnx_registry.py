@@ -1,0 +1,107 @@
+"""The ONNX converter registry: ``{(domain, op_type) -> [(first opset, last opset, converter)]}``
+and the per-node view of its inputs (:class:`NodeInputs`) a converter reads.
+
+A converter is ``fn(node: NodeInputs) -> list of (Tensor | numpy.ndarray)`` (one entry per
+node output); it composes :mod:`mlc_mlir.ops` only. Source: TVM Relax ``from_onnx``
+(``_get_convert_map``, ``OnnxOpConverter._impl_vN``), ONNX operator spec (opset versions).
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Dict, List, Optional, Tuple
+
+import numpy as np
+
+from ..builder import Tensor
+from ..errors import BuildError
+
+Converter = Callable[["NodeInputs"], List[object]]
+
+#: (domain, op_type) -> [(first opset, last opset, converter)], "" is the default ONNX domain.
+CONVERTERS: Dict[Tuple[str, str], List[Tuple[int, int, Converter]]] = {}
+
+#: The default-domain opsets this frontend accepts: 9..21 is the target; 22..25 are accepted
+#: too because the shipped onnx backend tests are stamped with them and their changes to the
+#: ops converted here only add element types (float8, int4, ...), which converters reject.
+OPSETS = (9, 25)
+
+
+def register(*op_types: str, opsets: Tuple[int, int] = OPSETS, domain: str = "") -> Callable:
+    """Decorator: register ``fn`` for each of ``op_types`` on ``opsets`` (inclusive)."""
+    def deco(fn: Converter) -> Converter:
+        for op in op_types:
+            CONVERTERS.setdefault((domain, op), []).append((opsets[0], opsets[1], fn))
+        return fn
+    return deco
+
+
+def lookup(domain: str, op_type: str, opset: int) -> Optional[Converter]:
+    """The converter of ``op_type`` at ``opset``, or None."""
+    for lo, hi, fn in CONVERTERS.get((domain, op_type), []):
+        if lo <= opset <= hi:
+            return fn
+    return None
+
+
+class NodeInputs:
+    """One node as its converter sees it: inputs (Tensors or static numpy arrays), attributes,
+    the opset, and a way to turn an initializer into a named param.
+
+    Parameters
+    ----------
+    node : onnx.NodeProto
+    values : list of (Tensor | numpy.ndarray | None)
+        One per node input; None for an omitted optional input.
+    attrs : dict
+        Attribute name -> Python value (``onnx.helper.get_attribute_value``).
+    opset : int
+    as_param : callable
+        ``as_param(input_index) -> Tensor | None``: an initializer input as a param named like
+        it (None for other inputs).
+    """
+
+    def __init__(self, node, values, attrs, opset: int, as_param: Callable[[int], Tensor]):
+        self.node, self.values, self.attrs, self.opset = node, values, attrs, opset
+        self._as_param = as_param
+
+    def where(self) -> str:
+        return f"onnx node {self.node.name or '<unnamed>'!r} ({self.node.op_type})"
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def has(self, i: int) -> bool:
+        return i < len(self.values) and self.values[i] is not None
+
+    def t(self, i: int):
+        """Input ``i`` as a Tensor operand (an initializer becomes a param); a value computed
+        at import time (Shape, Constant) stays a numpy array, which every op accepts."""
+        if not self.has(i):
+            raise BuildError(f"{self.where()}: input {i} is missing; expected a tensor")
+        v = self.values[i]
+        if isinstance(v, np.ndarray):
+            p = self._as_param(i)
+            return v if p is None else p
+        return v
+
+    def np(self, i: int, arg: str) -> np.ndarray:
+        """Input ``i`` as a static numpy array (shapes, axes, pads).
+
+        Raises
+        ------
+        BuildError
+            If the input is computed at run time.
+        """
+        if not self.has(i):
+            raise BuildError(f"{self.where()}: input {i} ('{arg}') is missing")
+        v = self.values[i]
+        if isinstance(v, Tensor):
+            raise BuildError(f"{self.where()}: input {i} ('{arg}') is computed at run time; "
+                             f"expected a constant (an initializer or a Constant/Shape result)")
+        return v
+
+    def attr(self, name: str, default=None):
+        return self.attrs.get(name, default)
+
+    def fail(self, what: str) -> BuildError:
+        return BuildError(f"{self.where()}: {what}")

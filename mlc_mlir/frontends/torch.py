@@ -1,0 +1,437 @@
+"""PyTorch frontend: ``from_torch`` (``torch.export`` -> core ATen -> builder ops) and ``from_fx``
+(an ``fx.symbolic_trace`` graph, the MLC course's path).
+
+``from_torch`` exports the model with ``torch.export.export(model, args).run_decompositions()``
+(the core ATen opset), then walks the graph once: parameters and buffers become module params
+(``f.param``, bindable with ``Module.bind_params``) named by their state_dict keys, user inputs
+become arguments named like the model's ``forward`` parameters, and every ``call_function`` node
+goes through the converter registry of :mod:`.torch_converters`. Before building anything, every
+node is checked: a model with unsupported ops raises one ``BuildError`` listing each op, its count
+and its first source location.
+
+``torch`` is an optional dependency (``pip install mlc-mlir[torch]``), imported where it is used.
+
+Source: ``torch.export`` / core ATen IR; TVM Relax ``frontend/torch/exported_program_translator.py``
+(``from_exported_program``) and ``fx_translator.py`` (``from_fx``).
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+from collections import Counter
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+
+from .. import ops
+from ..builder import GraphBuilder, Tensor
+from ..errors import BuildError
+from ..ir import Module
+from .torch_converters import CONVERTERS, TORCH_DTYPES, register_converter  # noqa: F401
+
+
+class ConvertContext:
+    """What a converter sees besides its node and arguments.
+
+    Attributes
+    ----------
+    fn : FunctionBuilder
+        The function being built (``fn.param`` / ``fn.arg``).
+    kwargs : dict
+        The current node's keyword arguments, fx nodes replaced by their values.
+    """
+
+    def __init__(self, fn):
+        self.fn = fn
+        self.kwargs: Dict[str, object] = {}
+        self.values: Dict[str, object] = {}
+        self.folded: Dict[str, object] = {}  # node name -> torch.Tensor computed at import time
+        self.state_names: Dict[str, str] = {}  # buffer placeholder -> state_dict key
+        self._params: Dict[str, Tensor] = {}
+
+    def param(self, name: str, value) -> Tensor:
+        """The module param ``name`` holding ``value`` (a torch tensor), created on first use."""
+        if name not in self._params:
+            self._params[name] = self.fn.param(name, _to_numpy(value))
+        return self._params[name]
+
+    def lookup(self, a):
+        """``a`` with fx nodes replaced by their converted values (recursively in lists/tuples)."""
+        if hasattr(a, "op") and hasattr(a, "name") and hasattr(a, "target"):  # an fx.Node
+            if a.name not in self.values and a.name in self.folded:
+                self.values[a.name] = self._materialize(a.name)
+            return self.values[a.name]
+        if isinstance(a, (list, tuple)):
+            return type(a)(self.lookup(e) for e in a)
+        if isinstance(a, dict):
+            return {k: self.lookup(v) for k, v in a.items()}
+        return a
+
+
+    def _materialize(self, name: str):
+        """A folded value as a builder operand: a buffer as its param, a 0-d tensor as a Python
+        scalar, another tensor as a constant (bool as int8 0/1, the builder's mask dtype)."""
+        t = self.folded[name]
+        if not hasattr(t, "detach"):
+            return t
+        if name in self.state_names:
+            return self.param(self.state_names[name], t)
+        if t.dim() == 0:
+            return t.item() if str(t.dtype) != "torch.bool" else int(t.item())
+        arr = _to_numpy(t)
+        return ops.constant(arr.astype(np.int8) if arr.dtype == np.bool_ else arr)
+
+
+def _foldable(ep) -> set:
+    """Names of the nodes computable at import time: buffers, constant tensors, and every node
+    whose inputs all are foldable (``arange``, mask arithmetic on buffers); parameters never are."""
+    kinds = {s.arg.name: s.kind.name for s in ep.graph_signature.input_specs}
+    out = set()
+    for node in ep.graph_module.graph.nodes:
+        if node.op == "placeholder":
+            if kinds.get(node.name) in ("BUFFER", "CONSTANT_TENSOR"):
+                out.add(node.name)
+        elif node.op == "call_function" and all(n.name in out for n in node.all_input_nodes):
+            out.add(node.name)
+    return out
+
+
+def _to_numpy(t) -> np.ndarray:
+    return np.ascontiguousarray(t.detach().cpu().contiguous().numpy())
+
+
+def _location(node) -> str:
+    """The first user source line of ``node`` (from ``meta['stack_trace']``) and its innermost
+    module (``meta['nn_module_stack']``): ``model.py:12 in forward (module 'blocks.0': Linear)``."""
+    frames = re.findall(r'File "([^"]+)", line (\d+), in (\S+)', node.meta.get("stack_trace") or "")
+    user = [f for f in frames if "site-packages/torch" not in f[0] and "/torch/" not in f[0]]
+    where = "unknown location"
+    if user or frames:
+        path, line, func = (user or frames)[-1]
+        where = f"{path}:{line} in {func}"
+    stack = node.meta.get("nn_module_stack") or {}
+    if stack:
+        path, typ = list(stack.values())[-1]
+        typ = typ.__name__ if isinstance(typ, type) else str(typ).rsplit(".", 1)[-1]
+        where += f" (module '{path}': {typ})"
+    return where
+
+
+def _report_unsupported(api: str, missing: Counter, first: Dict[str, str]) -> None:
+    """Raise one BuildError listing every unsupported op (count, first location), if any."""
+    if missing:
+        lines = [f"  {op} x{n}, first at {first[op]}" for op, n in sorted(missing.items())]
+        raise BuildError(f"{api}: {len(missing)} unsupported op(s) (register a converter with "
+                         f"mlc_mlir.frontends.torch.register_converter):\n" + "\n".join(lines))
+
+
+def _static_shape(api: str, what: str, shape) -> List[int]:
+    try:
+        return [int(d) for d in shape]
+    except TypeError:
+        raise BuildError(f"{api}: {what} has shape {tuple(shape)} with a dynamic dim; expected static "
+                         "dims (mlc-mlir compiles static shapes)") from None
+
+
+def _convert(ctx: ConvertContext, node, key: str, converter, args, kwargs):
+    """Run one converter; a BuildError is re-raised naming the node and its source location."""
+    ctx.kwargs = kwargs
+    try:
+        return converter(ctx, node, list(args))
+    except BuildError as e:
+        raise BuildError(f"{key} (node '{node.name}', {_location(node)}): {e}") from e
+
+
+def _getitem(node, seq, i):
+    v = seq[i]
+    if v is None:
+        raise BuildError(f"getitem (node '{node.name}'): output {i} of '{node.args[0].name}' is not "
+                         "supported (only the primary output of multi-output ops is converted)")
+    return v
+
+
+def from_torch(model, example_args, dynamic_shapes=None) -> Module:
+    """Import a ``torch.nn.Module`` through ``torch.export`` and core ATen.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        Exported as it is: call ``model.eval()`` first for inference (training-mode batch norm
+        is not converted).
+    example_args : tuple of torch.Tensor (or one tensor)
+        Example inputs; their shapes and dtypes become the function's argument types.
+    dynamic_shapes : optional
+        Passed to ``torch.export.export``; any dim left dynamic raises (static shapes only).
+
+    Returns
+    -------
+    Module
+        One function ``main(<params>..., <inputs>...)``; params named by state_dict keys (only
+        those the graph uses), inputs by the graph's placeholder names; results in ``forward``'s
+        output order (nested outputs flattened).
+
+    Raises
+    ------
+    BuildError
+        Listing every unsupported ATen op with its count and first source location; for a dynamic
+        dim, a non-tensor input, buffer mutation outputs, or a converter's failure (naming the
+        node and its source line).
+    """
+    import torch
+
+    args = (example_args,) if isinstance(example_args, torch.Tensor) else tuple(example_args)
+    with torch.no_grad():
+        ep = torch.export.export(model, args, dynamic_shapes=dynamic_shapes).run_decompositions()
+    return from_exported_program(ep)
+
+
+def from_exported_program(ep) -> Module:
+    """Convert a ``torch.export.ExportedProgram`` (already decomposed to the ops the registry
+    knows, e.g. by ``run_decompositions()``); see :func:`from_torch`.
+
+    Nodes that depend only on buffers and constants (attention-mask arithmetic, ``arange``,
+    position ids) are computed with PyTorch at import time; their results enter the graph as
+    constants, or as the buffer's param when a converter reads a buffer directly.
+
+    Raises
+    ------
+    BuildError
+        As :func:`from_torch`.
+    """
+    from torch.fx.node import map_arg
+
+    api = "from_torch"
+    graph = ep.graph_module.graph
+    foldable = _foldable(ep)
+    missing, first = Counter(), {}
+    for node in graph.nodes:
+        if node.op == "call_function" and node.target is not operator.getitem and node.name not in foldable:
+            key = str(node.target)
+            if key not in CONVERTERS:
+                missing[key] += 1
+                first.setdefault(key, _location(node))
+    _report_unsupported(api, missing, first)
+
+    specs = {s.arg.name: s for s in ep.graph_signature.input_specs}
+    for s in ep.graph_signature.output_specs:
+        if s.kind.name != "USER_OUTPUT":
+            raise BuildError(f"{api}: output '{s.arg.name}' is a {s.kind.name}; expected only user "
+                             "outputs (call model.eval() so batch norm does not update its buffers)")
+    state = dict(ep.state_dict)
+    state.update(ep.constants)
+    bb = GraphBuilder()
+    with bb.function("main") as f:
+        ctx = ConvertContext(f)
+        outputs = []
+        for node in graph.nodes:
+            if node.op == "placeholder":
+                spec = specs[node.name]
+                kind = spec.kind.name
+                if kind == "USER_INPUT":
+                    val = node.meta.get("val")
+                    if val is None or not hasattr(val, "shape"):
+                        raise BuildError(f"{api}: input '{node.name}' is {val!r}; expected a tensor")
+                    dtype = TORCH_DTYPES.get(str(val.dtype))
+                    if dtype is None:
+                        raise BuildError(f"{api}: input '{node.name}' has dtype {val.dtype}; expected one "
+                                         f"of {sorted(TORCH_DTYPES)}")
+                    ctx.values[node.name] = f.arg(node.name, _static_shape(api, f"input '{node.name}'", val.shape),
+                                                  dtype)
+                elif kind == "PARAMETER":
+                    if node.users:  # unused state adds no argument
+                        ctx.values[node.name] = ctx.param(spec.target, state[spec.target])
+                elif kind in ("BUFFER", "CONSTANT_TENSOR"):  # a param once a converter needs it
+                    ctx.folded[node.name] = state[spec.target]
+                    if kind == "BUFFER":
+                        ctx.state_names[node.name] = spec.target
+                else:
+                    raise BuildError(f"{api}: input '{node.name}' is a {kind}; expected a user input, "
+                                     "parameter, buffer or constant tensor")
+            elif node.op == "call_function" and node.name in foldable:
+                fargs = map_arg((tuple(node.args), dict(node.kwargs)), lambda n: ctx.folded[n.name])
+                ctx.folded[node.name] = node.target(*fargs[0], **fargs[1])
+            elif node.op == "call_function":
+                args, kwargs = ctx.lookup(tuple(node.args)), ctx.lookup(dict(node.kwargs))
+                if node.target is operator.getitem:
+                    ctx.values[node.name] = _getitem(node, *args)
+                    continue
+                key = str(node.target)
+                ctx.values[node.name] = _convert(ctx, node, key, CONVERTERS[key], args, kwargs)
+            elif node.op == "output":
+                outputs = _flatten_outputs(api, ctx.lookup(node.args[0]))
+            else:
+                raise BuildError(f"{api}: node '{node.name}' has op {node.op!r}; expected placeholder, "
+                                 "call_function or output in an exported graph")
+        f.output(*outputs)
+    return bb.finish()
+
+
+def _flatten_outputs(api: str, out) -> List[Tensor]:
+    if isinstance(out, (list, tuple)):
+        return [t for o in out for t in _flatten_outputs(api, o)]
+    if not isinstance(out, Tensor):
+        raise BuildError(f"{api}: an output is {type(out).__name__}; expected tensors")
+    return [out]
+
+
+# ----------------------------------------------------------------------------- fx path
+def _fx_function_map() -> Dict[object, str]:
+    """fx ``call_function`` targets -> the ATen converter they share."""
+    import torch
+    import torch.nn.functional as F
+
+    return {
+        torch.matmul: "aten.matmul.default", operator.matmul: "aten.matmul.default",
+        torch.mm: "aten.mm.default", torch.bmm: "aten.bmm.default",
+        torch.relu: "aten.relu.default", F.relu: "aten.relu.default", torch.tanh: "aten.tanh.default",
+        torch.sigmoid: "aten.sigmoid.default", torch.exp: "aten.exp.default", F.gelu: "aten.gelu.default",
+        operator.add: "aten.add.Tensor", torch.add: "aten.add.Tensor",
+        operator.sub: "aten.sub.Tensor", torch.sub: "aten.sub.Tensor",
+        operator.mul: "aten.mul.Tensor", torch.mul: "aten.mul.Tensor",
+        operator.truediv: "aten.div.Tensor", torch.div: "aten.div.Tensor",
+        torch.flatten: "aten.flatten.using_ints", torch.reshape: "aten.reshape.default",
+        torch.permute: "aten.permute.default", torch.transpose: "aten.transpose.int",
+        torch.softmax: "aten.softmax.int", F.softmax: "aten.softmax.int", F.linear: "aten.linear.default",
+        torch.cat: "aten.cat.default", torch.mean: "aten.mean.dim", torch.sum: "aten.sum.dim_IntList",
+    }
+
+
+#: fx ``call_method`` names -> ATen converter.
+_FX_METHODS = {
+    "relu": "aten.relu.default", "tanh": "aten.tanh.default", "sigmoid": "aten.sigmoid.default",
+    "exp": "aten.exp.default", "view": "aten.view.default", "reshape": "aten.reshape.default",
+    "flatten": "aten.flatten.using_ints", "permute": "aten.permute.default",
+    "transpose": "aten.transpose.int", "t": "aten.t.default", "contiguous": "aten.contiguous.default",
+    "softmax": "aten.softmax.int", "mean": "aten.mean.dim", "sum": "aten.sum.dim_IntList",
+    "add": "aten.add.Tensor", "mul": "aten.mul.Tensor", "matmul": "aten.matmul.default",
+    "unsqueeze": "aten.unsqueeze.default",
+}
+_VARIADIC = {"view", "reshape", "permute"}  # x.view(2, 3) == x.view((2, 3))
+
+
+def _fx_module_map():
+    """fx ``call_module`` types -> ``(ATen converter, args builder(ctx, module, path, x))``."""
+    import torch.nn as nn
+
+    def p(ctx, path, m, attr):
+        t = getattr(m, attr, None)
+        return None if t is None else ctx.param(f"{path}.{attr}" if path else attr, t)
+
+    return {
+        nn.Linear: ("aten.linear.default", lambda c, m, n, x: [x, p(c, n, m, "weight"), p(c, n, m, "bias")]),
+        nn.Conv2d: ("aten.conv2d.default", lambda c, m, n, x: [x, p(c, n, m, "weight"), p(c, n, m, "bias"),
+                                                                list(m.stride), list(m.padding), list(m.dilation),
+                                                                m.groups]),
+        nn.BatchNorm2d: ("aten._native_batch_norm_legit_no_training.default",
+                         lambda c, m, n, x: [x, p(c, n, m, "weight"), p(c, n, m, "bias"),
+                                             p(c, n, m, "running_mean"), p(c, n, m, "running_var"),
+                                             m.momentum, m.eps]),
+        nn.ReLU: ("aten.relu.default", lambda c, m, n, x: [x]),
+        nn.Tanh: ("aten.tanh.default", lambda c, m, n, x: [x]),
+        nn.GELU: ("aten.gelu.default", lambda c, m, n, x: [x, m.approximate]),
+        nn.MaxPool2d: ("aten.max_pool2d.default", lambda c, m, n, x: [x, m.kernel_size, m.stride or m.kernel_size,
+                                                                      m.padding, m.dilation, m.ceil_mode]),
+        nn.AdaptiveAvgPool2d: ("aten.adaptive_avg_pool2d.default", lambda c, m, n, x: [x, m.output_size]),
+        nn.Flatten: ("aten.flatten.using_ints", lambda c, m, n, x: [x, m.start_dim, m.end_dim]),
+        nn.LayerNorm: ("aten.layer_norm.default", lambda c, m, n, x: [x, list(m.normalized_shape),
+                                                                      p(c, n, m, "weight"), p(c, n, m, "bias"),
+                                                                      m.eps]),
+        nn.Softmax: ("aten.softmax.int", lambda c, m, n, x: [x, m.dim]),
+        nn.Embedding: ("aten.embedding.default", lambda c, m, n, x: [p(c, n, m, "weight"), x]),
+        nn.Dropout: ("aten.clone.default", lambda c, m, n, x: [x]),
+        nn.Identity: ("aten.clone.default", lambda c, m, n, x: [x]),
+    }
+
+
+def _fetch_attr(gm, target: str):
+    obj = gm
+    for i, atom in enumerate(target.split(".")):
+        if not hasattr(obj, atom):
+            raise BuildError(f"from_fx: get_attr '{target}': '{'.'.join(target.split('.')[:i + 1])}' does not exist")
+        obj = getattr(obj, atom)
+    return obj
+
+
+def from_fx(graph_module, input_shapes: Sequence[Sequence[int]],
+            input_dtypes: Optional[Sequence[str]] = None) -> Module:
+    """Import an ``torch.fx.GraphModule`` (``fx.symbolic_trace(model)``), the MLC course's
+    ``from_fx`` with its ``call_function`` / ``call_module`` maps built in; each fx target maps to
+    the ATen converter of :func:`from_torch` that computes the same thing.
+
+    Parameters
+    ----------
+    graph_module : torch.fx.GraphModule
+    input_shapes : sequence of shapes
+        One static shape per placeholder, in order.
+    input_dtypes : sequence of str, optional
+        One dtype per placeholder (default ``float32``).
+
+    Returns
+    -------
+    Module
+        ``main(<params>..., <inputs>...)``; ``get_attr`` tensors and module weights become params
+        named by their state_dict keys (``weight``, ``fc1.bias``); inputs by placeholder names.
+
+    Raises
+    ------
+    BuildError
+        Listing every unsupported function / method / module type (count and first location), for
+        a wrong number of input shapes, or a converter's failure.
+    """
+    api = "from_fx"
+    fmap, mmap = _fx_function_map(), _fx_module_map()
+    modules = dict(graph_module.named_modules())
+    placeholders = [n for n in graph_module.graph.nodes if n.op == "placeholder"]
+    if len(input_shapes) != len(placeholders):
+        raise BuildError(f"{api}: argument 'input_shapes' has {len(input_shapes)} shapes; expected "
+                         f"{len(placeholders)} (one per placeholder {[n.name for n in placeholders]})")
+    dtypes_ = list(input_dtypes) if input_dtypes is not None else ["float32"] * len(placeholders)
+    missing, first = Counter(), {}
+
+    def key_of(node) -> Optional[str]:
+        if node.op == "call_function":
+            return fmap.get(node.target) if node.target is not operator.getitem else "getitem"
+        if node.op == "call_method":
+            return _FX_METHODS.get(node.target)
+        if node.op == "call_module":
+            return "module" if type(modules[node.target]) in mmap else None
+        return "other"
+
+    for node in graph_module.graph.nodes:
+        if key_of(node) is None:
+            what = {"call_function": lambda: getattr(node.target, "__name__", str(node.target)),
+                    "call_method": lambda: f"Tensor.{node.target}",
+                    "call_module": lambda: type(modules[node.target]).__name__}[node.op]()
+            missing[f"{node.op} {what}"] += 1
+            first.setdefault(f"{node.op} {what}", f"node '{node.name}'")
+    _report_unsupported(api, missing, first)
+
+    bb = GraphBuilder()
+    with bb.function("main") as f:
+        ctx = ConvertContext(f)
+        inputs = iter(zip(input_shapes, dtypes_))
+        for node in graph_module.graph.nodes:
+            if node.op == "placeholder":
+                shape, dt = next(inputs)
+                ctx.values[node.name] = f.arg(node.name, list(shape), dt)
+            elif node.op == "get_attr":
+                ctx.values[node.name] = ctx.param(node.target, _fetch_attr(graph_module, node.target))
+            elif node.op == "output":
+                f.output(*_flatten_outputs(api, ctx.lookup(node.args[0])))
+            else:
+                args, kwargs = list(ctx.lookup(tuple(node.args))), ctx.lookup(dict(node.kwargs))
+                key = key_of(node)
+                if key == "getitem":
+                    ctx.values[node.name] = _getitem(node, *args)
+                    continue
+                if node.op == "call_module":
+                    m = modules[node.target]
+                    key, build = mmap[type(m)]
+                    args = build(ctx, m, node.target, args[0])
+                elif node.op == "call_method" and node.target in _VARIADIC and len(args) > 2:
+                    args = [args[0], list(args[1:])]
+                out = _convert(ctx, node, key, CONVERTERS[key], args, kwargs)
+                # a module's forward returns the multi-output op's primary result (BatchNorm2d)
+                ctx.values[node.name] = out[0] if node.op == "call_module" and isinstance(out, tuple) else out
+    return bb.finish()

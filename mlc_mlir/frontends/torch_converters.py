@@ -1,0 +1,436 @@
+"""Converters from core ATen ops (after ``torch.export(...).run_decompositions()``) to builder ops.
+
+:data:`CONVERTERS` maps an ATen overload name (``str(node.target)``, e.g. ``"aten.addmm.default"``)
+to ``converter(ctx, node, args) -> value`` where ``args`` are ``node.args`` with every fx node
+replaced by its converted value (a :class:`~mlc_mlir.builder.Tensor`, a tuple of them, or a Python
+scalar/list) and ``ctx.kwargs`` holds ``node.kwargs`` converted the same way. A converter composes
+:mod:`mlc_mlir.ops` only (no IR text), so every op is shape- and dtype-checked by the builder.
+Multi-output ATen ops return a tuple whose unused entries (batch-norm statistics, pooling indices)
+are None; ``operator.getitem`` picks entries.
+
+Source: PyTorch core ATen IR (``torch/_decomp``, ``native_functions.yaml`` signatures), TVM Relax
+``frontend/torch/base_fx_graph_translator.py`` (one method per op).
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Dict, Optional, Sequence
+
+import numpy as np
+
+from .. import ops
+from ..builder import Tensor
+from ..errors import BuildError, format_shape
+
+Converter = Callable[..., object]
+
+#: ATen overload name -> converter.
+CONVERTERS: Dict[str, Converter] = {}
+
+#: ``str(torch.dtype)`` -> mlc-mlir dtype name (a table, not an if-chain).
+TORCH_DTYPES = {
+    "torch.float32": "float32", "torch.float64": "float64", "torch.float16": "float16",
+    "torch.bfloat16": "bfloat16", "torch.int8": "int8", "torch.int16": "int16",
+    "torch.int32": "int32", "torch.int64": "int64", "torch.bool": "bool",
+}
+
+
+def register_converter(*names: str) -> Callable[[Converter], Converter]:
+    """Decorator registering ``fn`` as the converter of each ATen overload in ``names``.
+
+    >>> @register_converter("aten.relu.default")
+    ... def _relu(ctx, node, args):
+    ...     return ops.relu(args[0])
+
+    A later registration of the same name replaces the earlier one (to override a converter).
+    """
+    def deco(fn: Converter) -> Converter:
+        for n in names:
+            CONVERTERS[n] = fn
+        return fn
+    return deco
+
+
+def arg(ctx, args: Sequence, i: int, name: str, default=None):
+    """Positional argument ``i`` of an ATen call, else keyword ``name``, else ``default``."""
+    if len(args) > i:
+        return args[i]
+    return ctx.kwargs.get(name, default)
+
+
+def torch_dtype(op: str, dt) -> str:
+    """The mlc-mlir dtype of a ``torch.dtype``.
+
+    Raises
+    ------
+    BuildError
+        For a dtype outside :data:`TORCH_DTYPES` (complex, float8, unsigned).
+    """
+    name = TORCH_DTYPES.get(str(dt))
+    if name is None:
+        raise BuildError(f"{op}: argument 'dtype' is {dt}; expected one of {sorted(TORCH_DTYPES)}")
+    return name
+
+
+def _tensor(op: str, argname: str, x) -> Tensor:
+    if not isinstance(x, Tensor):
+        raise BuildError(f"{op}: argument '{argname}' is {type(x).__name__}; expected a tensor")
+    return x
+
+
+def _ints(v) -> list:
+    return [int(v)] if isinstance(v, int) else [int(e) for e in v]
+
+
+def _pair(v) -> list:
+    """An ATen ``int[2]`` argument (``3``, ``[3]`` or ``[3, 3]``) as two ints."""
+    v = _ints(v)
+    return v * 2 if len(v) == 1 else v
+
+
+# ----------------------------------------------------------------------------- elementwise
+def _scaled(y, alpha):
+    return y if alpha == 1 else ops.multiply(y, alpha)
+
+
+@register_converter("aten.add.Tensor", "aten.add.Scalar")
+def _add(ctx, node, args):
+    return ops.add(args[0], _scaled(args[1], arg(ctx, args, 2, "alpha", 1)))
+
+
+@register_converter("aten.sub.Tensor", "aten.sub.Scalar")
+def _sub(ctx, node, args):
+    return ops.subtract(args[0], _scaled(args[1], arg(ctx, args, 2, "alpha", 1)))
+
+
+@register_converter("aten.rsub.Scalar", "aten.rsub.Tensor")
+def _rsub(ctx, node, args):
+    return ops.subtract(args[1], _scaled(args[0], arg(ctx, args, 2, "alpha", 1)))
+
+
+@register_converter("aten.mul.Tensor", "aten.mul.Scalar")
+def _mul(ctx, node, args):
+    return ops.multiply(args[0], args[1])
+
+
+@register_converter("aten.div.Tensor", "aten.div.Scalar")
+def _div(ctx, node, args):
+    mode = ctx.kwargs.get("rounding_mode")
+    if mode is not None:
+        raise BuildError(f"aten.div: argument 'rounding_mode' is {mode!r}; expected None")
+    return ops.divide(args[0], args[1])
+
+
+@register_converter("aten.pow.Tensor_Scalar")
+def _pow(ctx, node, args):
+    x, e = args
+    table = {1: lambda: x, 2: lambda: ops.multiply(x, x), 0.5: lambda: ops.sqrt(x),
+             -0.5: lambda: ops.rsqrt(x), -1: lambda: ops.divide(1.0, x)}
+    if e not in table:
+        raise BuildError(f"aten.pow: argument 'exponent' is {e!r}; expected one of {sorted(table)}")
+    return table[e]()
+
+
+_BINARY = {"aten.maximum.default": ops.maximum, "aten.minimum.default": ops.minimum}
+_UNARY = {
+    "aten.relu.default": ops.relu, "aten.tanh.default": ops.tanh, "aten.sigmoid.default": ops.sigmoid,
+    "aten.exp.default": ops.exp, "aten.log.default": ops.log, "aten.sqrt.default": ops.sqrt,
+    "aten.rsqrt.default": ops.rsqrt, "aten.neg.default": ops.negative,
+}
+for _name, _fn in _BINARY.items():
+    register_converter(_name)(lambda ctx, node, args, _fn=_fn: _fn(args[0], args[1]))
+for _name, _fn in _UNARY.items():
+    register_converter(_name)(lambda ctx, node, args, _fn=_fn: _fn(args[0]))
+
+
+@register_converter("aten.gelu.default")
+def _gelu(ctx, node, args):
+    return ops.gelu(args[0], approximate=arg(ctx, args, 1, "approximate", "none"))
+
+
+@register_converter("aten.clamp.default")
+def _clamp(ctx, node, args):
+    lo, hi = arg(ctx, args, 1, "min"), arg(ctx, args, 2, "max")
+    return ops.clip(args[0], -np.inf if lo is None else lo, np.inf if hi is None else hi)
+
+
+@register_converter("aten.clone.default", "aten.alias.default", "aten.detach.default",
+                    "aten.contiguous.default", "aten.lift_fresh_copy.default", "aten.dropout.default")
+def _identity(ctx, node, args):
+    return args[0]
+
+
+@register_converter("aten._to_copy.default", "aten.to.dtype")
+def _to_copy(ctx, node, args):
+    dt = arg(ctx, args, 1, "dtype")
+    x = _tensor("aten._to_copy", "self", args[0])
+    want = None if dt is None else torch_dtype("aten._to_copy", dt)
+    return x if want is None or want == x.dtype else ops.cast(x, want)
+
+
+# ----------------------------------------------------------------------------- shape
+@register_converter("aten.view.default", "aten._unsafe_view.default", "aten.reshape.default")
+def _view(ctx, node, args):
+    return ops.reshape(args[0], _ints(args[1]))
+
+
+@register_converter("aten.permute.default")
+def _permute(ctx, node, args):
+    return ops.permute(args[0], _ints(args[1]))
+
+
+@register_converter("aten.t.default")
+def _t(ctx, node, args):
+    x = _tensor("aten.t", "self", args[0])
+    return x if x.ndim < 2 else ops.transpose(x)
+
+
+@register_converter("aten.transpose.int")
+def _transpose(ctx, node, args):
+    x = _tensor("aten.transpose", "self", args[0])
+    perm = list(range(x.ndim))
+    a, b = args[1] % x.ndim, args[2] % x.ndim
+    perm[a], perm[b] = perm[b], perm[a]
+    return ops.permute(x, perm)
+
+
+@register_converter("aten.expand.default")
+def _expand(ctx, node, args):
+    x = _tensor("aten.expand", "self", args[0])
+    size = _ints(args[1])
+    lead = len(size) - x.ndim
+    if lead < 0:
+        raise BuildError(f"aten.expand: argument 'size' is {size}; expected at least {x.ndim} dims "
+                         f"for self {format_shape(x.shape)}")
+    shape = [x.shape[i - lead] if s == -1 else s for i, s in enumerate(size)]
+    return x if tuple(shape) == tuple(x.shape) else ops.broadcast_to(x, shape)
+
+
+@register_converter("aten.unsqueeze.default")
+def _unsqueeze(ctx, node, args):
+    x = _tensor("aten.unsqueeze", "self", args[0])
+    d = args[1] % (x.ndim + 1)
+    return ops.reshape(x, list(x.shape[:d]) + [1] + list(x.shape[d:]))
+
+
+@register_converter("aten.squeeze.dim", "aten.squeeze.dims", "aten.squeeze.default")
+def _squeeze(ctx, node, args):
+    x = _tensor("aten.squeeze", "self", args[0])
+    dims = range(x.ndim) if len(args) < 2 else [d % x.ndim for d in _ints(args[1])]
+    drop = {d for d in dims if x.shape[d] == 1}
+    return ops.reshape(x, [s for d, s in enumerate(x.shape) if d not in drop])
+
+
+@register_converter("aten.flatten.using_ints")
+def _flatten(ctx, node, args):
+    return ops.flatten(args[0], arg(ctx, args, 1, "start_dim", 0), arg(ctx, args, 2, "end_dim", -1))
+
+
+@register_converter("aten.slice.Tensor")
+def _slice(ctx, node, args):
+    x = _tensor("aten.slice", "self", args[0])
+    dim = arg(ctx, args, 1, "dim", 0) % x.ndim
+    start, end, step = arg(ctx, args, 2, "start"), arg(ctx, args, 3, "end"), arg(ctx, args, 4, "step", 1)
+    start = None if start is None else max(min(start, x.shape[dim]), -x.shape[dim])
+    end = None if end is None else max(min(end, x.shape[dim]), -x.shape[dim])  # end=INT64_MAX
+    return ops.slice(x, [start], [end], [step], axes=[dim])
+
+
+@register_converter("aten.select.int")
+def _select(ctx, node, args):
+    x = _tensor("aten.select", "self", args[0])
+    dim, i = args[1] % x.ndim, args[2]
+    y = ops.slice(x, [i], [i + 1 if i != -1 else None], axes=[dim])
+    return ops.reshape(y, [s for d, s in enumerate(x.shape) if d != dim])
+
+
+@register_converter("aten.cat.default")
+def _cat(ctx, node, args):
+    return ops.concat(list(args[0]), axis=arg(ctx, args, 1, "dim", 0))
+
+
+# ----------------------------------------------------------------------------- linear algebra
+@register_converter("aten.mm.default")
+def _mm(ctx, node, args):
+    return ops.matmul(args[0], args[1])
+
+
+@register_converter("aten.bmm.default")
+def _bmm(ctx, node, args):
+    return ops.batch_matmul(args[0], args[1])
+
+
+@register_converter("aten.addmm.default")
+def _addmm(ctx, node, args):
+    beta, alpha = arg(ctx, args, 3, "beta", 1), arg(ctx, args, 4, "alpha", 1)
+    return ops.add(_scaled(ops.matmul(args[1], args[2]), alpha), _scaled(args[0], beta))
+
+
+@register_converter("aten.linear.default")
+def _linear(ctx, node, args):
+    x, w, b = args[0], args[1], arg(ctx, args, 2, "bias")
+    x = _tensor("aten.linear", "input", x)
+    if x.ndim == 2:
+        return ops.dense(x, w, b)
+    y = ops.dense(ops.reshape(x, [-1, x.shape[-1]]), w, b)
+    return ops.reshape(y, list(x.shape[:-1]) + [y.shape[-1]])
+
+
+@register_converter("aten.matmul.default")
+def _matmul(ctx, node, args):
+    """``torch.matmul`` for 2-D @ 2-D, N-D @ 2-D and equal-batch N-D @ N-D (N >= 3)."""
+    a, b = _tensor("aten.matmul", "self", args[0]), _tensor("aten.matmul", "other", args[1])
+    if a.ndim == 2 and b.ndim == 2:
+        return ops.matmul(a, b)
+    if a.ndim > 2 and b.ndim == 2:
+        y = ops.matmul(ops.reshape(a, [-1, a.shape[-1]]), b)
+        return ops.reshape(y, list(a.shape[:-1]) + [b.shape[1]])
+    if a.ndim == b.ndim and a.ndim >= 3 and a.shape[:-2] == b.shape[:-2]:
+        y = ops.batch_matmul(ops.reshape(a, [-1] + list(a.shape[-2:])), ops.reshape(b, [-1] + list(b.shape[-2:])))
+        return ops.reshape(y, list(a.shape[:-1]) + [b.shape[-1]])
+    raise BuildError(f"aten.matmul: arguments have shapes {format_shape(a.shape)} and {format_shape(b.shape)}; "
+                     "expected 2-D @ 2-D, N-D @ 2-D or N-D @ N-D with equal batch dims")
+
+
+# ----------------------------------------------------------------------------- nn
+@register_converter("aten.convolution.default", "aten.conv2d.default")
+def _convolution(ctx, node, args):
+    x = _tensor("aten.convolution", "input", args[0])
+    if len(args) < 9:  # aten.conv2d: (input, weight, bias, stride, padding, dilation, groups)
+        w, b = args[1], arg(ctx, args, 2, "bias")
+        stride, pad = arg(ctx, args, 3, "stride", 1), arg(ctx, args, 4, "padding", 0)
+        dil = arg(ctx, args, 5, "dilation", 1)
+        transposed, groups = False, arg(ctx, args, 6, "groups", 1)
+    else:
+        w, b, stride, pad, dil, transposed, _, groups = args[1:9]
+    if transposed:
+        raise BuildError("aten.convolution: argument 'transposed' is True; expected False (no conv_transpose2d)")
+    if x.ndim != 4:
+        raise BuildError(f"aten.convolution: argument 'input' has shape {format_shape(x.shape)}; "
+                         "expected rank 4 (NCHW; only 2-D convolution)")
+    return ops.conv2d(x, w, b, strides=_pair(stride), padding=_pair(pad), dilation=_pair(dil), groups=groups)
+
+
+def _ones_like_channels(x: Tensor, v) -> np.ndarray:
+    return np.full((x.shape[1],), v, dtype=x.dtype)
+
+
+@register_converter("aten._native_batch_norm_legit_no_training.default")
+def _batch_norm(ctx, node, args):
+    x, w, b, mean, var = args[:5]
+    eps = arg(ctx, args, 6, "eps", 1e-5)
+    w = _ones_like_channels(x, 1) if w is None else w
+    b = _ones_like_channels(x, 0) if b is None else b
+    return ops.batch_norm(x, w, b, mean, var, eps=eps, axis=1), None, None
+
+
+@register_converter("aten.max_pool2d_with_indices.default", "aten.max_pool2d.default")
+def _max_pool2d(ctx, node, args):
+    x, k = args[0], _pair(args[1])
+    stride = _pair(arg(ctx, args, 2, "stride", []) or k)
+    pad, dil = _pair(arg(ctx, args, 3, "padding", 0)), _pair(arg(ctx, args, 4, "dilation", 1))
+    if arg(ctx, args, 5, "ceil_mode", False):
+        raise BuildError("aten.max_pool2d: argument 'ceil_mode' is True; expected False")
+    y = ops.max_pool2d(x, k, strides=stride, padding=pad, dilation=dil)
+    return (y, None) if str(node.target).startswith("aten.max_pool2d_with_indices") else y
+
+
+@register_converter("aten.avg_pool2d.default")
+def _avg_pool2d(ctx, node, args):
+    x, k = args[0], _pair(args[1])
+    stride, pad = _pair(arg(ctx, args, 2, "stride", []) or k), _pair(arg(ctx, args, 3, "padding", 0))
+    if arg(ctx, args, 4, "ceil_mode", False) or arg(ctx, args, 6, "divisor_override") is not None:
+        raise BuildError("aten.avg_pool2d: 'ceil_mode'/'divisor_override' are set; expected False/None")
+    return ops.avg_pool2d(x, k, strides=stride, padding=pad,
+                          count_include_pad=arg(ctx, args, 5, "count_include_pad", True))
+
+
+@register_converter("aten._adaptive_avg_pool2d.default", "aten.adaptive_avg_pool2d.default")
+def _adaptive_avg_pool2d(ctx, node, args):
+    x = _tensor("aten.adaptive_avg_pool2d", "self", args[0])
+    oh, ow = _pair(args[1])
+    h, w = x.shape[2:]
+    if (oh, ow) == (1, 1):
+        return ops.global_avg_pool2d(x)
+    if h % oh or w % ow:
+        raise BuildError(f"aten.adaptive_avg_pool2d: argument 'output_size' is {(oh, ow)}; expected "
+                         f"divisors of the input's (H, W) = {(h, w)}")
+    return ops.avg_pool2d(x, (h // oh, w // ow))
+
+
+def _dims(x: Tensor, dims) -> Optional[tuple]:
+    return None if dims is None or (not isinstance(dims, int) and list(dims) == []) else tuple(_ints(dims))
+
+
+@register_converter("aten.mean.dim", "aten.mean.default")
+def _mean(ctx, node, args):
+    return ops.mean(args[0], axis=_dims(args[0], arg(ctx, args, 1, "dim")),
+                    keepdims=bool(arg(ctx, args, 2, "keepdim", False)))
+
+
+@register_converter("aten.sum.dim_IntList", "aten.sum.default")
+def _sum(ctx, node, args):
+    return ops.sum(args[0], axis=_dims(args[0], arg(ctx, args, 1, "dim")),
+                   keepdims=bool(arg(ctx, args, 2, "keepdim", False)))
+
+
+@register_converter("aten.amax.default")
+def _amax(ctx, node, args):
+    return ops.max(args[0], axis=_dims(args[0], arg(ctx, args, 1, "dim")),
+                   keepdims=bool(arg(ctx, args, 2, "keepdim", False)))
+
+
+@register_converter("aten._softmax.default", "aten.softmax.int")
+def _softmax(ctx, node, args):
+    return ops.softmax(args[0], axis=args[1])
+
+
+@register_converter("aten._log_softmax.default", "aten.log_softmax.int")
+def _log_softmax(ctx, node, args):
+    return ops.log_softmax(args[0], axis=args[1])
+
+
+@register_converter("aten.native_layer_norm.default", "aten.layer_norm.default")
+def _layer_norm(ctx, node, args):
+    x, shape = args[0], _ints(args[1])
+    w, b = arg(ctx, args, 2, "weight"), arg(ctx, args, 3, "bias")
+    eps = arg(ctx, args, 4, "eps", 1e-5)
+    y = ops.layer_norm(x, w, b, axis=tuple(range(-len(shape), 0)), eps=eps)
+    return (y, None, None) if str(node.target).startswith("aten.native_layer_norm") else y
+
+
+@register_converter("aten.embedding.default")
+def _embedding(ctx, node, args):
+    return ops.take(args[0], args[1], axis=0)
+
+
+# ----------------------------------------------------------------------------- masks (int8 0/1)
+@register_converter("aten.eq.Scalar", "aten.eq.Tensor")
+def _eq(ctx, node, args):
+    return ops.equal(args[0], args[1])
+
+
+@register_converter("aten.logical_not.default")
+def _logical_not(ctx, node, args):
+    return ops.subtract(1, ops.equal(args[0], 0) if _tensor("aten.logical_not", "self", args[0]).dtype != "int8"
+                        else args[0])
+
+
+@register_converter("aten.any.dim", "aten.any.dims")
+def _any(ctx, node, args):
+    x = _tensor("aten.any", "self", args[0])
+    x = x if x.dtype == "int8" else ops.subtract(1, ops.equal(x, 0))
+    return ops.max(x, axis=_dims(x, arg(ctx, args, 1, "dim")), keepdims=bool(arg(ctx, args, 2, "keepdim", False)))
+
+
+@register_converter("aten.where.self")
+def _where(ctx, node, args):
+    return ops.where(args[0], args[1], args[2])
+
+
+@register_converter("aten.full_like.default")
+def _full_like(ctx, node, args):
+    x = _tensor("aten.full_like", "self", args[0])
+    dt = ctx.kwargs.get("dtype")
+    dt = x.dtype if dt is None else torch_dtype("aten.full_like", dt)
+    return ops.constant(np.full(x.shape, args[1], dtype=np.int8 if dt == "bool" else dt))
