@@ -2,11 +2,17 @@
 least 50 ms (TVM ``time_evaluator``'s ``number``/``repeat``, with ``number`` chosen like
 ``timeit.Timer.autorange``)."""
 
+import statistics
 import time
 
 
 def best_seconds(fn, repeat: int = 7, min_repeat_s: float = 0.05) -> float:
     """Seconds per call of ``fn()``: the minimum over ``repeat`` repeats (after one warm-up call)."""
+    return min_median_seconds(fn, repeat, min_repeat_s)[0]
+
+
+def min_median_seconds(fn, repeat: int = 7, min_repeat_s: float = 0.05):
+    """``(min, median)`` seconds per call of ``fn()`` over ``repeat`` repeats (one warm-up call)."""
     fn()
     number = 1
     while True:
@@ -16,10 +22,10 @@ def best_seconds(fn, repeat: int = 7, min_repeat_s: float = 0.05) -> float:
         if time.perf_counter() - t0 > min_repeat_s:
             break
         number *= 2
-    best = float("inf")
+    ts = []
     for _ in range(repeat):
         t0 = time.perf_counter()
         for _ in range(number):
             fn()
-        best = min(best, (time.perf_counter() - t0) / number)
-    return best
+        ts.append((time.perf_counter() - t0) / number)
+    return min(ts), statistics.median(ts)

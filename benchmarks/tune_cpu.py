@@ -43,13 +43,14 @@ import argparse
 import datetime
 import json
 import os
-import statistics
 import subprocess
 import sys
 import time
 import traceback
 
 import numpy as np
+
+from timing import min_median_seconds  # benchmarks/timing.py; this folder is on sys.path
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CACHE = os.path.join(HERE, ".tune_cache")
@@ -154,24 +155,7 @@ def check(name, got, ref):
         raise AssertionError(f"wrong result: max relative error {err:.2e} > {TOL:g}")
 
 
-def time_fn(fn, repeat=7, min_repeat_s=0.05):
-    """(min, median) seconds per call: warm-up, ``number`` doubled to >= min_repeat_s, repeats."""
-    fn()
-    number = 1
-    while True:
-        t0 = time.perf_counter()
-        for _ in range(number):
-            fn()
-        if time.perf_counter() - t0 > min_repeat_s:
-            break
-        number *= 2
-    ts = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        for _ in range(number):
-            fn()
-        ts.append((time.perf_counter() - t0) / number)
-    return min(ts), statistics.median(ts)
+time_fn = min_median_seconds  # (min, median) s per call: benchmarks/timing.py
 
 
 # ----------------------------------------------------------------------------- implementations
