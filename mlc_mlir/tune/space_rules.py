@@ -37,6 +37,7 @@ from ..schedule.rules.common import (RuleContext, element_bits, largest_divisor,
                                      worth_threads)
 from ..schedule.rules.elementwise import contiguous_last
 from ..schedule.rules.epilogue import epilogue_chain
+from ..schedule.rules.reduction import reduction_layout
 from ..schedule.rules.payload import payload_facts
 from ..schedule.schedule import Schedule
 from ..schedule.state import BlockRV, ExprRV, LoopRV
@@ -274,21 +275,10 @@ def sample_reduction(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
     ``V`` from :func:`vector_candidates` (below the row length for rows, or 1: a plain row
     loop); threads over the
     first kept dim with work (:func:`_parallel_outer`)."""
-    blk = sch.get(block)
-    fact = ctx.fact(blk)
-    loops = sch.get_loops(block)
-    dims = blk.dims
-    par = [i for i, d in enumerate(dims) if d.kind == "parallel"]
-    red = [i for i, d in enumerate(dims) if d.kind != "parallel"]
-    vectorizable = fact is not None and not fact.reads_index and fact.num_results == 1
-    first_in = blk.info.operand_dims[0] if blk.info.num_inputs else ()
-    row = bool(first_in) and first_in[-1] in red
-    order = par + red
-    if order != list(range(len(dims))):
-        sch.reorder(*[loops[i] for i in order])
-    tiles = dict(enumerate(loops))
+    lay = reduction_layout(sch, block, ctx)
+    blk, dims, par, red, tiles = lay.blk, lay.blk.dims, lay.par, lay.red, lay.tiles
     vec_loop = None
-    if vectorizable and not row and par and first_in and first_in[-1] == par[-1]:
+    if lay.column:
         d = par[-1]
         cands = vector_candidates(ctx, blk, dims[d].extent)
         if cands:
@@ -296,7 +286,7 @@ def sample_reduction(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
             o, vec_loop = sch.split(tiles[d], [None, v])
             sch.reorder(*([o] + [tiles[r] for r in red] + [vec_loop]))
             tiles[d] = o
-    elif vectorizable and row and len(red) == 1:
+    elif lay.row:
         r = red[0]
         cands = [c for c in vector_candidates(ctx, blk, dims[r].extent) if c < dims[r].extent]
         if cands:

@@ -4,7 +4,7 @@ target-derived choices of thread count and vector tile."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, Optional, Set, Tuple
+from typing import Dict, Optional, Sequence, Set, Tuple
 
 from ...ir import dtypes
 from ...target import Target
@@ -69,6 +69,28 @@ def worth_threads(ctx: RuleContext, blk: Block) -> bool:
                  for s, d in zip(blk.info.operand_shapes, blk.info.dtypes))
     l1 = ctx.target.l1d_bytes or (32 << 10)
     return ctx.threads > 1 and nbytes >= ctx.threads * l1
+
+
+def parallelize_first(sch, ctx: RuleContext, blk: Block, loops: Sequence, extents: Sequence[int]):
+    """Split the first of ``loops`` (current extents ``extents``) whose extent has a divisor
+    ``t`` in ``2..ctx.threads`` into ``[t, e / t]`` and make the outer loop parallel; nothing
+    when the block is too small for threads (:func:`worth_threads`). Shared by the default rules
+    (TVM TOPI's ``parallel`` of the outermost fused axis).
+
+    Returns
+    -------
+    (int, LoopRV) or None
+        The position in ``loops`` that was split and its inner loop.
+    """
+    if not worth_threads(ctx, blk):
+        return None
+    for pos, (loop, e) in enumerate(zip(loops, extents)):
+        t = largest_divisor(e, ctx.threads)
+        if t > 1:
+            outer, inner = sch.split(loop, [t, e // t])
+            sch.parallel(outer)
+            return pos, inner
+    return None
 
 
 def _prod(xs) -> int:

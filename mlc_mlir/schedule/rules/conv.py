@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ..schedule import Schedule
 from ..state import BlockRV
-from .common import RuleContext, element_bits, largest_divisor, worth_threads
+from .common import RuleContext, element_bits, largest_divisor, parallelize_first, worth_threads
 from .epilogue import epilogue_chain
 
 
@@ -62,9 +62,4 @@ def schedule_grouped_conv2d(sch: Schedule, block: BlockRV, ctx: RuleContext) -> 
     blk = sch.get(block)
     n, g, f, oh, ow, c, kh, kw = sch.get_loops(block)
     ext = [d.extent for d in blk.dims]
-    if worth_threads(ctx, blk):
-        for loop, e in ((g, ext[1]), (f, ext[2])):
-            t = largest_divisor(e, ctx.threads)
-            if t > 1:
-                sch.parallel(sch.split(loop, [t, e // t])[0])
-                break
+    parallelize_first(sch, ctx, blk, [g, f], [ext[1], ext[2]])

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ..schedule import Schedule
 from ..state import BlockRV
-from .common import RuleContext, largest_divisor, vector_tile, worth_threads
+from .common import RuleContext, parallelize_first, vector_tile
 
 
 def contiguous_last(blk) -> bool:
@@ -43,12 +43,6 @@ def schedule_elementwise(sch: Schedule, block: BlockRV, ctx: RuleContext) -> Non
         outer_last, inner = sch.split(loops[-1], [extents[-1] // v, v])
         loops[-1] = outer_last
         extents[-1] //= v
-    if worth_threads(ctx, blk):
-        for pos, e in enumerate(extents):
-            t = largest_divisor(e, ctx.threads)
-            if t > 1:
-                par, _ = sch.split(loops[pos], [t, e // t])
-                sch.parallel(par)
-                break
+    parallelize_first(sch, ctx, blk, loops, extents)
     if inner is not None:
         sch.vectorize(inner)

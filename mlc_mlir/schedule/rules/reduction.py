@@ -5,9 +5,63 @@ inner)."""
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Dict, List
+
+from ..loop_nest import Block
 from ..schedule import Schedule
-from ..state import BlockRV
-from .common import RuleContext, largest_divisor, vector_tile, worth_threads
+from ..state import BlockRV, LoopRV
+from .common import RuleContext, parallelize_first, vector_tile
+
+
+@dataclasses.dataclass
+class ReductionLayout:
+    """How a reduction block is laid out, after its kept dims were moved outside its reduced
+    ones (:func:`reduction_layout`).
+
+    Attributes
+    ----------
+    blk : Block
+    par, red : list of int
+        The kept (parallel) and reduced dims.
+    tiles : dict of int to LoopRV
+        The current outermost loop of each dim.
+    row : bool
+        A row reduction that can be vectorized: one reduced dim, the innermost dim of the
+        first input (softmax's max/sum over the last axis): split and ``rfactor`` it.
+    column : bool
+        A vectorizable reduction whose first input's innermost dim is the innermost kept dim
+        (a sum over axis 0): vectors along that kept dim, reduction loops outside them.
+    """
+
+    blk: Block
+    par: List[int]
+    red: List[int]
+    tiles: Dict[int, LoopRV]
+    row: bool
+    column: bool
+
+
+def reduction_layout(sch: Schedule, block: BlockRV, ctx: RuleContext) -> ReductionLayout:
+    """Reorder ``block``'s loops to kept dims then reduced dims and classify it (row or column
+    reduction, or neither). Bodies that read iteration indices (``argmax``) or have several
+    results are neither: the vectorizer does not recognize their reductions. Shared by the
+    default rule and the tuner's stochastic rule."""
+    blk = sch.get(block)
+    fact = ctx.fact(blk)
+    loops = sch.get_loops(block)
+    dims = blk.dims
+    par = [i for i, d in enumerate(dims) if d.kind == "parallel"]
+    red = [i for i, d in enumerate(dims) if d.kind != "parallel"]
+    vectorizable = fact is not None and not fact.reads_index and fact.num_results == 1
+    first_in = blk.info.operand_dims[0] if blk.info.num_inputs else ()
+    row = bool(first_in) and first_in[-1] in red
+    order = par + red
+    if order != list(range(len(dims))):
+        sch.reorder(*[loops[i] for i in order])
+    column = vectorizable and not row and bool(par) and bool(first_in) and first_in[-1] == par[-1]
+    return ReductionLayout(blk, par, red, dict(enumerate(loops)),
+                           row=vectorizable and row and len(red) == 1, column=column)
 
 
 def schedule_reduction(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
@@ -33,22 +87,10 @@ def schedule_reduction(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
         A block with at least one reduction dim (``linalg.generic``; named reductions).
     ctx : RuleContext
     """
-    blk = sch.get(block)
-    fact = ctx.fact(blk)
-    loops = sch.get_loops(block)
-    dims = blk.dims
-    par = [i for i, d in enumerate(dims) if d.kind == "parallel"]
-    red = [i for i, d in enumerate(dims) if d.kind != "parallel"]
-    vectorizable = fact is not None and not fact.reads_index and fact.num_results == 1
-    first_in = blk.info.operand_dims[0] if blk.info.num_inputs else ()
-    row = bool(first_in) and first_in[-1] in red
-    order = list(par) + list(red)
-    if order != list(range(len(dims))):
-        sch.reorder(*[loops[i] for i in order])
-    tiles = {i: loops[i] for i in range(len(dims))}
+    lay = reduction_layout(sch, block, ctx)
+    blk, dims, par, red, tiles = lay.blk, lay.blk.dims, lay.par, lay.red, lay.tiles
     vec_loop = None
-    if vectorizable and not row and par and first_in and first_in[-1] in par \
-            and first_in[-1] == par[-1]:
+    if lay.column:
         # column reduction: vectors along the kept innermost dim, reduction loops outside
         d = par[-1]
         v = vector_tile(ctx, blk, dims[d].extent)
@@ -57,7 +99,7 @@ def schedule_reduction(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
             sch.reorder(*([o] + [tiles[r] for r in red] + [i]))
             tiles[d] = o
             vec_loop = i
-    elif vectorizable and row and len(red) == 1:
+    elif lay.row:
         # row reduction: partial results in one vector tile (rfactor), reduced once per row
         r = red[0]
         v = vector_tile(ctx, blk, dims[r].extent)
@@ -65,14 +107,6 @@ def schedule_reduction(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
             _, k1 = sch.split(tiles[r], [dims[r].extent // v, v])
             sch.rfactor(k1)
             vec_loop = k1
-    if worth_threads(ctx, blk):
-        for d in par:
-            e = sch.get(tiles[d]).extent
-            t = largest_divisor(e, ctx.threads)
-            if t > 1:
-                p0, p1 = sch.split(tiles[d], [t, e // t])
-                sch.parallel(p0)
-                tiles[d] = p1
-                break
+    parallelize_first(sch, ctx, blk, [tiles[d] for d in par], [sch.get(tiles[d]).extent for d in par])
     if vec_loop is not None:
         sch.vectorize(vec_loop)
