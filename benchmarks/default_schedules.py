@@ -20,6 +20,7 @@ import sys
 
 import numpy as np
 from timing import best_seconds  # benchmarks/timing.py; this folder is on sys.path
+from tune_cpu import numpy_fn  # the numpy peer of each workload (None for conv2d)
 
 #: name -> (input shapes, FLOP (or elements touched) per call)
 WORKLOADS = {
@@ -62,27 +63,6 @@ def build(name):
             y = ops.conv2d(a[0], a[1], padding=1)
         f.output(y)
     return bb.finish()
-
-
-def numpy_fn(name, xs):
-    if name.startswith("matmul"):
-        return lambda: xs[0] @ xs[1]
-    if name.startswith("dense"):
-        return lambda: np.maximum(xs[0] @ xs[1].T + xs[2], 0)
-    if name.startswith("softmax"):
-        def sm():
-            e = np.exp(xs[0] - xs[0].max(axis=1, keepdims=True))
-            return e / e.sum(axis=1, keepdims=True)
-        return sm
-    if name.startswith("layer_norm"):
-        def ln():
-            x = xs[0]
-            c = x - x.mean(axis=1, keepdims=True)
-            return c / np.sqrt((c * c).mean(axis=1, keepdims=True) + 1e-5) * xs[1] + xs[2]
-        return ln
-    if name.startswith("add+relu"):
-        return lambda: np.maximum(xs[0] + xs[1], 0)
-    return None  # numpy has no conv2d
 
 
 def torch_fn(name, xs):

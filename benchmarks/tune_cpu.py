@@ -110,7 +110,8 @@ def inputs(name):
 
 
 def numpy_fn(name, xs):
-    """A numpy implementation of ``name`` (float32 or float64 by the inputs); None for conv2d."""
+    """A numpy implementation of ``name`` (float32 or float64 by the inputs); None for conv2d.
+    Also used by ``default_schedules.py``."""
     if name.startswith("matmul"):
         return lambda: xs[0] @ xs[1]
     if name.startswith("dense"):
@@ -126,6 +127,8 @@ def numpy_fn(name, xs):
             c = x - x.mean(axis=1, keepdims=True)
             return c / np.sqrt((c * c).mean(axis=1, keepdims=True) + 1e-5) * xs[1] + xs[2]
         return ln
+    if name.startswith("add+relu"):
+        return lambda: np.maximum(xs[0] + xs[1], 0)
     if name.startswith("mlp"):
         ws, bs, _ = mlp_params()
         ws = [w.astype(xs[0].dtype) for w in ws]
