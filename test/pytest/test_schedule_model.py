@@ -15,16 +15,7 @@ from mlc_mlir._mlir import ir
 from mlc_mlir.errors import ScheduleError
 from mlc_mlir.schedule.loop_nest import Block, Loop
 
-from test_schedule import CONV, _conv_ref, dense_relu_module, matmul_module, run_matmul
-
-
-def assert_replays(sch, mod):
-    """JSON round trip and Schedule.from_trace give the same script and payload."""
-    t2 = mlc.Trace.from_json(sch.trace.as_json())
-    replayed = mlc.Schedule.from_trace(mod, t2)
-    assert replayed.trace == sch.trace
-    assert str(replayed.as_transform_script()) == str(sch.as_transform_script())
-    assert str(replayed.mod) == str(sch.mod)
+from test_schedule import CONV, assert_replays, dense_relu_module, matmul_module, run_matmul
 
 
 # ---------------------------------------------------------------------------- show() vs the IR
