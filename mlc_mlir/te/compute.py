@@ -25,7 +25,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
-from .._mlir import arith_d, ir, linalg_d, math_d
+from .._mlir import arith_d, ir, linalg_d, math_d, tensor_d
 from ..errors import BuildError, format_shape
 from ..ir import dtypes
 from ..ir.emitters import check_shape, divide_int, empty, filled, generic, scalar
@@ -298,7 +298,7 @@ def _emit_compute(fn, shape, out_dtype, name, axes, body, env) -> ir.Value:
             if t.fn is not fn:
                 raise BuildError(f"te.compute '{name}': {E._tname(src)} is a Tensor of another function")
             slot[key] = len(ins)
-            ins.append(t.value)
+            ins.append(_window(t.value, acc.indices))
             in_maps.append(ir.AffineMap.get(nd, 0, [_affine_expr(ix, pos) for ix in acc.indices]))
             covered |= {pos[id(v)] for v, c in ix_items(acc.indices)}
     missing = [k for k in range(nd) if k not in covered]
@@ -337,6 +337,25 @@ def _affine_expr(a: E.Affine, pos) -> ir.AffineExpr:
 def _access_key(acc: E.Access, pos):
     """Accesses of one tensor through one map share an operand of the generic."""
     return (id(acc.tensor), tuple(str(_affine_expr(ix, pos)) for ix in acc.indices))
+
+
+def _window(value: ir.Value, indices) -> ir.Value:
+    """``value``, or its leading window when a lone-variable index (``A[i]``) covers fewer
+    elements than the axis has (the window sum's ``A[i] + A[i + 1]`` on ``A: (N + 2,)``): linalg
+    infers each loop's range from the first operand axis indexed by that loop alone, so the
+    operand is cut to ``tensor.extract_slice A[0:N]`` (the elements the access reads)."""
+    shape = list(ir.RankedTensorType(value.type).shape)
+    sizes = list(shape)
+    for r, ix in enumerate(indices):
+        if len(ix.coeffs) == 1 and list(ix.coeffs.values())[0] == 1 and ix.const == 0:
+            v = next(iter(ix.coeffs))
+            if v.lo == 0 and v.extent < shape[r]:
+                sizes[r] = v.extent
+    if sizes == shape:
+        return value
+    t = ir.RankedTensorType.get(sizes, ir.RankedTensorType(value.type).element_type)
+    return tensor_d.ExtractSliceOp(t, value, [], [], [], [0] * len(sizes), sizes,
+                                   [1] * len(sizes)).result
 
 
 def ix_items(indices):
