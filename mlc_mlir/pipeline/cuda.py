@@ -1,9 +1,22 @@
-"""CUDA lowering without a GPU: a scheduled module (``bind``) to PTX, checked by ``ptxas``.
+"""CUDA lowering: a GPU-scheduled module (``bind``) to PTX or a cubin, without needing a GPU.
 
-``pipelines/cuda.pipeline`` bufferizes, maps the bound ``scf.forall`` nests to the grid and the
-thread block (``gpu-map-parallel-loops``, ``convert-parallel-loops-to-gpu``), outlines kernels and
-runs ``gpu-lower-to-nvvm-pipeline{cubin-format=isa}``; the PTX is read from the ``gpu.binary``
-ops. Running it needs ``libcuda`` (not present on CI machines).
+Stages (each inspectable; a failure is a ``PipelineError``, never a process abort):
+
+1. ``bufferize``  -- ``transform.bufferization.one_shot_bufferize`` (function boundaries,
+   ``memcpy_op = "linalg.copy"``: device code cannot call ``memrefCopy``);
+2. ``map``        -- per kernel (a top-level ``scf.forall`` mapped to ``#gpu.block``):
+   ``transform.gpu.map_forall_to_blocks {generate_gpu_launch}`` then
+   ``transform.gpu.map_nested_forall_to_threads`` with the block size read from the thread-level
+   foralls; the latter puts a ``gpu.barrier`` after each thread-level forall (cooperative copies
+   into shared memory, then compute);
+3. ``workgroup``  -- each ``memref.alloca`` in ``#gpu.address_space<workgroup>`` inside a
+   ``gpu.launch`` becomes a workgroup attribution of the launch (``.shared`` in PTX; NVPTX
+   cannot allocate shared memory on the stack);
+4. ``lower``      -- ``pipelines/cuda.pipeline`` (kernel outlining,
+   ``gpu-lower-to-nvvm-pipeline{cubin-chip=sm_90 cubin-format=isa}``), the chip and format
+   substituted from the target.
+
+``compile_to_ptx`` returns the PTX of every kernel module; ``check_ptx`` runs ``ptxas``.
 """
 
 from __future__ import annotations
@@ -12,24 +25,220 @@ import os
 import shutil
 import subprocess
 import tempfile
-from typing import Dict
+from typing import Dict, List, Tuple
 
-from .._mlir import gpu_d, ir
+from .._mlir import (bufferization_transform_d, gpu_d, gpu_transform_d, ir, structured_transform_d,
+                     transform_d, transform_interpreter)
 from ..errors import PipelineError
-from ..ir.module import Module
+from ..ir.module import Module, diagnostics
 from ..ir.walk import find_ops
-from .compile import lower
+from ..ir.pass_pipeline import run_pass_pipeline
+from .registry import load_pipeline
+
+#: Marks a linear thread mapping (``#gpu.thread<linear_dim_0>``).
+_LINEAR = "linear_dim_"
 
 
-def compile_to_ptx(module: Module, pipeline: str = "cuda") -> Dict[str, str]:
-    """Lower ``module`` with the CUDA pipeline and return ``{kernel module name: PTX text}``.
+def _any():
+    return transform_d.AnyOpType.get()
+
+
+def _apply(module: Module, build, stage: str) -> Module:
+    """Build a transform script with ``build(root)`` and apply it to a copy of ``module``."""
+    out = module.clone()
+    with out.context, ir.Location.unknown():
+        script = ir.Module.create()
+        script.operation.attributes["transform.with_named_sequence"] = ir.UnitAttr.get()
+        with ir.InsertionPoint(script.body):
+            seq = transform_d.NamedSequenceOp("__transform_main", [_any()], [],
+                                              arg_attrs=[{"transform.consumed": ir.UnitAttr.get()}])
+            with ir.InsertionPoint(seq.body):
+                build(seq.bodyTarget)
+                transform_d.YieldOp([])
+        try:
+            transform_interpreter.apply_named_sequence(out.operation, seq, script)
+        except (ir.MLIRError, ValueError) as e:
+            msg = diagnostics(e) if isinstance(e, ir.MLIRError) else str(e)
+            raise PipelineError(f"cuda {stage}: {msg}\n{script}") from None
+    return out
+
+
+def _bufferize(root: ir.Value) -> None:
+    bufferization_transform_d.OneShotBufferizeOp(
+        _any(), root, bufferize_function_boundaries=True, function_boundary_type_conversion=1,
+        memcpy_op="linalg.copy")
+
+
+def _mapping(op: ir.Operation) -> List[str]:
+    if "mapping" not in op.attributes:
+        return []
+    return [str(a) for a in ir.ArrayAttr(op.attributes["mapping"])]
+
+
+def _trip_counts(op: ir.Operation) -> List[int]:
+    ub = ir.DenseI64ArrayAttr(op.attributes["staticUpperBound"])
+    lb = ir.DenseI64ArrayAttr(op.attributes["staticLowerBound"])
+    st = ir.DenseI64ArrayAttr(op.attributes["staticStep"])
+    out = []
+    for u, l_, s in zip(ub, lb, st):
+        if min(u, l_, s) < 0 or s == 0:   # dynamic bound
+            raise PipelineError(f"cuda map: a GPU-mapped scf.forall has dynamic bounds: {op}")
+        out.append(-(-(u - l_) // s))
+    return out
+
+
+def _block_dims(forall: ir.Operation) -> List[int]:
+    """Threads per block a kernel needs: the largest extent per thread axis over its thread-level
+    foralls (a linear mapping counts all its threads on x)."""
+    dims = {"x": 1, "y": 1, "z": 1}
+
+    def visit(op):
+        op = op.operation
+        if op.name == "scf.forall":
+            m = _mapping(op)
+            if m and m[0].startswith("#gpu.thread"):
+                counts = _trip_counts(op)
+                if any(_LINEAR in a for a in m):
+                    total = 1
+                    for c in counts:
+                        total *= c
+                    dims["x"] = max(dims["x"], total)
+                else:
+                    for a, c in zip(m, counts):
+                        ax = a[len("#gpu.thread<"):-1]
+                        dims[ax] = max(dims[ax], c)
+        return ir.WalkResult.ADVANCE
+
+    forall.walk(visit, ir.WalkOrder.PRE_ORDER)
+    if dims["x"] * dims["y"] * dims["z"] > 1024:
+        raise PipelineError(f"cuda map: a kernel needs {dims['x']}x{dims['y']}x{dims['z']} threads "
+                            "per block; CUDA allows at most 1024")
+    return [dims["x"], dims["y"], dims["z"]]
+
+
+def _kernels(module: Module) -> List[Tuple[int, List[int]]]:
+    """Mark each top-level block-mapped forall ``mlc.kernel = i``; returns ``(i, block dims)``."""
+    out = []
+    with module.context:
+        for f in module.func_ops():
+            if f.is_external:
+                continue
+            for op in f.regions[0].blocks[0].operations:
+                op = op.operation
+                if op.name == "scf.forall" and any(a.startswith("#gpu.block") for a in _mapping(op)):
+                    i = len(out)
+                    op.attributes["mlc.kernel"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), i)
+                    out.append((i, _block_dims(op)))
+    return out
+
+
+def _map(module: Module, kernels) -> Module:
+    def build(root):
+        for i, dims in kernels:
+            forall = structured_transform_d.MatchOp(
+                _any(), root, ops=ir.ArrayAttr.get([ir.StringAttr.get("scf.forall")]),
+                op_attrs=ir.DictAttr.get({"mlc.kernel": ir.IntegerAttr.get(
+                    ir.IntegerType.get_signless(64), i)})).result
+            launch = gpu_transform_d.MapForallToBlocks(_any(), forall, generate_gpu_launch=True).result
+            gpu_transform_d.MapNestedForallToThreads(_any(), launch, block_dims=dims)
+
+    return _apply(module, build, "map")
+
+
+def _workgroup_allocations(module: Module) -> Module:
+    """Turn ``memref.alloca`` in workgroup memory inside a ``gpu.launch`` into workgroup
+    attributions of the launch (a rewrite with the bindings; upstream has no pass for it)."""
+    out = module.clone()
+    with out.context, ir.Location.unknown():
+        ws = ir.Attribute.parse("#gpu.address_space<workgroup>")  # debt: no builder for it
+        for launch in find_ops(out, "gpu.launch"):
+            found = []
+
+            def visit(op):
+                op = op.operation
+                if op.name in ("memref.alloca", "memref.alloc"):
+                    t = ir.MemRefType(op.results[0].type)
+                    if t.memory_space is not None and t.memory_space == ws:
+                        found.append(op)
+                return ir.WalkResult.ADVANCE
+
+            launch.walk(visit, ir.WalkOrder.PRE_ORDER)
+            if not found:
+                continue
+            body = launch.regions[0].blocks[0]
+            n = ir.IntegerAttr(launch.attributes["workgroup_attributions"]).value \
+                if "workgroup_attributions" in launch.attributes else 0
+            if len(body.arguments) != 12 + n:
+                raise PipelineError("cuda workgroup: a gpu.launch with private attributions or "
+                                    "clusters is not supported")
+            for op in found:
+                arg = body.add_argument(op.results[0].type, ir.Location.unknown())
+                op.results[0].replace_all_uses_with(arg)
+                op.erase()
+            launch.attributes["workgroup_attributions"] = ir.IntegerAttr.get(
+                ir.IntegerType.get_signless(64), n + len(found))
+    return out.verify()
+
+
+def _check_host(module: Module) -> None:
+    """Refuse computation left outside the kernels (it would run on the host, on device data)."""
+    left = []
+
+    def visit(op):
+        op = op.operation
+        if op.name == "gpu.launch":
+            return ir.WalkResult.SKIP
+        if op.name.startswith("linalg.") or op.name == "scf.forall":
+            name = op.attributes["mlc.name"] if "mlc.name" in op.attributes else op.name
+            left.append(str(name))
+        return ir.WalkResult.ADVANCE
+
+    with module.context:
+        module.operation.walk(visit, ir.WalkOrder.PRE_ORDER)
+    if left:
+        raise PipelineError(f"cuda: {left} would run on the host: bind their loops to blockIdx/"
+                            "threadIdx (or use the default GPU schedule, mlc.compile(target='cuda'))")
+
+
+def lower_to_gpu(module: Module, chip: str = "sm_90", fmt: str = "isa") -> Module:
+    """Stages 1-4 of the module docstring: ``gpu.binary`` ops with PTX (``fmt="isa"``) or a
+    cubin (``fmt="bin"``, needs ``ptxas`` on PATH) for ``chip``, host code in the LLVM dialect.
+
+    Raises
+    ------
+    PipelineError
+        If no kernel was produced, computation is left on the host, or a stage fails.
+    """
+    if fmt not in ("isa", "bin", "fatbin"):
+        raise PipelineError(f"cuda: format {fmt!r}; expected 'isa', 'bin' or 'fatbin'")
+    buf = _apply(module, _bufferize, "bufferize")
+    kernels = _kernels(buf)
+    if not kernels:
+        raise PipelineError("cuda: no GPU kernel was produced; bind loops to blockIdx/threadIdx first")
+    mapped = _map(buf, kernels)
+    _check_host(mapped)
+    mapped = _workgroup_allocations(mapped)
+    text = load_pipeline("cuda").replace("cubin-chip=sm_90", f"cubin-chip={chip}") \
+        .replace("cubin-format=isa", f"cubin-format={fmt}")
+    return run_pass_pipeline(mapped, text, "cuda lower")
+
+
+def compile_to_ptx(module: Module, chip: str = "sm_90") -> Dict[str, str]:
+    """Lower ``module`` for CUDA and return ``{kernel module name: PTX text}``.
+
+    Parameters
+    ----------
+    module : Module
+        A scheduled payload (``sch.mod``) whose ops are bound to GPU axes.
+    chip : str
+        SM architecture (``sm_90``, ``sm_80``).
 
     Raises
     ------
     PipelineError
         If lowering fails, or no kernel was produced (nothing was bound to GPU axes).
     """
-    lowered = lower(module, pipeline, stage="cuda")
+    lowered = lower_to_gpu(module, chip, "isa")
     ptx = {}
     with lowered.context:
         for op in find_ops(lowered, "gpu.binary"):

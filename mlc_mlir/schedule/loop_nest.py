@@ -409,7 +409,7 @@ class LoopNestModel:
     def epilogues(self, blk: Block) -> List[Block]:
         """Blocks attached to a loop of ``blk`` by ``reverse_compute_at``, in attach order."""
         return sorted((b for b in self._blocks.values() if b.reverse_compute_at is not None
-                       and blk.loop_index(b.reverse_compute_at) is not None),
+                       and b.kind != "cache" and blk.loop_index(b.reverse_compute_at) is not None),
                       key=lambda b: b.attach_order)
 
     def attached(self, blk: Block) -> List[Block]:

@@ -145,8 +145,15 @@ class LoopPrimitives(ScheduleState):
                                     f"{' (unrolled)' if l_.unroll is not None else ''}"
                                     f"{' (fused)' if l_.fused_group is not None else ''}; expected serial")
         first = positions[0]
-        attach = {b.compute_at for b in self._model.blocks} | \
-            {b.reverse_compute_at for b in self._model.blocks} | {blk.decomposed_at}
+        if blk.kind == "cache":
+            # the loops of a cache block only describe its copy: fusing makes one loop
+            lp = Loop(next(self._ids), dims[0], math.prod(l_.extent for _, _, l_ in found))
+            blk.loops[first:first + len(loops)] = [lp]
+            out = self._loop_rv(blk, lp)
+            self._record("fuse", list(loops), {}, [out.rv])
+            return out
+        attach = {b.compute_at for b in self._model.blocks if b.kind != "cache"} | \
+            {b.reverse_compute_at for b in self._model.blocks if b.kind != "cache"} | {blk.decomposed_at}
         for p in range(first, len(blk.loops)):
             if blk.loops[p].id in attach and not (p == first and blk.loops[p].id == blk.decomposed_at):
                 raise ScheduleError(f"fuse: a block is attached at loop {blk.label(p)} (at or inside "
@@ -229,37 +236,42 @@ class LoopPrimitives(ScheduleState):
         self._record("unroll", [loop], {"factor": factor} if factor is not None else {}, [])
 
     def bind(self, loop: LoopRV, thread_axis: str) -> None:
-        """Bind ``loop`` to a GPU axis (TVM ``bind``): consecutive loops bound to block (thread)
-        axes become one multi-dim ``scf.forall`` (``structured.tile_using_forall``, annotated
-        ``mlc.bind``); ``pipelines/cuda.pipeline`` maps it to the grid (thread block) with
-        ``gpu-map-parallel-loops`` and ``convert-parallel-loops-to-gpu``. Axes of one kind follow
-        the dim order (x for the outermost dim).
+        """Bind ``loop`` to a GPU axis (TVM ``bind``). Loops bound to ``blockIdx.*`` become one
+        ``scf.forall`` with ``mapping = [#gpu.block<...>]``, loops bound to ``threadIdx.*`` one
+        with ``#gpu.thread<...>`` (``structured.tile_using_forall``), in any axis order; a fused
+        loop (``fuse(i1, j1)``) is one linear axis (``#gpu.thread<linear_dim_k>``). On a cache
+        block (``cache_read(..., "shared")``) it asks for a cooperative copy. Emission:
+        :mod:`mlc_mlir.schedule.gpu_script`; mapping to the grid: ``gpu.map_forall_to_blocks``
+        and ``gpu.map_nested_forall_to_threads`` in :mod:`mlc_mlir.pipeline.cuda`.
+
+        Parameters
+        ----------
+        loop : LoopRV
+            A serial loop of a parallel dim (a fused loop: all of its loops).
+        thread_axis : str
+            One of :data:`THREAD_AXES`.
 
         Raises
         ------
         ScheduleError
-            For an unknown axis, a reduction loop, or an axis bound twice in the block.
+            For an unknown axis, a reduction loop, a loop already bound/parallel/vectorized/
+            unrolled, or an axis bound twice in the block.
         """
         blk, pos, lp = self._loop("bind", loop)
         label = blk.label(pos)
         as_str("bind", "thread_axis", thread_axis, THREAD_AXES)
-        if blk.dims[lp.dim].kind != "parallel":
-            raise ScheduleError(f"bind: loop {label} of '{blk.name}' iterates a reduction dim")
-        if lp.kind != "serial" or lp.unroll is not None or lp.fused_group is not None:
-            raise ScheduleError(f"bind: loop {label} is already "
-                                f"{lp.kind if lp.kind != 'serial' else 'unrolled or fused'}")
+        group = blk.group(pos)
+        for p in group:
+            l_ = blk.loops[p]
+            if blk.dims[l_.dim].kind != "parallel":
+                raise ScheduleError(f"bind: loop {blk.label(p)} of '{blk.name}' iterates a reduction dim")
+            if l_.kind != "serial" or l_.unroll is not None:
+                raise ScheduleError(f"bind: loop {blk.label(p)} is already "
+                                    f"{l_.kind if l_.kind != 'serial' else 'unrolled'}")
         if any(l_.thread == thread_axis for l_ in blk.loops):
             raise ScheduleError(f"bind: {thread_axis} is already bound in '{blk.name}'")
-        kind, axis = thread_axis.split(".")
-        for l_ in blk.loops:
-            if l_.thread and l_.thread.startswith(kind):
-                other = l_.thread.split(".")[1]
-                if (l_.dim < lp.dim) != (other < axis[-1]) or l_.dim == lp.dim:
-                    raise ScheduleError(
-                        f"bind: {kind} axes must follow the dim order (x for the outermost dim): "
-                        f"loop {label} (dim {blk.dims[lp.dim].name}) cannot take {thread_axis} while "
-                        f"dim {blk.dims[l_.dim].name} has {l_.thread}")
-        lp.kind, lp.thread = "bound", thread_axis
+        for p in group:
+            blk.loops[p].kind, blk.loops[p].thread = "bound", thread_axis
         self._record("bind", [loop, thread_axis], {}, [])
 
     def annotate(self, target: Union[BlockRV, LoopRV], key: str, value) -> None:

@@ -4,8 +4,10 @@ model and records an instruction. Realization: :mod:`mlc_mlir.schedule.transform
 
 from __future__ import annotations
 
+import dataclasses
+
 from ..errors import ScheduleError
-from .loop_nest import Block, CacheRead, CacheWrite, OpInfo, RFactor
+from .loop_nest import Block, CacheRead, CacheWrite, Dim, Loop, OpInfo, RFactor
 from .state import BlockRV, LoopRV, ScheduleState, as_int, as_str
 
 CACHE_SCOPES = ("local", "global", "shared")
@@ -52,6 +54,7 @@ class PlacementPrimitives(ScheduleState):
                                     f"loops of '{self._model.block(blk.parent).name}', not of '{cblk.name}'")
             if blk.compute_at is not None:
                 raise ScheduleError(f"compute_at: cache block '{blk.name}' is already placed")
+            self._shape_cache_loops(blk, cblk, pos)
         else:
             if blk.kind != "compute":
                 raise ScheduleError(f"compute_at: block '{blk.name}' is an init block; expected a compute block")
@@ -76,6 +79,15 @@ class PlacementPrimitives(ScheduleState):
         pblk, pos, lp = self._loop("reverse_compute_at", loop)
         pos = self._target_loop("reverse_compute_at", pblk, pos)
         lp = pblk.loops[pos]
+        if blk.kind == "cache" and any(c.block_id == blk.id for c in pblk.cache_writes):
+            # the write cache of the loop's own block: its copy-back runs at that loop (on a GPU,
+            # the thread's output tile is allocated privately; see gpu_script)
+            if blk.reverse_compute_at is not None:
+                raise ScheduleError(f"reverse_compute_at: cache block '{blk.name}' is already placed")
+            blk.reverse_compute_at = lp.id
+            blk.attach_order = next(self._ids)
+            self._record("reverse_compute_at", [block, loop], {}, [])
+            return
         if blk.kind != "compute" or pblk.kind != "compute":
             raise ScheduleError("reverse_compute_at: expected compute blocks (not init or cache blocks)")
         self._attach_checks("reverse_compute_at", blk, pblk, producer=False)
@@ -160,9 +172,6 @@ class PlacementPrimitives(ScheduleState):
                 raise ScheduleError(f"decompose_reduction: loop {blk.label(p)} outside "
                                     f"{blk.label(pos)} iterates a reduction dim; the init "
                                     "would run on every reduction step")
-            if q.kind == "bound":
-                raise ScheduleError("decompose_reduction: loops outside the init are bound to GPU "
-                                    "axes; decompose before bind")
         init_name = blk.info.init
         if init_name is None:
             raise ScheduleError(f"decompose_reduction: the output of '{blk.name}' is not initialized "
@@ -183,6 +192,27 @@ class PlacementPrimitives(ScheduleState):
         out = self._block_rv(iblk)
         self._record("decompose_reduction", [block, loop], {}, [out.rv])
         return out
+
+    def _shape_cache_loops(self, cache: Block, blk: Block, pos: int) -> None:
+        """Give a shared cache block the loops of the tile it holds once computed at
+        ``blk.loops[pos]`` (TVM: ``get_loops(cache)`` after ``compute_at``), one per dim of the
+        cached operand: every loop of that dim not bound to blockIdx and not a serial loop at or
+        above ``pos`` (a GPU-bound loop stages per thread block)."""
+        read = next((c for c in blk.cache_reads if c.block_id == cache.id), None)
+        if read is None or read.scope != "shared":
+            return
+        extents = []
+        for d in blk.info.operand_dims[read.operand]:
+            e = 1
+            for p, q in enumerate(blk.loops):
+                outside = (q.kind == "bound" and q.thread.startswith("blockIdx")) or \
+                    (q.kind != "bound" and p <= pos and blk.loops[pos].kind != "bound")
+                if q.dim == d and not outside:
+                    e *= q.extent
+            extents.append(e)
+        dims = tuple(Dim(i, e, "parallel") for i, e in enumerate(extents))
+        cache.info = dataclasses.replace(cache.info, dims=dims)
+        cache.loops = [Loop(next(self._ids), i, e) for i, e in enumerate(extents)]
 
     def _cache_block(self, blk: Block, name: str) -> Block:
         info = OpInfo(func=blk.func, name=name, op_name="tensor.pad", dims=(), operand_shapes=(),

@@ -197,7 +197,7 @@ class ScheduleState:
 
     @staticmethod
     def _check_untouched(prim: str, blk: Block) -> None:
-        if blk.compute_at is not None or blk.reverse_compute_at is not None:
+        if blk.kind != "cache" and (blk.compute_at is not None or blk.reverse_compute_at is not None):
             raise ScheduleError(f"{prim}: block '{blk.name}' is already attached to another block's loop")
 
     def _block_model(self, func: str, name: str) -> Block:

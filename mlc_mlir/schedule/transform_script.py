@@ -27,7 +27,9 @@ from .._mlir import (ir, loop_transform_d, structured_transform_d, tensor_transf
 from ..errors import ScheduleError
 from ..ir import dtypes
 from ..ir.module import Module, OP_NAME_ATTR, diagnostics
+from .gpu_script import GpuEmitter, gpu_owned, is_gpu_block
 from .loop_nest import Block, LoopNestModel, Tiling
+
 
 class TransformScript:
     """A transform module (``transform.named_sequence @__transform_main``).
@@ -100,6 +102,7 @@ class _Emitter:
         self.loop_handles: Dict[int, ir.Value] = {}      # model loop id -> handle
         self.op_handles: Dict[int, ir.Value] = {}        # block id -> current op handle
         self.vectorized_funcs = set()
+        self.funcs_gpu = set()
         self.coalesce = []                                 # (block, positions, outer loop handle)
         self.pads = []                                     # (func, pad handle, loops to hoist, tile)
 
@@ -112,9 +115,12 @@ class _Emitter:
         return self.funcs[name]
 
     def match(self, blk: Block) -> ir.Value:
+        return self.match_name(blk.func, blk.name)
+
+    def match_name(self, func: str, name: str) -> ir.Value:
         return structured_transform_d.MatchOp(
-            _any(), self.func(blk.func),
-            op_attrs=ir.DictAttr.get({OP_NAME_ATTR: ir.StringAttr.get(blk.name)})).result
+            _any(), self.func(func),
+            op_attrs=ir.DictAttr.get({OP_NAME_ATTR: ir.StringAttr.get(name)})).result
 
     # ---------------------------------------------------------------- sizes and knobs
     def tile_size(self, blk: Block, pos: int):
@@ -295,9 +301,15 @@ class _Emitter:
         transform_d.ApplyCommonSubexpressionEliminationOp(func)
 
     def run(self) -> None:
-        blocks = self.model.blocks
+        # GPU-bound blocks (and their inits and caches) are emitted by gpu_script
+        blocks = [b for b in self.model.blocks if not gpu_owned(self.model, b)]
+        gpu = GpuEmitter(self)
         for b in self.model.primary_blocks():
-            self.emit_block(b)
+            if is_gpu_block(self.model, b):
+                self.op_handles[b.id] = gpu.emit(b)
+                self.funcs_gpu.add(b.func)
+            else:
+                self.emit_block(b)
         for b in blocks:
             if b.compute_at is not None and b.kind == "compute":
                 self.emit_attached(b)

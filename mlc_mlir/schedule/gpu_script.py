@@ -1,0 +1,247 @@
+"""Transform-script emission of GPU-bound blocks (``bind`` to ``blockIdx``/``threadIdx``).
+
+A block with a loop bound to a GPU axis is emitted here instead of by the CPU rules of
+:mod:`.transform_script`. On a GPU every iteration of a bound loop runs at once, so the order of
+bound loops in the nest does not change the result; the nest is emitted in the canonical order
+of a CUDA kernel (TVM's lowering of ``thread_binding`` loops does the same):
+
+1. loops bound to ``blockIdx.*`` -> one ``structured.tile_using_forall`` with
+   ``mapping = [#gpu.block<...>]`` in any axis order (fused loops: ``#gpu.block<linear_dim_k>``);
+   the reduction's init (``linalg.fill``) is fused into it (``fuse_into_containing_op``);
+2. serial loops at or above a loop where a ``shared`` cache is computed (``compute_at``), e.g.
+   ``k0`` of a shared-memory matmul; the operands staged there are padded with ``nofold``
+   (``structured.pad``): a copy that ``structured.gpu.map_copy_to_threads`` spreads over all
+   threads of the block (the cooperative fetch) and ``structured.bufferize_to_allocation``
+   places in ``#gpu.address_space<workgroup>``;
+3. loops bound to ``threadIdx.*`` -> ``tile_using_forall`` with ``#gpu.thread<...>`` (fused
+   loops: ``#gpu.thread<linear_dim_k>``), the init tiled likewise (or fused when no staging loop
+   sits between); a ``local`` write cache is an allocation (``memref.alloca``) of the thread's
+   output tile (``bufferize_to_allocation {bufferize_destination_only}``);
+4. the remaining serial loops -> ``tile_using_for`` (``transform.loop.unroll`` where unrolled).
+
+``gpu.map_forall_to_blocks`` / ``gpu.map_nested_forall_to_threads`` (after bufferization, in
+:mod:`mlc_mlir.pipeline.cuda`) turn the foralls into a ``gpu.launch`` and insert the barriers
+around each thread-level forall.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Dict, List, Optional, Tuple
+
+from .._mlir import ir, loop_transform_d, structured_transform_d, transform_d
+from ..errors import ScheduleError
+from .loop_nest import Block, Loop, LoopNestModel
+
+
+def _any():
+    return transform_d.AnyOpType.get()
+
+
+def _attr(text: str) -> ir.Attribute:
+    """A GPU dialect attribute (``#gpu.block<x>``...). Parsing text is debt: the bindings have no
+    builders for the GPU mapping attributes."""
+    return ir.Attribute.parse(text)
+
+
+def is_gpu_block(model: LoopNestModel, blk: Block) -> bool:
+    """Whether ``blk`` (a compute block owning its nest) has a loop bound to a GPU axis."""
+    return blk.kind == "compute" and any(lp.kind == "bound" for lp in blk.loops)
+
+
+def gpu_owned(model: LoopNestModel, blk: Block) -> bool:
+    """Whether ``blk`` is emitted by :class:`GpuEmitter`: a bound compute block, or the init,
+    a cache or an attached cache of one."""
+    if is_gpu_block(model, blk):
+        return True
+    if blk.parent is not None:
+        parent = model.block(blk.parent)
+        return parent is not None and is_gpu_block(model, parent)
+    return False
+
+
+def _axis(lp: Loop) -> Tuple[str, str]:
+    kind, axis = lp.thread.split(".")
+    return ("block" if kind == "blockIdx" else "thread"), axis
+
+
+@dataclasses.dataclass
+class _Level:
+    """Loops of one forall level (blocks or threads), canonical order."""
+
+    loops: List[Loop]
+
+
+class GpuEmitter:
+    """Emit the transform ops of GPU-bound blocks.
+
+    Parameters
+    ----------
+    host : object
+        The CPU emitter of :mod:`.transform_script` (``match``, ``tile_size`` for knobs).
+    """
+
+    def __init__(self, host):
+        self.host = host
+        self.model: LoopNestModel = host.model
+
+    # ---------------------------------------------------------------- canonical order
+    def canonical(self, blk: Block) -> Tuple[List[Loop], List[Loop], List[Loop], List[Loop], Dict]:
+        """``(block loops, staging serial loops, thread loops, inner serial loops, stage)``:
+        ``stage`` maps a cache-read operand to the serial loop id it is staged after (None:
+        right after the block loops)."""
+        loops = blk.loops
+        stage: Dict[int, Optional[int]] = {}
+        last = -1
+        for c in blk.cache_reads:
+            if c.scope != "shared":
+                continue
+            cache = self.model.cache_block(c.block_id)
+            pos = blk.loop_index(cache.compute_at) if cache.compute_at is not None else None
+            if pos is None or loops[pos].kind == "bound":
+                stage[c.operand] = None
+            else:
+                stage[c.operand] = loops[pos].id
+                last = max(last, pos)
+        blocks = [lp for lp in loops if lp.kind == "bound" and _axis(lp)[0] == "block"]
+        threads = [lp for lp in loops if lp.kind == "bound" and _axis(lp)[0] == "thread"]
+        serial = [(p, lp) for p, lp in enumerate(loops) if lp.kind != "bound"]
+        outer = [lp for p, lp in serial if p <= last]
+        inner = [lp for p, lp in serial if p > last]
+        return blocks, outer, threads, inner, stage
+
+    # ---------------------------------------------------------------- helpers
+    def mapping(self, blk: Block, level: List[Loop], kind: str) -> ir.ArrayAttr:
+        """Mapping attributes of a forall over ``level`` (one per tiled dim, in dim order)."""
+        real = sorted((lp for lp in level if lp.extent > 1), key=lambda lp: lp.dim)
+        fused = {lp.fused_group for lp in level if lp.fused_group is not None}
+        if fused:
+            # a fused group is one linear axis: the last loop varies fastest (linear_dim_0)
+            order = [lp for lp in level if lp.extent > 1]
+            rank = {lp.id: len(order) - 1 - k for k, lp in enumerate(order)}
+            return ir.ArrayAttr.get([_attr(f"#gpu.{kind}<linear_dim_{rank[lp.id]}>") for lp in real])
+        return ir.ArrayAttr.get([_attr(f"#gpu.{kind}<{_axis(lp)[1]}>") for lp in real])
+
+    def check_level(self, blk: Block, level: List[Loop], kind: str) -> None:
+        dims = [lp.dim for lp in level if lp.extent > 1]
+        if len(set(dims)) != len(dims):
+            raise ScheduleError(f"bind: '{blk.name}' binds two loops of dim "
+                                f"{blk.dims[dims[0]].name} to {kind} axes; expected one per dim")
+        groups = {lp.fused_group for lp in level}
+        if len(groups) > 1 and None in groups:
+            raise ScheduleError(f"bind: '{blk.name}' mixes fused and plain loops bound to {kind} "
+                                "axes; expected one fused loop or separate axes")
+
+    def sizes(self, view: Block, positions: List[int], ndims: int, dim_map=None) -> list:
+        out = [0] * ndims
+        for p in positions:
+            d = view.loops[p].dim if dim_map is None else dim_map.get(view.loops[p].dim)
+            if d is not None:
+                out[d] = self.host.tile_size(view, p)
+        return out
+
+    def forall(self, op: ir.Value, sizes: list, mapping: ir.ArrayAttr):
+        r = structured_transform_d.TileUsingForallOp(op, tile_sizes=sizes, mapping=mapping)
+        return r.tiled_op, r.forall_op
+
+    # ---------------------------------------------------------------- emission
+    def emit(self, blk: Block) -> ir.Value:
+        """Emit ``blk`` and what belongs to it; returns the handle of the innermost tiled op.
+
+        Raises
+        ------
+        ScheduleError
+            If no loop is bound to a ``blockIdx`` axis, a dim is bound twice at one level, or
+            a block is attached in a way the GPU emission does not support.
+        """
+        blocks, outer, threads, inner, stage = self.canonical(blk)
+        if not any(lp.extent > 1 for lp in blocks):
+            raise ScheduleError(f"bind: '{blk.name}' has no loop of extent > 1 bound to a blockIdx "
+                                "axis; a GPU kernel needs one (bind the outermost loop to blockIdx.x)")
+        self.check_level(blk, blocks, "block")
+        self.check_level(blk, threads, "thread")
+        for b in self.model.blocks:
+            if b.reverse_compute_at is not None and b.kind == "compute" and \
+                    blk.loop_index(b.reverse_compute_at) is not None:
+                raise ScheduleError(f"reverse_compute_at: '{b.name}' is attached to a GPU-bound loop "
+                                    f"of '{blk.name}'; only its cache_write block can be (schedule "
+                                    "the epilogue as its own kernel)")
+        order = blocks + outer + threads + inner
+        view = dataclasses.replace(blk, loops=order)
+        ndims = len(blk.dims)
+        nb, no, nt = len(blocks), len(outer), len(threads)
+        op = self.host.match(blk)
+        fill = self.host.match_name(blk.func, blk.info.init) if blk.info.init else None
+        dim_map = {d: r for r, d in enumerate(blk.info.out_dims) if d is not None}
+
+        # 1. blocks
+        op, bforall = self.forall(op, self.sizes(view, list(range(nb)), ndims),
+                                  self.mapping(blk, blocks, "block"))
+        if fill is not None:
+            fill = structured_transform_d.FuseIntoContainingOp(fill, bforall).fused_op
+        loop_handles: Dict[int, ir.Value] = {}
+        pads = []
+
+        def stage_here(after: Optional[int]):
+            nonlocal op
+            idxs = [i for i, s in stage.items() if s == after]
+            if not idxs:
+                return
+            zeros = self.host.zeros(blk)
+            pad = structured_transform_d.PadOp(
+                op, padding_values=zeros, padding_dimensions=list(range(ndims)),
+                nofold_flags=[1 if i in idxs else 0 for i in range(len(zeros))], copy_back_op="none")
+            op = pad.padded
+            pads.extend(transform_d.GetProducerOfOperand(_any(), op, i).result for i in idxs)
+
+        stage_here(None)
+        # 2. staging loops (serial, outside the threads)
+        for p in range(nb, nb + no):
+            lp = order[p]
+            if lp.extent > 1:
+                r = structured_transform_d.TileUsingForOp(op, sizes=self.sizes(view, [p], ndims))
+                op, loop_handles[lp.id] = r.tiled_linalg_op, r.loops[0]
+            stage_here(lp.id)
+        # 3. threads
+        nthreads = math.prod(lp.extent for lp in threads)
+        local = any(c.scope == "local" for c in blk.cache_writes)
+        if any(lp.extent > 1 for lp in threads):
+            tpos = list(range(nb + no, nb + no + nt))
+            op, tforall = self.forall(op, self.sizes(view, tpos, ndims),
+                                      self.mapping(blk, threads, "thread"))
+            if fill is not None:
+                if no == 0:
+                    fill = structured_transform_d.FuseIntoContainingOp(fill, tforall).fused_op
+                else:
+                    fill, _ = self.forall(fill, self.sizes(view, tpos, len(dim_map), dim_map),
+                                          self.mapping(blk, threads, "thread"))
+        # the local write cache: the thread's output tile in a private allocation
+        if local:
+            target = fill if (fill is not None and no == 0) else op
+            structured_transform_d.BufferizeToAllocationOp(
+                target, bufferize_destination_only=True, alloc_op="memref.alloca",
+                memcpy_op="linalg.copy")
+        # 4. inner serial loops (trailing unit-step loops in dim order stay in the op)
+        start = nb + no + nt
+        stop = self.model.inner_start(view, start)
+        for p in range(start, stop):
+            lp = order[p]
+            if lp.kind == "vectorized":
+                break
+            if lp.extent > 1:
+                r = structured_transform_d.TileUsingForOp(op, sizes=self.sizes(view, [p], ndims))
+                op, loop_handles[lp.id] = r.tiled_linalg_op, r.loops[0]
+        # cooperative copies of the shared caches, in workgroup memory
+        for pad in pads:
+            bits = 32
+            r = structured_transform_d.MapCopyToThreadsOp(_any(), _any(), pad,
+                                                         total_num_threads=max(nthreads, 1),
+                                                         desired_bit_alignment=bits)
+            structured_transform_d.BufferizeToAllocationOp(
+                r.forall_op, memory_space=_attr("#gpu.address_space<workgroup>"),
+                bufferize_destination_only=True, alloc_op="memref.alloca", memcpy_op="linalg.copy")
+        for lp in reversed(order):
+            if lp.unroll is not None and lp.id in loop_handles:
+                loop_transform_d.LoopUnrollOp(loop_handles[lp.id], factor=lp.unroll or lp.extent)
+        return op
