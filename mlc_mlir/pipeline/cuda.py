@@ -191,6 +191,7 @@ def _check_host(module: Module) -> None:
         if op.name.startswith("linalg.") or op.name == "scf.forall":
             name = op.attributes["mlc.name"] if "mlc.name" in op.attributes else op.name
             left.append(str(name))
+            return ir.WalkResult.SKIP
         return ir.WalkResult.ADVANCE
 
     with module.context:

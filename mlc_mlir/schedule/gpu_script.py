@@ -180,6 +180,8 @@ class GpuEmitter:
                                   self.mapping(blk, blocks, "block"))
         if fill is not None:
             fill = structured_transform_d.FuseIntoContainingOp(fill, bforall).fused_op
+        # a tensor.pad producer (conv2d's padding) stays outside: fusing it into the forall
+        # (fuse_into_containing_op) aborts MLIR 22; the CUDA lowering refuses it by name
         loop_handles: Dict[int, ir.Value] = {}
         pads = []
 

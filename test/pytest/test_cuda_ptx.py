@@ -50,11 +50,11 @@ def _bound_conv2d():
     bb = mlc.GraphBuilder()
     with bb.function("main") as f:
         x = f.arg("x", shape=(1, 16, 32, 32))
-        f.output(ops.conv2d(x, np.ones((32, 16, 3, 3), np.float32), padding=1))
+        f.output(ops.conv2d(x, np.ones((32, 16, 3, 3), np.float32), padding=0))
     sch = mlc.Schedule(bb.finish())
     n, fo, h, w, c, kh, kw = sch.get_loops(sch.get_block("conv2d"))
     f0, f1 = sch.split(fo, sch.sample_perfect_tile(fo, n=2, max_innermost_factor=8))
-    h0, h1 = sch.split(h, [None, sch.sample_categorical([4, 8], [0.5, 0.5])])
+    h0, h1 = sch.split(h, [None, sch.sample_categorical([5, 6], [0.5, 0.5])])
     sch.reorder(n, f0, h0, f1, h1, w, c, kh, kw)
     sch.bind(f0, "blockIdx.x")
     sch.bind(h0, "blockIdx.y")
