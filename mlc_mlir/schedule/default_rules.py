@@ -25,6 +25,7 @@ from .loop_nest import OpInfo
 from .rules.common import RuleContext
 from .rules.conv import schedule_conv2d, schedule_grouped_conv2d
 from .rules.elementwise import schedule_elementwise
+from .rules.gpu_rules import apply_gpu_default_schedule
 from .rules.matmul import schedule_batch_matmul, schedule_matmul
 from .rules.payload import payload_facts
 from .rules.pooling import schedule_pooling
@@ -139,8 +140,14 @@ def apply_default_schedule(sch: Schedule, target: Target, threads: Optional[int]
         If ``target`` is not a CPU Target or ``threads < 1``, or a rule fails (the message names
         the rule and the op).
     """
+    if isinstance(target, Target) and target.kind == "cuda":
+        claimed = {(b.func, b.name) for b in sch.model.blocks}
+        if functions is not None:
+            claimed.update(key for key in sch.model.ops if key[0] not in set(functions))
+        kinds = {key: classify(info) for key, info in sch.model.ops.items()}
+        return apply_gpu_default_schedule(sch, kinds, claimed)
     if not isinstance(target, Target) or target.kind != "cpu":
-        raise ScheduleError(f"default schedule: target is {target!r}; expected a cpu Target")
+        raise ScheduleError(f"default schedule: target is {target!r}; expected a cpu or cuda Target")
     threads = target.cores if threads is None else threads
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
         raise ScheduleError(f"default schedule: threads={threads!r}; expected an int >= 1")

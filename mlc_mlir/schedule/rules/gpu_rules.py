@@ -1,0 +1,151 @@
+"""Default GPU schedules (``target="cuda"``), one rule per op kind, written with the primitives
+a user would write (TVM dlight's ``gpu.Fallback``/``gpu.Matmul`` rules; the mlc.ai GPU
+chapter's recipes):
+
+* ``elementwise``: the innermost dim split into ``[blocks, threads]`` (up to 256 threads), the
+  outer dims bound to ``blockIdx.y/z``;
+* ``reduction`` (row reductions, softmax's parts, layer_norm's statistics): the parallel dims
+  over blocks x threads, each thread reducing its rows serially;
+* ``matmul`` (and 2-parallel + 1-reduction contractions): the shared-memory blocking of the
+  chapter -- block tile ``(ty*ly, tx*lx)``, ``ty*tx`` threads each computing an ``ly x lx``
+  register tile (``cache_write(..., "local")``), ``A`` and ``B`` panels of ``kt`` columns/rows
+  staged in shared memory by cooperative copies (``cache_read(..., "shared")`` +
+  ``compute_at`` at ``k0``), the init placed by ``decompose_reduction``.
+
+Tile sizes derive from the shapes (largest divisors within the CUDA limit of 1024 threads per
+block), not from one GPU's measurements: the tuner refines them.
+"""
+
+from __future__ import annotations
+
+from typing import List
+
+from ...errors import ScheduleError
+from ..schedule import Schedule
+from ..state import BlockRV
+
+#: At most this many threads per block in the default schedules.
+MAX_THREADS = 256
+
+
+def _divisor(n: int, limit: int) -> int:
+    """Largest divisor of ``n`` that is at most ``limit`` (>= 1)."""
+    for d in range(min(n, max(limit, 1)), 0, -1):
+        if n % d == 0:
+            return d
+    return 1
+
+
+def _bind_parallel(sch: Schedule, block: BlockRV, parallel: List[int]) -> None:
+    """Split the innermost parallel dim into blocks x threads and bind the outer parallel dims
+    to the remaining block axes (the others stay serial loops of each thread)."""
+    loops = sch.get_loops(block)
+    info = sch.get(block)
+    ext = [info.dims[d].extent for d in parallel]
+    last = parallel[-1]
+    e = ext[-1]
+    outer = [d for d in parallel[:-1] if info.dims[d].extent > 1]
+    # keep at least two blocks when nothing else gives blocks
+    t = _divisor(e, MAX_THREADS if outer or e < 2 else min(MAX_THREADS, e // 2))
+    l0, l1 = sch.split(loops[last], [None, t])
+    if e // t > 1:
+        sch.bind(l0, "blockIdx.x")
+        axes = ["blockIdx.y", "blockIdx.z"]
+    else:
+        axes = ["blockIdx.x", "blockIdx.y", "blockIdx.z"]
+    if not outer and e // t == 1:
+        raise ScheduleError(f"gpu default: '{info.name}' has a single element per row and no "
+                            "outer dim to spread over blocks")
+    for d in reversed(outer):
+        if not axes:
+            break
+        sch.bind(loops[d], axes.pop(0))
+    if t > 1:
+        sch.bind(l1, "threadIdx.x")
+
+
+def schedule_elementwise(sch: Schedule, block: BlockRV) -> None:
+    """Elementwise/injective op: every dim is parallel; see :func:`_bind_parallel`."""
+    info = sch.get(block)
+    _bind_parallel(sch, block, [d.index for d in info.dims])
+
+
+def schedule_reduction(sch: Schedule, block: BlockRV) -> None:
+    """Reduction over some dims: the parallel dims over blocks x threads (reduction loops inside
+    each thread). Raises ScheduleError for a full reduction to a scalar (no parallel dim)."""
+    info = sch.get(block)
+    parallel = [d.index for d in info.dims if d.kind == "parallel" and d.extent > 1]
+    if not parallel:
+        raise ScheduleError(f"gpu default: '{info.name}' reduces to a single value; a full "
+                            "reduction needs rfactor + a cross-block combine (not implemented)")
+    # parallel dims must come first for the binds to sit outside the reduction loops
+    loops = sch.get_loops(block)
+    red = [d.index for d in info.dims if d.kind != "parallel"]
+    order = [d.index for d in info.dims if d.kind == "parallel"] + red
+    if order != list(range(len(order))):
+        sch.reorder(*[loops[d] for d in order])
+    _bind_parallel(sch, block, parallel)
+
+
+def schedule_matmul(sch: Schedule, block: BlockRV) -> None:
+    """``C[i, j] += A[i, k] * B[k, j]``: the GPU chapter's shared-memory blocking (module
+    docstring). Other contractions fall back to :func:`schedule_reduction`."""
+    info = sch.get(block)
+    dims = info.dims
+    if len(dims) != 3 or [d.kind for d in dims] != ["parallel", "parallel", "reduction"] or \
+            info.info.num_inputs != 2 or info.info.init is None:
+        schedule_reduction(sch, block)
+        return
+    m, n, k = (d.extent for d in dims)
+    lx, ly = _divisor(n, 4), _divisor(m, 4)
+    tx, ty = _divisor(n // lx, 16), _divisor(m // ly, 16)
+    if m // (ty * ly) * (n // (tx * lx)) < 2 or tx * ty < 32:
+        schedule_reduction(sch, block)
+        return
+    kt = _divisor(k, 8)
+    sch.cache_write(block, 0, "local")
+    i, j, kk = sch.get_loops(block)
+    i0, i1, i2 = sch.split(i, [None, ty, ly])
+    j0, j1, j2 = sch.split(j, [None, tx, lx])
+    k0, k1 = sch.split(kk, [None, kt])
+    sch.reorder(i0, j0, i1, j1, k0, k1, i2, j2)
+    sch.bind(i0, "blockIdx.y")
+    sch.bind(j0, "blockIdx.x")
+    sch.bind(sch.fuse(i1, j1), "threadIdx.x")
+    for idx in (0, 1):
+        cache = sch.cache_read(block, idx, "shared")
+        sch.compute_at(cache, k0)
+    sch.decompose_reduction(block, k0)
+
+
+#: Op kind (``default_rules.classify``) -> GPU rule.
+GPU_RULES = {
+    "matmul": schedule_matmul,
+    "reduction": schedule_matmul,
+    "elementwise": schedule_elementwise,
+}
+
+
+def apply_gpu_default_schedule(sch: Schedule, kinds, claimed) -> Schedule:
+    """Apply :data:`GPU_RULES` to every op of ``sch`` whose kind has a rule and that is not in
+    ``claimed`` (``kinds``: ``{(func, name): kind}``).
+
+    Raises
+    ------
+    ScheduleError
+        If an op's kind has no GPU rule (it would run on the host), or a rule fails (names the
+        rule and the op).
+    """
+    for key, kind in kinds.items():
+        if key in claimed or kind == "fill":
+            continue
+        rule = GPU_RULES.get(kind)
+        if rule is None:
+            raise ScheduleError(f"gpu default schedule: no rule for op kind {kind!r} "
+                                      f"('{key[1]}' in @{key[0]}) on target cuda")
+        block = sch.get_block(key[1], func_name=key[0])
+        try:
+            rule(sch, block)
+        except ScheduleError as e:
+            raise ScheduleError(f"gpu default rule {kind} on '{key[1]}' in @{key[0]}: {e}") from None
+    return sch
