@@ -34,6 +34,7 @@ from ..runtime.executable import Executable, Function, engine_invoker
 from ..runtime.registry import make_callback
 from ..target import Target
 from .aot import export_library, translate_to_llvmir
+from .cuda_compile import compile_cuda
 from .denormals import flush_denormals
 from .libraries import runtime_library_paths
 from .options import CompileOptions
@@ -219,7 +220,10 @@ def compile(module: Module, target="cpu", *, threads: Optional[int] = None, opt_
         If ``module`` is not a Module or does not verify.
     PipelineError
         For invalid options, unsupported types, a failing stage, or a target that cannot run
-        here (``cuda`` execution is not implemented: use :func:`mlc_mlir.pipeline.cuda.compile_to_ptx`).
+        here.
+    ExecutionError
+        For ``target="cuda"`` on a machine without a CUDA driver or GPU (checked before the CUDA
+        runtime is loaded; :func:`mlc_mlir.pipeline.cuda.compile_to_ptx` needs neither).
     """
     if not isinstance(module, Module):
         raise IRError(f"compile: expected an mlc.Module, got {type(module).__name__}"
@@ -229,9 +233,8 @@ def compile(module: Module, target="cpu", *, threads: Optional[int] = None, opt_
                                  flush_denormals=flush_denormals, schedule=schedule,
                                  database=database, pipeline=pipeline, dump_ir=dump_ir)
     tgt: Target = options.target
-    if tgt.kind != "cpu":
-        raise PipelineError(f"compile: running {tgt.kind} code is not implemented; "
-                            "mlc_mlir.pipeline.cuda.compile_to_ptx lowers bound schedules to PTX")
+    if tgt.kind == "cuda":
+        return compile_cuda(module, options, CPU_STAGES)
     signatures = {n: module.signature(n) for n in module.function_names(public_only=True)}
     with_library, lowered = run_stages(module, options)
     native_libs, callbacks = runtime_bindings(with_library)

@@ -27,8 +27,8 @@ import subprocess
 import tempfile
 from typing import Dict, List, Tuple
 
-from .._mlir import (bufferization_transform_d, gpu_d, gpu_transform_d, ir, structured_transform_d,
-                     transform_d, transform_interpreter)
+from .._mlir import (bufferization_transform_d, func_d, gpu_d, gpu_transform_d, ir, memref_d,
+                     structured_transform_d, transform_d, transform_interpreter)
 from ..errors import PipelineError
 from ..ir.module import Module, diagnostics
 from ..ir.walk import find_ops
@@ -201,9 +201,49 @@ def _check_host(module: Module) -> None:
                             "threadIdx (or use the default GPU schedule, mlc.compile(target='cuda'))")
 
 
-def lower_to_gpu(module: Module, chip: str = "sm_90", fmt: str = "isa") -> Module:
+def _host_memory(module: Module) -> Module:
+    """Make the host function's buffers reachable from the kernels: each memref argument of a
+    public function (inputs and out-params, numpy memory) is page-locked and mapped with
+    ``gpu.host_register`` (unregistered on return), and each host ``memref.alloc`` (a buffer
+    between two kernels) becomes device memory, ``gpu.alloc`` / ``gpu.dealloc``."""
+    out = module.clone()
+    with out.context, ir.Location.unknown():
+        for f in out.func_ops():
+            if f.is_external:
+                continue
+            entry = f.regions[0].blocks[0]
+            allocs = [op.operation for op in entry.operations if op.operation.name == "memref.alloc"]
+            device = []
+            for op in allocs:
+                with ir.InsertionPoint(op):
+                    new = gpu_d.AllocOp(op.results[0].type, None, [], list(op.operands), []).result
+                op.results[0].replace_all_uses_with(new)
+                op.erase()
+                device.append(new)
+            args = [a for a in entry.arguments if isinstance(a.type, ir.MemRefType)]
+            casts = []
+            with ir.InsertionPoint.at_block_begin(entry):
+                for a in args:
+                    t = ir.MemRefType(a.type)
+                    c = memref_d.CastOp(ir.UnrankedMemRefType.get(t.element_type, t.memory_space), a).result
+                    gpu_d.HostRegisterOp(c)
+                    casts.append(c)
+            rets = [op.operation for op in entry.operations if op.operation.name == "func.return"]
+            for ret in rets:
+                with ir.InsertionPoint(ret):
+                    for c in casts:
+                        gpu_d.HostUnregisterOp(c)
+                    for d in device:
+                        gpu_d.DeallocOp(None, [], d)
+    return out.verify()
+
+
+def lower_to_gpu(module: Module, chip: str = "sm_90", fmt: str = "isa",
+                 host_code: bool = False) -> Module:
     """Stages 1-4 of the module docstring: ``gpu.binary`` ops with PTX (``fmt="isa"``) or a
     cubin (``fmt="bin"``, needs ``ptxas`` on PATH) for ``chip``, host code in the LLVM dialect.
+    With ``host_code`` the host functions also register their arguments and allocate their
+    temporaries on the device (:func:`_host_memory`), as running them needs.
 
     Raises
     ------
@@ -213,12 +253,16 @@ def lower_to_gpu(module: Module, chip: str = "sm_90", fmt: str = "isa") -> Modul
     if fmt not in ("isa", "bin", "fatbin"):
         raise PipelineError(f"cuda: format {fmt!r}; expected 'isa', 'bin' or 'fatbin'")
     buf = _apply(module, _bufferize, "bufferize")
+    buf = run_pass_pipeline(buf, "builtin.module(buffer-results-to-out-params{hoist-static-allocs "
+                            "modify-public-functions},canonicalize)", "cuda out-params")
     kernels = _kernels(buf)
     if not kernels:
         raise PipelineError("cuda: no GPU kernel was produced; bind loops to blockIdx/threadIdx first")
     mapped = _map(buf, kernels)
     _check_host(mapped)
     mapped = _workgroup_allocations(mapped)
+    if host_code:
+        mapped = _host_memory(mapped)
     text = load_pipeline("cuda").replace("cubin-chip=sm_90", f"cubin-chip={chip}") \
         .replace("cubin-format=isa", f"cubin-format={fmt}")
     return run_pass_pipeline(mapped, text, "cuda lower")
