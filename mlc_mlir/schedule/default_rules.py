@@ -147,7 +147,7 @@ def apply_default_schedule(sch: Schedule, target: Target, threads: Optional[int]
         kinds = {key: classify(info) for key, info in sch.model.ops.items()}
         return apply_gpu_default_schedule(sch, kinds, claimed)
     if not isinstance(target, Target) or target.kind != "cpu":
-        raise ScheduleError(f"default schedule: target is {target!r}; expected a cpu or cuda Target")
+        raise ScheduleError(f"default schedule: target is {target!r}; expected a cpu Target (or a cuda Target)")
     threads = target.cores if threads is None else threads
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
         raise ScheduleError(f"default schedule: threads={threads!r}; expected an int >= 1")

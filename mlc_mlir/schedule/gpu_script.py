@@ -136,6 +136,8 @@ class GpuEmitter:
     def sizes(self, view: Block, positions: List[int], ndims: int, dim_map=None) -> list:
         out = [0] * ndims
         for p in positions:
+            if view.loops[p].extent == 1:
+                continue   # a one-trip loop is no forall dim (its mapping is left out too)
             d = view.loops[p].dim if dim_map is None else dim_map.get(view.loops[p].dim)
             if d is not None:
                 out[d] = self.host.tile_size(view, p)
