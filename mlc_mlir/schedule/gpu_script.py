@@ -19,6 +19,9 @@ of a CUDA kernel (TVM's lowering of ``thread_binding`` loops does the same):
    output tile (``bufferize_to_allocation {bufferize_destination_only}``);
 4. the remaining serial loops -> ``tile_using_for`` (``transform.loop.unroll`` where unrolled).
 
+A reduction whose reduction loop is bound to ``threadIdx`` (a block per row) is emitted by
+:mod:`.gpu_reduction` instead.
+
 ``gpu.map_forall_to_blocks`` / ``gpu.map_nested_forall_to_threads`` (after bufferization, in
 :mod:`mlc_mlir.pipeline.cuda`) turn the foralls into a ``gpu.launch`` and insert the barriers
 around each thread-level forall.
@@ -32,6 +35,7 @@ from typing import Dict, List, Optional, Tuple
 
 from .._mlir import ir, loop_transform_d, structured_transform_d, transform_d
 from ..errors import ScheduleError
+from .gpu_reduction import emit_cross_thread, is_cross_thread
 from .loop_nest import Block, Loop, LoopNestModel
 
 
@@ -157,6 +161,8 @@ class GpuEmitter:
             If no loop is bound to a ``blockIdx`` axis, a dim is bound twice at one level, or
             a block is attached in a way the GPU emission does not support.
         """
+        if is_cross_thread(blk):
+            return emit_cross_thread(self, blk)
         blocks, outer, threads, inner, stage = self.canonical(blk)
         if not any(lp.extent > 1 for lp in blocks):
             raise ScheduleError(f"bind: '{blk.name}' has no loop of extent > 1 bound to a blockIdx "

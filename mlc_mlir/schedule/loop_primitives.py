@@ -244,17 +244,27 @@ class LoopPrimitives(ScheduleState):
         :mod:`mlc_mlir.schedule.gpu_script`; mapping to the grid: ``gpu.map_forall_to_blocks``
         and ``gpu.map_nested_forall_to_threads`` in :mod:`mlc_mlir.pipeline.cuda`.
 
+        The innermost loop of a reduction dim can be bound to ``threadIdx.*``: the threads of a
+        block then reduce together (TVM's cross-thread reduction), through shared memory
+        (:mod:`mlc_mlir.schedule.gpu_reduction`); every parallel loop must then be bound to
+        ``blockIdx``::
+
+            k0, k1 = sch.split(k, [None, 256])
+            sch.bind(i, "blockIdx.x")
+            sch.bind(k1, "threadIdx.x")
+
         Parameters
         ----------
         loop : LoopRV
-            A serial loop of a parallel dim (a fused loop: all of its loops).
+            A serial loop of a parallel dim (a fused loop: all of its loops), or the innermost
+            loop of a reduction dim (threadIdx axes only).
         thread_axis : str
             One of :data:`THREAD_AXES`.
 
         Raises
         ------
         ScheduleError
-            For an unknown axis, a reduction loop, a loop already bound/parallel/vectorized/
+            For an unknown axis, a reduction loop that is not innermost or goes to blockIdx, a loop already bound/parallel/vectorized/
             unrolled, or an axis bound twice in the block.
         """
         blk, pos, lp = self._loop("bind", loop)
@@ -263,8 +273,11 @@ class LoopPrimitives(ScheduleState):
         group = blk.group(pos)
         for p in group:
             l_ = blk.loops[p]
-            if blk.dims[l_.dim].kind != "parallel":
-                raise ScheduleError(f"bind: loop {blk.label(p)} of '{blk.name}' iterates a reduction dim")
+            if blk.dims[l_.dim].kind != "parallel" and not (
+                    thread_axis.startswith("threadIdx") and len(group) == 1 and blk.step(p) == 1):
+                raise ScheduleError(f"bind: loop {blk.label(p)} of '{blk.name}' iterates a reduction "
+                                    "dim; only its innermost loop can be bound, to a threadIdx axis "
+                                    "(a cross-thread reduction)")
             if l_.kind != "serial" or l_.unroll is not None:
                 raise ScheduleError(f"bind: loop {blk.label(p)} is already "
                                     f"{l_.kind if l_.kind != 'serial' else 'unrolled'}")

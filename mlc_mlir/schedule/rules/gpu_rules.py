@@ -4,8 +4,12 @@ chapter's recipes):
 
 * ``elementwise``: the innermost dim split into ``[blocks, threads]`` (up to 256 threads), the
   outer dims bound to ``blockIdx.y/z``;
-* ``reduction`` (row reductions, softmax's parts, layer_norm's statistics): the parallel dims
-  over blocks x threads, each thread reducing its rows serially;
+* ``reduction`` (row reductions, softmax's parts, layer_norm's statistics): a block per row
+  when the one reduction dim is the input's contiguous (last) dim and long enough
+  (``K >= MIN_COOPERATIVE``): ``split(k, [None, T])``, the parallel dims fused and bound to
+  ``blockIdx.x``, ``k1`` bound to ``threadIdx.x`` -- a cooperative reduction through shared
+  memory (:mod:`mlc_mlir.schedule.gpu_reduction`); otherwise the parallel dims over
+  blocks x threads, each thread reducing its rows serially;
 * ``matmul`` (and 2-parallel + 1-reduction contractions): the shared-memory blocking of the
   chapter -- block tile ``(ty*ly, tx*lx)``, ``ty*tx`` threads each computing an ``ly x lx``
   register tile (``cache_write(..., "local")``), ``A`` and ``B`` panels of ``kt`` columns/rows
@@ -27,6 +31,9 @@ from ..state import BlockRV
 #: At most this many threads per block in the default schedules.
 MAX_THREADS = 256
 
+#: Shortest reduction a block cooperates on (a shorter row is reduced by one thread).
+MIN_COOPERATIVE = 64
+
 
 def _divisor(n: int, limit: int) -> int:
     """Largest divisor of ``n`` that is at most ``limit`` (>= 1)."""
@@ -36,10 +43,11 @@ def _divisor(n: int, limit: int) -> int:
     return 1
 
 
-def _bind_parallel(sch: Schedule, block: BlockRV, parallel: List[int]) -> None:
+def _bind_parallel(sch: Schedule, block: BlockRV, parallel: List[int], loops=None) -> None:
     """Split the innermost parallel dim into blocks x threads and bind the outer parallel dims
-    to the remaining block axes (the others stay serial loops of each thread)."""
-    loops = sch.get_loops(block)
+    to the remaining block axes (the others stay serial loops of each thread). ``loops``: the
+    block's loops by dim (default: ``get_loops``, in dim order)."""
+    loops = sch.get_loops(block) if loops is None else loops
     info = sch.get(block)
     ext = [info.dims[d].extent for d in parallel]
     last = parallel[-1]
@@ -84,7 +92,33 @@ def schedule_reduction(sch: Schedule, block: BlockRV) -> None:
     order = [d.index for d in info.dims if d.kind == "parallel"] + red
     if order != list(range(len(order))):
         sch.reorder(*[loops[d] for d in order])
-    _bind_parallel(sch, block, parallel)
+    if _cooperative(sch, block, red, loops):
+        return
+    _bind_parallel(sch, block, parallel, loops)
+
+
+def _cooperative(sch: Schedule, block: BlockRV, red: List[int], loops) -> bool:
+    """A block per output element when the op reduces one contiguous dim of length
+    ``>= MIN_COOPERATIVE`` (module docstring); returns whether it applied. ``loops``: the
+    block's loops by dim."""
+    info = sch.get(block)
+    if len(red) != 1 or info.info.init is None or info.info.num_inputs < 1:
+        return False
+    r = red[0]
+    k = info.dims[r].extent
+    first = info.info.operand_dims[0]
+    if k < MIN_COOPERATIVE or not first or first[-1] != r:
+        return False
+    t = _divisor(k, MAX_THREADS)
+    if t < 32:
+        return False
+    outer = [loops[d.index] for d in info.dims if d.kind == "parallel"]
+    if len(outer) > 1:
+        outer = [sch.fuse(*outer)]
+    _, k1 = sch.split(loops[r], [None, t])
+    sch.bind(outer[0], "blockIdx.x")
+    sch.bind(k1, "threadIdx.x")
+    return True
 
 
 def schedule_matmul(sch: Schedule, block: BlockRV) -> None:

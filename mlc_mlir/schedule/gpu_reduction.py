@@ -1,0 +1,165 @@
+"""Transform-script emission of a cross-thread (block-per-row) reduction.
+
+A reduction whose innermost reduction loop is bound to ``threadIdx.*`` (TVM: binding a
+reduction loop to a thread axis lowers to a cross-thread ``allreduce``) is emitted as a
+cooperative reduction in shared memory, with upstream transform ops only::
+
+    i, k = sch.get_loops(blk)            # O[i] = sum_k X[i, k]
+    k0, k1 = sch.split(k, [None, 256])
+    sch.bind(i, "blockIdx.x")            # one row per block
+    sch.bind(k1, "threadIdx.x")          # 256 threads reduce the row together
+
+1. ``structured.split_reduction {split_factor = T, inner_parallel}``: ``X`` viewed as
+   ``(.., K/T, T)``; a partial op ``P[i, t] = sum_k0 X[i, k0*T + t]`` (``t`` parallel: the
+   threads read consecutive addresses, coalesced) and a combining op ``O[i] = sum_t P[i, t]``;
+2. the combining op tiled by ``tile_using_forall`` over the block loops (``#gpu.block``), the
+   partial op, its fill and the output's init fused into it (``fuse_into_containing_op``);
+3. the partial op tiled over ``t`` by a thread forall (``#gpu.thread``), ``P``'s row placed in
+   ``#gpu.address_space<workgroup>`` (``structured.bufferize_to_allocation``);
+4. for ``T >= 64``: the combine split again over 32 threads
+   (``structured.tile_reduction_using_forall``, partials in shared memory), so the last step
+   reads 32 values, not ``T``;
+5. the last combine (and the output's init) in a one-thread forall.
+
+``gpu.map_nested_forall_to_threads`` (:mod:`mlc_mlir.pipeline.cuda`) puts a barrier after each
+thread forall, which orders the shared-memory steps. The tree stops at one thread reading 32
+partials; a warp-shuffle (``gpu.subgroup_reduce``) last step is left for later.
+"""
+
+from __future__ import annotations
+
+from typing import List
+
+from .._mlir import ir, structured_transform_d, transform_d
+from ..errors import ScheduleError
+from .loop_nest import Block, Loop
+
+#: Threads of the second combine level (one warp).
+WARP = 32
+
+
+def _any():
+    return transform_d.AnyOpType.get()
+
+
+def _attr(text: str) -> ir.Attribute:
+    """A GPU dialect attribute. Parsing text is debt: the bindings have no builders for them."""
+    return ir.Attribute.parse(text)
+
+
+def is_cross_thread(blk: Block) -> bool:
+    """Whether a loop of ``blk`` over a reduction dim is bound to a ``threadIdx`` axis."""
+    return any(lp.kind == "bound" and lp.thread.startswith("threadIdx")
+               and blk.dims[lp.dim].kind == "reduction" for lp in blk.loops)
+
+
+def _check(blk: Block) -> Loop:
+    """The thread-bound reduction loop; raises ScheduleError for what this emission lacks."""
+    red = [d.index for d in blk.dims if d.kind == "reduction"]
+    where = f"cross-thread reduction of '{blk.name}'"
+    if len(red) != 1:
+        raise ScheduleError(f"{where}: {len(red)} reduction dims; expected 1")
+    if blk.info.init is None:
+        raise ScheduleError(f"{where}: the output has no named linalg.fill init")
+    if blk.cache_reads or blk.cache_writes or blk.decomposed_at is not None or blk.rfactor:
+        raise ScheduleError(f"{where}: cache_read/cache_write/decompose_reduction/rfactor are not "
+                            "supported with a thread-bound reduction loop")
+    r = red[0]
+    rloops = [lp for lp in blk.loops if lp.dim == r]
+    tl = rloops[-1]
+    if not (tl.kind == "bound" and tl.thread.startswith("threadIdx")):
+        raise ScheduleError(f"{where}: the thread-bound loop must be the innermost loop of dim "
+                            f"{blk.dims[r].name} (split(k, [None, T]) then bind the inner one)")
+    for lp in rloops[:-1]:
+        if lp.kind == "bound" or lp.unroll is not None:
+            raise ScheduleError(f"{where}: outer loops of dim {blk.dims[r].name} must stay serial")
+    for lp in blk.loops:
+        if blk.dims[lp.dim].kind == "parallel" and lp.extent > 1 and not (
+                lp.kind == "bound" and lp.thread.startswith("blockIdx")):
+            raise ScheduleError(f"{where}: parallel loop over dim {blk.dims[lp.dim].name} "
+                                f"(extent {lp.extent}) is {lp.kind} ({lp.thread}); expected every "
+                                "parallel loop bound to blockIdx (one output element per block)")
+    outs = [d for d in blk.info.out_dims if d is not None]
+    if not outs:
+        raise ScheduleError(f"{where}: reduces to a scalar; a full reduction needs blocks to "
+                            "combine across (not implemented)")
+    if outs != sorted(outs):
+        raise ScheduleError(f"{where}: output dims {outs} are permuted; expected iteration order")
+    return tl
+
+
+def emit_cross_thread(gpu, blk: Block) -> ir.Value:
+    """Emit ``blk`` as a block-per-row cooperative reduction (module docstring).
+
+    Parameters
+    ----------
+    gpu : GpuEmitter
+        The GPU emitter (``host.match``, ``mapping`` of the block loops).
+    blk : Block
+        A reduction with one reduction dim, its innermost loop bound to ``threadIdx.*`` and
+        every parallel loop of extent > 1 bound to ``blockIdx.*``.
+
+    Returns
+    -------
+    ir.Value
+        Handle of the last combining op.
+
+    Raises
+    ------
+    ScheduleError
+        For more than one reduction dim, no named init, parallel loops not bound to blocks,
+        caches or rfactor on the block, or a full (scalar) reduction.
+    """
+    tl = _check(blk)
+    host = gpu.host
+    t_axis = tl.thread.split(".")[1]
+    nthreads = tl.extent
+    r = tl.dim
+    ndims = len(blk.dims)
+    outs: List[int] = list(blk.info.out_dims)
+    blocks = [lp for lp in blk.loops if lp.kind == "bound" and lp.thread.startswith("blockIdx")]
+    gpu.check_level(blk, blocks, "block")
+    if not any(lp.extent > 1 for lp in blocks):
+        raise ScheduleError(f"bind: '{blk.name}' has no loop of extent > 1 bound to a blockIdx axis")
+    thread = ir.ArrayAttr.get([_attr(f"#gpu.thread<{t_axis}>")])
+    shared = _attr("#gpu.address_space<workgroup>")
+
+    op = host.match(blk)
+    init = host.match_name(blk.func, blk.info.init)
+    sr = structured_transform_d.SplitReductionOp(
+        _any(), _any(), _any(), _any(), op, split_factor=nthreads,
+        insert_split_dimension=len(outs), inner_parallel=True)
+    # 2. one output element per block: the combine's parallel dims are the output's
+    comb_sizes = [1 if blk.dims[d].extent > 1 else 0 for d in outs] + [0]
+    bt = structured_transform_d.TileUsingForallOp(sr.combining_linalg_op, tile_sizes=comb_sizes,
+                                                  mapping=gpu.mapping(blk, blocks, "block"))
+    comb, bforall = bt.tiled_op, bt.forall_op
+    init = structured_transform_d.FuseIntoContainingOp(init, bforall).fused_op
+    part = structured_transform_d.FuseIntoContainingOp(sr.split_linalg_op, bforall).fused_op
+    pfill = structured_transform_d.FuseIntoContainingOp(sr.fill_op, bforall).fused_op
+    # 3. partial sums: thread t reduces X[.., k0*T + t] into shared P[t]; the partial op's dims
+    # are the original ones with r replaced by (r: K/T, r+1: T parallel)
+    sizes = [0] * (ndims + 1)
+    sizes[r + 1] = 1
+    tt = structured_transform_d.TileUsingForallOp(part, tile_sizes=sizes, mapping=thread)
+    structured_transform_d.FuseIntoContainingOp(pfill, tt.forall_op)
+    _to_shared(tt.forall_op, shared)
+    # 4. the combine over 32 threads (each reads T/32 partials)
+    if nthreads >= 2 * WARP and nthreads % WARP == 0:
+        red = structured_transform_d.TileReductionUsingForallOp(
+            [_any()], _any(), _any(), _any(), comb, num_threads=[0] * len(outs) + [WARP],
+            mapping=thread)
+        structured_transform_d.FuseIntoContainingOp(red.results[0], red.forall_op)
+        _to_shared(red.forall_op, shared)
+        comb = red.combining_op
+    # 5. the last combine by one thread (a one-trip forall), with the output's init
+    last = structured_transform_d.TileUsingForallOp(comb, tile_sizes=[1], mapping=thread)
+    structured_transform_d.FuseIntoContainingOp(init, last.forall_op)
+    return last.tiled_op
+
+
+def _to_shared(forall: ir.Value, space: ir.Attribute) -> None:
+    """Place the destination of a thread forall in workgroup (shared) memory."""
+    structured_transform_d.BufferizeToAllocationOp(
+        forall, memory_space=space, bufferize_destination_only=True, alloc_op="memref.alloca",
+        memcpy_op="linalg.copy")
