@@ -14,7 +14,7 @@ from .errors import (  # noqa: F401
     BuildError, ExecutionError, IRError, MlcError, PipelineError, ScheduleError, TuningError,
 )
 from .ir import Module  # noqa: F401
-from .pipeline import compile  # noqa: F401
+from .pipeline import build_library, compile  # noqa: F401
 from .runtime import Executable  # noqa: F401
 from .schedule import Schedule, Trace  # noqa: F401
 from .runtime.registry import register_func  # noqa: F401

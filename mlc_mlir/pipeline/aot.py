@@ -14,7 +14,7 @@ import os
 import shlex
 import subprocess
 import tempfile
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, Optional
 
 import numpy as np
 
@@ -39,7 +39,7 @@ def _run(cmd) -> None:
 
 def export_library(lowered: Module, signatures: Mapping[str, FunctionSignature],
                    params: Mapping[str, np.ndarray], runtime_libs: Iterable[str], path: str, *,
-                   cpu: str, features: str = "") -> str:
+                   cpu: str, features: str = "", device: Optional[str] = None) -> str:
     """Compile ``lowered`` (LLVM dialect) to the shared library ``path``; returns the absolute path.
 
     Parameters
@@ -57,6 +57,12 @@ def export_library(lowered: Module, signatures: Mapping[str, FunctionSignature],
         Where to write the ``.so``.
     cpu, features : str
         ``llc -mcpu`` and ``-mattr`` values (the target's CPU name and feature list).
+    device : str, optional
+        ``"cuda"`` for a module whose kernels are embedded (``gpu.binary``: the cubin becomes a
+        constant of the ``.so``, loaded by ``mgpuModuleLoad`` of ``libmlir_cuda_runtime.so``);
+        recorded in the metadata so that :func:`~mlc_mlir.runtime.load_library` probes the
+        driver first. The ``.so`` finds its runtime libraries beside itself (``$ORIGIN``) or
+        where they were linked from.
 
     Raises
     ------
@@ -83,14 +89,14 @@ def export_library(lowered: Module, signatures: Mapping[str, FunctionSignature],
         llc = [os.path.join(llvm_bin_dir(), "llc"), "-O3", f"-mcpu={cpu}"]
         llc += [f"-mattr={features}"] if features else []
         _run(llc + ["-filetype=obj", "-relocation-model=pic", ll, "-o", obj])
-        data = library_metadata(signatures).encode() + b"\0"
+        data = library_metadata(signatures, device).encode() + b"\0"
         with open(meta_c, "w") as f:  # bytes, not a string literal: no escaping rules to get wrong
             f.write(f"static const char data[] = {{{','.join(str(b) for b in data)}}};\n"
                     f"const char *const {METADATA_SYMBOL} = data;\n")
         _run(["gcc", "-c", "-fPIC", meta_c, "-o", meta_o])
-        link = ["gcc", "-shared", "-o", path, obj, meta_o, "-lm"]
+        link = ["gcc", "-shared", "-o", path, obj, meta_o, "-lm", "-Wl,-rpath,$ORIGIN"]
         for lib in runtime_libs:
             link += [lib, f"-Wl,-rpath,{os.path.dirname(lib)}"]
         _run(link)
-    write_library_metadata(path, signatures, params)
+    write_library_metadata(path, signatures, params, device)
     return path

@@ -34,7 +34,7 @@ from ..runtime.executable import Executable, Function, engine_invoker
 from ..runtime.registry import make_callback
 from ..target import Target
 from .aot import export_library, translate_to_llvmir
-from .cuda_compile import compile_cuda
+from .cuda_compile import compile_cuda, export_cuda_library
 from .denormals import flush_denormals
 from .libraries import runtime_library_paths
 from .options import CompileOptions
@@ -258,3 +258,40 @@ def compile(module: Module, target="cpu", *, threads: Optional[int] = None, opt_
 
     export = None if callbacks else export  # Python kernels cannot be linked into a .so
     return Executable(functions, keepalive=(engine, lowered, module, cfuncs), export=export)
+
+
+def build_library(module: Module, path: str, target="cpu", *,
+                  options: Optional[CompileOptions] = None, **kwargs) -> str:
+    """Compile ``module`` ahead of time into the shared library ``path`` (plus ``.json`` and
+    ``.params.npz``), without loading it: for ``target="cuda"`` a ``.so`` with host code and
+    the embedded cubin, built without a GPU (:func:`.cuda_compile.export_cuda_library`); for
+    a CPU target the same as ``compile(module, target).export_library(path)``. Load it with
+    :func:`mlc_mlir.runtime.load_library`.
+
+    Parameters
+    ----------
+    module : Module
+    path : str
+        Where to write the ``.so``.
+    target : str or Target
+        As for :func:`compile`.
+    options : CompileOptions, optional
+        All options at once; else ``kwargs`` are :func:`compile`'s keywords.
+
+    Returns
+    -------
+    str
+        The absolute path of the ``.so``.
+
+    Raises
+    ------
+    IRError, PipelineError, ExecutionError
+        As :func:`compile` (never for a missing GPU) and :meth:`Executable.export_library`.
+    """
+    if not isinstance(module, Module):
+        raise IRError(f"build_library: expected an mlc.Module, got {type(module).__name__}")
+    if options is None:
+        options = CompileOptions(target=target, **kwargs)
+    if options.target.kind == "cuda":
+        return export_cuda_library(module, options, CPU_STAGES, path)
+    return compile(module, options=options).export_library(path)

@@ -214,12 +214,16 @@ def _host_memory(module: Module) -> Module:
             entry = f.regions[0].blocks[0]
             allocs = [op.operation for op in entry.operations if op.operation.name == "memref.alloc"]
             device = []
+            tok = gpu_d.AsyncTokenType.get()
             for op in allocs:
+                # gpu-to-llvm lowers only async gpu.alloc/dealloc: a stream of their own, waited
                 with ir.InsertionPoint(op):
-                    new = gpu_d.AllocOp(op.results[0].type, None, [], list(op.operands), []).result
-                op.results[0].replace_all_uses_with(new)
+                    dep = gpu_d.WaitOp(tok, []).result
+                    alloc = gpu_d.AllocOp(op.results[0].type, tok, [dep], list(op.operands), [])
+                    gpu_d.WaitOp(None, [alloc.results[1]])
+                op.results[0].replace_all_uses_with(alloc.results[0])
                 op.erase()
-                device.append(new)
+                device.append(alloc.results[0])
             args = [a for a in entry.arguments if isinstance(a.type, ir.MemRefType)]
             casts = []
             with ir.InsertionPoint.at_block_begin(entry):
@@ -234,7 +238,8 @@ def _host_memory(module: Module) -> Module:
                     for c in casts:
                         gpu_d.HostUnregisterOp(c)
                     for d in device:
-                        gpu_d.DeallocOp(None, [], d)
+                        dep = gpu_d.WaitOp(tok, []).result
+                        gpu_d.WaitOp(None, [gpu_d.DeallocOp(tok, [dep], d).result])
     return out.verify()
 
 

@@ -18,6 +18,7 @@ from ..errors import PipelineError
 from ..ir.module import Module
 from ..runtime.cuda import require_cuda
 from ..runtime.executable import Executable, Function, engine_invoker
+from .aot import export_library
 from .cuda import lower_to_gpu
 from .libraries import runtime_library_paths
 from .options import CompileOptions
@@ -26,16 +27,15 @@ from .options import CompileOptions
 SHARED_STAGES = ("graph", "schedule", "prepare")
 
 
-def compile_cuda(module: Module, options: CompileOptions, stages) -> Executable:
-    """Compile ``module`` for ``options.target`` (kind ``cuda``) and load it; ``stages`` are
-    :data:`mlc_mlir.pipeline.compile.CPU_STAGES` (passed in: that module calls this one).
+def lower_cuda(module: Module, options: CompileOptions, stages):
+    """The stages of :func:`compile_cuda` short of loading: ``(signatures, lowered)``, where
+    ``lowered`` is host code in the LLVM dialect plus ``gpu.binary`` kernels (a cubin when
+    ``ptxas`` is on PATH, else PTX). Needs no GPU.
 
     Raises
     ------
     PipelineError
-        If a stage fails (a schedule, the mapping to the GPU, NVVM, ptxas).
-    ExecutionError
-        If no CUDA driver/GPU is present (checked before loading the CUDA runtime).
+        If ``options.target`` is not a cuda target, or a stage fails.
     """
     tgt = options.target
     if tgt.kind != "cuda":
@@ -45,7 +45,49 @@ def compile_cuda(module: Module, options: CompileOptions, stages) -> Executable:
         if stage.name in SHARED_STAGES:
             module = stage.run(module, options)
     fmt = "bin" if shutil.which("ptxas") else "isa"
-    lowered = lower_to_gpu(module, chip=tgt.arch, fmt=fmt, host_code=True)
+    return signatures, lower_to_gpu(module, chip=tgt.arch, fmt=fmt, host_code=True)
+
+
+def export_cuda_library(module: Module, options: CompileOptions, stages, path: str) -> str:
+    """Compile ``module`` for CUDA and write an AOT library: a ``.so`` with the host code and
+    the embedded cubin, its ``.json`` metadata (``"device": "cuda"``) and parameters. Needs no
+    GPU; running it needs ``libmlir_cuda_runtime.so`` (beside the ``.so`` or at the MLIR wheel's
+    path it was linked from), a CUDA driver and numpy
+    (:func:`mlc_mlir.runtime.load_library`). Source: TVM ``export_library`` of a CUDA module
+    (host ``.so`` + embedded device blob).
+
+    Returns
+    -------
+    str
+        The absolute path of the ``.so``.
+
+    Raises
+    ------
+    PipelineError
+        If a stage fails (schedule, mapping, NVVM, ptxas).
+    ExecutionError
+        If ``llc``/``gcc`` fail or ``path`` cannot be written.
+    """
+    signatures, lowered = lower_cuda(module, options, stages)
+    tgt = options.target
+    return export_library(lowered, signatures, module.params, runtime_library_paths(tgt), path,
+                          cpu=tgt.cpu, features=tgt.attrs, device="cuda")
+
+
+def compile_cuda(module: Module, options: CompileOptions, stages) -> Executable:
+    """Compile ``module`` for ``options.target`` (kind ``cuda``) and load it; ``stages`` are
+    :data:`mlc_mlir.pipeline.compile.CPU_STAGES` (passed in: that module calls this one).
+    ``exe.export_library(path)`` writes the AOT library of :func:`export_cuda_library`.
+
+    Raises
+    ------
+    PipelineError
+        If a stage fails (a schedule, the mapping to the GPU, NVVM, ptxas).
+    ExecutionError
+        If no CUDA driver/GPU is present (checked before loading the CUDA runtime).
+    """
+    tgt = options.target
+    signatures, lowered = lower_cuda(module, options, stages)
     require_cuda("compile(target='cuda')")
     libs = runtime_library_paths(tgt)
     errors: list = []
@@ -56,4 +98,9 @@ def compile_cuda(module: Module, options: CompileOptions, stages) -> Executable:
             raise PipelineError(f"jit: ExecutionEngine failed: {e}") from None
     functions = {n: Function(sig, engine_invoker(engine, n, errors), module.params)
                  for n, sig in signatures.items()}
-    return Executable(functions, keepalive=(engine, lowered, module), export=None)
+
+    def export(path: str) -> str:
+        return export_library(lowered, signatures, module.params, libs, path, cpu=tgt.cpu,
+                              features=tgt.attrs, device="cuda")
+
+    return Executable(functions, keepalive=(engine, lowered, module), export=export)

@@ -14,13 +14,14 @@ import json
 import os
 import shutil
 import tempfile
-from typing import Dict, Mapping
+from typing import Dict, Mapping, Optional, Tuple
 
 import numpy as np
 
 from ..errors import ExecutionError
 from ..ir import dtypes
 from ..ir.module import FunctionSignature, TensorSpec
+from .cuda import require_cuda
 from .executable import Executable, Function
 from .memref import PackedArgs
 
@@ -33,18 +34,26 @@ LIBRARY_FORMAT = "mlc-library-v1"
 METADATA_SYMBOL = "mlc_library_metadata"
 
 
-def library_metadata(signatures: Mapping[str, FunctionSignature]) -> str:
+#: Devices a library can run on besides the host CPU (``"device"`` in the metadata), with the
+#: runtime libraries its host code calls (loaded from beside the ``.so`` when found there).
+DEVICE_RUNTIMES = {"cuda": ("libmlir_cuda_runtime.so",)}
+
+
+def library_metadata(signatures: Mapping[str, FunctionSignature], device: Optional[str] = None) -> str:
     """The ``mlc-library-v1`` metadata of ``signatures`` as JSON text (what ``.json`` holds and
-    what the ``.so`` embeds as :data:`METADATA_SYMBOL`)."""
+    what the ``.so`` embeds as :data:`METADATA_SYMBOL`); ``device`` (a key of
+    :data:`DEVICE_RUNTIMES`) is recorded for libraries whose kernels run on a GPU."""
     meta = {"format": LIBRARY_FORMAT, "functions": {
         name: {"args": [vars(a) | {"shape": list(a.shape)} for a in sig.args],
                "results": [vars(r) | {"shape": list(r.shape)} for r in sig.results]}
         for name, sig in signatures.items()}}
+    if device is not None:
+        meta["device"] = device
     return json.dumps(meta, indent=1)
 
 
 def write_library_metadata(path: str, signatures: Mapping[str, FunctionSignature],
-                           params: Mapping[str, np.ndarray]) -> None:
+                           params: Mapping[str, np.ndarray], device: Optional[str] = None) -> None:
     """Write ``path + ".json"`` (signatures) and, if any, ``path + ".params.npz"`` (parameters).
 
     Raises
@@ -54,7 +63,7 @@ def write_library_metadata(path: str, signatures: Mapping[str, FunctionSignature
     """
     try:
         with open(path + ".json", "w") as f:
-            f.write(library_metadata(signatures))
+            f.write(library_metadata(signatures, device))
         if params:
             np.savez(path + ".params.npz", **params)
         elif os.path.exists(path + ".params.npz"):
@@ -80,7 +89,8 @@ def _spec(path: str, fname: str, d, kind: str) -> TensorSpec:
     return TensorSpec(str(d["name"]), tuple(shape), d["dtype"], bool(d.get("is_param", False)))
 
 
-def _parse_metadata(path: str, text: str) -> Dict[str, FunctionSignature]:
+def _parse_metadata(path: str, text: str) -> Tuple[Dict[str, FunctionSignature], Optional[str]]:
+    """``(signatures, device)`` of an ``mlc-library-v1`` text."""
     try:
         meta = json.loads(text)
     except ValueError as e:
@@ -89,6 +99,10 @@ def _parse_metadata(path: str, text: str) -> Dict[str, FunctionSignature]:
             or not isinstance(meta.get("functions"), dict):
         raise ExecutionError(f"load_library: {path}.json is not an {LIBRARY_FORMAT} file "
                              f"(format {meta.get('format') if isinstance(meta, dict) else None!r})")
+    device = meta.get("device")
+    if device is not None and device not in DEVICE_RUNTIMES:
+        raise ExecutionError(f"load_library: {path}.json has device {device!r}; expected one of "
+                             f"{sorted(DEVICE_RUNTIMES)} or none")
     sigs = {}
     for name, d in meta["functions"].items():
         if not isinstance(d, dict) or not isinstance(d.get("args"), list) \
@@ -98,7 +112,23 @@ def _parse_metadata(path: str, text: str) -> Dict[str, FunctionSignature]:
         sigs[name] = FunctionSignature(
             name, tuple(_spec(path, name, a, "argument") for a in d["args"]),
             tuple(_spec(path, name, r, "result") for r in d["results"]))
-    return sigs
+    return sigs, device
+
+
+def _load_device_runtime(path: str, device: str) -> list:
+    """Probe the device's driver, then load its runtime libraries found beside ``path``
+    (``RTLD_GLOBAL``: the ``.so``'s own dependency then resolves to them; elsewhere its rpath
+    finds the MLIR wheel's copy)."""
+    require_cuda(f"load_library({os.path.basename(path)})")
+    out = []
+    for name in DEVICE_RUNTIMES[device]:
+        beside = os.path.join(os.path.dirname(path), name)
+        if os.path.isfile(beside):
+            try:
+                out.append(ctypes.CDLL(beside, mode=ctypes.RTLD_GLOBAL))
+            except OSError as e:
+                raise ExecutionError(f"load_library: cannot load {beside}: {e}") from None
+    return out
 
 
 def load_library(path: str) -> Executable:
@@ -122,7 +152,9 @@ def load_library(path: str) -> Executable:
         If the library or its ``.json`` metadata is missing, unreadable, not in the
         ``mlc-library-v1`` format (incomplete entries, bad shapes or dtypes) or different from the
         metadata compiled into the ``.so`` (a tampered ``.json``), if a parameter is
-        missing from ``.params.npz`` or disagrees with its spec, or if an entry point is absent.
+        missing from ``.params.npz`` or disagrees with its spec, or if an entry point is absent;
+        for a CUDA library (``"device": "cuda"``), if no CUDA driver or GPU is present (probed
+        before the ``.so`` is loaded: its host code would abort the process).
     """
     path = os.path.abspath(path)
     try:
@@ -131,9 +163,11 @@ def load_library(path: str) -> Executable:
     except OSError as e:
         raise ExecutionError(f"load_library: cannot load {path}: cannot read {path}.json: "
                              f"{e.strerror}") from None
-    sigs = _parse_metadata(path, text)
+    sigs, device = _parse_metadata(path, text)
     if not os.path.isfile(path):
         raise ExecutionError(f"load_library: {path} does not exist")
+    # a CUDA library needs the driver: without it, its kernels would abort the process
+    runtimes = _load_device_runtime(path, device) if device is not None else []
     tmp = tempfile.mkdtemp(prefix="mlc-lib-")
     private = os.path.join(tmp, os.path.basename(path))
     try:
@@ -148,7 +182,7 @@ def load_library(path: str) -> Executable:
     except ValueError:
         raise ExecutionError(f"load_library: {path} has no {METADATA_SYMBOL}; it was not written "
                              "by export_library") from None
-    if _parse_metadata(path, embedded) != sigs:
+    if _parse_metadata(path, embedded) != (sigs, device):
         raise ExecutionError(f"load_library: {path}.json does not match the signatures compiled "
                              f"into {os.path.basename(path)} (edited, or from another export); "
                              "export the library again")
@@ -175,4 +209,4 @@ def load_library(path: str) -> Executable:
             _f(*packed.pointers)
 
         functions[name] = Function(sig, invoke, params)
-    return Executable(functions, keepalive=(lib,))
+    return Executable(functions, keepalive=(lib, runtimes))

@@ -1,0 +1,91 @@
+"""AOT for CUDA: a .so with host code and the embedded cubins, built without a GPU; loading it
+without a driver is a clear ExecutionError (probed before the .so is loaded); on a GPU (skipped
+without one) it runs in a fresh process that imports only numpy and the runtime."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import mlc_mlir as mlc
+from mlc_mlir import ops
+from mlc_mlir._mlir import MLIR_LIB_DIR
+from mlc_mlir.runtime.cuda import cuda_available
+
+needs_ptxas = pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas not on PATH")
+needs_gpu = pytest.mark.skipif(not cuda_available(), reason="no CUDA driver/GPU")
+
+
+def _module():
+    """matmul -> softmax: several kernels, buffers between them on the device."""
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        f.output(ops.softmax(ops.matmul(f.arg("a", shape=(128, 64)), f.arg("b", shape=(64, 256))),
+                             axis=-1))
+    return bb.finish()
+
+
+def _ref(a, b):
+    y = a @ b
+    e = np.exp(y - y.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+@pytest.fixture(scope="module")
+def library(tmp_path_factory):
+    return mlc.build_library(_module(), str(tmp_path_factory.mktemp("aot") / "mm.so"), target="cuda")
+
+
+@needs_ptxas
+def test_library_embeds_the_cubins(library):
+    data = open(library, "rb").read()
+    # the host .so is one ELF; each kernel module's cubin is another one inside it
+    assert data.count(b"\x7fELF") >= 3
+    assert b"main_kernel" in data
+    meta = json.load(open(library + ".json"))
+    assert meta["device"] == "cuda" and list(meta["functions"]) == ["main"]
+    needed = subprocess.run(["readelf", "-d", library], capture_output=True, text=True).stdout
+    assert "libmlir_cuda_runtime.so" in needed and "$ORIGIN" in needed
+
+
+@needs_ptxas
+@pytest.mark.skipif(cuda_available(), reason="a CUDA driver is present")
+def test_loading_without_a_driver_is_a_clear_error(library):
+    with pytest.raises(mlc.ExecutionError, match=r"load_library\(mm.so\) needs a GPU: libcuda.so.1"):
+        mlc.runtime.load_library(library)
+
+
+def test_unknown_device_in_metadata_is_refused(tmp_path):
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        f.output(ops.relu(f.arg("x", shape=(4,))))
+    lib = mlc.compile(bb.finish()).export_library(str(tmp_path / "r.so"))
+    meta = json.load(open(lib + ".json"))
+    meta["device"] = "rocm"
+    json.dump(meta, open(lib + ".json", "w"))
+    with pytest.raises(mlc.ExecutionError, match="has device 'rocm'"):
+        mlc.runtime.load_library(lib)
+
+
+@needs_gpu
+def test_library_runs_with_numpy_and_the_cuda_runtime_only(library, tmp_path):
+    deploy = tmp_path / "deploy"
+    deploy.mkdir()
+    for f in (library, library + ".json"):
+        shutil.copy(f, deploy)
+    shutil.copy(os.path.join(MLIR_LIB_DIR, "libmlir_cuda_runtime.so"), deploy)
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((128, 64), np.float32), rng.standard_normal((64, 256), np.float32)
+    np.save(tmp_path / "a.npy", a)
+    np.save(tmp_path / "b.npy", b)
+    # the .so needs only libmlir_cuda_runtime.so (copied beside it) and the driver
+    code = ("import numpy as np, mlc_mlir.runtime as rt\n"
+            f"lib = rt.load_library({str(deploy / 'mm.so')!r})\n"
+            f"y = lib(np.load({str(tmp_path / 'a.npy')!r}), np.load({str(tmp_path / 'b.npy')!r}))\n"
+            f"np.save({str(tmp_path / 'y.npy')!r}, y)\n")
+    subprocess.run([sys.executable, "-c", code], check=True)
+    np.testing.assert_allclose(np.load(tmp_path / "y.npy"), _ref(a, b), rtol=1e-4, atol=1e-5)
