@@ -136,7 +136,20 @@ def schedule_matmul(sch: Schedule, block: BlockRV) -> None:
     if m // (ty * ly) * (n // (tx * lx)) < 2 or tx * ty < 32:
         schedule_reduction(sch, block)
         return
-    kt = _divisor(k, 8)
+    schedule_matmul_tiles(sch, block, ty, tx, ly, lx, _divisor(k, 8))
+
+
+def schedule_matmul_tiles(sch: Schedule, block: BlockRV, ty, tx, ly, lx, kt) -> None:
+    """The shared-memory blocking of :func:`schedule_matmul` with given tiles: ``ty x tx``
+    threads, each computing an ``ly x lx`` register tile (``cache_write(..., "local")``),
+    ``A``/``B`` panels of ``kt`` staged in shared memory at ``k0``. Each factor is an int or an
+    ``ExprRV`` of ``sample_categorical`` (the tuner's knobs, :mod:`mlc_mlir.tune.gpu_space`).
+
+    Raises
+    ------
+    ScheduleError
+        If a factor does not divide its dim (``split``).
+    """
     sch.cache_write(block, 0, "local")
     i, j, kk = sch.get_loops(block)
     i0, i1, i2 = sch.split(i, [None, ty, ly])

@@ -1,0 +1,64 @@
+"""GPU design space for the tuner: the matmul's block/thread/register/k tiles as knobs; sampled
+candidates lower to ptxas-clean PTX; traces replay; bad targets and tiles are clear errors."""
+
+import random
+import shutil
+
+import pytest
+
+import mlc_mlir as mlc
+from mlc_mlir import ops
+from mlc_mlir.errors import ScheduleError, TuningError
+from mlc_mlir.pipeline.cuda import check_ptx, compile_to_ptx
+from mlc_mlir.target import Target
+from mlc_mlir.tune.gpu_space import (GpuRuleSpace, MatmulTiles, matmul_tile_candidates,
+                                     sample_gpu_matmul)
+
+needs_ptxas = pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas not on PATH")
+
+
+def _matmul(m=256, k=128, n=256):
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        f.output(ops.matmul(f.arg("a", shape=(m, k)), f.arg("b", shape=(k, n))))
+    return bb.finish()
+
+
+def test_candidates_respect_cuda_limits():
+    cands = list(matmul_tile_candidates(256, 256, 128))
+    assert MatmulTiles(16, 16, 4, 4, 8) in cands
+    for t in cands:
+        assert 32 <= t.threads() <= 1024 and t.shared_bytes() <= 48 * 1024
+        assert 256 % (t.ty * t.ly) == 0 and 128 % t.kt == 0
+
+
+@needs_ptxas
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_sampled_candidates_are_ptxas_clean(seed):
+    t = random.Random(seed).choice(list(matmul_tile_candidates(256, 256, 128)))
+    sch = mlc.Schedule(_matmul())
+    sample_gpu_matmul(sch, sch.get_block("matmul"), t)
+    texts = compile_to_ptx(sch.mod).values()
+    for text in texts:
+        check_ptx(text)
+    assert any(".shared" in x and f".maxntid {t.threads()}, 1, 1" in x for x in texts)
+    again = mlc.Schedule.from_trace(sch.payload, mlc.Trace.from_json(sch.trace.as_json()))
+    assert str(again.as_transform_script()) == str(sch.as_transform_script())
+
+
+def test_space_samples_knobs():
+    sch = mlc.Schedule(_matmul())
+    GpuRuleSpace(Target.cuda())(sch)
+    kinds = [i.kind for i in sch.trace.insts]
+    assert kinds.count("sample_categorical") == 5 and "bind" in kinds
+
+
+def test_space_needs_a_cuda_target():
+    with pytest.raises(TuningError, match="expected a cuda Target"):
+        GpuRuleSpace(Target.host())
+
+
+def test_tile_outside_the_options_is_refused():
+    sch = mlc.Schedule(_matmul())
+    with pytest.raises(ScheduleError, match="decision"):
+        sample_gpu_matmul(sch, sch.get_block("matmul"), MatmulTiles(64, 16, 4, 4, 8))
