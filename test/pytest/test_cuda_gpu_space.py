@@ -1,8 +1,11 @@
 """GPU design space for the tuner: the matmul's block/thread/register/k tiles as knobs; sampled
 candidates lower to ptxas-clean PTX; traces replay; bad targets and tiles are clear errors."""
 
+import os
 import random
 import shutil
+import subprocess
+import sys
 
 import pytest
 
@@ -10,6 +13,7 @@ import mlc_mlir as mlc
 from mlc_mlir import ops
 from mlc_mlir.errors import ScheduleError, TuningError
 from mlc_mlir.pipeline.cuda import check_ptx, compile_to_ptx
+from mlc_mlir.runtime.cuda import cuda_available
 from mlc_mlir.target import Target
 from mlc_mlir.tune.gpu_space import (GpuRuleSpace, MatmulTiles, matmul_tile_candidates,
                                      sample_gpu_matmul)
@@ -62,3 +66,11 @@ def test_tile_outside_the_options_is_refused():
     sch = mlc.Schedule(_matmul())
     with pytest.raises(ScheduleError, match="decision"):
         sample_gpu_matmul(sch, sch.get_block("matmul"), MatmulTiles(64, 16, 4, 4, 8))
+
+
+@pytest.mark.skipif(cuda_available(), reason="a CUDA driver is present")
+def test_benchmark_prints_a_skip_line_without_a_gpu():
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    out = subprocess.run([sys.executable, os.path.join(root, "benchmarks", "gpu_matmul.py")],
+                         capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=root))
+    assert out.returncode == 0 and out.stdout.startswith("gpu_matmul: skipped: libcuda.so.1")

@@ -1,0 +1,142 @@
+"""Matmul on the GPU: ours (default GPU schedule), ours tuned (a grid over the GPU design
+space, :mod:`mlc_mlir.tune.gpu_space`) and PyTorch (cuBLAS, TF32 off), same run.
+
+    python benchmarks/gpu_matmul.py [--sizes 1024,2048,4096,8192] [--dtypes float32,float16,bfloat16]
+                                    [--candidates 12] [--json]
+
+Prints TFLOP/s (min of repeats) and the ratio to cuBLAS. PyTorch runs first, in its own phase
+(device tensors, CUDA events); ours then, through ``Executable`` calls on numpy arrays: those
+include registering the host buffers and the kernels reading them, so they bound our kernel
+time from above. Without a CUDA driver or GPU the script prints one ``skipped`` line and exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+import numpy as np
+from timing import min_median_seconds  # benchmarks/timing.py; this folder is on sys.path
+
+import mlc_mlir as mlc
+from mlc_mlir import ops
+from mlc_mlir.ir import dtypes
+from mlc_mlir.runtime.cuda import driver_problem
+from mlc_mlir.tune.gpu_space import matmul_tile_candidates, sample_gpu_matmul
+
+ELEM_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
+
+
+def _module(n: int, dtype: str):
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        f.output(ops.matmul(f.arg("a", shape=(n, n), dtype=dtype), f.arg("b", shape=(n, n), dtype=dtype)))
+    return bb.finish()
+
+
+def _inputs(n: int, dtype: str):
+    rng = np.random.default_rng(0)
+    np_dtype = dtypes.to_numpy_dtype(dtype)
+    return [rng.standard_normal((n, n)).astype(np.float32).astype(np_dtype) for _ in range(2)]
+
+
+def torch_seconds(n: int, dtype: str) -> float:
+    """cuBLAS through ``torch.matmul`` with TF32 off: min over 7 repeats of CUDA-event timing."""
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    a, b = (torch.from_numpy(x.astype(np.float32)).to("cuda", getattr(torch, dtype))
+            for x in _inputs(n, dtype))
+    torch.matmul(a, b)
+    torch.cuda.synchronize()
+    best = float("inf")
+    for _ in range(7):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        reps = 10
+        start.record()
+        for _ in range(reps):
+            torch.matmul(a, b)
+        end.record()
+        torch.cuda.synchronize()
+        best = min(best, start.elapsed_time(end) / 1e3 / reps)
+    return best
+
+
+def ours_seconds(mod, args) -> float:
+    exe = mlc.compile(mod, target="cuda")
+    return min_median_seconds(lambda: exe(*args), repeat=5, min_repeat_s=0.2)[0]
+
+
+def tuned(n: int, dtype: str, args, count: int):
+    """Best ``(seconds, tiles)`` over the first ``count`` candidates (largest register tiles
+    first); a candidate that fails is skipped and counted."""
+    best, failed = (float("inf"), None), 0
+    mod = _module(n, dtype)
+    for tiles in list(matmul_tile_candidates(n, n, n, ELEM_BYTES[dtype]))[:count]:
+        sch = mlc.Schedule(mod)
+        try:
+            sample_gpu_matmul(sch, sch.get_block("matmul"), tiles)
+            s = ours_seconds(sch.mod, args)
+        except mlc.MlcError:
+            failed += 1
+            continue
+        best = min(best, (s, tiles), key=lambda x: x[0])
+    return best, failed
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="1024,2048,4096,8192")
+    ap.add_argument("--dtypes", default="float32,float16,bfloat16")
+    ap.add_argument("--candidates", type=int, default=12)
+    ap.add_argument("--json", action="store_true")
+    opts = ap.parse_args(argv)
+    problem = driver_problem()
+    if problem is not None:
+        print(f"gpu_matmul: skipped: {problem}")
+        return 0
+    sizes = [int(s) for s in opts.sizes.split(",")]
+    kinds = opts.dtypes.split(",")
+    cases = [(n, d) for d in kinds for n in sizes]
+    peer = {case: torch_seconds(*case) for case in cases}      # phase 1: cuBLAS
+    rows = []
+    for n, d in cases:                                          # phase 2: ours
+        flops, args = 2.0 * n ** 3, _inputs(n, d)
+        t0 = time.perf_counter()
+        try:
+            default = ours_seconds(_module(n, d), args)
+        except mlc.MlcError as e:
+            default = None
+            print(f"  {d} {n}: default failed: {str(e).splitlines()[0]}", file=sys.stderr)
+        (best, tiles), failed = tuned(n, d, args, opts.candidates)
+        rows.append({"n": n, "dtype": d, "cublas_tflops": flops / peer[(n, d)] / 1e12,
+                     "default_tflops": flops / default / 1e12 if default else None,
+                     "tuned_tflops": flops / best / 1e12 if tiles else None,
+                     "tiles": dataclass_dict(tiles), "failed": failed,
+                     "seconds": time.perf_counter() - t0})
+    if opts.json:
+        print(json.dumps(rows, indent=1))
+        return 0
+    print(f"{'dtype':>9} {'n':>5} {'cuBLAS':>8} {'default':>8} {'ratio':>6} {'tuned':>8} {'ratio':>6}  tiles")
+    for r in rows:
+        c = r["cublas_tflops"]
+        d = r["default_tflops"]
+        t = r["tuned_tflops"]
+        print(f"{r['dtype']:>9} {r['n']:>5} {c:8.2f} {_f(d):>8} {_f(d and d / c):>6} "
+              f"{_f(t):>8} {_f(t and t / c):>6}  {r['tiles']} ({r['failed']} failed)")
+    print("TFLOP/s, min of repeats; ours includes host-buffer registration per call")
+    return 0
+
+
+def dataclass_dict(x):
+    return None if x is None else vars(x)
+
+
+def _f(x) -> str:
+    return "-" if x is None else f"{x:.2f}"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
