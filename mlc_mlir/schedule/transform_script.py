@@ -284,7 +284,11 @@ class _Emitter:
         for func, pad, n, tile in self.pads:
             if n:
                 pad = structured_transform_d.HoistPadOp(_any(), pad, n).transformed
-            structured_transform_d.VectorizeOp(pad, tile)
+            if len(tile) > 1:   # one row at a time, as vectorize_rows (a KC x NR panel at once
+                # unrolls into KC loads and stores: 10x the code and compile time)
+                pad = structured_transform_d.TileUsingForOp(
+                    pad, sizes=[1] * (len(tile) - 1) + [0]).tiled_linalg_op
+            structured_transform_d.VectorizeOp(pad, [1] * (len(tile) - 1) + tile[-1:])
 
     def vectorize_rows(self, op: ir.Value, ndims: int) -> None:
         """Vectorize an init or epilogue tile one row at a time (tile all but the last dim by 1):

@@ -1,10 +1,12 @@
 """``apply_best``: put the best measured schedule of each primitive function into a module.
 
 For each primitive function (after ``FuseOps``) whose workload has a record without error on
-the target, the best trace is replayed on the function alone (its blocks renamed through
+the target, the best trace (the fastest record without error) is replayed on the function alone (its blocks renamed through
 ``canonical_names`` when the record came from another function of the same workload) and the
-result replaces the function (``Module.update_func``). Functions without a record are left as
-they are, for the compiler's default schedule (``mlc.compile(mod, database=db)`` calls
+result replaces the function (``Module.update_func``). Functions without a record without error are
+left as they are, for the compiler's default schedule, and so are functions whose default
+schedule was measured (the empty trace) and failed every time: no record is known to beat the
+default then (a timeout of the default under load must not make a slower record win) (``mlc.compile(mod, database=db)`` calls
 :meth:`Database.apply_best`, which is this function). Source: TVM MetaSchedule ``ApplyHistoryBest``
 (``database.query_tuning_record`` + ``Trace.apply_to_schedule``).
 """
@@ -28,8 +30,8 @@ def apply_best(mod: Module, database, target="cpu") -> Module:
     ----------
     mod : Module
     database : Database
-        Typically the result of :func:`mlc_mlir.tune.tune` (anything with its ``best`` and
-        ``query_best_trace``).
+        Typically the result of :func:`mlc_mlir.tune.tune` (anything with its ``best``,
+        ``records`` and ``query_best_trace``).
     target : str or Target
         Only records of exactly this target (``Target.key()``) apply.
 
@@ -44,7 +46,7 @@ def apply_best(mod: Module, database, target="cpu") -> Module:
         If ``database`` is not a tuning database, or a best trace does not replay on its function
         (names the function and the candidate).
     """
-    if not all(callable(getattr(database, m, None)) for m in ("best", "query_best_trace")):
+    if not all(callable(getattr(database, m, None)) for m in ("best", "query_best_trace", "records")):
         raise TuningError(f"apply_best: argument 'database' is {type(database).__name__}; "
                           "expected a mlc_mlir.tune.Database")
     tkey = get_target(target).key()
@@ -54,6 +56,9 @@ def apply_best(mod: Module, database, target="cpu") -> Module:
         rec = database.best(key, tkey)
         if rec is None or not Trace.from_json(rec.trace).insts:
             continue
+        defaults = [r for r in database.records(key, tkey) if not Trace.from_json(r.trace).insts]
+        if defaults and not any(r.ok for r in defaults):
+            continue   # the default failed to measure: nothing is known to beat it
         text = database.query_best_trace(key, tkey, names=canonical_names(out, name), func_name=name)
         try:
             sch = Schedule.from_trace(task_module(out, name), Trace.from_json(text))

@@ -2,7 +2,9 @@
 
 Each :meth:`EvolutionarySearch.propose`:
 
-1. starts a population from the best measured candidates (elitism) and fresh samples;
+1. starts a population from the best measured candidates (elitism), the default point of the
+   space (:func:`~.space_rules.default_point`: the compiler's default schedule) and fresh
+   samples;
 2. evolves it for a few generations: children by *mutation* (one sampling decision drawn
    again: another perfect tile, another categorical candidate) or *crossover* (each decision
    from one of two parents of the same space); the cost model scores every candidate and the
@@ -34,7 +36,7 @@ from ..schedule.trace import SAMPLING_KINDS, Trace
 from .cost_model import CostModel, XGBCostModel, random_scores
 from .features import candidate_features
 from .search import SearchStrategy, Space, TuneContext
-from .space_rules import generate, sampled_decisions
+from .space_rules import default_point, generate, sampled_decisions
 
 #: A candidate: its key (decisions), trace and features.
 Candidate = Tuple[str, Trace, np.ndarray]
@@ -273,6 +275,12 @@ class EvolutionarySearch(SearchStrategy):
             except ScheduleError:
                 continue
             c = self._candidate(ctx, st, sch)
+            if c[0] not in seen:
+                seen.add(c[0])
+                pop.append(c)
+        point = default_point(ctx.space, mod)   # the default schedule seeds every population
+        if point is not None:
+            c = self._candidate(ctx, st, point)
             if c[0] not in seen:
                 seen.add(c[0])
                 pop.append(c)

@@ -13,11 +13,15 @@ import abc
 import concurrent.futures
 import os
 import queue
-import threading
 from typing import Iterator, List, Optional, Sequence, Tuple
 
 from ..errors import TuningError
-from .measure import MeasureInput, MeasureResult, WorkerProcess, measure_on, measure_one
+from .measure import (MeasureInput, MeasureResult, RunGate, WorkerProcess, make_reference,
+                      measure_on, measure_one, reference_on)
+
+
+def _cpus() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 class Executor(abc.ABC):
@@ -25,6 +29,20 @@ class Executor(abc.ABC):
 
     #: How many candidates it measures at once (the tuner sizes its batches by it).
     max_workers: int = 1
+    #: Whether its workers read this machine's files (a reference written here reaches them).
+    shares_files: bool = True
+
+    def prepare_reference(self, inp: MeasureInput, path: str, timeout_s: float):
+        """Compute the reference of ``inp`` 's task (random inputs and the unscheduled
+        function's outputs) and save it to ``path`` for :attr:`MeasureInput.reference`; the
+        default runs it in a fresh worker process.
+
+        Returns
+        -------
+        str or None
+            The error, None on success.
+        """
+        return make_reference(inp, path, timeout_s)
 
     @abc.abstractmethod
     def measure(self, inputs: Sequence[MeasureInput],
@@ -51,8 +69,9 @@ class Executor(abc.ABC):
 class LocalExecutor(Executor):
     """A pool of ``max_workers`` worker processes on this machine.
 
-    Builds run in parallel; runs (numerics check and timing) take one lock, so that no two
-    timings overlap. Workers start on first use and are restarted after a crash or timeout.
+    Builds run in parallel; runs (numerics check and timing) never overlap, and a run of a
+    candidate that uses every core also waits for builds (:class:`~.measure.RunGate`). Workers
+    start on first use and are restarted after a crash or timeout.
 
     Parameters
     ----------
@@ -67,14 +86,13 @@ class LocalExecutor(Executor):
 
     def __init__(self, max_workers: Optional[int] = None):
         if max_workers is None:
-            max_workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") \
-                else (os.cpu_count() or 1)
+            max_workers = _cpus()
         if type(max_workers) is not int or max_workers < 1:
             raise TuningError(f"LocalExecutor: max_workers={max_workers!r}; expected an int >= 1")
         self.max_workers = max_workers
         self._workers: List[WorkerProcess] = []
         self._free: "queue.Queue[WorkerProcess]" = queue.Queue()
-        self._run_lock = threading.Lock()
+        self._gate = RunGate()
         self._pool: Optional[concurrent.futures.ThreadPoolExecutor] = None
 
     def _start(self) -> None:
@@ -89,8 +107,17 @@ class LocalExecutor(Executor):
 
     def _one(self, inp: MeasureInput, timeout_s: float) -> MeasureResult:
         w = self._free.get()
+        exclusive = (inp.threads or inp.target.cores) >= _cpus()
         try:
-            return measure_on(w, inp, timeout_s, self._run_lock)
+            return measure_on(w, inp, timeout_s, self._gate, exclusive)
+        finally:
+            self._free.put(w)
+
+    def prepare_reference(self, inp, path, timeout_s):
+        self._start()
+        w = self._free.get()
+        try:
+            return reference_on(w, inp, path, timeout_s)
         finally:
             self._free.put(w)
 
@@ -142,6 +169,9 @@ class RayExecutor(Executor):
             self._ray.init(address=address)
         self.max_workers = max_workers or max(1, int(self._ray.cluster_resources().get("CPU", 1)))
         self._remote = self._ray.remote(num_cpus=1)(measure_one)
+
+    #: Ray workers may run on other machines: each measures with a reference of its own.
+    shares_files = False
 
     def measure(self, inputs, timeout_s):
         ray = self._ray

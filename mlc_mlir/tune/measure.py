@@ -2,8 +2,10 @@
 
 A :class:`MeasureInput` (task module text, trace JSON, target, compile options, seed) goes to a
 worker over a pipe in two phases: ``build`` (replay the trace, compile; builds of several workers
-overlap) and ``run`` (check numerics against the unscheduled function, time it; the caller holds
-a lock so that runs do not overlap and disturb each other's timings). Each phase has a timeout.
+overlap) and ``run`` (check numerics against the reference, time it; a :class:`RunGate` keeps
+runs from overlapping each other, or builds, and disturbing their timings). Each phase has a
+timeout. The reference (outputs of the unscheduled function) is computed once per task by
+:func:`reference_on`, outside any candidate's timeout, and loaded by every candidate.
 A worker that crashes (segfault, abort), hangs past the timeout or fails to compile yields a
 :class:`MeasureResult` with an ``error``, never an exception in the tuner; a dead or killed
 worker is restarted for the next candidate. Source: TVM MetaSchedule ``LocalBuilder`` /
@@ -60,6 +62,12 @@ class MeasureInput:
         Timed repeats; the record keeps each repeat's mean latency (ms).
     rtol, atol : float
         Tolerance of the comparison with the unscheduled function (``numpy.allclose``).
+    reference : str or None
+        Path of the task's reference (``.npz`` of inputs and expected outputs, written once per
+        task by :func:`reference_on`); None: the worker computes it (once per task and process).
+    cutoff_ms : float
+        When > 0: a candidate whose checked call takes longer (ms) is recorded with that call's
+        time alone, without further timed calls (it is clearly slower than the best so far).
     """
 
     task_name: str
@@ -73,6 +81,8 @@ class MeasureInput:
     repeat: int = 3
     rtol: float = 1e-3
     atol: float = 1e-3
+    reference: Optional[str] = None
+    cutoff_ms: float = 0.0
 
     def to_dict(self) -> Dict[str, Any]:
         """JSON-able form (the worker's request payload)."""
@@ -101,11 +111,15 @@ class MeasureResult:
         signal and its stderr), ``timeout: ...``, ``wrong result: ...``; None on success.
     elapsed_s : float
         Wall time of build and run, s.
+    phases_s : dict of str to float
+        Seconds per phase as the worker measured them (``reference`` load, ``replay``,
+        ``compile``, ``check``, ``timing``) and ``wait`` (for the run turn); for profiling.
     """
 
     latencies_ms: Tuple[float, ...] = ()
     error: Optional[str] = None
     elapsed_s: float = 0.0
+    phases_s: Dict[str, float] = dataclasses.field(default_factory=dict)
 
 
 class WorkerFailed(Exception):
@@ -232,9 +246,51 @@ class WorkerProcess:
         self._log.close()
 
 
+class RunGate:
+    """Orders builds and runs of the workers of one executor: runs never overlap each other;
+    an *exclusive* run (a candidate that uses every core) also waits for builds to finish and
+    holds new builds back, so that nothing else of the tuner competes with its timing."""
+
+    def __init__(self):
+        self._cond = threading.Condition()
+        self._builds = 0
+        self._running = False
+        self._exclusive_waiting = 0
+        self._exclusive = False
+
+    @contextlib.contextmanager
+    def build(self):
+        """Context of a build (several at once)."""
+        with self._cond:
+            self._cond.wait_for(lambda: not self._exclusive and not self._exclusive_waiting)
+            self._builds += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._builds -= 1
+                self._cond.notify_all()
+
+    @contextlib.contextmanager
+    def run(self, exclusive: bool):
+        """Context of a run (one at a time; ``exclusive``: no build either)."""
+        with self._cond:
+            self._exclusive_waiting += exclusive
+            self._cond.wait_for(lambda: not self._running and (not exclusive or self._builds == 0))
+            self._exclusive_waiting -= exclusive
+            self._running, self._exclusive = True, exclusive
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._running = self._exclusive = False
+                self._cond.notify_all()
+
+
 def measure_on(worker: WorkerProcess, inp: MeasureInput, timeout_s: float,
-               run_lock: Optional[threading.Lock] = None) -> MeasureResult:
-    """Build then run ``inp`` on ``worker`` (run phase under ``run_lock``).
+               gate: Optional[RunGate] = None, exclusive: bool = False) -> MeasureResult:
+    """Build then run ``inp`` on ``worker`` (ordered by ``gate``; ``exclusive``: the run waits
+    for other builds, see :class:`RunGate`).
 
     Returns
     -------
@@ -248,16 +304,46 @@ def measure_on(worker: WorkerProcess, inp: MeasureInput, timeout_s: float,
         Only if a worker cannot be started at all.
     """
     t0 = time.monotonic()
+    gate = gate or RunGate()
+    phases: Dict[str, float] = {}
     try:
-        reply = worker.request({"op": "build", "input": inp.to_dict()}, timeout_s)
+        with gate.build():
+            reply = worker.request({"op": "build", "input": inp.to_dict()}, timeout_s)
+        phases.update(reply.get("phases_s") or {})
         if reply.get("error") is None:
-            with run_lock or contextlib.nullcontext():
+            tw = time.monotonic()
+            with gate.run(exclusive):
+                phases["wait"] = time.monotonic() - tw
                 reply = worker.request({"op": "run"}, timeout_s)
+            phases.update(reply.get("phases_s") or {})
     except WorkerFailed as e:
-        return MeasureResult((), str(e), time.monotonic() - t0)
+        return MeasureResult((), str(e), time.monotonic() - t0, phases)
     if reply.get("error") is not None:
-        return MeasureResult((), str(reply["error"]), time.monotonic() - t0)
-    return MeasureResult(tuple(float(x) for x in reply["latencies_ms"]), None, time.monotonic() - t0)
+        return MeasureResult((), str(reply["error"]), time.monotonic() - t0, phases)
+    return MeasureResult(tuple(float(x) for x in reply["latencies_ms"]), None,
+                         time.monotonic() - t0, phases)
+
+
+def reference_on(worker: WorkerProcess, inp: MeasureInput, path: str, timeout_s: float) -> Optional[str]:
+    """Compute the reference of ``inp`` 's task on ``worker`` and save it to ``path`` (see
+    :mod:`mlc_mlir.tune.worker`), once per task: candidates then load it
+    (:attr:`MeasureInput.reference`) instead of each worker running the unscheduled function.
+
+    Returns
+    -------
+    str or None
+        The error (``reference error: ...``, ``timeout: ...``, ``crash: ...``), None on success.
+
+    Raises
+    ------
+    TuningError
+        Only if the worker cannot be started at all.
+    """
+    try:
+        reply = worker.request({"op": "reference", "input": inp.to_dict(), "path": path}, timeout_s)
+    except WorkerFailed as e:
+        return str(e)
+    return None if reply.get("error") is None else str(reply["error"])
 
 
 def measure_one(inp: MeasureInput, timeout_s: float) -> MeasureResult:
@@ -266,5 +352,14 @@ def measure_one(inp: MeasureInput, timeout_s: float) -> MeasureResult:
     worker = WorkerProcess()
     try:
         return measure_on(worker, inp, timeout_s)
+    finally:
+        worker.close()
+
+
+def make_reference(inp: MeasureInput, path: str, timeout_s: float) -> Optional[str]:
+    """:func:`reference_on` in a fresh worker process that is killed afterwards."""
+    worker = WorkerProcess()
+    try:
+        return reference_on(worker, inp, path, timeout_s)
     finally:
         worker.close()

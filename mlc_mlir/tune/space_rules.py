@@ -54,9 +54,37 @@ TILE_VECTORS = (1, 2, 3, 4)
 #: Unroll factors of the matmul's k loop (code-size choices, not machine constants).
 UNROLL_FACTORS = (1, 2, 4, 8)
 
+#: Multiples of the cache-derived blocks (Goto's MC, NC, KC) the matmul space offers.
+BLOCK_SCALES = (0.25, 0.5, 1.0, 2.0)
+
 
 def _uniform(n: int) -> List[float]:
     return [1.0 / n] * n
+
+
+def _categorical(sch: Schedule, candidates: Sequence, default) -> ExprRV:
+    """``sch.sample_categorical`` over ``candidates`` (uniform); at the default point of the
+    space (:func:`default_point`) the decision is ``default``.
+
+    Raises
+    ------
+    ScheduleError
+        At the default point, if ``default`` is not a candidate.
+    """
+    candidates = list(candidates)
+    if getattr(sch, "at_default", False):
+        if default not in candidates:
+            raise ScheduleError(f"default point: {default!r} is not among the candidates {candidates}")
+        return sch.sample_categorical(candidates, _uniform(len(candidates)),
+                                      decision=candidates.index(default))
+    return sch.sample_categorical(candidates, _uniform(len(candidates)))
+
+
+def _tile(sch: Schedule, loop: LoopRV, n: int, bound: int, default: Sequence[int]) -> List[ExprRV]:
+    """``sch.sample_perfect_tile(loop, n, bound)``; ``default`` at the default point."""
+    if getattr(sch, "at_default", False):
+        return sch.sample_perfect_tile(loop, n, bound, decision=list(default))
+    return sch.sample_perfect_tile(loop, n, bound)
 
 
 def thread_candidates(extent: int, threads: int, min_per_thread: int = 1) -> List[int]:
@@ -77,7 +105,7 @@ def vector_candidates(ctx: RuleContext, blk, extent: int) -> List[int]:
 
 
 def register_tile_bounds(target: Target, bits: int) -> Dict[str, int]:
-    """Bounds of the matmul register tile and cache blocks derived from the target.
+    """Bounds of the register tile and cache blocks derived from the target.
 
     * ``mr``: rows of the MR x NR tile, at most half the vector registers (each row holds at
       least one accumulator vector; the other half is left for B vectors and A broadcasts).
@@ -97,24 +125,58 @@ def register_tile_bounds(target: Target, bits: int) -> Dict[str, int]:
             "kc": max(lanes, l1 // (lanes * nbytes))}
 
 
+def _near(extent: int, center: int, scales: Sequence[float] = BLOCK_SCALES) -> List[int]:
+    """Divisors of ``extent`` nearest below ``center * s`` for each scale ``s`` (sorted,
+    unique; always includes the one for scale 1)."""
+    return sorted({largest_divisor(extent, max(1, int(center * s))) for s in scales})
+
+
+def matmul_register_tiles(target: Target, bits: int, mt: int, n: int) -> Dict[int, List[int]]:
+    """Register tiles ``{NR: [MR, ...]}`` of a matmul with ``mt`` rows per thread and ``n``
+    columns, derived from the target's vector lanes and registers.
+
+    ``NR`` is 1 to 4 vectors (dividing ``n``); ``MR`` divides ``mt`` with the ``MR * NR / lanes``
+    accumulators, the ``NR / lanes`` B vectors and one A broadcast within the vector registers
+    (the register budget), and at least ``vector_registers / 4`` accumulators (enough
+    independent FMAs to hide their latency). Goto's tile (:func:`goto_params`, shrunk to
+    divisors) is always included, so tiny or odd extents still have one tile.
+    """
+    lanes = target.vector_lanes(bits)
+    regs = target.vector_registers
+    p = goto_params(target, max(mt, 1), n, 1, 1, bits)
+    out: Dict[int, List[int]] = {}
+    for v in TILE_VECTORS:
+        nr = v * lanes
+        if n % nr:
+            continue
+        mrs = [d for d in range(1, mt + 1) if mt % d == 0 and regs // 4 <= d * v <= regs - v - 1]
+        if mrs:
+            out[nr] = mrs
+    dnr, dmr = largest_divisor(n, p.nr), largest_divisor(mt, p.mr)
+    out[dnr] = sorted(set(out.get(dnr, [])) | {dmr})
+    return dict(sorted(out.items()))
+
+
 # ---------------------------------------------------------------------------- rules by kind
 def sample_matmul(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
-    """Multi-level tiling of ``linalg.matmul`` (matmul, dense) in the Goto structure.
+    """Multi-level tiling of ``linalg.matmul`` (matmul, dense) in the Goto structure, its knobs
+    around :func:`~mlc_mlir.schedule.cpu_recipes.goto_params` for the target.
 
     Loop nest ``i0 (parallel) j0 k0 i1 j1 i2 k1 (unrolled) i3 j2 (vectorized MR x NR)``, as
-    :func:`~mlc_mlir.schedule.cpu_recipes.schedule_matmul_goto`. Knobs:
+    :func:`~mlc_mlir.schedule.cpu_recipes.schedule_matmul_goto`. Knobs, each a
+    ``sample_categorical`` (a list may derive from an earlier decision; it is recorded):
 
-    * ``t`` = threads over M: ``sample_categorical`` over :func:`thread_candidates` (M
-      divisible, at least the default MR rows per thread); with a single candidate the
-      loop is not parallel.
-    * ``[MT/MC, MC/MR, MR]``, ``[N/NC, NC/NR, NR]``, ``[K/KC, KC]``: ``sample_perfect_tile``
-      with innermost bounds from :func:`register_tile_bounds`.
-    * pack B (``cache_read`` at ``k0``) or not: ``sample_categorical([0, 1])`` (structural).
-    * the unroll factor of ``k1``: ``sample_categorical`` over :data:`UNROLL_FACTORS` dividing
-      the sampled KC (structural, see the module docstring).
+    * ``t`` = threads over M (:func:`thread_candidates`: M divisible, at least Goto's MR rows
+      per thread); with a single candidate the loop is not parallel.
+    * ``NR`` then ``MR``: the register tile (:func:`matmul_register_tiles`).
+    * ``MC / MR``, ``NC / NR`` and ``KC``: cache blocks at :data:`BLOCK_SCALES` times Goto's
+      MC, NC and KC (cache-derived), shrunk to divisors.
+    * pack B (``cache_read`` at ``k0``) or not (structural).
+    * the unroll factor of ``k1``: :data:`UNROLL_FACTORS` dividing KC (structural).
 
-    The elementwise epilogue chain (bias, relu) is computed at ``j0``. Shapes: A (M, K) (or
-    transposed), B (K, N) or (N, K), C (M, N).
+    The default schedule (:func:`~mlc_mlir.schedule.rules.matmul.schedule_matmul`) is the point
+    of Goto's values (:func:`default_point`). The elementwise epilogue chain (bias, relu) is
+    computed at ``j0``. Shapes: A (M, K) (or transposed), B (K, N) or (N, K), C (M, N).
 
     Raises
     ------
@@ -127,18 +189,25 @@ def sample_matmul(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
     m, n, k = (d.extent for d in blk.dims)
     bits = element_bits(blk)
     p = goto_params(ctx.target, m, n, k, ctx.threads, bits)
-    bound = register_tile_bounds(ctx.target, bits)
     i, j, kk = sch.get_loops(block)
     tcands = thread_candidates(m, ctx.threads, p.mr)
-    t = sch.sample_categorical(tcands, _uniform(len(tcands))) if len(tcands) > 1 else 1
+    t = int(_categorical(sch, tcands, p.threads)) if len(tcands) > 1 else 1
+    mt = m // t
+    tiles = matmul_register_tiles(ctx.target, bits, mt, n)
+    nr = _categorical(sch, list(tiles), largest_divisor(n, p.nr))
+    mr = _categorical(sch, tiles[int(nr)], largest_divisor(mt, p.mr))
+    rows = mt // int(mr)
+    mcb = _categorical(sch, _near(rows, max(p.mc // int(mr), 1)), largest_divisor(rows, max(p.mc // int(mr), 1)))
+    cols = n // int(nr)
+    ncb = _categorical(sch, _near(cols, max(p.nc // int(nr), 1)), largest_divisor(cols, max(p.nc // int(nr), 1)))
+    kc = _categorical(sch, _near(k, p.kc), largest_divisor(k, p.kc))
+    pack = _categorical(sch, [0, 1], int(mt >= 2 * int(mr)))
+    ucands = [u for u in UNROLL_FACTORS if int(kc) % u == 0]
+    unroll = int(_categorical(sch, ucands, largest_divisor(int(kc), p.unroll_k)))
     i0, irest = sch.split(i, [t, None])
-    i1, i2, i3 = sch.split(irest, sch.sample_perfect_tile(irest, 3, bound["mr"]))
-    j0, j1, j2 = sch.split(j, sch.sample_perfect_tile(j, 3, bound["nr"]))
-    ktile = sch.sample_perfect_tile(kk, 2, bound["kc"])
-    k0, k1 = sch.split(kk, ktile)
-    pack = sch.sample_categorical([0, 1], [0.5, 0.5])
-    ucands = [u for u in UNROLL_FACTORS if int(ktile[1]) % u == 0]
-    unroll = sch.sample_categorical(ucands, _uniform(len(ucands)))
+    i1, i2, i3 = sch.split(irest, [None, mcb, mr])
+    j0, j1, j2 = sch.split(j, [None, ncb, nr])
+    k0, k1 = sch.split(kk, [None, kc])
     sch.reorder(i0, j0, k0, i1, j1, i2, k1, i3, j2)
     if len(tcands) > 1:
         sch.parallel(i0)
@@ -152,7 +221,8 @@ def sample_matmul(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
     ctx.claimed.update((blk.func, sch.get(e).name) for e in epi)
     for e in epi:
         sch.reverse_compute_at(e, j0)
-    sch.unroll(k1, unroll)
+    if unroll > 1:
+        sch.unroll(k1, unroll)
     sch.vectorize(i3)
 
 
@@ -180,13 +250,17 @@ def sample_batch_matmul(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None
     on_batch = largest_divisor(nb, ctx.threads) > 1
     on_rows = not on_batch and largest_divisor(m, ctx.threads) > 1
     tcands = thread_candidates(nb if on_batch else m, ctx.threads)
-    t = sch.sample_categorical(tcands, _uniform(len(tcands))) if on_batch or on_rows else 1
+    p = goto_params(ctx.target, m, n, k, ctx.threads, element_bits(blk))
+    t = _categorical(sch, tcands, max(tcands)) if on_batch or on_rows else 1
     b0, b1 = sch.split(b, [t if on_batch else 1, None])
     i0, irest = sch.split(i, [t if on_rows else 1, None])
-    i1, i2 = sch.split(irest, sch.sample_perfect_tile(irest, 2, bound["mr"]))
-    j0, j1 = sch.split(j, sch.sample_perfect_tile(j, 2, bound["nr"]))
+    mt = m // int(t) if on_rows else m
+    mr = largest_divisor(mt, p.mr)
+    i1, i2 = sch.split(irest, _tile(sch, irest, 2, bound["mr"], [mt // mr, mr]))
+    nr = largest_divisor(n, p.nr)
+    j0, j1 = sch.split(j, _tile(sch, j, 2, bound["nr"], [n // nr, nr]))
     ucands = [u for u in UNROLL_FACTORS if k % u == 0]
-    unroll = int(sch.sample_categorical(ucands, _uniform(len(ucands))))
+    unroll = int(_categorical(sch, ucands, largest_divisor(k, p.unroll_k)))
     sch.reorder(b0, i0, b1, i1, j0, kk, i2, j1)
     if on_batch or on_rows:
         sch.parallel(b0 if on_batch else i0)
@@ -211,11 +285,12 @@ def sample_conv2d(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
     ext = [d.extent for d in blk.dims]
     lanes = ctx.target.vector_lanes(element_bits(blk))
     tcands = thread_candidates(ext[1], ctx.threads) if worth_threads(ctx, blk) else [1]
-    t = sch.sample_categorical(tcands, _uniform(len(tcands))) if len(tcands) > 1 else 1
+    t = _categorical(sch, tcands, max(tcands)) if len(tcands) > 1 else 1
     f0, f1 = sch.split(f, [t, None])
-    ow0, ow1 = sch.split(ow, sch.sample_perfect_tile(
-        ow, 2, lanes * max(1, ctx.target.vector_registers // 2)))
-    unroll = sch.sample_categorical([0, 1], [0.5, 0.5])
+    wr_max = lanes * max(1, ctx.target.vector_registers // 2)
+    wr = largest_divisor(ext[3], wr_max)
+    ow0, ow1 = sch.split(ow, _tile(sch, ow, 2, wr_max, [ext[3] // wr, wr]))
+    unroll = _categorical(sch, [0, 1], int(ext[5] * ext[6] <= ctx.target.vector_registers))
     sch.reorder(n, f0, f1, oh, ow0, c, kh, kw, ow1)
     if len(tcands) > 1:
         sch.parallel(f0)
@@ -241,7 +316,7 @@ def _parallel_outer(sch: Schedule, ctx: RuleContext, blk, tiles: Dict[int, LoopR
         e = sch.get(tiles[d]).extent
         cands = thread_candidates(e, ctx.threads)
         if len(cands) > 1:
-            t = sch.sample_categorical(cands, _uniform(len(cands)))
+            t = _categorical(sch, cands, max(cands))
             p0, p1 = sch.split(tiles[d], [t, None])
             sch.parallel(p0)
             tiles[d] = p1
@@ -260,7 +335,7 @@ def sample_elementwise(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
     cands = vector_candidates(ctx, blk, blk.dims[last].extent) if contiguous_last(blk) else []
     inner = None
     if cands:
-        v = sch.sample_categorical(cands, _uniform(len(cands)))
+        v = _categorical(sch, cands, vector_tile(ctx, blk, blk.dims[last].extent))
         tiles[last], inner = sch.split(loops[last], [None, v])
     _parallel_outer(sch, ctx, blk, tiles, range(len(blk.dims)))
     if inner is not None:
@@ -282,7 +357,7 @@ def sample_reduction(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
         d = par[-1]
         cands = vector_candidates(ctx, blk, dims[d].extent)
         if cands:
-            v = sch.sample_categorical(cands, _uniform(len(cands)))
+            v = _categorical(sch, cands, vector_tile(ctx, blk, dims[d].extent))
             o, vec_loop = sch.split(tiles[d], [None, v])
             sch.reorder(*([o] + [tiles[r] for r in red] + [vec_loop]))
             tiles[d] = o
@@ -293,7 +368,8 @@ def sample_reduction(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
             # structural: the emitter tiles an rfactor'ed reduction with static sizes only
             # (``tile_reduction_using_for`` takes no knob), so V enters the split as a constant;
             # V = 1: no rfactor (the default when the row is a single vector tile)
-            v = int(sch.sample_categorical([1] + cands, _uniform(len(cands) + 1)))
+            dv = vector_tile(ctx, blk, dims[r].extent)
+            v = int(_categorical(sch, [1] + cands, dv if 1 < dv < dims[r].extent else 1))
             if v > 1:
                 _, vec_loop = sch.split(tiles[r], [None, v])
                 sch.rfactor(vec_loop)
@@ -376,6 +452,9 @@ class _DecidedSchedule(Schedule):
     """A Schedule whose sampling primitives take the ``i``-th sampling call's decision from
     ``forced[i]`` (when present); an invalid forced decision is re-sampled when ``repair``."""
 
+    #: Whether the space's rules take their default decisions (see :func:`default_point`).
+    at_default = False
+
     def __init__(self, mod: Module, seed: Optional[int], forced: Sequence, repair: bool):
         super().__init__(mod, seed)
         self._forced = list(forced)
@@ -443,6 +522,36 @@ def generate(space: Space, mod: Module, seed: Optional[int] = None,
     """
     sch = _DecidedSchedule(mod, seed, forced or [], repair)
     space(sch)
+    return sch
+
+
+def default_point(space: Space, mod: Module) -> Optional[Schedule]:
+    """The default schedule as a point of ``space``: the space run with every rule's default
+    decision (the value its default rule in :mod:`mlc_mlir.schedule.default_rules` derives
+    from the target), so the tuner can measure it first and seed its search with it.
+
+    Parameters
+    ----------
+    space : callable
+        A :class:`RuleSpace`; any other space has no known default point.
+    mod : Module
+        The task's module.
+
+    Returns
+    -------
+    Schedule or None
+        Its trace carries the default decisions (:func:`sampled_decisions`); None for a space
+        that is not a :class:`RuleSpace`, or when a rule's default is not among its candidates
+        (the ``ScheduleError`` is swallowed: the tuner then measures the empty trace only).
+    """
+    if not isinstance(space, RuleSpace):
+        return None
+    sch = _DecidedSchedule(mod, 0, [], False)
+    sch.at_default = True
+    try:
+        space(sch)
+    except ScheduleError:
+        return None
     return sch
 
 

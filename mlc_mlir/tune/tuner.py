@@ -3,10 +3,12 @@ committed to the database at once. Source: TVM MetaSchedule ``tune_tasks`` / ``t
 
 from __future__ import annotations
 
+import collections
+import hashlib
 import os
 import random
 import time
-from typing import List, Optional
+from typing import Dict, List, Optional
 
 from ..errors import TuningError
 from ..ir.workload import canonical_names
@@ -19,13 +21,30 @@ from .measure import MeasureInput, MeasureResult
 from .record import TuningRecord, candidate_id
 from .report import ProgressBar, plot_curve, print_summary
 from .search import SearchStrategy, Space, TuneContext
-from .space_rules import default_space
+from .space_rules import default_point, default_space
 from .task import Task, extract_tasks
 from .task_scheduler import TaskScheduler
 
 #: File names inside ``work_dir``.
 DATABASE_FILE = "database.jsonl"
 CURVE_FILE = "tuning_curve.png"
+REFERENCE_DIR = "references"
+
+#: A candidate whose checked call is this many times slower than the task's best so far is
+#: recorded with that one call (:attr:`MeasureInput.cutoff_ms`): more calls would not rank it.
+CUTOFF_RATIO = 2.0
+#: The reference of a task (the unscheduled function, plain loops) may take this many times a
+#: candidate's timeout, and at least ``REFERENCE_MIN_TIMEOUT_S`` s; it runs once per task.
+REFERENCE_TIMEOUT_RATIO = 10.0
+REFERENCE_MIN_TIMEOUT_S = 300.0
+
+
+def reference_path(work_dir: str, task: Task, inp: MeasureInput) -> str:
+    """Where the reference of ``task`` is kept in ``work_dir``: keyed by the task module, the
+    target, the compile options and the seed of the inputs."""
+    key = hashlib.sha256("\0".join((inp.module, inp.target.key(), str(inp.threads),
+                                    str(inp.opt_level), str(inp.seed))).encode()).hexdigest()[:16]
+    return os.path.join(work_dir, REFERENCE_DIR, f"{task.name}-{key}.npz")
 
 
 def _record(task: Task, names, tkey: str, trace_json: str, res: MeasureResult) -> TuningRecord:
@@ -40,9 +59,12 @@ def tune(mod, target="cpu", trials: int = 64, work_dir: str = "tune/", space: Op
          batch_size: Optional[int] = None, seed: int = 0) -> Database:
     """Tune the primitive functions of ``mod`` for ``target`` (TVM MetaSchedule ``tune_tasks``).
 
-    Tasks come from :func:`extract_tasks`; for each, the first candidate is the empty trace (the
-    compiler's default schedule, the baseline of the speedup column), the rest come from
-    ``strategy`` over ``space``. A task scheduler (:mod:`.task_scheduler`) gives batches to the
+    Tasks come from :func:`extract_tasks`; for each, the first candidates are the empty trace (the
+    compiler's default schedule, the baseline of the speedup column) and the default point of
+    the space (:func:`~.space_rules.default_point`: the same schedule as decisions the search can
+    mutate), the rest come from ``strategy`` over ``space``. Every candidate is checked against
+    the task's reference, computed once (``work_dir/references/*.npz``, outside the candidates'
+    timeouts). A task scheduler (:mod:`.task_scheduler`) gives batches to the
     tasks with the largest expected gain. Every result, failures included, is committed to
     ``work_dir/database.jsonl`` as soon as it is measured; a later call with the same
     ``work_dir`` resumes (records there count toward ``trials`` and are not measured again).
@@ -73,7 +95,8 @@ def tune(mod, target="cpu", trials: int = 64, work_dir: str = "tune/", space: Op
     progress : bool
         Show a progress bar, the summary table, and write the tuning curve.
     batch_size : int, optional
-        Candidates per batch (default: twice the executor's workers, at least 4).
+        Candidates per batch (default: four times the executor's workers, at least 8, at most
+        the trials per task, at least 2).
     seed : int
         Seed of the search (equal seeds propose the same candidates).
 
@@ -99,7 +122,7 @@ def tune(mod, target="cpu", trials: int = 64, work_dir: str = "tune/", space: Op
     strategy = strategy if strategy is not None else EvolutionarySearch()
     own = executor is None
     executor = LocalExecutor() if own else executor
-    batch = batch_size or max(4, 2 * executor.max_workers)
+    batch = batch_size or max(2, min(max(8, 4 * executor.max_workers), trials // len(tasks)))
     ctxs = []
     for t in tasks:
         history = db.records(t.workload, tkey)  # a resumed run draws a fresh random stream
@@ -109,7 +132,7 @@ def tune(mod, target="cpu", trials: int = 64, work_dir: str = "tune/", space: Op
         with ProgressBar(trials, min(trials, sum(len(c.history) for c in ctxs)), progress) as bar:
             try:
                 _loop(tasks, ctxs, sched, db, strategy, executor, tkey, trials, batch, timeout_s,
-                      threads, seed, bar)
+                      threads, seed, bar, work_dir)
             except KeyboardInterrupt:
                 bar.log(f"interrupted: {len(db)} records kept in {db.path}")
     finally:
@@ -123,28 +146,61 @@ def tune(mod, target="cpu", trials: int = 64, work_dir: str = "tune/", space: Op
     return db
 
 
+def _reference(executor: Executor, task: Task, inp: MeasureInput, work_dir: str, timeout_s: float,
+               bar: ProgressBar, prof: Dict[str, float]) -> Optional[str]:
+    """The path of the task's reference, computed now if ``work_dir`` does not have it; None
+    (each worker computes its own) when the executor's workers do not share files or it fails."""
+    if not executor.shares_files:
+        return None
+    path = reference_path(work_dir, task, inp)
+    if not os.path.exists(path):
+        t0 = time.monotonic()
+        err = executor.prepare_reference(inp, path, max(REFERENCE_MIN_TIMEOUT_S,
+                                                         REFERENCE_TIMEOUT_RATIO * timeout_s))
+        prof["reference (once per task)"] += time.monotonic() - t0
+        if err is not None:
+            bar.log(f"[{task.name}] reference: {err.splitlines()[0][:200]}")
+            return None
+    return path
+
+
 def _loop(tasks: List[Task], ctxs: List[TuneContext], sched, db: Database, strategy: SearchStrategy,
           executor: Executor, tkey: str, trials: int, batch: int, timeout_s: float,
-          threads: Optional[int], seed: int, bar: ProgressBar) -> None:
+          threads: Optional[int], seed: int, bar: ProgressBar, work_dir: str) -> None:
     used = sum(len(c.history) for c in ctxs)
     baseline = Trace().as_json()
+    refs: Dict[int, Optional[str]] = {}
+    prof: Dict[str, float] = collections.defaultdict(float)
+    measured = 0
+    t_start = time.monotonic()
     while used < trials:
         i = sched.next_task()
         if i is None:
             bar.log("every task's space is exhausted")
-            return
+            break
         task, ctx = tasks[i], ctxs[i]
         n = min(batch, trials - used)
         traces = [] if any(r.trace == baseline for r in ctx.history) else [baseline]
+        point = default_point(ctx.space, task.module) if not ctx.history else None
+        if point is not None:
+            traces.append(point.trace.as_json())
+        t0 = time.monotonic()
         if n > len(traces):
             traces += [t.as_json() for t in strategy.propose(ctx, n - len(traces))]
+        prof["search"] += time.monotonic() - t0
         traces = [t for t in dict.fromkeys(traces)
-                  if not db.has_candidate(candidate_id(task.workload, tkey, t))]
+                  if not db.has_candidate(candidate_id(task.workload, tkey, t))][:n]
         if not traces:
             sched.exhaust(i)
             continue
+        proto = MeasureInput(task.func_name, str(task.module), baseline, ctx.target,
+                             threads=threads, seed=seed)
+        if i not in refs:
+            refs[i] = _reference(executor, task, proto, work_dir, timeout_s, bar, prof)
+        best = min((r.latency_ms for r in ctx.history if r.ok), default=float("inf"))
+        cutoff = CUTOFF_RATIO * best if best < float("inf") else 0.0
         inputs = [MeasureInput(task.func_name, str(task.module), t, ctx.target, threads=threads,
-                               seed=seed) for t in traces]
+                               seed=seed, reference=refs[i], cutoff_ms=cutoff) for t in traces]
         names = canonical_names(task.module, task.func_name)
         new = []
         for j, res in executor.measure(inputs, timeout_s):
@@ -153,9 +209,17 @@ def _loop(tasks: List[Task], ctxs: List[TuneContext], sched, db: Database, strat
             ctx.history.append(rec)
             new.append(rec)
             used += 1
+            measured += 1
+            for k, v in res.phases_s.items():
+                prof[k] += v
             best = min((r.latency_ms for r in ctx.history if r.ok), default=float("inf"))
             bar.update(task.name, min(used, trials), best, task.flops / (best * 1e6))
             if rec.error:
                 bar.log(f"[{task.name}] candidate {rec.candidate}: {rec.error.splitlines()[0][:200]}")
         sched.update(i, new)
+        t0 = time.monotonic()
         strategy.notify(ctx, new)
+        prof["search"] += time.monotonic() - t0
+    if measured:
+        parts = ", ".join(f"{k} {v / measured:.2f} s" for k, v in sorted(prof.items()))
+        bar.log(f"{measured} candidates in {time.monotonic() - t_start:.1f} s; per candidate: {parts}")

@@ -1,12 +1,16 @@
 """The measuring worker: ``python -m mlc_mlir.tune.worker`` (one JSON request per line on
 stdin, one JSON reply per line on the original stdout; stray output goes to stderr).
 
-Requests: ``{"op": "build", "input": MeasureInput.to_dict()}`` replays the trace
-(``Schedule.from_trace``) on the task module and compiles it (an empty trace: the compiler's
-default schedule); ``{"op": "run"}`` runs the last build on random inputs, compares with the
-unscheduled function compiled here as plain loops (``schedule="none"``, cached per task) and
-times it (``benchmark``, each repeat's mean, ms). Replies carry ``error`` (a string) or the
-result. Started by :class:`~mlc_mlir.tune.measure.WorkerProcess`. Source: TVM MetaSchedule's
+Requests: ``{"op": "reference", "input": ..., "path": ...}`` computes the reference of a task
+once (random inputs of the seed, the outputs of the unscheduled function compiled as plain loops,
+``schedule="none"``) and saves both to ``path`` (``.npz``, written atomically), for the tuner to
+hand to every candidate (:attr:`MeasureInput.reference`); ``{"op": "build", "input":
+MeasureInput.to_dict()}`` replays the trace (``Schedule.from_trace``) on the task module and
+compiles it (an empty trace: the compiler's default schedule); ``{"op": "run"}`` runs the last
+build once on the inputs, compares with the reference (loaded from ``reference`` or, without one,
+computed here and cached per task) and times it (``benchmark``, each repeat's mean, ms; a
+candidate whose checked call is slower than ``cutoff_ms`` keeps that call's time only). Replies
+carry ``error`` (a string) or the result, and ``phases_s`` (seconds per phase). Started by :class:`~mlc_mlir.tune.measure.WorkerProcess`. Source: TVM MetaSchedule's
 ``LocalBuilder``/``LocalRunner`` worker functions (``default_build``, ``default_run_evaluator``).
 
 Test-only hook: a trace that annotates a block with ``mlc.tune.test_fault`` = ``"segv"``,
@@ -16,14 +20,15 @@ perturb the result, so tests can plant failing candidates through the real tuner
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
-import dataclasses
 import hashlib
 import json
 import math
 import os
 import signal
 import sys
+import tempfile
 import time
 from typing import Any, Dict, List, Optional
 
@@ -41,6 +46,8 @@ from .measure import MeasureInput
 FAULT_KEY = "mlc.tune.test_fault"
 #: Target wall time of one timed repeat when ``number`` is 0, ms.
 REPEAT_MS = 1.0
+#: A checked call at least this long (ms) is warm-up enough for the timed calls.
+WARM_MS = 20.0
 
 
 def _faults(trace_json: str) -> List[str]:
@@ -68,6 +75,48 @@ def _as_list(res) -> List[np.ndarray]:
     return list(res) if isinstance(res, tuple) else [res]
 
 
+def compute_reference(inp: MeasureInput):
+    """``(inputs, expected outputs)`` of the task of ``inp``: random inputs of ``inp.seed`` and
+    the outputs of the unscheduled function compiled as plain loops (``schedule="none"``).
+
+    Raises
+    ------
+    MlcError
+        If the function does not compile or run.
+    """
+    mod = Module.parse(inp.module)
+    args = _random_inputs(mod, inp.task_name, inp.seed)
+    plain = CompileOptions(target=inp.target, threads=inp.threads, opt_level=inp.opt_level,
+                           schedule="none")
+    ref = compile_module(mod, options=plain)[inp.task_name]
+    return args, _as_list(ref(*args))
+
+
+def save_reference(path: str, args: List[np.ndarray], expected: List[np.ndarray]) -> None:
+    """Write ``args`` and ``expected`` to ``path`` (``.npz``: ``arg<i>``, ``out<i>``) through a
+    temporary file and ``os.replace``, so a reader never sees a partial file."""
+    folder = os.path.dirname(path) or "."
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=folder, suffix=".npz.tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            np.savez(f, **{f"arg{i}": a for i, a in enumerate(args)},
+                     **{f"out{i}": e for i, e in enumerate(expected)})
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def load_reference(path: str):
+    """``(inputs, expected outputs)`` saved by :func:`save_reference`."""
+    with np.load(path) as z:
+        args = [z[f"arg{i}"] for i in range(sum(k.startswith("arg") for k in z.files))]
+        expected = [z[f"out{i}"] for i in range(sum(k.startswith("out") for k in z.files))]
+    return args, expected
+
+
 class Worker:
     """The state of one worker process: per-task references, the last build."""
 
@@ -75,35 +124,54 @@ class Worker:
         self._refs: Dict[str, Any] = {}   # task key -> (module, inputs, expected outputs)
         self._built: Optional[Dict[str, Any]] = None
 
-    def _reference(self, inp: MeasureInput, options: CompileOptions):
-        key = hashlib.sha256("\0".join((inp.module, repr(options), str(inp.seed))).encode()).hexdigest()
+    def _reference(self, inp: MeasureInput):
+        key = hashlib.sha256("\0".join((inp.module, inp.target.key(), str(inp.threads),
+                                        str(inp.opt_level), str(inp.seed), inp.reference or "")
+                                       ).encode()).hexdigest()
         if key not in self._refs:
-            mod = Module.parse(inp.module)
-            args = _random_inputs(mod, inp.task_name, inp.seed)
-            plain = dataclasses.replace(options, schedule="none")  # plain loops: the reference
-            ref = compile_module(mod, options=plain)[inp.task_name]
-            self._refs[key] = (mod, args, _as_list(ref(*args)))
+            if inp.reference:
+                args, expected = load_reference(inp.reference)
+            else:
+                args, expected = compute_reference(inp)
+            self._refs = {key: (Module.parse(inp.module), args, expected)}  # one task at a time
         return self._refs[key]
+
+    def reference(self, inp: MeasureInput, path: str) -> Dict[str, Any]:
+        """Compute the reference of ``inp`` 's task and save it to ``path``."""
+        t0 = time.perf_counter()
+        try:
+            args, expected = compute_reference(inp)
+        except MlcError as e:
+            return {"error": f"reference error: the unscheduled function does not compile or run: {e}"}
+        save_reference(path, args, expected)
+        return {"error": None, "phases_s": {"reference": time.perf_counter() - t0}}
 
     def build(self, inp: MeasureInput) -> Dict[str, Any]:
         self._built = None
+        phases: Dict[str, float] = {}
+        t0 = time.perf_counter()
         options = CompileOptions(target=inp.target, threads=inp.threads, opt_level=inp.opt_level)
         try:
-            mod, args, expected = self._reference(inp, options)
-        except MlcError as e:
+            mod, args, expected = self._reference(inp)
+        except (MlcError, OSError, ValueError, KeyError) as e:
             return {"error": f"reference error: the unscheduled function does not compile or run: {e}"}
+        t1 = time.perf_counter()
+        phases["reference"] = t1 - t0
         try:
             trace = Trace.from_json(inp.trace)
             scheduled = Schedule.from_trace(mod, trace).mod if trace.insts else mod
         except MlcError as e:
-            return {"error": f"schedule error: {e}"}
+            return {"error": f"schedule error: {e}", "phases_s": phases}
+        t2 = time.perf_counter()
+        phases["replay"] = t2 - t1
         try:
             fn = compile_module(scheduled, options=options)[inp.task_name]
         except MlcError as e:
-            return {"error": f"compile error: {e}"}
+            return {"error": f"compile error: {e}", "phases_s": phases}
+        phases["compile"] = time.perf_counter() - t2
         self._built = {"fn": fn, "args": args, "expected": expected, "input": inp,
                        "faults": _faults(inp.trace)}
-        return {"error": None}
+        return {"error": None, "phases_s": phases}
 
     def run(self) -> Dict[str, Any]:
         b, self._built = self._built, None
@@ -117,10 +185,12 @@ class Worker:
             os.abort()
         if "hang" in faults:
             time.sleep(1e9)
+        t0 = time.perf_counter()
         try:
             got = _as_list(b["fn"](*b["args"]))
         except MlcError as e:
             return {"error": f"run error: {e}"}
+        first_ms = (time.perf_counter() - t0) * 1e3
         if "wrong" in faults:
             got = [g + 1 for g in got]
         for n, (g, e) in enumerate(zip(got, b["expected"])):
@@ -130,13 +200,17 @@ class Worker:
                 err = float(np.max(np.abs(g.astype(np.float64) - e))) if g.shape == e.shape else math.inf
                 return {"error": f"wrong result: output {n} differs from the unscheduled function "
                                  f"(max abs error {err:.3g}; rtol={inp.rtol:g}, atol={inp.atol:g})"}
+        t1 = time.perf_counter()
+        phases = {"check": t1 - t0}
+        if inp.cutoff_ms > 0 and first_ms > inp.cutoff_ms:
+            return {"error": None, "latencies_ms": [first_ms], "phases_s": phases}
         fn = b["fn"]
-        number = inp.number
-        if number == 0:
-            one = fn.benchmark(*b["args"], number=1, repeat=1).min_ms
-            number = max(1, min(10000, int(REPEAT_MS / max(one, 1e-6))))
-        res = fn.benchmark(*b["args"], number=number, repeat=inp.repeat)
-        return {"error": None, "latencies_ms": list(res.per_repeat_ms)}
+        number = inp.number or max(1, min(10000, int(REPEAT_MS / max(first_ms, 1e-6))))
+        # the checked call warmed the code up; a slow call needs no further warm-up call
+        res = fn.benchmark(*b["args"], number=number, repeat=inp.repeat,
+                           warmup=0 if first_ms >= WARM_MS else 1)
+        phases["timing"] = time.perf_counter() - t1
+        return {"error": None, "latencies_ms": list(res.per_repeat_ms), "phases_s": phases}
 
 
 def _die_with_parent() -> None:
@@ -156,12 +230,14 @@ def main() -> int:
     for line in sys.stdin:
         req = json.loads(line)
         try:
-            if req["op"] == "build":
+            if req["op"] == "reference":
+                reply = worker.reference(MeasureInput.from_dict(req["input"]), req["path"])
+            elif req["op"] == "build":
                 reply = worker.build(MeasureInput.from_dict(req["input"]))
             elif req["op"] == "run":
                 reply = worker.run()
             else:
-                reply = {"error": f"worker: unknown op {req['op']!r}; expected 'build' or 'run'"}
+                reply = {"error": f"worker: unknown op {req['op']!r}; expected 'reference', 'build' or 'run'"}
         except Exception as e:  # noqa: BLE001 -- any failure of a candidate is a result
             reply = {"error": f"worker: {type(e).__name__}: {e}"}
         proto.write(json.dumps(reply) + "\n")

@@ -17,7 +17,8 @@ from mlc_mlir.schedule.sampling import perfect_tilings
 from mlc_mlir.schedule.trace import RV, SAMPLING_KINDS
 from mlc_mlir.target import Target, host_target
 from mlc_mlir.tune.features import candidate_features, feature_names
-from mlc_mlir.tune.space_rules import (default_space, generate, register_tile_bounds,
+from mlc_mlir.tune.space_rules import (default_point, default_space, generate,
+                                       matmul_register_tiles, register_tile_bounds,
                                        sampled_decisions, structural_sampling)
 from mlc_mlir.tune.task import extract_tasks
 from test_ops_nn import conv_ref
@@ -94,76 +95,14 @@ def test_space_on_a_task_and_an_avx512_target():
     run_and_check("dense_bias_relu", sch.mod)
 
 
-def _dims_of_rvs(trace):
-    """RV name -> iteration dim, for the loop RVs of ``get_loops`` and ``split``."""
-    dims = {}
-    for inst in trace.insts:
-        if inst.kind == "get_loops":
-            dims.update({o.name: d for d, o in enumerate(inst.outputs)})
-        elif inst.kind == "split":
-            dims.update({o.name: dims[inst.inputs[0].name] for o in inst.outputs})
-    return dims
-
-
-def _decision_for(dflt, trace, idx):
-    """The decision of sampling instruction ``idx`` of ``trace`` that matches the default
-    schedule ``dflt``: a perfect tile takes the extents of the last loops of its dim; a
-    categorical feeding ``split([t, None])`` the parallel extent, ``split([None, v])`` (or a
-    reduction's structural one) the vectorized extent; the matmul's pack knob whether B is
-    cached, the (batch) matmul's unroll knob the unroll factor, the convolution's whether the
-    window is unrolled."""
-    blocks = {b.name: b for b in dflt.model.blocks if b.kind == "compute"}
-    block = None
-    for inst in trace.insts[:idx]:
-        if inst.kind == "get_block":   # a rule samples right after getting its block
-            block = blocks[inst.inputs[0]]
-    inst = trace.insts[idx]
-    if inst.kind == "sample_perfect_tile":
-        dim = _dims_of_rvs(trace)[inst.inputs[0].name]
-        return [lp.extent for lp in block.loops if lp.dim == dim][-inst.attrs["n"]:]
-    outs = {o.name for o in inst.outputs}
-    users = [u for u in trace.insts[idx + 1:]
-             if any(isinstance(v, RV) and v.name in outs for v in inst_args(u))]
-    cands = inst.attrs["candidates"]
-    splits = bool(users) and users[0].kind == "split"
-    op = block.info.op_name
-    unrolled = [lp.unroll for lp in block.loops if lp.unroll is not None]
-    if op == "linalg.matmul" and not splits and cands[0] == 0:
-        value = int(bool(block.cache_reads))        # the pack knob: candidates [0, 1]
-    elif op in ("linalg.matmul", "linalg.batch_matmul") and not splits:
-        value = unrolled[0] if unrolled else 1      # the unroll knob
-    elif op.startswith("linalg.conv") and not splits:
-        value = int(bool(unrolled))                 # the window unroll knob: [0, 1]
-    elif splits and isinstance(users[0].attrs["factors"][0], RV):
-        value = [lp.extent for lp in block.loops if lp.kind == "parallel"][0]
-    else:
-        value = ([lp.extent for lp in block.loops if lp.kind == "vectorized"] or [1])[-1]
-    return cands.index(value)
-
-
 def default_decisions(mod, target, space):
-    """The default schedule of ``mod`` for ``target`` and the decisions (by sampling order)
-    for which ``space`` reproduces it, found one decision at a time (a candidate list may
-    depend on earlier decisions)."""
+    """The default schedule of ``mod`` for ``target`` (the default rules, independently of the
+    space) and the decisions of the space's default point."""
     dflt = mlc.Schedule(mod)
     apply_default_schedule(dflt, target)
-    forced = []
-    while True:
-        trace = generate(space, mod, 0, forced).trace
-        order = [i for i, inst in enumerate(trace.insts) if inst.kind in SAMPLING_KINDS]
-        if len(forced) == len(order):
-            return dflt, forced
-        forced.append(_decision_for(dflt, trace, order[len(forced)]))
-
-
-def inst_args(inst):
-    stack = list(inst.inputs) + list(inst.attrs.values())
-    while stack:
-        v = stack.pop()
-        if isinstance(v, list):
-            stack.extend(v)
-        else:
-            yield v
+    point = default_point(space, mod)
+    assert point is not None
+    return dflt, sampled_decisions(point.trace)
 
 
 @pytest.mark.parametrize("target", [SMALL, AVX2, AVX512], ids=["small", "avx2", "avx512"])
@@ -173,7 +112,7 @@ def test_default_schedule_is_a_point_of_the_space(name, target):
     space = default_space(target)
     dflt, forced = default_decisions(mod, target, space)
     sch = generate(space, mod, 0, forced)
-    assert str(sch.mod) == str(dflt.mod)
+    assert str(sch.mod) == str(dflt.mod) == str(default_point(space, mod).mod)
     # the same point by replay: a sample's trace with the point's decisions (all but the
     # structural ones feed primitives; those are taken from the point's own trace)
     sample = generate(space, mod, 1).trace
@@ -184,17 +123,17 @@ def test_default_schedule_is_a_point_of_the_space(name, target):
 
 
 def test_replay_with_other_decisions_gives_the_other_program():
-    mod = build("dense_bias_relu")
+    mod = build("batch_matmul_relu")
     space = default_space(AVX2)
     sch = generate(space, mod, 3)
     trace = sch.trace
     tiles = [i for i, inst in enumerate(trace.insts) if inst.kind == "sample_perfect_tile"]
-    j = tiles[1]                       # the j tiling [N/NC, NC/NR, NR]
-    other = next(t for t in perfect_tilings(48, 3, register_tile_bounds(AVX2, 32)["nr"])
+    j = tiles[1]                       # the j tiling [N/NR, NR]
+    other = next(t for t in perfect_tilings(32, 2, register_tile_bounds(AVX2, 32)["nr"])
                  if t != trace.decisions[j])
     replayed = mlc.Schedule.from_trace(mod, trace, decisions={j: other})
-    blk = replayed.get(replayed.get_block("dense"))
-    assert [lp.extent for lp in blk.loops if lp.dim == 1] == other
+    blk = replayed.get(replayed.get_block("batch_matmul"))
+    assert [lp.extent for lp in blk.loops if lp.dim == 2] == other
     order = [i for i, inst in enumerate(trace.insts) if inst.kind in SAMPLING_KINDS]
     regenerated = generate(space, mod, 0, [other if i == j else trace.decisions[i] for i in order])
     assert str(regenerated.mod) == str(replayed.mod) != str(sch.mod)
@@ -211,8 +150,11 @@ def test_structural_knob_changes_the_program_through_the_space():
     structural = structural_sampling(trace)
     pack = [i for i in structural if trace.insts[i].attrs["candidates"] == [0, 1]]
     assert len(pack) == 1
-    tiles = [i for i, inst in enumerate(trace.insts) if inst.kind == "sample_perfect_tile"]
-    assert tiles and not set(tiles) & set(structural), "tile sizes feed split directly"
+    tiles = [i for i, inst in enumerate(trace.insts) if inst.kind == "sample_categorical"
+             and any(isinstance(f, RV) and f.name == inst.outputs[0].name
+                     for u in trace.insts if u.kind == "split" for f in u.attrs["factors"])]
+    assert len(tiles) == 5, "threads, NR, MR, MC/MR, NC/NR feed split directly"
+    assert not set(tiles) & set(structural)
     order = [i for i, inst in enumerate(trace.insts) if inst.kind in SAMPLING_KINDS]
     packs = []
     for flag in (0, 1):
@@ -232,6 +174,12 @@ def test_candidates_follow_the_target():
         trace = generate(default_space(t), mod, 0).trace
         threads = [i.attrs["candidates"] for i in trace.insts if i.kind == "sample_categorical"][0]
         assert threads == [d for d in range(1, t.cores + 1) if 32 % d == 0]
+    for t in (AVX2, AVX512):   # every register tile fits the register budget
+        lanes = t.vector_lanes(32)
+        for nr, mrs in matmul_register_tiles(t, 32, 1024, 1024).items():
+            assert nr % lanes == 0 and 1024 % nr == 0
+            assert all(1024 % mr == 0 and (mr + 1) * nr // lanes + 1 <= t.vector_registers
+                       for mr in mrs)
     with pytest.raises(TuningError, match="expected a cpu Target"):
         default_space("avx2")
     with pytest.raises(TuningError, match="threads=0"):

@@ -145,13 +145,14 @@ sch.reverse_compute_at(sch.get_block("relu"), i0)
 section("reverse_compute_at", sch)
 
 # B's 32x16 panel is packed right inside j1 and hoisted out of j1 and i0 (2 loops): one
-# packed buffer of 2 panels per j0 iteration
+# packed buffer of 2 panels per j0 iteration, copied one 16-wide row at a time
 # CHECK-LABEL: TEST: cache_read
 # CHECK: SCRIPT
 # CHECK: transform.structured.pad %{{.*}} {copy_back_op = "none", nofold_flags = [0, 1, 0]
 # CHECK: transform.get_producer_of_operand %{{.*}}[1]
 # CHECK: transform.structured.hoist_pad %{{.*}} by 2 loops
-# CHECK: transform.structured.vectorize %{{.*}} vector_sizes [32, 16]
+# CHECK: transform.structured.tile_using_for %{{.*}} tile_sizes [1, 0]
+# CHECK: transform.structured.vectorize %{{.*}} vector_sizes [1, 16]
 # CHECK: PAYLOAD
 # CHECK: tensor.empty() : tensor<2x32x16xf32>
 sch = mlc.Schedule(matmul())
