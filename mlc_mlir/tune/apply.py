@@ -1,13 +1,14 @@
 """``apply_best``: put the best measured schedule of each primitive function into a module.
 
 For each primitive function (after ``FuseOps``) whose workload has a record without error on
-the target, the best trace (the fastest record without error) is replayed on the function alone (its blocks renamed through
-``canonical_names`` when the record came from another function of the same workload) and the
-result replaces the function (``Module.update_func``). Functions without a record without error are
-left as they are, for the compiler's default schedule, and so are functions whose default
-schedule was measured (the empty trace) and failed every time: no record is known to beat the
-default then (a timeout of the default under load must not make a slower record win) (``mlc.compile(mod, database=db)`` calls
-:meth:`Database.apply_best`, which is this function). Source: TVM MetaSchedule ``ApplyHistoryBest``
+the target, the best trace (the fastest record without error) is replayed on the function alone
+(its blocks renamed through ``canonical_names`` when the record came from another function of
+the same workload) and the result replaces the function (``Module.update_func``). Functions
+without a record without error are left as they are, for the compiler's default schedule, and
+so are functions whose default schedule was measured (the empty trace) and failed every time:
+no record is known to beat the default then (a timeout of the default under load must not make
+a slower record win). ``mlc.compile(mod, database=db)`` calls :meth:`Database.apply_best`,
+which is this function. Source: TVM MetaSchedule ``ApplyHistoryBest``
 (``database.query_tuning_record`` + ``Trace.apply_to_schedule``).
 """
 

@@ -43,6 +43,7 @@ from ..schedule.schedule import Schedule
 from ..schedule.state import BlockRV, ExprRV, LoopRV
 from ..schedule.trace import RV, SAMPLING_KINDS, Trace
 from ..target import Target
+from .gpu_space import GpuRuleSpace
 
 SpaceRule = Callable[[Schedule, BlockRV, RuleContext], None]
 Space = Callable[[Schedule], None]
@@ -442,8 +443,18 @@ class RuleSpace:
                     "space rule")
 
 
-def default_space(target: Target, threads: Optional[int] = None) -> RuleSpace:
-    """The rule-based design space for ``target`` (see :class:`RuleSpace`)."""
+def default_space(target: Target, threads: Optional[int] = None):
+    """The rule-based design space for ``target``: :class:`RuleSpace` on a CPU,
+    :class:`~mlc_mlir.tune.gpu_space.GpuRuleSpace` (block/thread/k tile knobs of matmuls) on
+    CUDA (``threads`` does not apply there).
+
+    Raises
+    ------
+    TuningError
+        If ``target`` is neither a cpu nor a cuda Target, or ``threads < 1``.
+    """
+    if isinstance(target, Target) and target.kind == "cuda":
+        return GpuRuleSpace(target)
     return RuleSpace(target, threads)
 
 
