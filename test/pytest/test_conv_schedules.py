@@ -15,7 +15,7 @@ import mlc_mlir as mlc
 from mlc_mlir import graph, ops
 from mlc_mlir._mlir import MLIR_BIN_DIR
 from mlc_mlir.schedule.default_rules import apply_default_schedule
-from mlc_mlir.schedule.rules.conv import nhwc_register_tile, prefers_nhwc
+from mlc_mlir.schedule.rules.conv import filter_block_channels, nhwc_register_tile, prefers_nhwc
 from mlc_mlir.target import Target, host_target
 
 torch = pytest.importorskip("torch")
@@ -114,6 +114,9 @@ def test_nhwc_rule_loop_nest_and_mlir_opt(tmp_path):
 def test_layout_and_tile_follow_the_target():
     assert nhwc_register_tile(AVX2, 56) == (8, 8) and nhwc_register_tile(AVX2, 14) == (7, 8)
     assert nhwc_register_tile(AVX512, 56) == (14, 16)
+    # a 3x3 filter panel of 8 output channels: 64 channels fit a 32 KiB L1d, 256 are blocked
+    assert filter_block_channels(AVX2, 9, 64, 8) == 64 and filter_block_channels(AVX2, 9, 256, 8) == 32
+    assert filter_block_channels(dataclasses.replace(AVX2, l1d_bytes=48 << 10), 9, 256, 8) == 64
     assert prefers_nhwc(AVX2, (1, 3, 8, 8), (8, 3, 3, 3), (1, 8, 6, 6), "float32")
     assert not prefers_nhwc(AVX512, (1, 3, 8, 8), (8, 3, 3, 3), (1, 8, 6, 6), "float32")
     assert not prefers_nhwc(AVX2, (1, 3, 8, 8), (8, 3, 3, 3), (1, 8, 6, 6), "int32")

@@ -46,6 +46,18 @@ def nhwc_register_tile(target: Target, ow: int, dtype_bits: int = 32):
     return largest_divisor(ow, max(1, target.vector_registers // 2)), lanes
 
 
+def filter_block_channels(target: Target, taps: int, c: int, fr: int, dtype_bits: int = 32) -> int:
+    """Input channels per block of :func:`schedule_conv2d_nhwc`: all ``c`` when one output-channel
+    block's filter panel (``taps * c * fr`` elements) fits the L1d; else the largest divisor of
+    ``c`` whose panel slice takes at most half the L1d (the rest holds the input rows and the
+    output tile). A cache size of 0 (unknown) assumes 32 KiB."""
+    l1 = target.l1d_bytes or (32 << 10)
+    per_channel = taps * fr * max(1, dtype_bits // 8)
+    if per_channel * c <= l1:
+        return c
+    return largest_divisor(c, max(1, (l1 // 2) // per_channel))
+
+
 def prefers_nhwc(target: Target, x_shape: Sequence[int], w_shape: Sequence[int],
                  out_shape: Sequence[int], dtype: str) -> bool:
     """Whether an NCHW convolution (input ``(N, C, H, W)``, filter ``(F, C, KH, KW)``, output
@@ -63,13 +75,18 @@ def schedule_conv2d_nhwc(sch: Schedule, block: BlockRV, ctx: RuleContext) -> Non
     """Schedule ``out[n, oh, ow, f] += x[n, oh*s + kh*d, ow*s + kw*d, c] * w[kh, kw, c, f]``
     (``linalg.conv_2d_nhwc_hwcf``, dims ``n, oh, ow, f, kh, kw, c``).
 
-    Loop nest: ``n f0 (parallel: threads x blocks) oh ow0 c kh kw (unrolled) [ow1 f1]``
+    Loop nest: ``n f0 (parallel: threads x blocks) [c0] oh ow0 c1 kh kw (unrolled) [ow1 f1]``
     (vectorized): a ``WR x FR`` tile of the output (:func:`nhwc_register_tile`) stays in
     registers across the ``c, kh, kw`` reduction; each step broadcasts ``WR`` inputs (shared
     between neighbouring taps once the window is unrolled) and loads one filter vector of ``FR``
     contiguous output channels. Output-channel blocks are outermost, so one block's filter panel
     (``KH * KW * C * FR`` elements) is reused from L1/L2 by every row tile. The window is unrolled
     when its taps do not exceed the vector registers; the init (``linalg.fill``) runs once.
+    When a block's filter panel exceeds the L1d, the input channels are blocked
+    (:func:`filter_block_channels`, ``c0`` outside the row tiles) so each ``c1`` slice of the
+    panel stays in L1 across the row tiles (the output tile is re-read once per ``c0``).
+    Measured (2-core AVX2 EPYC, one thread, loaded machine, torch 12.3 ms in the same run):
+    1x256x14x14 3x3 -> 256 as NHWC 17.5 ms unblocked, 14.2 ms with 32-channel blocks.
 
     Shapes: x (N, H, W, C) (already padded), w (KH, KW, C, F), out (N, OH, OW, F); float
     dtypes; any stride and dilation. Epilogues are not fused (after ``graph.ConvToNHWC`` the
@@ -82,7 +99,12 @@ def schedule_conv2d_nhwc(sch: Schedule, block: BlockRV, ctx: RuleContext) -> Non
     fr = largest_divisor(ext[3], fr)
     ow0, ow1 = sch.split(ow, [ext[2] // wr, wr])
     f0, f1 = sch.split(f, [ext[3] // fr, fr])
-    sch.reorder(n, f0, oh, ow0, c, kh, kw, ow1, f1)
+    cb = filter_block_channels(ctx.target, ext[4] * ext[5], ext[6], fr, element_bits(blk))
+    if cb < ext[6]:
+        c0, c1 = sch.split(c, [ext[6] // cb, cb])
+        sch.reorder(n, f0, c0, oh, ow0, c1, kh, kw, ow1, f1)
+    else:
+        sch.reorder(n, f0, oh, ow0, c, kh, kw, ow1, f1)
     parallelize_first(sch, ctx, blk, [f0, oh], [ext[3] // fr, ext[1]])
     if ext[4] * ext[5] <= ctx.target.vector_registers:
         sch.unroll(kw)
