@@ -56,7 +56,8 @@ def transpose_tile(sch: Schedule, block: BlockRV, ctx: RuleContext) -> bool:
     the dim ``dm`` indexing the input's innermost dim that half the lanes divide (the ``C`` of an
     ``F, C, 3, 3`` filter) split by half the lanes, the ``dm1 x dn1``
     tile innermost and vectorized (a ``vector.transpose`` of registers: both sides read and
-    write whole vectors or runs), the outermost loop over the threads. Returns False (nothing
+    write whole vectors or runs), the tile loops ``dm0, dn0`` outermost and the first of them
+    over the threads. Returns False (nothing
     recorded) for other blocks or extents without such divisors.
 
     Measured on a 2-core AVX2 EPYC, float32, one thread: NHWC -> NCHW of 1x56x56x64 0.98 ms as
@@ -82,10 +83,12 @@ def transpose_tile(sch: Schedule, block: BlockRV, ctx: RuleContext) -> bool:
     loops = sch.get_loops(block)
     n0, n1 = sch.split(loops[dn], [extents[dn] // vn, vn])
     m0, m1 = sch.split(loops[dm], [extents[dm] // vm, vm])
-    loops[dn], loops[dm] = n0, m0
-    extents[dn] //= vn
-    extents[dm] //= vm
-    sch.reorder(*loops, m1, n1)
-    parallelize_first(sch, ctx, blk, loops, extents)
+    rest = [d for d in range(len(loops)) if d not in (dm, dn)]
+    order = [m0, n0] + [loops[d] for d in rest]
+    sch.reorder(*order, m1, n1)
+    # the tile loops outermost: a 3x3 filter's window loops would otherwise hold the parallel
+    # loop inside them (one fork/join per tap)
+    parallelize_first(sch, ctx, blk, order, [extents[dm] // vm, extents[dn] // vn] +
+                      [extents[d] for d in rest])
     sch.vectorize(m1)
     return True
