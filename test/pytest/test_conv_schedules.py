@@ -98,10 +98,11 @@ def test_nhwc_rule_loop_nest_and_mlir_opt(tmp_path):
     payload, sch = nhwc_schedule(build("k3_pad1"), SMALL)
     blk = sch.get(sch.get_block("conv2d"))
     kinds = [(blk.dims[lp.dim].name, lp.kind, lp.extent) for lp in blk.loops]
-    lanes = SMALL.vector_lanes(32)
-    # n, f0 split over 2 threads, oh, ow0, c, kh, kw (unrolled), [ow1 x f1] vectorized
-    assert kinds[1][1] == "parallel" and kinds[-1] == ("l", "vectorized", lanes)
-    assert kinds[-2][1] == "vectorized" and [lp.unroll for lp in blk.loops].count(0) == 2
+    wr, fr = nhwc_register_tile(SMALL, 12, 16)
+    # n, f0 (one block of 16 here), c0, oh (split over 2 threads), ow0, c1, kh, kw (unrolled),
+    # [ow1 x f1] vectorized
+    assert ("j", "parallel", 2) in kinds and kinds[-1] == ("l", "vectorized", fr)
+    assert kinds[-2] == ("k", "vectorized", wr) and [lp.unroll for lp in blk.loops].count(0) == 2
     (tmp_path / "payload.mlir").write_text(str(payload))
     sch.transform_script().save(str(tmp_path / "script.mlir"))
     out = subprocess.run(
@@ -112,8 +113,10 @@ def test_nhwc_rule_loop_nest_and_mlir_opt(tmp_path):
 
 
 def test_layout_and_tile_follow_the_target():
-    assert nhwc_register_tile(AVX2, 56) == (8, 8) and nhwc_register_tile(AVX2, 14) == (7, 8)
-    assert nhwc_register_tile(AVX512, 56) == (14, 16)
+    # (WR, FR) by loads per FMA: 8 x 8 for stride 1 over 56 columns, 4 x 16 for stride 2
+    assert nhwc_register_tile(AVX2, 56, 64) == (8, 8) and nhwc_register_tile(AVX2, 14, 256) == (7, 8)
+    assert nhwc_register_tile(AVX2, 28, 128, stride=2) == (4, 16)
+    assert nhwc_register_tile(AVX512, 56, 64) == (8, 32)
     # a 3x3 filter panel of 8 output channels: 64 channels fit a 32 KiB L1d, 256 are blocked
     assert filter_block_channels(AVX2, 9, 64, 8) == 64 and filter_block_channels(AVX2, 9, 256, 8) == 32
     assert filter_block_channels(dataclasses.replace(AVX2, l1d_bytes=48 << 10), 9, 256, 8) == 64
