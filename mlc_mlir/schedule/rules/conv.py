@@ -1,24 +1,37 @@
 """Default rules for 2-D convolutions.
 
 * ``linalg.conv_2d_nhwc_hwcf`` (:func:`schedule_conv2d_nhwc`): a direct convolution with a
-  register tile of ``WR`` output columns x one vector of output channels, output-channel blocks
-  outermost (their filter panel stays in L1), the window unrolled. ``mlc.compile`` rewrites the
-  NCHW convolutions that :func:`prefers_nhwc` picks into this form (``graph.ConvToNHWC``:
-  transposes around the op, the filter's folded when it is a constant).
-* ``linalg.conv_2d_nchw_fchw`` (:func:`schedule_conv2d`): the output row vectorized, the window
+  register tile of ``WR`` output columns x ``k`` vectors of output channels
+  (:func:`nhwc_register_tile`), output-channel blocks outermost (their filter panel stays in L1,
+  input channels blocked when it does not: :func:`filter_block_channels`), the window unrolled.
+  ``mlc.compile`` rewrites the NCHW convolutions that :func:`prefers_nhwc` picks into this form
+  (``graph.ConvToNHWC``: transposes around the op; a constant filter's is folded).
+* ``linalg.conv_2d_nchw_fchw`` (:func:`schedule_conv2d`): the output row tiled, the window
   unrolled, elementwise epilogues (bias, relu) fused per row tile; used for the convolutions
   :func:`prefers_nhwc` leaves in NCHW and for schedules built on NCHW payloads directly.
 * ``linalg.conv_2d_ngchw_gfchw`` (:func:`schedule_grouped_conv2d`).
 
 Source: oneDNN's direct convolution and TVM TOPI x86 ``conv2d_NCHWc`` (output channels in the
-vector, register blocking of the output width, kernel loops unrolled, packed weights); TVM
-``conv2d_nchw`` (output width vectorized).
+vector, register blocking of the output width, kernel loops unrolled, reordered weights); TVM
+``conv2d_nchw`` (output width vectorized); TVM ``ConvertLayout`` for the per-op layout change.
 
-Measured on a shared 2-core AVX2 EPYC (znver1), float32, one thread, the same run as PyTorch
-eager (oneDNN) 6.9-7.0 ms: 1x64x56x56 3x3 pad 1 -> 64 took 16.5 ms with the NCHW rule; as NHWC
-with an 8 x 8 tile: 11.6 ms with the channel blocks inside the row tiles (the filter panel,
-36 KiB for a 16-channel block, spills out of L1 each row tile), 7.1 ms with the channel blocks
-outermost, 13 ms -> ratio 1.0 with the transposes (machine loaded, torch 13.1 ms in that run).
+Why NHWC: MLIR 22's structured vectorizer decomposes a 2-D convolution into 1-D ones and
+vectorizes those in NWC form, the vector lanes over the *output channels*. For NCHW with one
+channel per tile that gives ``vector<1xf32>`` FMAs (scalar code; LLVM's SLP vectorizer re-packs
+them: 84 ``vinsertps`` and 128 spill/reload instructions next to 63 FMAs in the inner loop); with
+several channels per tile, strided filter gathers and accumulator transposes every reduction
+step (30 ms). In NHWC/HWCF the channel vector is contiguous in the filter and the output: the
+inner loop is 72 FMAs, 30 broadcasts, 9 filter loads and no spills (8 x 8 tile). im2col +
+the Goto GEMM recipe was not faster here: the 64 x 576 x 3136 GEMM alone took 12.3 ms (the
+recipe reaches 19-23 GFLOP/s on this znver1), above the direct NCHW rule's 16.5 ms - 12.4 ms.
+
+Measured on a shared 2-core AVX2 EPYC (znver1), float32, one thread, ``benchmarks/tune_cpu.py
+--impls torch,default --threads 1`` (ratio = PyTorch eager (oneDNN) ms / ours, same run; two
+runs on a loaded machine, load average 7-8): 1x64x56x56 3x3 -> 64: 0.73-1.10 (NCHW rule: 0.36-0.42);
+1x256x14x14 3x3 -> 256: 0.81-1.05 (0.45); 1x64x56x56 3x3 stride 2 -> 128: 0.93-1.00;
+1x64x56x56 1x1 stride 2 -> 128: 1.31-1.41; 1x256x14x14 1x1 -> 256: 1.20-1.22. The filters are
+function arguments there, so their transposes (0.1 ms for 64x64x3x3, 1.5-2.4 ms for
+256x256x3x3) run in every call; the input and output transposes cost 0.2-0.6 ms each.
 """
 
 from __future__ import annotations
@@ -144,9 +157,12 @@ def schedule_conv2d(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
     unrolled when its taps (``KH * KW``) do not exceed the vector registers. Measured on a
     2-core AVX2 EPYC, 1x64x56x56 3x3 -> 64, one thread: 143 ms unscheduled, 15.7 ms.
 
-    Tiles that put output channels in the vector (``F x W`` register blocks) were measured
-    slower here (70-80 ms): the 1-D convolution vectorizer works in NWC and transposes the
-    accumulator tile on every reduction step.
+    The "vectorized" row is really scalar: the 1-D convolution vectorizer works in NWC with the
+    lanes over output channels, one here, so each output column is a ``vector<1xf32>`` FMA that
+    LLVM's SLP vectorizer re-packs (inserts, shuffles, spills). Tiles that put output channels
+    in the vector (``F x W`` register blocks) were measured slower (30-80 ms): strided filter
+    gathers and an accumulator transpose on every reduction step. Hence
+    :func:`schedule_conv2d_nhwc` for the convolutions :func:`prefers_nhwc` picks.
 
     Shapes: x (N, C, H, W) (already padded by ``tensor.pad``), w (F, C, KH, KW), out
     (N, F, OH, OW); float dtypes; any stride and dilation.
