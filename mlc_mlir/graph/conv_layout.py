@@ -25,7 +25,11 @@ After::
 
 A constant filter's transpose is a constant subgraph: ``graph.FoldConstant`` folds it
 (``mlc.compile`` does so while scheduling). An output init that is not a named ``linalg.fill``
-(an accumulating convolution) is transposed too (``<name>.out_nhwc``).
+(an accumulating convolution) is transposed too (``<name>.out_nhwc``). The convolution's
+elementwise epilogue chain (each link the single user of the previous one, other inputs only
+broadcast, e.g. bias add and relu) moves before the transpose back, in NHWC, so the NHWC rule
+fuses it into its tiles as the NCHW rule did; a full-size second input (a residual add) stops
+the chain.
 """
 
 from __future__ import annotations
@@ -56,6 +60,70 @@ def _transpose(v, perm, name: str):
     op = getattr(op, "owner", op)      # the builder returns the op (no results on memrefs)
     emitters.set_name(op, name)
     return op.results[0]
+
+
+#: NCHW iteration dim -> NHWC iteration dim of an elementwise op moved across the transpose.
+_DIM_TO_NHWC = {0: 0, 1: 3, 2: 1, 3: 2}
+
+
+def _epilogue_user(op: ir.Operation) -> Optional[ir.Operation]:
+    """The single user of ``op``'s result if it is an elementwise epilogue that can run in NHWC:
+    a named all-parallel ``linalg.generic`` with one result of ``op``'s shape, reading ``op``'s
+    result with the identity map and its other inputs broadcast (rank < 4, maps of dims and
+    zeros: a ``(F, 1, 1)`` bias); its init an unused ``tensor.empty``. None otherwise."""
+    uses = list(op.results[0].uses)
+    if len(uses) != 1:
+        return None
+    u = uses[0].owner
+    u = getattr(u, "operation", u)
+    if u.name != "linalg.generic" or OP_NAME_ATTR not in u.attributes or len(u.results) != 1 \
+            or u.block != op.block or _shape(u.results[0]) != _shape(op.results[0]):
+        return None
+    if any("parallel" not in str(a) for a in ir.ArrayAttr(u.attributes["iterator_types"])):
+        return None
+    maps = [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(u.attributes["indexing_maps"])]
+    n_in = len(u.operands) - 1
+    ident = ir.AffineMap.get_identity(4)
+    init = u.operands[n_in].owner
+    if isinstance(init, ir.Block) or init.name != "tensor.empty" or maps[n_in] != ident:
+        return None
+    for v, m in zip(list(u.operands)[:n_in], maps[:n_in]):
+        if v == op.results[0]:
+            if m != ident:
+                return None
+        elif _rank(v) >= 4 or not all(isinstance(e, ir.AffineDimExpr) or
+                                      (isinstance(e, ir.AffineConstantExpr) and e.value == 0)
+                                      for e in m.results):
+            return None
+    return u
+
+
+def _rank(v) -> int:
+    return ir.RankedTensorType(v.type).rank if isinstance(v.type, ir.RankedTensorType) else 0
+
+
+def _to_nhwc_epilogue(u: ir.Operation, old_in, new_in, dtype: str):
+    """An NHWC copy of the epilogue ``u`` reading ``new_in`` where it read ``old_in`` (the
+    broadcast maps renumbered to the NHWC iteration order); ``u``'s body is moved into it."""
+    n_in = len(u.operands) - 1
+    maps = [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(u.attributes["indexing_maps"])]
+    ins, in_maps = [], []
+    for v, m in zip(list(u.operands)[:n_in], maps[:n_in]):
+        if v == old_in:
+            ins.append(new_in)
+            in_maps.append(ir.AffineMap.get_identity(4))
+        else:
+            ins.append(v)
+            in_maps.append(ir.AffineMap.get(4, 0, [
+                ir.AffineDimExpr.get(_DIM_TO_NHWC[e.position]) if isinstance(e, ir.AffineDimExpr)
+                else e for e in m.results]))
+    out = emitters.empty(_shape(new_in), dtype, "epilogue")
+    all_maps = ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in in_maps + [ir.AffineMap.get_identity(4)]])
+    g = linalg_d.GenericOp([out.type], ins, [out], all_maps, u.attributes["iterator_types"])
+    for k in (OP_NAME_ATTR,):
+        g.operation.attributes[k] = u.attributes[k]
+    u.regions[0].blocks[0].append_to(g.regions[0])
+    return g.results[0]
 
 
 def _ints(attr) -> list:
@@ -120,8 +188,20 @@ class ConvToNHWC(Pass):
             conv = linalg_d.conv_2d_nhwc_hwcf(xt, wt, outs=[it], strides=_ints(op.attributes["strides"]),
                                               dilations=_ints(op.attributes["dilations"]))
             emitters.set_name(conv.owner, nm)
-            y = _transpose(conv, _TO_NCHW, f"{nm}.to_nchw")
-        op.results[0].replace_all_uses_with(y)
+        last, value, moved = op, conv, []
+        while True:
+            nxt = _epilogue_user(last)
+            if nxt is None:
+                break
+            with ir.InsertionPoint(nxt):
+                value = _to_nhwc_epilogue(nxt, last.results[0], value, dtype)
+            moved.append(nxt)
+            last = nxt
+        with ir.InsertionPoint(last):
+            y = _transpose(value, _TO_NCHW, f"{nm}.to_nchw")
+        last.results[0].replace_all_uses_with(y)
+        for o in reversed(moved):
+            o.erase()
         op.erase()
         if is_fill and not any(True for _ in fill.results[0].uses):
             fill.erase()

@@ -144,3 +144,15 @@ def test_constant_filter_is_folded(tmp_path):
     # mlc.compile folds it too: no filter transpose runs per call
     scheduled = (tmp_path / "01-schedule.mlir").read_text()
     assert "conv2d.w_hwcf.folded" in scheduled and 'mlc.name = "conv2d.w_hwcf"}' not in scheduled
+
+
+def test_epilogue_moves_to_nhwc_and_fuses():
+    """Bias add and relu run in NHWC before the transpose back, fused into the row tiles."""
+    args, ref = inputs_and_ref("bias_relu")
+    payload, sch = nhwc_schedule(build("bias_relu"), host_target())
+    text = str(payload)
+    assert text.index('"relu"') < text.index('"conv2d.to_nchw"')
+    assert [i.kind for i in sch.trace.insts].count("reverse_compute_at") == 2
+    np.testing.assert_allclose(mlc.compile(sch.mod)(*args), ref, rtol=1e-4, atol=1e-4)
+    replayed = mlc.Schedule.from_trace(payload, mlc.Trace.from_json(sch.trace.as_json()))
+    assert str(replayed.mod) == str(sch.mod)
