@@ -120,8 +120,7 @@ def _to_nhwc_epilogue(u: ir.Operation, old_in, new_in, dtype: str):
     out = emitters.empty(_shape(new_in), dtype, "epilogue")
     all_maps = ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in in_maps + [ir.AffineMap.get_identity(4)]])
     g = linalg_d.GenericOp([out.type], ins, [out], all_maps, u.attributes["iterator_types"])
-    for k in (OP_NAME_ATTR,):
-        g.operation.attributes[k] = u.attributes[k]
+    g.operation.attributes[OP_NAME_ATTR] = u.attributes[OP_NAME_ATTR]
     u.regions[0].blocks[0].append_to(g.regions[0])
     return g.results[0]
 
