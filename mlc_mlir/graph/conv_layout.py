@@ -10,14 +10,18 @@ output-channel vector) needs no transposes or gathers; in NCHW/FCHW the same til
 filter and transposes the accumulators every reduction step (see
 :mod:`mlc_mlir.schedule.rules.conv` for the measurements).
 
-Before::
+Before (``%x`` is the ``tensor.pad`` of ``%x_unpadded``)::
 
     %init = linalg.fill {mlc.name = "conv2d.init"} ins(%zero) outs(%e : tensor<1x64x56x56xf32>)
     %y = linalg.conv_2d_nchw_fchw {mlc.name = "conv2d"} ins(%x, %w) outs(%init)
 
 After::
 
-    %xt = linalg.transpose {mlc.name = "conv2d.x_nhwc"} ins(%x) permutation = [0, 2, 3, 1]
+    %xp = linalg.fill {mlc.name = "conv2d.x_pad"} ins(%zero) outs(%e1 : tensor<1x58x58x64xf32>)
+    %in = tensor.extract_slice %xp[0, 1, 1, 0] [1, 56, 56, 64] [1, 1, 1, 1]
+    %xi = linalg.transpose {mlc.name = "conv2d.x_nhwc"} ins(%x_unpadded) outs(%in)
+        permutation = [0, 2, 3, 1]
+    %xt = tensor.insert_slice %xi into %xp[0, 1, 1, 0] [1, 56, 56, 64] [1, 1, 1, 1]
     %wt = linalg.transpose {mlc.name = "conv2d.w_hwcf"} ins(%w) permutation = [2, 3, 1, 0]
     %init = linalg.fill {mlc.name = "conv2d.init"} ins(%zero) outs(%e2 : tensor<1x56x56x64xf32>)
     %yt = linalg.conv_2d_nhwc_hwcf {mlc.name = "conv2d"} ins(%xt, %wt) outs(%init)
@@ -36,7 +40,7 @@ from __future__ import annotations
 
 from typing import Callable, Optional, Sequence, Tuple
 
-from .._mlir import ir, linalg_d
+from .._mlir import arith_d, ir, linalg_d, tensor_d
 from ..ir import dtypes, emitters
 from ..ir.module import OP_NAME_ATTR, Module
 from .pass_manager import Pass, register_pass
@@ -52,10 +56,11 @@ def _shape(v) -> Tuple[int, ...]:
     return tuple(ir.RankedTensorType(v.type).shape)
 
 
-def _transpose(v, perm, name: str):
+def _transpose(v, perm, name: str, init=None):
     shape = _shape(v)
     et = ir.RankedTensorType(v.type).element_type
-    init = emitters.empty([shape[p] for p in perm], dtypes.from_ir_type(et), name)
+    if init is None:
+        init = emitters.empty([shape[p] for p in perm], dtypes.from_ir_type(et), name)
     op = linalg_d.transpose(v, outs=[init], permutation=perm)
     op = getattr(op, "owner", op)      # the builder returns the op (no results on memrefs)
     emitters.set_name(op, name)
@@ -125,6 +130,52 @@ def _to_nhwc_epilogue(u: ir.Operation, old_in, new_in, dtype: str):
     return g.results[0]
 
 
+def _nchw_pad(x) -> Optional[ir.Operation]:
+    """The ``tensor.pad`` producing ``x`` when it pads only H and W by static amounts with a
+    constant or a value defined outside it and ``x`` has no other use; None otherwise."""
+    pad = x.owner
+    if isinstance(pad, ir.Block) or pad.name != "tensor.pad" or len(list(x.uses)) != 1:
+        return None
+    low = list(ir.DenseI64ArrayAttr(pad.attributes["static_low"]))
+    high = list(ir.DenseI64ArrayAttr(pad.attributes["static_high"]))
+    if len(pad.operands) != 1 or low[:2] != [0, 0] or high[:2] != [0, 0] or min(low + high) < 0:
+        return None
+    owner = _pad_value(pad).owner
+    if isinstance(owner, ir.Block) or (owner.parent == pad and owner.name != "arith.constant"):
+        return None
+    return pad
+
+
+def _pad_value(pad: ir.Operation):
+    return list(pad.regions[0].blocks[0].operations)[-1].operands[0]
+
+
+def _padded_nhwc(x, nm: str, dtype: str):
+    """``x`` (N, C, H, W) in NHWC: a plain transpose, or, when ``x`` is a ``tensor.pad`` of H and
+    W (:func:`_nchw_pad`), a fill of the padded NHWC tensor with the pad value and the transpose
+    of the unpadded source written into its interior (``tensor.extract_slice`` as the
+    transpose's destination, ``tensor.insert_slice`` back): one pass over the data instead of
+    the pad's strided copy (``memrefCopy``, 2.2 ms for 1x64x56x56 against 0.2 ms) plus the
+    transpose. Returns ``(value, pad op to erase or None)``."""
+    pad = _nchw_pad(x)
+    if pad is None:
+        return _transpose(x, _TO_NHWC, f"{nm}.x_nhwc"), None
+    n, c, h, w = _shape(x)
+    low = list(ir.DenseI64ArrayAttr(pad.attributes["static_low"]))
+    src = pad.operands[0]
+    _, _, sh, sw = _shape(src)
+    value = _pad_value(pad)
+    if value.owner.parent == pad:  # a constant in the pad's body: a copy at the fill
+        value = arith_d.ConstantOp(value.type, value.owner.attributes["value"]).result
+    full = linalg_d.fill(value, outs=[emitters.empty([n, h, w, c], dtype, nm)])
+    emitters.set_name(full.owner, f"{nm}.x_pad")
+    offsets, sizes, strides = [0, low[2], low[3], 0], [n, sh, sw, c], [1, 1, 1, 1]
+    inner_t = ir.RankedTensorType.get(sizes, ir.RankedTensorType(x.type).element_type)
+    inner = tensor_d.ExtractSliceOp(inner_t, full, [], [], [], offsets, sizes, strides).result
+    t = _transpose(src, _TO_NHWC, f"{nm}.x_nhwc", init=inner)
+    return tensor_d.InsertSliceOp(t, full, [], [], [], offsets, sizes, strides).result, pad
+
+
 def _ints(attr) -> list:
     return [int(x) for x in ir.DenseIntElementsAttr(attr)]
 
@@ -175,7 +226,7 @@ class ConvToNHWC(Pass):
         is_fill = fill is not None and fill.name == "linalg.fill" and OP_NAME_ATTR in fill.attributes \
             and len(list(fill.results[0].uses)) == 1
         with ir.InsertionPoint(op):
-            xt = _transpose(x, _TO_NHWC, f"{nm}.x_nhwc")
+            xt, pad = _padded_nhwc(x, nm, dtype)
             wt = _transpose(w, _TO_HWCF, f"{nm}.w_hwcf")
             if is_fill:
                 n, fo, oh, ow = _shape(init)
@@ -202,5 +253,7 @@ class ConvToNHWC(Pass):
         for o in reversed(moved):
             o.erase()
         op.erase()
+        if pad is not None:
+            pad.erase()
         if is_fill and not any(True for _ in fill.results[0].uses):
             fill.erase()
