@@ -28,12 +28,15 @@ this znver1; 3136 x 576 x 64 the same), before the 7 MB patch copy, against 6.9 
 whole convolution and 7.1 ms for the NHWC kernel in the same run.
 
 Measured on a shared 2-core AVX2 EPYC (znver1), float32, one thread, ``benchmarks/tune_cpu.py
---impls torch,default --threads 1`` (ratio = PyTorch eager (oneDNN) ms / ours, same run; two
-runs on a loaded machine, load average 7-8): 1x64x56x56 3x3 -> 64: 0.73-1.10 (NCHW rule: 0.36-0.42);
-1x256x14x14 3x3 -> 256: 0.81-1.05 (0.45); 1x64x56x56 3x3 stride 2 -> 128: 0.93-1.00;
-1x64x56x56 1x1 stride 2 -> 128: 1.31-1.41; 1x256x14x14 1x1 -> 256: 1.20-1.22. The filters are
-function arguments there, so their transposes (0.1 ms for 64x64x3x3, 1.5-2.4 ms for
-256x256x3x3) run in every call; the input and output transposes cost 0.2-0.6 ms each.
+--impls torch,default --threads 1`` (ratio = PyTorch eager (oneDNN) ms / ours in the same run;
+two runs with PyTorch at 6.7 ms for the first layer, as in the issue): 1x64x56x56 3x3 -> 64
+0.89-0.93 (7.2-7.5 ms; the NCHW rule: 0.36-0.42); 1x256x14x14 3x3 -> 256 0.74-0.77 (NCHW rule
+0.45); 1x64x56x56 3x3 stride 2 -> 128 0.90-0.99; 1x64x56x56 1x1 stride 2 -> 128 0.89-1.00;
+1x256x14x14 1x1 -> 256 0.74-0.89. The filters are function arguments there, so their
+transposes run in every call (measured alone: 0.06 ms for 64x64x3x3, 1.5-2.4 ms for
+256x256x3x3); constant filters are folded. The input and output transposes
+cost about 0.2 ms each for the first layer. Two threads could not be judged on that machine
+(PyTorch's own 2-thread runs took 30 ms there; see the benchmark's output).
 """
 
 from __future__ import annotations
