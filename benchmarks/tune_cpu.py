@@ -68,11 +68,18 @@ WORKLOADS = {
     "dense128x784x128+bias+relu": ([(128, 784), (128, 784), (128,)], 2 * 128 * 784 * 128),
     "conv2d1x64x56x56k3": ([(1, 64, 56, 56), (64, 64, 3, 3)], 2 * 64 * 64 * 9 * 56 * 56),
     "conv2d1x256x14x14k3": ([(1, 256, 14, 14), (256, 256, 3, 3)], 2 * 256 * 256 * 9 * 14 * 14),
+    "conv2d1x64x56x56k3s2f128": ([(1, 64, 56, 56), (128, 64, 3, 3)], 2 * 128 * 64 * 9 * 28 * 28),
+    "conv2d1x64x56x56k1s2f128": ([(1, 64, 56, 56), (128, 64, 1, 1)], 2 * 128 * 64 * 28 * 28),
+    "conv2d1x256x14x14k1": ([(1, 256, 14, 14), (256, 256, 1, 1)], 2 * 256 * 256 * 14 * 14),
     "softmax512x1000": ([(512, 1000)], 5 * 512 * 1000),
     "layer_norm512x768": ([(512, 768), (768,), (768,)], 8 * 512 * 768),
     "mlp_digits_b1": ([(1, 64)], 1 * _MLP_FLOP_PER_ROW),
     "mlp_digits_b360": ([(360, 64)], 360 * _MLP_FLOP_PER_ROW),
 }
+#: conv2d workload -> (stride, padding); the others are 3x3, stride 1, padding 1 (the ResNet-18
+#: layers: ``s2`` downsampling convolutions, ``k1`` pointwise ones).
+CONV_GEOMETRY = {"conv2d1x64x56x56k3s2f128": (2, 1), "conv2d1x64x56x56k1s2f128": (2, 0),
+                 "conv2d1x256x14x14k1": (1, 0)}
 DEFAULT_TUNE = ("matmul1024", "dense128x784x128+bias+relu", "conv2d1x64x56x56k3")
 QUICK_WORKLOADS = ("matmul1024", "dense128x784x128+bias+relu", "conv2d1x64x56x56k3",
                    "softmax512x1000", "layer_norm512x768", "mlp_digits_b360")
@@ -144,8 +151,10 @@ def reference(name, xs):
     if fn is not None:
         return fn()
     from numpy.lib.stride_tricks import sliding_window_view
-    x = np.pad(x64[0], ((0, 0), (0, 0), (1, 1), (1, 1)))
-    win = sliding_window_view(x, (3, 3), axis=(2, 3))          # (1, C, H, W, 3, 3)
+    s, p = CONV_GEOMETRY.get(name, (1, 1))
+    k = x64[1].shape[2]
+    x = np.pad(x64[0], ((0, 0), (0, 0), (p, p), (p, p)))
+    win = sliding_window_view(x, (k, k), axis=(2, 3))[:, :, ::s, ::s]   # (1, C, OH, OW, k, k)
     return np.einsum("nchwij,fcij->nfhw", win, x64[1], optimize=True)
 
 
@@ -184,7 +193,8 @@ def build_ours(name):
         elif name.startswith("layer_norm"):
             y = ops.layer_norm(a[0], a[1], a[2])
         else:
-            y = ops.conv2d(a[0], a[1], padding=1)
+            st, pd = CONV_GEOMETRY.get(name, (1, 1))
+            y = ops.conv2d(a[0], a[1], strides=st, padding=pd)
         f.output(y)
     return bb.finish(), "main"
 
@@ -256,7 +266,8 @@ def prepare_torch(name, threads):
             "dense": lambda: F.relu(F.linear(t[0], t[1], t[2])),
             "softmax": lambda: torch.softmax(t[0], 1),
             "layer_norm": lambda: F.layer_norm(t[0], (t[0].shape[1],), t[1], t[2]),
-            "conv2d": lambda: F.conv2d(t[0], t[1], padding=1),
+            "conv2d": lambda: F.conv2d(t[0], t[1], stride=CONV_GEOMETRY.get(name, (1, 1))[0],
+                                       padding=CONV_GEOMETRY.get(name, (1, 1))[1]),
         }
         fn = next(v for k, v in table.items() if name.startswith(k))
     return fn, (lambda: fn().numpy()), None, ""
@@ -282,7 +293,8 @@ def tvm_compute(name):
         return [x, w, bias, y]
     if name.startswith("conv2d"):
         x, w = (te.placeholder(s, "float32", f"a{i}") for i, s in enumerate(shapes))
-        return [x, w, topi.nn.conv2d_nchw(x, w, 1, 1, 1)]
+        st, pd = CONV_GEOMETRY.get(name, (1, 1))
+        return [x, w, topi.nn.conv2d_nchw(x, w, st, pd, 1)]
     if name.startswith("softmax"):
         x = te.placeholder(shapes[0], "float32", "a0")
         return [x, topi.nn.softmax(x, axis=1)]

@@ -108,7 +108,11 @@ def _graph(module: Module, options: CompileOptions) -> Module:
 
 
 def _schedule(module: Module, options: CompileOptions) -> Module:
-    return schedule_module(module, options.target, options.schedule, options.threads, options.database)
+    def evaluate(m: Module):  # folds constant subgraphs the layout rewrites create
+        return compile(m, options.target, threads=1, schedule="none")
+
+    return schedule_module(module, options.target, options.schedule, options.threads, options.database,
+                           evaluate)
 
 
 def _library(module: Module, options: CompileOptions) -> Module:

@@ -6,7 +6,11 @@ it is compiled as given. The others are scheduled function by function:
 
 * ``schedule="none"``: left as plain linalg (lowered to naive loops);
 * ``schedule="default"``: :func:`mlc_mlir.schedule.default_rules.default_schedule` with the
-  options' target and threads (TVM dlight's default rules);
+  options' target and threads (TVM dlight's default rules), after the per-op layout rewrites the
+  default rules ask for: NCHW convolutions that
+  :func:`~mlc_mlir.schedule.rules.conv.prefers_nhwc` picks become NHWC ones between transposes
+  (``graph.ConvToNHWC``), and a constant filter's transpose is folded (``graph.FoldConstant``
+  with the ``evaluate`` callable ``mlc.compile`` passes);
 * with a ``database`` (any object with ``apply_best(module, target) -> Module``, e.g. the tuner's
   :class:`~mlc_mlir.tune.database.Database`): the module is fused (``graph.FuseOps``), the
   database replaces the primitive functions it has records for, and the default schedule takes
@@ -15,13 +19,17 @@ it is compiled as given. The others are scheduled function by function:
 
 from __future__ import annotations
 
-from typing import List, Optional, Protocol
+from typing import Callable, List, Optional, Protocol
 
 from .._mlir import ir
 from ..errors import PipelineError, ScheduleError
+from ..graph.conv_layout import ConvToNHWC
+from ..graph.fold_constant import FoldConstant
 from ..graph.fuse_ops import FuseOps
 from ..ir.module import OP_NAME_ATTR, Module
+from ..ir.walk import has_op
 from ..schedule.default_rules import default_schedule
+from ..schedule.rules.conv import prefers_nhwc
 from ..target import Target
 
 #: Values of ``CompileOptions.schedule``.
@@ -63,9 +71,50 @@ def unscheduled_functions(module: Module) -> List[str]:
                 if not f.is_external and _has_named_ops(f) and not _has_loops(f)]
 
 
+def _constant_filter_transposed(module: Module) -> bool:
+    """Whether a filter transpose made by ``ConvToNHWC`` (``<conv>.w_hwcf``) reads a constant."""
+    found = []
+
+    def visit(op):
+        op = op.operation if hasattr(op, "operation") else op
+        if op.name == "linalg.transpose" and OP_NAME_ATTR in op.attributes and \
+                ir.StringAttr(op.attributes[OP_NAME_ATTR]).value.endswith(".w_hwcf"):
+            src = op.operands[0].owner
+            if not isinstance(src, ir.Block) and src.name == "arith.constant":
+                found.append(op)
+                return ir.WalkResult.INTERRUPT
+        return ir.WalkResult.ADVANCE
+
+    with module.context:
+        module.operation.walk(visit, ir.WalkOrder.PRE_ORDER)
+    return bool(found)
+
+
+def layout_rewrites(module: Module, target: Target, functions: List[str],
+                    evaluate: Optional[Callable] = None) -> Module:
+    """The per-op layout rewrites of the default schedule on ``functions``: NCHW convolutions
+    that :func:`~mlc_mlir.schedule.rules.conv.prefers_nhwc` picks for ``target`` become NHWC
+    ones between transposes (``graph.ConvToNHWC``); with ``evaluate`` (``mlc.compile``), a
+    transposed constant filter is folded (``graph.FoldConstant``). ``module`` when there is no
+    NCHW convolution."""
+    if not has_op(module, "linalg.conv_2d_nchw_fchw"):
+        return module
+
+    def select(x_shape, w_shape, out_shape, dtype):
+        return prefers_nhwc(target, x_shape, w_shape, out_shape, dtype)
+
+    out = ConvToNHWC(select, functions)(module)
+    if evaluate is not None and _constant_filter_transposed(out):
+        out = FoldConstant(evaluate)(out)
+    return out
+
+
 def schedule_module(module: Module, target: Target, mode: str, threads: Optional[int],
-                    database: Optional[ScheduleDatabase] = None) -> Module:
+                    database: Optional[ScheduleDatabase] = None,
+                    evaluate: Optional[Callable] = None) -> Module:
     """Schedule the functions of ``module`` that are not scheduled yet (see the module docstring).
+
+    ``evaluate`` (``mlc.compile``) lets the layout rewrites fold constant filters.
 
     Raises
     ------
@@ -92,6 +141,7 @@ def schedule_module(module: Module, target: Target, mode: str, threads: Optional
         todo = unscheduled_functions(module)
         if mode == "none" or not todo:
             return module
+    module = layout_rewrites(module, target, todo, evaluate)
     try:
         return default_schedule(module, target, threads, functions=todo)
     except ScheduleError as e:  # a rule could not schedule this op

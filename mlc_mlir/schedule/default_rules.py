@@ -23,7 +23,7 @@ from ..ir.module import Module
 from ..target import Target
 from .loop_nest import OpInfo
 from .rules.common import RuleContext
-from .rules.conv import schedule_conv2d, schedule_grouped_conv2d
+from .rules.conv import schedule_conv2d, schedule_conv2d_nhwc, schedule_grouped_conv2d
 from .rules.elementwise import schedule_elementwise
 from .rules.gpu_rules import apply_gpu_default_schedule
 from .rules.matmul import schedule_batch_matmul, schedule_matmul
@@ -41,6 +41,7 @@ RULES: Dict[str, Rule] = {
     "matmul": schedule_matmul,
     "batch_matmul": schedule_batch_matmul,
     "conv2d": schedule_conv2d,
+    "conv2d_nhwc": schedule_conv2d_nhwc,
     "grouped_conv2d": schedule_grouped_conv2d,
     "pooling": schedule_pooling,
     "reduction": schedule_reduction,
@@ -60,6 +61,7 @@ def classify(info: OpInfo) -> str:
 
     * ``linalg.fill`` -> ``fill``; ``linalg.matmul`` (3 dims) -> ``matmul``;
       ``linalg.batch_matmul`` -> ``batch_matmul``; ``linalg.conv_2d_nchw_fchw`` -> ``conv2d``;
+      ``linalg.conv_2d_nhwc_hwcf`` -> ``conv2d_nhwc``;
       ``linalg.conv_2d_ngchw_gfchw`` -> ``grouped_conv2d``; ``linalg.pooling_nchw_*`` ->
       ``pooling``;
     * any other op whose iterators are all parallel (``linalg.generic`` elementwise/broadcast,
@@ -75,6 +77,8 @@ def classify(info: OpInfo) -> str:
         return "batch_matmul"
     if op == "linalg.conv_2d_nchw_fchw":
         return "conv2d"
+    if op == "linalg.conv_2d_nhwc_hwcf":
+        return "conv2d_nhwc"
     if op.startswith("linalg.conv_2d_ngchw"):
         return "grouped_conv2d"
     if op.startswith("linalg.pooling_nchw_"):

@@ -1,15 +1,161 @@
-"""Default rule for ``linalg.conv_2d_nchw_fchw``: a direct convolution vectorized along the
-output row, the window unrolled, output channels over the threads, elementwise epilogues (bias,
-relu) fused per output row tile. Source: TVM TOPI x86 ``conv2d_nchw`` (direct schedule: output
-width vectorized, kernel loops unrolled), oneDNN's direct convolution (register blocking of the
-output, post-ops)."""
+"""Default rules for 2-D convolutions.
+
+* ``linalg.conv_2d_nhwc_hwcf`` (:func:`schedule_conv2d_nhwc`): a direct convolution with a
+  register tile of ``WR`` output columns x ``k`` vectors of output channels
+  (:func:`nhwc_register_tile`), output-channel blocks outermost (their filter panel stays in L1,
+  input channels blocked when it does not: :func:`filter_block_channels`), the window unrolled.
+  ``mlc.compile`` rewrites the NCHW convolutions that :func:`prefers_nhwc` picks into this form
+  (``graph.ConvToNHWC``: transposes around the op; a constant filter's is folded).
+* ``linalg.conv_2d_nchw_fchw`` (:func:`schedule_conv2d`): the output row tiled, the window
+  unrolled, elementwise epilogues (bias, relu) fused per row tile; used for the convolutions
+  :func:`prefers_nhwc` leaves in NCHW and for schedules built on NCHW payloads directly.
+* ``linalg.conv_2d_ngchw_gfchw`` (:func:`schedule_grouped_conv2d`).
+
+Source: oneDNN's direct convolution and TVM TOPI x86 ``conv2d_NCHWc`` (output channels in the
+vector, register blocking of the output width, kernel loops unrolled, reordered weights); TVM
+``conv2d_nchw`` (output width vectorized); TVM ``ConvertLayout`` for the per-op layout change.
+
+Why NHWC: MLIR 22's structured vectorizer decomposes a 2-D convolution into 1-D ones and
+vectorizes those in NWC form, the vector lanes over the *output channels*. For NCHW with one
+channel per tile that gives ``vector<1xf32>`` FMAs (scalar code; LLVM's SLP vectorizer re-packs
+them: 84 ``vinsertps`` and 128 spill/reload instructions next to 63 FMAs in the inner loop); with
+several channels per tile, strided filter gathers and accumulator transposes every reduction
+step (30 ms). In NHWC/HWCF the channel vector is contiguous in the filter and the output: the
+inner loop is 72 FMAs, 30 broadcasts, 9 filter loads and no spills (8 x 8 tile). im2col +
+the Goto GEMM recipe (``transform.structured.convert_conv2d_to_img2col``) was not pursued: its
+64 x 576 x 3136 GEMM alone took 12.3-12.9 ms with the default matmul schedule (19-23 GFLOP/s on
+this znver1; 3136 x 576 x 64 the same), before the 7 MB patch copy, against 6.9 ms for PyTorch's
+whole convolution and 7.1 ms for the NHWC kernel in the same run.
+
+Measured on a shared 2-core AVX2 EPYC (znver1), float32, one thread, ``benchmarks/tune_cpu.py
+--impls torch,default --threads 1`` (ratio = PyTorch eager (oneDNN) ms / ours in the same run;
+two runs with PyTorch at 6.7 ms for the first layer, as in the issue): 1x64x56x56 3x3 -> 64
+0.89-0.93 (7.2-7.5 ms; the NCHW rule: 0.36-0.42); 1x256x14x14 3x3 -> 256 0.74-0.77 (NCHW rule
+0.45); 1x64x56x56 3x3 stride 2 -> 128 0.90-0.99; 1x64x56x56 1x1 stride 2 -> 128 0.89-1.00;
+1x256x14x14 1x1 -> 256 0.74-0.89. The filters are function arguments there, so their
+transposes run in every call (measured alone: 0.06 ms for 64x64x3x3, 1.5-2.4 ms for
+256x256x3x3); constant filters are folded. The input and output transposes
+cost about 0.2 ms each for the first layer. Two threads could not be judged on that machine
+(PyTorch's own 2-thread runs took 30 ms there; see the benchmark's output).
+"""
 
 from __future__ import annotations
 
+from typing import Sequence
+
+from ...ir import dtypes
+from ...target import Target
 from ..schedule import Schedule
 from ..state import BlockRV
 from .common import RuleContext, element_bits, largest_divisor, parallelize_first, worth_threads
 from .epilogue import epilogue_chain
+
+
+def nhwc_register_tile(target: Target, ow: int, f: int, kw: int = 3, stride: int = 1,
+                       dilation: int = 1, dtype_bits: int = 32):
+    """``(WR, FR)``: the register tile of :func:`schedule_conv2d_nhwc`: ``WR`` output columns
+    (a divisor of ``ow``) x ``FR = k * lanes`` output channels (``k`` vectors, ``FR`` divides
+    ``f``), chosen by a load count per FMA over one unrolled window row of ``kw`` taps:
+
+    * FMAs: ``kw * WR * k``;
+    * broadcast inputs: the distinct input columns the row reads,
+      ``min(kw * WR, (WR - 1) * stride + (kw - 1) * dilation + 1)`` (LLVM reuses a broadcast
+      across taps), cost 1 each;
+    * filter vectors: ``kw * k``, cost 2 each (a whole vector through the load ports).
+
+    Accumulators ``WR * k`` are at most half the vector registers (8 ymm on AVX2; the other half
+    holds the broadcasts LLVM keeps live across the window: ``7 x 16`` on AVX2 spills) and at
+    least a quarter of them when possible (FMA latency); ties go to more accumulators, then
+    wider rows. On AVX2 this gives 8 x 8 for a stride-1 3x3 over 56 columns, 4 x 16 for stride 2
+    over 28 (measured 7.1 vs 8.1 ms with 7 x 8), 7 x 8 over 14 columns.
+    """
+    lanes = target.vector_lanes(dtype_bits)
+    acc = max(1, target.vector_registers // 2)
+    best, best_key = (1, lanes if f % lanes == 0 else 1), None
+    for wr in (d for d in range(1, min(ow, acc) + 1) if ow % d == 0):
+        for k in (k for k in range(1, acc // wr + 1) if f % (k * lanes) == 0):
+            cols = min(kw * wr, (wr - 1) * stride + (kw - 1) * dilation + 1)
+            cost = (cols + 2 * kw * k) / (kw * wr * k)
+            key = (wr * k < max(1, acc // 2), round(cost, 6), -wr * k, -wr)
+            if best_key is None or key < best_key:
+                best, best_key = (wr, k * lanes), key
+    return best
+
+
+def filter_block_channels(target: Target, taps: int, c: int, fr: int, dtype_bits: int = 32) -> int:
+    """Input channels per block of :func:`schedule_conv2d_nhwc`: all ``c`` when one output-channel
+    block's filter panel (``taps * c * fr`` elements) fits the L1d; else the largest divisor of
+    ``c`` whose panel slice takes at most half the L1d (the rest holds the input rows and the
+    output tile). A cache size of 0 (unknown) assumes 32 KiB."""
+    l1 = target.l1d_bytes or (32 << 10)
+    per_channel = taps * fr * max(1, dtype_bits // 8)
+    if per_channel * c <= l1:
+        return c
+    return largest_divisor(c, max(1, (l1 // 2) // per_channel))
+
+
+def prefers_nhwc(target: Target, x_shape: Sequence[int], w_shape: Sequence[int],
+                 out_shape: Sequence[int], dtype: str) -> bool:
+    """Whether an NCHW convolution (input ``(N, C, H, W)``, filter ``(F, C, KH, KW)``, output
+    ``(N, F, OH, OW)``, element dtype ``dtype``) should run as NHWC (``graph.ConvToNHWC`` +
+    :func:`schedule_conv2d_nhwc`): float dtypes whose output channels fill whole vectors of the
+    target (``F % lanes == 0``), so the output-channel register tile has no partial vector. The
+    others (``F = 6``, integer dtypes) keep the NCHW rule.
+    """
+    if not dtypes.is_float(dtype):
+        return False
+    return w_shape[0] % target.vector_lanes(dtypes.bit_width(dtype)) == 0
+
+
+def schedule_conv2d_nhwc(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
+    """Schedule ``out[n, oh, ow, f] += x[n, oh*s + kh*d, ow*s + kw*d, c] * w[kh, kw, c, f]``
+    (``linalg.conv_2d_nhwc_hwcf``, dims ``n, oh, ow, f, kh, kw, c``).
+
+    Loop nest: ``n f0 (parallel: threads x blocks) [c0] oh ow0 c1 kh kw (unrolled) [ow1 f1]``
+    (vectorized): a ``WR x FR`` tile of the output (:func:`nhwc_register_tile`) stays in
+    registers across the ``c, kh, kw`` reduction; each step broadcasts ``WR`` inputs (shared
+    between neighbouring taps once the window is unrolled) and loads one filter vector of ``FR``
+    contiguous output channels. Output-channel blocks are outermost, so one block's filter panel
+    (``KH * KW * C * FR`` elements) is reused from L1/L2 by every row tile. The window is unrolled
+    when its taps do not exceed the vector registers; the init (``linalg.fill``) runs once.
+    When a block's filter panel exceeds the L1d, the input channels are blocked
+    (:func:`filter_block_channels`, ``c0`` outside the row tiles) so each ``c1`` slice of the
+    panel stays in L1 across the row tiles (the output tile is re-read once per ``c0``).
+    Measured (2-core AVX2 EPYC, one thread, loaded machine, torch 12.3 ms in the same run):
+    1x256x14x14 3x3 -> 256 as NHWC 17.5 ms unblocked, 14.2 ms with 32-channel blocks.
+
+    Elementwise epilogues (bias, relu; ``graph.ConvToNHWC`` moves them before its transpose back
+    to NCHW) are fused per row tile when the input channels are not blocked.
+
+    Shapes: x (N, H, W, C) (already padded), w (KH, KW, C, F), out (N, OH, OW, F); float
+    dtypes; any stride and dilation.
+    """
+    blk = sch.get(block)
+    n, oh, ow, f, kh, kw, c = sch.get_loops(block)
+    ext = [d.extent for d in blk.dims]
+    facts = ctx.fact(blk)
+    stride, dilation = ((facts.strides or (1, 1))[1], (facts.dilations or (1, 1))[1]) \
+        if facts is not None else (1, 1)
+    wr, fr = nhwc_register_tile(ctx.target, ext[2], ext[3], ext[5], stride, dilation,
+                                element_bits(blk))
+    ow0, ow1 = sch.split(ow, [ext[2] // wr, wr])
+    f0, f1 = sch.split(f, [ext[3] // fr, fr])
+    cb = filter_block_channels(ctx.target, ext[4] * ext[5], ext[6], fr, element_bits(blk))
+    if cb < ext[6]:
+        c0, c1 = sch.split(c, [ext[6] // cb, cb])
+        sch.reorder(n, f0, c0, oh, ow0, c1, kh, kw, ow1, f1)
+    else:
+        sch.reorder(n, f0, oh, ow0, c, kh, kw, ow1, f1)
+    parallelize_first(sch, ctx, blk, [f0, oh], [ext[3] // fr, ext[1]])
+    if cb == ext[6]:  # epilogues per row tile (with channel blocks, c0 sits above the row tiles)
+        epi = [sch.get_block(e, func_name=blk.func) for e in epilogue_chain(sch, blk, ctx)]
+        ctx.claimed.update((blk.func, sch.get(e).name) for e in epi)
+        for e in epi:
+            sch.reverse_compute_at(e, ow0)
+    if ext[4] * ext[5] <= ctx.target.vector_registers:
+        sch.unroll(kw)
+        sch.unroll(kh)
+    sch.vectorize(ow1)
 
 
 def schedule_conv2d(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
@@ -23,9 +169,12 @@ def schedule_conv2d(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
     unrolled when its taps (``KH * KW``) do not exceed the vector registers. Measured on a
     2-core AVX2 EPYC, 1x64x56x56 3x3 -> 64, one thread: 143 ms unscheduled, 15.7 ms.
 
-    Tiles that put output channels in the vector (``F x W`` register blocks) were measured
-    slower here (70-80 ms): the 1-D convolution vectorizer works in NWC and transposes the
-    accumulator tile on every reduction step.
+    The "vectorized" row is really scalar: the 1-D convolution vectorizer works in NWC with the
+    lanes over output channels, one here, so each output column is a ``vector<1xf32>`` FMA that
+    LLVM's SLP vectorizer re-packs (inserts, shuffles, spills). Tiles that put output channels
+    in the vector (``F x W`` register blocks) were measured slower (30-80 ms): strided filter
+    gathers and an accumulator transpose on every reduction step. Hence
+    :func:`schedule_conv2d_nhwc` for the convolutions :func:`prefers_nhwc` picks.
 
     Shapes: x (N, C, H, W) (already padded by ``tensor.pad``), w (F, C, KH, KW), out
     (N, F, OH, OW); float dtypes; any stride and dilation.

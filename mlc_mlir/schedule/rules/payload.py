@@ -29,12 +29,16 @@ class OpFacts:
         Every indexing map is a projected permutation, constant-0 results allowed (broadcasts):
         what the linalg vectorizer accepts; ``x[5 - i]`` or ``x[2 * i]`` (from ``te.compute``)
         are not, nor is a body that gathers with ``tensor.extract`` (``ops.take``).
+    strides, dilations : tuple of int
+        A convolution's or pooling's window attributes (``()`` for other ops).
     """
 
     num_results: int
     uses: int
     reads_index: bool
     simple_maps: bool = True
+    strides: Tuple[int, ...] = ()
+    dilations: Tuple[int, ...] = ()
 
 
 def _reads_index(op: ir.Operation) -> bool:
@@ -88,5 +92,8 @@ def payload_facts(mod: Module) -> Dict[Tuple[str, str], OpFacts]:
                 continue
             name = ir.StringAttr(op.attributes[OP_NAME_ATTR]).value
             uses = sum(len(list(r.uses)) for r in op.results)
-            out[(fname, name)] = OpFacts(len(op.results), uses, _reads_index(op), _simple_maps(op))
+            window = [tuple(int(x) for x in ir.DenseIntElementsAttr(op.attributes[a]))
+                      if a in op.attributes else () for a in ("strides", "dilations")]
+            out[(fname, name)] = OpFacts(len(op.results), uses, _reads_index(op), _simple_maps(op),
+                                         *window)
     return out

@@ -1,0 +1,158 @@
+"""Default conv2d schedules: ``graph.ConvToNHWC`` (the per-op layout rewrite) and the NHWC
+rule (``schedule.rules.conv.schedule_conv2d_nhwc``) compared with ``torch.nn.functional.conv2d``
+for strides, dilations, 1x1, non-square and odd channel counts, bias + relu; the choice of
+layout follows the target; traces replay and the exported transform script gives the same IR in
+upstream mlir-opt; constant filters are folded."""
+
+import dataclasses
+import os
+import subprocess
+
+import numpy as np
+import pytest
+
+import mlc_mlir as mlc
+from mlc_mlir import graph, ops
+from mlc_mlir._mlir import MLIR_BIN_DIR
+from mlc_mlir.schedule.default_rules import apply_default_schedule
+from mlc_mlir.schedule.rules.conv import filter_block_channels, nhwc_register_tile, prefers_nhwc
+from mlc_mlir.target import Target, host_target
+
+torch = pytest.importorskip("torch")
+F = torch.nn.functional
+
+AVX2 = Target("cpu", cpu="x", features=("avx", "avx2", "fma"), vector_bits=256, vector_registers=16,
+              l1d_bytes=32 << 10, l2_bytes=512 << 10, cores=2)
+AVX512 = dataclasses.replace(AVX2, features=("avx512f", "avx2", "fma"), vector_bits=512, vector_registers=32)
+#: Tiny caches: the small test convolutions still get threads.
+SMALL = dataclasses.replace(host_target(), l1d_bytes=1 << 10, l2_bytes=8 << 10, cores=2)
+
+#: name -> (x shape, w shape, conv2d kwargs, bias + relu)
+CASES = {
+    "k3_pad1": ((1, 5, 12, 12), (16, 5, 3, 3), dict(padding=1), False),
+    "stride2": ((1, 8, 13, 13), (8, 8, 3, 3), dict(stride=2, padding=1), False),
+    "dilation2": ((2, 3, 11, 11), (16, 3, 3, 3), dict(dilation=2, padding=2), False),
+    "k1x1": ((1, 24, 7, 7), (32, 24, 1, 1), dict(), False),
+    "non_square": ((1, 6, 9, 20), (8, 6, 3, 5), dict(padding=(1, 2)), False),
+    "odd_f_nchw": ((1, 7, 10, 10), (6, 7, 3, 3), dict(padding=1), False),
+    "bias_relu": ((1, 4, 10, 16), (16, 4, 3, 3), dict(padding=1), True),
+    "stride2_1x1_bias": ((1, 16, 14, 14), (24, 16, 1, 1), dict(stride=2), True),
+}
+
+
+def build(name):
+    xs, ws, kw, epi = CASES[name]
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        x, w = f.arg("x", shape=xs), f.arg("w", shape=ws)
+        b = f.arg("b", shape=(ws[0],)) if epi else None
+        y = ops.conv2d(x, w, b, strides=kw.get("stride", 1), padding=kw.get("padding", 0),
+                       dilation=kw.get("dilation", 1))
+        f.output(ops.relu(y) if epi else y)
+    return bb.finish()
+
+
+def inputs_and_ref(name):
+    xs, ws, kw, epi = CASES[name]
+    rng = np.random.default_rng(0)
+    args = [rng.standard_normal(xs).astype(np.float32), rng.standard_normal(ws).astype(np.float32)]
+    if epi:
+        args.append(rng.standard_normal(ws[0]).astype(np.float32))
+    t = [torch.from_numpy(a) for a in args]
+    ref = F.conv2d(t[0], t[1], t[2] if epi else None, **kw)
+    return args, (F.relu(ref) if epi else ref).numpy()
+
+
+def nhwc_schedule(mod, target):
+    """What ``mlc.compile`` does: the layout rewrite for ``target``, then the default rules."""
+    def select(*shapes_dtype):
+        return prefers_nhwc(target, *shapes_dtype)
+    payload = graph.ConvToNHWC(select)(mod)
+    sch = mlc.Schedule(payload)
+    apply_default_schedule(sch, target)
+    return payload, sch
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_conv_default_schedule_matches_torch(name):
+    args, ref = inputs_and_ref(name)
+    payload, sch = nhwc_schedule(build(name), SMALL)
+    nhwc = "linalg.conv_2d_nhwc_hwcf" in str(payload)
+    assert nhwc == (CASES[name][1][0] % SMALL.vector_lanes(32) == 0)
+    got = mlc.compile(sch.mod)(*args)
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+    replayed = mlc.Schedule.from_trace(payload, mlc.Trace.from_json(sch.trace.as_json()))
+    assert str(replayed.mod) == str(sch.mod)
+
+
+@pytest.mark.parametrize("name", ["bias_relu"])
+def test_compile_default_path(name):
+    """``mlc.compile`` applies the layout rewrite and the NHWC rule by itself (threads 1, 2)."""
+    args, ref = inputs_and_ref(name)
+    for threads in (1, 2):
+        np.testing.assert_allclose(mlc.compile(build(name), threads=threads)(*args), ref,
+                                   rtol=1e-4, atol=1e-4)
+
+
+def test_nhwc_rule_loop_nest_and_mlir_opt(tmp_path):
+    payload, sch = nhwc_schedule(build("k3_pad1"), SMALL)
+    blk = sch.get(sch.get_block("conv2d"))
+    kinds = [(blk.dims[lp.dim].name, lp.kind, lp.extent) for lp in blk.loops]
+    wr, fr = nhwc_register_tile(SMALL, 12, 16)
+    # n, f0 (one block of 16 here), c0, oh (split over 2 threads), ow0, c1, kh, kw (unrolled),
+    # [ow1 x f1] vectorized
+    assert ("j", "parallel", 2) in kinds and kinds[-1] == ("l", "vectorized", fr)
+    assert kinds[-2] == ("k", "vectorized", wr) and [lp.unroll for lp in blk.loops].count(0) == 2
+    (tmp_path / "payload.mlir").write_text(str(payload))
+    sch.transform_script().save(str(tmp_path / "script.mlir"))
+    out = subprocess.run(
+        [os.path.join(MLIR_BIN_DIR, "mlir-opt"), str(tmp_path / "payload.mlir"),
+         f"--transform-preload-library=transform-library-paths={tmp_path / 'script.mlir'}",
+         "--transform-interpreter"], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == str(sch.mod).strip()
+
+
+def test_layout_and_tile_follow_the_target():
+    # (WR, FR) by loads per FMA: 8 x 8 for stride 1 over 56 columns, 4 x 16 for stride 2
+    assert nhwc_register_tile(AVX2, 56, 64) == (8, 8) and nhwc_register_tile(AVX2, 14, 256) == (7, 8)
+    assert nhwc_register_tile(AVX2, 28, 128, stride=2) == (4, 16)
+    assert nhwc_register_tile(AVX512, 56, 64) == (8, 32)
+    # a 3x3 filter panel of 8 output channels: 64 channels fit a 32 KiB L1d, 256 are blocked
+    assert filter_block_channels(AVX2, 9, 64, 8) == 64 and filter_block_channels(AVX2, 9, 256, 8) == 32
+    assert filter_block_channels(dataclasses.replace(AVX2, l1d_bytes=48 << 10), 9, 256, 8) == 64
+    assert prefers_nhwc(AVX2, (1, 3, 8, 8), (8, 3, 3, 3), (1, 8, 6, 6), "float32")
+    assert not prefers_nhwc(AVX512, (1, 3, 8, 8), (8, 3, 3, 3), (1, 8, 6, 6), "float32")
+    assert not prefers_nhwc(AVX2, (1, 3, 8, 8), (8, 3, 3, 3), (1, 8, 6, 6), "int32")
+
+
+def test_constant_filter_is_folded(tmp_path):
+    rng = np.random.default_rng(1)
+    w = rng.standard_normal((8, 4, 3, 3)).astype(np.float32)
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        f.output(ops.conv2d(f.arg("x", shape=(1, 4, 9, 9)), w, padding=1))
+    mod = bb.finish()
+    with_t = graph.ConvToNHWC()(mod)
+    assert "conv2d.w_hwcf" in str(with_t)
+    folded = graph.FoldConstant(mlc.compile)(with_t)
+    text = str(folded)
+    assert text.count("linalg.transpose") == 2 and "conv2d.w_hwcf.folded" in text
+    x = rng.standard_normal((1, 4, 9, 9)).astype(np.float32)
+    ref = F.conv2d(torch.from_numpy(x), torch.from_numpy(w), padding=1).numpy()
+    exe = mlc.compile(mod, target=SMALL, threads=2, dump_ir=str(tmp_path))
+    np.testing.assert_allclose(exe(x), ref, rtol=1e-4, atol=1e-4)
+    # mlc.compile folds it too: no filter transpose runs per call
+    scheduled = (tmp_path / "01-schedule.mlir").read_text()
+    assert "conv2d.w_hwcf.folded" in scheduled and 'mlc.name = "conv2d.w_hwcf"}' not in scheduled
+
+
+def test_epilogue_moves_to_nhwc_and_fuses():
+    """Bias add and relu run in NHWC before the transpose back, fused into the row tiles."""
+    args, ref = inputs_and_ref("bias_relu")
+    payload, sch = nhwc_schedule(build("bias_relu"), host_target())
+    text = str(payload)
+    assert text.index('"relu"') < text.index('"conv2d.to_nchw"')
+    assert [i.kind for i in sch.trace.insts].count("reverse_compute_at") == 2
+    np.testing.assert_allclose(mlc.compile(sch.mod)(*args), ref, rtol=1e-4, atol=1e-4)
+    replayed = mlc.Schedule.from_trace(payload, mlc.Trace.from_json(sch.trace.as_json()))
+    assert str(replayed.mod) == str(sch.mod)
