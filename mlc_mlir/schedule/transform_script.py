@@ -239,9 +239,19 @@ class _Emitter:
         return producer
 
     # ---------------------------------------------------------------- blocks
+    def pad_einsum(self, blk: Block, op: ir.Value) -> ir.Value:
+        """``pad_einsum``: ``structured.pad`` of every dim to its multiple (zeros; the result
+        is the leading ``extract_slice`` of the padded op's result, ``copy_back_op = "none"``)."""
+        padding = self.model.padding_of(blk)
+        if padding is None:
+            return op
+        return structured_transform_d.PadOp(
+            op, pad_to_multiple_of=list(padding), padding_values=self.zeros(blk),
+            padding_dimensions=list(range(len(blk.dims))), copy_back_op="none").padded
+
     def emit_block(self, blk: Block) -> None:
         consumers = self.model.epilogues(blk)
-        op = self.match(blk)
+        op = self.pad_einsum(blk, self.match(blk))
         if not consumers:
             self.op_handles[blk.id] = self.emit_loops(blk, op)
             return
