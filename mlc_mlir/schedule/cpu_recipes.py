@@ -14,7 +14,7 @@ High-Performance Matrix Multiplication" (TOMS 2008); BLIS's analytical model (Lo
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional
+from typing import Optional, Tuple
 
 from ..errors import ScheduleError
 from ..ir import dtypes
@@ -128,6 +128,54 @@ def goto_params(target: Target, m: int, n: int, k: int, threads: Optional[int] =
     while t > 1 and (m % t != 0 or m // t < mr):
         t -= 1
     return GotoParams(threads=t, mr=mr, nr=nr, kc=kc, nc=nc, mc=mc)
+
+
+def goto_padding(target: Target, m: int, n: int, k: int, threads: Optional[int] = None,
+                 dtype_bits: int = 32) -> Tuple[int, int, int]:
+    """``pad_einsum`` multiples ``(M, N, K)`` that make the Goto blocking of an ``(M, N, K)``
+    matmul perfect (1 where the extent is fine as it is).
+
+    * ``M``: a multiple of ``threads * MR`` (``threads`` lowered until each thread has at least
+      MR rows), so every thread gets whole register tiles; an M of at most MR rows (a GEMV) is
+      left alone;
+    * ``N``: a multiple of ``NR`` (1023 -> 1024 rather than a 11-wide register tile);
+    * ``K``: kept when it has a divisor ``KC`` of at least half the target's KC (or K fits in
+      one KC block) and a divisor in ``2..UNROLL_K`` for the unrolled k loop; otherwise padded
+      to balanced blocks: ``ceil(K / KC)`` blocks of a multiple of ``UNROLL_K`` (a prime K = 53
+      becomes 56; 999 stays, with KC = 333 and k unrolled by 3).
+
+    The padded region costs one copy of each padded operand (zeros), against a register tile
+    that would otherwise shrink to a divisor (``nr = 11`` for N = 1023: 0.19x numpy).
+    Source: TVM ``pad_einsum`` (MetaSchedule's padding of non-divisible GEMMs); BLIS's edge
+    handling by zero-padded micro-panels (Van Zee & van de Geijn, TOMS 2015).
+
+    Parameters
+    ----------
+    target, m, n, k, threads, dtype_bits
+        As for :func:`goto_params`.
+
+    Returns
+    -------
+    tuple of int
+        Multiples for ``sch.pad_einsum(block, [M, N, K])``.
+
+    Raises
+    ------
+    ScheduleError
+        As :func:`goto_params`.
+    """
+    p = goto_params(target, m, n, k, threads, dtype_bits)
+    t = target.cores if threads is None else threads
+    t = max(1, min(t, m // p.mr))
+    mm = 1 if m <= p.mr or m % (t * p.mr) == 0 else t * p.mr
+    nn = 1 if n % p.nr == 0 else p.nr
+    kc = _largest_divisor(k, p.kc)
+    if (k <= p.kc or 2 * kc >= p.kc) and _largest_divisor(kc, p.unroll_k) >= min(2, p.unroll_k):
+        kk = 1
+    else:
+        blocks = -(-k // p.kc)
+        kk = -(-k // (blocks * p.unroll_k)) * p.unroll_k
+    return mm, nn, kk
 
 
 def schedule_matmul_goto(sch: Schedule, block: BlockRV, threads: Optional[int] = None,
