@@ -45,7 +45,9 @@ def schedule_batch_matmul(sch: Schedule, block: BlockRV, ctx: RuleContext) -> No
     """``linalg.batch_matmul`` ``(b, i, j, k)``: batches over the threads (or M when there are
     fewer batches than threads), an MR x NR register tile from
     :func:`~mlc_mlir.schedule.cpu_recipes.goto_params` vectorized inside the k loop (unrolled),
-    the elementwise epilogue chain fused per register tile.
+    the elementwise epilogue chain fused per register tile. M, N and K are padded
+    (``pad_einsum``) to multiples of ``threads * MR``, NR and ``UNROLL_K`` where they are not
+    (an epilogue of a padded op keeps its own rule).
 
     Loop nest: ``b0 (parallel) b1 i0 [i1] j0 k i2 (vectorized) j1``. Shapes: A (B, M, K), B
     (B, K, N), C (B, M, N).
@@ -61,8 +63,19 @@ def schedule_batch_matmul(sch: Schedule, block: BlockRV, ctx: RuleContext) -> No
                             "expected (b, i, j, k)")
     nb, m, n, k = (d.extent for d in blk.dims)
     p = goto_params(ctx.target, m, n, k, ctx.threads, element_bits(blk))
-    b, i, j, kk = sch.get_loops(block)
     tb = largest_divisor(nb, ctx.threads)
+    tm = max(1, min(ctx.threads if tb == 1 else 1, m // p.mr))
+    padding = [1, 1 if m <= p.mr or m % (tm * p.mr) == 0 else tm * p.mr,
+               1 if n % p.nr == 0 else p.nr,
+               1 if largest_divisor(k, p.unroll_k) >= min(2, p.unroll_k) else p.unroll_k]
+    epi = []
+    if padding == [1, 1, 1, 1]:
+        epi = [sch.get_block(e, func_name=blk.func) for e in epilogue_chain(sch, blk, ctx)]
+        ctx.claimed.update((blk.func, sch.get(e).name) for e in epi)
+    else:
+        sch.pad_einsum(block, padding)
+        nb, m, n, k = (d.extent for d in blk.dims)
+    b, i, j, kk = sch.get_loops(block)
     ti = largest_divisor(m, ctx.threads) if tb == 1 else 1
     mr = largest_divisor(m // ti, p.mr)
     nr = largest_divisor(n, p.nr)
@@ -75,8 +88,6 @@ def schedule_batch_matmul(sch: Schedule, block: BlockRV, ctx: RuleContext) -> No
         sch.parallel(b0)
     elif ti > 1:
         sch.parallel(i0)
-    epi = [sch.get_block(e, func_name=blk.func) for e in epilogue_chain(sch, blk, ctx)]
-    ctx.claimed.update((blk.func, sch.get(e).name) for e in epi)
     for e in epi:
         sch.reverse_compute_at(e, j0)
     if unroll > 1:
