@@ -166,3 +166,24 @@ def test_pad_einsum_errors():
         t.pad_einsum(b, [8, 16, 4])
         t.trace.insts[1].inputs[1] = [8, 16]
         mlc.Schedule.from_trace(mod, t.trace)
+
+
+def test_dense_packs_b_transposed_and_exports_to_mlir_opt(tmp_path):
+    """dense's B is (N, K): its panels are packed as (K, NR) (``hoist_pad ... transpose``), so
+    the register tile reads whole packed rows (no strided column gather), and the script still
+    applies in upstream mlir-opt with the result of ``sch.mod``."""
+    mod, xs, ref = build("dense", [(32, 40), (48, 40), (48,)])
+    sch = default_schedule(mod, 1)
+    script = str(sch.transform_script())
+    assert "transpose by [1, 0]" in script
+    payload = str(sch.mod)
+    assert "linalg.transpose" not in payload and "vector<16x1xf32>" not in payload
+    np.testing.assert_allclose(mlc.compile(sch.mod)(*xs), ref, **TOL)
+    assert_replays(sch, mod)
+    (tmp_path / "payload.mlir").write_text(str(mod))
+    sch.transform_script().save(str(tmp_path / "script.mlir"))
+    out = subprocess.run(
+        [os.path.join(MLIR_BIN_DIR, "mlir-opt"), str(tmp_path / "payload.mlir"),
+         f"--transform-preload-library=transform-library-paths={tmp_path / 'script.mlir'}",
+         "--transform-interpreter"], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == payload.strip()
