@@ -136,9 +136,11 @@ def goto_padding(target: Target, m: int, n: int, k: int, threads: Optional[int] 
     matmul perfect (1 where the extent is fine as it is).
 
     * ``M``: a multiple of ``threads * MR`` (``threads`` lowered until each thread has at least
-      MR rows), so every thread gets whole register tiles; an M of at most MR rows (a GEMV) is
-      left alone;
-    * ``N``: a multiple of ``NR`` (1023 -> 1024 rather than a 11-wide register tile);
+      MR rows), so every thread gets whole register tiles; a matmul of at most MR rows (a
+      GEMV, bound by reading B once) is not padded at all;
+    * ``N``: a multiple of ``NR`` when that wastes less than the divisor tile would (1023 ->
+      1024 rather than an 11-wide register tile, 61 -> 64 rather than 1-wide; 48 with NR = 32
+      keeps its 24-wide tile, as padded it would use 3/4 of its columns all the same);
     * ``K``: kept when it has a divisor ``KC`` of at least half the target's KC (or K fits in
       one KC block) and a divisor in ``2..UNROLL_K`` for the unrolled k loop; otherwise padded
       to balanced blocks: ``ceil(K / KC)`` blocks of a multiple of ``UNROLL_K`` (a prime K = 53
@@ -165,10 +167,15 @@ def goto_padding(target: Target, m: int, n: int, k: int, threads: Optional[int] 
         As :func:`goto_params`.
     """
     p = goto_params(target, m, n, k, threads, dtype_bits)
+    if m <= p.mr:
+        return 1, 1, 1   # a GEMV-like matmul streams B once: padding would copy all of it
     t = target.cores if threads is None else threads
     t = max(1, min(t, m // p.mr))
-    mm = 1 if m <= p.mr or m % (t * p.mr) == 0 else t * p.mr
-    nn = 1 if n % p.nr == 0 else p.nr
+    mm = 1 if m % (t * p.mr) == 0 else t * p.mr
+    lanes = target.vector_lanes(dtype_bits)
+    d = _largest_divisor(n, p.nr)
+    # pad N when the padded columns waste less than the partial vectors of a divisor tile would
+    nn = p.nr if n / (-(-n // p.nr) * p.nr) > d / (-(-d // lanes) * lanes) else 1
     kc = _largest_divisor(k, p.kc)
     if (k <= p.kc or 2 * kc >= p.kc) and _largest_divisor(kc, p.unroll_k) >= min(2, p.unroll_k):
         kk = 1

@@ -76,9 +76,10 @@ def test_goto_padding_decisions():
     assert goto_padding(AVX2, 97, 61, 53, 2) == (8, 16, 56)
     assert goto_padding(AVX2, 97, 61, 53, 1) == (4, 16, 56)
     # divisible shapes and GEMVs are left alone
-    for shape in [(128, 128, 784), (512, 512, 512), (1, 1000, 512)]:
-        assert goto_padding(AVX2, *shape, 2)[0] == 1
-    assert goto_padding(AVX2, 128, 128, 784, 2) == (1, 1, 1)
+    for shape in [(128, 128, 784), (512, 512, 512), (1, 1000, 512), (32, 48, 40)]:
+        assert goto_padding(AVX2, *shape, 2) == (1, 1, 1)
+    # N pads when the divisor tile would waste more: 23 -> 32 (a 1-wide tile otherwise)
+    assert goto_padding(AVX2, 37, 23, 50, 2) == (8, 16, 1)
 
 
 @pytest.mark.parametrize("m, k, n", [(37, 50, 23), (128, 784, 128)])
