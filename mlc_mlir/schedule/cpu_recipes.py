@@ -199,7 +199,9 @@ def schedule_matmul_goto(sch: Schedule, block: BlockRV, threads: Optional[int] =
     register tile. B is packed per ``(j0, k0)`` block (``cache_read`` + ``compute_at(k0)``).
     With threads, the init is decomposed into the parallel loop when the block's inputs are not
     computed by other ops (``decompose_reduction`` would recompute them per tile).
-    Each blocking size is reduced to the largest divisor of its extent.
+    Each blocking size is reduced to the largest divisor of its extent: pad odd extents first
+    (``sch.pad_einsum(block, goto_padding(...))``, as the default rule does). A B stored
+    ``(N, K)`` (``dense``) is packed transposed, into ``(K, NR)`` panels.
 
     Parameters
     ----------
