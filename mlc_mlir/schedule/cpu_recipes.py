@@ -14,7 +14,7 @@ High-Performance Matrix Multiplication" (TOMS 2008); BLIS's analytical model (Lo
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional
+from typing import Optional, Tuple
 
 from ..errors import ScheduleError
 from ..ir import dtypes
@@ -130,6 +130,61 @@ def goto_params(target: Target, m: int, n: int, k: int, threads: Optional[int] =
     return GotoParams(threads=t, mr=mr, nr=nr, kc=kc, nc=nc, mc=mc)
 
 
+def goto_padding(target: Target, m: int, n: int, k: int, threads: Optional[int] = None,
+                 dtype_bits: int = 32) -> Tuple[int, int, int]:
+    """``pad_einsum`` multiples ``(M, N, K)`` that make the Goto blocking of an ``(M, N, K)``
+    matmul perfect (1 where the extent is fine as it is).
+
+    * ``M``: a multiple of ``threads * MR`` (``threads`` lowered until each thread has at least
+      MR rows), so every thread gets whole register tiles; a matmul of at most MR rows (a
+      GEMV, bound by reading B once) is not padded at all;
+    * ``N``: a multiple of ``NR`` when that wastes less than the divisor tile would (1023 ->
+      1024 rather than an 11-wide register tile, 61 -> 64 rather than 1-wide; 48 with NR = 32
+      keeps its 24-wide tile, as padded it would use 3/4 of its columns all the same);
+    * ``K``: kept when it has a divisor ``KC`` of at least half the target's KC (or K fits in
+      one KC block) and a divisor in ``2..UNROLL_K`` for the unrolled k loop; otherwise padded
+      to balanced blocks: ``ceil(K / KC)`` blocks of a multiple of ``UNROLL_K`` (a prime K = 53
+      becomes 56; 999 stays, with KC = 333 and k unrolled by 3).
+
+    The padded region costs one copy of each padded operand (zeros), against a register tile
+    that would otherwise shrink to a divisor (``nr = 11`` for N = 1023: 0.19x numpy).
+    Source: TVM ``pad_einsum`` (MetaSchedule's padding of non-divisible GEMMs); BLIS's edge
+    handling by zero-padded micro-panels (Van Zee & van de Geijn, TOMS 2015).
+
+    Parameters
+    ----------
+    target, m, n, k, threads, dtype_bits
+        As for :func:`goto_params`.
+
+    Returns
+    -------
+    tuple of int
+        Multiples for ``sch.pad_einsum(block, [M, N, K])``.
+
+    Raises
+    ------
+    ScheduleError
+        As :func:`goto_params`.
+    """
+    p = goto_params(target, m, n, k, threads, dtype_bits)
+    if m <= p.mr:
+        return 1, 1, 1   # a GEMV-like matmul streams B once: padding would copy all of it
+    t = target.cores if threads is None else threads
+    t = max(1, min(t, m // p.mr))
+    mm = 1 if m % (t * p.mr) == 0 else t * p.mr
+    lanes = target.vector_lanes(dtype_bits)
+    d = _largest_divisor(n, p.nr)
+    # pad N when the padded columns waste less than the partial vectors of a divisor tile would
+    nn = p.nr if n / (-(-n // p.nr) * p.nr) > d / (-(-d // lanes) * lanes) else 1
+    kc = _largest_divisor(k, p.kc)
+    if (k <= p.kc or 2 * kc >= p.kc) and _largest_divisor(kc, p.unroll_k) >= min(2, p.unroll_k):
+        kk = 1
+    else:
+        blocks = -(-k // p.kc)
+        kk = -(-k // (blocks * p.unroll_k)) * p.unroll_k
+    return mm, nn, kk
+
+
 def schedule_matmul_goto(sch: Schedule, block: BlockRV, threads: Optional[int] = None,
                          mc: Optional[int] = None, nc: Optional[int] = None,
                          kc: Optional[int] = None, nr: Optional[int] = None,
@@ -144,7 +199,9 @@ def schedule_matmul_goto(sch: Schedule, block: BlockRV, threads: Optional[int] =
     register tile. B is packed per ``(j0, k0)`` block (``cache_read`` + ``compute_at(k0)``).
     With threads, the init is decomposed into the parallel loop when the block's inputs are not
     computed by other ops (``decompose_reduction`` would recompute them per tile).
-    Each blocking size is reduced to the largest divisor of its extent.
+    Each blocking size is reduced to the largest divisor of its extent: pad odd extents first
+    (``sch.pad_einsum(block, goto_padding(...))``, as the default rule does). A B stored
+    ``(N, K)`` (``dense``) is packed transposed, into ``(K, NR)`` panels.
 
     Parameters
     ----------

@@ -198,6 +198,8 @@ class Block:
     cache_reads, cache_writes : list
         Caches of this block's operands.
     rfactor : RFactor or None
+    padding : tuple of int or None
+        ``pad_einsum`` multiples per dim (``info`` then holds the padded dims and shapes).
     """
 
     id: int
@@ -214,6 +216,7 @@ class Block:
     cache_reads: List[CacheRead] = dataclasses.field(default_factory=list)
     cache_writes: List[CacheWrite] = dataclasses.field(default_factory=list)
     rfactor: Optional[RFactor] = None
+    padding: Optional[Tuple[int, ...]] = None
 
     @property
     def func(self) -> str:
@@ -422,6 +425,15 @@ class LoopNestModel:
         if blk.decomposed_at is None:
             return None
         return next((b for b in self._blocks.values() if b.kind == "init" and b.parent == blk.id), None)
+
+    def padding_of(self, blk: Block) -> Optional[Tuple[int, ...]]:
+        """The ``pad_einsum`` multiples of ``blk`` when they grow at least one dim, else None
+        (a padding that changes nothing emits nothing)."""
+        orig = self.ops.get((blk.func, blk.name))
+        if blk.padding is None or orig is None or \
+                all(a.extent == b.extent for a, b in zip(orig.dims, blk.dims)):
+            return None
+        return blk.padding
 
     def cache_block(self, block_id: int) -> Block:
         """The cache block with id ``block_id``."""

@@ -1,6 +1,7 @@
 """``Schedule``: TVM-TensorIR-style schedule primitives on the linalg ops of a Module.
 
-Each primitive (:mod:`.loop_primitives`, :mod:`.placement_primitives`, :mod:`.sampling`) checks
+Each primitive (:mod:`.loop_primitives`, :mod:`.placement_primitives`,
+:mod:`.padding_primitives`, :mod:`.sampling`) checks
 its arguments and preconditions against the loop-nest model (:mod:`.loop_nest`), edits the model
 and records an instruction in ``sch.trace``. ``sch.mod`` materializes the current state: the
 model's transform script (:mod:`.transform_script`) applied by the transform interpreter to a
@@ -16,6 +17,7 @@ from .._mlir import ir
 from ..errors import ScheduleError
 from ..ir.module import Module
 from .loop_primitives import THREAD_AXES, LoopPrimitives  # noqa: F401
+from .padding_primitives import PaddingPrimitives
 from .placement_primitives import CACHE_SCOPES, PlacementPrimitives  # noqa: F401
 from .sampling import SamplingPrimitives, perfect_tilings  # noqa: F401
 from .show import describe
@@ -24,7 +26,7 @@ from .trace import INSTRUCTION_KINDS, RV, SAMPLING_KINDS, Trace
 from .transform_script import TransformScript, apply_transform_script, emit_transform_script
 
 
-class Schedule(LoopPrimitives, PlacementPrimitives, SamplingPrimitives):
+class Schedule(LoopPrimitives, PlacementPrimitives, PaddingPrimitives, SamplingPrimitives):
     """A schedule of a Module's linalg ops (TVM ``tir.Schedule``).
 
     Parameters

@@ -53,6 +53,7 @@ INSTRUCTION_KINDS: Dict[str, InstructionKind] = {
     "cache_read": InstructionKind(2, 3),
     "cache_write": InstructionKind(1, 3),
     "rfactor": InstructionKind(1, 1, frozenset({"factor_axis"})),
+    "pad_einsum": InstructionKind(2, 2),
     "sample_perfect_tile": InstructionKind(1, 1, frozenset({"n", "max_innermost_factor"})),
     "sample_categorical": InstructionKind(0, 0, frozenset({"candidates", "probs"})),
 }

@@ -20,6 +20,7 @@ the epilogue with the producer's outer loops and fuses the producer into them.
 
 from __future__ import annotations
 
+import math
 from typing import Dict, List
 
 from .._mlir import (ir, loop_transform_d, structured_transform_d, tensor_transform_d, transform_d,
@@ -226,7 +227,8 @@ class _Emitter:
         # the packed tile: the operand's extent along each of its dims inside loop `pos`
         tile = [_prod(q.extent for q in blk.loops[pos + 1:] if q.dim == d)
                 for d in blk.info.operand_dims[idx]]
-        self.pads.append((blk.func, operand_pad, n, tile))
+        perm = _pack_transpose(blk, idx) if n else None
+        self.pads.append((blk.func, operand_pad, n, tile, perm, blk, pos))
         return pad.padded
 
     # ---------------------------------------------------------------- attachment
@@ -245,9 +247,19 @@ class _Emitter:
         return producer
 
     # ---------------------------------------------------------------- blocks
+    def pad_einsum(self, blk: Block, op: ir.Value) -> ir.Value:
+        """``pad_einsum``: ``structured.pad`` of every dim to its multiple (zeros; the result
+        is the leading ``extract_slice`` of the padded op's result, ``copy_back_op = "none"``)."""
+        padding = self.model.padding_of(blk)
+        if padding is None:
+            return op
+        return structured_transform_d.PadOp(
+            op, pad_to_multiple_of=list(padding), padding_values=self.zeros(blk),
+            padding_dimensions=list(range(len(blk.dims))), copy_back_op="none").padded
+
     def emit_block(self, blk: Block) -> None:
         consumers = self.model.epilogues(blk)
-        op = self.match(blk)
+        op = self.pad_einsum(blk, self.match(blk))
         if not consumers:
             self.op_handles[blk.id] = self.emit_loops(blk, op)
             return
@@ -281,14 +293,37 @@ class _Emitter:
         merging slices and canonicalizing as it requires) and vectorize the packing copy."""
         for func in sorted({p[0] for p in self.pads}):
             self.cleanup(self.func(func))
-        for func, pad, n, tile in self.pads:
+        for func, pad, n, tile, perm, blk, pos in self.pads:
             if n:
-                pad = structured_transform_d.HoistPadOp(_any(), pad, n).transformed
+                pad = structured_transform_d.HoistPadOp(_any(), pad, n, transpose=perm).transformed
+            if perm is not None:
+                self.transposed_pack(pad, blk, pos, tile)
             if len(tile) > 1:   # one row at a time, as vectorize_rows (a KC x NR panel at once
                 # unrolls into KC loads and stores: 10x the code and compile time)
                 pad = structured_transform_d.TileUsingForOp(
                     pad, sizes=[1] * (len(tile) - 1) + [0]).tiled_linalg_op
             structured_transform_d.VectorizeOp(pad, [1] * (len(tile) - 1) + tile[-1:])
+
+    def transposed_pack(self, hoisted: ir.Value, blk: Block, pos: int, tile: list) -> None:
+        """A panel packed transposed (``hoist_pad ... transpose by``) is written by a
+        ``linalg.transpose`` in the packing loop and read back through a ``linalg.transpose`` in
+        loop ``pos``. The packing transpose is tiled into square blocks and vectorized
+        (``vector.transpose``, lowered to shuffles); the read-back one is fused into the loops
+        inside ``pos`` down to the register tile and vectorized there, where it cancels against
+        the transposed read of the contraction (the tile reads one contiguous packed row)."""
+        packer = transform_d.GetConsumersOfResult(_any(), hoisted, 0).result
+        back = structured_transform_d.MatchOp(
+            _any(), self.loop_handles[blk.loops[pos].id],
+            ops=ir.ArrayAttr.get([ir.StringAttr.get("linalg.transpose")])).result
+        inner = []
+        for q in blk.loops[pos + 1:]:
+            h = self.loop_handles.get(q.id)
+            if h is not None and (not inner or inner[-1] is not h):
+                inner.append(h)
+        structured_transform_d.VectorizeOp(self.fuse_into(back, inner))
+        side = math.gcd(*tile, _TRANSPOSE_BLOCK)
+        tiled = structured_transform_d.TileUsingForOp(packer, sizes=[side] * len(tile)).tiled_linalg_op
+        structured_transform_d.VectorizeOp(tiled)
 
     def vectorize_rows(self, op: ir.Value, ndims: int) -> None:
         """Vectorize an init or epilogue tile one row at a time (tile all but the last dim by 1):
@@ -389,6 +424,26 @@ class _Emitter:
                 lowering_strategy=vector_transform_d.VectorMultiReductionLowering.InnerParallel)
             vector_transform_d.ApplyTransferPermutationPatternsOp()
             vector_transform_d.ApplyLowerOuterProductPatternsOp()
+            vector_transform_d.ApplyLowerTransposePatternsOp(
+                lowering_strategy=vector_transform_d.VectorTransposeLowering.Shuffle1D)
+
+
+#: Side of the square blocks a transposed packing copy is vectorized in: an 8 x 8 block of
+#: 32-bit elements is one ``vector.transpose`` of 8 registers on AVX2 (shuffles), half a
+#: register row on AVX-512; larger blocks unroll into spills. A code-shape choice.
+_TRANSPOSE_BLOCK = 8
+
+
+def _pack_transpose(blk: Block, idx: int):
+    """The permutation of a packed 2-d tile (``hoist_pad ... transpose by``) that puts the dim
+    of the block's innermost loop (the vectorized NR columns) last, so the register tile reads
+    the packed panel with unit stride: ``dense``'s B is ``(N, K)`` and its panels are packed as
+    ``(K, NR)``, as BLIS packs a transposed B. None when that dim is already last."""
+    dims = list(blk.info.operand_dims[idx])
+    inner = blk.loops[-1].dim if blk.loops else None
+    if len(dims) != 2 or inner not in dims or dims[-1] == inner:
+        return None
+    return [1, 0]
 
 
 def _prod(xs) -> int:

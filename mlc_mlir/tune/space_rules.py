@@ -31,7 +31,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 from ..errors import ScheduleError, TuningError
 from ..ir.module import Module
-from ..schedule.cpu_recipes import goto_params
+from ..schedule.cpu_recipes import goto_padding, goto_params
 from ..schedule.default_rules import RULES, apply_rules
 from ..schedule.rules.common import (RuleContext, element_bits, largest_divisor, vector_tile,
                                      worth_threads)
@@ -177,7 +177,10 @@ def sample_matmul(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
 
     The default schedule (:func:`~mlc_mlir.schedule.rules.matmul.schedule_matmul`) is the point
     of Goto's values (:func:`default_point`). The elementwise epilogue chain (bias, relu) is
-    computed at ``j0``. Shapes: A (M, K) (or transposed), B (K, N) or (N, K), C (M, N).
+    computed at ``j0``. Extents that are not multiples of the register tile, threads or a good
+    KC are padded first (``pad_einsum`` with
+    :func:`~mlc_mlir.schedule.cpu_recipes.goto_padding`, as the default rule; the epilogue then
+    keeps its own rule). Shapes: A (M, K) (or transposed), B (K, N) or (N, K), C (M, N).
 
     Raises
     ------
@@ -189,6 +192,10 @@ def sample_matmul(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
         raise ScheduleError(f"space rule matmul: '{blk.name}' has {len(blk.dims)} dims; expected (i, j, k)")
     m, n, k = (d.extent for d in blk.dims)
     bits = element_bits(blk)
+    padding = goto_padding(ctx.target, m, n, k, ctx.threads, bits)
+    if padding != (1, 1, 1):   # as the default rule: odd extents padded, epilogue left apart
+        sch.pad_einsum(block, list(padding))
+        m, n, k = (d.extent for d in blk.dims)
     p = goto_params(ctx.target, m, n, k, ctx.threads, bits)
     i, j, kk = sch.get_loops(block)
     tcands = thread_candidates(m, ctx.threads, p.mr)
@@ -218,7 +225,8 @@ def sample_matmul(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
     if int(pack):   # structural knob: see the module docstring
         packed = sch.cache_read(block, 1, "local")
         sch.compute_at(packed, k0)
-    epi = [sch.get_block(e, func_name=blk.func) for e in epilogue_chain(sch, blk, ctx)]
+    epi = [] if padding != (1, 1, 1) else \
+        [sch.get_block(e, func_name=blk.func) for e in epilogue_chain(sch, blk, ctx)]
     ctx.claimed.update((blk.func, sch.get(e).name) for e in epi)
     for e in epi:
         sch.reverse_compute_at(e, j0)

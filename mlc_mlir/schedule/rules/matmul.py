@@ -6,7 +6,7 @@ add, relu) fused into their tiles. Source: Goto & van de Geijn (TOMS 2008); TVM'
 from __future__ import annotations
 
 from ...errors import ScheduleError
-from ..cpu_recipes import goto_params, schedule_matmul_goto
+from ..cpu_recipes import goto_padding, goto_params, schedule_matmul_goto
 from ..schedule import Schedule
 from ..state import BlockRV
 from .common import RuleContext, element_bits, largest_divisor
@@ -17,15 +17,26 @@ def schedule_matmul(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
     """``linalg.matmul`` (``matmul``; ``dense`` is a matmul with a transposed B map): the Goto
     recipe (:func:`~mlc_mlir.schedule.cpu_recipes.schedule_matmul_goto`) with
     :func:`~mlc_mlir.schedule.cpu_recipes.goto_params` for the target, threads over M when M
-    allows, and the elementwise epilogue chain fused at the NC block.
+    allows, and the elementwise epilogue chain fused at the NC block. Extents that are not
+    multiples of the register tile (MR x NR), the threads or a good KC are first padded
+    (``pad_einsum`` with :func:`~mlc_mlir.schedule.cpu_recipes.goto_padding`); a padded
+    matmul leaves its epilogue to the elementwise rule.
 
     Shapes: A (M, K), B (K, N) or (N, K), C (M, N); dtypes float16/32/64, int32.
     """
     blk = sch.get(block)
     m, n, k = (d.extent for d in blk.dims)
-    p = goto_params(ctx.target, m, n, k, ctx.threads, element_bits(blk))
-    epi = [sch.get_block(e, func_name=blk.func) for e in epilogue_chain(sch, blk, ctx)]
-    ctx.claimed.update((blk.func, sch.get(e).name) for e in epi)
+    bits = element_bits(blk)
+    padding = goto_padding(ctx.target, m, n, k, ctx.threads, bits)
+    epi = []
+    if padding == (1, 1, 1):
+        epi = [sch.get_block(e, func_name=blk.func) for e in epilogue_chain(sch, blk, ctx)]
+        ctx.claimed.update((blk.func, sch.get(e).name) for e in epi)
+    else:
+        # the epilogue reads the unpadded result: it keeps its own (elementwise) rule
+        sch.pad_einsum(block, list(padding))
+        m, n, k = (d.extent for d in blk.dims)
+    p = goto_params(ctx.target, m, n, k, ctx.threads, bits)
     schedule_matmul_goto(sch, block, threads=p.threads, mc=p.mc, nc=p.nc, kc=p.kc, nr=p.nr,
                          mr=p.mr, unroll_k=p.unroll_k, epilogues=epi, target=ctx.target)
 
@@ -34,7 +45,9 @@ def schedule_batch_matmul(sch: Schedule, block: BlockRV, ctx: RuleContext) -> No
     """``linalg.batch_matmul`` ``(b, i, j, k)``: batches over the threads (or M when there are
     fewer batches than threads), an MR x NR register tile from
     :func:`~mlc_mlir.schedule.cpu_recipes.goto_params` vectorized inside the k loop (unrolled),
-    the elementwise epilogue chain fused per register tile.
+    the elementwise epilogue chain fused per register tile. M, N and K are padded
+    (``pad_einsum``) to multiples of ``threads * MR``, NR and ``UNROLL_K`` where they are not
+    (an epilogue of a padded op keeps its own rule).
 
     Loop nest: ``b0 (parallel) b1 i0 [i1] j0 k i2 (vectorized) j1``. Shapes: A (B, M, K), B
     (B, K, N), C (B, M, N).
@@ -50,8 +63,19 @@ def schedule_batch_matmul(sch: Schedule, block: BlockRV, ctx: RuleContext) -> No
                             "expected (b, i, j, k)")
     nb, m, n, k = (d.extent for d in blk.dims)
     p = goto_params(ctx.target, m, n, k, ctx.threads, element_bits(blk))
-    b, i, j, kk = sch.get_loops(block)
     tb = largest_divisor(nb, ctx.threads)
+    tm = max(1, min(ctx.threads if tb == 1 else 1, m // p.mr))
+    padding = [1, 1 if m <= p.mr or m % (tm * p.mr) == 0 else tm * p.mr,
+               1 if n % p.nr == 0 else p.nr,
+               1 if largest_divisor(k, p.unroll_k) >= min(2, p.unroll_k) else p.unroll_k]
+    epi = []
+    if padding == [1, 1, 1, 1]:
+        epi = [sch.get_block(e, func_name=blk.func) for e in epilogue_chain(sch, blk, ctx)]
+        ctx.claimed.update((blk.func, sch.get(e).name) for e in epi)
+    else:
+        sch.pad_einsum(block, padding)
+        nb, m, n, k = (d.extent for d in blk.dims)
+    b, i, j, kk = sch.get_loops(block)
     ti = largest_divisor(m, ctx.threads) if tb == 1 else 1
     mr = largest_divisor(m // ti, p.mr)
     nr = largest_divisor(n, p.nr)
@@ -64,8 +88,6 @@ def schedule_batch_matmul(sch: Schedule, block: BlockRV, ctx: RuleContext) -> No
         sch.parallel(b0)
     elif ti > 1:
         sch.parallel(i0)
-    epi = [sch.get_block(e, func_name=blk.func) for e in epilogue_chain(sch, blk, ctx)]
-    ctx.claimed.update((blk.func, sch.get(e).name) for e in epi)
     for e in epi:
         sch.reverse_compute_at(e, j0)
     if unroll > 1:
