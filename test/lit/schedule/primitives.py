@@ -193,11 +193,13 @@ section("rfactor", sch)
 
 # CHECK-LABEL: TEST: bind
 # CHECK: SCRIPT
-# CHECK: tile_using_forall %{{.*}} tile_sizes [8, 16]
-# CHECK: transform.annotate %{{.*}} "mlc.bind" = %{{.*}}
+# CHECK: tile_using_forall %{{.*}} tile_sizes [8, 16](mapping = [#gpu.block<x>, #gpu.block<y>])
+# CHECK: tile_using_forall %{{.*}} tile_sizes [1, 1](mapping = [#gpu.thread<x>, #gpu.thread<y>])
 # CHECK: PAYLOAD
 # CHECK: scf.forall (%{{.*}}, %{{.*}}) in (8, 4)
-# CHECK: mlc.bind = "blockIdx.x,blockIdx.y"
+# CHECK: scf.forall (%{{.*}}, %{{.*}}) in (8, 16)
+# CHECK: {mapping = [#gpu.thread<x>, #gpu.thread<y>]}
+# CHECK: {mapping = [#gpu.block<x>, #gpu.block<y>]}
 bb = mlc.GraphBuilder()
 with bb.function("main") as f:
     f.output(ops.relu(f.arg("x", shape=(64, 64))))
