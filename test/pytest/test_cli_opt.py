@@ -64,11 +64,13 @@ def test_wheel_mlir_opt_accepts_every_pipeline_file_and_builder_ir(tmp_path):
     src.write_text(str(bb.finish()))
     for name in available():
         text = open(os.path.join(PIPELINES_DIR, f"{name}.pipeline")).read()
+        if name == "cuda":   # starts after GPU mapping (a gpu.launch): test/lit/pipelines/cuda.mlir
+            continue
         # the file's text verbatim, as `mlir-opt --pass-pipeline="$(cat pipelines/NAME.pipeline)"`
         r = subprocess.run(["bash", "-c", f'{MLIR_BIN_DIR}/mlir-opt --pass-pipeline="$(cat {PIPELINES_DIR}/{name}.pipeline)" {src}'],
                            capture_output=True, text=True)
         assert r.returncode == 0, f"{name}: {r.stderr}"
-        assert "llvm.func @main" in r.stdout      # (no bound loops: the CUDA pipeline emits no kernel)
+        assert "llvm.func @main" in r.stdout
         assert text.strip().startswith("builtin.module(")
 
 
