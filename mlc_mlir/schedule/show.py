@@ -7,6 +7,8 @@ Built from the same queries emission uses (:meth:`LoopNestModel.tilings`,
 
 from __future__ import annotations
 
+import math
+
 from typing import List
 
 from .loop_nest import Block, LoopNestModel, Tiling
@@ -69,6 +71,13 @@ class _Printer:
         for t in self.model.tilings(blk):
             if ca < t.positions[0] <= pos and any(blk.loops[q].dim in dims for q in t.positions):
                 self.emit(depth, _loop_line(blk, t) + "  # packing")
+                depth += 1
+        # the packed tile is copied one row at a time (transform_script.emit_cache_reads)
+        tile = [math.prod(q.extent for q in blk.loops[pos + 1:] if q.dim == d)
+                for d in blk.info.operand_dims[operand]]
+        for r, extent in enumerate(tile[:-1]):
+            if extent > 1:
+                self.emit(depth, f"for r{r} in range({extent}):  # packing rows")
                 depth += 1
         self.emit(depth, f'tensor.pad "{name}"')
 
