@@ -7,7 +7,8 @@ space, :mod:`mlc_mlir.tune.gpu_space`) and PyTorch (cuBLAS, TF32 off), same run.
 Prints TFLOP/s (min of repeats) and the ratio to cuBLAS. PyTorch runs first, in its own phase
 (device tensors, CUDA events); ours then, on arrays kept on the GPU (``Executable.benchmark(...,
 device=True)``: inputs copied once, no host copies per call; each call still creates and
-synchronizes its launch stream, so the times bound our kernel time from above). Without a CUDA driver or GPU the script prints one ``skipped`` line and exits 0.
+synchronizes its launch stream, so the times bound our kernel time from above). Without a
+CUDA driver or GPU the script prints one ``skipped`` line and exits 0.
 """
 
 from __future__ import annotations
