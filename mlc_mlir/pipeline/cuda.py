@@ -12,7 +12,10 @@ Stages (each inspectable; a failure is a ``PipelineError``, never a process abor
 3. ``workgroup``  -- each ``memref.alloca`` in ``#gpu.address_space<workgroup>`` inside a
    ``gpu.launch`` becomes a workgroup attribution of the launch (``.shared`` in PTX; NVPTX
    cannot allocate shared memory on the stack);
-4. ``lower``      -- ``pipelines/cuda.pipeline`` (kernel outlining,
+4. ``buffers``    -- :func:`.cuda_buffers.clean_kernel_buffers`: staging copies straight into
+   shared memory, thread accumulators kept in registers across the ``k`` loop, no device
+   ``malloc``;
+5. ``lower``      -- ``pipelines/cuda.pipeline`` (kernel outlining,
    ``gpu-lower-to-nvvm-pipeline{cubin-chip=sm_90 cubin-format=isa}``), the chip and format
    substituted from the target.
 
@@ -34,6 +37,7 @@ from ..ir.module import Module, diagnostics
 from ..ir.walk import find_ops
 from ..ir.pass_pipeline import run_pass_pipeline
 from ..runtime.cuda import DEVICE_SUFFIX
+from .cuda_buffers import clean_kernel_buffers
 from .registry import load_pipeline
 
 #: Marks a linear thread mapping (``#gpu.thread<linear_dim_0>``).
@@ -314,7 +318,7 @@ def _num_results(module: Module) -> Dict[str, int]:
 
 def lower_to_gpu(module: Module, chip: str = "sm_90", fmt: str = "isa",
                  host_code: bool = False) -> Module:
-    """Stages 1-4 of the module docstring: ``gpu.binary`` ops with PTX (``fmt="isa"``) or a
+    """Stages 1-5 of the module docstring: ``gpu.binary`` ops with PTX (``fmt="isa"``) or a
     cubin (``fmt="bin"``, needs ``ptxas`` on PATH) for ``chip``, host code in the LLVM dialect.
     With ``host_code`` each public function ``f`` copies its arguments to device buffers and its
     results back, and ``f__device`` runs the kernels on device buffers; temporaries between
@@ -336,7 +340,9 @@ def lower_to_gpu(module: Module, chip: str = "sm_90", fmt: str = "isa",
         raise PipelineError("cuda: no GPU kernel was produced; bind loops to blockIdx/threadIdx first")
     mapped = _map(buf, kernels)
     _check_host(mapped)
-    mapped = _workgroup_allocations(mapped)
+    mapped = run_pass_pipeline(_workgroup_allocations(mapped), "builtin.module(canonicalize,cse)",
+                               "cuda buffers")   # one value per view: the rewrites compare them
+    mapped = clean_kernel_buffers(mapped)
     if host_code:
         mapped = _host_memory(mapped, outputs)
     text = load_pipeline("cuda").replace("cubin-chip=sm_90", f"cubin-chip={chip}") \
