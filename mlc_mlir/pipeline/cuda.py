@@ -2,6 +2,8 @@
 
 Stages (each inspectable; a failure is a ``PipelineError``, never a process abort):
 
+0. ``pad``        -- each ``tensor.pad`` outside the kernels (conv2d's padding) becomes a fill
+   and a copy kernel (:mod:`.cuda_pads`);
 1. ``bufferize``  -- ``transform.bufferization.one_shot_bufferize`` (function boundaries,
    ``memcpy_op = "linalg.copy"``: device code cannot call ``memrefCopy``);
 2. ``map``        -- per kernel (a top-level ``scf.forall`` mapped to ``#gpu.block``):
@@ -37,7 +39,8 @@ from ..ir.module import Module, diagnostics
 from ..ir.walk import find_ops
 from ..ir.pass_pipeline import run_pass_pipeline
 from ..runtime.cuda import DEVICE_SUFFIX
-from .cuda_buffers import clean_kernel_buffers
+from .cuda_buffers import clean_kernel_buffers, drop_self_copies
+from .cuda_pads import materialize_host_pads
 from .registry import load_pipeline
 
 #: Marks a linear thread mapping (``#gpu.thread<linear_dim_0>``).
@@ -331,10 +334,11 @@ def lower_to_gpu(module: Module, chip: str = "sm_90", fmt: str = "isa",
     """
     if fmt not in ("isa", "bin", "fatbin"):
         raise PipelineError(f"cuda: format {fmt!r}; expected 'isa', 'bin' or 'fatbin'")
-    buf = _apply(module, _bufferize, "bufferize")
+    buf = _apply(materialize_host_pads(module, _apply), _bufferize, "bufferize")
     outputs = _num_results(buf)
     buf = run_pass_pipeline(buf, "builtin.module(buffer-results-to-out-params{hoist-static-allocs "
-                            "modify-public-functions},canonicalize)", "cuda out-params")
+                            "modify-public-functions},canonicalize,cse)", "cuda out-params")
+    buf = drop_self_copies(buf)   # in-place insert_slice (the pad kernels' copy) leaves them
     kernels = _kernels(buf)
     if not kernels:
         raise PipelineError("cuda: no GPU kernel was produced; bind loops to blockIdx/threadIdx first")

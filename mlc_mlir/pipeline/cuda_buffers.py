@@ -202,6 +202,14 @@ def contract_multiply_adds(launch: ir.Operation) -> None:
                 op.attributes["fastmath"] = contract
 
 
+def drop_self_copies(module: Module) -> Module:
+    """Rewrite 2 of the module docstring on all of ``module`` (host code too); returns a copy."""
+    out = module.clone()
+    with out.context:
+        erase_self_copies(out.operation)
+    return out
+
+
 def clean_kernel_buffers(module: Module) -> Module:
     """Apply rewrites 1-5 of the module docstring to every ``gpu.launch`` of ``module`` (in
     place on a copy); returns the copy, verified."""

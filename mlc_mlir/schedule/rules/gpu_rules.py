@@ -170,6 +170,10 @@ GPU_RULES = {
     "matmul": schedule_matmul,
     "reduction": schedule_matmul,
     "elementwise": schedule_elementwise,
+    # direct convolution / pooling: output pixels over blocks x threads, the window reduced
+    # serially per thread; the padded input is materialized by the CUDA lowering's pad kernels
+    "conv2d": schedule_reduction,
+    "pooling": schedule_reduction,
 }
 
 
