@@ -17,6 +17,7 @@ Stages (each inspectable; a failure is a ``PipelineError``, never a process abor
 4. ``buffers``    -- :func:`.cuda_buffers.clean_kernel_buffers`: staging copies straight into
    shared memory, thread accumulators kept in registers across the ``k`` loop, no device
    ``malloc``;
+   then tensor cores for matmuls annotated ``mlc.mma_sync`` (:func:`_mma_sync`);
 5. ``lower``      -- ``pipelines/cuda.pipeline`` (kernel outlining,
    ``gpu-lower-to-nvvm-pipeline{cubin-chip=sm_90 cubin-format=isa}``), the chip and format
    substituted from the target.
@@ -33,7 +34,7 @@ import tempfile
 from typing import Dict, List, Tuple
 
 from .._mlir import (bufferization_transform_d, func_d, gpu_d, gpu_transform_d, ir, memref_d,
-                     structured_transform_d, transform_d, transform_interpreter)
+                     nvgpu_transform_d, structured_transform_d, transform_d, transform_interpreter)
 from ..errors import PipelineError
 from ..ir.module import Module, diagnostics
 from ..ir.walk import find_ops
@@ -42,6 +43,9 @@ from ..runtime.cuda import DEVICE_SUFFIX
 from .cuda_buffers import clean_kernel_buffers, drop_self_copies
 from .cuda_pads import materialize_host_pads
 from .registry import load_pipeline
+
+#: Threads per warp (``#gpu.warp`` foralls).
+WARP_SIZE = 32
 
 #: Marks a linear thread mapping (``#gpu.thread<linear_dim_0>``).
 _LINEAR = "linear_dim_"
@@ -104,7 +108,18 @@ def _block_dims(forall: ir.Operation) -> List[int]:
         op = op.operation
         if op.name == "scf.forall":
             m = _mapping(op)
-            if m and m[0].startswith("#gpu.thread"):
+            if m and m[0].startswith("#gpu.warp"):   # whole warps: x counts threads, y/z warps
+                counts = _trip_counts(op)
+                if any(_LINEAR in a for a in m):
+                    total = WARP_SIZE
+                    for c in counts:
+                        total *= c
+                    dims["x"] = max(dims["x"], total)
+                else:
+                    for a, c in zip(m, counts):
+                        ax = a[len("#gpu.warp<"):-1]
+                        dims[ax] = max(dims[ax], c * (WARP_SIZE if ax == "x" else 1))
+            elif m and m[0].startswith("#gpu.thread"):
                 counts = _trip_counts(op)
                 if any(_LINEAR in a for a in m):
                     total = 1
@@ -186,6 +201,48 @@ def _workgroup_allocations(module: Module) -> Module:
             launch.attributes["workgroup_attributions"] = ir.IntegerAttr.get(
                 ir.IntegerType.get_signless(64), n + len(found))
     return out.verify()
+
+
+#: Annotation (``sch.annotate(block, MMA_SYNC, True)``) asking for tensor cores.
+MMA_SYNC = "mlc.mma_sync"
+
+#: (A, B, C) operand shapes and element type ``nvgpu.mma.sync`` takes for one warp's matmul.
+MMA_SHAPES = {((16, 16), (16, 8), (16, 8)): "f16"}
+
+
+def _mma_sync(module: Module) -> Module:
+    """Tensor cores: each ``linalg.matmul`` annotated :data:`MMA_SYNC` (computed by a whole warp:
+    its loops bound to ``warpIdx``) becomes ``nvgpu.mma.sync`` (``m16n8k16``) through
+    ``transform.nvgpu.rewrite_matmul_as_mma_sync``, which inserts the per-lane fragment loads and
+    stores. Returns ``module`` when nothing is annotated.
+
+    Raises
+    ------
+    PipelineError
+        If an annotated matmul's tile is not one ``mma.sync`` shape of :data:`MMA_SHAPES`.
+    """
+    found = [op for op in find_ops(module, "linalg.matmul") if MMA_SYNC in op.attributes]
+    if not found:
+        return module
+    with module.context:
+        for op in found:
+            ts = [ir.MemRefType(v.type) for v in op.operands]
+            key = tuple(tuple(t.shape) for t in ts)
+            if MMA_SHAPES.get(key) != str(ts[0].element_type) or \
+                    len({str(t.element_type) for t in ts}) != 1:
+                raise PipelineError(f"cuda mma.sync: a matmul annotated {MMA_SYNC} has operands "
+                                    f"{[str(t) for t in ts]}; expected one warp tile of "
+                                    f"{list(MMA_SHAPES.items())} (bind 16x8 tiles to warpIdx, "
+                                    "split k by 16)")
+        attr = found[0].attributes[MMA_SYNC]
+
+    def build(root):
+        mm = structured_transform_d.MatchOp(
+            _any(), root, ops=ir.ArrayAttr.get([ir.StringAttr.get("linalg.matmul")]),
+            op_attrs=ir.DictAttr.get({MMA_SYNC: attr})).result
+        nvgpu_transform_d.RewriteMatmulAsMmaSyncOp(mm)
+
+    return _apply(module, build, "mma.sync")
 
 
 def _check_host(module: Module) -> None:
@@ -346,7 +403,7 @@ def lower_to_gpu(module: Module, chip: str = "sm_90", fmt: str = "isa",
     _check_host(mapped)
     mapped = run_pass_pipeline(_workgroup_allocations(mapped), "builtin.module(canonicalize,cse)",
                                "cuda buffers")   # one value per view: the rewrites compare them
-    mapped = clean_kernel_buffers(mapped)
+    mapped = _mma_sync(clean_kernel_buffers(mapped))
     if host_code:
         mapped = _host_memory(mapped, outputs)
     text = load_pipeline("cuda").replace("cubin-chip=sm_90", f"cubin-chip={chip}") \
