@@ -19,6 +19,10 @@ What bufferizing the GPU schedules leaves in a kernel, and what this stage makes
    buffer the tile belongs to.
 4. ``private_allocations`` -- any other static ``memref.alloc`` in a kernel (device ``malloc``)
    becomes a ``memref.alloca`` (thread-private, freed on return).
+6. ``private_accumulators`` -- a reduction (conv, pooling, a serial matmul tile) that a thread
+   runs on a small global tile right after filling it (``linalg.fill`` then the op with that
+   tile as ``outs``, nothing between but barriers) accumulates in a ``memref.alloca`` filled
+   instead, stored to the tile once after the op (else one ``st.global`` per step).
 5. ``contract_multiply_adds`` -- ``arith.mulf``/``addf`` in the bodies of the kernel's linalg
    ops get ``fastmath<contract>``, so NVPTX emits ``fma.rn`` for a multiply-accumulate (nvcc's
    default ``--fmad=true``; without it LLVM emits ``mul.rn`` + ``add.rn``, which ptxas must not
@@ -29,7 +33,7 @@ from __future__ import annotations
 
 from typing import List, Optional
 
-from .._mlir import ir, memref_d
+from .._mlir import ir, linalg_d, memref_d
 from ..ir.module import Module
 from ..ir.walk import find_ops
 
@@ -192,6 +196,45 @@ def private_allocations(launch: ir.Operation) -> None:
         alloc.erase()
 
 
+#: Largest tile (elements) a thread accumulates privately (registers after unrolling).
+MAX_PRIVATE_ELEMENTS = 64
+
+
+def private_accumulators(launch: ir.Operation) -> int:
+    """Rewrite 6 of the module docstring; returns how many ops now accumulate privately."""
+    n = 0
+    for fill in _walk(launch, "linalg.fill"):
+        tile = fill.operands[1]
+        t = ir.MemRefType(tile.type)
+        if not t.has_static_shape or t.memory_space is not None or _owner_op(tile) is None or _owner_op(tile).name != "memref.subview":
+            continue
+        size = 1
+        for d in t.shape:
+            size *= d
+        ops = _ops(fill.block)
+        i = ops.index(fill) + 1
+        while i < len(ops) and ops[i].name in _NEUTRAL:
+            i += 1
+        if i == len(ops) or not ops[i].name.startswith("linalg.") or size > MAX_PRIVATE_ELEMENTS:
+            continue
+        op = ops[i]
+        if op.name in ("linalg.copy", "linalg.fill", "linalg.map") or op.operands[len(op.operands) - 1] != tile:
+            continue
+        root = _root(tile)
+        if any(isinstance(v.type, ir.MemRefType) and _root(v) == root
+               for v in list(op.operands)[:-1]):
+            continue   # an input aliases the output's buffer
+        with ir.InsertionPoint(fill), fill.location:
+            acc = memref_d.AllocaOp(ir.MemRefType.get(t.shape, t.element_type), [], []).result
+        fill.operands[1] = acc
+        op.operands[len(op.operands) - 1] = acc
+        with ir.InsertionPoint(op), op.location:
+            linalg_d.copy(acc, outs=[tile])   # the builder fills the op's region
+        _ops(op.block)[_ops(op.block).index(op) - 1].move_after(op)
+        n += 1
+    return n
+
+
 def contract_multiply_adds(launch: ir.Operation) -> None:
     """Rewrite 5 of the module docstring."""
     contract = ir.Attribute.parse("#arith.fastmath<contract>")   # debt: no builder in the bindings
@@ -211,7 +254,7 @@ def drop_self_copies(module: Module) -> Module:
 
 
 def clean_kernel_buffers(module: Module) -> Module:
-    """Apply rewrites 1-5 of the module docstring to every ``gpu.launch`` of ``module`` (in
+    """Apply rewrites 1-6 of the module docstring to every ``gpu.launch`` of ``module`` (in
     place on a copy); returns the copy, verified."""
     out = module.clone()
     with out.context:
@@ -220,5 +263,6 @@ def clean_kernel_buffers(module: Module) -> Module:
             erase_self_copies(launch)
             hoist_accumulators(launch)
             private_allocations(launch)
+            private_accumulators(launch)
             contract_multiply_adds(launch)
     return out.verify()

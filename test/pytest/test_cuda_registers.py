@@ -119,3 +119,39 @@ def test_register_tiled_matmul_matches_numpy():
     a, b = rng.standard_normal((256, 128), np.float32), rng.standard_normal((128, 256), np.float32)
     for mod in (default_schedule(_matmul(), CUDA), _tiled(MatmulTiles(8, 8, 8, 8, 8))):
         np.testing.assert_allclose(mlc.compile(mod, target="cuda")(a, b), a @ b, rtol=1e-4, atol=1e-4)
+
+
+_REDUCE = """
+func.func @f(%a: memref<4x16xf32>, %c: memref<4x16xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %cst = arith.constant 0.0 : f32
+  gpu.launch blocks(%b0, %b1, %b2) in (%g0 = %c1, %g1 = %c1, %g2 = %c1)
+             threads(%t0, %t1, %t2) in (%s0 = %c4, %s1 = %c1, %s2 = %c1) {
+    %tile = memref.subview %c[%t0, 0] [1, 1] [1, 1] : memref<4x16xf32> to memref<1xf32, strided<[16], offset: ?>>
+    %x = memref.subview SRC[%t0, 0] [1, 16] [1, 1] : memref<4x16xf32> to memref<1x16xf32, strided<[16, 1], offset: ?>>
+    linalg.fill ins(%cst : f32) outs(%tile : memref<1xf32, strided<[16], offset: ?>>)
+    linalg.reduce ins(%x : memref<1x16xf32, strided<[16, 1], offset: ?>>) outs(%tile : memref<1xf32, strided<[16], offset: ?>>) dimensions = [1]
+      (%in: f32, %acc: f32) {
+        %s = arith.addf %in, %acc : f32
+        linalg.yield %s : f32
+      }
+    gpu.terminator
+  }
+  return
+}
+"""
+
+
+@pytest.mark.parametrize("src", ["%a", "%c"])
+def test_private_accumulator_unless_the_input_aliases_the_output(src):
+    mod = clean_kernel_buffers(Module.parse(_REDUCE.replace("SRC", src)))
+    with mod.context:
+        (red,) = find_ops(mod, "linalg.reduce")
+        private = "memref.alloca" in str(red.operands[1].owner)
+        copies = find_ops(mod, "linalg.copy")
+    if src == "%a":
+        assert private and len(copies) == 1   # one store of the sum, after the reduction
+    else:
+        assert not private and not copies
