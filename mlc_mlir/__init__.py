@@ -15,7 +15,7 @@ from .errors import (  # noqa: F401
 )
 from .ir import Module  # noqa: F401
 from .pipeline import build_library, compile  # noqa: F401
-from .runtime import Executable  # noqa: F401
+from .runtime import DeviceArray, Executable  # noqa: F401
 from .schedule import Schedule, Trace  # noqa: F401
 from .runtime.registry import register_func  # noqa: F401
 from . import ops, te, tune  # noqa: F401

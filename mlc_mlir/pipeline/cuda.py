@@ -2,6 +2,8 @@
 
 Stages (each inspectable; a failure is a ``PipelineError``, never a process abort):
 
+0. ``pad``        -- each ``tensor.pad`` outside the kernels (conv2d's padding) becomes a fill
+   and a copy kernel (:mod:`.cuda_pads`);
 1. ``bufferize``  -- ``transform.bufferization.one_shot_bufferize`` (function boundaries,
    ``memcpy_op = "linalg.copy"``: device code cannot call ``memrefCopy``);
 2. ``map``        -- per kernel (a top-level ``scf.forall`` mapped to ``#gpu.block``):
@@ -12,7 +14,11 @@ Stages (each inspectable; a failure is a ``PipelineError``, never a process abor
 3. ``workgroup``  -- each ``memref.alloca`` in ``#gpu.address_space<workgroup>`` inside a
    ``gpu.launch`` becomes a workgroup attribution of the launch (``.shared`` in PTX; NVPTX
    cannot allocate shared memory on the stack);
-4. ``lower``      -- ``pipelines/cuda.pipeline`` (kernel outlining,
+4. ``buffers``    -- :func:`.cuda_buffers.clean_kernel_buffers`: staging copies straight into
+   shared memory, thread accumulators kept in registers across the ``k`` loop, no device
+   ``malloc``;
+   then tensor cores for matmuls annotated ``mlc.mma_sync`` (:func:`_mma_sync`);
+5. ``lower``      -- ``pipelines/cuda.pipeline`` (kernel outlining,
    ``gpu-lower-to-nvvm-pipeline{cubin-chip=sm_90 cubin-format=isa}``), the chip and format
    substituted from the target.
 
@@ -28,12 +34,18 @@ import tempfile
 from typing import Dict, List, Tuple
 
 from .._mlir import (bufferization_transform_d, func_d, gpu_d, gpu_transform_d, ir, memref_d,
-                     structured_transform_d, transform_d, transform_interpreter)
+                     nvgpu_transform_d, structured_transform_d, transform_d, transform_interpreter)
 from ..errors import PipelineError
 from ..ir.module import Module, diagnostics
 from ..ir.walk import find_ops
 from ..ir.pass_pipeline import run_pass_pipeline
+from ..runtime.cuda import DEVICE_SUFFIX
+from .cuda_buffers import clean_kernel_buffers, drop_self_copies
+from .cuda_pads import materialize_host_pads
 from .registry import load_pipeline
+
+#: Threads per warp (``#gpu.warp`` foralls).
+WARP_SIZE = 32
 
 #: Marks a linear thread mapping (``#gpu.thread<linear_dim_0>``).
 _LINEAR = "linear_dim_"
@@ -96,7 +108,18 @@ def _block_dims(forall: ir.Operation) -> List[int]:
         op = op.operation
         if op.name == "scf.forall":
             m = _mapping(op)
-            if m and m[0].startswith("#gpu.thread"):
+            if m and m[0].startswith("#gpu.warp"):   # whole warps: x counts threads, y/z warps
+                counts = _trip_counts(op)
+                if any(_LINEAR in a for a in m):
+                    total = WARP_SIZE
+                    for c in counts:
+                        total *= c
+                    dims["x"] = max(dims["x"], total)
+                else:
+                    for a, c in zip(m, counts):
+                        ax = a[len("#gpu.warp<"):-1]
+                        dims[ax] = max(dims[ax], c * (WARP_SIZE if ax == "x" else 1))
+            elif m and m[0].startswith("#gpu.thread"):
                 counts = _trip_counts(op)
                 if any(_LINEAR in a for a in m):
                     total = 1
@@ -180,6 +203,48 @@ def _workgroup_allocations(module: Module) -> Module:
     return out.verify()
 
 
+#: Annotation (``sch.annotate(block, MMA_SYNC, True)``) asking for tensor cores.
+MMA_SYNC = "mlc.mma_sync"
+
+#: (A, B, C) operand shapes and element type ``nvgpu.mma.sync`` takes for one warp's matmul.
+MMA_SHAPES = {((16, 16), (16, 8), (16, 8)): "f16"}
+
+
+def _mma_sync(module: Module) -> Module:
+    """Tensor cores: each ``linalg.matmul`` annotated :data:`MMA_SYNC` (computed by a whole warp:
+    its loops bound to ``warpIdx``) becomes ``nvgpu.mma.sync`` (``m16n8k16``) through
+    ``transform.nvgpu.rewrite_matmul_as_mma_sync``, which inserts the per-lane fragment loads and
+    stores. Returns ``module`` when nothing is annotated.
+
+    Raises
+    ------
+    PipelineError
+        If an annotated matmul's tile is not one ``mma.sync`` shape of :data:`MMA_SHAPES`.
+    """
+    found = [op for op in find_ops(module, "linalg.matmul") if MMA_SYNC in op.attributes]
+    if not found:
+        return module
+    with module.context:
+        for op in found:
+            ts = [ir.MemRefType(v.type) for v in op.operands]
+            key = tuple(tuple(t.shape) for t in ts)
+            if MMA_SHAPES.get(key) != str(ts[0].element_type) or \
+                    len({str(t.element_type) for t in ts}) != 1:
+                raise PipelineError(f"cuda mma.sync: a matmul annotated {MMA_SYNC} has operands "
+                                    f"{[str(t) for t in ts]}; expected one warp tile of "
+                                    f"{list(MMA_SHAPES.items())} (bind 16x8 tiles to warpIdx, "
+                                    "split k by 16)")
+        attr = found[0].attributes[MMA_SYNC]
+
+    def build(root):
+        mm = structured_transform_d.MatchOp(
+            _any(), root, ops=ir.ArrayAttr.get([ir.StringAttr.get("linalg.matmul")]),
+            op_attrs=ir.DictAttr.get({MMA_SYNC: attr})).result
+        nvgpu_transform_d.RewriteMatmulAsMmaSyncOp(mm)
+
+    return _apply(module, build, "mma.sync")
+
+
 def _check_host(module: Module) -> None:
     """Refuse computation left outside the kernels (it would run on the host, on device data)."""
     left = []
@@ -201,54 +266,123 @@ def _check_host(module: Module) -> None:
                             "threadIdx (or use the default GPU schedule, mlc.compile(target='cuda'))")
 
 
-def _host_memory(module: Module) -> Module:
-    """Make the host function's buffers reachable from the kernels: each memref argument of a
-    public function (inputs and out-params, numpy memory) is page-locked and mapped with
-    ``gpu.host_register`` (unregistered on return), and each host ``memref.alloc`` (a buffer
-    between two kernels) becomes device memory, ``gpu.alloc`` / ``gpu.dealloc``."""
+def _stream_alloc(t: ir.Type, tok: ir.Value) -> Tuple[ir.Value, ir.Value]:
+    """``gpu.alloc async [tok]`` of a static ``t``; returns ``(buffer, token)``."""
+    a = gpu_d.AllocOp(t, gpu_d.AsyncTokenType.get(), [tok], [], [])
+    return a.results[0], a.results[1]
+
+
+def _device_temporaries(f: ir.Operation) -> None:
+    """Each host ``memref.alloc`` of ``f``'s entry block (a buffer between two kernels) becomes
+    device memory: ``gpu.alloc`` / ``gpu.dealloc`` (async on a stream of their own, waited:
+    gpu-to-llvm lowers only async allocations)."""
+    entry = f.regions[0].blocks[0]
+    allocs = [op.operation for op in entry.operations if op.operation.name == "memref.alloc"]
+    tok_t = gpu_d.AsyncTokenType.get()
+    device = []
+    for op in allocs:
+        if list(op.operands):
+            raise PipelineError(f"cuda host: a dynamically sized buffer between kernels: {op}")
+        with ir.InsertionPoint(op):
+            buf, tok = _stream_alloc(op.results[0].type, gpu_d.WaitOp(tok_t, []).result)
+            gpu_d.WaitOp(None, [tok])
+        op.results[0].replace_all_uses_with(buf)
+        op.erase()
+        device.append(buf)
+    for ret in [op.operation for op in entry.operations if op.operation.name == "func.return"]:
+        with ir.InsertionPoint(ret):
+            for d in device:
+                dep = gpu_d.WaitOp(tok_t, []).result
+                gpu_d.WaitOp(None, [gpu_d.DeallocOp(tok_t, [dep], d).result])
+
+
+def _copying_entry(f: ir.Operation, device_name: str, num_outputs: int) -> None:
+    """Emit, before ``f``, a function of ``f``'s name and signature (host memory in, host memory
+    out) that copies each argument into a fresh device buffer (``gpu.alloc`` + ``gpu.memcpy``
+    host-to-device; the last ``num_outputs`` arguments, the out-params, are only allocated),
+    calls ``device_name`` (``f`` renamed: the kernels on device buffers), copies the out-params
+    back and frees the buffers -- one stream per direction, waited before the kernels run and
+    before returning. Source: the copy-in/copy-out host code of TVM's CUDA ``Module`` and of
+    MLIR's ``gpu-to-llvm`` tests."""
+    name = ir.StringAttr(f.attributes["sym_name"]).value
+    ftype = ir.FunctionType(ir.TypeAttr(f.attributes["function_type"]).value)
+    tok_t = gpu_d.AsyncTokenType.get()
+    with ir.InsertionPoint(f):
+        host = func_d.FuncOp(name, ftype)
+    for key in ("arg_attrs", "llvm.emit_c_interface"):
+        if key in f.attributes:
+            host.operation.attributes[key] = f.attributes[key]
+    f.attributes["sym_name"] = ir.StringAttr.get(device_name)
+    entry = host.add_entry_block()
+    args = list(entry.arguments)
+    first_out = len(args) - num_outputs
+    with ir.InsertionPoint(entry):
+        tok = gpu_d.WaitOp(tok_t, []).result
+        bufs = []
+        for i, a in enumerate(args):
+            buf, tok = _stream_alloc(a.type, tok)
+            if i < first_out:
+                tok = gpu_d.MemcpyOp(tok_t, [tok], buf, a).result
+            bufs.append(buf)
+        gpu_d.WaitOp(None, [tok])
+        func_d.CallOp([], ir.FlatSymbolRefAttr.get(device_name), bufs)
+        tok = gpu_d.WaitOp(tok_t, []).result
+        for a, buf in zip(args[first_out:], bufs[first_out:]):
+            tok = gpu_d.MemcpyOp(tok_t, [tok], a, buf).result
+        for buf in bufs:
+            tok = gpu_d.DeallocOp(tok_t, [tok], buf).result
+        gpu_d.WaitOp(None, [tok])
+        func_d.ReturnOp([])
+
+
+def _host_memory(module: Module, num_outputs: Dict[str, int]) -> Module:
+    """Host code for running the kernels: each public function ``f`` becomes two,
+    ``f + DEVICE_SUFFIX`` (the kernels on device buffers, its temporaries in device memory,
+    :func:`_device_temporaries`) and ``f`` (numpy memory in and out, :func:`_copying_entry`).
+    ``num_outputs``: the out-params (trailing arguments) per function.
+
+    Raises
+    ------
+    PipelineError
+        If a function has a non-memref argument, or a dynamically sized temporary.
+    """
     out = module.clone()
     with out.context, ir.Location.unknown():
-        for f in out.func_ops():
+        for f in list(out.func_ops()):
             if f.is_external:
                 continue
+            f = f.operation if hasattr(f, "operation") else f
+            name = ir.StringAttr(f.attributes["sym_name"]).value
+            _device_temporaries(f)
             entry = f.regions[0].blocks[0]
-            allocs = [op.operation for op in entry.operations if op.operation.name == "memref.alloc"]
-            device = []
-            tok = gpu_d.AsyncTokenType.get()
-            for op in allocs:
-                # gpu-to-llvm lowers only async gpu.alloc/dealloc: a stream of their own, waited
-                with ir.InsertionPoint(op):
-                    dep = gpu_d.WaitOp(tok, []).result
-                    alloc = gpu_d.AllocOp(op.results[0].type, tok, [dep], list(op.operands), [])
-                    gpu_d.WaitOp(None, [alloc.results[1]])
-                op.results[0].replace_all_uses_with(alloc.results[0])
-                op.erase()
-                device.append(alloc.results[0])
-            args = [a for a in entry.arguments if isinstance(a.type, ir.MemRefType)]
-            casts = []
-            with ir.InsertionPoint.at_block_begin(entry):
-                for a in args:
-                    t = ir.MemRefType(a.type)
-                    c = memref_d.CastOp(ir.UnrankedMemRefType.get(t.element_type, t.memory_space), a).result
-                    gpu_d.HostRegisterOp(c)
-                    casts.append(c)
-            rets = [op.operation for op in entry.operations if op.operation.name == "func.return"]
-            for ret in rets:
-                with ir.InsertionPoint(ret):
-                    for c in casts:
-                        gpu_d.HostUnregisterOp(c)
-                    for d in device:
-                        dep = gpu_d.WaitOp(tok, []).result
-                        gpu_d.WaitOp(None, [gpu_d.DeallocOp(tok, [dep], d).result])
+            bad = [str(a.type) for a in entry.arguments if not isinstance(a.type, ir.MemRefType)
+                   or not ir.MemRefType(a.type).has_static_shape]
+            if bad:
+                raise PipelineError(f"cuda host: @{name} has arguments {bad}; expected statically "
+                                    "shaped memrefs")
+            if "sym_visibility" in f.attributes and \
+                    ir.StringAttr(f.attributes["sym_visibility"]).value == "private":
+                continue
+            _copying_entry(f, name + DEVICE_SUFFIX, num_outputs.get(name, 0))
     return out.verify()
+
+
+def _num_results(module: Module) -> Dict[str, int]:
+    """Results per function (before ``buffer-results-to-out-params`` turns them into trailing
+    out-params)."""
+    with module.context:
+        return {ir.StringAttr(f.attributes["sym_name"]).value:
+                len(ir.FunctionType(ir.TypeAttr(f.attributes["function_type"]).value).results)
+                for f in module.func_ops()}
 
 
 def lower_to_gpu(module: Module, chip: str = "sm_90", fmt: str = "isa",
                  host_code: bool = False) -> Module:
-    """Stages 1-4 of the module docstring: ``gpu.binary`` ops with PTX (``fmt="isa"``) or a
+    """Stages 1-5 of the module docstring: ``gpu.binary`` ops with PTX (``fmt="isa"``) or a
     cubin (``fmt="bin"``, needs ``ptxas`` on PATH) for ``chip``, host code in the LLVM dialect.
-    With ``host_code`` the host functions also register their arguments and allocate their
-    temporaries on the device (:func:`_host_memory`), as running them needs.
+    With ``host_code`` each public function ``f`` copies its arguments to device buffers and its
+    results back, and ``f__device`` runs the kernels on device buffers; temporaries between
+    kernels live in device memory (:func:`_host_memory`), as running them needs.
 
     Raises
     ------
@@ -257,17 +391,21 @@ def lower_to_gpu(module: Module, chip: str = "sm_90", fmt: str = "isa",
     """
     if fmt not in ("isa", "bin", "fatbin"):
         raise PipelineError(f"cuda: format {fmt!r}; expected 'isa', 'bin' or 'fatbin'")
-    buf = _apply(module, _bufferize, "bufferize")
+    buf = _apply(materialize_host_pads(module, _apply), _bufferize, "bufferize")
+    outputs = _num_results(buf)
     buf = run_pass_pipeline(buf, "builtin.module(buffer-results-to-out-params{hoist-static-allocs "
-                            "modify-public-functions},canonicalize)", "cuda out-params")
+                            "modify-public-functions},canonicalize,cse)", "cuda out-params")
+    buf = drop_self_copies(buf)   # in-place insert_slice (the pad kernels' copy) leaves them
     kernels = _kernels(buf)
     if not kernels:
         raise PipelineError("cuda: no GPU kernel was produced; bind loops to blockIdx/threadIdx first")
     mapped = _map(buf, kernels)
     _check_host(mapped)
-    mapped = _workgroup_allocations(mapped)
+    mapped = run_pass_pipeline(_workgroup_allocations(mapped), "builtin.module(canonicalize,cse)",
+                               "cuda buffers")   # one value per view: the rewrites compare them
+    mapped = _mma_sync(clean_kernel_buffers(mapped))
     if host_code:
-        mapped = _host_memory(mapped)
+        mapped = _host_memory(mapped, outputs)
     text = load_pipeline("cuda").replace("cubin-chip=sm_90", f"cubin-chip={chip}") \
         .replace("cubin-format=isa", f"cubin-format={fmt}")
     return run_pass_pipeline(mapped, text, "cuda lower")

@@ -16,7 +16,7 @@ import shutil
 from .._mlir import ExecutionEngine
 from ..errors import PipelineError
 from ..ir.module import Module
-from ..runtime.cuda import require_cuda
+from ..runtime.cuda import DEVICE_SUFFIX, require_cuda
 from ..runtime.executable import Executable, Function, engine_invoker
 from .aot import export_library
 from .cuda import lower_to_gpu
@@ -78,6 +78,8 @@ def compile_cuda(module: Module, options: CompileOptions, stages) -> Executable:
     """Compile ``module`` for ``options.target`` (kind ``cuda``) and load it; ``stages`` are
     :data:`mlc_mlir.pipeline.compile.CPU_STAGES` (passed in: that module calls this one).
     ``exe.export_library(path)`` writes the AOT library of :func:`export_cuda_library`.
+    ``exe(*numpy arrays)`` copies the arguments to the GPU and the results back on each call;
+    ``exe.on_device(*device arrays)`` keeps them on the GPU (``DeviceArray``, CUDA tensors).
 
     Raises
     ------
@@ -96,7 +98,8 @@ def compile_cuda(module: Module, options: CompileOptions, stages) -> Executable:
             engine = ExecutionEngine(lowered.ir_module, opt_level=options.opt_level, shared_libs=list(libs))
         except RuntimeError as e:
             raise PipelineError(f"jit: ExecutionEngine failed: {e}") from None
-    functions = {n: Function(sig, engine_invoker(engine, n, errors), module.params)
+    functions = {n: Function(sig, engine_invoker(engine, n, errors), module.params,
+                             device_invoke=engine_invoker(engine, n + DEVICE_SUFFIX, errors))
                  for n, sig in signatures.items()}
 
     def export(path: str) -> str:

@@ -18,6 +18,11 @@ from ..errors import ExecutionError
 #: The driver library the runtime wrappers link against.
 DRIVER = "libcuda.so.1"
 
+#: A compiled CUDA function ``f`` (numpy memory in and out: copies to and from the GPU) comes
+#: with ``f + DEVICE_SUFFIX``, the same kernels on device buffers (no copies), called by
+#: :meth:`mlc_mlir.runtime.executable.Function.on_device`.
+DEVICE_SUFFIX = "__device"
+
 
 @functools.lru_cache(maxsize=1)
 def driver_problem() -> Optional[str]:

@@ -3,6 +3,7 @@
 Outputs are allocated here with numpy and passed as out-params (``buffer-results-to-out-params``),
 so the JIT code allocates no result buffers and nothing leaks; inputs are passed by pointer, never
 copied. Arguments are validated (count, dtype, shape, C-contiguity) with ``ExecutionError``.
+A CUDA function also runs on arrays kept in GPU memory (:meth:`Function.on_device`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import numpy as np
 from ..errors import ExecutionError, format_shape
 from ..ir import dtypes
 from ..ir.module import FunctionSignature
+from .device_array import DeviceArray, as_device_array, synchronize
 from .memref import PackedArgs
 
 
@@ -52,12 +54,18 @@ class Function:
         ``invoke(packed: PackedArgs)`` runs the native function on the bound descriptors.
     params : mapping
         Values for parameter arguments, used when the caller omits them.
+    device_invoke : callable, optional
+        ``device_invoke(packed)`` runs the kernels on device buffers (a CUDA function's
+        ``<name>__device`` entry); enables :meth:`on_device`.
     """
 
     def __init__(self, signature: FunctionSignature, invoke: Callable[[PackedArgs], None],
-                 params: Optional[Mapping[str, np.ndarray]] = None):
+                 params: Optional[Mapping[str, np.ndarray]] = None,
+                 device_invoke: Optional[Callable[[PackedArgs], None]] = None):
         self.signature = signature
         self._invoke = invoke
+        self._device_invoke = device_invoke
+        self._device_params: Dict[str, DeviceArray] = {}
         self._params = dict(params or {})
         self._np_dtypes = [dtypes.to_numpy_dtype(a.dtype) for a in signature.args]
         self._out_dtypes = [dtypes.to_numpy_dtype(r.dtype) for r in signature.results]
@@ -219,12 +227,79 @@ class Function:
                 np.copyto(o, r)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
+    def _device_args(self, args, kwargs, out) -> List[DeviceArray]:
+        """Arguments then outputs of :meth:`on_device` as validated device arrays."""
+        if self._device_invoke is None:
+            raise ExecutionError(f"{self.name}: on_device needs a function compiled for "
+                                 "target='cuda'")
+        full = self._complete(args, kwargs)
+        sig = self.signature
+        arrays = []
+        for spec, npd, a in zip(sig.args, self._np_dtypes, full):
+            if spec.is_param and isinstance(a, np.ndarray) and a is self._params.get(spec.name):
+                if spec.name not in self._device_params:   # bound parameters: uploaded once
+                    self._device_params[spec.name] = DeviceArray.from_numpy(a)
+                a = self._device_params[spec.name]
+            arrays.append((f"argument '{spec.name}'", spec, npd, as_device_array(a)))
+        if out is None:
+            outs = [DeviceArray.empty(r.shape, d) for r, d in zip(sig.results, self._out_dtypes)]
+        else:
+            outs = [as_device_array(o) for o in ([out] if not isinstance(out, (list, tuple)) else out)]
+            if len(outs) != len(sig.results):
+                raise ExecutionError(f"{self.name}: out has {len(outs)} arrays; expected "
+                                     f"{len(sig.results)}")
+        arrays += [(f"out array for {r.name}", r, d, o)
+                   for r, d, o in zip(sig.results, self._out_dtypes, outs)]
+        for where, spec, npd, d in arrays:
+            if d.dtype != npd or d.shape != tuple(spec.shape):
+                raise ExecutionError(f"{self.name}: {where} is {d.dtype}{format_shape(d.shape)} on "
+                                     f"the device; expected {spec.dtype}{format_shape(spec.shape)}")
+        return [d for *_, d in arrays]
+
+    def on_device(self, *args, out=None, **kwargs):
+        """Run the kernels on arrays in GPU memory: no host copies (CUDA functions only).
+
+        Parameters
+        ----------
+        *args : DeviceArray or CUDA tensor
+            Inputs in order, in GPU memory: :class:`~mlc_mlir.runtime.device_array.DeviceArray`
+            (``DeviceArray.from_numpy(x)``) or anything with ``__cuda_array_interface__`` (a
+            contiguous CUDA ``torch.Tensor``, a CuPy array; viewed, not copied). Parameters left
+            out take their bound values, uploaded on the first call and kept on the GPU.
+        out : DeviceArray, CUDA tensor or sequence of them, optional
+            Where to write the results (default: new DeviceArrays).
+        **kwargs
+            Arguments by name.
+
+        Returns
+        -------
+        DeviceArray or tuple of DeviceArray
+            The results (the ``out`` arrays, viewed, when given); ``torch.as_tensor(r,
+            device="cuda")`` shares their memory, ``r.numpy()`` copies to the host.
+
+        Raises
+        ------
+        ExecutionError
+            If the function was not compiled for CUDA, there is no GPU, or an argument is in
+            host memory, of the wrong dtype/shape, or not contiguous.
+        """
+        arrays = self._device_args(args, kwargs, out)
+        if any(d._owner is not None for d in arrays):
+            synchronize()   # a foreign library may still be writing on its own stream
+        packed = self._packed()
+        packed.bind_pointers([d.ptr for d in arrays])
+        self._device_invoke(packed)
+        res = arrays[len(self.signature.args):]
+        return res[0] if len(res) == 1 else tuple(res)
+
     def benchmark(self, *args, number: int = 100, repeat: int = 5, warmup: int = 1,
-                  **kwargs) -> BenchmarkResult:
+                  device: bool = False, **kwargs) -> BenchmarkResult:
         """Time the function: ``repeat`` rounds of ``number`` calls each (ms per call).
 
         Outputs are allocated once; the validated arguments are reused so the timing is the native
-        call plus the ctypes dispatch. Source: TVM ``time_evaluator``.
+        call plus the ctypes dispatch. With ``device=True`` (CUDA functions) the arguments are
+        copied to the GPU once and the kernels timed on them (:meth:`on_device`), without the
+        host copies of a numpy call. Source: TVM ``time_evaluator``.
 
         Raises
         ------
@@ -234,10 +309,18 @@ class Function:
         if number < 1 or repeat < 1:
             raise ExecutionError(f"benchmark: number={number} and repeat={repeat} must be >= 1")
         full = self.validate(args, kwargs)
-        outs = [np.empty(r.shape, d) for r, d in zip(self.signature.results, self._out_dtypes)]
         packed = PackedArgs(self._shapes)
-        packed.bind(full + outs)
-        invoke = self._invoke
+        if device:
+            if self._device_invoke is None:
+                raise ExecutionError(f"{self.name}: benchmark(device=True) needs a function "
+                                     "compiled for target='cuda'")
+            keep = self._device_args([DeviceArray.from_numpy(a) for a in full], {}, None)
+            packed.bind_pointers([d.ptr for d in keep])
+            invoke = self._device_invoke
+        else:
+            outs = [np.empty(r.shape, d) for r, d in zip(self.signature.results, self._out_dtypes)]
+            packed.bind(full + outs)
+            invoke = self._invoke
         for _ in range(warmup):
             invoke(packed)
         times = []
@@ -283,11 +366,16 @@ class Executable:
     def __call__(self, *args, **kwargs):
         return self._default()(*args, **kwargs)
 
+    def on_device(self, *args, **kwargs):
+        """``main`` (or the only function) on arrays in GPU memory; see :meth:`Function.on_device`."""
+        return self._default().on_device(*args, **kwargs)
+
     def benchmark(self, *args, number: int = 100, repeat: int = 5, func: Optional[str] = None,
-                  warmup: int = 1, **kwargs) -> BenchmarkResult:
+                  warmup: int = 1, device: bool = False, **kwargs) -> BenchmarkResult:
         """Time ``main`` (or ``func``); see :meth:`Function.benchmark` (ms per call)."""
         f = self[func] if func else self._default()
-        return f.benchmark(*args, number=number, repeat=repeat, warmup=warmup, **kwargs)
+        return f.benchmark(*args, number=number, repeat=repeat, warmup=warmup, device=device,
+                           **kwargs)
 
     def export_library(self, path: str) -> str:
         """Write a shared library (``.so``) plus ``<path>.json`` metadata; load it back with

@@ -21,7 +21,7 @@ import numpy as np
 from ..errors import ExecutionError
 from ..ir import dtypes
 from ..ir.module import FunctionSignature, TensorSpec
-from .cuda import require_cuda
+from .cuda import DEVICE_SUFFIX, require_cuda
 from .executable import Executable, Function
 from .memref import PackedArgs
 
@@ -202,11 +202,24 @@ def load_library(path: str) -> Executable:
             cfunc = getattr(lib, f"_mlir_ciface_{name}")
         except AttributeError:
             raise ExecutionError(f"load_library: {path} has no symbol _mlir_ciface_{name}") from None
-        cfunc.restype = None
-        cfunc.argtypes = [ctypes.c_void_p] * (len(sig.args) + len(sig.results))
-
-        def invoke(packed: PackedArgs, _f=cfunc) -> None:
-            _f(*packed.pointers)
-
-        functions[name] = Function(sig, invoke, params)
+        invokers = [_invoker(cfunc, sig)]
+        if device == "cuda":   # the same kernels on device buffers (Function.on_device)
+            try:
+                invokers.append(_invoker(getattr(lib, f"_mlir_ciface_{name}{DEVICE_SUFFIX}"), sig))
+            except AttributeError:
+                raise ExecutionError(f"load_library: {path} has no symbol _mlir_ciface_{name}"
+                                     f"{DEVICE_SUFFIX}; export it again") from None
+        functions[name] = Function(sig, invokers[0], params,
+                                   device_invoke=invokers[1] if len(invokers) > 1 else None)
     return Executable(functions, keepalive=(lib, runtimes))
+
+
+def _invoker(cfunc, sig: FunctionSignature):
+    """Call ``cfunc`` (a ``_mlir_ciface_`` entry) with one descriptor pointer per argument."""
+    cfunc.restype = None
+    cfunc.argtypes = [ctypes.c_void_p] * (len(sig.args) + len(sig.results))
+
+    def invoke(packed: PackedArgs) -> None:
+        cfunc(*packed.pointers)
+
+    return invoke

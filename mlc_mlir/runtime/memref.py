@@ -58,3 +58,9 @@ class PackedArgs:
             ptr = a.ctypes.data
             d.allocated = ptr
             d.aligned = ptr
+
+    def bind_pointers(self, pointers) -> None:
+        """Point the descriptors at raw addresses (device memory: ``DeviceArray.ptr``)."""
+        for d, ptr in zip(self.descriptors, pointers):
+            d.allocated = ptr
+            d.aligned = ptr

@@ -49,6 +49,19 @@ def _attr(text: str) -> ir.Attribute:
     return ir.Attribute.parse(text)
 
 
+def _param(v) -> ir.Value:
+    """A ``transform.param.constant`` of an annotation value (bool, int, float or str)."""
+    if isinstance(v, bool):
+        attr = ir.BoolAttr.get(v)
+    elif isinstance(v, int):
+        attr = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), v)
+    elif isinstance(v, float):
+        attr = ir.FloatAttr.get(ir.F64Type.get(), v)
+    else:
+        attr = ir.StringAttr.get(v)
+    return transform_d.ParamConstantOp(transform_d.AnyParamType.get(), attr).result
+
+
 def is_gpu_block(model: LoopNestModel, blk: Block) -> bool:
     """Whether ``blk`` (a compute block owning its nest) has a loop bound to a GPU axis."""
     return blk.kind == "compute" and any(lp.kind == "bound" for lp in blk.loops)
@@ -65,9 +78,23 @@ def gpu_owned(model: LoopNestModel, blk: Block) -> bool:
     return False
 
 
+#: Threads per warp (``#gpu.warp`` mappings).
+WARP_SIZE = 32
+
+#: Bound-axis prefix -> forall level and ``#gpu.<kind>`` mapping (warps are a thread level).
+_LEVELS = {"blockIdx": ("block", "block"), "threadIdx": ("thread", "thread"),
+           "warpIdx": ("thread", "warp")}
+
+
 def _axis(lp: Loop) -> Tuple[str, str]:
+    """``(level, axis)`` of a bound loop: ``("block" | "thread", "x" | "y" | "z")``."""
     kind, axis = lp.thread.split(".")
-    return ("block" if kind == "blockIdx" else "thread"), axis
+    return _LEVELS[kind][0], axis
+
+
+def _kind(lp: Loop) -> str:
+    """The ``#gpu.<kind>`` mapping of a bound loop (``block``, ``thread`` or ``warp``)."""
+    return _LEVELS[lp.thread.split(".")[0]][1]
 
 
 @dataclasses.dataclass
@@ -117,8 +144,11 @@ class GpuEmitter:
 
     # ---------------------------------------------------------------- helpers
     def mapping(self, blk: Block, level: List[Loop], kind: str) -> ir.ArrayAttr:
-        """Mapping attributes of a forall over ``level`` (one per tiled dim, in dim order)."""
+        """Mapping attributes of a forall over ``level`` (one per tiled dim, in dim order);
+        a thread level bound to ``warpIdx`` maps to ``#gpu.warp``."""
         real = sorted((lp for lp in level if lp.extent > 1), key=lambda lp: lp.dim)
+        if kind == "thread" and real and _kind(real[0]) == "warp":
+            kind = "warp"
         fused = {lp.fused_group for lp in level if lp.fused_group is not None}
         if fused:
             # a fused group is one linear axis: the last loop varies fastest (linear_dim_0)
@@ -132,6 +162,9 @@ class GpuEmitter:
         if len(set(dims)) != len(dims):
             raise ScheduleError(f"bind: '{blk.name}' binds two loops of dim "
                                 f"{blk.dims[dims[0]].name} to {kind} axes; expected one per dim")
+        if len({_kind(lp) for lp in level if lp.extent > 1}) > 1:
+            raise ScheduleError(f"bind: '{blk.name}' binds loops to both threadIdx and warpIdx "
+                                "axes; expected one kind per block")
         groups = {lp.fused_group for lp in level}
         if len(groups) > 1 and None in groups:
             raise ScheduleError(f"bind: '{blk.name}' mixes fused and plain loops bound to {kind} "
@@ -214,7 +247,8 @@ class GpuEmitter:
                 op, loop_handles[lp.id] = r.tiled_linalg_op, r.loops[0]
             stage_here(lp.id)
         # 3. threads
-        nthreads = math.prod(lp.extent for lp in threads)
+        nthreads = math.prod(lp.extent * (WARP_SIZE if _kind(lp) == "warp" else 1)
+                             for lp in threads)
         local = any(c.scope == "local" for c in blk.cache_writes)
         if any(lp.extent > 1 for lp in threads):
             tpos = list(range(nb + no, nb + no + nt))
@@ -254,4 +288,6 @@ class GpuEmitter:
         for lp in reversed(order):
             if lp.unroll is not None and lp.id in loop_handles:
                 loop_transform_d.LoopUnrollOp(loop_handles[lp.id], factor=lp.unroll or lp.extent)
+        for k, v in blk.annotations.items():   # on the innermost tile (e.g. mlc.mma_sync)
+            transform_d.AnnotateOp(op, k, param=_param(v))
         return op

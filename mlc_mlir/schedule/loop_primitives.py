@@ -12,7 +12,8 @@ from ..errors import ScheduleError
 from .loop_nest import Loop
 from .state import BlockRV, ExprRV, LoopRV, ScheduleState, as_int, as_str
 
-THREAD_AXES = ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y", "threadIdx.z")
+THREAD_AXES = ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y", "threadIdx.z",
+               "warpIdx.x", "warpIdx.y", "warpIdx.z")
 
 
 class LoopPrimitives(ScheduleState):
@@ -239,7 +240,10 @@ class LoopPrimitives(ScheduleState):
         """Bind ``loop`` to a GPU axis (TVM ``bind``). Loops bound to ``blockIdx.*`` become one
         ``scf.forall`` with ``mapping = [#gpu.block<...>]``, loops bound to ``threadIdx.*`` one
         with ``#gpu.thread<...>`` (``structured.tile_using_forall``), in any axis order; a fused
-        loop (``fuse(i1, j1)``) is one linear axis (``#gpu.thread<linear_dim_k>``). On a cache
+        loop (``fuse(i1, j1)``) is one linear axis (``#gpu.thread<linear_dim_k>``). Loops bound
+        to ``warpIdx.*`` (``#gpu.warp<...>``, instead of threadIdx) give each iteration to a
+        whole warp of 32 threads: a block annotated ``mlc.mma_sync`` then runs its
+        ``16x8x16`` f16 tiles on tensor cores (:mod:`mlc_mlir.pipeline.cuda`). On a cache
         block (``cache_read(..., "shared")``) it asks for a cooperative copy. Emission:
         :mod:`mlc_mlir.schedule.gpu_script`; mapping to the grid: ``gpu.map_forall_to_blocks``
         and ``gpu.map_nested_forall_to_threads`` in :mod:`mlc_mlir.pipeline.cuda`.

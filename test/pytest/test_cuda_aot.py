@@ -45,7 +45,10 @@ def test_library_embeds_the_cubins(library):
     data = open(library, "rb").read()
     # the host .so is one ELF; each kernel module's cubin is another one inside it
     assert data.count(b"\x7fELF") >= 3
-    assert b"main_kernel" in data
+    assert b"main__device_kernel" in data
+    # host entry (copies in and out) and device entry (kernels on device buffers)
+    syms = subprocess.run(["nm", "-D", "--defined-only", library], capture_output=True, text=True).stdout
+    assert "_mlir_ciface_main\n" in syms and "_mlir_ciface_main__device\n" in syms
     meta = json.load(open(library + ".json"))
     assert meta["device"] == "cuda" and list(meta["functions"]) == ["main"]
     needed = subprocess.run(["readelf", "-d", library], capture_output=True, text=True).stdout
@@ -85,7 +88,10 @@ def test_library_runs_with_numpy_and_the_cuda_runtime_only(library, tmp_path):
     # the .so needs only libmlir_cuda_runtime.so (copied beside it) and the driver
     code = ("import numpy as np, mlc_mlir.runtime as rt\n"
             f"lib = rt.load_library({str(deploy / 'mm.so')!r})\n"
-            f"y = lib(np.load({str(tmp_path / 'a.npy')!r}), np.load({str(tmp_path / 'b.npy')!r}))\n"
-            f"np.save({str(tmp_path / 'y.npy')!r}, y)\n")
+            f"a, b = np.load({str(tmp_path / 'a.npy')!r}), np.load({str(tmp_path / 'b.npy')!r})\n"
+            f"np.save({str(tmp_path / 'y.npy')!r}, lib(a, b))\n"
+            "d = lib.on_device(rt.DeviceArray.from_numpy(a), rt.DeviceArray.from_numpy(b))\n"
+            f"np.save({str(tmp_path / 'yd.npy')!r}, d.numpy())\n")
     subprocess.run([sys.executable, "-c", code], check=True)
     np.testing.assert_allclose(np.load(tmp_path / "y.npy"), _ref(a, b), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(np.load(tmp_path / "yd.npy"), _ref(a, b), rtol=1e-4, atol=1e-5)

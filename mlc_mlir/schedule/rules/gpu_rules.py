@@ -14,7 +14,8 @@ chapter's recipes):
   chapter -- block tile ``(ty*ly, tx*lx)``, ``ty*tx`` threads each computing an ``ly x lx``
   register tile (``cache_write(..., "local")``), ``A`` and ``B`` panels of ``kt`` columns/rows
   staged in shared memory by cooperative copies (``cache_read(..., "shared")`` +
-  ``compute_at`` at ``k0``), the init placed by ``decompose_reduction``.
+  ``compute_at`` at ``k0``), the init placed by ``decompose_reduction``; f16 with dims that
+  divide into warp tiles: tensor cores (``mma.sync``, :func:`schedule_matmul_mma`).
 
 Tile sizes derive from the shapes (largest divisors within the CUDA limit of 1024 threads per
 block), not from one GPU's measurements: the tuner refines them.
@@ -130,6 +131,8 @@ def schedule_matmul(sch: Schedule, block: BlockRV) -> None:
             info.info.num_inputs != 2 or info.info.init is None:
         schedule_reduction(sch, block)
         return
+    if schedule_matmul_mma(sch, block):
+        return
     m, n, k = (d.extent for d in dims)
     lx, ly = _divisor(n, 4), _divisor(m, 4)
     tx, ty = _divisor(n // lx, 16), _divisor(m // ly, 16)
@@ -137,6 +140,38 @@ def schedule_matmul(sch: Schedule, block: BlockRV) -> None:
         schedule_reduction(sch, block)
         return
     schedule_matmul_tiles(sch, block, ty, tx, ly, lx, _divisor(k, 8))
+
+
+#: Tensor cores: one warp's ``mma.sync`` tile ``(m, n, k)`` for f16, and warps per block (y, x).
+MMA_TILE = (16, 8, 16)
+MMA_WARPS = (2, 4)
+
+
+def schedule_matmul_mma(sch: Schedule, block: BlockRV) -> bool:
+    """An f16 ``C[i, j] += A[i, k] * B[k, j]`` on tensor cores when its dims divide into warp
+    tiles: blocks of ``MMA_WARPS`` warps, each warp computing ``16 x 8`` outputs in ``k`` steps
+    of 16 with ``mma.sync.m16n8k16`` (loops bound to ``warpIdx``, the block annotated
+    ``mlc.mma_sync``: :mod:`mlc_mlir.pipeline.cuda` rewrites the warp's matmul with
+    ``transform.nvgpu.rewrite_matmul_as_mma_sync``). Returns whether it applied (f16 operands
+    and divisible dims); source: the upstream ``nvgpu`` transform tests, TVM's ``tensorize``
+    with ``mma_sync`` intrinsics.
+    """
+    info = sch.get(block)
+    m, n, k = (d.extent for d in info.dims)
+    (tm, tn, tk), (wy, wx) = MMA_TILE, MMA_WARPS
+    if set(info.info.dtypes) != {"float16"} or m % (tm * wy) or n % (tn * wx) or k % tk:
+        return False
+    i, j, kk = sch.get_loops(block)
+    i0, i1, i2 = sch.split(i, [None, wy, tm])
+    j0, j1, j2 = sch.split(j, [None, wx, tn])
+    k0, k1 = sch.split(kk, [None, tk])
+    sch.reorder(i0, j0, i1, j1, k0, i2, j2, k1)
+    sch.bind(i0, "blockIdx.y")
+    sch.bind(j0, "blockIdx.x")
+    sch.bind(i1, "warpIdx.y")
+    sch.bind(j1, "warpIdx.x")
+    sch.annotate(block, "mlc.mma_sync", True)
+    return True
 
 
 def schedule_matmul_tiles(sch: Schedule, block: BlockRV, ty, tx, ly, lx, kt) -> None:
@@ -170,6 +205,10 @@ GPU_RULES = {
     "matmul": schedule_matmul,
     "reduction": schedule_matmul,
     "elementwise": schedule_elementwise,
+    # direct convolution / pooling: output pixels over blocks x threads, the window reduced
+    # serially per thread; the padded input is materialized by the CUDA lowering's pad kernels
+    "conv2d": schedule_reduction,
+    "pooling": schedule_reduction,
 }
 
 

@@ -1,0 +1,119 @@
+"""Padding on the GPU: each ``tensor.pad`` left outside the kernels (conv2d's ``<name>.pad``)
+becomes two kernels that materialize the padded tensor in global memory before its consumer.
+
+``fuse_into_containing_op`` of a ``tensor.pad`` into a block-mapped ``scf.forall`` aborts MLIR
+22, so a scheduled conv2d reads its padded input from a producer outside the kernel. Left
+there, the pad would bufferize to host code on device memory. Instead (upstream transform ops
+only):
+
+1. ``transform.structured.rewrite_in_destination_passing_style`` -- the pad becomes
+   ``linalg.fill`` of a ``tensor.empty`` + ``tensor.insert_slice`` of the source;
+2. ``transform.structured.insert_slice_to_copy`` -- the insertion becomes a ``linalg.copy``
+   into a slice of the filled tensor (in place after bufferization);
+3. the fill and the copy each get the elementwise GPU mapping: one block per row (the outer
+   dims, ``#gpu.block<linear_dim_k>``), the contiguous last dim over up to
+   :data:`MAX_THREADS` threads (``#gpu.thread<x>``).
+
+The padded tensor is a temporary between kernels (device memory, :mod:`.cuda`).
+"""
+
+from __future__ import annotations
+
+from typing import Callable, List, Tuple
+
+from .._mlir import ir, structured_transform_d, transform_d
+from ..errors import PipelineError
+from ..ir.module import Module
+
+#: Threads per block of the pad kernels.
+MAX_THREADS = 256
+
+#: Marks a host-level pad for matching (``mlc.host_pad = i``).
+_TAG = "mlc.host_pad"
+
+
+def _any():
+    return transform_d.AnyOpType.get()
+
+
+def _i64(v: int) -> ir.IntegerAttr:
+    return ir.IntegerAttr.get(ir.IntegerType.get_signless(64), v)
+
+
+def _host_pads(module: Module) -> Tuple[List[List[int]], List[List[int]]]:
+    """Tag each ``tensor.pad`` directly in a function body; returns their result and source
+    shapes, by tag."""
+    shapes, sources = [], []
+    with module.context:
+        for f in module.func_ops():
+            if f.is_external:
+                continue
+            for op in f.regions[0].blocks[0].operations:
+                op = op.operation
+                if op.name != "tensor.pad":
+                    continue
+                t = ir.RankedTensorType(op.results[0].type)
+                if not t.has_static_shape:
+                    raise PipelineError(f"cuda pad: a tensor.pad with dynamic shape {t} outside the "
+                                        "kernels; expected static shapes")
+                op.attributes[_TAG] = _i64(len(shapes))
+                shapes.append(list(t.shape))
+                sources.append(list(ir.RankedTensorType(op.operands[0].type).shape))
+    return shapes, sources
+
+
+def _threads(n: int) -> int:
+    """Largest divisor of ``n`` that is at most :data:`MAX_THREADS`."""
+    return next(d for d in range(min(n, MAX_THREADS), 0, -1) if n % d == 0)
+
+
+def _map_elementwise(op: ir.Value, shape: List[int]) -> None:
+    """Emit the block and thread ``tile_using_forall`` of a rank-``len(shape)`` elementwise op
+    (module docstring, step 3)."""
+    last = shape[-1]
+    t = _threads(last)
+    outer = [d for d, e in enumerate(shape[:-1]) if e > 1]
+    sizes = [1 if d in outer else 0 for d in range(len(shape))]
+    if not outer:   # a single row: blocks of t elements along it
+        sizes[-1] = t
+        names = ["#gpu.block<x>"]
+    else:
+        names = [f"#gpu.block<linear_dim_{len(outer) - 1 - k}>" for k in range(len(outer))]
+    # debt: the bindings have no builders for the GPU mapping attributes
+    mapping = ir.ArrayAttr.get([ir.Attribute.parse(a) for a in names])
+    tiled = structured_transform_d.TileUsingForallOp(op, tile_sizes=sizes, mapping=mapping).tiled_op
+    if t > 1:
+        inner = [0] * len(shape)
+        inner[-1] = 1 if not outer else last // t
+        structured_transform_d.TileUsingForallOp(
+            tiled, tile_sizes=inner, mapping=ir.ArrayAttr.get([ir.Attribute.parse("#gpu.thread<x>")]))
+
+
+def materialize_host_pads(module: Module, apply: Callable) -> Module:
+    """Rewrite every host-level ``tensor.pad`` of ``module`` into a fill kernel and a copy
+    kernel (module docstring). ``apply(module, build, stage)`` runs a transform script built by
+    ``build(root)`` (:func:`mlc_mlir.pipeline.cuda._apply`). Returns ``module`` itself when it
+    has no such pad.
+
+    Raises
+    ------
+    PipelineError
+        If a pad has a dynamic shape, or a transform op fails.
+    """
+    module = module.clone()
+    shapes, sources = _host_pads(module)
+    if not shapes:
+        return module
+
+    def build(root):
+        for i, shape in enumerate(shapes):
+            pad = structured_transform_d.MatchOp(
+                _any(), root, ops=ir.ArrayAttr.get([ir.StringAttr.get("tensor.pad")]),
+                op_attrs=ir.DictAttr.get({_TAG: _i64(i)})).result
+            insert = structured_transform_d.RewriteInDestinationPassingStyleOp(_any(), pad).result
+            fill = transform_d.GetProducerOfOperand(_any(), insert, 1).result
+            copy = structured_transform_d.InsertSliceToCopyOp(_any(), insert).result
+            _map_elementwise(fill, shape)
+            _map_elementwise(copy, sources[i])   # the copy has the source's shape
+
+    return apply(module, build, "pad")
