@@ -114,7 +114,7 @@ def from_onnx(model_or_path: Union["onnx.ModelProto", str], input_shapes: Option
     Parameters
     ----------
     model_or_path : onnx.ModelProto or path of a ``.onnx`` file
-        Default-domain opset 9..21 (22..25 accepted, see ``onnx_registry.OPSETS``).
+        Default-domain opset 9..21 (6..8 and 22..25 accepted, see ``onnx_registry.OPSETS``).
     input_shapes : dict of str -> sequence of int, optional
         Static shapes for inputs (overrides the model's; specializes dynamic dims).
     input_values : dict of str -> numpy.ndarray, optional
@@ -131,7 +131,7 @@ def from_onnx(model_or_path: Union["onnx.ModelProto", str], input_shapes: Option
     Raises
     ------
     BuildError
-        On an opset outside 9..25, unsupported ops (one error listing every op type with its
+        On an opset outside 6..25, unsupported ops (one error listing every op type with its
         count), a dynamic input dim not given in ``input_shapes``, or a converter's check
         (naming the node, op, argument, expected vs actual).
     """

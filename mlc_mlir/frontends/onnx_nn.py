@@ -59,51 +59,71 @@ def _gemm(n: NodeInputs) -> List[object]:
 
 
 # ------------------------------------------------------------------------------ conv / pool
-def _pads2d(n: NodeInputs, in_hw, k_hw, strides, dilations) -> tuple:
-    """ONNX pads (h_begin, w_begin, h_end, w_end) -> (top, left, bottom, right), auto_pad too."""
+def _pads(n: NodeInputs, in_sp, k, strides, dilations) -> tuple:
+    """ONNX ``pads`` (begins..., ends...) of an N-D window op, ``auto_pad`` resolved."""
+    nd = len(in_sp)
     auto = n.attr("auto_pad", b"NOTSET").decode()
-    if auto in ("NOTSET",):
-        p = list(n.attr("pads", [0, 0, 0, 0]))
-        return (p[0], p[1], p[2], p[3])
+    if auto == "NOTSET":
+        return tuple(int(p) for p in n.attr("pads", [0] * (2 * nd)))
     if auto == "VALID":
-        return (0, 0, 0, 0)
+        return (0,) * (2 * nd)
     if auto in ("SAME_UPPER", "SAME_LOWER"):
-        pads = []
-        for size, k, s, d in zip(in_hw, k_hw, strides, dilations):
+        begin, end = [], []
+        for size, kk, s, d in zip(in_sp, k, strides, dilations):
             out = -(-size // s)
-            total = max((out - 1) * s + (k - 1) * d + 1 - size, 0)
+            total = max((out - 1) * s + (kk - 1) * d + 1 - size, 0)
             small, big = total // 2, total - total // 2
-            pads.append((small, big) if auto == "SAME_UPPER" else (big, small))
-        return (pads[0][0], pads[1][0], pads[0][1], pads[1][1])
+            begin.append(small if auto == "SAME_UPPER" else big)
+            end.append(big if auto == "SAME_UPPER" else small)
+        return tuple(begin + end)
     raise n.fail(f"attribute 'auto_pad' is {auto!r}; expected NOTSET, VALID, SAME_UPPER or SAME_LOWER")
 
 
-def _check_2d(n: NodeInputs, x) -> None:
-    if len(shape_of(x)) != 4:
-        raise n.fail(f"input 'X' has shape {shape_of(x)}; expected a 4-D NCHW tensor (2-D spatial only)")
+class _Window:
+    """A 1-D or 2-D window op (Conv, pooling) as the 2-D builder ops see it: a 1-D op
+    ``(N, C, L)`` runs as ``(N, C, 1, L)`` with kernel ``(1, k)``, and :meth:`back` reshapes
+    its result to 3-D."""
+
+    def __init__(self, n: NodeInputs, x, kernel, ceil_mode: bool = False):
+        shape = shape_of(x)
+        if len(shape) not in (3, 4):
+            raise n.fail(f"input 'X' has shape {shape}; expected (N, C, L) or (N, C, H, W) "
+                         f"(1-D and 2-D spatial only)")
+        nd = len(shape) - 2
+        k = tuple(int(v) for v in kernel)
+        strides = tuple(int(v) for v in n.attr("strides", [1] * nd))
+        dil = tuple(int(v) for v in n.attr("dilations", [1] * nd))
+        pads = list(_pads(n, shape[2:], k, strides, dil))
+        if ceil_mode:  # extra end padding so that the last partial window is produced
+            for i in range(nd):
+                span = shape[2 + i] + pads[i] + pads[nd + i] - ((k[i] - 1) * dil[i] + 1)
+                out = -(-span // strides[i]) + 1
+                if (out - 1) * strides[i] >= shape[2 + i] + pads[i]:  # a window must start inside
+                    out -= 1
+                pads[nd + i] += max((out - 1) * strides[i] + (k[i] - 1) * dil[i] + 1 - (shape[2 + i] + pads[i] + pads[nd + i]), 0)
+        self.squeezed = nd == 1
+        if self.squeezed:
+            self.x = ops.reshape(x, shape[:2] + (1, shape[2]))
+            self.k, self.strides, self.dil = (1,) + k, (1,) + strides, (1,) + dil
+            self.pads = (0, pads[0], 0, pads[1])
+        else:
+            self.x, self.k, self.strides, self.dil, self.pads = x, k, strides, dil, tuple(pads)
+
+    def back(self, y):
+        s = shape_of(y)
+        return ops.reshape(y, s[:2] + (s[3],)) if self.squeezed else y
 
 
 @register("Conv")
 def _conv(n: NodeInputs) -> List[object]:
     x, w = n.t(0), n.t(1)
-    _check_2d(n, x)
-    k = shape_of(w)[2:]
-    strides = tuple(n.attr("strides", [1, 1]))
-    dil = tuple(n.attr("dilations", [1, 1]))
-    pads = _pads2d(n, shape_of(x)[2:], k, strides, dil)
+    win = _Window(n, x, shape_of(w)[2:])
+    if win.squeezed:
+        ws = shape_of(w)
+        w = ops.reshape(w, ws[:2] + (1, ws[2])) if isinstance(w, Tensor) else np.reshape(w, ws[:2] + (1, ws[2]))
     bias = n.t(2) if n.has(2) else None
-    return [ops.conv2d(x, w, bias, strides=strides, padding=pads, dilation=dil,
-                       groups=int(n.attr("group", 1)))]
-
-
-def _pool_args(n: NodeInputs, x):
-    _check_2d(n, x)
-    if n.attr("ceil_mode", 0):
-        raise n.fail("attribute 'ceil_mode' is 1; expected 0")
-    k = tuple(n.attr("kernel_shape"))
-    strides = tuple(n.attr("strides", [1, 1]))
-    dil = tuple(n.attr("dilations", [1, 1]))
-    return k, strides, _pads2d(n, shape_of(x)[2:], k, strides, dil), dil
+    return [win.back(ops.conv2d(win.x, w, bias, strides=win.strides, padding=win.pads, dilation=win.dil,
+                                groups=int(n.attr("group", 1))))]
 
 
 @register("MaxPool")
@@ -113,17 +133,22 @@ def _max_pool(n: NodeInputs) -> List[object]:
         raise n.fail("output 'Indices' is requested; expected only 'Y'")
     if n.attr("storage_order", 0):
         raise n.fail("attribute 'storage_order' is 1; expected 0")
-    k, s, p, d = _pool_args(n, x)
-    return [ops.max_pool2d(x, k, strides=s, padding=p, dilation=d)]
+    win = _Window(n, x, n.attr("kernel_shape"), ceil_mode=bool(n.attr("ceil_mode", 0)))
+    return [win.back(ops.max_pool2d(win.x, win.k, strides=win.strides, padding=win.pads, dilation=win.dil))]
 
 
 @register("AveragePool")
 def _avg_pool(n: NodeInputs) -> List[object]:
     x = n.t(0)
-    k, s, p, d = _pool_args(n, x)
-    if d != (1, 1):
-        raise n.fail(f"attribute 'dilations' is {d}; expected (1, 1)")
-    return [ops.avg_pool2d(x, k, strides=s, padding=p, count_include_pad=bool(n.attr("count_include_pad", 0)))]
+    include = bool(n.attr("count_include_pad", 0))
+    ceil = bool(n.attr("ceil_mode", 0))
+    if ceil and include:
+        raise n.fail("attributes 'ceil_mode' and 'count_include_pad' are both 1; expected at most one")
+    win = _Window(n, x, n.attr("kernel_shape"), ceil_mode=ceil)
+    if win.dil != (1, 1):
+        raise n.fail(f"attribute 'dilations' is {win.dil}; expected all 1")
+    return [win.back(ops.avg_pool2d(win.x, win.k, strides=win.strides, padding=win.pads,
+                                    count_include_pad=include))]
 
 
 @register("GlobalAveragePool", "GlobalMaxPool")
@@ -188,3 +213,23 @@ def _lrn(n: NodeInputs) -> List[object]:
     window = ops.avg_pool2d(sq, (size, 1), strides=(1, 1), padding=(lo, 0, hi, 0), count_include_pad=True)
     scale = ops.add(ops.multiply(ops.reshape(window, shape), alpha), bias)
     return [ops.divide(x, ops.power(scale, beta))]
+
+
+@register("InstanceNormalization")
+def _instance_norm(n: NodeInputs) -> List[object]:
+    """``y = scale * (x - mean) / sqrt(var + epsilon) + B`` over the spatial axes of each
+    ``(n, c)``; scale and B of shape (C,)."""
+    x = n.t(0)
+    shape = shape_of(x)
+    if len(shape) < 3:
+        raise n.fail(f"input 'input' has shape {shape}; expected (N, C, D1, ...)")
+    axes = tuple(range(2, len(shape)))
+    mean = ops.mean(x, axis=axes, keepdims=True)
+    d = ops.subtract(x, mean)
+    var = ops.mean(ops.multiply(d, d), axis=axes, keepdims=True)
+    y = ops.multiply(d, ops.rsqrt(ops.add(var, float(n.attr("epsilon", 1e-5)))))
+    cshape = (shape[1],) + (1,) * (len(shape) - 2)
+    scale, bias = (same_dtype(n, x, n.t(i))[1] for i in (1, 2))
+    scale = ops.reshape(scale, cshape) if isinstance(scale, Tensor) else np.reshape(scale, cshape)
+    bias = ops.reshape(bias, cshape) if isinstance(bias, Tensor) else np.reshape(bias, cshape)
+    return [ops.add(ops.multiply(y, scale), bias)]

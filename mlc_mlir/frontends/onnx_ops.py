@@ -27,11 +27,24 @@ _BINARY = {"Add": ops.add, "Sub": ops.subtract, "Mul": ops.multiply, "Div": ops.
            "Equal": ops.equal, "Less": ops.less, "Greater": ops.greater}
 
 
+def legacy_broadcast(n: NodeInputs, a, b):
+    """Opset < 7 binary ops: with ``broadcast=1`` and ``axis``, B's dims line up with A's from
+    ``axis`` on (B is reshaped to A's rank with 1s around); without ``axis`` B matches A's
+    trailing dims, which is numpy broadcasting. From opset 7 on: numpy broadcasting as is."""
+    if n.opset >= 7 or not n.attr("broadcast", 0) or n.attr("axis") is None:
+        return a, b
+    ra, sb = len(shape_of(a)), shape_of(b)
+    axis = int(n.attr("axis")) % max(ra, 1)
+    if axis + len(sb) > ra:
+        raise n.fail(f"attribute 'axis' is {axis} with B of shape {sb}; expected B to fit in A's "
+                     f"shape {shape_of(a)} from that axis")
+    new = (1,) * axis + sb + (1,) * (ra - axis - len(sb))
+    return a, (ops.reshape(b, new) if isinstance(b, Tensor) else np.reshape(b, new))
+
+
 @register(*_BINARY)
 def _binary(n: NodeInputs) -> List[object]:
-    if n.opset < 7 or n.attr("broadcast") not in (None, 0) and n.attr("axis") is not None:
-        raise n.fail("legacy broadcast with 'axis' is not supported; expected numpy broadcasting")
-    a, b = same_dtype(n, n.t(0), n.t(1))
+    a, b = same_dtype(n, *legacy_broadcast(n, n.t(0), n.t(1)))
     return [_BINARY[n.node.op_type](a, b)]
 
 
@@ -59,7 +72,7 @@ def _logic(n: NodeInputs) -> List[object]:
 
 @register("Pow")
 def _pow(n: NodeInputs) -> List[object]:
-    a, b = n.t(0), n.t(1)
+    a, b = legacy_broadcast(n, n.t(0), n.t(1))
     if isinstance(b, Tensor) and b.dtype != dtype_of(a):
         b = ops.cast(b, dtype_of(a))
     a, b = same_dtype(n, a, b)
@@ -116,7 +129,12 @@ def _leaky_relu(n: NodeInputs) -> List[object]:
 
 @register("PRelu")
 def _prelu(n: NodeInputs) -> List[object]:
+    """Before opset 7 a 1-D slope of C values is per channel (axis 1), as PyTorch exported it."""
     x, slope = same_dtype(n, n.t(0), n.t(1))
+    xs, ss = shape_of(x), shape_of(slope)
+    if n.opset < 7 and len(ss) == 1 and len(xs) > 2 and ss[0] == xs[1]:
+        new = (ss[0],) + (1,) * (len(xs) - 2)
+        slope = ops.reshape(slope, new) if isinstance(slope, Tensor) else np.reshape(slope, new)
     return [ops.where(ops.less(x, 0.0), ops.multiply(x, slope), x)]
 
 
@@ -162,3 +180,78 @@ def _cast(n: NodeInputs) -> List[object]:
 def _where(n: NodeInputs) -> List[object]:
     a, b = same_dtype(n, n.t(1), n.t(2))
     return [ops.where(n.t(0), a, b)]
+
+
+def _where_negative(x, neg):
+    """``neg(x)`` where ``x < 0``, else ``x``."""
+    return ops.where(ops.less(x, 0.0), neg(x), x)
+
+
+@register("Elu")
+def _elu(n: NodeInputs) -> List[object]:
+    alpha = float(n.attr("alpha", 1.0))
+    return [_where_negative(n.t(0), lambda x: ops.multiply(ops.subtract(ops.exp(x), 1.0), alpha))]
+
+
+@register("Selu")
+def _selu(n: NodeInputs) -> List[object]:
+    alpha, gamma = float(n.attr("alpha", 1.67326319217681884765625)), float(n.attr("gamma", 1.05070102214813232421875))
+    y = _where_negative(n.t(0), lambda x: ops.multiply(ops.subtract(ops.exp(x), 1.0), alpha))
+    return [ops.multiply(y, gamma)]
+
+
+@register("Celu", opsets=(12, 25))
+def _celu(n: NodeInputs) -> List[object]:
+    alpha = float(n.attr("alpha", 1.0))
+    return [_where_negative(n.t(0), lambda x: ops.multiply(ops.subtract(ops.exp(ops.divide(x, alpha)), 1.0), alpha))]
+
+
+@register("ThresholdedRelu", opsets=(10, 25))
+def _thresholded_relu(n: NodeInputs) -> List[object]:
+    x = n.t(0)
+    return [ops.where(ops.greater(x, float(n.attr("alpha", 1.0))), x, 0.0)]
+
+
+@register("Softsign")
+def _softsign(n: NodeInputs) -> List[object]:
+    x = n.t(0)
+    return [ops.divide(x, ops.add(ops.abs(x), 1.0))]
+
+
+@register("HardSwish", opsets=(14, 25))
+def _hard_swish(n: NodeInputs) -> List[object]:
+    x = n.t(0)
+    return [ops.multiply(x, ops.clip(ops.add(ops.multiply(x, 1.0 / 6.0), 0.5), 0.0, 1.0))]
+
+
+@register("Mish", opsets=(18, 25))
+def _mish(n: NodeInputs) -> List[object]:
+    x = n.t(0)
+    return [ops.multiply(x, ops.tanh(ops.log(ops.add(ops.exp(x), 1.0))))]
+
+
+@register("Sign")
+def _sign(n: NodeInputs) -> List[object]:
+    x = n.t(0)
+    dt = np_dtype(x)
+    pos, neg = ops.cast(ops.greater(x, np.zeros((), dt)), dtype_of(x)), ops.cast(ops.less(x, np.zeros((), dt)), dtype_of(x))
+    return [ops.subtract(pos, neg)]
+
+
+@register("Shrink")
+def _shrink(n: NodeInputs) -> List[object]:
+    x = n.t(0)
+    lambd, bias = float(n.attr("lambd", 0.5)), float(n.attr("bias", 0.0))
+    dt = np_dtype(x)
+    lo, hi = np.asarray(-lambd, dt), np.asarray(lambd, dt)
+    up = ops.where(ops.greater(x, hi), ops.subtract(x, np.asarray(bias, dt)), np.zeros((), dt))
+    return [ops.where(ops.less(x, lo), ops.add(x, np.asarray(bias, dt)), up)]
+
+
+@register("CastLike", opsets=(15, 25))
+def _cast_like(n: NodeInputs) -> List[object]:
+    x, like = n.t(0), n.values[1]
+    to = dtype_of(like)
+    if dtype_of(x) == to:
+        return [x]
+    return [ops.cast(x, to)]

@@ -113,8 +113,8 @@ def _slice(n: NodeInputs) -> List[object]:
 def _pad(n: NodeInputs) -> List[object]:
     x = n.t(0)
     mode = n.attr("mode", b"constant").decode()
-    if mode != "constant":
-        raise n.fail(f"attribute 'mode' is {mode!r}; expected 'constant'")
+    if mode not in ("constant", "reflect", "edge", "wrap"):
+        raise n.fail(f"attribute 'mode' is {mode!r}; expected constant, reflect, edge or wrap")
     rank = len(shape_of(x))
     if n.opset < 11:
         pads, value = list(n.attr("pads")), float(n.attr("value", 0.0))
@@ -129,7 +129,26 @@ def _pad(n: NodeInputs) -> List[object]:
             pads = full
     if min(pads) < 0:
         raise n.fail(f"input 'pads' is {pads}; expected non-negative pads")
+    if mode != "constant":
+        return [_pad_by_gather(n, x, pads, mode)]
     return [ops.pad(x, [(pads[i], pads[i + rank]) for i in range(rank)], constant_value=value)]
+
+
+def _pad_by_gather(n: NodeInputs, x, pads, mode: str):
+    """reflect / edge / wrap padding: one gather per padded axis with the numpy index map
+    (``np.pad(np.arange(L), (b, e), mode)``)."""
+    rank = len(shape_of(x))
+    np_mode = {"reflect": "reflect", "edge": "edge", "wrap": "wrap"}[mode]
+    for ax in range(rank):
+        b, e = pads[ax], pads[ax + rank]
+        if b == 0 and e == 0:
+            continue
+        length = shape_of(x)[ax]
+        if mode == "reflect" and max(b, e) >= length:
+            raise n.fail(f"input 'pads' is {pads}; expected reflect pads below the axis length {length}")
+        idx = np.pad(np.arange(length, dtype=np.int64), (b, e), mode=np_mode)
+        x = ops.gather(x, idx, axis=ax)
+    return x
 
 
 @register("Shape")
@@ -167,3 +186,37 @@ def _constant_of_shape(n: NodeInputs) -> List[object]:
     v = n.attr("value")
     value = numpy_helper.to_array(v).reshape(()) if v is not None else np.zeros((), np.float32)
     return [np.broadcast_to(value, shape)]
+
+
+@register("Tile")
+def _tile(n: NodeInputs) -> List[object]:
+    """numpy ``tile``: ``(d0, d1..)`` -> reshape ``(1, d0, 1, d1..)`` -> expand
+    ``(r0, d0, r1, d1..)`` -> reshape ``(r0*d0, r1*d1..)``."""
+    x = n.t(0)
+    shape = shape_of(x)
+    reps = [int(r) for r in n.np(1, "repeats").reshape(-1)]
+    if len(reps) != len(shape) or min(reps, default=1) < 0:
+        raise n.fail(f"input 'repeats' is {reps}; expected {len(shape)} non-negative counts")
+    inter = tuple(v for d in shape for v in (1, d))
+    big = tuple(v for r, d in zip(reps, shape) for v in (r, d))
+    return [ops.reshape(ops.expand(ops.reshape(x, inter), big), tuple(r * d for r, d in zip(reps, shape)))]
+
+
+@register("Range", opsets=(11, 25))
+def _range(n: NodeInputs) -> List[object]:
+    start, limit, delta = (n.np(i, a) for i, a in enumerate(("start", "limit", "delta")))
+    return [np.arange(start, limit, delta).astype(start.dtype)]
+
+
+@register("Trilu", opsets=(14, 25))
+def _trilu(n: NodeInputs) -> List[object]:
+    """``where(mask, x, 0)`` with the numpy ``triu``/``tril`` mask of the last two dims."""
+    x = n.t(0)
+    shape = shape_of(x)
+    if len(shape) < 2:
+        raise n.fail(f"input 'input' has shape {shape}; expected at least 2-D")
+    k = int(n.np(1, "k").reshape(-1)[0]) if n.has(1) else 0
+    rows, cols = shape[-2:]
+    ones = np.ones((rows, cols), np.int8)
+    mask = np.triu(ones, k) if n.attr("upper", 1) else np.tril(ones, k)
+    return [ops.where(mask, x, np.zeros((), np_dtype(x)))]
