@@ -134,10 +134,10 @@ def np_dtype(v):
 
 def same_dtype(n: NodeInputs, a, b):
     """Bring a numpy operand to the Tensor operand's dtype (ONNX requires equal dtypes)."""
-    if isinstance(a, Tensor) and not isinstance(b, Tensor):
-        b = np.asarray(b).astype(a.dtype if a.dtype != "bfloat16" else np.float32)
+    if isinstance(a, Tensor) and not isinstance(b, Tensor):  # copy=False keeps a splat view a view
+        b = np.asarray(b).astype(a.dtype if a.dtype != "bfloat16" else np.float32, copy=False)
     elif isinstance(b, Tensor) and not isinstance(a, Tensor):
-        a = np.asarray(a).astype(b.dtype if b.dtype != "bfloat16" else np.float32)
+        a = np.asarray(a).astype(b.dtype if b.dtype != "bfloat16" else np.float32, copy=False)
     return a, b
 
 
