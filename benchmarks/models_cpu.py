@@ -113,20 +113,24 @@ def bert():
 
 
 def light_resnet50_path() -> str:
+    """Path of the light ResNet-50 shipped in the onnx wheel (weights are ConstantOfShape splats)."""
     import onnx
     return os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light",
                         "light_resnet50.onnx")
 
 
 def torch_model(name):
+    """``(model, example args)`` of a torch-defined model name."""
     return {"resnet18": resnet18, "resnet18-onnx": resnet18, "bert": bert}[name]()
 
 
 def onnx_path(name: str, work: str) -> str:
+    """The ONNX file of ``name`` (exported into ``work``, or the onnx wheel's light model)."""
     return light_resnet50_path() if name == "resnet50-light" else os.path.join(work, ONNX_FILES[name])
 
 
 def numpy_inputs(name: str):
+    """The inputs of ``name`` as numpy arrays (the same values for every implementation)."""
     if name == "resnet50-light":
         return [np.random.default_rng(0).standard_normal((1, 3, 224, 224)).astype(np.float32)]
     return [t.numpy() for t in torch_model(name)[1]]
@@ -144,6 +148,8 @@ def export_onnx(work: str) -> None:
 
 # ---------------------------------------------------------------------------- measurements
 def measure_mlc(name: str, work: str, threads):
+    """Import, compile once (default schedules, params bound), time per OpenMP thread count.
+    Returns (rows, CPU description)."""
     import ctypes
     import mlc_mlir as mlc
     from mlc_mlir.pipeline.libraries import libomp_path
@@ -171,6 +177,7 @@ def measure_mlc(name: str, work: str, threads):
 
 
 def measure_ort(name: str, work: str, threads):
+    """onnxruntime (CPU provider, all graph optimizations) per ``intra_op_num_threads``."""
     import onnxruntime as ort
     xs = numpy_inputs(name)
     rows = []
@@ -188,6 +195,7 @@ def measure_ort(name: str, work: str, threads):
 
 
 def measure_torch(name: str, compiled: bool, threads):
+    """PyTorch eager, or ``torch.compile`` (inductor, freezing) recompiled per thread count."""
     import torch
     model, args = torch_model(name)
     rows = []
@@ -213,6 +221,7 @@ def measure_torch(name: str, compiled: bool, threads):
 
 
 def child(name: str, impl: str, work: str, threads) -> None:
+    """The subprocess side: measure one (model, implementation), print ``RESULT {json}``."""
     if impl == "mlc":
         rows, cpu = measure_mlc(name, work, threads)
     elif impl == "onnxruntime":
@@ -224,6 +233,7 @@ def child(name: str, impl: str, work: str, threads) -> None:
 
 # ------------------------------------------------------------------------------------ parent
 def run_child(name: str, impl: str, work: str, threads, timeout: int):
+    """Run :func:`child` in a subprocess; returns (rows, cpu, error)."""
     cmd = [sys.executable, __file__, "--child", name, impl, work, "--threads", ",".join(map(str, threads))]
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
@@ -238,6 +248,7 @@ def run_child(name: str, impl: str, work: str, threads, timeout: int):
 
 
 def main() -> int:
+    """Parse arguments, measure every (model, implementation) in turn, print the table."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default=",".join(MODELS), help=f"comma-separated, of {', '.join(MODELS)}")
     ap.add_argument("--threads", default="1,2", help="comma-separated thread counts (default 1,2)")

@@ -159,6 +159,7 @@ def _table(suite: str, outcomes) -> dict:
             claimed[status] += 1
     total = collections.Counter(s for _, s, _ in outcomes)
     return {"total": dict(total), "claimed_float32": dict(claimed),
+            "not_passed": sorted([n, st, r] for n, st, r in outcomes if st != "pass"),
             "families": {k: {**v, "reasons": dict(v["reasons"])} for k, v in sorted(fams.items())}}
 
 

@@ -82,7 +82,7 @@ def _input_spec(vi, input_shapes: Dict[str, Sequence[int]]):
                          f"{onnx.TensorProto.DataType.Name(tt.elem_type)}; expected one of "
                          f"{sorted(onnx.TensorProto.DataType.Name(t) for t in DTYPES)}")
     if vi.name in input_shapes:
-        return tuple(int(d) for d in input_shapes[vi.name]), DTYPES[tt.elem_type]
+        return _nonempty(vi.name, tuple(int(d) for d in input_shapes[vi.name])), DTYPES[tt.elem_type]
     dims = []
     for i, d in enumerate(tt.shape.dim):
         if not d.HasField("dim_value"):
@@ -90,7 +90,14 @@ def _input_spec(vi, input_shapes: Dict[str, Sequence[int]]):
             raise BuildError(f"from_onnx: input {vi.name!r} has a dynamic dim {i} ({sym!r}); "
                              f"expected a static shape: pass input_shapes={{{vi.name!r}: (...)}}")
         dims.append(d.dim_value)
-    return tuple(dims), DTYPES[tt.elem_type]
+    return _nonempty(vi.name, tuple(dims)), DTYPES[tt.elem_type]
+
+
+def _nonempty(name: str, shape: tuple) -> tuple:
+    if 0 in shape:
+        raise BuildError(f"from_onnx: input {name!r} has shape {shape}; expected no zero-size dim "
+                         f"(empty tensors are not compiled)")
+    return shape
 
 
 def _fold(node, values, opset: int):
@@ -114,7 +121,7 @@ def from_onnx(model_or_path: Union["onnx.ModelProto", str], input_shapes: Option
     Parameters
     ----------
     model_or_path : onnx.ModelProto or path of a ``.onnx`` file
-        Default-domain opset 9..21 (6..8 and 22..25 accepted, see ``onnx_registry.OPSETS``).
+        Default-domain opset 9..21 (6..8 and 22..28 accepted, see ``onnx_registry.OPSETS``).
     input_shapes : dict of str -> sequence of int, optional
         Static shapes for inputs (overrides the model's; specializes dynamic dims).
     input_values : dict of str -> numpy.ndarray, optional
@@ -131,7 +138,7 @@ def from_onnx(model_or_path: Union["onnx.ModelProto", str], input_shapes: Option
     Raises
     ------
     BuildError
-        On an opset outside 6..25, unsupported ops (one error listing every op type with its
+        On an opset outside 6..28, unsupported ops (one error listing every op type with its
         count), a dynamic input dim not given in ``input_shapes``, or a converter's check
         (naming the node, op, argument, expected vs actual).
     """

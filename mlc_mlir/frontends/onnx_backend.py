@@ -19,18 +19,22 @@ from onnx.backend.base import Backend, BackendRep
 from .onnx import from_onnx
 
 
-#: (op_type, input index) whose value the converters need at import time (shapes, axes, pads).
-_STATIC_OPERANDS = {("Reshape", 1), ("Expand", 1), ("Squeeze", 1), ("Unsqueeze", 1), ("Split", 1),
-                    ("Pad", 1), ("Pad", 2), ("Pad", 3), ("ReduceSum", 1), ("ReduceMean", 1),
-                    ("ReduceMax", 1), ("ReduceMin", 1), ("Clip", 1), ("Clip", 2)} | {
-                   ("Slice", i) for i in range(1, 5)}
+#: op_type -> input indices whose value the converters need at import time (shapes, axes,
+#: pads, repeats); every ``Reduce*`` op's input 1 (axes) too.
+_STATIC_OPERANDS = {"Reshape": (1,), "Expand": (1,), "Squeeze": (1,), "Unsqueeze": (1,), "Split": (1,),
+                    "Pad": (1, 2, 3), "Clip": (1, 2), "Slice": (1, 2, 3, 4), "Tile": (1,),
+                    "CumSum": (1,), "Trilu": (1,), "Range": (0, 1, 2), "ConstantOfShape": (0,)}
+
+
+def _is_static(op_type: str, index: int) -> bool:
+    return index in _STATIC_OPERANDS.get(op_type, ()) or (op_type.startswith("Reduce") and index == 1)
 
 
 def static_inputs(model: onnx.ModelProto) -> List[str]:
     """Graph inputs that feed an operand the converters need at import time: the backend
     specializes the model on their values at ``run`` (``from_onnx(input_values=...)``)."""
     used = {name for node in model.graph.node for i, name in enumerate(node.input)
-            if (node.op_type, i) in _STATIC_OPERANDS}
+            if _is_static(node.op_type, i)}
     return [vi.name for vi in model.graph.input if vi.name in used]
 
 

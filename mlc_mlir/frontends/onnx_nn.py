@@ -13,7 +13,7 @@ import numpy as np
 from .. import ops
 from ..builder import Tensor
 from .onnx_registry import (  # noqa: F401
-    ONNX_BOOL, ONNX_DTYPES, NodeInputs, axes_input, dtype_of, np_dtype, register, same_dtype, shape_of,
+    OPSETS, ONNX_BOOL, ONNX_DTYPES, NodeInputs, axes_input, dtype_of, np_dtype, register, same_dtype, shape_of,
 )
 
 
@@ -170,7 +170,7 @@ def _batch_norm(n: NodeInputs) -> List[object]:
     return [ops.batch_norm(x, *args, eps=float(n.attr("epsilon", 1e-5)), axis=1)]
 
 
-@register("LayerNormalization", opsets=(17, 21))
+@register("LayerNormalization", opsets=(17, OPSETS[1]))
 def _layer_norm(n: NodeInputs) -> List[object]:
     if len(n.node.output) > 1 and any(n.node.output[1:]):
         raise n.fail("outputs 'Mean'/'InvStdDev' are requested; expected only 'Y'")
@@ -228,6 +228,41 @@ def _instance_norm(n: NodeInputs) -> List[object]:
     d = ops.subtract(x, mean)
     var = ops.mean(ops.multiply(d, d), axis=axes, keepdims=True)
     y = ops.multiply(d, ops.rsqrt(ops.add(var, float(n.attr("epsilon", 1e-5)))))
+    cshape = (shape[1],) + (1,) * (len(shape) - 2)
+    scale, bias = (same_dtype(n, x, n.t(i))[1] for i in (1, 2))
+    scale = ops.reshape(scale, cshape) if isinstance(scale, Tensor) else np.reshape(scale, cshape)
+    bias = ops.reshape(bias, cshape) if isinstance(bias, Tensor) else np.reshape(bias, cshape)
+    return [ops.add(ops.multiply(y, scale), bias)]
+
+
+@register("RMSNormalization", opsets=(23, OPSETS[1]))
+def _rms_norm(n: NodeInputs) -> List[object]:
+    """``y = x / sqrt(mean(x^2 over axes axis..-1) + epsilon) * scale`` (scale broadcast onto
+    those axes)."""
+    x = n.t(0)
+    rank = len(shape_of(x))
+    axis = int(n.attr("axis", -1)) % rank
+    axes = tuple(range(axis, rank))
+    ms = ops.mean(ops.multiply(x, x), axis=axes, keepdims=True)
+    y = ops.multiply(x, ops.rsqrt(ops.add(ms, float(n.attr("epsilon", 1e-5)))))
+    return [ops.multiply(y, same_dtype(n, y, n.t(1))[1])]
+
+
+@register("GroupNormalization", opsets=(21, OPSETS[1]))
+def _group_norm(n: NodeInputs) -> List[object]:
+    """``(N, C, ...)`` -> ``(N, G, C/G * ...)``, normalize the last axis, back, then per-channel
+    ``scale`` and ``bias`` (shape (C,), opset 21)."""
+    x = n.t(0)
+    shape = shape_of(x)
+    groups = int(n.attr("num_groups"))
+    if len(shape) < 3 or shape[1] % groups:
+        raise n.fail(f"input 'X' has shape {shape} and num_groups={groups}; expected (N, C, ...) "
+                     f"with C divisible by num_groups")
+    g = ops.reshape(x, (shape[0], groups, -1))
+    mean = ops.mean(g, axis=-1, keepdims=True)
+    d = ops.subtract(g, mean)
+    var = ops.mean(ops.multiply(d, d), axis=-1, keepdims=True)
+    y = ops.reshape(ops.multiply(d, ops.rsqrt(ops.add(var, float(n.attr("epsilon", 1e-5))))), shape)
     cshape = (shape[1],) + (1,) * (len(shape) - 2)
     scale, bias = (same_dtype(n, x, n.t(i))[1] for i in (1, 2))
     scale = ops.reshape(scale, cshape) if isinstance(scale, Tensor) else np.reshape(scale, cshape)

@@ -18,7 +18,7 @@ import numpy as np
 from .. import ops
 from ..builder import Tensor
 from .onnx_registry import (  # noqa: F401
-    ONNX_BOOL, ONNX_DTYPES, NodeInputs, axes_input, dtype_of, np_dtype, register, same_dtype, shape_of,
+    OPSETS, ONNX_BOOL, ONNX_DTYPES, NodeInputs, axes_input, dtype_of, np_dtype, register, same_dtype, shape_of,
 )
 
 
@@ -48,7 +48,7 @@ def _binary(n: NodeInputs) -> List[object]:
     return [_BINARY[n.node.op_type](a, b)]
 
 
-@register("LessOrEqual", "GreaterOrEqual", opsets=(12, 21))
+@register("LessOrEqual", "GreaterOrEqual", opsets=(12, OPSETS[1]))
 def _cmp_or_equal(n: NodeInputs) -> List[object]:
     a, b = same_dtype(n, n.t(0), n.t(1))
     strict = ops.greater(a, b) if n.node.op_type == "LessOrEqual" else ops.less(a, b)
@@ -144,7 +144,7 @@ def _hard_sigmoid(n: NodeInputs) -> List[object]:
     return [ops.clip(y, 0.0, 1.0)]
 
 
-@register("Gelu", opsets=(20, 21))
+@register("Gelu", opsets=(20, OPSETS[1]))
 def _gelu(n: NodeInputs) -> List[object]:
     return [ops.gelu(n.t(0), approximate=n.attr("approximate", b"none").decode())]
 
@@ -200,13 +200,13 @@ def _selu(n: NodeInputs) -> List[object]:
     return [ops.multiply(y, gamma)]
 
 
-@register("Celu", opsets=(12, 25))
+@register("Celu", opsets=(12, OPSETS[1]))
 def _celu(n: NodeInputs) -> List[object]:
     alpha = float(n.attr("alpha", 1.0))
     return [_where_negative(n.t(0), lambda x: ops.multiply(ops.subtract(ops.exp(ops.divide(x, alpha)), 1.0), alpha))]
 
 
-@register("ThresholdedRelu", opsets=(10, 25))
+@register("ThresholdedRelu", opsets=(10, OPSETS[1]))
 def _thresholded_relu(n: NodeInputs) -> List[object]:
     x = n.t(0)
     return [ops.where(ops.greater(x, float(n.attr("alpha", 1.0))), x, 0.0)]
@@ -218,13 +218,13 @@ def _softsign(n: NodeInputs) -> List[object]:
     return [ops.divide(x, ops.add(ops.abs(x), 1.0))]
 
 
-@register("HardSwish", opsets=(14, 25))
+@register("HardSwish", opsets=(14, OPSETS[1]))
 def _hard_swish(n: NodeInputs) -> List[object]:
     x = n.t(0)
     return [ops.multiply(x, ops.clip(ops.add(ops.multiply(x, 1.0 / 6.0), 0.5), 0.0, 1.0))]
 
 
-@register("Mish", opsets=(18, 25))
+@register("Mish", opsets=(18, OPSETS[1]))
 def _mish(n: NodeInputs) -> List[object]:
     x = n.t(0)
     return [ops.multiply(x, ops.tanh(ops.log(ops.add(ops.exp(x), 1.0))))]
@@ -248,7 +248,7 @@ def _shrink(n: NodeInputs) -> List[object]:
     return [ops.where(ops.less(x, lo), ops.add(x, np.asarray(bias, dt)), up)]
 
 
-@register("CastLike", opsets=(15, 25))
+@register("CastLike", opsets=(15, OPSETS[1]))
 def _cast_like(n: NodeInputs) -> List[object]:
     x, like = n.t(0), n.values[1]
     to = dtype_of(like)

@@ -13,7 +13,7 @@ import numpy as np
 from .. import ops
 from ..builder import Tensor
 from .onnx_registry import (  # noqa: F401
-    ONNX_BOOL, ONNX_DTYPES, NodeInputs, axes_input, dtype_of, np_dtype, register, same_dtype, shape_of,
+    OPSETS, ONNX_BOOL, ONNX_DTYPES, NodeInputs, axes_input, dtype_of, np_dtype, register, same_dtype, shape_of,
 )
 
 
@@ -82,15 +82,21 @@ def _reduce_log_sum_exp(n: NodeInputs) -> List[object]:
 
 @register("ArgMax", "ArgMin")
 def _argmax(n: NodeInputs) -> List[object]:
-    if n.attr("select_last_index", 0):
-        raise n.fail("attribute 'select_last_index' is 1; expected 0")
+    """ArgMin is ArgMax of ``-x``; ``select_last_index`` is ArgMax of ``x`` reversed along
+    ``axis`` (a gather), mapped back with ``L - 1 - i``."""
     x = n.t(0)
+    axis = int(n.attr("axis", 0)) % len(shape_of(x))
     if n.node.op_type == "ArgMin":
         x = ops.negative(x)
-    return [ops.argmax(x, axis=int(n.attr("axis", 0)), keepdims=bool(n.attr("keepdims", 1)))]
+    last = bool(n.attr("select_last_index", 0))
+    length = shape_of(x)[axis]
+    if last:
+        x = ops.gather(x, np.arange(length - 1, -1, -1, dtype=np.int64), axis=axis)
+    i = ops.argmax(x, axis=axis, keepdims=bool(n.attr("keepdims", 1)))
+    return [ops.subtract(np.asarray(length - 1, np.int64), i) if last else i]
 
 
-@register("CumSum", opsets=(11, 25))
+@register("CumSum", opsets=(11, OPSETS[1]))
 def _cumsum(n: NodeInputs) -> List[object]:
     """A matmul with a 0/1 triangular matrix along ``axis`` (moved last): inclusive or
     ``exclusive``, forward or ``reverse``; integer inputs are summed in float64 and cast back

@@ -15,7 +15,7 @@ import numpy as np
 from .. import ops
 from ..builder import Tensor
 from .onnx_registry import (  # noqa: F401
-    ONNX_BOOL, ONNX_DTYPES, NodeInputs, axes_input, dtype_of, np_dtype, register, same_dtype, shape_of,
+    OPSETS, ONNX_BOOL, ONNX_DTYPES, NodeInputs, axes_input, dtype_of, np_dtype, register, same_dtype, shape_of,
 )
 
 
@@ -202,13 +202,13 @@ def _tile(n: NodeInputs) -> List[object]:
     return [ops.reshape(ops.expand(ops.reshape(x, inter), big), tuple(r * d for r, d in zip(reps, shape)))]
 
 
-@register("Range", opsets=(11, 25))
+@register("Range", opsets=(11, OPSETS[1]))
 def _range(n: NodeInputs) -> List[object]:
     start, limit, delta = (n.np(i, a) for i, a in enumerate(("start", "limit", "delta")))
     return [np.arange(start, limit, delta).astype(start.dtype)]
 
 
-@register("Trilu", opsets=(14, 25))
+@register("Trilu", opsets=(14, OPSETS[1]))
 def _trilu(n: NodeInputs) -> List[object]:
     """``where(mask, x, 0)`` with the numpy ``triu``/``tril`` mask of the last two dims."""
     x = n.t(0)
