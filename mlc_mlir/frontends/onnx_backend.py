@@ -23,7 +23,7 @@ from .onnx import from_onnx
 #: pads, repeats); every ``Reduce*`` op's input 1 (axes) too.
 _STATIC_OPERANDS = {"Reshape": (1,), "Expand": (1,), "Squeeze": (1,), "Unsqueeze": (1,), "Split": (1,),
                     "Pad": (1, 2, 3), "Clip": (1, 2), "Slice": (1, 2, 3, 4), "Tile": (1,),
-                    "CumSum": (1,), "Trilu": (1,), "Range": (0, 1, 2), "ConstantOfShape": (0,)}
+                    "CumSum": (1,), "Trilu": (1,), "Range": (0, 1, 2), "ConstantOfShape": (0,), "Dropout": (1, 2)}
 
 
 def _is_static(op_type: str, index: int) -> bool:

@@ -172,8 +172,8 @@ def _batch_norm(n: NodeInputs) -> List[object]:
 
 @register("LayerNormalization", opsets=(17, OPSETS[1]))
 def _layer_norm(n: NodeInputs) -> List[object]:
-    if len(n.node.output) > 1 and any(n.node.output[1:]):
-        raise n.fail("outputs 'Mean'/'InvStdDev' are requested; expected only 'Y'")
+    """``Y`` with ``ops.layer_norm``; the optional ``Mean`` and ``InvStdDev`` outputs (shape
+    ``x.shape[:axis] + (1,) * (rank - axis)``) computed beside it when requested."""
     x = n.t(0)
     rank = len(shape_of(x))
     axis = int(n.attr("axis", -1)) % rank
@@ -182,7 +182,14 @@ def _layer_norm(n: NodeInputs) -> List[object]:
     beta = n.t(2) if n.has(2) else None
     if beta is not None and shape_of(beta) != shape_of(x)[axis:]:
         beta = ops.broadcast_to(beta, shape_of(x)[axis:])
-    return [ops.layer_norm(x, gamma, beta, axis=axes, eps=float(n.attr("epsilon", 1e-5)))]
+    eps = float(n.attr("epsilon", 1e-5))
+    y = ops.layer_norm(x, gamma, beta, axis=axes, eps=eps)
+    if len(n.node.output) == 1 or not any(n.node.output[1:]):
+        return [y]
+    mean = ops.mean(x, axis=axes, keepdims=True)
+    d = ops.subtract(x, mean)
+    inv = ops.rsqrt(ops.add(ops.mean(ops.multiply(d, d), axis=axes, keepdims=True), eps))
+    return [y, mean, inv]
 
 
 @register("Softmax", "LogSoftmax")

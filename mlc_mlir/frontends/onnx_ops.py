@@ -106,6 +106,12 @@ def _unary(n: NodeInputs) -> List[object]:
 @register("Identity", "Dropout")
 def _identity(n: NodeInputs) -> List[object]:
     x = n.t(0)
+    if n.node.op_type == "Dropout" and n.has(2):
+        mode, ratio = n.values[2], n.values[1] if n.has(1) else np.asarray(0.5)
+        zero_ratio = not isinstance(ratio, Tensor) and float(np.asarray(ratio).reshape(-1)[0]) == 0.0
+        if isinstance(mode, Tensor) or (bool(np.asarray(mode).reshape(-1)[0]) and not zero_ratio):
+            raise n.fail("input 'training_mode' is true or computed at run time; expected false "
+                         "(inference: Dropout is the identity)")
     if n.node.op_type == "Dropout" and len(n.node.output) > 1 and n.node.output[1]:
         return [x, np.ones(shape_of(x), np.bool_)]
     return [x]

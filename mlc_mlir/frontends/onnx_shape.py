@@ -40,7 +40,8 @@ def _reshape(n: NodeInputs) -> List[object]:
 def _flatten(n: NodeInputs) -> List[object]:
     x = n.t(0)
     shape = shape_of(x)
-    axis = int(n.attr("axis", 1)) % (len(shape) + 1)
+    axis = int(n.attr("axis", 1))
+    axis = axis + len(shape) if axis < 0 else axis
     return [ops.reshape(x, (int(np.prod(shape[:axis])), int(np.prod(shape[axis:]))))]
 
 
