@@ -8,7 +8,8 @@ reasons, per suite.
 Suites: ``node`` (generated from ``onnx.backend.test.case.node``), ``simple``,
 ``pytorch-converted``, ``pytorch-operator`` and ``light`` (the 9 light model-zoo CNNs, whose
 reference outputs are the ``_output_0.pb`` files; several minutes each to compile and run).
-"claimed float32": the float32 cases (first input FLOAT) whose op types all have a converter.
+"claimed float32": the float32 cases (inputs and outputs FLOAT, besides int32/int64/bool index,
+shape and mask tensors; no other float type) whose op types all have a converter.
 
 unsupported: the import refused the model (``BuildError``: an op, attribute or dtype the
 frontend does not convert); fail: anything else (wrong values, a compile error, a crash).
@@ -42,6 +43,11 @@ SUITES = {"node": ("node", "OnnxBackendNodeModelTest"), "simple": ("simple", "On
           "light": ("real", "OnnxBackendRealModelTest")}
 
 
+#: a "float32 case": its inputs and outputs are float32, or integer/bool (indices, shapes, masks)
+_F32_CASE_TYPES = {onnx.TensorProto.FLOAT, onnx.TensorProto.INT64, onnx.TensorProto.INT32,
+                   onnx.TensorProto.BOOL}
+
+
 def _model(case):
     if case.model is not None:
         return case.model
@@ -53,7 +59,7 @@ def _model(case):
 def _families(kind: str) -> dict:
     """test name (``test_relu``) -> (op family, claimed, float32): the op types of its model's
     nodes (the model name for light models); whether every op type has a converter; whether
-    its first input is FLOAT."""
+    it is a float32 case (see the module docstring)."""
     out = {}
     for case in load_model_tests(kind=kind):
         model = _model(case)
@@ -63,8 +69,8 @@ def _families(kind: str) -> dict:
         kinds = sorted({n.op_type for n in model.graph.node})
         fam = kinds[0] if len(kinds) == 1 else "+".join(kinds[:3]) or "?"
         claimed = all(("", k) in CONVERTERS for k in kinds)
-        ins = list(model.graph.input)
-        f32 = bool(ins) and ins[0].type.tensor_type.elem_type == onnx.TensorProto.FLOAT
+        types = {vi.type.tensor_type.elem_type for vi in list(model.graph.input) + list(model.graph.output)}
+        f32 = onnx.TensorProto.FLOAT in types and types <= _F32_CASE_TYPES
         out[case.name] = (fam, claimed, f32)
     return out
 
