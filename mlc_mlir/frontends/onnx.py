@@ -74,6 +74,20 @@ def _check_supported(graph, opset: int) -> None:
         raise BuildError(f"from_onnx: {len(missing)} unsupported op type(s) at opset {opset}: {listed}")
 
 
+def check_model(model_or_path) -> None:
+    """Check what :func:`from_onnx` checks before converting anything: the opset is in
+    ``onnx_registry.OPSETS`` and every op type has a converter.
+
+    Raises
+    ------
+    BuildError
+        On an opset outside the range, or unsupported ops (one error listing every op type with
+        its count).
+    """
+    model = _load(model_or_path)
+    _check_supported(model.graph, _opset(model))
+
+
 def _input_spec(vi, input_shapes: Dict[str, Sequence[int]]):
     import onnx
     tt = vi.type.tensor_type

@@ -16,7 +16,7 @@ import numpy as np
 import onnx
 from onnx.backend.base import Backend, BackendRep
 
-from .onnx import from_onnx
+from .onnx import check_model, from_onnx
 
 
 #: op_type -> input indices whose value the converters need at import time (shapes, axes,
@@ -59,6 +59,7 @@ class MlcBackendRep(BackendRep):
         self.bool_outputs = [vo.type.tensor_type.elem_type == onnx.TensorProto.BOOL
                              for vo in model.graph.output]
         self.cache: Dict[tuple, Any] = {}
+        check_model(model)  # unsupported ops fail at prepare even when the import waits for run
         if not self.static:
             self.cache[()] = compile_fn(from_onnx(model).bind_params())
 

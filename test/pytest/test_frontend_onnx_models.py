@@ -114,6 +114,30 @@ def test_light_squeezenet_matches_reference_output(tmp_path, monkeypatch):
     _run_backend_cases("OnnxBackendRealModelTest", ["test_squeezenet"])
 
 
+NODE_CASES = ["test_center_crop_pad_crop_and_pad_expanded", "test_layer_normalization_2d_axis0",
+              "test_flatten_negative_axis1", "test_argmax_default_axis_example_select_last_index",
+              "test_rms_normalization_2d_axis0", "test_group_normalization_example", "test_tile",
+              "test_cumsum_1d_reverse_exclusive", "test_range_float_type_positive_delta",
+              "test_training_dropout_zero_ratio", "test_castlike_FLOAT_to_DOUBLE_expanded",
+              "test_reduce_l2_default_axes_keepdims_example"]
+
+
+def test_backend_node_cases_of_new_converters():
+    """Shipped node cases of the converters added for the suites, including inputs bound at
+    run because shape arithmetic feeds a static operand (center_crop_pad expanded)."""
+    _run_backend_cases("OnnxBackendNodeModelTest", NODE_CASES)
+
+
+def test_unsupported_op_fails_at_prepare_even_with_static_inputs():
+    nodes = [helper.make_node("Reshape", ["x", "s"], ["r"]), helper.make_node("Hardmax", ["r"], ["y"])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TP.FLOAT, [2, 3]),
+                                       helper.make_tensor_value_info("s", TP.INT64, [2])],
+                          [helper.make_tensor_value_info("y", TP.FLOAT, None)])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    with pytest.raises(mlc.BuildError, match=r"unsupported op type\(s\) at opset 13: Hardmax \(x1\)"):
+        make_backend(mlc.compile).prepare(model)
+
+
 def test_pytorch_operator_and_converted_subset():
     _run_backend_cases("OnnxBackendPyTorchOperatorModelTest",
                        ["test_operator_add_broadcast", "test_operator_repeat", "test_operator_pad",
