@@ -43,7 +43,9 @@ def static_inputs(model: onnx.ModelProto) -> List[str]:
         if node.op_type not in ("Shape", "Size") and any(o in needed for o in node.output):
             needed.update(name for name in node.input if name)
     used = {name for node in model.graph.node for name in node.input} | {vo.name for vo in model.graph.output}
-    return [vi.name for vi in model.graph.input if vi.name in needed or vi.name not in used]
+    inits = {t.name for t in model.graph.initializer}  # inputs with a default: never fed
+    return [vi.name for vi in model.graph.input
+            if vi.name not in inits and (vi.name in needed or vi.name not in used)]
 
 
 class MlcBackendRep(BackendRep):
