@@ -12,9 +12,7 @@ import numpy as np
 
 from .. import ops
 from ..builder import Tensor
-from .onnx_registry import (  # noqa: F401
-    OPSETS, ONNX_BOOL, ONNX_DTYPES, NodeInputs, axes_input, dtype_of, np_dtype, register, same_dtype, shape_of,
-)
+from .onnx_registry import OPSETS, NodeInputs, register, same_dtype, shape_of
 
 
 # ---------------------------------------------------------------------------------- linear
