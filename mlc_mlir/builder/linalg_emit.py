@@ -16,7 +16,7 @@ import numpy as np
 from .._mlir import arith_d, ir
 from ..errors import BuildError, format_shape
 from ..ir import dtypes
-from ..ir.constants import elements_attr
+from ..ir.constants import elements_attr, is_splat_view
 from ..ir.emitters import check_shape, empty, filled, generic, scalar, set_name, tensor_type  # noqa: F401
 from ..ir.module import OP_NAME_ATTR
 from .tensor import FunctionLike, Tensor, current_function
@@ -83,8 +83,10 @@ def constant(fn: FunctionLike, array: np.ndarray, name: Optional[str] = None) ->
         If the array's dtype is unsupported.
     """
     dtype = dtypes.canonical_dtype(array.dtype)
-    # ascontiguousarray turns a 0-d array into shape (1,): restore the shape
-    arr = np.ascontiguousarray(array, dtype=dtypes.to_numpy_dtype(dtype)).reshape(array.shape)
+    if is_splat_view(array):  # a broadcast view of one value: a splat attribute, never materialized
+        arr = np.broadcast_to(np.asarray(array[(0,) * array.ndim], dtypes.to_numpy_dtype(dtype)), array.shape)
+    else:  # ascontiguousarray turns a 0-d array into shape (1,): restore the shape
+        arr = np.ascontiguousarray(array, dtype=dtypes.to_numpy_dtype(dtype)).reshape(array.shape)
     fn.builder._constants.append(arr)
     t = tensor_type(arr.shape, dtype, "constant")
     cname = name if isinstance(name, Reserved) else (

@@ -6,38 +6,47 @@ Walks the graph in order, converting each node with the converter registered for
 ``onnx.shape_inference`` fills shapes. Nodes whose inputs are all known at import time (Shape,
 Constant, and arithmetic on them) are folded with ``onnx.reference``.
 
+``onnx`` is an optional dependency (``pip install mlc-mlir[onnx]``) imported where it is used,
+so ``import mlc_mlir`` (which exposes ``mlc.from_onnx``) does not import it.
+
 Source: ONNX IR spec, TVM Relax ``relax.frontend.onnx.from_onnx``.
 """
 
 from __future__ import annotations
 
 import collections
-from typing import Dict, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Dict, Optional, Sequence, Union
 
 import numpy as np
-import onnx
-from onnx import helper, numpy_helper, shape_inference
-from onnx.reference import ReferenceEvaluator
 
 from ..builder import GraphBuilder, Tensor
 from ..errors import BuildError
 from ..ir import Module
 from .. import ops
-from . import onnx_ops  # noqa: F401  (registers the converters)
-from .onnx_registry import OPSETS, NodeInputs, lookup
+from . import onnx_nn, onnx_ops, onnx_reduce, onnx_shape  # noqa: F401  (register the converters)
+from .onnx_registry import ONNX_DTYPES, OPSETS, NodeInputs, lookup
+
+if TYPE_CHECKING:  # pragma: no cover
+    import onnx
 
 #: ONNX TensorProto element type -> our dtype. BOOL is carried as int8 (0/1): i1 tensors are
 #: not lowerable (see :mod:`mlc_mlir.builder.math_ops`).
-DTYPES = {
-    onnx.TensorProto.FLOAT: "float32", onnx.TensorProto.DOUBLE: "float64",
-    onnx.TensorProto.FLOAT16: "float16", onnx.TensorProto.BFLOAT16: "bfloat16",
-    onnx.TensorProto.INT8: "int8", onnx.TensorProto.INT16: "int16",
-    onnx.TensorProto.INT32: "int32", onnx.TensorProto.INT64: "int64",
-    onnx.TensorProto.BOOL: "int8",
-}
+DTYPES = ONNX_DTYPES
 
 
-def _load(model_or_path) -> onnx.ModelProto:
+#: Op types never evaluated with ``onnx.reference`` at import time even when their inputs are
+#: known: their converters build the value (ConstantOfShape: a splat view, not a full array) or
+#: it must not be fixed at import (random ops).
+_NO_FOLD = {"Constant", "ConstantOfShape", "RandomNormal", "RandomUniform", "RandomNormalLike",
+            "RandomUniformLike", "Bernoulli"}
+
+
+def _load(model_or_path):
+    try:
+        import onnx
+    except ImportError as e:
+        raise BuildError("from_onnx: the 'onnx' package is not installed; expected it "
+                         "(pip install 'mlc-mlir[onnx]')") from e
     if isinstance(model_or_path, onnx.ModelProto):
         return model_or_path
     if isinstance(model_or_path, (str, bytes)) or hasattr(model_or_path, "__fspath__"):
@@ -46,7 +55,7 @@ def _load(model_or_path) -> onnx.ModelProto:
                      f"expected an onnx.ModelProto or a path")
 
 
-def _opset(model: onnx.ModelProto) -> int:
+def _opset(model) -> int:
     for imp in model.opset_import:
         if imp.domain in ("", "ai.onnx"):
             if not OPSETS[0] <= imp.version <= OPSETS[1]:
@@ -56,7 +65,7 @@ def _opset(model: onnx.ModelProto) -> int:
     raise BuildError("from_onnx: the model imports no default-domain opset")
 
 
-def _check_supported(graph: onnx.GraphProto, opset: int) -> None:
+def _check_supported(graph, opset: int) -> None:
     missing = collections.Counter(
         (n.domain or "") + ("::" if n.domain else "") + n.op_type for n in graph.node
         if lookup(n.domain or "", n.op_type, opset) is None)
@@ -65,14 +74,29 @@ def _check_supported(graph: onnx.GraphProto, opset: int) -> None:
         raise BuildError(f"from_onnx: {len(missing)} unsupported op type(s) at opset {opset}: {listed}")
 
 
+def check_model(model_or_path) -> None:
+    """Check what :func:`from_onnx` checks before converting anything: the opset is in
+    ``onnx_registry.OPSETS`` and every op type has a converter.
+
+    Raises
+    ------
+    BuildError
+        On an opset outside the range, or unsupported ops (one error listing every op type with
+        its count).
+    """
+    model = _load(model_or_path)
+    _check_supported(model.graph, _opset(model))
+
+
 def _input_spec(vi, input_shapes: Dict[str, Sequence[int]]):
+    import onnx
     tt = vi.type.tensor_type
     if tt.elem_type not in DTYPES:
         raise BuildError(f"from_onnx: input {vi.name!r} has element type "
                          f"{onnx.TensorProto.DataType.Name(tt.elem_type)}; expected one of "
                          f"{sorted(onnx.TensorProto.DataType.Name(t) for t in DTYPES)}")
     if vi.name in input_shapes:
-        return tuple(int(d) for d in input_shapes[vi.name]), DTYPES[tt.elem_type]
+        return _nonempty(vi.name, tuple(int(d) for d in input_shapes[vi.name])), DTYPES[tt.elem_type]
     dims = []
     for i, d in enumerate(tt.shape.dim):
         if not d.HasField("dim_value"):
@@ -80,11 +104,20 @@ def _input_spec(vi, input_shapes: Dict[str, Sequence[int]]):
             raise BuildError(f"from_onnx: input {vi.name!r} has a dynamic dim {i} ({sym!r}); "
                              f"expected a static shape: pass input_shapes={{{vi.name!r}: (...)}}")
         dims.append(d.dim_value)
-    return tuple(dims), DTYPES[tt.elem_type]
+    return _nonempty(vi.name, tuple(dims)), DTYPES[tt.elem_type]
 
 
-def _fold(node: onnx.NodeProto, values, opset: int):
+def _nonempty(name: str, shape: tuple) -> tuple:
+    if 0 in shape:
+        raise BuildError(f"from_onnx: input {name!r} has shape {shape}; expected no zero-size dim "
+                         f"(empty tensors are not compiled)")
+    return shape
+
+
+def _fold(node, values, opset: int):
     """Evaluate a node whose inputs are all numpy arrays with ``onnx.reference``."""
+    from onnx import helper
+    from onnx.reference import ReferenceEvaluator
     names = [f"i{k}" if v is not None else "" for k, v in enumerate(values)]
     outs = [f"o{k}" for k in range(len(node.output))]
     n = helper.make_node(node.op_type, names, outs, domain=node.domain)
@@ -92,17 +125,17 @@ def _fold(node: onnx.NodeProto, values, opset: int):
     ev = ReferenceEvaluator(helper.make_model(helper.make_graph([n], "fold", [], []),
                                               opset_imports=[helper.make_opsetid("", opset)]))
     feeds = {nm: v for nm, v in zip(names, values) if nm}
-    return [np.asarray(o) for o in ev.run(None, feeds)]
+    return [np.asarray(o) for o in ev.run(outs, feeds)]
 
 
-def from_onnx(model_or_path: Union[onnx.ModelProto, str], input_shapes: Optional[Dict[str, Sequence[int]]] = None,
+def from_onnx(model_or_path: Union["onnx.ModelProto", str], input_shapes: Optional[Dict[str, Sequence[int]]] = None,
               input_values: Optional[Dict[str, np.ndarray]] = None) -> Module:
     """Import an ONNX model as a graph Module with one function ``main``.
 
     Parameters
     ----------
     model_or_path : onnx.ModelProto or path of a ``.onnx`` file
-        Default-domain opset 9..21 (22..25 accepted, see ``onnx_registry.OPSETS``).
+        Default-domain opset 9..21 (6..8 and 22..28 accepted, see ``onnx_registry.OPSETS``).
     input_shapes : dict of str -> sequence of int, optional
         Static shapes for inputs (overrides the model's; specializes dynamic dims).
     input_values : dict of str -> numpy.ndarray, optional
@@ -119,10 +152,11 @@ def from_onnx(model_or_path: Union[onnx.ModelProto, str], input_shapes: Optional
     Raises
     ------
     BuildError
-        On an opset outside 9..25, unsupported ops (one error listing every op type with its
+        On an opset outside 6..28, unsupported ops (one error listing every op type with its
         count), a dynamic input dim not given in ``input_shapes``, or a converter's check
         (naming the node, op, argument, expected vs actual).
     """
+    from onnx import helper, numpy_helper, shape_inference
     model = _load(model_or_path)
     opset = _opset(model)
     input_shapes = dict(input_shapes or {})
@@ -159,8 +193,7 @@ def from_onnx(model_or_path: Union[onnx.ModelProto, str], input_shapes: Optional
                     params[name] = f.param(name, np.ascontiguousarray(inits[name]))
                 return params[name]
 
-            if node.op_type != "Constant" and all(isinstance(v, np.ndarray) or v is None for v in values) \
-                    and node.op_type not in ("RandomNormal", "RandomUniform"):
+            if node.op_type not in _NO_FOLD and all(isinstance(v, np.ndarray) or v is None for v in values):
                 outs = _fold(node, values, opset)
             else:
                 attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}

@@ -16,22 +16,36 @@ import numpy as np
 import onnx
 from onnx.backend.base import Backend, BackendRep
 
-from .onnx import from_onnx
+from .onnx import check_model, from_onnx
 
 
-#: (op_type, input index) whose value the converters need at import time (shapes, axes, pads).
-_STATIC_OPERANDS = {("Reshape", 1), ("Expand", 1), ("Squeeze", 1), ("Unsqueeze", 1), ("Split", 1),
-                    ("Pad", 1), ("Pad", 2), ("Pad", 3), ("ReduceSum", 1), ("ReduceMean", 1),
-                    ("ReduceMax", 1), ("ReduceMin", 1), ("Clip", 1), ("Clip", 2)} | {
-                   ("Slice", i) for i in range(1, 5)}
+#: op_type -> input indices whose value the converters need at import time (shapes, axes,
+#: pads, repeats); every ``Reduce*`` op's input 1 (axes) too.
+_STATIC_OPERANDS = {"Reshape": (1,), "Expand": (1,), "Squeeze": (1,), "Unsqueeze": (1,), "Split": (1,),
+                    "Pad": (1, 2, 3), "Clip": (1, 2), "Slice": (1, 2, 3, 4), "Tile": (1,),
+                    "CumSum": (1,), "Trilu": (1,), "Range": (0, 1, 2), "ConstantOfShape": (0,), "Dropout": (1, 2),
+                    "CastLike": (1,)}
+
+
+def _is_static(op_type: str, index: int) -> bool:
+    return index in _STATIC_OPERANDS.get(op_type, ()) or (op_type.startswith("Reduce") and index == 1)
 
 
 def static_inputs(model: onnx.ModelProto) -> List[str]:
-    """Graph inputs that feed an operand the converters need at import time: the backend
-    specializes the model on their values at ``run`` (``from_onnx(input_values=...)``)."""
-    used = {name for node in model.graph.node for i, name in enumerate(node.input)
-            if (node.op_type, i) in _STATIC_OPERANDS}
-    return [vi.name for vi in model.graph.input if vi.name in used]
+    """Graph inputs whose value the converters need at import time, directly (an operand in
+    ``_STATIC_OPERANDS``) or through shape arithmetic (any input of a node whose output is
+    needed, except the data input of ``Shape``/``Size``, of which only the shape is read): the
+    backend specializes the model on their values at ``run`` (``from_onnx(input_values=...)``).
+    Inputs no node reads (a ``like`` of an expanded CastLike) are bound the same way."""
+    needed = {name for node in model.graph.node for i, name in enumerate(node.input)
+              if name and _is_static(node.op_type, i)}
+    for node in reversed(model.graph.node):
+        if node.op_type not in ("Shape", "Size") and any(o in needed for o in node.output):
+            needed.update(name for name in node.input if name)
+    used = {name for node in model.graph.node for name in node.input} | {vo.name for vo in model.graph.output}
+    inits = {t.name for t in model.graph.initializer}  # inputs with a default: never fed
+    return [vi.name for vi in model.graph.input
+            if vi.name not in inits and (vi.name in needed or vi.name not in used)]
 
 
 class MlcBackendRep(BackendRep):
@@ -47,6 +61,7 @@ class MlcBackendRep(BackendRep):
         self.bool_outputs = [vo.type.tensor_type.elem_type == onnx.TensorProto.BOOL
                              for vo in model.graph.output]
         self.cache: Dict[tuple, Any] = {}
+        check_model(model)  # unsupported ops fail at prepare even when the import waits for run
         if not self.static:
             self.cache[()] = compile_fn(from_onnx(model).bind_params())
 

@@ -22,8 +22,13 @@ CONVERTERS: Dict[Tuple[str, str], List[Tuple[int, int, Converter]]] = {}
 
 #: The default-domain opsets this frontend accepts: 9..21 is the target; 22..25 are accepted
 #: too because the shipped onnx backend tests are stamped with them and their changes to the
-#: ops converted here only add element types (float8, int4, ...), which converters reject.
-OPSETS = (9, 25)
+#: ops converted here only add element types (float8, int4, ...), which converters reject;
+#: 6..8 because the ``pytorch-operator`` / ``pytorch-converted`` suites are stamped opset 6:
+#: the converters handle what differs there (legacy ``broadcast``/``axis`` of binary ops,
+#: attributes that later became inputs); 26..28 because in them the converted ops changed
+#: only their type sets (Celu, Cast, ReduceLogSum[Exp]) or added Range's ``stash_type``
+#: (checked against ``onnx.defs`` schemas of onnx 1.23).
+OPSETS = (6, 28)
 
 
 def register(*op_types: str, opsets: Tuple[int, int] = OPSETS, domain: str = "") -> Callable:
@@ -105,3 +110,42 @@ class NodeInputs:
 
     def fail(self, what: str) -> BuildError:
         return BuildError(f"{self.where()}: {what}")
+
+
+# ------------------------------------------------------------------ helpers shared by converters
+#: ONNX TensorProto element type (int) -> our dtype; BOOL (9) is carried as int8 0/1.
+ONNX_DTYPES = {1: "float32", 11: "float64", 10: "float16", 16: "bfloat16", 3: "int8", 5: "int16",
+               6: "int32", 7: "int64", 9: "int8"}
+ONNX_BOOL = 9
+
+
+def shape_of(v) -> tuple:
+    """The shape of a converter operand (Tensor or numpy array)."""
+    return tuple(v.shape)
+
+
+def dtype_of(v) -> str:
+    """Our dtype of a converter operand (numpy bool reads as int8, the mask dtype)."""
+    return v.dtype if isinstance(v, Tensor) else str(np.asarray(v).dtype).replace("bool", "int8")
+
+
+def np_dtype(v):
+    """The numpy dtype to build constants matching ``v`` (bfloat16 constants are float32)."""
+    return np.float32 if dtype_of(v) == "bfloat16" else np.dtype(dtype_of(v))
+
+
+def same_dtype(n: NodeInputs, a, b):
+    """Bring a numpy operand to the Tensor operand's dtype (ONNX requires equal dtypes)."""
+    if isinstance(a, Tensor) and not isinstance(b, Tensor):  # copy=False keeps a splat view a view
+        b = np.asarray(b).astype(a.dtype if a.dtype != "bfloat16" else np.float32, copy=False)
+    elif isinstance(b, Tensor) and not isinstance(a, Tensor):
+        a = np.asarray(a).astype(b.dtype if b.dtype != "bfloat16" else np.float32, copy=False)
+    return a, b
+
+
+def axes_input(n: NodeInputs, since: int, index: int = 1):
+    """The ``axes`` of a node: input ``index`` from opset ``since`` on, else the attribute
+    (None when absent)."""
+    if n.opset >= since:
+        return [int(a) for a in n.np(index, "axes")] if n.has(index) else None
+    return n.attr("axes")

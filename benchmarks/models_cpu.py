@@ -1,0 +1,301 @@
+"""Whole models on the CPU at batch 1: mlc-mlir (``mlc.compile`` with the default schedules)
+vs onnxruntime, PyTorch eager and ``torch.compile`` (inductor, freezing), same run, per
+thread count; plus our import + compile time.
+
+Models: ResNet-18 (torchvision's architecture with random weights, defined here: the
+torchvision wheels do not load with this torch) imported through ``torch.export``
+(``mlc.from_torch``) and through ONNX (``torch.onnx.export`` -> ``mlc.from_onnx``); the light
+ResNet-50 of the onnx wheel (``onnx/backend/test/data/light``, constant weights); a small BERT
+(``transformers.BertConfig``: 2 layers, hidden 128, 2 heads, random weights, sequence 128).
+
+Each (model, implementation) runs in its own subprocess, one after the other, never
+interleaved (OpenMP / MKL thread pools spin against each other). Ours compiles once per model
+and sets the OpenMP thread count per measurement (``omp_set_num_threads`` of the libomp the
+engine loaded); onnxruntime gets ``intra_op_num_threads``; PyTorch ``torch.set_num_threads``.
+Times: min and median over repeats (``benchmarks/timing.py``); ratios are peer time / our time
+from the same run (> 1: ours is faster).
+
+    python benchmarks/models_cpu.py [--models resnet18,resnet18-onnx,resnet50-light,bert]
+                                    [--threads 1,2] [--no-torch-compile] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+from timing import min_median_seconds  # benchmarks/timing.py; this folder is on sys.path
+
+MODELS = ("resnet18", "resnet18-onnx", "resnet50-light", "bert")
+#: model -> implementations measured (ours first)
+IMPLS = {"resnet18": ("mlc", "torch", "torch.compile"), "resnet18-onnx": ("mlc", "onnxruntime"),
+         "resnet50-light": ("mlc", "onnxruntime"), "bert": ("mlc", "onnxruntime", "torch", "torch.compile")}
+#: the ONNX file of each model, written by the parent into the work folder
+ONNX_FILES = {"resnet18-onnx": "resnet18.onnx", "bert": "bert.onnx"}
+
+
+# ------------------------------------------------------------------------------------ models
+def resnet18():
+    """torchvision's resnet18 (BasicBlock, [2, 2, 2, 2]) with seeded random weights and
+    non-trivial batch-norm statistics, in eval mode; input (1, 3, 224, 224) float32."""
+    import torch
+    from torch import nn
+
+    class Block(nn.Module):
+        def __init__(self, cin, cout, stride):
+            super().__init__()
+            self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+            self.bn1 = nn.BatchNorm2d(cout)
+            self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+            self.bn2 = nn.BatchNorm2d(cout)
+            self.down = None
+            if stride != 1 or cin != cout:
+                self.down = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+
+        def forward(self, x):
+            y = self.bn2(self.conv2(torch.relu(self.bn1(self.conv1(x)))))
+            return torch.relu(y + (x if self.down is None else self.down(x)))
+
+    class ResNet18(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv1, self.bn1 = nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64)
+            self.maxpool = nn.MaxPool2d(3, 2, 1)
+            layers, cin = [], 64
+            for i, cout in enumerate((64, 128, 256, 512)):
+                layers.append(nn.Sequential(Block(cin, cout, 1 if i == 0 else 2), Block(cout, cout, 1)))
+                cin = cout
+            self.layers = nn.Sequential(*layers)
+            self.avgpool, self.fc = nn.AdaptiveAvgPool2d((1, 1)), nn.Linear(512, 1000)
+
+        def forward(self, x):
+            x = self.layers(self.maxpool(torch.relu(self.bn1(self.conv1(x)))))
+            return self.fc(torch.flatten(self.avgpool(x), 1))
+
+    torch.manual_seed(0)
+    model = ResNet18().eval()
+    g = torch.Generator().manual_seed(0)
+    for m in model.modules():
+        if isinstance(m, nn.BatchNorm2d):
+            m.running_mean.copy_(torch.randn(m.num_features, generator=g) * 0.1)
+            m.running_var.copy_(torch.rand(m.num_features, generator=g) + 0.5)
+    x = torch.randn(1, 3, 224, 224, generator=g)
+    return model, (x,)
+
+
+def bert():
+    """A 2-layer BERT (hidden 128, 2 heads, intermediate 512, random weights) returning the last
+    hidden state; input ids (1, 128) int64."""
+    import torch
+    import transformers
+
+    cfg = transformers.BertConfig(hidden_size=128, num_hidden_layers=2, num_attention_heads=2,
+                                  intermediate_size=512, vocab_size=30522)
+    torch.manual_seed(0)
+    inner = transformers.BertModel(cfg).eval()
+
+    class Wrap(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.bert = inner
+
+        def forward(self, ids):
+            return self.bert(input_ids=ids).last_hidden_state
+
+    ids = torch.randint(0, cfg.vocab_size, (1, 128), generator=torch.Generator().manual_seed(1))
+    return Wrap().eval(), (ids,)
+
+
+def light_resnet50_path() -> str:
+    """Path of the light ResNet-50 shipped in the onnx wheel (weights are ConstantOfShape splats)."""
+    import onnx
+    return os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light",
+                        "light_resnet50.onnx")
+
+
+def torch_model(name):
+    """``(model, example args)`` of a torch-defined model name."""
+    return {"resnet18": resnet18, "resnet18-onnx": resnet18, "bert": bert}[name]()
+
+
+def onnx_path(name: str, work: str) -> str:
+    """The ONNX file of ``name`` (exported into ``work``, or the onnx wheel's light model)."""
+    return light_resnet50_path() if name == "resnet50-light" else os.path.join(work, ONNX_FILES[name])
+
+
+def numpy_inputs(name: str):
+    """The inputs of ``name`` as numpy arrays (the same values for every implementation)."""
+    if name == "resnet50-light":
+        return [np.random.default_rng(0).standard_normal((1, 3, 224, 224)).astype(np.float32)]
+    return [t.numpy() for t in torch_model(name)[1]]
+
+
+def export_onnx(work: str) -> None:
+    """Write the ONNX files of the torch-defined models (legacy TorchScript exporter, opset 17)."""
+    import torch
+    for name, file in ONNX_FILES.items():
+        model, args = torch_model(name)
+        with torch.no_grad():
+            torch.onnx.export(model, args, os.path.join(work, file), dynamo=False, opset_version=17,
+                              input_names=["input"], output_names=["output"])
+
+
+# ---------------------------------------------------------------------------- measurements
+def measure_mlc(name: str, work: str, threads):
+    """Import, compile once (default schedules, params bound), time per OpenMP thread count.
+    Returns (rows, CPU description)."""
+    import ctypes
+    import mlc_mlir as mlc
+    from mlc_mlir.pipeline.libraries import libomp_path
+    from mlc_mlir.target import describe, host_target
+
+    t0 = time.perf_counter()
+    if name in ("resnet18", "bert"):
+        model, args = torch_model(name)
+        mod = mlc.from_torch(model, args)
+    else:
+        mod = mlc.from_onnx(onnx_path(name, work))
+    t1 = time.perf_counter()
+    exe = mlc.compile(mod.bind_params())
+    t2 = time.perf_counter()
+    xs = numpy_inputs(name)
+    exe(*xs)
+    omp = ctypes.CDLL(libomp_path())
+    rows = []
+    for t in threads:
+        omp.omp_set_num_threads(t)
+        lo, med = min_median_seconds(lambda: exe(*xs), repeat=5, min_repeat_s=0.2)
+        rows.append({"threads": t, "min_ms": lo * 1e3, "median_ms": med * 1e3,
+                     "import_s": t1 - t0, "compile_s": t2 - t1})
+    return rows, describe(host_target())
+
+
+def measure_ort(name: str, work: str, threads):
+    """onnxruntime (CPU provider, all graph optimizations) per ``intra_op_num_threads``."""
+    import onnxruntime as ort
+    xs = numpy_inputs(name)
+    rows = []
+    for t in threads:
+        so = ort.SessionOptions()
+        so.intra_op_num_threads, so.inter_op_num_threads = t, 1
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        t0 = time.perf_counter()
+        sess = ort.InferenceSession(onnx_path(name, work), so, providers=["CPUExecutionProvider"])
+        t1 = time.perf_counter()
+        feeds = {i.name: x for i, x in zip(sess.get_inputs(), xs)}
+        lo, med = min_median_seconds(lambda: sess.run(None, feeds), repeat=5, min_repeat_s=0.2)
+        rows.append({"threads": t, "min_ms": lo * 1e3, "median_ms": med * 1e3, "compile_s": t1 - t0})
+    return rows, None
+
+
+def measure_torch(name: str, compiled: bool, threads):
+    """PyTorch eager, or ``torch.compile`` (inductor, freezing) recompiled per thread count."""
+    import torch
+    model, args = torch_model(name)
+    rows = []
+    for t in threads:
+        torch.set_num_threads(t)
+        fn, compile_s = model, None
+        if compiled:
+            import torch._inductor.config as inductor_config
+            inductor_config.freezing = True
+            torch._dynamo.reset()
+            fn = torch.compile(model)
+            t0 = time.perf_counter()
+            with torch.no_grad():
+                fn(*args)
+            compile_s = time.perf_counter() - t0
+
+        def call():
+            with torch.no_grad():
+                fn(*args)
+        lo, med = min_median_seconds(call, repeat=5, min_repeat_s=0.2)
+        rows.append({"threads": t, "min_ms": lo * 1e3, "median_ms": med * 1e3, "compile_s": compile_s})
+    return rows, None
+
+
+def child(name: str, impl: str, work: str, threads) -> None:
+    """The subprocess side: measure one (model, implementation), print ``RESULT {json}``."""
+    if impl == "mlc":
+        rows, cpu = measure_mlc(name, work, threads)
+    elif impl == "onnxruntime":
+        rows, cpu = measure_ort(name, work, threads)
+    else:
+        rows, cpu = measure_torch(name, impl == "torch.compile", threads)
+    print("RESULT " + json.dumps({"rows": rows, "cpu": cpu}))
+
+
+# ------------------------------------------------------------------------------------ parent
+def run_child(name: str, impl: str, work: str, threads, timeout: int):
+    """Run :func:`child` in a subprocess; returns (rows, cpu, error)."""
+    cmd = [sys.executable, __file__, "--child", name, impl, work, "--threads", ",".join(map(str, threads))]
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None, None, f"timed out after {timeout} s"
+    for line in p.stdout.splitlines():
+        if line.startswith("RESULT "):
+            res = json.loads(line[len("RESULT "):])
+            return res["rows"], res["cpu"], None
+    err = (p.stderr.strip().splitlines() or ["no output"])[-1]
+    return None, None, f"exit {p.returncode}: {err[:200]}"
+
+
+def main() -> int:
+    """Parse arguments, measure every (model, implementation) in turn, print the table."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", default=",".join(MODELS), help=f"comma-separated, of {', '.join(MODELS)}")
+    ap.add_argument("--threads", default="1,2", help="comma-separated thread counts (default 1,2)")
+    ap.add_argument("--no-torch-compile", action="store_true", help="skip torch.compile")
+    ap.add_argument("--timeout", type=int, default=1200, help="seconds per (model, implementation)")
+    ap.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    ap.add_argument("--child", nargs=3, metavar=("MODEL", "IMPL", "WORK"), help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    threads = [int(t) for t in args.threads.split(",")]
+    if args.child:
+        child(*args.child, threads)
+        return 0
+    models = args.models.split(",")
+    bad = [m for m in models if m not in MODELS]
+    if bad:
+        ap.error(f"--models {bad}: expected some of {list(MODELS)}")
+    results, cpu = {}, None
+    with tempfile.TemporaryDirectory(prefix="mlc-models-") as work:
+        if any(m in ONNX_FILES for m in models):
+            export_onnx(work)
+        for m in models:
+            for impl in IMPLS[m]:
+                if impl == "torch.compile" and args.no_torch_compile:
+                    continue
+                rows, c, err = run_child(m, impl, work, threads, args.timeout)
+                cpu = cpu or c
+                results[(m, impl)] = {"rows": rows, "error": err}
+                if not args.json:
+                    print(f"  measured {m} / {impl}: {'ok' if rows else err}", file=sys.stderr, flush=True)
+    if args.json:
+        print(json.dumps({"cpu": cpu, "results": [{"model": m, "impl": i, **v} for (m, i), v in results.items()]},
+                         indent=1))
+        return 0
+    print(f"CPU: {cpu}")
+    print(f"{'model':15s} {'impl':14s} {'thr':>3s} {'min ms':>9s} {'med ms':>9s} {'peer/ours':>9s} {'compile s':>10s}")
+    for (m, impl), v in results.items():
+        if not v["rows"]:
+            print(f"{m:15s} {impl:14s} {'':>3s} {v['error']}")
+            continue
+        ours = {r["threads"]: r["min_ms"] for r in (results[(m, "mlc")]["rows"] or [])}
+        for r in v["rows"]:
+            ratio = "" if impl == "mlc" or r["threads"] not in ours else f"{r['min_ms'] / ours[r['threads']]:.2f}x"
+            comp = r.get("compile_s")
+            comp = "" if comp is None else (f"{r['import_s']:.1f}+{comp:.1f}" if "import_s" in r else f"{comp:.1f}")
+            print(f"{m:15s} {impl:14s} {r['threads']:3d} {r['min_ms']:9.2f} {r['median_ms']:9.2f} {ratio:>9s} {comp:>10s}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

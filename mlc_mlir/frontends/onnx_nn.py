@@ -1,0 +1,275 @@
+"""ONNX converters, nn family: MatMul/Gemm, Conv, pooling, normalization (BatchNormalization,
+LayerNormalization, LRN), Softmax/LogSoftmax. Conventions as in :mod:`.onnx_ops`.
+
+Source: ONNX operator spec (Operators.md), TVM Relax ``onnx_frontend.py``.
+"""
+
+from __future__ import annotations
+
+from typing import List
+
+import numpy as np
+
+from .. import ops
+from ..builder import Tensor
+from .onnx_registry import OPSETS, NodeInputs, register, same_dtype, shape_of
+
+
+# ---------------------------------------------------------------------------------- linear
+def _matmul(n: NodeInputs, a, b):
+    sa, sb = shape_of(a), shape_of(b)
+    if len(sa) == 1:
+        return ops.squeeze(_matmul(n, ops.unsqueeze(a, [0]), b), [len(sb) - 2])
+    if len(sb) == 1:
+        return ops.squeeze(_matmul(n, a, ops.unsqueeze(b, [1])), [-1])
+    if len(sa) == 2 and len(sb) == 2:
+        return ops.matmul(a, b)
+    if len(sb) == 2:  # (..., M, K) @ (K, N): fold the batch into M
+        y = ops.matmul(ops.reshape(a, (-1, sa[-1])), b)
+        return ops.reshape(y, sa[:-1] + (sb[-1],))
+    batch = tuple(np.broadcast_shapes(sa[:-2], sb[:-2]))
+    a = ops.reshape(ops.expand(a, batch + sa[-2:]), (-1,) + sa[-2:])
+    b = ops.reshape(ops.expand(b, batch + sb[-2:]), (-1,) + sb[-2:])
+    return ops.reshape(ops.batch_matmul(a, b), batch + (sa[-2], sb[-1]))
+
+
+@register("MatMul")
+def _matmul_op(n: NodeInputs) -> List[object]:
+    a, b = same_dtype(n, n.t(0), n.t(1))
+    return [_matmul(n, a, b)]
+
+
+@register("Gemm")
+def _gemm(n: NodeInputs) -> List[object]:
+    a, b = same_dtype(n, n.t(0), n.t(1))
+    if n.attr("transA", 0):
+        a = ops.transpose(a)
+    if n.attr("transB", 0):
+        b = ops.transpose(b)
+    y = ops.matmul(a, b)
+    alpha, beta = float(n.attr("alpha", 1.0)), float(n.attr("beta", 1.0))
+    if alpha != 1.0:
+        y = ops.multiply(y, alpha)
+    if n.has(2):
+        c = same_dtype(n, y, n.t(2))[1]
+        y = ops.add(y, c if beta == 1.0 else ops.multiply(c, beta))
+    return [y]
+
+
+# ------------------------------------------------------------------------------ conv / pool
+def _pads(n: NodeInputs, in_sp, k, strides, dilations) -> tuple:
+    """ONNX ``pads`` (begins..., ends...) of an N-D window op, ``auto_pad`` resolved."""
+    nd = len(in_sp)
+    auto = n.attr("auto_pad", b"NOTSET").decode()
+    if auto == "NOTSET":
+        return tuple(int(p) for p in n.attr("pads", [0] * (2 * nd)))
+    if auto == "VALID":
+        return (0,) * (2 * nd)
+    if auto in ("SAME_UPPER", "SAME_LOWER"):
+        begin, end = [], []
+        for size, kk, s, d in zip(in_sp, k, strides, dilations):
+            out = -(-size // s)
+            total = max((out - 1) * s + (kk - 1) * d + 1 - size, 0)
+            small, big = total // 2, total - total // 2
+            begin.append(small if auto == "SAME_UPPER" else big)
+            end.append(big if auto == "SAME_UPPER" else small)
+        return tuple(begin + end)
+    raise n.fail(f"attribute 'auto_pad' is {auto!r}; expected NOTSET, VALID, SAME_UPPER or SAME_LOWER")
+
+
+class _Window:
+    """A 1-D or 2-D window op (Conv, pooling) as the 2-D builder ops see it: a 1-D op
+    ``(N, C, L)`` runs as ``(N, C, 1, L)`` with kernel ``(1, k)``, and :meth:`back` reshapes
+    its result to 3-D."""
+
+    def __init__(self, n: NodeInputs, x, kernel, ceil_mode: bool = False):
+        shape = shape_of(x)
+        if len(shape) not in (3, 4):
+            raise n.fail(f"input 'X' has shape {shape}; expected (N, C, L) or (N, C, H, W) "
+                         f"(1-D and 2-D spatial only)")
+        nd = len(shape) - 2
+        k = tuple(int(v) for v in kernel)
+        strides = tuple(int(v) for v in n.attr("strides", [1] * nd))
+        dil = tuple(int(v) for v in n.attr("dilations", [1] * nd))
+        pads = list(_pads(n, shape[2:], k, strides, dil))
+        if ceil_mode:  # extra end padding so that the last partial window is produced
+            for i in range(nd):
+                span = shape[2 + i] + pads[i] + pads[nd + i] - ((k[i] - 1) * dil[i] + 1)
+                out = -(-span // strides[i]) + 1
+                if (out - 1) * strides[i] >= shape[2 + i] + pads[i]:  # a window must start inside
+                    out -= 1
+                pads[nd + i] += max((out - 1) * strides[i] + (k[i] - 1) * dil[i] + 1 - (shape[2 + i] + pads[i] + pads[nd + i]), 0)
+        self.squeezed = nd == 1
+        if self.squeezed:
+            self.x = ops.reshape(x, shape[:2] + (1, shape[2]))
+            self.k, self.strides, self.dil = (1,) + k, (1,) + strides, (1,) + dil
+            self.pads = (0, pads[0], 0, pads[1])
+        else:
+            self.x, self.k, self.strides, self.dil, self.pads = x, k, strides, dil, tuple(pads)
+
+    def back(self, y):
+        s = shape_of(y)
+        return ops.reshape(y, s[:2] + (s[3],)) if self.squeezed else y
+
+
+@register("Conv")
+def _conv(n: NodeInputs) -> List[object]:
+    x, w = n.t(0), n.t(1)
+    win = _Window(n, x, shape_of(w)[2:])
+    if win.squeezed:
+        ws = shape_of(w)
+        w = ops.reshape(w, ws[:2] + (1, ws[2])) if isinstance(w, Tensor) else np.reshape(w, ws[:2] + (1, ws[2]))
+    bias = n.t(2) if n.has(2) else None
+    return [win.back(ops.conv2d(win.x, w, bias, strides=win.strides, padding=win.pads, dilation=win.dil,
+                                groups=int(n.attr("group", 1))))]
+
+
+@register("MaxPool")
+def _max_pool(n: NodeInputs) -> List[object]:
+    x = n.t(0)
+    if len(n.node.output) > 1 and n.node.output[1]:
+        raise n.fail("output 'Indices' is requested; expected only 'Y'")
+    if n.attr("storage_order", 0):
+        raise n.fail("attribute 'storage_order' is 1; expected 0")
+    win = _Window(n, x, n.attr("kernel_shape"), ceil_mode=bool(n.attr("ceil_mode", 0)))
+    return [win.back(ops.max_pool2d(win.x, win.k, strides=win.strides, padding=win.pads, dilation=win.dil))]
+
+
+@register("AveragePool")
+def _avg_pool(n: NodeInputs) -> List[object]:
+    x = n.t(0)
+    include = bool(n.attr("count_include_pad", 0))
+    ceil = bool(n.attr("ceil_mode", 0))
+    if ceil and include:
+        raise n.fail("attributes 'ceil_mode' and 'count_include_pad' are both 1; expected at most one")
+    win = _Window(n, x, n.attr("kernel_shape"), ceil_mode=ceil)
+    if win.dil != (1, 1):
+        raise n.fail(f"attribute 'dilations' is {win.dil}; expected all 1")
+    return [win.back(ops.avg_pool2d(win.x, win.k, strides=win.strides, padding=win.pads,
+                                    count_include_pad=include))]
+
+
+@register("GlobalAveragePool", "GlobalMaxPool")
+def _global_pool(n: NodeInputs) -> List[object]:
+    x = n.t(0)
+    axes = tuple(range(2, len(shape_of(x))))
+    if n.node.op_type == "GlobalMaxPool":
+        return [ops.max(x, axis=axes, keepdims=True)]
+    return [ops.mean(x, axis=axes, keepdims=True)]
+
+
+# ---------------------------------------------------------------------------- normalization
+@register("BatchNormalization")
+def _batch_norm(n: NodeInputs) -> List[object]:
+    if n.attr("training_mode", 0):
+        raise n.fail("attribute 'training_mode' is 1; expected 0 (inference)")
+    x = n.t(0)
+    args = [same_dtype(n, x, n.t(i))[1] for i in range(1, 5)]
+    return [ops.batch_norm(x, *args, eps=float(n.attr("epsilon", 1e-5)), axis=1)]
+
+
+@register("LayerNormalization", opsets=(17, OPSETS[1]))
+def _layer_norm(n: NodeInputs) -> List[object]:
+    """``Y`` with ``ops.layer_norm``; the optional ``Mean`` and ``InvStdDev`` outputs (shape
+    ``x.shape[:axis] + (1,) * (rank - axis)``) computed beside it when requested."""
+    x = n.t(0)
+    rank = len(shape_of(x))
+    axis = int(n.attr("axis", -1)) % rank
+    axes = tuple(range(axis - rank, 0))
+    gamma = ops.broadcast_to(n.t(1), shape_of(x)[axis:]) if shape_of(n.t(1)) != shape_of(x)[axis:] else n.t(1)
+    beta = n.t(2) if n.has(2) else None
+    if beta is not None and shape_of(beta) != shape_of(x)[axis:]:
+        beta = ops.broadcast_to(beta, shape_of(x)[axis:])
+    eps = float(n.attr("epsilon", 1e-5))
+    y = ops.layer_norm(x, gamma, beta, axis=axes, eps=eps)
+    if len(n.node.output) == 1 or not any(n.node.output[1:]):
+        return [y]
+    mean = ops.mean(x, axis=axes, keepdims=True)
+    d = ops.subtract(x, mean)
+    inv = ops.rsqrt(ops.add(ops.mean(ops.multiply(d, d), axis=axes, keepdims=True), eps))
+    return [y, mean, inv]
+
+
+@register("Softmax", "LogSoftmax")
+def _softmax(n: NodeInputs) -> List[object]:
+    x = n.t(0)
+    fn = ops.softmax if n.node.op_type == "Softmax" else ops.log_softmax
+    shape = shape_of(x)
+    if n.opset >= 13:
+        return [fn(x, axis=int(n.attr("axis", -1)))]
+    axis = int(n.attr("axis", 1)) % max(len(shape), 1)
+    flat = ops.reshape(x, (int(np.prod(shape[:axis])), int(np.prod(shape[axis:]))))
+    return [ops.reshape(fn(flat, axis=-1), shape)]
+
+
+@register("LRN")
+def _lrn(n: NodeInputs) -> List[object]:
+    """``y = x / (bias + alpha / size * sum_{c' in window(c)} x[c']^2) ^ beta``: the window sum
+    is an average pool over channels (``(N, 1, C, H*W)``, kernel ``(size, 1)``, padding
+    ``floor((size-1)/2)`` before and ``ceil((size-1)/2)`` after, counting pads) times ``size``."""
+    x = n.t(0)
+    shape = shape_of(x)
+    if len(shape) < 3:
+        raise n.fail(f"input 'X' has shape {shape}; expected (N, C, D1, ...)")
+    size = int(n.attr("size"))
+    alpha, beta, bias = float(n.attr("alpha", 1e-4)), float(n.attr("beta", 0.75)), float(n.attr("bias", 1.0))
+    lo, hi = (size - 1) // 2, size - 1 - (size - 1) // 2
+    sq = ops.reshape(ops.multiply(x, x), (shape[0], 1, shape[1], int(np.prod(shape[2:]))))
+    window = ops.avg_pool2d(sq, (size, 1), strides=(1, 1), padding=(lo, 0, hi, 0), count_include_pad=True)
+    scale = ops.add(ops.multiply(ops.reshape(window, shape), alpha), bias)
+    return [ops.divide(x, ops.power(scale, beta))]
+
+
+@register("InstanceNormalization")
+def _instance_norm(n: NodeInputs) -> List[object]:
+    """``y = scale * (x - mean) / sqrt(var + epsilon) + B`` over the spatial axes of each
+    ``(n, c)``; scale and B of shape (C,)."""
+    x = n.t(0)
+    shape = shape_of(x)
+    if len(shape) < 3:
+        raise n.fail(f"input 'input' has shape {shape}; expected (N, C, D1, ...)")
+    axes = tuple(range(2, len(shape)))
+    mean = ops.mean(x, axis=axes, keepdims=True)
+    d = ops.subtract(x, mean)
+    var = ops.mean(ops.multiply(d, d), axis=axes, keepdims=True)
+    y = ops.multiply(d, ops.rsqrt(ops.add(var, float(n.attr("epsilon", 1e-5)))))
+    cshape = (shape[1],) + (1,) * (len(shape) - 2)
+    scale, bias = (same_dtype(n, x, n.t(i))[1] for i in (1, 2))
+    scale = ops.reshape(scale, cshape) if isinstance(scale, Tensor) else np.reshape(scale, cshape)
+    bias = ops.reshape(bias, cshape) if isinstance(bias, Tensor) else np.reshape(bias, cshape)
+    return [ops.add(ops.multiply(y, scale), bias)]
+
+
+@register("RMSNormalization", opsets=(23, OPSETS[1]))
+def _rms_norm(n: NodeInputs) -> List[object]:
+    """``y = x / sqrt(mean(x^2 over axes axis..-1) + epsilon) * scale`` (scale broadcast onto
+    those axes)."""
+    x = n.t(0)
+    rank = len(shape_of(x))
+    axis = int(n.attr("axis", -1)) % rank
+    axes = tuple(range(axis, rank))
+    ms = ops.mean(ops.multiply(x, x), axis=axes, keepdims=True)
+    y = ops.multiply(x, ops.rsqrt(ops.add(ms, float(n.attr("epsilon", 1e-5)))))
+    return [ops.multiply(y, same_dtype(n, y, n.t(1))[1])]
+
+
+@register("GroupNormalization", opsets=(21, OPSETS[1]))
+def _group_norm(n: NodeInputs) -> List[object]:
+    """``(N, C, ...)`` -> ``(N, G, C/G * ...)``, normalize the last axis, back, then per-channel
+    ``scale`` and ``bias`` (shape (C,), opset 21)."""
+    x = n.t(0)
+    shape = shape_of(x)
+    groups = int(n.attr("num_groups"))
+    if len(shape) < 3 or shape[1] % groups:
+        raise n.fail(f"input 'X' has shape {shape} and num_groups={groups}; expected (N, C, ...) "
+                     f"with C divisible by num_groups")
+    g = ops.reshape(x, (shape[0], groups, -1))
+    mean = ops.mean(g, axis=-1, keepdims=True)
+    d = ops.subtract(g, mean)
+    var = ops.mean(ops.multiply(d, d), axis=-1, keepdims=True)
+    y = ops.reshape(ops.multiply(d, ops.rsqrt(ops.add(var, float(n.attr("epsilon", 1e-5))))), shape)
+    cshape = (shape[1],) + (1,) * (len(shape) - 2)
+    scale, bias = (same_dtype(n, x, n.t(i))[1] for i in (1, 2))
+    scale = ops.reshape(scale, cshape) if isinstance(scale, Tensor) else np.reshape(scale, cshape)
+    bias = ops.reshape(bias, cshape) if isinstance(bias, Tensor) else np.reshape(bias, cshape)
+    return [ops.add(ops.multiply(y, scale), bias)]

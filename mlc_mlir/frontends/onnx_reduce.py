@@ -1,0 +1,119 @@
+"""ONNX converters, reduction family: ReduceSum/Mean/Max/Min (and the derived ReduceL1/L2,
+ReduceProd, ReduceLogSum...), ArgMax/ArgMin, CumSum. Conventions as in :mod:`.onnx_ops`.
+
+Source: ONNX operator spec (Operators.md), TVM Relax ``onnx_frontend.py``.
+"""
+
+from __future__ import annotations
+
+from typing import List
+
+import numpy as np
+
+from .. import ops
+from .onnx_registry import OPSETS, NodeInputs, axes_input, dtype_of, register, shape_of
+
+
+# ------------------------------------------------------------------------------- reductions
+_REDUCE = {"ReduceSum": ops.sum, "ReduceMean": ops.mean, "ReduceMax": ops.max, "ReduceMin": ops.min}
+#: derived reductions: (pre-map, base reduction, post-map)
+_DERIVED = {
+    "ReduceL1": (ops.abs, "ReduceSum", None),
+    "ReduceL2": (lambda x: ops.multiply(x, x), "ReduceSum", ops.sqrt),
+    "ReduceSumSquare": (lambda x: ops.multiply(x, x), "ReduceSum", None),
+    "ReduceLogSum": (None, "ReduceSum", ops.log),
+}
+
+
+def _reduce_args(n: NodeInputs):
+    """(axes or None for all, keepdims, no-op) of a reduction; axes are an input from opset 13
+    (ReduceSum) or 18 (the others)."""
+    since = 13 if n.node.op_type == "ReduceSum" else 18
+    axes = axes_input(n, since)
+    if axes is not None and len(axes) == 0:
+        axes = None
+    noop = axes is None and bool(n.attr("noop_with_empty_axes", 0))
+    return (None if axes is None else tuple(axes)), bool(n.attr("keepdims", 1)), noop
+
+
+def _base(op: str, x, axes, keep):
+    if op == "ReduceSum":
+        return ops.sum(x, axis=axes, keepdims=keep, dtype=dtype_of(x))
+    return _REDUCE[op](x, axis=axes, keepdims=keep)
+
+
+@register(*_REDUCE)
+def _reduce(n: NodeInputs) -> List[object]:
+    x = n.t(0)
+    axes, keep, noop = _reduce_args(n)
+    return [x if noop else _base(n.node.op_type, x, axes, keep)]
+
+
+@register(*_DERIVED)
+def _reduce_derived(n: NodeInputs) -> List[object]:
+    pre, base, post = _DERIVED[n.node.op_type]
+    x = n.t(0)
+    axes, keep, noop = _reduce_args(n)
+    y = x if pre is None else pre(x)
+    if noop:
+        return [y if post is None else post(y)]
+    y = _base(base, y, axes, keep)
+    return [y if post is None else post(y)]
+
+
+@register("ReduceLogSumExp")
+def _reduce_log_sum_exp(n: NodeInputs) -> List[object]:
+    """``log(sum(exp(x - m))) + m`` with ``m`` the max over the same axes (no overflow)."""
+    x = n.t(0)
+    axes, keep, noop = _reduce_args(n)
+    if noop:
+        return [x]
+    m = ops.max(x, axis=axes, keepdims=True)
+    y = ops.add(ops.log(ops.sum(ops.exp(ops.subtract(x, m)), axis=axes, keepdims=True)), m)
+    if not keep:
+        rank = len(shape_of(x))
+        drop = range(rank) if axes is None else sorted(a % rank for a in axes)
+        y = ops.squeeze(y, list(drop))
+    return [y]
+
+
+@register("ArgMax", "ArgMin")
+def _argmax(n: NodeInputs) -> List[object]:
+    """ArgMin is ArgMax of ``-x``; ``select_last_index`` is ArgMax of ``x`` reversed along
+    ``axis`` (a gather), mapped back with ``L - 1 - i``."""
+    x = n.t(0)
+    axis = int(n.attr("axis", 0)) % len(shape_of(x))
+    if n.node.op_type == "ArgMin":
+        x = ops.negative(x)
+    last = bool(n.attr("select_last_index", 0))
+    length = shape_of(x)[axis]
+    if last:
+        x = ops.gather(x, np.arange(length - 1, -1, -1, dtype=np.int64), axis=axis)
+    i = ops.argmax(x, axis=axis, keepdims=bool(n.attr("keepdims", 1)))
+    return [ops.subtract(np.asarray(length - 1, np.int64), i) if last else i]
+
+
+@register("CumSum", opsets=(11, OPSETS[1]))
+def _cumsum(n: NodeInputs) -> List[object]:
+    """A matmul with a 0/1 triangular matrix along ``axis`` (moved last): inclusive or
+    ``exclusive``, forward or ``reverse``; integer inputs are summed in float64 and cast back
+    (exact below 2**53)."""
+    x = n.t(0)
+    shape = shape_of(x)
+    rank = len(shape)
+    axis = int(n.np(1, "axis").reshape(-1)[0]) % rank
+    length = shape[axis]
+    i, j = np.arange(length)[:, None], np.arange(length)[None, :]
+    rev, excl = bool(n.attr("reverse", 0)), bool(n.attr("exclusive", 0))
+    tri = (i > j if excl else i >= j) if rev else (i < j if excl else i <= j)  # tri[k, out]: k feeds out
+    dt = dtype_of(x)
+    work = dt if dt in ("float32", "float64") else "float64"
+    xf = x if work == dt else ops.cast(x, work)
+    perm = [d for d in range(rank) if d != axis] + [axis]
+    xt = ops.transpose(xf, perm) if axis != rank - 1 else xf
+    ts = shape_of(xt)
+    y = ops.matmul(ops.reshape(xt, (-1, length)), tri.astype(work))
+    y = ops.reshape(y, ts)
+    if axis != rank - 1:
+        y = ops.transpose(y, list(np.argsort(perm)))
+    return [y if work == dt else ops.cast(y, dt)]

@@ -1,0 +1,223 @@
+"""ONNX converters, shape family: Transpose, Reshape, Flatten, Concat, Squeeze/Unsqueeze,
+Gather, Expand, Split, Slice, Pad, Shape, Size, Constant, ConstantOfShape, Range, Trilu.
+Conventions as in :mod:`.onnx_ops`; operands the converters need at import time (shapes, axes)
+come from ``NodeInputs.np``.
+
+Source: ONNX operator spec (Operators.md), TVM Relax ``onnx_frontend.py``.
+"""
+
+from __future__ import annotations
+
+from typing import List
+
+import numpy as np
+
+from .. import ops
+from ..builder import Tensor
+from .onnx_registry import (
+    OPSETS, NodeInputs, axes_input, np_dtype, register, same_dtype, shape_of,
+)
+
+
+# ---------------------------------------------------------------------------------- shapes
+@register("Transpose")
+def _transpose(n: NodeInputs) -> List[object]:
+    x = n.t(0)
+    perm = n.attr("perm")
+    return [ops.transpose(x, list(perm) if perm is not None else None)]
+
+
+@register("Reshape")
+def _reshape(n: NodeInputs) -> List[object]:
+    x = n.t(0)
+    shape = [int(d) for d in (n.np(1, "shape") if n.opset >= 5 else n.attr("shape"))]
+    if not n.attr("allowzero", 0):
+        shape = [shape_of(x)[i] if d == 0 else d for i, d in enumerate(shape)]
+    return [ops.reshape(x, shape)]
+
+
+@register("Flatten")
+def _flatten(n: NodeInputs) -> List[object]:
+    x = n.t(0)
+    shape = shape_of(x)
+    axis = int(n.attr("axis", 1))
+    axis = axis + len(shape) if axis < 0 else axis
+    return [ops.reshape(x, (int(np.prod(shape[:axis])), int(np.prod(shape[axis:]))))]
+
+
+@register("Concat")
+def _concat(n: NodeInputs) -> List[object]:
+    vals = [n.t(i) for i in range(len(n)) if n.has(i)]
+    ref = next((v for v in vals if isinstance(v, Tensor)), vals[0])
+    vals = [same_dtype(n, ref, v)[1] for v in vals]
+    return [ops.concat(vals, axis=int(n.attr("axis")))]
+
+
+
+@register("Squeeze")
+def _squeeze(n: NodeInputs) -> List[object]:
+    return [ops.squeeze(n.t(0), axes_input(n, 13))]
+
+
+@register("Unsqueeze")
+def _unsqueeze(n: NodeInputs) -> List[object]:
+    return [ops.unsqueeze(n.t(0), axes_input(n, 13))]
+
+
+@register("Gather")
+def _gather(n: NodeInputs) -> List[object]:
+    idx = n.t(1)
+    if not isinstance(idx, Tensor):
+        idx = np.asarray(idx).astype(np.int64)
+    return [ops.gather(n.t(0), idx, axis=int(n.attr("axis", 0)))]
+
+
+@register("Expand")
+def _expand(n: NodeInputs) -> List[object]:
+    return [ops.expand(n.t(0), [int(d) for d in n.np(1, "shape")])]
+
+
+@register("Split")
+def _split(n: NodeInputs) -> List[object]:
+    x = n.t(0)
+    axis = int(n.attr("axis", 0))
+    size = shape_of(x)[axis]
+    if n.opset >= 13 and n.has(1):
+        sizes = [int(s) for s in n.np(1, "split")]
+    elif n.opset < 13 and n.attr("split") is not None:
+        sizes = list(n.attr("split"))
+    else:
+        parts = int(n.attr("num_outputs", len(n.node.output)))
+        chunk = -(-size // parts)
+        sizes = [min(chunk, size - i * chunk) for i in range(parts)]
+    return ops.split(x, sizes, axis=axis)
+
+
+@register("Slice")
+def _slice(n: NodeInputs) -> List[object]:
+    x = n.t(0)
+    if n.opset < 10:
+        starts, ends, axes, steps = n.attr("starts"), n.attr("ends"), n.attr("axes"), None
+    else:
+        starts, ends = n.np(1, "starts"), n.np(2, "ends")
+        axes = n.np(3, "axes") if n.has(3) else None
+        steps = n.np(4, "steps") if n.has(4) else None
+    axes = list(range(len(starts))) if axes is None else [int(a) % len(shape_of(x)) for a in axes]
+    steps = [1] * len(starts) if steps is None else [int(s) for s in steps]
+    if any(s <= 0 for s in steps):
+        raise n.fail(f"input 'steps' is {steps}; expected positive steps")
+    lim = lambda v: int(max(min(int(v), 2**62), -2**62))  # noqa: E731
+    return [ops.slice(x, [lim(s) for s in starts], [lim(e) for e in ends], strides=steps, axes=axes)]
+
+
+@register("Pad")
+def _pad(n: NodeInputs) -> List[object]:
+    x = n.t(0)
+    mode = n.attr("mode", b"constant").decode()
+    if mode not in ("constant", "reflect", "edge", "wrap"):
+        raise n.fail(f"attribute 'mode' is {mode!r}; expected constant, reflect, edge or wrap")
+    rank = len(shape_of(x))
+    if n.opset < 11:
+        pads, value = list(n.attr("pads")), float(n.attr("value", 0.0))
+    else:
+        pads = [int(p) for p in n.np(1, "pads")]
+        value = n.np(2, "constant_value").item() if n.has(2) else 0
+        if n.has(3):
+            axes = [int(a) % rank for a in n.np(3, "axes")]
+            full = [0] * (2 * rank)
+            for j, a in enumerate(axes):
+                full[a], full[a + rank] = pads[j], pads[j + len(axes)]
+            pads = full
+    if min(pads) < 0:
+        raise n.fail(f"input 'pads' is {pads}; expected non-negative pads")
+    if mode != "constant":
+        return [_pad_by_gather(n, x, pads, mode)]
+    return [ops.pad(x, [(pads[i], pads[i + rank]) for i in range(rank)], constant_value=value)]
+
+
+def _pad_by_gather(n: NodeInputs, x, pads, mode: str):
+    """reflect / edge / wrap padding: one gather per padded axis with the numpy index map
+    (``np.pad(np.arange(L), (b, e), mode)``)."""
+    rank = len(shape_of(x))
+    np_mode = {"reflect": "reflect", "edge": "edge", "wrap": "wrap"}[mode]
+    for ax in range(rank):
+        b, e = pads[ax], pads[ax + rank]
+        if b == 0 and e == 0:
+            continue
+        length = shape_of(x)[ax]
+        if mode == "reflect" and max(b, e) >= length:
+            raise n.fail(f"input 'pads' is {pads}; expected reflect pads below the axis length {length}")
+        idx = np.pad(np.arange(length, dtype=np.int64), (b, e), mode=np_mode)
+        x = ops.gather(x, idx, axis=ax)
+    return x
+
+
+@register("Shape")
+def _shape_op(n: NodeInputs) -> List[object]:
+    shape = np.array(shape_of(n.values[0]), np.int64)
+    return [shape[n.attr("start", 0):n.attr("end", len(shape))]]
+
+
+@register("Size")
+def _size(n: NodeInputs) -> List[object]:
+    return [np.array(int(np.prod(shape_of(n.values[0]))), np.int64)]
+
+
+@register("Constant")
+def _constant(n: NodeInputs) -> List[object]:
+    from onnx import numpy_helper
+    (name, v), = n.attrs.items()
+    if name == "value":
+        return [np.asarray(numpy_helper.to_array(v))]
+    if name in ("value_float", "value_int"):
+        return [np.array(v, np.float32 if name == "value_float" else np.int64)]
+    if name in ("value_floats", "value_ints"):
+        return [np.array(v, np.float32 if name == "value_floats" else np.int64)]
+    raise n.fail(f"attribute {name!r} is not supported; expected value, value_float(s), value_int(s)")
+
+
+@register("ConstantOfShape")
+def _constant_of_shape(n: NodeInputs) -> List[object]:
+    """A zero-stride numpy view (``np.broadcast_to``): it becomes a splat constant, never a
+    materialized array (the light model zoo builds every weight this way)."""
+    from onnx import numpy_helper
+    shape = tuple(int(d) for d in n.np(0, "input"))
+    if any(d < 0 for d in shape):
+        raise n.fail(f"input 'input' is {list(shape)}; expected non-negative dims")
+    v = n.attr("value")
+    value = numpy_helper.to_array(v).reshape(()) if v is not None else np.zeros((), np.float32)
+    return [np.broadcast_to(value, shape)]
+
+
+@register("Tile")
+def _tile(n: NodeInputs) -> List[object]:
+    """numpy ``tile``: ``(d0, d1..)`` -> reshape ``(1, d0, 1, d1..)`` -> expand
+    ``(r0, d0, r1, d1..)`` -> reshape ``(r0*d0, r1*d1..)``."""
+    x = n.t(0)
+    shape = shape_of(x)
+    reps = [int(r) for r in n.np(1, "repeats").reshape(-1)]
+    if len(reps) != len(shape) or min(reps, default=1) < 0:
+        raise n.fail(f"input 'repeats' is {reps}; expected {len(shape)} non-negative counts")
+    inter = tuple(v for d in shape for v in (1, d))
+    big = tuple(v for r, d in zip(reps, shape) for v in (r, d))
+    return [ops.reshape(ops.expand(ops.reshape(x, inter), big), tuple(r * d for r, d in zip(reps, shape)))]
+
+
+@register("Range", opsets=(11, OPSETS[1]))
+def _range(n: NodeInputs) -> List[object]:
+    start, limit, delta = (n.np(i, a) for i, a in enumerate(("start", "limit", "delta")))
+    return [np.arange(start, limit, delta).astype(start.dtype)]
+
+
+@register("Trilu", opsets=(14, OPSETS[1]))
+def _trilu(n: NodeInputs) -> List[object]:
+    """``where(mask, x, 0)`` with the numpy ``triu``/``tril`` mask of the last two dims."""
+    x = n.t(0)
+    shape = shape_of(x)
+    if len(shape) < 2:
+        raise n.fail(f"input 'input' has shape {shape}; expected at least 2-D")
+    k = int(n.np(1, "k").reshape(-1)[0]) if n.has(1) else 0
+    rows, cols = shape[-2:]
+    ones = np.ones((rows, cols), np.int8)
+    mask = np.triu(ones, k) if n.attr("upper", 1) else np.tril(ones, k)
+    return [ops.where(mask, x, np.zeros((), np_dtype(x)))]
