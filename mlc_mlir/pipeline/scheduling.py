@@ -137,6 +137,8 @@ def schedule_module(module: Module, target: Target, mode: str, threads: Optional
             raise PipelineError("compile: database= needs a graph module that nobody scheduled yet "
                                 f"(functions with loops: "
                                 f"{sorted(set(module.function_names()) - set(todo))})")
+        # the layout rewrites come before FuseOps, as in the tuner's task extraction
+        module = layout_rewrites(module, target, todo, evaluate)
         module = database.apply_best(FuseOps()(module), target)
         todo = unscheduled_functions(module)
         if mode == "none" or not todo:

@@ -51,7 +51,7 @@ def apply_best(mod: Module, database, target="cpu") -> Module:
         raise TuningError(f"apply_best: argument 'database' is {type(database).__name__}; "
                           "expected a mlc_mlir.tune.Database")
     tkey = get_target(target).key()
-    out = fused(mod)
+    out = fused(mod, get_target(target))
     for name in primitive_functions(out):
         key = workload_key(out, name)
         rec = database.best(key, tkey)

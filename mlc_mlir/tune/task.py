@@ -18,6 +18,8 @@ from ..errors import TuningError
 from ..graph.fuse_ops import PRIMITIVE_ATTR, FuseOps
 from ..ir.module import Module
 from ..ir.workload import workload_key
+from ..pipeline.compile import compile
+from ..pipeline.scheduling import layout_rewrites
 from ..schedule.loop_nest import analyze_module
 from ..target import get_target
 
@@ -63,9 +65,18 @@ def primitive_functions(mod: Module) -> List[str]:
     return [f.sym_name.value for f in mod.func_ops() if PRIMITIVE_ATTR in f.attributes]
 
 
-def fused(mod: Module) -> Module:
+def _evaluate(m: Module):
+    """The constant evaluator of the layout rewrites (``graph.FoldConstant``)."""
+    return compile(m, "cpu", threads=1, schedule="none")
+
+
+def fused(mod: Module, target=None) -> Module:
     """``mod`` with primitive functions outlined (:class:`FuseOps`), or ``mod`` itself if it has
-    them already.
+    them already. On a CPU ``target``, the default schedule's per-op layout rewrites come first
+    (:func:`~mlc_mlir.pipeline.scheduling.layout_rewrites`: NCHW convolutions the NHWC rule
+    prefers become NHWC ones, constant filters folded), as ``mlc.compile`` does before it
+    applies a database, so tasks and records see the layout the compiler runs (TVM:
+    ``AlterOpLayout`` before task extraction).
 
     Raises
     ------
@@ -74,7 +85,12 @@ def fused(mod: Module) -> Module:
     """
     if not isinstance(mod, Module):
         raise TuningError(f"tune: expected an mlc.Module, got {type(mod).__name__}")
-    return mod if is_fused(mod) else FuseOps()(mod)
+    if is_fused(mod):
+        return mod
+    tgt = get_target(target) if target is not None else None
+    if tgt is not None and tgt.kind == "cpu":
+        mod = layout_rewrites(mod, tgt, mod.function_names(), _evaluate)
+    return FuseOps()(mod)
 
 
 def task_module(mod: Module, func_name: str) -> Module:
@@ -136,8 +152,7 @@ def extract_tasks(mod: Module, target="cpu") -> List[Task]:
     TuningError
         If ``mod`` is not a Module, or has no primitive functions after :class:`FuseOps`.
     """
-    get_target(target)
-    fmod = fused(mod)
+    fmod = fused(mod, get_target(target))
     names = primitive_functions(fmod)
     if not names:
         raise TuningError(f"extract_tasks: the module has no primitive functions after FuseOps "
