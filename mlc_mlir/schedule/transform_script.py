@@ -80,12 +80,11 @@ def _tile_forall(op: ir.Value, sizes: list, blk: Block, t: Tiling):
 
 
 def _tile_bound(op: ir.Value, sizes: list, blk: Block, t: Tiling):
-    """``bound`` loops: an ``scf.forall`` annotated ``mlc.bind`` with the GPU axes, x first, in
-    dim order (mapped by ``gpu-map-parallel-loops`` in the CUDA pipeline)."""
-    op, loops = _tile_forall(op, sizes, blk, t)
-    axes = ",".join(blk.loops[p].thread for p in sorted(t.positions, key=lambda q: blk.loops[q].dim))
-    transform_d.AnnotateOp(loops[0], "mlc.bind", param=_param(axes))
-    return op, loops
+    """``bound`` loops reach the GPU emitter (:mod:`~mlc_mlir.schedule.gpu_script`), which maps
+    them with ``#gpu.block`` / ``#gpu.thread``; a bound loop of any other block is an error."""
+    raise ScheduleError(f"bind: block '{blk.name}' ({blk.kind}) has loops bound to GPU axes but is "
+                        "not a compute block the GPU emitter maps; bind the loops of its "
+                        "compute block instead")
 
 
 #: Loop kind -> tiling rule ``(op, sizes, block, tiling) -> (tiled op, loop handles)``.
