@@ -33,8 +33,9 @@ import subprocess
 import tempfile
 from typing import Dict, List, Tuple
 
-from .._mlir import (bufferization_transform_d, func_d, gpu_d, gpu_transform_d, ir, memref_d,
+from .._mlir import (bufferization_transform_d, func_d, gpu_d, gpu_transform_d, ir,
                      nvgpu_transform_d, structured_transform_d, transform_d, transform_interpreter)
+from ..ir.transform_values import any_op
 from ..errors import PipelineError
 from ..ir.module import Module, diagnostics
 from ..ir.walk import find_ops
@@ -51,10 +52,6 @@ WARP_SIZE = 32
 _LINEAR = "linear_dim_"
 
 
-def _any():
-    return transform_d.AnyOpType.get()
-
-
 def _apply(module: Module, build, stage: str) -> Module:
     """Build a transform script with ``build(root)`` and apply it to a copy of ``module``."""
     out = module.clone()
@@ -62,7 +59,7 @@ def _apply(module: Module, build, stage: str) -> Module:
         script = ir.Module.create()
         script.operation.attributes["transform.with_named_sequence"] = ir.UnitAttr.get()
         with ir.InsertionPoint(script.body):
-            seq = transform_d.NamedSequenceOp("__transform_main", [_any()], [],
+            seq = transform_d.NamedSequenceOp("__transform_main", [any_op()], [],
                                               arg_attrs=[{"transform.consumed": ir.UnitAttr.get()}])
             with ir.InsertionPoint(seq.body):
                 build(seq.bodyTarget)
@@ -77,7 +74,7 @@ def _apply(module: Module, build, stage: str) -> Module:
 
 def _bufferize(root: ir.Value) -> None:
     bufferization_transform_d.OneShotBufferizeOp(
-        _any(), root, bufferize_function_boundaries=True, function_boundary_type_conversion=1,
+        any_op(), root, bufferize_function_boundaries=True, function_boundary_type_conversion=1,
         memcpy_op="linalg.copy")
 
 
@@ -159,11 +156,11 @@ def _map(module: Module, kernels) -> Module:
     def build(root):
         for i, dims in kernels:
             forall = structured_transform_d.MatchOp(
-                _any(), root, ops=ir.ArrayAttr.get([ir.StringAttr.get("scf.forall")]),
+                any_op(), root, ops=ir.ArrayAttr.get([ir.StringAttr.get("scf.forall")]),
                 op_attrs=ir.DictAttr.get({"mlc.kernel": ir.IntegerAttr.get(
                     ir.IntegerType.get_signless(64), i)})).result
-            launch = gpu_transform_d.MapForallToBlocks(_any(), forall, generate_gpu_launch=True).result
-            gpu_transform_d.MapNestedForallToThreads(_any(), launch, block_dims=dims)
+            launch = gpu_transform_d.MapForallToBlocks(any_op(), forall, generate_gpu_launch=True).result
+            gpu_transform_d.MapNestedForallToThreads(any_op(), launch, block_dims=dims)
 
     return _apply(module, build, "map")
 
@@ -238,7 +235,7 @@ def _mma_sync(module: Module) -> Module:
 
     def build(root):
         mm = structured_transform_d.MatchOp(
-            _any(), root, ops=ir.ArrayAttr.get([ir.StringAttr.get("linalg.matmul")]),
+            any_op(), root, ops=ir.ArrayAttr.get([ir.StringAttr.get("linalg.matmul")]),
             op_attrs=ir.DictAttr.get({MMA_SYNC: attr})).result
         nvgpu_transform_d.RewriteMatmulAsMmaSyncOp(mm)
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import Callable, List, Tuple
 
 from .._mlir import ir, structured_transform_d, transform_d
+from ..ir.transform_values import any_op
 from ..errors import PipelineError
 from ..ir.module import Module
 
@@ -30,10 +31,6 @@ MAX_THREADS = 256
 
 #: Marks a host-level pad for matching (``mlc.host_pad = i``).
 _TAG = "mlc.host_pad"
-
-
-def _any():
-    return transform_d.AnyOpType.get()
 
 
 def _i64(v: int) -> ir.IntegerAttr:
@@ -108,11 +105,11 @@ def materialize_host_pads(module: Module, apply: Callable) -> Module:
     def build(root):
         for i, shape in enumerate(shapes):
             pad = structured_transform_d.MatchOp(
-                _any(), root, ops=ir.ArrayAttr.get([ir.StringAttr.get("tensor.pad")]),
+                any_op(), root, ops=ir.ArrayAttr.get([ir.StringAttr.get("tensor.pad")]),
                 op_attrs=ir.DictAttr.get({_TAG: _i64(i)})).result
-            insert = structured_transform_d.RewriteInDestinationPassingStyleOp(_any(), pad).result
-            fill = transform_d.GetProducerOfOperand(_any(), insert, 1).result
-            copy = structured_transform_d.InsertSliceToCopyOp(_any(), insert).result
+            insert = structured_transform_d.RewriteInDestinationPassingStyleOp(any_op(), pad).result
+            fill = transform_d.GetProducerOfOperand(any_op(), insert, 1).result
+            copy = structured_transform_d.InsertSliceToCopyOp(any_op(), insert).result
             _map_elementwise(fill, shape)
             _map_elementwise(copy, sources[i])   # the copy has the source's shape
 

@@ -30,21 +30,13 @@ from __future__ import annotations
 
 from typing import List
 
-from .._mlir import ir, structured_transform_d, transform_d
+from .._mlir import ir, structured_transform_d
+from ..ir.transform_values import any_op, gpu_attr
 from ..errors import ScheduleError
 from .loop_nest import Block, Loop
 
 #: Threads of the second combine level (one warp).
 WARP = 32
-
-
-def _any():
-    return transform_d.AnyOpType.get()
-
-
-def _attr(text: str) -> ir.Attribute:
-    """A GPU dialect attribute. Parsing text is debt: the bindings have no builders for them."""
-    return ir.Attribute.parse(text)
 
 
 def is_cross_thread(blk: Block) -> bool:
@@ -121,13 +113,13 @@ def emit_cross_thread(gpu, blk: Block) -> ir.Value:
     gpu.check_level(blk, blocks, "block")
     if not any(lp.extent > 1 for lp in blocks):
         raise ScheduleError(f"bind: '{blk.name}' has no loop of extent > 1 bound to a blockIdx axis")
-    thread = ir.ArrayAttr.get([_attr(f"#gpu.thread<{t_axis}>")])
-    shared = _attr("#gpu.address_space<workgroup>")
+    thread = ir.ArrayAttr.get([gpu_attr(f"#gpu.thread<{t_axis}>")])
+    shared = gpu_attr("#gpu.address_space<workgroup>")
 
     op = host.match(blk)
     init = host.match_name(blk.func, blk.info.init)
     sr = structured_transform_d.SplitReductionOp(
-        _any(), _any(), _any(), _any(), op, split_factor=nthreads,
+        any_op(), any_op(), any_op(), any_op(), op, split_factor=nthreads,
         insert_split_dimension=len(outs), inner_parallel=True)
     # 2. one output element per block: the combine's parallel dims are the output's
     comb_sizes = [1 if blk.dims[d].extent > 1 else 0 for d in outs] + [0]
@@ -147,7 +139,7 @@ def emit_cross_thread(gpu, blk: Block) -> ir.Value:
     # 4. the combine over 32 threads (each reads T/32 partials)
     if nthreads >= 2 * WARP and nthreads % WARP == 0:
         red = structured_transform_d.TileReductionUsingForallOp(
-            [_any()], _any(), _any(), _any(), comb, num_threads=[0] * len(outs) + [WARP],
+            [any_op()], any_op(), any_op(), any_op(), comb, num_threads=[0] * len(outs) + [WARP],
             mapping=thread)
         structured_transform_d.FuseIntoContainingOp(red.results[0], red.forall_op)
         _to_shared(red.forall_op, shared)

@@ -34,32 +34,10 @@ import math
 from typing import Dict, List, Optional, Tuple
 
 from .._mlir import ir, loop_transform_d, structured_transform_d, transform_d
+from ..ir.transform_values import any_op, gpu_attr, param_constant
 from ..errors import ScheduleError
 from .gpu_reduction import emit_cross_thread, is_cross_thread
 from .loop_nest import Block, Loop, LoopNestModel
-
-
-def _any():
-    return transform_d.AnyOpType.get()
-
-
-def _attr(text: str) -> ir.Attribute:
-    """A GPU dialect attribute (``#gpu.block<x>``...). Parsing text is debt: the bindings have no
-    builders for the GPU mapping attributes."""
-    return ir.Attribute.parse(text)
-
-
-def _param(v) -> ir.Value:
-    """A ``transform.param.constant`` of an annotation value (bool, int, float or str)."""
-    if isinstance(v, bool):
-        attr = ir.BoolAttr.get(v)
-    elif isinstance(v, int):
-        attr = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), v)
-    elif isinstance(v, float):
-        attr = ir.FloatAttr.get(ir.F64Type.get(), v)
-    else:
-        attr = ir.StringAttr.get(v)
-    return transform_d.ParamConstantOp(transform_d.AnyParamType.get(), attr).result
 
 
 def is_gpu_block(model: LoopNestModel, blk: Block) -> bool:
@@ -154,8 +132,8 @@ class GpuEmitter:
             # a fused group is one linear axis: the last loop varies fastest (linear_dim_0)
             order = [lp for lp in level if lp.extent > 1]
             rank = {lp.id: len(order) - 1 - k for k, lp in enumerate(order)}
-            return ir.ArrayAttr.get([_attr(f"#gpu.{kind}<linear_dim_{rank[lp.id]}>") for lp in real])
-        return ir.ArrayAttr.get([_attr(f"#gpu.{kind}<{_axis(lp)[1]}>") for lp in real])
+            return ir.ArrayAttr.get([gpu_attr(f"#gpu.{kind}<linear_dim_{rank[lp.id]}>") for lp in real])
+        return ir.ArrayAttr.get([gpu_attr(f"#gpu.{kind}<{_axis(lp)[1]}>") for lp in real])
 
     def check_level(self, blk: Block, level: List[Loop], kind: str) -> None:
         dims = [lp.dim for lp in level if lp.extent > 1]
@@ -236,7 +214,7 @@ class GpuEmitter:
                 op, padding_values=zeros, padding_dimensions=list(range(ndims)),
                 nofold_flags=[1 if i in idxs else 0 for i in range(len(zeros))], copy_back_op="none")
             op = pad.padded
-            pads.extend(transform_d.GetProducerOfOperand(_any(), op, i).result for i in idxs)
+            pads.extend(transform_d.GetProducerOfOperand(any_op(), op, i).result for i in idxs)
 
         stage_here(None)
         # 2. staging loops (serial, outside the threads)
@@ -279,15 +257,15 @@ class GpuEmitter:
         # cooperative copies of the shared caches, in workgroup memory
         for pad in pads:
             bits = 32
-            r = structured_transform_d.MapCopyToThreadsOp(_any(), _any(), pad,
+            r = structured_transform_d.MapCopyToThreadsOp(any_op(), any_op(), pad,
                                                          total_num_threads=max(nthreads, 1),
                                                          desired_bit_alignment=bits)
             structured_transform_d.BufferizeToAllocationOp(
-                r.forall_op, memory_space=_attr("#gpu.address_space<workgroup>"),
+                r.forall_op, memory_space=gpu_attr("#gpu.address_space<workgroup>"),
                 bufferize_destination_only=True, alloc_op="memref.alloca", memcpy_op="linalg.copy")
         for lp in reversed(order):
             if lp.unroll is not None and lp.id in loop_handles:
                 loop_transform_d.LoopUnrollOp(loop_handles[lp.id], factor=lp.unroll or lp.extent)
         for k, v in blk.annotations.items():   # on the innermost tile (e.g. mlc.mma_sync)
-            transform_d.AnnotateOp(op, k, param=_param(v))
+            transform_d.AnnotateOp(op, k, param=param_constant(v))
         return op

@@ -25,6 +25,7 @@ from typing import Dict, List
 
 from .._mlir import (ir, loop_transform_d, structured_transform_d, tensor_transform_d, transform_d,
                      transform_interpreter, tune_transform_d, vector_transform_d)
+from ..ir.transform_values import any_op, param_constant
 from ..errors import ScheduleError
 from ..ir import dtypes
 from ..ir.module import Module, OP_NAME_ATTR, diagnostics
@@ -57,10 +58,6 @@ class TransformScript:
         """Write the script's MLIR text to ``path``."""
         with open(path, "w") as f:
             f.write(str(self))
-
-
-def _any():
-    return transform_d.AnyOpType.get()
 
 
 def _param_type():
@@ -110,7 +107,7 @@ class _Emitter:
     def func(self, name: str) -> ir.Value:
         if name not in self.funcs:
             self.funcs[name] = structured_transform_d.MatchOp(
-                _any(), self.root, ops=ir.ArrayAttr.get([ir.StringAttr.get("func.func")]),
+                any_op(), self.root, ops=ir.ArrayAttr.get([ir.StringAttr.get("func.func")]),
                 op_attrs=ir.DictAttr.get({"sym_name": ir.StringAttr.get(name)})).result
         return self.funcs[name]
 
@@ -119,7 +116,7 @@ class _Emitter:
 
     def match_name(self, func: str, name: str) -> ir.Value:
         return structured_transform_d.MatchOp(
-            _any(), self.func(func),
+            any_op(), self.func(func),
             op_attrs=ir.DictAttr.get({OP_NAME_ATTR: ir.StringAttr.get(name)})).result
 
     # ---------------------------------------------------------------- sizes and knobs
@@ -160,7 +157,7 @@ class _Emitter:
             for p in t.positions:
                 static[blk.loops[p].dim] = blk.step(p)
             r = structured_transform_d.TileReductionUsingForOp(
-                [_any()], _any(), _any(), _any(), op, tile_sizes=static)
+                [any_op()], any_op(), any_op(), any_op(), op, tile_sizes=static)
             op, loops = r.split_op, [r.for_op]
         elif fuse_producers:
             # tile and fuse the init (linalg.fill) through the loop's destination
@@ -222,7 +219,7 @@ class _Emitter:
             ca = blk.loop_index(cache.compute_at)
             n = len({id(self.loop_handles[q.id]) for q in blk.loops[ca + 1:pos + 1]
                      if q.id in self.loop_handles})
-        operand_pad = transform_d.GetProducerOfOperand(_any(), pad.padded, idx).result
+        operand_pad = transform_d.GetProducerOfOperand(any_op(), pad.padded, idx).result
         # the packed tile: the operand's extent along each of its dims inside loop `pos`
         tile = [_prod(q.extent for q in blk.loops[pos + 1:] if q.dim == d)
                 for d in blk.info.operand_dims[idx]]
@@ -294,7 +291,7 @@ class _Emitter:
             self.cleanup(self.func(func))
         for func, pad, n, tile, perm, blk, pos in self.pads:
             if n:
-                pad = structured_transform_d.HoistPadOp(_any(), pad, n, transpose=perm).transformed
+                pad = structured_transform_d.HoistPadOp(any_op(), pad, n, transpose=perm).transformed
             if perm is not None:
                 self.transposed_pack(pad, blk, pos, tile)
             if len(tile) > 1:   # one row at a time, as vectorize_rows (a KC x NR panel at once
@@ -310,9 +307,9 @@ class _Emitter:
         (``vector.transpose``, lowered to shuffles); the read-back one is fused into the loops
         inside ``pos`` down to the register tile and vectorized there, where it cancels against
         the transposed read of the contraction (the tile reads one contiguous packed row)."""
-        packer = transform_d.GetConsumersOfResult(_any(), hoisted, 0).result
+        packer = transform_d.GetConsumersOfResult(any_op(), hoisted, 0).result
         back = structured_transform_d.MatchOp(
-            _any(), self.loop_handles[blk.loops[pos].id],
+            any_op(), self.loop_handles[blk.loops[pos].id],
             ops=ir.ArrayAttr.get([ir.StringAttr.get("linalg.transpose")])).result
         inner = []
         for q in blk.loops[pos + 1:]:
@@ -370,7 +367,7 @@ class _Emitter:
         for b in blocks:
             for k, v in b.annotations.items():
                 if b.id in self.op_handles:
-                    transform_d.AnnotateOp(self.op_handles[b.id], k, param=_param(v))
+                    transform_d.AnnotateOp(self.op_handles[b.id], k, param=param_constant(v))
             self.annotate_loops(b, lambda lp: lp.id not in fused_ids)
         for fname in sorted(self.vectorized_funcs):
             self.lower_vectors(self.func(fname))
@@ -386,7 +383,7 @@ class _Emitter:
                     raise ScheduleError(f"unroll: loop of '{b.name}' was not materialized")
                 loop_transform_d.LoopUnrollOp(h, factor=lp.unroll or lp.extent)
         for blk, positions, outer in self.coalesce:
-            fused = loop_transform_d.LoopCoalesceOp(_any(), outer).transformed
+            fused = loop_transform_d.LoopCoalesceOp(any_op(), outer).transformed
             for p in blk.group(positions[0]):
                 self.loop_handles[blk.loops[p].id] = fused
         for b in blocks:
@@ -400,7 +397,7 @@ class _Emitter:
                 continue
             done.add(id(h))
             for k, v in lp.annotations.items():
-                transform_d.AnnotateOp(h, k, param=_param(v))
+                transform_d.AnnotateOp(h, k, param=param_constant(v))
 
     def lower_vectors(self, func: ir.Value) -> None:
         """Fold tensor slices into vector transfers, hoist loop-invariant subsets (the C tile
@@ -413,7 +410,7 @@ class _Emitter:
             transform_d.ApplyCanonicalizationPatternsOp()
         transform_d.ApplyCommonSubexpressionEliminationOp(func)
         loops = structured_transform_d.MatchOp(
-            _any(), func, ops=ir.ArrayAttr.get([ir.StringAttr.get("scf.for")])).result
+            any_op(), func, ops=ir.ArrayAttr.get([ir.StringAttr.get("scf.for")])).result
         loop_transform_d.HoistLoopInvariantSubsetsOp(loops)
         p = transform_d.ApplyPatternsOp(func)
         with ir.InsertionPoint(p.patterns):
@@ -452,18 +449,6 @@ def _prod(xs) -> int:
     return out
 
 
-def _param(v) -> ir.Value:
-    if isinstance(v, bool):
-        attr = ir.BoolAttr.get(v)
-    elif isinstance(v, int):
-        attr = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), v)
-    elif isinstance(v, float):
-        attr = ir.FloatAttr.get(ir.F64Type.get(), v)
-    else:
-        attr = ir.StringAttr.get(v)
-    return transform_d.ParamConstantOp(transform_d.AnyParamType.get(), attr).result
-
-
 def emit_transform_script(model: LoopNestModel, context: ir.Context,
                           design_space: bool = False) -> TransformScript:
     """Build the transform module realizing ``model`` in the payload's ``context``.
@@ -495,7 +480,7 @@ def emit_transform_script(model: LoopNestModel, context: ir.Context,
         mod.operation.attributes["transform.with_named_sequence"] = ir.UnitAttr.get()
         with ir.InsertionPoint(mod.body):
             seq = transform_d.NamedSequenceOp(
-                "__transform_main", [_any()], [],
+                "__transform_main", [any_op()], [],
                 arg_attrs=[{"transform.readonly": ir.UnitAttr.get()}])
             with ir.InsertionPoint(seq.body):
                 _Emitter(model, seq.bodyTarget, design_space).run()
