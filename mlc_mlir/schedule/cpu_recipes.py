@@ -14,7 +14,7 @@ High-Performance Matrix Multiplication" (TOMS 2008); BLIS's analytical model (Lo
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional, Tuple
+from typing import List, Optional, Tuple
 
 from ..errors import ScheduleError
 from ..ir import dtypes
@@ -183,6 +183,28 @@ def goto_padding(target: Target, m: int, n: int, k: int, threads: Optional[int] 
         blocks = -(-k // p.kc)
         kk = -(-k // (blocks * p.unroll_k)) * p.unroll_k
     return mm, nn, kk
+
+
+def batch_matmul_padding(target: Target, nb: int, m: int, n: int, k: int,
+                         threads: Optional[int] = None, dtype_bits: int = 32) -> List[int]:
+    """``pad_einsum`` multiples ``[B, M, N, K]`` of a ``(B, M, N, K)`` batch_matmul for its
+    register-tiled rule (1 where the extent is fine as it is): M to a multiple of ``T * MR``
+    when the threads go over M (fewer batches than threads; a matrix of at most MR rows is not
+    padded), N to a multiple of NR, K to a multiple of ``UNROLL_K`` when K has no divisor in
+    ``2..UNROLL_K``. The batch is never padded. Source: TVM ``pad_einsum``.
+
+    Raises
+    ------
+    ScheduleError
+        As :func:`goto_params`.
+    """
+    threads = target.cores if threads is None else threads
+    p = goto_params(target, m, n, k, threads, dtype_bits)
+    tb = _largest_divisor(nb, threads)
+    tm = max(1, min(threads if tb == 1 else 1, m // p.mr))
+    return [1, 1 if m <= p.mr or m % (tm * p.mr) == 0 else tm * p.mr,
+            1 if n % p.nr == 0 else p.nr,
+            1 if _largest_divisor(k, p.unroll_k) >= min(2, p.unroll_k) else p.unroll_k]
 
 
 def schedule_matmul_goto(sch: Schedule, block: BlockRV, threads: Optional[int] = None,

@@ -31,7 +31,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 from ..errors import ScheduleError, TuningError
 from ..ir.module import Module
-from ..schedule.cpu_recipes import goto_padding, goto_params
+from ..schedule.cpu_recipes import batch_matmul_padding, goto_padding, goto_params
 from ..schedule.default_rules import RULES, apply_rules
 from ..schedule.rules.common import (RuleContext, element_bits, largest_divisor, vector_tile,
                                      worth_threads)
@@ -242,7 +242,9 @@ def sample_batch_matmul(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None
     batches do not divide over them), sampled from :func:`thread_candidates`; ``[M/T/MR, MR]``
     and ``[N/NR, NR]`` by ``sample_perfect_tile`` bounded by :func:`register_tile_bounds`; the
     k loop unrolled by a sampled factor of :data:`UNROLL_FACTORS` (structural: ``unroll``
-    records its factor as a constant), epilogues at ``j0``.
+    records its factor as a constant), epilogues at ``j0``. Odd extents are padded first
+    (:func:`~mlc_mlir.schedule.cpu_recipes.batch_matmul_padding`, as the default rule; the
+    epilogue then keeps its own rule).
 
     Raises
     ------
@@ -254,6 +256,10 @@ def sample_batch_matmul(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None
         raise ScheduleError(f"space rule batch_matmul: '{blk.name}' has {len(blk.dims)} dims; "
                             "expected (b, i, j, k)")
     nb, m, n, k = (d.extent for d in blk.dims)
+    padding = batch_matmul_padding(ctx.target, nb, m, n, k, ctx.threads, element_bits(blk))
+    if padding != [1, 1, 1, 1]:   # as the default rule: odd extents padded, epilogue left apart
+        sch.pad_einsum(block, padding)
+        nb, m, n, k = (d.extent for d in blk.dims)
     bound = register_tile_bounds(ctx.target, element_bits(blk))
     b, i, j, kk = sch.get_loops(block)
     on_batch = largest_divisor(nb, ctx.threads) > 1
@@ -273,7 +279,8 @@ def sample_batch_matmul(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None
     sch.reorder(b0, i0, b1, i1, j0, kk, i2, j1)
     if on_batch or on_rows:
         sch.parallel(b0 if on_batch else i0)
-    epi = [sch.get_block(e, func_name=blk.func) for e in epilogue_chain(sch, blk, ctx)]
+    epi = [] if padding != [1, 1, 1, 1] else \
+        [sch.get_block(e, func_name=blk.func) for e in epilogue_chain(sch, blk, ctx)]
     ctx.claimed.update((blk.func, sch.get(e).name) for e in epi)
     for e in epi:
         sch.reverse_compute_at(e, j0)

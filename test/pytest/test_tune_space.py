@@ -47,6 +47,8 @@ CASES = {
     "softmax": (lambda x: ops.softmax(x), [(16, 64)], _softmax),
     "batch_matmul_relu": (lambda a, b: ops.relu(ops.batch_matmul(a, b)), [(2, 16, 12), (2, 12, 32)],
                           lambda a, b: np.maximum(a @ b, 0)),
+    "batch_matmul_odd": (lambda a, b: ops.batch_matmul(a, b), [(3, 13, 7), (3, 7, 19)],
+                         lambda a, b: a @ b),
     "conv2d_bias_relu": (lambda x, w, b: ops.relu(ops.conv2d(x, w, b, padding=1)),
                          [(1, 3, 8, 16), (8, 3, 3, 3), (8,)],
                          lambda x, w, b: np.maximum(conv_ref(x, w, padding=1) + b[None, :, None, None], 0)),

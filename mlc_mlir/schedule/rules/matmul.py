@@ -6,7 +6,7 @@ add, relu) fused into their tiles. Source: Goto & van de Geijn (TOMS 2008); TVM'
 from __future__ import annotations
 
 from ...errors import ScheduleError
-from ..cpu_recipes import goto_padding, goto_params, schedule_matmul_goto
+from ..cpu_recipes import batch_matmul_padding, goto_padding, goto_params, schedule_matmul_goto
 from ..schedule import Schedule
 from ..state import BlockRV
 from .common import RuleContext, element_bits, largest_divisor
@@ -64,10 +64,7 @@ def schedule_batch_matmul(sch: Schedule, block: BlockRV, ctx: RuleContext) -> No
     nb, m, n, k = (d.extent for d in blk.dims)
     p = goto_params(ctx.target, m, n, k, ctx.threads, element_bits(blk))
     tb = largest_divisor(nb, ctx.threads)
-    tm = max(1, min(ctx.threads if tb == 1 else 1, m // p.mr))
-    padding = [1, 1 if m <= p.mr or m % (tm * p.mr) == 0 else tm * p.mr,
-               1 if n % p.nr == 0 else p.nr,
-               1 if largest_divisor(k, p.unroll_k) >= min(2, p.unroll_k) else p.unroll_k]
+    padding = batch_matmul_padding(ctx.target, nb, m, n, k, ctx.threads, element_bits(blk))
     epi = []
     if padding == [1, 1, 1, 1]:
         epi = [sch.get_block(e, func_name=blk.func) for e in epilogue_chain(sch, blk, ctx)]
