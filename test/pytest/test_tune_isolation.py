@@ -6,28 +6,16 @@ import numpy as np
 import pytest
 
 import mlc_mlir as mlc
-from mlc_mlir import ops
 from mlc_mlir.target import host_target
 from mlc_mlir.tune import LocalExecutor, MeasureInput, RandomSearch, SearchStrategy, extract_tasks
-from mlc_mlir.tune.worker import FAULT_KEY
+import tunecheck
+from tunecheck import space
 
 FAULTS = ["segv", "abort", "hang", "wrong"]
 
 
 def matmul(n=16):
-    bb = mlc.GraphBuilder()
-    with bb.function("main") as f:
-        f.output(ops.matmul(f.arg("a", (n, n)), f.arg("b", (n, n))))
-    return bb.finish()
-
-
-def space(sch, fault=None):
-    blk = sch.get_block("matmul")
-    i, j, k = sch.get_loops(blk)
-    sch.split(i, sch.sample_perfect_tile(i, 2, 16))
-    sch.split(j, sch.sample_perfect_tile(j, 2, 16))
-    if fault:
-        sch.annotate(blk, FAULT_KEY, fault)
+    return tunecheck.matmul(n)
 
 
 class PlantedFaults(SearchStrategy):

@@ -12,7 +12,6 @@ import time
 import numpy as np
 
 import mlc_mlir as mlc
-from mlc_mlir import ops
 from mlc_mlir.ir.workload import canonical_names
 from mlc_mlir.schedule.trace import Trace
 from mlc_mlir.target import host_target
@@ -21,22 +20,12 @@ from mlc_mlir.tune.record import TuningRecord, candidate_id
 from mlc_mlir.tune.space_rules import default_point, default_space, sampled_decisions
 from mlc_mlir.tune.task import fused
 from mlc_mlir.tune.worker import FAULT_KEY, load_reference
+import tunecheck
+from tunecheck import space
 
 
 def matmul(n=32):
-    bb = mlc.GraphBuilder()
-    with bb.function("main") as f:
-        f.output(ops.matmul(f.arg("a", (n, n)), f.arg("b", (n, n))))
-    return bb.finish()
-
-
-def space(sch, fault=None):
-    blk = sch.get_block("matmul")
-    i, j, k = sch.get_loops(blk)
-    sch.split(i, sch.sample_perfect_tile(i, 2, 16))
-    sch.split(j, sch.sample_perfect_tile(j, 2, 16))
-    if fault:
-        sch.annotate(blk, FAULT_KEY, fault)
+    return tunecheck.matmul(n)
 
 
 class PlantedWrong(SearchStrategy):
