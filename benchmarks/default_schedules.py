@@ -20,65 +20,20 @@ import sys
 
 import numpy as np
 from timing import best_seconds  # benchmarks/timing.py; this folder is on sys.path
-from tune_cpu import numpy_fn  # the numpy peer of each workload (None for conv2d)
+from tune_cpu import WORKLOADS as TUNE_WORKLOADS  # the workloads, their modules, inputs and peers
+from tune_cpu import build_ours, inputs, numpy_fn, prepare_torch
 
-#: name -> (input shapes, FLOP (or elements touched) per call)
-WORKLOADS = {
-    "matmul512": ([(512, 512), (512, 512)], 2 * 512 ** 3),
-    "matmul1024": ([(1024, 1024), (1024, 1024)], 2 * 1024 ** 3),
-    "dense128x784x128+bias+relu": ([(128, 784), (128, 784), (128,)], 2 * 128 * 784 * 128),
-    "softmax512x1000": ([(512, 1000)], 5 * 512 * 1000),
-    "layer_norm512x768": ([(512, 768), (768,), (768,)], 8 * 512 * 768),
-    "add+relu1M": ([(1 << 20,), (1 << 20,)], 2 * (1 << 20)),
-    "conv2d1x64x56x56k3": ([(1, 64, 56, 56), (64, 64, 3, 3)], 2 * 64 * 64 * 9 * 56 * 56),
-}
+#: name -> (input shapes, FLOP (or elements touched) per call): tune_cpu.py's workloads
+WORKLOADS = {name: TUNE_WORKLOADS[name] for name in (
+    "matmul512", "matmul1024", "dense128x784x128+bias+relu", "softmax512x1000",
+    "layer_norm512x768", "add+relu1M", "conv2d1x64x56x56k3")}
 
 #: Unscheduled code that would take seconds per call is skipped.
 SLOW_UNSCHEDULED = ("matmul1024",)
 
 
-def inputs(name):
-    rng = np.random.default_rng(0)
-    return [rng.standard_normal(s).astype(np.float32) for s in WORKLOADS[name][0]]
-
-
 def build(name):
-    import mlc_mlir as mlc
-    from mlc_mlir import ops
-
-    bb = mlc.GraphBuilder()
-    with bb.function("main") as f:
-        a = [f.arg(f"a{i}", shape=s) for i, s in enumerate(WORKLOADS[name][0])]
-        if name.startswith("matmul"):
-            y = ops.matmul(a[0], a[1])
-        elif name.startswith("dense"):
-            y = ops.relu(ops.dense(a[0], a[1], a[2]))
-        elif name.startswith("softmax"):
-            y = ops.softmax(a[0])
-        elif name.startswith("layer_norm"):
-            y = ops.layer_norm(a[0], a[1], a[2])
-        elif name.startswith("add+relu"):
-            y = ops.relu(ops.add(a[0], a[1]))
-        else:
-            y = ops.conv2d(a[0], a[1], padding=1)
-        f.output(y)
-    return bb.finish()
-
-
-def torch_fn(name, xs):
-    import torch
-    import torch.nn.functional as F
-
-    t = [torch.from_numpy(x) for x in xs]
-    table = {
-        "matmul": lambda: t[0] @ t[1],
-        "dense": lambda: F.relu(F.linear(t[0], t[1], t[2])),
-        "softmax": lambda: torch.softmax(t[0], 1),
-        "layer_norm": lambda: F.layer_norm(t[0], (t[0].shape[1],), t[1], t[2]),
-        "add+relu": lambda: F.relu(t[0] + t[1]),
-        "conv2d": lambda: F.conv2d(t[0], t[1], padding=1),
-    }
-    return next(v for k, v in table.items() if name.startswith(k))
+    return build_ours(name)[0]
 
 
 def worker(kind, names, threads):
@@ -92,11 +47,8 @@ def worker(kind, names, threads):
                     rows.append((n, best_seconds(fn)))
         return rows
     if kind == "torch":
-        import torch
-        torch.set_num_threads(threads)
-        with torch.no_grad():
-            for n in names:
-                rows.append((n, best_seconds(torch_fn(n, inputs(n)))))
+        for n in names:   # prepare_torch sets the thread count and disables autograd
+            rows.append((n, best_seconds(prepare_torch(n, threads)[0])))
         return rows
     import mlc_mlir as mlc
     from mlc_mlir.schedule.default_rules import default_schedule

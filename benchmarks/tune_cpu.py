@@ -73,6 +73,7 @@ WORKLOADS = {
     "conv2d1x256x14x14k1": ([(1, 256, 14, 14), (256, 256, 1, 1)], 2 * 256 * 256 * 14 * 14),
     "softmax512x1000": ([(512, 1000)], 5 * 512 * 1000),
     "layer_norm512x768": ([(512, 768), (768,), (768,)], 8 * 512 * 768),
+    "add+relu1M": ([(1 << 20,), (1 << 20,)], 2 * (1 << 20)),
     "mlp_digits_b1": ([(1, 64)], 1 * _MLP_FLOP_PER_ROW),
     "mlp_digits_b360": ([(360, 64)], 360 * _MLP_FLOP_PER_ROW),
 }
@@ -192,6 +193,8 @@ def build_ours(name):
             y = ops.softmax(a[0])
         elif name.startswith("layer_norm"):
             y = ops.layer_norm(a[0], a[1], a[2])
+        elif name.startswith("add+relu"):
+            y = ops.relu(ops.add(a[0], a[1]))
         else:
             st, pd = CONV_GEOMETRY.get(name, (1, 1))
             y = ops.conv2d(a[0], a[1], strides=st, padding=pd)
@@ -266,6 +269,7 @@ def prepare_torch(name, threads):
             "dense": lambda: F.relu(F.linear(t[0], t[1], t[2])),
             "softmax": lambda: torch.softmax(t[0], 1),
             "layer_norm": lambda: F.layer_norm(t[0], (t[0].shape[1],), t[1], t[2]),
+            "add+relu": lambda: F.relu(t[0] + t[1]),
             "conv2d": lambda: F.conv2d(t[0], t[1], stride=CONV_GEOMETRY.get(name, (1, 1))[0],
                                        padding=CONV_GEOMETRY.get(name, (1, 1))[1]),
         }
