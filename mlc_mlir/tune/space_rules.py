@@ -36,7 +36,7 @@ from ..schedule.default_rules import RULES, apply_rules
 from ..schedule.rules.common import (RuleContext, element_bits, largest_divisor, vector_tile,
                                      worth_threads)
 from ..schedule.rules.elementwise import contiguous_last
-from ..schedule.rules.epilogue import epilogue_chain
+from ..schedule.rules.epilogue import claim_epilogues
 from ..schedule.rules.reduction import reduction_layout
 from ..schedule.rules.payload import payload_facts
 from ..schedule.schedule import Schedule
@@ -225,9 +225,7 @@ def sample_matmul(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
     if int(pack):   # structural knob: see the module docstring
         packed = sch.cache_read(block, 1, "local")
         sch.compute_at(packed, k0)
-    epi = [] if padding != (1, 1, 1) else \
-        [sch.get_block(e, func_name=blk.func) for e in epilogue_chain(sch, blk, ctx)]
-    ctx.claimed.update((blk.func, sch.get(e).name) for e in epi)
+    epi = claim_epilogues(sch, blk, ctx) if padding == (1, 1, 1) else []
     for e in epi:
         sch.reverse_compute_at(e, j0)
     if unroll > 1:
@@ -279,9 +277,7 @@ def sample_batch_matmul(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None
     sch.reorder(b0, i0, b1, i1, j0, kk, i2, j1)
     if on_batch or on_rows:
         sch.parallel(b0 if on_batch else i0)
-    epi = [] if padding != [1, 1, 1, 1] else \
-        [sch.get_block(e, func_name=blk.func) for e in epilogue_chain(sch, blk, ctx)]
-    ctx.claimed.update((blk.func, sch.get(e).name) for e in epi)
+    epi = claim_epilogues(sch, blk, ctx) if padding == [1, 1, 1, 1] else []
     for e in epi:
         sch.reverse_compute_at(e, j0)
     if unroll > 1:
@@ -310,8 +306,7 @@ def sample_conv2d(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
     sch.reorder(n, f0, f1, oh, ow0, c, kh, kw, ow1)
     if len(tcands) > 1:
         sch.parallel(f0)
-    epi = [sch.get_block(e, func_name=blk.func) for e in epilogue_chain(sch, blk, ctx)]
-    ctx.claimed.update((blk.func, sch.get(e).name) for e in epi)
+    epi = claim_epilogues(sch, blk, ctx)
     for e in epi:
         sch.reverse_compute_at(e, ow0)
     if int(unroll):   # structural knob

@@ -48,7 +48,7 @@ from ...target import Target
 from ..schedule import Schedule
 from ..state import BlockRV
 from .common import RuleContext, element_bits, largest_divisor, parallelize_first, worth_threads
-from .epilogue import epilogue_chain
+from .epilogue import claim_epilogues
 
 
 def nhwc_register_tile(target: Target, ow: int, f: int, kw: int = 3, stride: int = 1,
@@ -148,8 +148,7 @@ def schedule_conv2d_nhwc(sch: Schedule, block: BlockRV, ctx: RuleContext) -> Non
         sch.reorder(n, f0, oh, ow0, c, kh, kw, ow1, f1)
     parallelize_first(sch, ctx, blk, [f0, oh], [ext[3] // fr, ext[1]])
     if cb == ext[6]:  # epilogues per row tile (with channel blocks, c0 sits above the row tiles)
-        epi = [sch.get_block(e, func_name=blk.func) for e in epilogue_chain(sch, blk, ctx)]
-        ctx.claimed.update((blk.func, sch.get(e).name) for e in epi)
+        epi = claim_epilogues(sch, blk, ctx)
         for e in epi:
             sch.reverse_compute_at(e, ow0)
     if ext[4] * ext[5] <= ctx.target.vector_registers:
@@ -190,8 +189,7 @@ def schedule_conv2d(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
     sch.reorder(n, f0, f1, oh, ow0, c, kh, kw, ow1)
     if t > 1:
         sch.parallel(f0)
-    epi = [sch.get_block(e, func_name=blk.func) for e in epilogue_chain(sch, blk, ctx)]
-    ctx.claimed.update((blk.func, sch.get(e).name) for e in epi)
+    epi = claim_epilogues(sch, blk, ctx)
     for e in epi:
         sch.reverse_compute_at(e, ow0)
     if ext[5] * ext[6] <= ctx.target.vector_registers:

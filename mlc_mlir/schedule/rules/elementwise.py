@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ..schedule import Schedule
 from ..state import BlockRV
-from .common import RuleContext, element_bits, largest_divisor, parallelize_first, vector_tile
+from .common import RuleContext, element_bits, parallelize_first, vector_tile
 
 
 def contiguous_last(blk) -> bool:

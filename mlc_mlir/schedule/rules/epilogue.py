@@ -8,6 +8,7 @@ from typing import List
 
 from ..loop_nest import Block
 from ..schedule import Schedule
+from ..state import BlockRV
 from .common import RuleContext
 
 
@@ -48,3 +49,11 @@ def epilogue_chain(sch: Schedule, anchor: Block, ctx: RuleContext) -> List[str]:
             return chain
         chain.append(info.name)
         cur = probe
+
+
+def claim_epilogues(sch: Schedule, anchor: Block, ctx: RuleContext) -> List[BlockRV]:
+    """Block handles of :func:`epilogue_chain` of ``anchor``, claimed in ``ctx`` (no other rule
+    schedules them): the caller fuses them into the anchor's tiles with ``reverse_compute_at``."""
+    epi = [sch.get_block(e, func_name=anchor.func) for e in epilogue_chain(sch, anchor, ctx)]
+    ctx.claimed.update((anchor.func, sch.get(e).name) for e in epi)
+    return epi

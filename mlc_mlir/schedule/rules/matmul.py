@@ -10,7 +10,7 @@ from ..cpu_recipes import batch_matmul_padding, goto_padding, goto_params, sched
 from ..schedule import Schedule
 from ..state import BlockRV
 from .common import RuleContext, element_bits, largest_divisor
-from .epilogue import epilogue_chain
+from .epilogue import claim_epilogues
 
 
 def schedule_matmul(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
@@ -30,8 +30,7 @@ def schedule_matmul(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
     padding = goto_padding(ctx.target, m, n, k, ctx.threads, bits)
     epi = []
     if padding == (1, 1, 1):
-        epi = [sch.get_block(e, func_name=blk.func) for e in epilogue_chain(sch, blk, ctx)]
-        ctx.claimed.update((blk.func, sch.get(e).name) for e in epi)
+        epi = claim_epilogues(sch, blk, ctx)
     else:
         # the epilogue reads the unpadded result: it keeps its own (elementwise) rule
         sch.pad_einsum(block, list(padding))
@@ -67,8 +66,7 @@ def schedule_batch_matmul(sch: Schedule, block: BlockRV, ctx: RuleContext) -> No
     padding = batch_matmul_padding(ctx.target, nb, m, n, k, ctx.threads, element_bits(blk))
     epi = []
     if padding == [1, 1, 1, 1]:
-        epi = [sch.get_block(e, func_name=blk.func) for e in epilogue_chain(sch, blk, ctx)]
-        ctx.claimed.update((blk.func, sch.get(e).name) for e in epi)
+        epi = claim_epilogues(sch, blk, ctx)
     else:
         sch.pad_einsum(block, padding)
         nb, m, n, k = (d.extent for d in blk.dims)
