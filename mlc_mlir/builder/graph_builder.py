@@ -23,6 +23,7 @@ import numpy as np
 from .._mlir import func_d, ir, tensor_d
 from ..errors import BuildError, format_shape
 from ..ir import dtypes
+from ..ir.constants import Blobs
 from ..ir.context import new_context
 from ..ir.emitters import check_shape
 from ..ir.module import ARG_NAME_ATTR, PARAM_ATTR, Module
@@ -280,7 +281,7 @@ class GraphBuilder:
     """
 
     def __init__(self):
-        self._constants: List[object] = []  # keeps dense_resource buffers (and IRDL modules) alive
+        self._constants = Blobs()  # keeps dense_resource buffers (and IRDL modules) alive
         self.context = new_context(self._constants)
         with self.context, ir.Location.unknown():
             self.module = ir.Module.create()

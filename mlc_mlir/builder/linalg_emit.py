@@ -87,11 +87,11 @@ def constant(fn: FunctionLike, array: np.ndarray, name: Optional[str] = None) ->
         arr = np.broadcast_to(np.asarray(array[(0,) * array.ndim], dtypes.to_numpy_dtype(dtype)), array.shape)
     else:  # ascontiguousarray turns a 0-d array into shape (1,): restore the shape
         arr = np.ascontiguousarray(array, dtype=dtypes.to_numpy_dtype(dtype)).reshape(array.shape)
-    fn.builder._constants.append(arr)
     t = tensor_type(arr.shape, dtype, "constant")
     cname = name if isinstance(name, Reserved) else (
         fn.claim_op_name(name, "constant") if name is not None else fn.unique_op_name("constant"))
     attr = elements_attr(arr, f"{fn.name}_{cname}")
+    fn.builder._constants.add(arr, attr)
     op = arith_d.ConstantOp(t, attr)
     set_name(op, cname)
     return Tensor(op.result, fn)

@@ -2,9 +2,11 @@
 compile time and replace them by ``dense_resource`` constants (TVM Relay ``FoldConstant``).
 
 The constant subgraph of each function (ops fed only by tensor constants, ``tensor.empty`` and
-other foldable ops) is outlined into one function, compiled and run once by the ``evaluate``
-callable the pass is given (``graph.FoldConstant(mlc.compile)``: the graph layer does not import
-the compiler above it); its results become constants. Typical use: layout
+other foldable ops) is evaluated once: with numpy when it only moves data (transposes,
+reshapes, slices, pads: :mod:`~mlc_mlir.graph.constant_eval`), else outlined into one function,
+compiled and run by the ``evaluate`` callable the pass is given
+(``graph.FoldConstant(mlc.compile)``: the graph layer does not import the compiler above it);
+its results become constants. Typical use: layout
 transforms of weights (``transpose(W)``) and arithmetic on constant tensors disappear from the
 runtime graph. A ``linalg.fill`` alone is never folded (it would turn an init into a constant);
 a reduction of a constant folds together with its init. An op's inputs are its operands and the
@@ -31,6 +33,7 @@ from .._mlir import arith_d, func_d, ir
 from ..errors import PipelineError
 from ..ir.constants import elements_attr
 from ..ir.module import OP_NAME_ATTR, Module
+from .constant_eval import evaluate_with_numpy
 from .ir_utils import clone_ops, has_uses, op_name, producer, used_values, users_in
 from .op_kinds import FREE_OPS
 from .pass_manager import Pass, register_pass
@@ -117,9 +120,10 @@ class FoldConstant(Pass):
             for r, arr in zip(outputs, values):
                 owner = r.owner.operation
                 name = op_name(owner)
-                mod._keepalive.append(arr)
+                attr = elements_attr(arr, f"{f.sym_name.value}_{name}_folded")
+                mod._keepalive.add(arr, attr)
                 with ir.InsertionPoint(owner):
-                    cst = arith_d.ConstantOp(r.type, elements_attr(arr, f"{f.sym_name.value}_{name}_folded"))
+                    cst = arith_d.ConstantOp(r.type, attr)
                 cst.operation.attributes[OP_NAME_ATTR] = ir.StringAttr.get(f"{name}.folded")
                 r.replace_all_uses_with(cst.result)
             for op in reversed([o for o in ops if o in needed]):
@@ -127,7 +131,13 @@ class FoldConstant(Pass):
                     op.erase()
 
     def _evaluate(self, mod: Module, ops, outputs):
-        """Outline ``ops`` into ``@__fold`` in a fresh module (same context), compile, run."""
+        """Values of ``outputs``: with numpy when ``ops`` are data movement only
+        (:func:`~mlc_mlir.graph.constant_eval.evaluate_with_numpy`), else ``ops`` outlined into
+        ``@__fold`` in a fresh module (same context), compiled and run."""
+        with mod.context:
+            values = evaluate_with_numpy(ops, outputs, mod._keepalive, used_values)
+        if values is not None:
+            return values
         with mod.context, ir.Location.unknown():
             m = ir.Module.create()
             with ir.InsertionPoint(m.body):

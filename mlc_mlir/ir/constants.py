@@ -41,3 +41,57 @@ def elements_attr(array: np.ndarray, blob_name: str) -> ir.Attribute:
         return ir.DenseElementsAttr.get(arr, type=t)
     return ir.DenseResourceElementsAttr.get_from_buffer(
         memoryview(arr.reshape(-1).view(np.uint8)), blob_name, t, alignment=64)
+
+
+def resource_name(attr: ir.Attribute) -> str:
+    """The blob key of a ``dense_resource<key>`` attribute (MLIR may have uniqued the name asked
+    for: ``w`` -> ``w_1``), or ``""`` for any other attribute."""
+    text = str(attr)
+    if not text.startswith("dense_resource<"):
+        return ""
+    return text[len("dense_resource<"):text.index(">")]
+
+
+class Blobs(list):
+    """The objects that must outlive a context's IR (numpy buffers behind ``dense_resource``
+    blobs, parsed IRDL modules), plus an index of the buffers by blob key, so compile-time
+    passes can read a weight back (MLIR's Python API has no accessor for a resource's bytes).
+
+    ``add(array, attr)`` keeps ``array`` alive and indexes it under ``attr``'s key;
+    :func:`constant_array` reads any tensor constant.
+    """
+
+    def __init__(self, items=()):
+        super().__init__(items)
+        self.by_key: dict = {}
+
+    def add(self, array: np.ndarray, attr: ir.Attribute) -> None:
+        """Keep ``array`` (the buffer behind ``attr``) alive; index it when ``attr`` is a
+        ``dense_resource``."""
+        self.append(array)
+        key = resource_name(attr)
+        if key:
+            self.by_key[key] = array
+
+
+def constant_array(attr: ir.Attribute, blobs: Blobs):
+    """The numpy value of a tensor constant's attribute: ``DenseElementsAttr`` (splat or not,
+    bools unpacked) or a ``dense_resource`` indexed in ``blobs``; ``None`` when the value is
+    not known here (a resource parsed from text, or an unsupported element type)."""
+    t = ir.RankedTensorType(attr.type)
+    try:
+        dtype = dtypes.to_numpy_dtype(dtypes.from_ir_type(t.element_type))
+    except Exception:  # an element type with no numpy dtype
+        return None
+    shape = tuple(t.shape)
+    key = resource_name(attr)
+    if key:
+        arr = blobs.by_key.get(key)
+        return None if arr is None else np.asarray(arr).reshape(shape)
+    dense = ir.DenseElementsAttr(attr)
+    if dense.is_splat:
+        v = dense.get_splat_value()
+        return np.full(shape, getattr(v, "value", v), dtype=dtype)
+    if dtype == np.bool_:
+        return None
+    return np.array(dense, copy=True).astype(dtype).reshape(shape)

@@ -15,7 +15,7 @@ import numpy as np
 from .._mlir import arith_d, func_d, ir
 from ..errors import IRError, MlcError, format_shape
 from . import dtypes
-from .constants import elements_attr
+from .constants import Blobs, elements_attr
 from .context import new_context
 
 #: Function argument attribute that names the argument (``{mlc.arg_name = "x"}``).
@@ -101,7 +101,7 @@ class Module:
         self._module = ir_module
         self._context = context
         self.params: Dict[str, np.ndarray] = dict(params or {})
-        self._keepalive: list = []  # numpy buffers behind dense_resource blobs
+        self._keepalive: Blobs = Blobs()  # numpy buffers behind dense_resource blobs
 
     # ----------------------------------------------------------------- construction
     @classmethod
@@ -113,7 +113,7 @@ class Module:
         IRError
             With MLIR's diagnostics (line:column) when the text does not parse or verify.
         """
-        keepalive: list = []
+        keepalive = Blobs()
         ctx = new_context(keepalive)
         with ctx, ir.Location.unknown():
             try:
@@ -422,10 +422,10 @@ def _bind_param_arguments(mod: Module, values: Mapping[str, np.ndarray]) -> None
                     raise IRError(f"bind_params: parameter '{spec.name}' is {value.dtype}"
                                   f"{format_shape(value.shape)}; expected {spec.dtype}"
                                   f"{format_shape(spec.shape)}")
-                mod._keepalive.append(value)
+                attr = elements_attr(value, f"{sig.name}_{spec.name}")
+                mod._keepalive.add(value, attr)
                 with ir.InsertionPoint.at_block_begin(block):
-                    cst = arith_d.ConstantOp(block.arguments[i].type,
-                                             elements_attr(value, f"{sig.name}_{spec.name}"))
+                    cst = arith_d.ConstantOp(block.arguments[i].type, attr)
                     cst.operation.attributes[OP_NAME_ATTR] = ir.StringAttr.get(spec.name)
                 block.arguments[i].replace_all_uses_with(cst.result)
                 block.erase_argument(i)

@@ -116,6 +116,50 @@ def test_fold_constant_transposed_weight_and_dce():
     matches_numpy(clean, x @ np.full((64, 10), 0.5, np.float32), x, rtol=1e-5, atol=1e-4)
 
 
+def test_fold_constant_data_movement_with_numpy_without_compiling():
+    """Transposes, reshapes, slices and pads of weights fold with numpy: the evaluator (the
+    compiler) is never called; the folded graph still matches numpy."""
+    rng = np.random.default_rng(1)
+    w = rng.standard_normal((6, 4, 3)).astype(np.float32)
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        x = f.arg("x", shape=(5, 8))
+        c = ops.constant(w, name="w")
+        t = ops.reshape(ops.transpose(c, (2, 0, 1)), (3, 24))            # (3, 24)
+        s = ops.pad(ops.slice(t, [1, 2], [3, 10], [1, 2]), [(1, 0), (0, 4)], 2.0)  # (3, 8)
+        f.output(ops.matmul(x, ops.transpose(s, (1, 0))))                # (5, 3)
+    mod = bb.finish()
+
+    def no_compile(_m):
+        raise AssertionError("the data-movement subgraph was compiled")
+
+    folded = graph.FoldConstant(no_compile)(mod)
+    text = str(folded)
+    assert "linalg.transpose" not in text and "tensor.pad" not in text and "extract_slice" not in text
+    ref_s = np.pad(w.transpose(2, 0, 1).reshape(3, 24)[1:3, 2:10:2], [(1, 0), (0, 4)], constant_values=2.0)
+    xn = rng.standard_normal((5, 8)).astype(np.float32)
+    matches_numpy(folded, xn @ ref_s.T, xn, rtol=1e-5, atol=1e-5)
+
+
+def test_fold_constant_arithmetic_compiles_with_the_evaluator():
+    """A subgraph with arithmetic (exp of a weight) is not data movement: it is compiled."""
+    w = np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4)
+    calls = []
+
+    def evaluate(m):
+        calls.append(m)
+        return mlc.compile(m)
+
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        x = f.arg("x", shape=(3, 4))
+        f.output(ops.add(x, ops.exp(ops.transpose(ops.constant(w, name="w"), (0, 1)))))
+    folded = graph.FoldConstant(evaluate)(bb.finish())
+    assert len(calls) == 1 and "math.exp" not in str(folded)
+    xn = np.ones((3, 4), np.float32)
+    matches_numpy(folded, xn + np.exp(w), xn)
+
+
 def test_dce_removes_unused_primitives_and_cse_merges():
     text = """
     func.func private @unused(%a: tensor<4xf32>) -> tensor<4xf32> attributes {mlc.primitive} {
