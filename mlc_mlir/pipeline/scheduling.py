@@ -24,6 +24,7 @@ from typing import Callable, List, Optional, Protocol
 from .._mlir import ir
 from ..errors import PipelineError, ScheduleError
 from ..graph.conv_layout import ConvToNHWC
+from ..graph.transpose_propagation import PropagateTransposes
 from ..graph.fold_constant import FoldConstant
 from ..graph.fuse_ops import FuseOps
 from ..ir.module import OP_NAME_ATTR, Module
@@ -94,7 +95,9 @@ def layout_rewrites(module: Module, target: Target, functions: List[str],
                     evaluate: Optional[Callable] = None) -> Module:
     """The per-op layout rewrites of the default schedule on ``functions``: NCHW convolutions
     that :func:`~mlc_mlir.schedule.rules.conv.prefers_nhwc` picks for ``target`` become NHWC
-    ones between transposes (``graph.ConvToNHWC``); with ``evaluate`` (``mlc.compile``), a
+    ones between transposes (``graph.ConvToNHWC``), and the transposes sink through
+    elementwise ops, pads and poolings until inverse pairs cancel
+    (``graph.PropagateTransposes``: consecutive convolutions stay NHWC); with ``evaluate`` (``mlc.compile``), a
     transposed constant filter is folded (``graph.FoldConstant``). ``module`` when there is no
     NCHW convolution."""
     if not has_op(module, "linalg.conv_2d_nchw_fchw"):
@@ -103,7 +106,7 @@ def layout_rewrites(module: Module, target: Target, functions: List[str],
     def select(x_shape, w_shape, out_shape, dtype):
         return prefers_nhwc(target, x_shape, w_shape, out_shape, dtype)
 
-    out = ConvToNHWC(select, functions)(module)
+    out = PropagateTransposes(functions)(ConvToNHWC(select, functions)(module))
     if evaluate is not None and _constant_filter_transposed(out):
         out = FoldConstant(evaluate)(out)
     return out

@@ -28,7 +28,7 @@ from .rules.elementwise import schedule_elementwise
 from .rules.gpu_rules import apply_gpu_default_schedule
 from .rules.matmul import schedule_batch_matmul, schedule_matmul
 from .rules.payload import payload_facts
-from .rules.pooling import schedule_pooling
+from .rules.pooling import schedule_pooling, schedule_pooling_nhwc
 from .rules.reduction import schedule_reduction
 from .schedule import Schedule
 from .state import BlockRV
@@ -44,6 +44,7 @@ RULES: Dict[str, Rule] = {
     "conv2d_nhwc": schedule_conv2d_nhwc,
     "grouped_conv2d": schedule_grouped_conv2d,
     "pooling": schedule_pooling,
+    "pooling_nhwc": schedule_pooling_nhwc,
     "reduction": schedule_reduction,
     "elementwise": schedule_elementwise,
 }
@@ -63,7 +64,7 @@ def classify(info: OpInfo) -> str:
       ``linalg.batch_matmul`` -> ``batch_matmul``; ``linalg.conv_2d_nchw_fchw`` -> ``conv2d``;
       ``linalg.conv_2d_nhwc_hwcf`` -> ``conv2d_nhwc``;
       ``linalg.conv_2d_ngchw_gfchw`` -> ``grouped_conv2d``; ``linalg.pooling_nchw_*`` ->
-      ``pooling``;
+      ``pooling``; ``linalg.pooling_nhwc_{max,sum}`` -> ``pooling_nhwc``;
     * any other op whose iterators are all parallel (``linalg.generic`` elementwise/broadcast,
       ``linalg.transpose``, ``linalg.broadcast``, ``linalg.copy``) -> ``elementwise``; with a
       reduction iterator -> ``reduction``.
@@ -83,6 +84,8 @@ def classify(info: OpInfo) -> str:
         return "grouped_conv2d"
     if op.startswith("linalg.pooling_nchw_"):
         return "pooling"
+    if op in ("linalg.pooling_nhwc_max", "linalg.pooling_nhwc_sum"):
+        return "pooling_nhwc"
     if op.startswith(("linalg.conv", "linalg.pooling", "linalg.depthwise")) or not info.dims:
         return "other"
     if all(d.kind == "parallel" for d in info.dims):

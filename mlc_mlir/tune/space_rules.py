@@ -19,7 +19,7 @@ the emitter's ``tile_reduction_using_for`` takes no knob). :func:`structural_sam
 them in a trace; a search changes them by running the space again with the decisions
 (:func:`generate`), which is also right for every other decision.
 
-Kinds without a stochastic rule (:data:`FIXED_KINDS`: pooling) get their default rule,
+Kinds without a stochastic rule (:data:`FIXED_KINDS`: pooling, NHWC pooling) get their default rule,
 unchanged: a fixed point inside every space. Source: TVM MetaSchedule
 ``PostOrderApply`` + schedule rules (``MultiLevelTiling``, ``ParallelizeVectorizeUnroll``,
 ``AddRFactor``), Goto & van de Geijn (TOMS 2008) for the matmul tiling levels.
@@ -402,6 +402,7 @@ SPACE_RULES: Dict[str, SpaceRule] = {
 #: Kinds scheduled by their default rule inside a space, with the reason.
 FIXED_KINDS: Dict[str, str] = {
     "pooling": "default rule (vectorized output row, unrolled window); no stochastic rule yet",
+    "pooling_nhwc": "default rule (vectorized channels, unrolled window); no stochastic rule yet",
 }
 
 

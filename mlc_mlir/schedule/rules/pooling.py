@@ -1,12 +1,14 @@
-"""Default rule for ``linalg.pooling_nchw_{max,sum}``: vectorized along the output row, the
-window unrolled, channels over the threads. Source: TVM TOPI x86 ``schedule_pool`` (parallel
-outer, vectorize the innermost output axis)."""
+"""Default rules for pooling: ``linalg.pooling_nchw_{max,sum}`` vectorized along the output row,
+the window unrolled, channels over the threads; ``linalg.pooling_nhwc_{max,sum}`` (made by
+``graph.PropagateTransposes`` between NHWC convolutions) vectorized along the channels, which
+are contiguous, so strided windows need no gathers. Source: TVM TOPI x86 ``schedule_pool``
+(parallel outer, vectorize the innermost output axis)."""
 
 from __future__ import annotations
 
 from ..schedule import Schedule
 from ..state import BlockRV
-from .common import RuleContext, element_bits, largest_divisor, worth_threads
+from .common import RuleContext, element_bits, largest_divisor, parallelize_first, worth_threads
 
 
 def schedule_pooling(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
@@ -34,6 +36,32 @@ def schedule_pooling(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
         return   # strided or dilated window: no vectorization (see above)
     ow0, ow1 = sch.split(ow, [ext[3] // wr, wr])
     sch.reorder(c, oh, ow0, kh, kw, ow1)
+    if ext[4] * ext[5] <= ctx.target.vector_registers:
+        sch.unroll(kw)
+        sch.unroll(kh)
+    sch.vectorize(ow1)
+
+
+def schedule_pooling_nhwc(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
+    """Schedule ``out[n, oh, ow, c] = reduce(x[n, oh*s + kh*d, ow*s + kw*d, c])`` over ``(kh,
+    kw)`` (``linalg.pooling_nhwc_{max,sum}``): loops ``n oh (parallel) ow0 c0 kh kw (unrolled)
+    [ow1 c1]`` (vectorized), a tile of ``WR`` output columns x ``CR`` channels (a multiple of the
+    vector lanes dividing C, at most half the vector registers in all) in registers across the
+    window. Each tap loads ``WR`` contiguous channel vectors: any stride or dilation.
+
+    Shapes: x (N, H, W, C) (already padded), window (KH, KW), out (N, OH, OW, C); float dtypes.
+    """
+    blk = sch.get(block)
+    n, oh, ow, c, kh, kw = sch.get_loops(block)
+    ext = [d.extent for d in blk.dims]
+    lanes = ctx.target.vector_lanes(element_bits(blk))
+    regs = max(1, ctx.target.vector_registers // 2)
+    cr = lanes * largest_divisor(ext[3] // lanes, regs) if ext[3] % lanes == 0 else ext[3]
+    wr = largest_divisor(ext[2], max(1, regs * lanes // cr))
+    ow0, ow1 = sch.split(ow, [ext[2] // wr, wr])
+    c0, c1 = sch.split(c, [ext[3] // cr, cr])
+    sch.reorder(n, oh, ow0, c0, kh, kw, ow1, c1)
+    parallelize_first(sch, ctx, blk, [oh], [ext[1]])
     if ext[4] * ext[5] <= ctx.target.vector_registers:
         sch.unroll(kw)
         sch.unroll(kh)

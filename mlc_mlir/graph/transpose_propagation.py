@@ -1,0 +1,299 @@
+"""``PropagateTransposes`` (``mlc-propagate-transposes``): move layout transposes down the graph
+until they meet their inverse and cancel, so a chain of NHWC convolutions stays in NHWC.
+
+``graph.ConvToNHWC`` rewrites one convolution at a time: ``to_nchw(conv_nhwc(x_nhwc(x)))``.
+Between two convolutions of a ResNet block that leaves ``x_nhwc(to_nchw(y))`` -- a round trip
+through NCHW -- and the residual adds, pads and poolings run in NCHW between transposes
+(ResNet-18: 40 transposes of up to 800 KB each, and every conv re-laid its input). This pass
+applies, in program order until nothing changes:
+
+* **cancel** -- ``transpose(transpose(x, p), q)`` with ``q`` the inverse of ``p`` is ``x`` (also
+  when the outer transpose writes into a slice of a padded buffer, ``ConvToNHWC``'s pad);
+* **elementwise** -- an all-parallel ``linalg.generic`` whose full-rank inputs are all
+  ``transpose(x_i, p)`` runs in the layout of the ``x_i`` (broadcast inputs such as a
+  per-channel bias get renumbered maps) and is followed by one ``transpose(., p)``;
+* **pad** -- ``tensor.pad(transpose(x, p))`` is ``transpose(tensor.pad(x), p)`` (low/high
+  permuted);
+* **pooling** -- ``linalg.pooling_nchw_{max,sum}(transpose(x, NHWC->NCHW))`` becomes
+  ``transpose(linalg.pooling_nhwc_{max,sum}(x))`` (a pad between them is moved first);
+* **reduction** -- a ``linalg.generic`` with reduction loops reads ``transpose(x, p)`` through
+  its indexing map instead (``x`` with the map composed with ``p``): no copy.
+
+Transposes left without users are erased. Source: TVM Relay ``ConvertLayout`` (layout
+propagation through layout-agnostic ops, ``layout_transform`` pairs cancelled by
+``SimplifyExpr``); MLIR's ``linalg`` data-layout propagation (``BubbleUpPackOpThroughGenericOp``)
+does the same for ``linalg.pack``.
+"""
+
+from __future__ import annotations
+
+from typing import List, Optional, Sequence
+
+from .._mlir import ir, linalg_d, tensor_d
+from ..ir import dtypes, emitters
+from ..ir.module import OP_NAME_ATTR, Module
+from .pass_manager import Pass, register_pass
+from .rewrite import top_level_ops
+
+_NHWC_TO_NCHW = [0, 3, 1, 2]
+
+
+def _shape(v) -> List[int]:
+    return list(ir.RankedTensorType(v.type).shape)
+
+
+def _dtype(v) -> str:
+    return dtypes.from_ir_type(ir.RankedTensorType(v.type).element_type)
+
+
+def _perm(op) -> List[int]:
+    return list(ir.DenseI64ArrayAttr(op.attributes["permutation"]))
+
+
+def _name(op, default: str) -> str:
+    return ir.StringAttr(op.attributes[OP_NAME_ATTR]).value if OP_NAME_ATTR in op.attributes else default
+
+
+def _transposed(v) -> Optional[ir.Operation]:
+    """The ``linalg.transpose`` producing ``v``, or None."""
+    owner = v.owner
+    if isinstance(owner, ir.Block):
+        return None
+    owner = owner.operation
+    return owner if owner.name == "linalg.transpose" else None
+
+
+def _transpose(v, perm: Sequence[int], name: str):
+    shape = _shape(v)
+    init = emitters.empty([shape[p] for p in perm], _dtype(v), name)
+    op = linalg_d.transpose(v, outs=[init], permutation=list(perm))
+    op = getattr(op, "owner", op)
+    emitters.set_name(op, name)
+    return op.results[0]
+
+
+def _maps(op) -> List[ir.AffineMap]:
+    return [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(op.attributes["indexing_maps"])]
+
+
+def _iterators(op) -> List[str]:
+    return ["parallel" if "parallel" in str(a) else "reduction" for a in ir.ArrayAttr(op.attributes["iterator_types"])]
+
+
+def _uses_index(op) -> bool:
+    return any(o.name == "linalg.index" for o in op.regions[0].blocks[0].operations)
+
+
+def _compose(m: ir.AffineMap, new_of_old: Sequence[int], n_dims: int) -> ir.AffineMap:
+    """``m`` with iteration dim ``d`` renamed ``new_of_old[d]`` (a map over ``n_dims`` dims)."""
+    return ir.AffineMap.get(n_dims, 0, [
+        ir.AffineDimExpr.get(new_of_old[e.position]) if isinstance(e, ir.AffineDimExpr) else e
+        for e in m.results])
+
+
+def _is_projected_permutation(m: ir.AffineMap) -> bool:
+    return all(isinstance(e, ir.AffineDimExpr) or (isinstance(e, ir.AffineConstantExpr) and e.value == 0)
+               for e in m.results)
+
+
+def _copy_attrs(src: ir.Operation, dst: ir.Operation, skip: Sequence[str]) -> None:
+    """Copy ``src``'s attributes (``mlc.name``, ...) onto ``dst``, except those in ``skip``."""
+    for i in range(len(src.attributes)):
+        named = src.attributes[i]
+        if named.name not in skip:
+            dst.attributes[named.name] = named.attr
+
+
+def _cancel(op: ir.Operation) -> bool:
+    """transpose(transpose(x, p), q) with q . p = identity -> x."""
+    inner = _transposed(op.operands[0])
+    if inner is None:
+        return False
+    p, q = _perm(inner), _perm(op)
+    if len(p) != len(q) or any(p[q[k]] != k for k in range(len(q))):
+        return False
+    op.results[0].replace_all_uses_with(inner.operands[0])
+    return True
+
+
+def _sink_elementwise(op: ir.Operation) -> bool:
+    """An all-parallel generic whose full-rank inputs are ``transpose(x_i, p)``: run it in the
+    layout of the ``x_i`` and transpose its result once."""
+    if len(op.results) != 1 or set(_iterators(op)) != {"parallel"} or _uses_index(op):
+        return False
+    maps = _maps(op)
+    n_in = len(op.operands) - 1
+    rank = len(_iterators(op))
+    ident = ir.AffineMap.get_identity(rank)
+    if maps[n_in] != ident or _shape(op.results[0]) != _shape(op.operands[n_in]):
+        return False
+    body = op.regions[0].blocks[0]
+    if any(True for _ in body.arguments[n_in].uses):   # reads its init: not elementwise
+        return False
+    perm = None
+    for v, m in zip(list(op.operands)[:n_in], maps[:n_in]):
+        if not _is_projected_permutation(m):
+            return False
+        if isinstance(v.type, ir.RankedTensorType) and ir.RankedTensorType(v.type).rank == rank:
+            t = _transposed(v)
+            if t is None or m != ident or (perm is not None and _perm(t) != perm):
+                return False
+            perm = _perm(t)
+    if perm is None:
+        return False
+    # old iteration dim k (result layout) == new dim perm[k] (source layout)
+    ins, in_maps = [], []
+    for v, m in zip(list(op.operands)[:n_in], maps[:n_in]):
+        t = _transposed(v) if ir.RankedTensorType(v.type).rank == rank else None
+        if t is not None and m == ident:
+            ins.append(t.operands[0])
+            in_maps.append(ident)
+        else:
+            ins.append(v)
+            in_maps.append(_compose(m, perm, rank))
+    name = _name(op, "elementwise")
+    src_shape = _shape(ins[next(i for i, m in enumerate(in_maps) if m == ident and
+                                 ir.RankedTensorType(ins[i].type).rank == rank)])
+    out = emitters.empty(src_shape, _dtype(op.results[0]), name)
+    all_maps = ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in in_maps + [ident]])
+    g = linalg_d.GenericOp([out.type], ins, [out], all_maps, op.attributes["iterator_types"])
+    _copy_attrs(op, g.operation, ("indexing_maps", "iterator_types", "operandSegmentSizes"))
+    body.append_to(g.regions[0])
+    op.results[0].replace_all_uses_with(_transpose(g.results[0], perm, f"{name}.layout"))
+    return True
+
+
+def _sink_pad(op: ir.Operation) -> bool:
+    """tensor.pad(transpose(x, p)) -> transpose(tensor.pad(x), p)."""
+    t = _transposed(op.operands[0])
+    if t is None or len(op.operands) != 1:
+        return False
+    p = _perm(t)
+    low = list(ir.DenseI64ArrayAttr(op.attributes["static_low"]))
+    high = list(ir.DenseI64ArrayAttr(op.attributes["static_high"]))
+    if min(low + high) < 0 or ir.ShapedType.get_dynamic_size() in low + high:
+        return False
+    n = len(p)
+    new_low, new_high = [0] * n, [0] * n
+    for k in range(n):
+        new_low[p[k]], new_high[p[k]] = low[k], high[k]
+    x = t.operands[0]
+    shape = [s + lo + hi for s, lo, hi in zip(_shape(x), new_low, new_high)]
+    rtype = ir.RankedTensorType.get(shape, ir.RankedTensorType(x.type).element_type)
+    pad = tensor_d.PadOp(rtype, x, [], [], new_low, new_high)
+    _copy_attrs(op, pad.operation, ("static_low", "static_high", "operandSegmentSizes"))
+    op.regions[0].blocks[0].append_to(pad.regions[0])
+    op.results[0].replace_all_uses_with(_transpose(pad.result, p, f"{_name(op, 'pad')}.layout"))
+    return True
+
+
+def _sink_pooling(op: ir.Operation) -> bool:
+    """pooling_nchw_{max,sum}(transpose(x, NHWC->NCHW)) -> transpose(pooling_nhwc_*(x))."""
+    kind = op.name[len("linalg.pooling_nchw_"):]
+    t = _transposed(op.operands[0])
+    init = op.operands[2]
+    fill = init.owner
+    if t is None or _perm(t) != _NHWC_TO_NCHW or isinstance(fill, ir.Block) \
+            or fill.operation.name != "linalg.fill" or len(list(init.uses)) != 1:
+        return False
+    fill = fill.operation
+    x, window = t.operands[0], op.operands[1]
+    n, c, oh, ow = _shape(op.results[0])
+    name = _name(op, "pool")
+    e = emitters.empty([n, oh, ow, c], _dtype(x), name)
+    it = linalg_d.fill(fill.operands[0], outs=[e])
+    emitters.set_name(it.owner, _name(fill, f"{name}.init"))
+    strides = [int(s) for s in ir.DenseIntElementsAttr(op.attributes["strides"])]
+    dilations = [int(s) for s in ir.DenseIntElementsAttr(op.attributes["dilations"])]
+    build = {"max": linalg_d.pooling_nhwc_max, "sum": linalg_d.pooling_nhwc_sum}[kind]
+    pool = build(x, window, outs=[it], strides=strides, dilations=dilations)
+    emitters.set_name(pool.owner, name)
+    op.results[0].replace_all_uses_with(_transpose(pool, _NHWC_TO_NCHW, f"{name}.layout"))
+    return True
+
+
+def _absorb_into_reduction(op: ir.Operation) -> bool:
+    """A generic with reduction loops reads ``transpose(x, p)`` as ``x`` through a composed map."""
+    if "reduction" not in _iterators(op):
+        return False
+    maps = _maps(op)
+    n_in = len(op.operands) - len(op.results)
+    changed = False
+    for i in range(n_in):
+        t = _transposed(op.operands[i])
+        if t is None:
+            continue
+        p, m = _perm(t), maps[i]
+        # transpose(x, p)[r] = x[s] with s[p[k]] = r[k]: x is read at results reordered by p^-1
+        inv = [0] * len(p)
+        for k in range(len(p)):
+            inv[p[k]] = k
+        maps[i] = ir.AffineMap.get(m.n_dims, m.n_symbols, [m.results[inv[j]] for j in range(len(p))])
+        op.operands[i] = t.operands[0]
+        changed = True
+    if changed:
+        op.attributes["indexing_maps"] = ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in maps])
+    return changed
+
+
+def _erase_dead(ops: List[ir.Operation]) -> None:
+    """Erase (in reverse order) transposes, pads, generics, poolings, fills and empties without
+    uses."""
+    for op in reversed(ops):
+        if op.name in ("linalg.transpose", "tensor.pad", "linalg.generic", "linalg.fill", "tensor.empty",
+                       "tensor.extract_slice") or op.name.startswith("linalg.pooling_"):
+            if all(not any(True for _ in r.uses) for r in op.results):
+                op.erase()
+
+
+@register_pass
+class PropagateTransposes(Pass):
+    """Sink ``linalg.transpose`` ops through elementwise ops, pads and poolings until inverse
+    pairs cancel (see the module docstring).
+
+    Parameters
+    ----------
+    functions : sequence of str, optional
+        Only rewrite in these functions (default: all).
+
+    Raises
+    ------
+    IRError
+        If the result does not verify (a bug of the pass).
+    """
+
+    name = "mlc-propagate-transposes"
+
+    def __init__(self, functions: Optional[Sequence[str]] = None):
+        self.functions = None if functions is None else set(functions)
+
+    def transform(self, mod: Module) -> Module:
+        for f in mod.func_ops():
+            if f.is_external or (self.functions is not None and f.sym_name.value not in self.functions):
+                continue
+            for _ in range(1000):          # each round rewrites at least one op
+                if not self._round(f):
+                    break
+            _erase_dead(top_level_ops(f))
+        return mod
+
+    def _round(self, f) -> bool:
+        changed = False
+        for op in top_level_ops(f):
+            if all(not any(True for _ in r.uses) for r in op.results) and op.results:
+                continue                   # dead: erased at the end
+            with ir.InsertionPoint(op), op.location:
+                if op.name == "linalg.transpose":
+                    done = _cancel(op)
+                elif op.name == "linalg.generic":
+                    done = _sink_elementwise(op) or _absorb_into_reduction(op)
+                elif op.name == "tensor.pad":
+                    done = _sink_pad(op)
+                elif op.name in ("linalg.pooling_nchw_max", "linalg.pooling_nchw_sum"):
+                    done = _sink_pooling(op)
+                else:
+                    done = False
+            changed = changed or done
+        if changed:
+            _erase_dead(top_level_ops(f))
+        return changed
