@@ -72,14 +72,14 @@ def unscheduled_functions(module: Module) -> List[str]:
                 if not f.is_external and _has_named_ops(f) and not _has_loops(f)]
 
 
-def _constant_filter_transposed(module: Module) -> bool:
-    """Whether a filter transpose made by ``ConvToNHWC`` (``<conv>.w_hwcf``) reads a constant."""
+def _constant_transposed(module: Module) -> bool:
+    """Whether a ``linalg.transpose`` reads a constant (a ``ConvToNHWC`` filter, a ``Linear``
+    weight imported as ``matmul(x, transpose(W))``)."""
     found = []
 
     def visit(op):
         op = op.operation if hasattr(op, "operation") else op
-        if op.name == "linalg.transpose" and OP_NAME_ATTR in op.attributes and \
-                ir.StringAttr(op.attributes[OP_NAME_ATTR]).value.endswith(".w_hwcf"):
+        if op.name == "linalg.transpose":
             src = op.operands[0].owner
             if not isinstance(src, ir.Block) and src.name == "arith.constant":
                 found.append(op)
@@ -97,17 +97,17 @@ def layout_rewrites(module: Module, target: Target, functions: List[str],
     that :func:`~mlc_mlir.schedule.rules.conv.prefers_nhwc` picks for ``target`` become NHWC
     ones between transposes (``graph.ConvToNHWC``), and the transposes sink through
     elementwise ops, pads and poolings until inverse pairs cancel
-    (``graph.PropagateTransposes``: consecutive convolutions stay NHWC); with ``evaluate`` (``mlc.compile``), a
-    transposed constant filter is folded (``graph.FoldConstant``). ``module`` when there is no
-    NCHW convolution."""
-    if not has_op(module, "linalg.conv_2d_nchw_fchw"):
-        return module
+    (``graph.PropagateTransposes``: consecutive convolutions stay NHWC). With ``evaluate``
+    (``mlc.compile``), transposes of constants (filters, ``Linear`` weights) are folded
+    (``graph.FoldConstant``, with numpy): none runs per call. ``module`` when there is nothing
+    to rewrite."""
+    out = module
+    if has_op(module, "linalg.conv_2d_nchw_fchw"):
+        def select(x_shape, w_shape, out_shape, dtype):
+            return prefers_nhwc(target, x_shape, w_shape, out_shape, dtype)
 
-    def select(x_shape, w_shape, out_shape, dtype):
-        return prefers_nhwc(target, x_shape, w_shape, out_shape, dtype)
-
-    out = PropagateTransposes(functions)(ConvToNHWC(select, functions)(module))
-    if evaluate is not None and _constant_filter_transposed(out):
+        out = PropagateTransposes(functions)(ConvToNHWC(select, functions)(module))
+    if evaluate is not None and _constant_transposed(out):
         out = FoldConstant(evaluate)(out)
     return out
 
