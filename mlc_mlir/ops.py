@@ -9,6 +9,7 @@ from .builder.elementwise import (  # noqa: F401
     add, cast, clip, divide, exp, gelu, log, maximum, minimum, multiply, negative, relu, rsqrt,
     sigmoid, sqrt, subtract, tanh,
 )
+from .builder.conv_transpose import conv_transpose2d  # noqa: F401
 from .builder.linalg_emit import constant_op as constant  # noqa: F401
 from .builder.nn import (  # noqa: F401
     avg_pool2d, batch_matmul, conv2d, dense, global_avg_pool2d, matmul, max_pool2d,

@@ -124,6 +124,56 @@ def _conv(n: NodeInputs) -> List[object]:
                                 groups=int(n.attr("group", 1))))]
 
 
+@register("ConvTranspose")
+def _conv_transpose(n: NodeInputs) -> List[object]:
+    """ONNX ``ConvTranspose`` (1-D as 2-D with a unit height) with ``pads``, ``auto_pad`` or
+    ``output_shape`` (the spec's ``total_padding`` split between begin and end)."""
+    x, w = n.t(0), n.t(1)
+    xs, ws = shape_of(x), shape_of(w)
+    if len(xs) not in (3, 4) or len(ws) != len(xs):
+        raise n.fail(f"inputs 'X' {xs} and 'W' {ws}; expected (N, C, L) or (N, C, H, W) with a weight "
+                     "of the same rank (1-D and 2-D spatial only)")
+    nd = len(xs) - 2
+    k = tuple(int(v) for v in n.attr("kernel_shape", ws[2:]))
+    strides = tuple(int(v) for v in n.attr("strides", [1] * nd))
+    dil = tuple(int(v) for v in n.attr("dilations", [1] * nd))
+    outpad = [int(v) for v in n.attr("output_padding", [0] * nd)]
+    auto = n.attr("auto_pad", b"NOTSET").decode()
+    out_shape = n.attr("output_shape", None)
+    if out_shape is not None or auto in ("SAME_UPPER", "SAME_LOWER"):
+        want = [int(v) for v in out_shape][-nd:] if out_shape is not None else \
+            [xs[2 + i] * strides[i] for i in range(nd)]
+        begin, end = [], []
+        for i in range(nd):
+            total = strides[i] * (xs[2 + i] - 1) + outpad[i] + (k[i] - 1) * dil[i] + 1 - want[i]
+            small, big = total // 2, total - total // 2
+            b, e = (small, big) if auto == "SAME_UPPER" else (big, small)
+            if b < 0:
+                raise n.fail(f"output_shape {want} needs {-b} extra leading rows on axis {2 + i}; "
+                             "expected at most the full transposed convolution plus trailing rows")
+            if e < 0:          # more output than the full convolution: trailing zeros
+                outpad[i] -= e
+                e = 0
+            begin.append(b)
+            end.append(e)
+        pads = begin + end
+    elif auto in ("NOTSET", "VALID"):
+        pads = [int(p) for p in n.attr("pads", [0] * (2 * nd))] if auto == "NOTSET" else [0] * (2 * nd)
+    else:
+        raise n.fail(f"attribute 'auto_pad' is {auto!r}; expected NOTSET, VALID, SAME_UPPER or SAME_LOWER")
+    bias = n.t(2) if n.has(2) else None
+    if nd == 1:
+        x = ops.reshape(x, xs[:2] + (1, xs[2]))
+        w = ops.reshape(w, ws[:2] + (1, ws[2])) if isinstance(w, Tensor) else np.reshape(w, ws[:2] + (1, ws[2]))
+        k, strides, dil, outpad, pads = (1,) + k, (1,) + strides, (1,) + dil, [0] + outpad, [0, pads[0], 0, pads[1]]
+    y = ops.conv_transpose2d(x, w, bias, strides=strides, padding=tuple(pads), output_padding=tuple(outpad),
+                             dilation=dil, groups=int(n.attr("group", 1)))
+    if nd == 1:
+        s = shape_of(y)
+        y = ops.reshape(y, s[:2] + (s[3],))
+    return [y]
+
+
 @register("MaxPool")
 def _max_pool(n: NodeInputs) -> List[object]:
     x = n.t(0)

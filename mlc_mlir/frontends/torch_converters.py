@@ -302,13 +302,24 @@ def _convolution(ctx, node, args):
         dil = arg(ctx, args, 5, "dilation", 1)
         transposed, groups = False, arg(ctx, args, 6, "groups", 1)
     else:
-        w, b, stride, pad, dil, transposed, _, groups = args[1:9]
-    if transposed:
-        raise BuildError("aten.convolution: argument 'transposed' is True; expected False (no conv_transpose2d)")
+        w, b, stride, pad, dil, transposed, out_pad, groups = args[1:9]
     if x.ndim != 4:
         raise BuildError(f"aten.convolution: argument 'input' has shape {format_shape(x.shape)}; "
                          "expected rank 4 (NCHW; only 2-D convolution)")
+    if transposed:
+        return ops.conv_transpose2d(x, w, b, strides=_pair(stride), padding=_pair(pad),
+                                    output_padding=_pair(out_pad), dilation=_pair(dil), groups=groups)
     return ops.conv2d(x, w, b, strides=_pair(stride), padding=_pair(pad), dilation=_pair(dil), groups=groups)
+
+
+@register_converter("aten.conv_transpose2d.input")
+def _conv_transpose2d(ctx, node, args):
+    """(input, weight, bias, stride, padding, output_padding, groups, dilation)."""
+    x = _tensor("aten.conv_transpose2d", "input", args[0])
+    return ops.conv_transpose2d(x, args[1], arg(ctx, args, 2, "bias"), strides=_pair(arg(ctx, args, 3, "stride", 1)),
+                                padding=_pair(arg(ctx, args, 4, "padding", 0)),
+                                output_padding=_pair(arg(ctx, args, 5, "output_padding", 0)),
+                                groups=arg(ctx, args, 6, "groups", 1), dilation=_pair(arg(ctx, args, 7, "dilation", 1)))
 
 
 def _ones_like_channels(x: Tensor, v) -> np.ndarray:

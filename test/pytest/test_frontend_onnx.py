@@ -74,7 +74,8 @@ SMOKE = ["test_relu", "test_add_bcast", "test_matmul_3d", "test_gemm_all_attribu
          "test_conv_with_strides_padding", "test_maxpool_2d_pads", "test_softmax_axis_1",
          "test_transpose_all_permutations_2", "test_reshape_negative_dim", "test_concat_3d_axis_1",
          "test_averagepool_2d_strides", "test_gather_1", "test_unsqueeze_axis_1", "test_where_example",
-         "test_batchnorm_example", "test_slice"]
+         "test_batchnorm_example", "test_slice", "test_convtranspose_pads",
+         "test_convtranspose_1d", "test_convtranspose_output_shape"]
 
 
 def test_backend_node_smoke_subset():

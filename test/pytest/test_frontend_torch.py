@@ -247,3 +247,15 @@ def test_from_fx_conv_net():
     assert "1.running_var" in mod.params and "0.weight" in mod.params
     x = torch.randn(1, 3, 8, 8)
     assert _rel_err(mlc.compile(mod)(x.numpy()), model(x).detach().numpy()) < RTOL
+
+
+def test_conv_transpose_decoder_parity():
+    """A small decoder (ConvTranspose2d with stride, padding, output_padding and groups, then a
+    Conv2d): aten.convolution with transposed=True imports as ops.conv_transpose2d."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.ConvTranspose2d(8, 6, 3, stride=2, padding=1, output_padding=1),
+                          nn.ReLU(), nn.ConvTranspose2d(6, 4, 4, stride=1, padding=2, groups=2),
+                          nn.Conv2d(4, 3, 3, padding=1))
+    x = torch.randn(1, 8, 7, 7)
+    _check(model, x)
+    _check(model, x, bind=True)

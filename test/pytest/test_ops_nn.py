@@ -105,6 +105,37 @@ def test_conv2d_weight_and_bias_at_run_time(shape, wshape, kw):
                                **TOL["float32"])
 
 
+# ------------------------------------------------------------------------- transposed conv
+CONV_T_CASES = [
+    ((1, 4, 5, 5), (4, 3, 3, 3), dict()),
+    ((2, 4, 5, 6), (4, 2, 3, 3), dict(strides=2, padding=1, output_padding=1)),
+    ((1, 6, 7, 7), (6, 2, 3, 2), dict(strides=(2, 3), padding=(1, 0), dilation=2, groups=3)),
+    ((1, 2, 4, 4), (2, 5, 4, 4), dict(padding=3)),                  # padding > k - 1: cropped
+]
+
+
+@pytest.mark.parametrize("shape, wshape, kw", CONV_T_CASES)
+def test_conv_transpose2d_matches_torch(shape, wshape, kw):
+    torch = pytest.importorskip("torch")
+    g = kw.get("groups", 1)
+    x, w, b = data(shape, "float32"), data(wshape, "float32"), data(wshape[1] * g, "float32")
+    tk = {"stride": kw.get("strides", 1), **{k: v for k, v in kw.items() if k != "strides"}}
+    ref = torch.nn.functional.conv_transpose2d(torch.from_numpy(x), torch.from_numpy(w), torch.from_numpy(b),
+                                               **tk).numpy()
+    got = run(lambda t, u: ops.conv_transpose2d(t, u, b, **kw), x, w)
+    assert got.shape == ref.shape
+    np.testing.assert_allclose(got, ref, **TOL["float32"])
+
+
+def test_conv_transpose2d_errors():
+    with pytest.raises(mlc.BuildError, match=r"conv_transpose2d: argument 'weight' has shape \(3, 2, 3, 3\); "
+                                             r"expected \(4, F/groups, KH, KW\)"):
+        build_only(lambda t: ops.conv_transpose2d(t, np.zeros((3, 2, 3, 3), np.float32)), ((1, 4, 5, 5), "float32"))
+    with pytest.raises(mlc.BuildError, match="argument 'groups' is 3"):
+        build_only(lambda t: ops.conv_transpose2d(t, np.zeros((4, 2, 3, 3), np.float32), groups=3),
+                   ((1, 4, 5, 5), "float32"))
+
+
 # ------------------------------------------------------------------------------------ pooling
 POOL_CASES = [
     ((2, 3, 8, 8), dict(kernel_size=2)),
