@@ -127,6 +127,10 @@ _EVAL: Dict[str, Callable] = {
 }
 
 
+#: The ops :func:`evaluate_with_numpy` interprets.
+NUMPY_OPS = frozenset(_EVAL)
+
+
 def evaluate_with_numpy(ops, outputs, blobs: Blobs, used_values: Callable) -> Optional[List[np.ndarray]]:
     """Values of ``outputs`` computed by interpreting ``ops`` (in order) with numpy, or ``None``
     when an op is not in the table above or a constant's bytes are unknown (the caller compiles

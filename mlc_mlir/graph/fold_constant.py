@@ -27,7 +27,7 @@ After::
 
 from __future__ import annotations
 
-from typing import Callable, Optional
+from typing import Callable, Collection, Optional
 
 from .._mlir import arith_d, func_d, ir
 from ..errors import PipelineError
@@ -52,6 +52,10 @@ class FoldConstant(Pass):
     evaluate : callable
         ``evaluate(module) -> executable``, where ``executable["__fold"]()`` returns the numpy
         values of the outlined subgraph's results; :func:`mlc_mlir.compile` is one.
+    only : collection of str, optional
+        Fold only ops of these names (e.g. :data:`~mlc_mlir.graph.constant_eval.NUMPY_OPS`, the
+        data-movement ops numpy evaluates: ``mlc.compile`` folds weight layouts without ever
+        compiling a constant subgraph such as an embedding gather with constant positions).
 
     Raises
     ------
@@ -63,8 +67,9 @@ class FoldConstant(Pass):
     #: ``mlc-opt`` passes the compiler to passes that set this.
     needs_evaluator = True
 
-    def __init__(self, evaluate: Optional[Callable] = None):
+    def __init__(self, evaluate: Optional[Callable] = None, only: Optional[Collection[str]] = None):
         self.evaluate = evaluate
+        self.only = None if only is None else frozenset(only)
 
     def transform(self, mod: Module) -> Module:
         if self.evaluate is None:
@@ -87,6 +92,8 @@ class FoldConstant(Pass):
                     data.add(op)
                 continue
             if op.name in ("func.return", "func.call") or op.name.startswith("mlc.") or not op.results:
+                continue
+            if self.only is not None and op.name not in self.only:
                 continue
             # operands and values the op's body captures (a scalar constant after canonicalize)
             producers = [producer(v) for v in used_values(op)]
