@@ -220,10 +220,10 @@ def test_small_bert_parity():
 
 
 def test_converter_error_names_node_and_source():
-    model = nn.Sequential(nn.ConvTranspose2d(3, 4, 3)).eval()
+    model = nn.Sequential(nn.Conv3d(3, 4, 3)).eval()
     with pytest.raises(BuildError, match=r"aten.convolution.default \(node 'convolution', .*'0': "
-                                         r"ConvTranspose2d\).*'transposed' is True"):
-        mlc.from_torch(model, (torch.randn(1, 3, 8, 8),))
+                                         r"Conv3d\).*expected rank 4"):
+        mlc.from_torch(model, (torch.randn(1, 3, 6, 6, 6),))
 
 
 def test_from_fx_unsupported_and_shape_count():
