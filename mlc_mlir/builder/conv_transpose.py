@@ -22,13 +22,6 @@ from .shape import pad, reshape, slice as slice_
 from .tensor import Tensor
 
 
-def _pair(op: str, arg: str, v, minimum: int):
-    p = (v, v) if isinstance(v, int) else tuple(v)
-    if len(p) != 2 or any(not isinstance(i, int) or i < minimum for i in p):
-        raise BuildError(f"{op}: argument '{arg}' is {v!r}; expected an int or two ints >= {minimum}")
-    return p
-
-
 def conv_transpose2d(x, weight, bias=None, strides=1, padding=0, output_padding=0, dilation=1,
                      groups: int = 1, name: Optional[str] = None) -> Tensor:
     """Transposed convolution (the gradient of :func:`~mlc_mlir.builder.nn.conv2d` with
@@ -73,9 +66,9 @@ def conv_transpose2d(x, weight, bias=None, strides=1, padding=0, output_padding=
     if not isinstance(groups, int) or isinstance(groups, bool) or groups < 1 or c % groups:
         raise BuildError(f"{op}: argument 'groups' is {groups!r}; expected an int >= 1 dividing the "
                          f"{c} input channels")
-    sh, sw = _pair(op, "strides", strides, 1)
-    dh, dw = _pair(op, "dilation", dilation, 1)
-    oph, opw = _pair(op, "output_padding", output_padding, 0)
+    sh, sw = emit.int_tuple(op, "strides", strides, 2, minimum=1)
+    dh, dw = emit.int_tuple(op, "dilation", dilation, 2, minimum=1)
+    oph, opw = emit.int_tuple(op, "output_padding", output_padding, 2, minimum=0)
     top, left, bottom, right = _padding4(op, padding)
     _, fg, kh, kw = w.shape
     nm = emit.op_name(fn, op, name)

@@ -26,14 +26,11 @@ import numpy as np
 from .._mlir import ir
 from ..ir import dtypes
 from ..ir.constants import Blobs, constant_array
+from .ir_utils import int_list, used_values
 
 
 def _ints(op, name: str) -> List[int]:
-    attr = op.attributes[name]
-    try:
-        return list(ir.DenseI64ArrayAttr(attr))
-    except ValueError:
-        return [int(x) for x in np.array(ir.DenseIntElementsAttr(attr))]
+    return int_list(op.attributes[name])
 
 
 def _result_shape(op, i: int = 0):
@@ -131,7 +128,7 @@ _EVAL: Dict[str, Callable] = {
 NUMPY_OPS = frozenset(_EVAL)
 
 
-def evaluate_with_numpy(ops, outputs, blobs: Blobs, used_values: Callable) -> Optional[List[np.ndarray]]:
+def evaluate_with_numpy(ops, outputs, blobs: Blobs) -> Optional[List[np.ndarray]]:
     """Values of ``outputs`` computed by interpreting ``ops`` (in order) with numpy, or ``None``
     when an op is not in the table above or a constant's bytes are unknown (the caller compiles
     the subgraph instead).
@@ -144,9 +141,6 @@ def evaluate_with_numpy(ops, outputs, blobs: Blobs, used_values: Callable) -> Op
         Results of ``ops`` to return.
     blobs : Blobs
         The module's weight buffers, for ``dense_resource`` constants.
-    used_values : callable
-        ``used_values(op) -> list of ir.Value``: operands plus values captured by the op's body
-        (:func:`~mlc_mlir.graph.ir_utils.used_values`), in operand order first.
     """
     env: Dict = {}
     for op in ops:

@@ -43,6 +43,7 @@ from typing import Callable, Optional, Sequence, Tuple
 from .._mlir import arith_d, ir, linalg_d, tensor_d
 from ..ir import dtypes, emitters
 from ..ir.module import OP_NAME_ATTR, Module
+from .ir_utils import emit_transpose, int_list, is_projected_map, rename_dims, tensor_shape
 from .pass_manager import Pass, register_pass
 from .rewrite import top_level_ops
 
@@ -51,24 +52,6 @@ ConvSelect = Callable[[Tuple[int, ...], Tuple[int, ...], Tuple[int, ...], str], 
 
 _TO_NHWC, _TO_HWCF, _TO_NCHW = [0, 2, 3, 1], [2, 3, 1, 0], [0, 3, 1, 2]
 
-
-def _shape(v) -> Tuple[int, ...]:
-    return tuple(ir.RankedTensorType(v.type).shape)
-
-
-def _transpose(v, perm, name: str, init=None):
-    shape = _shape(v)
-    et = ir.RankedTensorType(v.type).element_type
-    if init is None:
-        init = emitters.empty([shape[p] for p in perm], dtypes.from_ir_type(et), name)
-    op = linalg_d.transpose(v, outs=[init], permutation=perm)
-    op = getattr(op, "owner", op)      # the builder returns the op (no results on memrefs)
-    emitters.set_name(op, name)
-    return op.results[0]
-
-
-#: NCHW iteration dim -> NHWC iteration dim of an elementwise op moved across the transpose.
-_DIM_TO_NHWC = {0: 0, 1: 3, 2: 1, 3: 2}
 
 
 def _epilogue_user(op: ir.Operation) -> Optional[ir.Operation]:
@@ -82,7 +65,7 @@ def _epilogue_user(op: ir.Operation) -> Optional[ir.Operation]:
     u = uses[0].owner
     u = getattr(u, "operation", u)
     if u.name != "linalg.generic" or OP_NAME_ATTR not in u.attributes or len(u.results) != 1 \
-            or u.block != op.block or _shape(u.results[0]) != _shape(op.results[0]):
+            or u.block != op.block or tensor_shape(u.results[0]) != tensor_shape(op.results[0]):
         return None
     if any("parallel" not in str(a) for a in ir.ArrayAttr(u.attributes["iterator_types"])):
         return None
@@ -96,9 +79,7 @@ def _epilogue_user(op: ir.Operation) -> Optional[ir.Operation]:
         if v == op.results[0]:
             if m != ident:
                 return None
-        elif _rank(v) >= 4 or not all(isinstance(e, ir.AffineDimExpr) or
-                                      (isinstance(e, ir.AffineConstantExpr) and e.value == 0)
-                                      for e in m.results):
+        elif _rank(v) >= 4 or not is_projected_map(m):
             return None
     return u
 
@@ -119,10 +100,8 @@ def _to_nhwc_epilogue(u: ir.Operation, old_in, new_in, dtype: str):
             in_maps.append(ir.AffineMap.get_identity(4))
         else:
             ins.append(v)
-            in_maps.append(ir.AffineMap.get(4, 0, [
-                ir.AffineDimExpr.get(_DIM_TO_NHWC[e.position]) if isinstance(e, ir.AffineDimExpr)
-                else e for e in m.results]))
-    out = emitters.empty(_shape(new_in), dtype, "epilogue")
+            in_maps.append(rename_dims(m, _TO_NCHW, 4))  # NCHW dim k is NHWC dim _TO_NCHW[k]
+    out = emitters.empty(tensor_shape(new_in), dtype, "epilogue")
     all_maps = ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in in_maps + [ir.AffineMap.get_identity(4)]])
     g = linalg_d.GenericOp([out.type], ins, [out], all_maps, u.attributes["iterator_types"])
     g.operation.attributes[OP_NAME_ATTR] = u.attributes[OP_NAME_ATTR]
@@ -159,11 +138,11 @@ def _padded_nhwc(x, nm: str, dtype: str):
     transpose. Returns ``(value, pad op to erase or None)``."""
     pad = _nchw_pad(x)
     if pad is None:
-        return _transpose(x, _TO_NHWC, f"{nm}.x_nhwc"), None
-    n, c, h, w = _shape(x)
+        return emit_transpose(x, _TO_NHWC, f"{nm}.x_nhwc"), None
+    n, c, h, w = tensor_shape(x)
     low = list(ir.DenseI64ArrayAttr(pad.attributes["static_low"]))
     src = pad.operands[0]
-    _, _, sh, sw = _shape(src)
+    _, _, sh, sw = tensor_shape(src)
     value = _pad_value(pad)
     if value.owner.parent == pad:  # a constant in the pad's body: a copy at the fill
         value = arith_d.ConstantOp(value.type, value.owner.attributes["value"]).result
@@ -172,12 +151,8 @@ def _padded_nhwc(x, nm: str, dtype: str):
     offsets, sizes, strides = [0, low[2], low[3], 0], [n, sh, sw, c], [1, 1, 1, 1]
     inner_t = ir.RankedTensorType.get(sizes, ir.RankedTensorType(x.type).element_type)
     inner = tensor_d.ExtractSliceOp(inner_t, full, [], [], [], offsets, sizes, strides).result
-    t = _transpose(src, _TO_NHWC, f"{nm}.x_nhwc", init=inner)
+    t = emit_transpose(src, _TO_NHWC, f"{nm}.x_nhwc", init=inner)
     return tensor_d.InsertSliceOp(t, full, [], [], [], offsets, sizes, strides).result, pad
-
-
-def _ints(attr) -> list:
-    return [int(x) for x in ir.DenseIntElementsAttr(attr)]
 
 
 @register_pass
@@ -219,7 +194,8 @@ class ConvToNHWC(Pass):
     def _rewrite(self, op: ir.Operation) -> None:
         x, w, init = op.operands[0], op.operands[1], op.operands[2]
         dtype = dtypes.from_ir_type(ir.RankedTensorType(x.type).element_type)
-        if self.select is not None and not self.select(_shape(x), _shape(w), _shape(init), dtype):
+        if self.select is not None and \
+                not self.select(tensor_shape(x), tensor_shape(w), tensor_shape(init), dtype):
             return
         nm = ir.StringAttr(op.attributes[OP_NAME_ATTR]).value
         fill = init.owner if not isinstance(init.owner, ir.Block) else None
@@ -227,16 +203,16 @@ class ConvToNHWC(Pass):
             and len(list(fill.results[0].uses)) == 1
         with ir.InsertionPoint(op):
             xt, pad = _padded_nhwc(x, nm, dtype)
-            wt = _transpose(w, _TO_HWCF, f"{nm}.w_hwcf")
+            wt = emit_transpose(w, _TO_HWCF, f"{nm}.w_hwcf")
             if is_fill:
-                n, fo, oh, ow = _shape(init)
+                n, fo, oh, ow = tensor_shape(init)
                 e = emitters.empty([n, oh, ow, fo], dtype, nm)
                 it = linalg_d.fill(fill.operands[0], outs=[e])
                 emitters.set_name(it.owner, ir.StringAttr(fill.attributes[OP_NAME_ATTR]).value)
             else:
-                it = _transpose(init, _TO_NHWC, f"{nm}.out_nhwc")
-            conv = linalg_d.conv_2d_nhwc_hwcf(xt, wt, outs=[it], strides=_ints(op.attributes["strides"]),
-                                              dilations=_ints(op.attributes["dilations"]))
+                it = emit_transpose(init, _TO_NHWC, f"{nm}.out_nhwc")
+            conv = linalg_d.conv_2d_nhwc_hwcf(xt, wt, outs=[it], strides=int_list(op.attributes["strides"]),
+                                              dilations=int_list(op.attributes["dilations"]))
             emitters.set_name(conv.owner, nm)
         last, value, moved = op, conv, []
         while True:
@@ -248,7 +224,7 @@ class ConvToNHWC(Pass):
             moved.append(nxt)
             last = nxt
         with ir.InsertionPoint(last):
-            y = _transpose(value, _TO_NCHW, f"{nm}.to_nchw")
+            y = emit_transpose(value, _TO_NCHW, f"{nm}.to_nchw")
         last.results[0].replace_all_uses_with(y)
         for o in reversed(moved):
             o.erase()

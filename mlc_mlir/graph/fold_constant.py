@@ -142,7 +142,7 @@ class FoldConstant(Pass):
         (:func:`~mlc_mlir.graph.constant_eval.evaluate_with_numpy`), else ``ops`` outlined into
         ``@__fold`` in a fresh module (same context), compiled and run."""
         with mod.context:
-            values = evaluate_with_numpy(ops, outputs, mod._keepalive, used_values)
+            values = evaluate_with_numpy(ops, outputs, mod._keepalive)
         if values is not None:
             return values
         with mod.context, ir.Location.unknown():

@@ -7,9 +7,10 @@ Source: MLIR ``getUsedValuesDefinedAbove`` / ``IRMapping`` + ``Operation::clone`
 
 from __future__ import annotations
 
-from typing import Dict, Iterable, List, Optional
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from .._mlir import ir, linalg_d
+from ..ir import dtypes, emitters
 from ..ir.module import OP_NAME_ATTR
 
 
@@ -133,6 +134,48 @@ def clone_ops(ops: Iterable, mapping: Dict) -> None:
         c.walk(remap, ir.WalkOrder.PRE_ORDER)
         for old, new in zip(op.results, c.results):
             mapping[old] = new
+
+
+def tensor_shape(v) -> Tuple[int, ...]:
+    """The static shape of a ranked tensor value."""
+    return tuple(ir.RankedTensorType(v.type).shape)
+
+
+def int_list(attr) -> List[int]:
+    """The ints of a ``DenseI64ArrayAttr`` (``permutation``, ``static_low``) or a
+    ``DenseIntElementsAttr`` (a convolution's ``strides``)."""
+    try:
+        return list(ir.DenseI64ArrayAttr(attr))
+    except ValueError:
+        return [int(x) for x in ir.DenseIntElementsAttr(attr)]
+
+
+def emit_transpose(v, perm: Sequence[int], name: str, init=None) -> ir.Value:
+    """Emit ``linalg.transpose`` (named ``name``) of the tensor ``v`` by ``perm`` into ``init``
+    (default: a new ``tensor.empty`` of the permuted shape) at the current insertion point."""
+    shape = tensor_shape(v)
+    if init is None:
+        et = ir.RankedTensorType(v.type).element_type
+        init = emitters.empty([shape[p] for p in perm], dtypes.from_ir_type(et), name)
+    op = linalg_d.transpose(v, outs=[init], permutation=list(perm))
+    op = getattr(op, "owner", op)      # the builder returns the op (no results on memrefs)
+    emitters.set_name(op, name)
+    return op.results[0]
+
+
+def rename_dims(m: ir.AffineMap, new_of_old: Sequence[int], n_dims: int) -> ir.AffineMap:
+    """``m`` with iteration dim ``d`` renamed ``new_of_old[d]``, as a map over ``n_dims`` dims
+    (the maps of an op whose loops were permuted)."""
+    return ir.AffineMap.get(n_dims, 0, [
+        ir.AffineDimExpr.get(new_of_old[e.position]) if isinstance(e, ir.AffineDimExpr) else e
+        for e in m.results])
+
+
+def is_projected_map(m: ir.AffineMap) -> bool:
+    """Whether every result of ``m`` is a dim or the constant 0 (a projected permutation, with
+    zeros for broadcast unit dims: a ``(F, 1, 1)`` bias)."""
+    return all(isinstance(e, ir.AffineDimExpr) or (isinstance(e, ir.AffineConstantExpr) and e.value == 0)
+               for e in m.results)
 
 
 def _iterator_attr(kind: str, context) -> ir.Attribute:

@@ -32,14 +32,12 @@ from typing import List, Optional, Sequence
 from .._mlir import ir, linalg_d, tensor_d
 from ..ir import dtypes, emitters
 from ..ir.module import OP_NAME_ATTR, Module
+from .ir_utils import (emit_transpose, indexing_maps, int_list, is_projected_map, iterator_types, producer,
+                       rename_dims, tensor_shape)
 from .pass_manager import Pass, register_pass
 from .rewrite import top_level_ops
 
 _NHWC_TO_NCHW = [0, 3, 1, 2]
-
-
-def _shape(v) -> List[int]:
-    return list(ir.RankedTensorType(v.type).shape)
 
 
 def _dtype(v) -> str:
@@ -47,7 +45,7 @@ def _dtype(v) -> str:
 
 
 def _perm(op) -> List[int]:
-    return list(ir.DenseI64ArrayAttr(op.attributes["permutation"]))
+    return int_list(op.attributes["permutation"])
 
 
 def _name(op, default: str) -> str:
@@ -56,44 +54,12 @@ def _name(op, default: str) -> str:
 
 def _transposed(v) -> Optional[ir.Operation]:
     """The ``linalg.transpose`` producing ``v``, or None."""
-    owner = v.owner
-    if isinstance(owner, ir.Block):
-        return None
-    owner = owner.operation
-    return owner if owner.name == "linalg.transpose" else None
-
-
-def _transpose(v, perm: Sequence[int], name: str):
-    shape = _shape(v)
-    init = emitters.empty([shape[p] for p in perm], _dtype(v), name)
-    op = linalg_d.transpose(v, outs=[init], permutation=list(perm))
-    op = getattr(op, "owner", op)
-    emitters.set_name(op, name)
-    return op.results[0]
-
-
-def _maps(op) -> List[ir.AffineMap]:
-    return [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(op.attributes["indexing_maps"])]
-
-
-def _iterators(op) -> List[str]:
-    return ["parallel" if "parallel" in str(a) else "reduction" for a in ir.ArrayAttr(op.attributes["iterator_types"])]
+    p = producer(v)
+    return p if p is not None and p.name == "linalg.transpose" else None
 
 
 def _uses_index(op) -> bool:
     return any(o.name == "linalg.index" for o in op.regions[0].blocks[0].operations)
-
-
-def _compose(m: ir.AffineMap, new_of_old: Sequence[int], n_dims: int) -> ir.AffineMap:
-    """``m`` with iteration dim ``d`` renamed ``new_of_old[d]`` (a map over ``n_dims`` dims)."""
-    return ir.AffineMap.get(n_dims, 0, [
-        ir.AffineDimExpr.get(new_of_old[e.position]) if isinstance(e, ir.AffineDimExpr) else e
-        for e in m.results])
-
-
-def _is_projected_permutation(m: ir.AffineMap) -> bool:
-    return all(isinstance(e, ir.AffineDimExpr) or (isinstance(e, ir.AffineConstantExpr) and e.value == 0)
-               for e in m.results)
 
 
 def _copy_attrs(src: ir.Operation, dst: ir.Operation, skip: Sequence[str]) -> None:
@@ -119,20 +85,20 @@ def _cancel(op: ir.Operation) -> bool:
 def _sink_elementwise(op: ir.Operation) -> bool:
     """An all-parallel generic whose full-rank inputs are ``transpose(x_i, p)``: run it in the
     layout of the ``x_i`` and transpose its result once."""
-    if len(op.results) != 1 or set(_iterators(op)) != {"parallel"} or _uses_index(op):
+    if len(op.results) != 1 or set(iterator_types(op)) != {"parallel"} or _uses_index(op):
         return False
-    maps = _maps(op)
+    maps = indexing_maps(op)
     n_in = len(op.operands) - 1
-    rank = len(_iterators(op))
+    rank = len(iterator_types(op))
     ident = ir.AffineMap.get_identity(rank)
-    if maps[n_in] != ident or _shape(op.results[0]) != _shape(op.operands[n_in]):
+    if maps[n_in] != ident or tensor_shape(op.results[0]) != tensor_shape(op.operands[n_in]):
         return False
     body = op.regions[0].blocks[0]
     if any(True for _ in body.arguments[n_in].uses):   # reads its init: not elementwise
         return False
     perm = None
     for v, m in zip(list(op.operands)[:n_in], maps[:n_in]):
-        if not _is_projected_permutation(m):
+        if not is_projected_map(m):
             return False
         if isinstance(v.type, ir.RankedTensorType) and ir.RankedTensorType(v.type).rank == rank:
             t = _transposed(v)
@@ -150,16 +116,16 @@ def _sink_elementwise(op: ir.Operation) -> bool:
             in_maps.append(ident)
         else:
             ins.append(v)
-            in_maps.append(_compose(m, perm, rank))
+            in_maps.append(rename_dims(m, perm, rank))
     name = _name(op, "elementwise")
-    src_shape = _shape(ins[next(i for i, m in enumerate(in_maps) if m == ident and
+    src_shape = tensor_shape(ins[next(i for i, m in enumerate(in_maps) if m == ident and
                                  ir.RankedTensorType(ins[i].type).rank == rank)])
     out = emitters.empty(src_shape, _dtype(op.results[0]), name)
     all_maps = ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in in_maps + [ident]])
     g = linalg_d.GenericOp([out.type], ins, [out], all_maps, op.attributes["iterator_types"])
     _copy_attrs(op, g.operation, ("indexing_maps", "iterator_types", "operandSegmentSizes"))
     body.append_to(g.regions[0])
-    op.results[0].replace_all_uses_with(_transpose(g.results[0], perm, f"{name}.layout"))
+    op.results[0].replace_all_uses_with(emit_transpose(g.results[0], perm, f"{name}.layout"))
     return True
 
 
@@ -169,8 +135,7 @@ def _sink_pad(op: ir.Operation) -> bool:
     if t is None or len(op.operands) != 1:
         return False
     p = _perm(t)
-    low = list(ir.DenseI64ArrayAttr(op.attributes["static_low"]))
-    high = list(ir.DenseI64ArrayAttr(op.attributes["static_high"]))
+    low, high = int_list(op.attributes["static_low"]), int_list(op.attributes["static_high"])
     if min(low + high) < 0 or ir.ShapedType.get_dynamic_size() in low + high:
         return False
     n = len(p)
@@ -178,12 +143,12 @@ def _sink_pad(op: ir.Operation) -> bool:
     for k in range(n):
         new_low[p[k]], new_high[p[k]] = low[k], high[k]
     x = t.operands[0]
-    shape = [s + lo + hi for s, lo, hi in zip(_shape(x), new_low, new_high)]
+    shape = [s + lo + hi for s, lo, hi in zip(tensor_shape(x), new_low, new_high)]
     rtype = ir.RankedTensorType.get(shape, ir.RankedTensorType(x.type).element_type)
     pad = tensor_d.PadOp(rtype, x, [], [], new_low, new_high)
     _copy_attrs(op, pad.operation, ("static_low", "static_high", "operandSegmentSizes"))
     op.regions[0].blocks[0].append_to(pad.regions[0])
-    op.results[0].replace_all_uses_with(_transpose(pad.result, p, f"{_name(op, 'pad')}.layout"))
+    op.results[0].replace_all_uses_with(emit_transpose(pad.result, p, f"{_name(op, 'pad')}.layout"))
     return True
 
 
@@ -198,25 +163,24 @@ def _sink_pooling(op: ir.Operation) -> bool:
         return False
     fill = fill.operation
     x, window = t.operands[0], op.operands[1]
-    n, c, oh, ow = _shape(op.results[0])
+    n, c, oh, ow = tensor_shape(op.results[0])
     name = _name(op, "pool")
     e = emitters.empty([n, oh, ow, c], _dtype(x), name)
     it = linalg_d.fill(fill.operands[0], outs=[e])
     emitters.set_name(it.owner, _name(fill, f"{name}.init"))
-    strides = [int(s) for s in ir.DenseIntElementsAttr(op.attributes["strides"])]
-    dilations = [int(s) for s in ir.DenseIntElementsAttr(op.attributes["dilations"])]
+    strides, dilations = int_list(op.attributes["strides"]), int_list(op.attributes["dilations"])
     build = {"max": linalg_d.pooling_nhwc_max, "sum": linalg_d.pooling_nhwc_sum}[kind]
     pool = build(x, window, outs=[it], strides=strides, dilations=dilations)
     emitters.set_name(pool.owner, name)
-    op.results[0].replace_all_uses_with(_transpose(pool, _NHWC_TO_NCHW, f"{name}.layout"))
+    op.results[0].replace_all_uses_with(emit_transpose(pool, _NHWC_TO_NCHW, f"{name}.layout"))
     return True
 
 
 def _absorb_into_reduction(op: ir.Operation) -> bool:
     """A generic with reduction loops reads ``transpose(x, p)`` as ``x`` through a composed map."""
-    if "reduction" not in _iterators(op):
+    if "reduction" not in iterator_types(op):
         return False
-    maps = _maps(op)
+    maps = indexing_maps(op)
     n_in = len(op.operands) - len(op.results)
     changed = False
     for i in range(n_in):

@@ -25,9 +25,9 @@ from .._mlir import ir
 from ..errors import PipelineError, ScheduleError
 from ..graph.constant_eval import NUMPY_OPS
 from ..graph.conv_layout import ConvToNHWC
-from ..graph.transpose_propagation import PropagateTransposes
 from ..graph.fold_constant import FoldConstant
 from ..graph.fuse_ops import FuseOps
+from ..graph.transpose_propagation import PropagateTransposes
 from ..ir.module import OP_NAME_ATTR, Module
 from ..ir.walk import has_op
 from ..schedule.default_rules import default_schedule
@@ -104,8 +104,8 @@ def layout_rewrites(module: Module, target: Target, functions: List[str],
     elementwise ops, pads and poolings until inverse pairs cancel
     (``graph.PropagateTransposes``: consecutive convolutions stay NHWC). With ``evaluate``
     (``mlc.compile``), the transposes of constant filters are folded (``graph.FoldConstant``
-    restricted to the data-movement ops numpy evaluates: no constant subgraph is compiled). ``module`` when there is nothing
-    to rewrite."""
+    restricted to the data-movement ops numpy evaluates: no constant subgraph is compiled).
+    ``module`` when there is nothing to rewrite."""
     out = module
     if has_op(module, "linalg.conv_2d_nchw_fchw"):
         def select(x_shape, w_shape, out_shape, dtype):
