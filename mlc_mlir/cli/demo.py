@@ -172,7 +172,7 @@ def run_demo(dump_ir: Optional[str] = None, seed: int = 0, out=print, tune_trial
     out("")
     if dump_ir:
         out(f"IR of each stage written to {dump_ir}/ (schedule.trace.py, schedule.transform.mlir, "
-            "00-graph.mlir = scheduled graph, ..., 04-lower.mlir, 05-denormals.mlir, 06-llvm.ll)")
+            "00-graph.mlir = scheduled graph, ..., 05-lower.mlir, 06-denormals.mlir, 07-llvm.ll)")
     else:
         out("IR of each stage (schedule trace and transform script, scheduled graph, prepare, "
             "lower, LLVM IR): rerun with --dump-ir DIR")

@@ -7,12 +7,14 @@ writes ``DIR/<nn>-<name>.mlir``:
 0. ``graph``     -- the verified input: static shapes, element types the lowering supports;
 1. ``schedule``  -- functions nobody scheduled get the default schedule of the target (or the
    tuning database's best): :mod:`mlc_mlir.pipeline.scheduling`;
-2. ``library``   -- ``mlc.call_library`` ops lowered to calls of C symbols (:class:`LowerCallLibrary`);
-3. ``prepare``   -- public functions get ``llvm.emit_c_interface``;
-4. ``lower``     -- the target's pipeline file, e.g. ``pipelines/cpu.pipeline`` (threads applied);
-5. ``denormals`` -- with ``flush_denormals``, MXCSR FTZ|DAZ around each call and OpenMP region;
+2. ``math``      -- with ``approximate_math``, f32 ``math.exp``/``math.erf`` become polynomials
+   (:class:`~mlc_mlir.graph.math_approximation.ApproximateMath`), scalar or vectorized;
+3. ``library``   -- ``mlc.call_library`` ops lowered to calls of C symbols (:class:`LowerCallLibrary`);
+4. ``prepare``   -- public functions get ``llvm.emit_c_interface``;
+5. ``lower``     -- the target's pipeline file, e.g. ``pipelines/cpu.pipeline`` (threads applied);
+6. ``denormals`` -- with ``flush_denormals``, MXCSR FTZ|DAZ around each call and OpenMP region;
 
-then ``llvm`` (LLVM IR, ``06-llvm.ll`` when dumping) and ``jit`` (MLIR ``ExecutionEngine`` at the
+then ``llvm`` (LLVM IR, ``07-llvm.ll`` when dumping) and ``jit`` (MLIR ``ExecutionEngine`` at the
 options' opt level, with the runtime libraries and registered Python kernels).
 A failing stage raises ``PipelineError`` with the ``mlir-opt`` command that reproduces it.
 """
@@ -26,6 +28,7 @@ from typing import Callable, Optional, Tuple
 from .._mlir import ExecutionEngine, ir, tensor_d
 from ..errors import IRError, PipelineError
 from ..graph.dispatch_library import LowerCallLibrary, runtime_bindings
+from ..graph.math_approximation import APPROXIMATED_OPS, ApproximateMath
 from ..ir import emitters
 from ..ir.module import Module
 from ..ir.pass_pipeline import run_pass_pipeline
@@ -121,6 +124,12 @@ def _schedule(module: Module, options: CompileOptions) -> Module:
                            evaluate)
 
 
+def _math(module: Module, options: CompileOptions) -> Module:
+    if not options.approximate_math or not any(has_op(module, o) for o in APPROXIMATED_OPS):
+        return module
+    return ApproximateMath()(module)
+
+
 def _library(module: Module, options: CompileOptions) -> Module:
     return LowerCallLibrary()(module) if has_op(module, "mlc.call_library") else module
 
@@ -173,6 +182,7 @@ def _denormals(module: Module, options: CompileOptions) -> Module:
 CPU_STAGES: Tuple[Stage, ...] = (
     Stage("graph", _graph),
     Stage("schedule", _schedule),
+    Stage("math", _math),
     Stage("library", _library),
     Stage("prepare", _prepare),
     Stage("lower", _lower),
@@ -200,7 +210,7 @@ def run_stages(module: Module, options: CompileOptions, stages=CPU_STAGES) -> Tu
 
 
 def compile(module: Module, target="cpu", *, threads: Optional[int] = None, opt_level: int = 3,
-            flush_denormals: bool = False, schedule: str = "default", database=None,
+            flush_denormals: bool = False, approximate_math: bool = True, schedule: str = "default", database=None,
             pipeline: Optional[str] = None, dump_ir: Optional[str] = None,
             options: Optional[CompileOptions] = None) -> Executable:
     """Compile a Module for ``target`` and load it with the MLIR ExecutionEngine (JIT).
@@ -212,7 +222,7 @@ def compile(module: Module, target="cpu", *, threads: Optional[int] = None, opt_
         a schedule's ``sch.mod``).
     target : str or Target
         ``"cpu"`` (the host, :meth:`Target.host`) or a :class:`Target`.
-    threads, opt_level, flush_denormals, schedule, database, pipeline, dump_ir
+    threads, opt_level, flush_denormals, approximate_math, schedule, database, pipeline, dump_ir
         See :class:`CompileOptions`; ignored when ``options`` is given. By default every function
         that was not scheduled by hand gets the target's default schedule (``schedule="none"``
         compiles plain loops); ``database=mlc.tune(...)`` applies tuned schedules.
@@ -240,7 +250,8 @@ def compile(module: Module, target="cpu", *, threads: Optional[int] = None, opt_
                       + ("; parse text with mlc.Module.parse(text)" if isinstance(module, str) else ""))
     if options is None:
         options = CompileOptions(target=target, threads=threads, opt_level=opt_level,
-                                 flush_denormals=flush_denormals, schedule=schedule,
+                                 flush_denormals=flush_denormals,
+                                 approximate_math=approximate_math, schedule=schedule,
                                  database=database, pipeline=pipeline, dump_ir=dump_ir)
     tgt: Target = options.target
     if tgt.kind == "cuda":

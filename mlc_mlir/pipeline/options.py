@@ -28,6 +28,10 @@ class CompileOptions:
         leaves it to the OpenMP runtime (one per core, or ``OMP_NUM_THREADS``).
     flush_denormals : bool
         Run with x86 MXCSR FTZ|DAZ set (see :mod:`mlc_mlir.pipeline.denormals`).
+    approximate_math : bool
+        CPU: replace f32 ``math.exp`` / ``math.erf`` by vectorizable polynomials
+        (:class:`mlc_mlir.graph.math_approximation.ApproximateMath`: 1 ulp for exp, 4.5e-7
+        absolute for erf) instead of one libm call per vector lane. Default True.
     opt_level : int
         LLVM optimization level of the JIT and of ``llc``: 0, 1, 2 or 3.
     schedule : str
@@ -46,12 +50,13 @@ class CompileOptions:
     ------
     PipelineError
         On construction, for an opt level outside 0-3, threads that are not a positive int,
-        a non-bool ``flush_denormals``, or an unknown target.
+        a non-bool ``flush_denormals`` or ``approximate_math``, or an unknown target.
     """
 
     target: Target
     threads: Optional[int] = None
     flush_denormals: bool = False
+    approximate_math: bool = True
     opt_level: int = 3
     schedule: str = "default"
     pipeline: Optional[str] = None
@@ -66,6 +71,8 @@ class CompileOptions:
             raise PipelineError(f"compile: threads={self.threads!r}; expected an int >= 1 or None")
         if not isinstance(self.flush_denormals, bool):
             raise PipelineError(f"compile: flush_denormals={self.flush_denormals!r}; expected a bool")
+        if not isinstance(self.approximate_math, bool):
+            raise PipelineError(f"compile: approximate_math={self.approximate_math!r}; expected a bool")
         if self.schedule not in ("default", "none"):
             raise PipelineError(f"compile: schedule={self.schedule!r}; expected 'default' or 'none'")
         if self.pipeline is not None and not isinstance(self.pipeline, str):

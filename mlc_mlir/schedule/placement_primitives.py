@@ -177,10 +177,20 @@ class PlacementPrimitives(ScheduleState):
             raise ScheduleError(f"decompose_reduction: the output of '{blk.name}' is not initialized "
                                 "by a named linalg.fill")
         others = [p for p in blk.info.producers if p != init_name]
-        if others and pos > 0:
+        # the init is fused alone (fuse_into_containing_op) into the scf.forall loops of an
+        # unpadded block and into the loops an epilogue was attached in; other loops tile it
+        # with transform.structured.fuse, which also fuses (recomputes per tile) the producers
+        # of the inputs
+        epilogues = self._model.epilogues(blk)
+        attach = blk.loop_index(epilogues[0].reverse_compute_at) if epilogues else -1
+        forall_alone = self._model.padding_of(blk) is None
+        if others and any(p > attach and not (forall_alone and blk.loops[p].kind == "parallel")
+                          for p in range(pos)):
             raise ScheduleError(f"decompose_reduction: inputs of '{blk.name}' are computed by {others}; "
-                                "placing the init inside loops (transform.structured.fuse) would "
-                                "recompute them per tile. Schedule the outlined primitive function")
+                                "placing the init inside serial loops (transform.structured.fuse) "
+                                "would recompute them per tile. Schedule the outlined primitive "
+                                "function, attach an epilogue (reverse_compute_at) at the serial "
+                                "loops first, or decompose at the first loop inside the parallel ones")
         iblk = self._block_model(blk.func, init_name)
         if iblk.kind != "compute" or any(l_.kind != "serial" or l_.unroll is not None
                                          or l_.fused_group is not None for l_ in iblk.loops) \

@@ -181,8 +181,18 @@ class _Emitter:
         init_pos = blk.loop_index(blk.decomposed_at) if blk.decomposed_at is not None else 0
         if start == 0:
             op = self.maybe_pad(blk, op, -1)
+        init = self.model.init_of(blk) if init_pos > start else None
+        init_op = self.match(init) if init is not None else None
         for t in self.model.tilings(blk, start):
-            op = self.tile(op, blk, t, ndims, fuse_producers=t.positions[0] < init_pos)
+            fuse = t.positions[0] < init_pos
+            if fuse and blk.loops[t.positions[0]].kind == "parallel" and self.model.padding_of(blk) is None:
+                # only the init enters an scf.forall (fuse_into_containing_op through its shared
+                # output): structured.fuse would also recompute the producers of the inputs (a
+                # padded op's init reaches it through tensor.pad: structured.fuse it is)
+                op = self.tile(op, blk, t, ndims)
+                init_op = self.fuse_into(init_op, [self.loop_handles[blk.loops[t.positions[0]].id]])
+            else:
+                op = self.tile(op, blk, t, ndims, fuse_producers=fuse)
             for q in t.positions:
                 op = self.maybe_pad(blk, op, q)
         return op

@@ -7,6 +7,7 @@ import dataclasses
 
 import numpy as np
 import pytest
+from scipy.special import erf
 
 import mlc_mlir as mlc
 from mlc_mlir import graph, ops
@@ -273,3 +274,23 @@ def test_matmul_relu_dtypes(dtype):
     x, y = rng.integers(-3, 4, (32, 16)).astype(dtype), rng.integers(-3, 4, (16, 48)).astype(dtype)
     got = mlc.compile(default_schedule(mod, SMALL_CACHES))(x, y)
     np.testing.assert_array_equal(got.astype(np.float64), np.maximum(x.astype(np.float64) @ y, 0))
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_dense_epilogue_zeroes_its_tile_in_place(rng, tmp_path, threads):
+    """A dense whose input is computed (layer norm) and whose output has an epilogue (bias +
+    GELU): the init is fused into the epilogue's tile (decompose_reduction inside the NC loop),
+    so no tile of C is copied from a C zeroed whole (memrefCopy) and C is not zeroed up front."""
+    x = rng.standard_normal((128, 64)).astype(np.float32)
+    w = rng.standard_normal((512, 64)).astype(np.float32) / 8
+    b = rng.standard_normal(512).astype(np.float32)
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        a = f.arg("x", shape=x.shape, dtype="float32")
+        h = ops.layer_norm(a, ops.constant(np.ones(64, np.float32)), ops.constant(np.zeros(64, np.float32)))
+        f.output(ops.gelu(ops.add(ops.dense(h, ops.constant(w)), ops.constant(b)), approximate="none"))
+    exe = mlc.compile(bb.finish(), threads=threads, dump_ir=str(tmp_path))
+    lowered = (tmp_path / "05-lower.mlir").read_text()
+    assert "memrefCopy" not in lowered
+    y = _ln(x.astype(np.float64), 1.0, 0.0) @ w.T.astype(np.float64) + b
+    np.testing.assert_allclose(exe(x), 0.5 * y * (1 + erf(y / np.sqrt(2))), rtol=1e-4, atol=1e-5)

@@ -193,9 +193,9 @@ def test_dump_ir_writes_each_stage(rng, tmp_path):
     mod, _ = _mlp(rng)
     mlc.compile(mod, dump_ir=str(tmp_path))
     names = sorted(p.name for p in tmp_path.iterdir())
-    assert names == ["00-graph.mlir", "01-schedule.mlir", "02-library.mlir", "03-prepare.mlir", "04-lower.mlir",
-                     "05-denormals.mlir", "06-llvm.ll"]
-    assert "llvm.func" in (tmp_path / "04-lower.mlir").read_text()
+    assert names == ["00-graph.mlir", "01-schedule.mlir", "02-math.mlir", "03-library.mlir", "04-prepare.mlir",
+                     "05-lower.mlir", "06-denormals.mlir", "07-llvm.ll"]
+    assert "llvm.func" in (tmp_path / "05-lower.mlir").read_text()
 
 
 def test_no_memory_leak_across_calls():

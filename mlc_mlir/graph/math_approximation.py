@@ -1,0 +1,161 @@
+"""Polynomial approximations of ``math.exp`` and ``math.erf`` on f32 (``mlc-approximate-math``).
+
+LLVM has no vector ``exp`` or ``erf`` on x86 without a vector math library, so
+``convert-math-to-llvm`` / ``convert-math-to-libm`` scalarize every vectorized ``math.exp`` /
+``math.erf`` into one ``expf`` / ``erff`` call per lane: in the small BERT, GELU's ``erff`` calls
+alone took 11% of the run time. This pass replaces both ops, scalar or vector (or tensor) f32, by
+``arith`` sequences that vectorize:
+
+* ``exp``: Cephes ``expf``: ``n = round(x log2 e)``, ``r = x - n ln 2`` (Cody-Waite, two
+  constants), a degree-6 polynomial, times ``2^n`` built from exponent bits (two factors, so
+  ``n = 128`` does not overflow the exponent field). Max relative error 8.2e-8 on
+  [-87.3, 88.7] (1 ulp); ``exp(x) = 0`` below -87.34 (the true values are denormal, < 1.2e-38),
+  ``+inf`` above 88.72, NaN stays NaN.
+* ``erf``: the rational approximation of Eigen and XLA, ``x P(x^2) / Q(x^2)`` on ``x`` clamped
+  to [-4, 4]; max absolute error 4.5e-7 over the real line (checked against ``scipy.special.erf``
+  in ``test/pytest/test_math_approximation.py``).
+
+Upstream MLIR has the same rewrites (``populateMathPolynomialApproximationPatterns``) but exposes
+them only through a test pass that the released ``mlir-opt`` and Python bindings lack, so they
+are written here with the Python builders and the greedy driver (:class:`RewritePatterns`).
+Source: Cephes ``expf.c``; Eigen ``generic_fast_erf_float``; MLIR ``PolynomialApproximation.cpp``.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from .._mlir import arith_d, ir, math_d
+from ..errors import PipelineError
+from ..ir.module import Module
+from .pass_manager import Pass
+from .rewrite import Pattern, RewritePatterns
+
+#: Ops this pass can approximate.
+APPROXIMATED_OPS = ("math.exp", "math.erf")
+
+# Cephes expf
+_EXP_LO, _EXP_HI = -87.33654, 88.72283935546875  # exp(_EXP_LO) = FLT_MIN; exp(_EXP_HI) = FLT_MAX
+_LOG2E, _LN2_HI, _LN2_LO = 1.44269504088896341, 0.693359375, -2.12194440e-4
+_EXP_POLY = (1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2,
+             1.6666665459e-1, 5.0000001201e-1)
+# Eigen generic_fast_erf_float: numerator (odd, highest degree first) and denominator (even)
+_ERF_P = (-2.72614225801306e-10, 2.77068142495902e-08, -2.10102402082508e-06,
+          -5.69250639462346e-05, -7.34990630326855e-04, -2.95459980854025e-03,
+          -1.60960333262415e-02)
+_ERF_Q = (-1.45660718464996e-05, -2.13374055278905e-04, -1.68282697438203e-03,
+          -7.37332916720468e-03, -1.42647390514189e-02)
+
+
+def _is_f32(t: ir.Type) -> bool:
+    elem = t.element_type if isinstance(t, ir.ShapedType) else t
+    return isinstance(elem, ir.F32Type)
+
+
+def _like(t: ir.Type, elem: ir.Type) -> ir.Type:
+    """``t`` (f32 scalar, vector or tensor) with element type ``elem``."""
+    if isinstance(t, ir.VectorType):
+        return ir.VectorType.get(t.shape, elem)
+    if isinstance(t, ir.RankedTensorType):
+        return ir.RankedTensorType.get(t.shape, elem)
+    return elem
+
+
+def _const(t: ir.Type, value) -> ir.Value:
+    """A scalar or splat constant of type ``t`` (f32 or i32 elements)."""
+    elem = t.element_type if isinstance(t, ir.ShapedType) else t
+    attr = ir.FloatAttr.get(elem, float(value)) if isinstance(elem, ir.F32Type) \
+        else ir.IntegerAttr.get(elem, int(value))
+    if isinstance(t, ir.ShapedType):
+        attr = ir.DenseElementsAttr.get_splat(t, attr)
+    return arith_d.constant(t, attr)
+
+
+def _horner(x: ir.Value, coefficients: Sequence[float]) -> ir.Value:
+    """``c0 x^(n-1) + ... + c(n-1)`` with ``math.fma`` (coefficients highest degree first)."""
+    acc = _const(x.type, coefficients[0])
+    for c in coefficients[1:]:
+        acc = math_d.fma(acc, x, _const(x.type, c))
+    return acc
+
+
+def _pow2(n: ir.Value, f32_type: ir.Type) -> ir.Value:
+    """``2^n`` for integer-valued i32 ``n`` in [-126, 127] from the exponent bits."""
+    i32 = n.type
+    biased = arith_d.shli(arith_d.addi(n, _const(i32, 127)), _const(i32, 23))
+    return arith_d.bitcast(f32_type, biased)
+
+
+def approximate_exp(x: ir.Value) -> ir.Value:
+    """Cephes ``expf`` of f32 ``x`` (scalar, vector or tensor) as ``arith``/``math.fma`` ops at
+    the current insertion point; see the module docstring for accuracy and special values."""
+    t = x.type
+    i32 = _like(t, ir.IntegerType.get_signless(32))
+    xc = arith_d.minimumf(arith_d.maximumf(x, _const(t, _EXP_LO)), _const(t, _EXP_HI))
+    n = math_d.floor(math_d.fma(xc, _const(t, _LOG2E), _const(t, 0.5)))
+    r = math_d.fma(n, _const(t, -_LN2_HI), xc)
+    r = math_d.fma(n, _const(t, -_LN2_LO), r)
+    p = _horner(r, _EXP_POLY)
+    y = math_d.fma(p, arith_d.mulf(r, r), arith_d.addf(r, _const(t, 1.0)))
+    ni = arith_d.fptosi(i32, n)                       # n in [-126, 128]: 2^n as two factors
+    half = arith_d.shrsi(ni, _const(i32, 1))
+    y = arith_d.mulf(arith_d.mulf(y, _pow2(half, t)), _pow2(arith_d.subi(ni, half), t))
+    under = arith_d.cmpf(arith_d.CmpFPredicate.OLT, x, _const(t, _EXP_LO))
+    over = arith_d.cmpf(arith_d.CmpFPredicate.OGT, x, _const(t, _EXP_HI))
+    y = arith_d.select(under, _const(t, 0.0), y)
+    y = arith_d.select(over, _const(t, float("inf")), y)
+    nan = arith_d.cmpf(arith_d.CmpFPredicate.UNO, x, x)
+    return arith_d.select(nan, x, y)
+
+
+def approximate_erf(x: ir.Value) -> ir.Value:
+    """Eigen's rational ``erf`` of f32 ``x`` (scalar, vector or tensor) at the current insertion
+    point; max absolute error 4.5e-7, NaN stays NaN."""
+    t = x.type
+    xc = arith_d.minimumf(arith_d.maximumf(x, _const(t, -4.0)), _const(t, 4.0))
+    x2 = arith_d.mulf(xc, xc)
+    p = arith_d.mulf(xc, _horner(x2, _ERF_P))
+    return arith_d.divf(p, _horner(x2, _ERF_Q))
+
+
+def _f32_pattern(root: str, fn) -> Pattern:
+    def rewrite(op):
+        x = op.operands[0]
+        return fn(x) if _is_f32(x.type) else None  # other float types keep the math op
+
+    rewrite.__name__ = f"approximate_{root.split('.')[1]}"
+    return Pattern(root, rewrite)
+
+
+_PATTERNS = {"math.exp": _f32_pattern("math.exp", approximate_exp),
+             "math.erf": _f32_pattern("math.erf", approximate_erf)}
+
+
+class ApproximateMath(Pass):
+    """Replace f32 ``math.exp`` / ``math.erf`` (``ops``) everywhere in the module, including
+    inside ``linalg.generic`` bodies and on vectors, by polynomial approximations (see the module
+    docstring). ``mlc.compile`` runs it on CPU targets after scheduling (``approximate_math``
+    option).
+
+    Parameters
+    ----------
+    ops : sequence of str
+        A subset of :data:`APPROXIMATED_OPS`.
+
+    Raises
+    ------
+    PipelineError
+        For an op name this pass cannot approximate.
+    """
+
+    name = "mlc-approximate-math"
+
+    def __init__(self, ops: Sequence[str] = APPROXIMATED_OPS):
+        unknown = [o for o in ops if o not in _PATTERNS]
+        if unknown:
+            raise PipelineError(f"ApproximateMath: cannot approximate {unknown}; expected a subset "
+                                f"of {list(APPROXIMATED_OPS)}")
+        self.ops = tuple(ops)
+
+    def transform(self, mod: Module) -> Module:
+        return RewritePatterns([_PATTERNS[o] for o in self.ops], name=self.name).transform(mod)

@@ -1,0 +1,81 @@
+"""graph.ApproximateMath (mlc-approximate-math): the polynomial exp and erf vs numpy/scipy on
+dense grids and special values, in scalar loops (schedule='none') and vectorized (default
+schedules); the op is really replaced, and approximate_math=False keeps libm."""
+
+import numpy as np
+import pytest
+from scipy.special import erf
+
+import mlc_mlir as mlc
+from mlc_mlir import ops
+from mlc_mlir.graph.math_approximation import ApproximateMath
+from mlc_mlir.ir.walk import has_op
+from opcheck import build_only
+
+GRID = 1 << 16
+
+
+def _compile(fn, n, **kw):
+    return mlc.compile(build_only(fn, ((n,), "float32")), **kw)
+
+
+@pytest.mark.parametrize("schedule", ["default", "none"])
+def test_exp_matches_numpy_to_one_ulp(schedule):
+    x = np.linspace(-87.3, 88.7, GRID, dtype=np.float32)
+    got = _compile(ops.exp, GRID, schedule=schedule)(x)
+    ref = np.exp(x.astype(np.float64))
+    assert np.max(np.abs(got - ref) / ref) < 2.5e-7  # 1 ulp of f32 is 1.19e-7 relative
+
+
+def test_exp_special_values():
+    x = np.array([-np.inf, -1e30, -100.0, -87.5, 0.0, 1e-30, 88.72, 89.0, 1e30, np.inf, np.nan,
+                  -np.nan, 1.0, -1.0, 10.0, -10.0], dtype=np.float32)
+    got = _compile(ops.exp, x.size)(x)
+    with np.errstate(over="ignore"):
+        ref = np.exp(x)
+    assert np.isnan(got[10]) and np.isnan(got[11])
+    keep = ~np.isnan(ref)
+    np.testing.assert_allclose(got[keep], ref[keep], rtol=2.5e-7, atol=1.2e-38)  # denormals flush
+
+
+@pytest.mark.parametrize("schedule", ["default", "none"])
+def test_erf_matches_scipy(schedule):
+    x = np.concatenate([np.linspace(-6, 6, GRID - 4, dtype=np.float32),
+                        np.array([np.inf, -np.inf, 1e-30, -1e-30], np.float32)])
+    got = _compile(ops.erf, GRID, schedule=schedule)(x)
+    np.testing.assert_allclose(got, erf(x.astype(np.float64)), rtol=0, atol=5e-7)
+    assert np.isnan(_compile(ops.erf, 1)(np.array([np.nan], np.float32))).all()
+
+
+def test_softmax_and_gelu_numerics_with_approximation(rng):
+    x = (rng.standard_normal((16, 384)) * 4).astype(np.float32)
+    sm = mlc.compile(build_only(lambda a: ops.softmax(a, axis=-1), ((16, 384), "float32")))(x)
+    e = np.exp(x.astype(np.float64) - x.max(-1, keepdims=True))
+    np.testing.assert_allclose(sm, e / e.sum(-1, keepdims=True), rtol=2e-6, atol=1e-9)
+    g = mlc.compile(build_only(lambda a: ops.gelu(a, approximate="none"), ((16, 384), "float32")))(x)
+    xd = x.astype(np.float64)
+    np.testing.assert_allclose(g, 0.5 * xd * (1 + erf(xd / np.sqrt(2))), rtol=1e-6, atol=1e-6)
+
+
+def test_the_pass_replaces_f32_ops_only():
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        a = f.arg("a", shape=(8,), dtype="float32")
+        b = f.arg("b", shape=(8,), dtype="float64")
+        f.output(ops.erf(ops.exp(a)), ops.exp(b))
+    out = ApproximateMath()(bb.finish())
+    assert not has_op(out, "math.erf")
+    text = str(out)
+    assert text.count("math.exp") == 1 and "f64" in text.split("math.exp")[1].split("\n")[0]
+    with pytest.raises(mlc.PipelineError, match="cannot approximate.*math.tanh"):
+        ApproximateMath(["math.tanh"])
+
+
+def test_approximate_math_false_keeps_libm(tmp_path):
+    mod = build_only(ops.exp, ((8,), "float32"))
+    mlc.compile(mod, approximate_math=False, dump_ir=str(tmp_path))
+    assert "math.exp" in (tmp_path / "02-math.mlir").read_text()
+    mlc.compile(mod, dump_ir=str(tmp_path))
+    assert "math.exp" not in (tmp_path / "02-math.mlir").read_text()
+    with pytest.raises(mlc.PipelineError, match="approximate_math"):
+        mlc.compile(mod, approximate_math="yes")
