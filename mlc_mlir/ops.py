@@ -2,7 +2,8 @@
 
 Categories (TOPI-style): elementwise (:mod:`mlc_mlir.builder.elementwise`), nn
 (:mod:`mlc_mlir.builder.nn`, :mod:`mlc_mlir.builder.normalization`), reduction (:mod:`mlc_mlir.builder.reduction`), shape
-(:mod:`mlc_mlir.builder.shape`). Each op checks shapes/dtypes and raises ``BuildError``.
+(:mod:`mlc_mlir.builder.shape`), contraction (:mod:`mlc_mlir.builder.einsum`). Each op checks
+shapes/dtypes and raises ``BuildError``.
 """
 
 from .builder.elementwise import (  # noqa: F401
@@ -10,6 +11,7 @@ from .builder.elementwise import (  # noqa: F401
     sigmoid, sqrt, subtract, tanh,
 )
 from .builder.conv_transpose import conv_transpose2d  # noqa: F401
+from .builder.einsum import einsum  # noqa: F401
 from .builder.linalg_emit import constant_op as constant  # noqa: F401
 from .builder.nn import (  # noqa: F401
     avg_pool2d, batch_matmul, conv2d, dense, global_avg_pool2d, matmul, max_pool2d,
@@ -21,6 +23,6 @@ from .builder.shape import (  # noqa: F401,A004
 )
 from .builder.indexing import expand, gather, split, squeeze, unsqueeze  # noqa: F401
 from .builder.math_ops import (  # noqa: F401,A004
-    abs, ceil, equal, erf, floor, greater, less, power, where,
+    abs, ceil, equal, erf, floor, greater, less, mod, power, where,
 )
-from .builder.take import take  # noqa: F401
+from .builder.take import gather_elements, take  # noqa: F401

@@ -1,11 +1,11 @@
-"""More elementwise ops (ONNX/numpy names): ``erf``, ``power``, ``abs``, ``floor``, ``ceil``, the
-comparisons ``equal``/``less``/``greater`` and ``where``; each one broadcasting
+"""More elementwise ops (ONNX/numpy names): ``erf``, ``power``, ``mod``, ``abs``, ``floor``,
+``ceil``, the comparisons ``equal``/``less``/``greater`` and ``where``; each one broadcasting
 ``linalg.generic`` built with :func:`mlc_mlir.builder.elementwise.elementwise`.
 
 Comparisons return int8 0/1 masks, not bool: a tensor of i1 cannot be lowered (MLIR 22's
 memref-to-llvm aborts on sub-byte stores), so masks are int8 like the pipeline asks.
 
-Source: ONNX operator spec (Erf, Pow, Abs, Floor, Ceil, Equal, Less, Greater, Where), numpy.
+Source: ONNX operator spec (Erf, Pow, Mod, Abs, Floor, Ceil, Equal, Less, Greater, Where), numpy.
 """
 
 from __future__ import annotations
@@ -72,6 +72,85 @@ def power(a, b, name: Optional[str] = None) -> Tensor:
     if not dtypes.is_float(dt):
         raise BuildError(f"power: dtype {dt} is not supported; expected a float dtype")
     return elementwise("power", [a, b], lambda x, y, _dt: math_d.powf(x, y), name=name)
+
+
+def _safe_divisor(b, dt):
+    """``b``, or 1 where ``b`` is 0 or -1: ``arith.remsi`` is undefined for ``x % 0`` and traps
+    (SIGFPE on x86) for ``INT_MIN % -1``; ``x % 1 == x % -1 == 0`` and numpy's ``x % 0`` is 0."""
+    zero_or_minus_one = arith_d.ori(arith_d.cmpi(arith_d.CmpIPredicate.eq, b, emit.scalar(0, dt)),
+                                    arith_d.cmpi(arith_d.CmpIPredicate.eq, b, emit.scalar(-1, dt)))
+    return arith_d.select(zero_or_minus_one, emit.scalar(1, dt), b)
+
+
+def _mod_int(a, b, dt):
+    """``numpy.mod``: the truncated remainder plus ``b`` where it is nonzero and its sign differs
+    from ``b``'s."""
+    zero = emit.scalar(0, dt)
+    r = arith_d.remsi(a, _safe_divisor(b, dt))
+    signs_differ = arith_d.xori(arith_d.cmpi(arith_d.CmpIPredicate.slt, r, zero),
+                                arith_d.cmpi(arith_d.CmpIPredicate.slt, b, zero))
+    fix = arith_d.andi(arith_d.cmpi(arith_d.CmpIPredicate.ne, r, zero), signs_differ)
+    return arith_d.select(fix, arith_d.addi(r, b), r)
+
+
+def _mod_float(a, b, dt):
+    """``numpy.mod`` as numpy's ``npy_divmod``: ``r = fmod(a, b)``; ``r + b`` where ``r`` is
+    nonzero (NaN included, which stays NaN) and its sign differs from ``b``'s; a zero ``r`` takes
+    ``b``'s sign (``copysign(0, b)``)."""
+    zero = emit.scalar(0.0, dt)
+    r = arith_d.remf(a, b)
+    signs_differ = arith_d.xori(arith_d.cmpf(arith_d.CmpFPredicate.OLT, r, zero),
+                                arith_d.cmpf(arith_d.CmpFPredicate.OLT, b, zero))
+    nonzero = arith_d.cmpf(arith_d.CmpFPredicate.UNE, r, zero)
+    fixed = arith_d.select(arith_d.andi(nonzero, signs_differ), arith_d.addf(r, b), r)
+    return arith_d.select(nonzero, fixed, math_d.copysign(zero, b))
+
+
+_MOD = {
+    False: {"int": _mod_int, "float": _mod_float},
+    True: {"int": lambda a, b, dt: arith_d.remsi(a, _safe_divisor(b, dt)),
+           "float": lambda a, b, dt: arith_d.remf(a, b)},
+}
+
+
+def mod(a, b, fmod: bool = False, name: Optional[str] = None) -> Tensor:
+    """Remainder of ``a / b`` with numpy broadcasting: ``numpy.mod`` (``fmod=False``: the result
+    has the sign of ``b``, ``a - floor(a / b) * b``) or ``numpy.fmod`` (``fmod=True``: C
+    ``fmod``, the sign of ``a``, ``a - trunc(a / b) * b``).
+
+    One ``linalg.generic``: ``arith.remsi`` (ints) / ``arith.remf`` (floats, LLVM ``frem``,
+    i.e. C ``fmod``); for ``fmod=False`` an ``arith.select`` adds ``b`` where the remainder is
+    nonzero and its sign differs from ``b``'s (and a zero float remainder takes ``b``'s sign,
+    ``math.copysign``). Never traps: an integer ``x % 0`` is 0 (numpy's result, with its
+    warning) and ``INT_MIN % -1`` is 0; a float ``x % 0`` is NaN.
+
+    Parameters
+    ----------
+    a, b : Tensor, numpy array or Python scalar (at least one not a scalar)
+        One dtype in {float16, bfloat16, float32, float64, int8, int16, int32, int64}; shapes
+        broadcast (numpy rules) to the result shape.
+    fmod : bool
+        False: ``numpy.mod`` (Python ``%``); True: ``numpy.fmod``.
+
+    Returns
+    -------
+    Tensor of the broadcast shape, the operands' dtype.
+
+    Raises
+    ------
+    BuildError
+        For a non-bool ``fmod``, bool operands, or mismatched dtypes or shapes
+        (``mod: shapes (2, 3) and (4,) are not broadcastable (dimension -1: 3 vs 4)``).
+
+    Source: ONNX ``Mod`` (attribute ``fmod``), ``numpy.mod`` / ``numpy.fmod`` (numpy's
+    ``npy_divmod`` for the float sign fix-up).
+    """
+    if not isinstance(fmod, (bool, np.bool_)):
+        raise BuildError(f"mod: argument 'fmod' is {fmod!r}; expected a bool")
+    dt = _operand_dtype("mod", a, b)
+    if dt == "bool":
+        raise BuildError("mod: dtype bool is not supported; expected a float or int dtype (use ops.cast)")
+    return elementwise("mod", [a, b], _body_fn("mod", _MOD[bool(fmod)], dt), name=name)
 
 
 def _compare(op: str, a, b, name: Optional[str]) -> Tensor:

@@ -1,5 +1,6 @@
-"""Indexing ops (TOPI's ``transform.take``): gather along an axis by an integer index tensor,
-emitted as a ``linalg.generic`` whose body reads the source with ``tensor.extract``.
+"""Indexing ops (TOPI's ``transform.take``, ``gather_elements``): gather along an axis by an
+integer index tensor, emitted as a ``linalg.generic`` whose body reads the source with
+``tensor.extract``.
 """
 
 from __future__ import annotations
@@ -12,6 +13,16 @@ from ..ir import dtypes
 from . import linalg_emit as emit
 from .shape import reshape
 from .tensor import Tensor
+
+
+def _wrap_and_clamp(i: ir.Value, n: int) -> ir.Value:
+    """An integer index as an ``index`` in ``[0, n)``: ``i + n`` if ``i < 0``, then clamped."""
+    idx_type = ir.IndexType.get()
+    j = arith_d.index_cast(idx_type, i)
+    zero = arith_d.ConstantOp(idx_type, 0).result
+    j = arith_d.select(arith_d.cmpi(arith_d.CmpIPredicate.slt, j, zero),
+                       arith_d.addi(j, arith_d.ConstantOp(idx_type, n).result), j)
+    return arith_d.maxsi(arith_d.minsi(j, arith_d.ConstantOp(idx_type, n - 1).result), zero)
 
 
 def take(x, indices, axis: int = 0, name: Optional[str] = None) -> Tensor:
@@ -72,12 +83,8 @@ def take(x, indices, axis: int = 0, name: Optional[str] = None) -> Tensor:
     idx_type = ir.IndexType.get()
 
     def body(i, _out):
-        j = arith_d.index_cast(idx_type, i)
+        j = _wrap_and_clamp(i, n)
         zero = arith_d.ConstantOp(idx_type, 0).result
-        size = arith_d.ConstantOp(idx_type, n).result
-        last = arith_d.ConstantOp(idx_type, n - 1).result
-        j = arith_d.select(arith_d.cmpi(arith_d.CmpIPredicate.slt, j, zero), arith_d.addi(j, size), j)
-        j = arith_d.maxsi(arith_d.minsi(j, last), zero)
         pos = [linalg_d.IndexOp(d).result for d in range(ax)] + [j] + \
               [linalg_d.IndexOp(d).result for d in range(ax + r, rank - 2)] + [zero, zero]
         return [tensor_d.ExtractOp(xu.value, pos).result]
@@ -85,6 +92,73 @@ def take(x, indices, axis: int = 0, name: Optional[str] = None) -> Tensor:
     res = emit.generic(f"{nm}.gather", [indices.value], [idx_map], [init], [out_map],
                        ["parallel"] * rank, body)
     return reshape(Tensor(res[0], fn), out_shape, name=nm)
+
+
+
+def gather_elements(x, indices, axis: int = 0, name: Optional[str] = None) -> Tensor:
+    """ONNX ``GatherElements`` / ``numpy.take_along_axis`` / ``torch.gather``: each output
+    element reads ``x`` at its own position with the coordinate along ``axis`` replaced by the
+    index there::
+
+        out[i0, .., ir-1] = x[i0, .., wrap(indices[i0, .., ir-1]), .., ir-1]   (at position axis)
+
+    Emits one ``linalg.generic`` (``name``) over ``indices``' shape that reads ``indices``
+    through the identity map and ``x`` with ``tensor.extract`` at ``linalg.index`` positions
+    plus the (``arith.index_cast``) index. An index ``i < 0`` becomes ``i + n`` (``n =
+    x.shape[axis]``); one still outside ``[0, n)`` is clamped (no out-of-bounds read; ONNX
+    leaves it undefined).
+
+    Parameters
+    ----------
+    x : Tensor or numpy.ndarray, shape (d0, .., d{r-1}), r >= 1
+        Any dtype in :data:`~mlc_mlir.ir.dtypes.ALL_DTYPES`.
+    indices : Tensor or numpy.ndarray, shape (e0, .., e{r-1})
+        x's rank, ``e_k <= d_k`` for every ``k != axis`` (any ``e_axis >= 0``); dtype in
+        {int8, int16, int32, int64}.
+    axis : int
+        Axis of x to gather along; negative counts from the end.
+
+    Returns
+    -------
+    Tensor of ``indices``' shape, x's dtype.
+
+    Raises
+    ------
+    BuildError
+        For a 0-d x, a bad axis, non-integer indices, or an ``indices`` shape that does not fit
+        (``gather_elements: argument 'indices' has shape (2, 4); expected rank 2 with dims <= (3,
+        3) except along axis 0``).
+
+    Source: ONNX operator spec (GatherElements-11/13), numpy ``take_along_axis``.
+    """
+    op = "gather_elements"
+    fn = emit.function_of(op, x, indices)
+    x = emit.tensor_arg(op, "x", x)
+    indices = emit.tensor_arg(op, "indices", indices)
+    if x.ndim < 1:
+        raise BuildError(f"{op}: argument 'x' has shape {format_shape(x.shape)}; expected rank >= 1")
+    if indices.dtype not in dtypes.INT_DTYPES:
+        raise BuildError(f"{op}: argument 'indices' has dtype {indices.dtype}; expected one of "
+                         f"{', '.join(sorted(dtypes.INT_DTYPES))}")
+    ax = emit.normalize_axis(op, axis, x.ndim)
+    rank = x.ndim
+    if indices.ndim != rank or any(e > d for k, (e, d) in enumerate(zip(indices.shape, x.shape)) if k != ax):
+        raise BuildError(f"{op}: argument 'indices' has shape {format_shape(indices.shape)}; expected "
+                         f"rank {rank} with dims <= {format_shape(x.shape)} except along axis {ax}")
+    n = x.shape[ax]
+    if n == 0 and 0 not in indices.shape:
+        raise BuildError(f"{op}: axis {ax} of x {format_shape(x.shape)} has size 0; expected a "
+                         f"non-empty axis to gather from")
+    nm = emit.op_name(fn, op, name)
+
+    def body(i, _out):
+        pos = [linalg_d.IndexOp(d).result for d in range(rank)]
+        pos[ax] = _wrap_and_clamp(i, n)
+        return [tensor_d.ExtractOp(x.value, pos).result]
+
+    res = emit.generic(nm, [indices.value], [emit.identity_map(rank)], [emit.empty(indices.shape, x.dtype)],
+                       [emit.identity_map(rank)], ["parallel"] * rank, body)
+    return Tensor(res[0], fn)
 
 
 # ---------------------------------------------------------------- ONNX-style shape ops (squeeze,

@@ -1,5 +1,6 @@
-"""ONNX converters, nn family: MatMul/Gemm, Conv, pooling, normalization (BatchNormalization,
-LayerNormalization, LRN), Softmax/LogSoftmax. Conventions as in :mod:`.onnx_ops`.
+"""ONNX converters, nn family: MatMul/Gemm/Einsum, Conv, pooling, normalization
+(BatchNormalization, LayerNormalization, LRN), Softmax/LogSoftmax. Conventions as in
+:mod:`.onnx_ops`.
 
 Source: ONNX operator spec (Operators.md), TVM Relax ``onnx_frontend.py``.
 """
@@ -54,6 +55,18 @@ def _gemm(n: NodeInputs) -> List[object]:
         c = same_dtype(n, y, n.t(2))[1]
         y = ops.add(y, c if beta == 1.0 else ops.multiply(c, beta))
     return [y]
+
+
+@register("Einsum", opsets=(12, OPSETS[1]))
+def _einsum(n: NodeInputs) -> List[object]:
+    """``ops.einsum`` (one ``linalg.generic``); numpy operands take the first Tensor's dtype."""
+    vals = [n.t(i) for i in range(len(n))]
+    ref = next((v for v in vals if isinstance(v, Tensor)), vals[0])
+    eq = n.attr("equation")
+    if eq is None:
+        raise n.fail("attribute 'equation' is missing; expected the einsum subscripts")
+    return [ops.einsum(eq.decode() if isinstance(eq, bytes) else eq,
+                       *[same_dtype(n, ref, v)[1] for v in vals])]
 
 
 # ------------------------------------------------------------------------------ conv / pool

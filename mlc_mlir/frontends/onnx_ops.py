@@ -48,6 +48,18 @@ def _binary(n: NodeInputs) -> List[object]:
     return [_BINARY[n.node.op_type](a, b)]
 
 
+@register("Mod", opsets=(10, OPSETS[1]))
+def _mod(n: NodeInputs) -> List[object]:
+    """``fmod=0``: ``numpy.mod`` (sign of the divisor); ``fmod=1``: ``numpy.fmod`` (C ``fmod``).
+    Before opset 28 the spec requires ``fmod=1`` for floats; a float ``fmod=0`` is converted as
+    ``numpy.mod`` at every opset (what ``onnx.reference`` computes, and opset 28's definition)."""
+    fmod = n.attr("fmod", 0)
+    if fmod not in (0, 1):
+        raise n.fail(f"attribute 'fmod' is {fmod}; expected 0 or 1")
+    a, b = same_dtype(n, n.t(0), n.t(1))
+    return [ops.mod(a, b, fmod=bool(fmod))]
+
+
 @register("LessOrEqual", "GreaterOrEqual", opsets=(12, OPSETS[1]))
 def _cmp_or_equal(n: NodeInputs) -> List[object]:
     a, b = same_dtype(n, n.t(0), n.t(1))

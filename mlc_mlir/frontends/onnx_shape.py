@@ -1,5 +1,6 @@
 """ONNX converters, shape family: Transpose, Reshape, Flatten, Concat, Squeeze/Unsqueeze,
-Gather, Expand, Split, Slice, Pad, Shape, Size, Constant, ConstantOfShape, Range, Trilu.
+Gather, GatherElements, Expand, Split, Slice, Pad, Shape, Size, Constant, ConstantOfShape,
+Range, Trilu.
 Conventions as in :mod:`.onnx_ops`; operands the converters need at import time (shapes, axes)
 come from ``NodeInputs.np``.
 
@@ -70,6 +71,14 @@ def _gather(n: NodeInputs) -> List[object]:
     if not isinstance(idx, Tensor):
         idx = np.asarray(idx).astype(np.int64)
     return [ops.gather(n.t(0), idx, axis=int(n.attr("axis", 0)))]
+
+
+@register("GatherElements", opsets=(11, OPSETS[1]))
+def _gather_elements(n: NodeInputs) -> List[object]:
+    idx = n.t(1)
+    if not isinstance(idx, Tensor):
+        idx = np.asarray(idx).astype(np.int64)
+    return [ops.gather_elements(n.t(0), idx, axis=int(n.attr("axis", 0)))]
 
 
 @register("Expand")

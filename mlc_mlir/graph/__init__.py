@@ -4,6 +4,8 @@ Python rewrite patterns and library dispatch. Each pass maps a Module to a new M
 from .dce import CommonSubexprElimination, DeadCodeElimination  # noqa: F401
 from .dispatch_library import DispatchLibrary, LowerCallLibrary  # noqa: F401
 from .conv_layout import ConvToNHWC  # noqa: F401
+from .conv_im2col import ConvToIm2col  # noqa: F401
+from .math_approximation import ApproximateMath  # noqa: F401
 from .transpose_propagation import PropagateTransposes  # noqa: F401
 from .fold_constant import FoldConstant  # noqa: F401
 from .fuse_ops import FuseOps, outline  # noqa: F401

@@ -10,7 +10,7 @@ writes ``DIR/<nn>-<name>.mlir``:
 2. ``math``      -- with ``approximate_math``, f32 ``math.exp``/``math.erf`` become polynomials
    (:class:`~mlc_mlir.graph.math_approximation.ApproximateMath`), scalar or vectorized;
 3. ``library``   -- ``mlc.call_library`` ops lowered to calls of C symbols (:class:`LowerCallLibrary`);
-4. ``prepare``   -- public functions get ``llvm.emit_c_interface``;
+4. ``prepare``   -- public functions get ``llvm.emit_c_interface`` and read-only tensor arguments;
 5. ``lower``     -- the target's pipeline file, e.g. ``pipelines/cpu.pipeline`` (threads applied);
 6. ``denormals`` -- with ``flush_denormals``, MXCSR FTZ|DAZ around each call and OpenMP region;
 
@@ -154,6 +154,23 @@ def _distinct_results(ret: ir.Operation) -> None:
         seen.add(v)
 
 
+def _read_only_arguments(f) -> None:
+    """Mark the tensor arguments of a public function ``bufferization.writable = false``: an op
+    that accumulates into an argument (``linalg.matmul outs(%arg)``) then writes a copy, and the
+    caller's numpy array is never modified (One-Shot Bufferize treats arguments as writable by
+    default)."""
+    n = len(f.type.inputs)
+    old = list(ir.ArrayAttr(f.attributes["arg_attrs"])) if "arg_attrs" in f.attributes else \
+        [ir.DictAttr.get({}) for _ in range(n)]
+    new = []
+    for t, attrs in zip(f.type.inputs, old):
+        d = {a.name: a.attr for a in ir.DictAttr(attrs)}
+        if isinstance(t, ir.RankedTensorType):
+            d["bufferization.writable"] = ir.BoolAttr.get(False)
+        new.append(ir.DictAttr.get(d))
+    f.attributes["arg_attrs"] = ir.ArrayAttr.get(new)
+
+
 def _prepare(module: Module, options: CompileOptions) -> Module:
     out = module.clone()
     public = set(out.function_names(public_only=True))
@@ -163,6 +180,7 @@ def _prepare(module: Module, options: CompileOptions) -> Module:
                 continue
             if f.sym_name.value in public:
                 f.attributes["llvm.emit_c_interface"] = ir.UnitAttr.get()
+                _read_only_arguments(f)
             for block in f.regions[0].blocks:
                 ret = block.operations[len(block.operations) - 1].operation
                 if ret.name == "func.return":

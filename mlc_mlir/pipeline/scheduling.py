@@ -24,6 +24,7 @@ from typing import Callable, List, Optional, Protocol
 from .._mlir import ir
 from ..errors import PipelineError, ScheduleError
 from ..graph.constant_eval import NUMPY_OPS
+from ..graph.conv_im2col import ConvToIm2col
 from ..graph.conv_layout import ConvToNHWC
 from ..graph.fold_constant import FoldConstant
 from ..graph.fuse_ops import FuseOps
@@ -31,7 +32,7 @@ from ..graph.transpose_propagation import PropagateTransposes
 from ..ir.module import OP_NAME_ATTR, Module
 from ..ir.walk import has_op
 from ..schedule.default_rules import default_schedule
-from ..schedule.rules.conv import prefers_nhwc
+from ..schedule.rules.conv import prefers_im2col, prefers_nhwc
 from ..target import Target
 
 #: Values of ``CompileOptions.schedule``.
@@ -102,7 +103,9 @@ def layout_rewrites(module: Module, target: Target, functions: List[str],
     that :func:`~mlc_mlir.schedule.rules.conv.prefers_nhwc` picks for ``target`` become NHWC
     ones between transposes (``graph.ConvToNHWC``), and the transposes sink through
     elementwise ops, pads and poolings until inverse pairs cancel
-    (``graph.PropagateTransposes``: consecutive convolutions stay NHWC). With ``evaluate``
+    (``graph.PropagateTransposes``: consecutive convolutions stay NHWC); NHWC convolutions with
+    small output maps (:func:`~mlc_mlir.schedule.rules.conv.prefers_im2col`) become im2col +
+    ``linalg.matmul`` (``graph.ConvToIm2col``). With ``evaluate``
     (``mlc.compile``), the transposes of constant filters are folded (``graph.FoldConstant``
     restricted to the data-movement ops numpy evaluates: no constant subgraph is compiled).
     ``module`` when there is nothing to rewrite."""
@@ -112,6 +115,11 @@ def layout_rewrites(module: Module, target: Target, functions: List[str],
             return prefers_nhwc(target, x_shape, w_shape, out_shape, dtype)
 
         out = PropagateTransposes(functions)(ConvToNHWC(select, functions)(module))
+    if has_op(out, "linalg.conv_2d_nhwc_hwcf"):
+        def select_gemm(x_shape, w_shape, out_shape, dtype):
+            return prefers_im2col(target, x_shape, w_shape, out_shape, dtype)
+
+        out = ConvToIm2col(select_gemm, functions)(out)
     if evaluate is not None and _constant_filter_transposed(out):
         out = FoldConstant(evaluate, only=NUMPY_OPS)(out)
     return out

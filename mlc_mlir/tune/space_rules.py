@@ -19,10 +19,9 @@ the emitter's ``tile_reduction_using_for`` takes no knob). :func:`structural_sam
 them in a trace; a search changes them by running the space again with the decisions
 (:func:`generate`), which is also right for every other decision.
 
-Kinds without a stochastic rule (:data:`FIXED_KINDS`: pooling, NHWC pooling) get their default rule,
-unchanged: a fixed point inside every space. Source: TVM MetaSchedule
-``PostOrderApply`` + schedule rules (``MultiLevelTiling``, ``ParallelizeVectorizeUnroll``,
-``AddRFactor``), Goto & van de Geijn (TOMS 2008) for the matmul tiling levels.
+Kinds without a stochastic rule (:data:`FIXED_KINDS`: pooling) get their default rule: a fixed
+point of every space. Source: TVM MetaSchedule ``PostOrderApply`` + schedule rules
+(``MultiLevelTiling``, ``ParallelizeVectorizeUnroll``, ``AddRFactor``), Goto & van de Geijn.
 """
 
 from __future__ import annotations
@@ -59,10 +58,6 @@ UNROLL_FACTORS = (1, 2, 4, 8)
 BLOCK_SCALES = (0.25, 0.5, 1.0, 2.0)
 
 
-def _uniform(n: int) -> List[float]:
-    return [1.0 / n] * n
-
-
 def _categorical(sch: Schedule, candidates: Sequence, default) -> ExprRV:
     """``sch.sample_categorical`` over ``candidates`` (uniform); at the default point of the
     space (:func:`default_point`) the decision is ``default``.
@@ -76,9 +71,9 @@ def _categorical(sch: Schedule, candidates: Sequence, default) -> ExprRV:
     if getattr(sch, "at_default", False):
         if default not in candidates:
             raise ScheduleError(f"default point: {default!r} is not among the candidates {candidates}")
-        return sch.sample_categorical(candidates, _uniform(len(candidates)),
+        return sch.sample_categorical(candidates, [1.0 / len(candidates)] * len(candidates),
                                       decision=candidates.index(default))
-    return sch.sample_categorical(candidates, _uniform(len(candidates)))
+    return sch.sample_categorical(candidates, [1.0 / len(candidates)] * len(candidates))
 
 
 def _tile(sch: Schedule, loop: LoopRV, n: int, bound: int, default: Sequence[int]) -> List[ExprRV]:
@@ -158,7 +153,7 @@ def matmul_register_tiles(target: Target, bits: int, mt: int, n: int) -> Dict[in
     return dict(sorted(out.items()))
 
 
-# ---------------------------------------------------------------------------- rules by kind
+# ------------------------------------------------------------------------- rules by kind
 def sample_matmul(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
     """Multi-level tiling of ``linalg.matmul`` (matmul, dense) in the Goto structure, its knobs
     around :func:`~mlc_mlir.schedule.cpu_recipes.goto_params` for the target.
@@ -167,8 +162,9 @@ def sample_matmul(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
     :func:`~mlc_mlir.schedule.cpu_recipes.schedule_matmul_goto`. Knobs, each a
     ``sample_categorical`` (a list may derive from an earlier decision; it is recorded):
 
-    * ``t`` = threads over M (:func:`thread_candidates`: M divisible, at least Goto's MR rows
-      per thread); with a single candidate the loop is not parallel.
+    * ``t`` = threads (:func:`thread_candidates`: M divisible, at least Goto's MR rows per
+      thread); with a single candidate the loop is not parallel. With N > M and ``t * NR``
+      dividing N, whether they split N (the recipe's default) or M (structural).
     * ``NR`` then ``MR``: the register tile (:func:`matmul_register_tiles`).
     * ``MC / MR``, ``NC / NR`` and ``KC``: cache blocks at :data:`BLOCK_SCALES` times Goto's
       MC, NC and KC (cache-derived), shrunk to divisors.
@@ -180,7 +176,7 @@ def sample_matmul(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
     computed at ``j0``. Extents that are not multiples of the register tile, threads or a good
     KC are padded first (``pad_einsum`` with
     :func:`~mlc_mlir.schedule.cpu_recipes.goto_padding`, as the default rule; the epilogue then
-    keeps its own rule). Shapes: A (M, K) (or transposed), B (K, N) or (N, K), C (M, N).
+    keeps its own rule). The init is decomposed as the recipe does. Shapes: A (M, K) (or transposed), B (K, N) or (N, K), C (M, N).
 
     Raises
     ------
@@ -200,34 +196,41 @@ def sample_matmul(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
     i, j, kk = sch.get_loops(block)
     tcands = thread_candidates(m, ctx.threads, p.mr)
     t = int(_categorical(sch, tcands, p.threads)) if len(tcands) > 1 else 1
-    mt = m // t
-    tiles = matmul_register_tiles(ctx.target, bits, mt, n)
-    nr = _categorical(sch, list(tiles), largest_divisor(n, p.nr))
+    over_n = t > 1 and n > m and n % (t * largest_divisor(n, p.nr)) == 0 \
+        and int(_categorical(sch, [1, 0], 1))   # threads over N (structural)
+    mt, nt = (m, n // t) if over_n else (m // t, n)
+    tiles = matmul_register_tiles(ctx.target, bits, mt, nt)
+    nr = _categorical(sch, list(tiles), largest_divisor(nt, p.nr))
     mr = _categorical(sch, tiles[int(nr)], largest_divisor(mt, p.mr))
     rows = mt // int(mr)
     mcb = _categorical(sch, _near(rows, max(p.mc // int(mr), 1)), largest_divisor(rows, max(p.mc // int(mr), 1)))
-    cols = n // int(nr)
+    cols = nt // int(nr)
     ncb = _categorical(sch, _near(cols, max(p.nc // int(nr), 1)), largest_divisor(cols, max(p.nc // int(nr), 1)))
     kc = _categorical(sch, _near(k, p.kc), largest_divisor(k, p.kc))
     pack = _categorical(sch, [0, 1], int(mt >= 2 * int(mr)))
-    ucands = [u for u in UNROLL_FACTORS if int(kc) % u == 0]
-    unroll = int(_categorical(sch, ucands, largest_divisor(int(kc), p.unroll_k)))
-    i0, irest = sch.split(i, [t, None])
-    i1, i2, i3 = sch.split(irest, [None, mcb, mr])
+    unroll = int(_categorical(sch, [u for u in UNROLL_FACTORS if int(kc) % u == 0],
+                              largest_divisor(int(kc), p.unroll_k)))
+    if over_n:
+        outer, j = sch.split(j, [t, None])
+    else:
+        outer, i = sch.split(i, [t, None])
+    i1, i2, i3 = sch.split(i, [None, mcb, mr])
     j0, j1, j2 = sch.split(j, [None, ncb, nr])
     k0, k1 = sch.split(kk, [None, kc])
-    sch.reorder(i0, j0, k0, i1, j1, i2, k1, i3, j2)
+    sch.reorder(outer, j0, k0, i1, j1, i2, k1, i3, j2)
     if len(tcands) > 1:
-        sch.parallel(i0)
-        info = blk.info
-        if info.init and not [q for q in info.producers if q != info.init]:
-            sch.decompose_reduction(block, j0)
-    if int(pack):   # structural knob: see the module docstring
-        packed = sch.cache_read(block, 1, "local")
-        sch.compute_at(packed, k0)
+        sch.parallel(outer)
     epi = claim_epilogues(sch, blk, ctx) if padding == (1, 1, 1) else []
     for e in epi:
         sch.reverse_compute_at(e, j0)
+    info = blk.info
+    if info.init and epi:
+        sch.decompose_reduction(block, k0)
+    elif info.init and t > 1 and (padding == (1, 1, 1) or set(info.producers) <= {info.init}):
+        sch.decompose_reduction(block, j0)
+    if int(pack):   # structural knob: see the module docstring
+        packed = sch.cache_read(block, 1, "local")
+        sch.compute_at(packed, k0)
     if unroll > 1:
         sch.unroll(k1, unroll)
     sch.vectorize(i3)

@@ -15,7 +15,7 @@ import mlc_mlir as mlc
 from mlc_mlir import graph, ops
 from mlc_mlir._mlir import MLIR_BIN_DIR
 from mlc_mlir.schedule.default_rules import apply_default_schedule
-from mlc_mlir.schedule.rules.conv import filter_block_channels, nhwc_register_tile, prefers_nhwc
+from mlc_mlir.schedule.rules.conv import filter_block_channels, nhwc_register_tile, prefers_im2col, prefers_nhwc
 from mlc_mlir.target import Target, host_target
 
 torch = pytest.importorskip("torch")
@@ -141,9 +141,10 @@ def test_constant_filter_is_folded(tmp_path):
     ref = F.conv2d(torch.from_numpy(x), torch.from_numpy(w), padding=1).numpy()
     exe = mlc.compile(mod, target=SMALL, threads=2, dump_ir=str(tmp_path))
     np.testing.assert_allclose(exe(x), ref, rtol=1e-4, atol=1e-4)
-    # mlc.compile folds it too: no filter transpose runs per call
+    # mlc.compile folds it too: no filter transpose runs per call (a 9x9 output runs as im2col +
+    # GEMM, graph.ConvToIm2col: the folded constant is the transposed filter collapsed to 2-D)
     scheduled = (tmp_path / "01-schedule.mlir").read_text()
-    assert "conv2d.w_hwcf.folded" in scheduled and 'mlc.name = "conv2d.w_hwcf"}' not in scheduled
+    assert "conv2d.w_gemm.folded" in scheduled and 'mlc.name = "conv2d.w_hwcf"}' not in scheduled
 
 
 def test_epilogue_moves_to_nhwc_and_fuses():
@@ -156,3 +157,40 @@ def test_epilogue_moves_to_nhwc_and_fuses():
     np.testing.assert_allclose(mlc.compile(sch.mod)(*args), ref, rtol=1e-4, atol=1e-4)
     replayed = mlc.Schedule.from_trace(payload, mlc.Trace.from_json(sch.trace.as_json()))
     assert str(replayed.mod) == str(sch.mod)
+
+
+@pytest.mark.parametrize("stride, dilation, accumulate", [(1, 1, False), (2, 1, False), (1, 2, True)])
+def test_conv_to_im2col_matches_torch(stride, dilation, accumulate):
+    """graph.ConvToIm2col: an im2col generic + linalg.matmul, numerically the convolution, for
+    strides, dilations and an accumulating init (not a zero fill)."""
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((1, 11, 11, 16)).astype(np.float32)
+    w = rng.standard_normal((3, 3, 16, 24)).astype(np.float32)
+    oh = (11 - dilation * 2 - 1) // stride + 1
+    b = rng.standard_normal((1, oh, oh, 24)).astype(np.float32)
+    init = "%b" if accumulate else "%f"
+    text = f"""
+    func.func @main(%x: tensor<1x11x11x16xf32>, %w: tensor<3x3x16x24xf32>, %b: tensor<1x{oh}x{oh}x24xf32>) -> tensor<1x{oh}x{oh}x24xf32> {{
+      %e = tensor.empty() : tensor<1x{oh}x{oh}x24xf32>
+      %z = arith.constant 0.0 : f32
+      %f = linalg.fill {{mlc.name = "c.init"}} ins(%z : f32) outs(%e : tensor<1x{oh}x{oh}x24xf32>) -> tensor<1x{oh}x{oh}x24xf32>
+      %r = linalg.conv_2d_nhwc_hwcf {{mlc.name = "c", dilations = dense<{dilation}> : tensor<2xi64>, strides = dense<{stride}> : tensor<2xi64>}} ins(%x, %w : tensor<1x11x11x16xf32>, tensor<3x3x16x24xf32>) outs({init} : tensor<1x{oh}x{oh}x24xf32>) -> tensor<1x{oh}x{oh}x24xf32>
+      return %r : tensor<1x{oh}x{oh}x24xf32>
+    }}"""
+    out = graph.ConvToIm2col()(mlc.Module.parse(text))
+    ir_text = str(out)
+    assert "linalg.conv_2d" not in ir_text and "linalg.matmul" in ir_text and "c.im2col" in ir_text
+    ref = F.conv2d(torch.from_numpy(x.transpose(0, 3, 1, 2)), torch.from_numpy(w.transpose(3, 2, 0, 1)),
+                   stride=stride, dilation=dilation).numpy().transpose(0, 2, 3, 1)
+    ref = ref + b if accumulate else ref
+    for threads in (1, 2):
+        np.testing.assert_allclose(mlc.compile(out, threads=threads)(x, w, b), ref, rtol=1e-4, atol=1e-4)
+
+
+def test_prefers_im2col_small_output_maps_on_cpu_only():
+    assert prefers_im2col(AVX2, (1, 9, 9, 512), (3, 3, 512, 512), (1, 7, 7, 512), "float32")
+    assert prefers_im2col(AVX2, (1, 16, 16, 256), (3, 3, 256, 256), (1, 14, 14, 256), "float32")
+    assert not prefers_im2col(AVX2, (1, 58, 58, 64), (3, 3, 64, 64), (1, 56, 56, 64), "float32")
+    assert not prefers_im2col(AVX2, (1, 9, 9, 8), (3, 3, 8, 8), (1, 7, 7, 8), "int32")
+    gpu = Target("cuda", cpu="generic-host", arch="sm_90")
+    assert not prefers_im2col(gpu, (1, 9, 9, 512), (3, 3, 512, 512), (1, 7, 7, 512), "float32")

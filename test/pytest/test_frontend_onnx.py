@@ -75,7 +75,9 @@ SMOKE = ["test_relu", "test_add_bcast", "test_matmul_3d", "test_gemm_all_attribu
          "test_transpose_all_permutations_2", "test_reshape_negative_dim", "test_concat_3d_axis_1",
          "test_averagepool_2d_strides", "test_gather_1", "test_unsqueeze_axis_1", "test_where_example",
          "test_batchnorm_example", "test_slice", "test_convtranspose_pads",
-         "test_convtranspose_1d", "test_convtranspose_output_shape"]
+         "test_convtranspose_1d", "test_convtranspose_output_shape", "test_mod_mixed_sign_int32",
+         "test_mod_mixed_sign_float32", "test_mod_broadcast", "test_gather_elements_negative_indices",
+         "test_einsum_batch_diagonal", "test_einsum_batch_matmul"]
 
 
 def test_backend_node_smoke_subset():
@@ -141,6 +143,40 @@ def test_small_models_match_reference_evaluator(make, shape):
     got = np.asarray(mlc.compile(mod.bind_params())(x))
     ref = ReferenceEvaluator(model).run(None, {"x": x})[0]
     np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-5)
+
+
+def _mod_gather_einsum_model(opset):
+    w = RNG.standard_normal((4, 3)).astype("float32")
+    nodes = [helper.make_node("Mod", ["i", "d"], ["m"]),                    # numpy.mod, broadcast (3,)
+             helper.make_node("Mod", ["i", "d"], ["mf"], fmod=1),           # numpy.fmod
+             helper.make_node("GatherElements", ["x", "m"], ["g"], axis=-1),
+             helper.make_node("Mod", ["g", "s"], ["gm"], fmod=1),           # float fmod
+             helper.make_node("Einsum", ["gm", "w"], ["y"], equation="bi, ji -> bj")]
+    g = helper.make_graph(
+        nodes, "mge", [helper.make_tensor_value_info("x", TP.FLOAT, [2, 3]),
+                       helper.make_tensor_value_info("i", TP.INT64, [2, 3])],
+        [helper.make_tensor_value_info("y", TP.FLOAT, None), helper.make_tensor_value_info("mf", TP.INT64, None)],
+        [helper.make_tensor("d", TP.INT64, [3], [3, -3, 2]), helper.make_tensor("s", TP.FLOAT, [], [0.75]),
+         helper.make_tensor("w", TP.FLOAT, w.shape, w.ravel())])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+
+
+@pytest.mark.parametrize("opset", [13, 21])
+def test_mod_gather_elements_einsum_match_reference_evaluator(opset):
+    model = _mod_gather_einsum_model(opset)
+    x = RNG.standard_normal((2, 3)).astype("float32") * 3
+    i = np.array([[-7, 5, 0], [4, -2, -9]], np.int64)
+    got = mlc.compile(from_onnx(model).bind_params())(x, i)
+    for g, r in zip(got, ReferenceEvaluator(model).run(None, {"x": x, "i": i})):
+        np.testing.assert_allclose(np.asarray(g), r, rtol=1e-5, atol=1e-6)
+
+
+def test_mod_fmod_attribute_is_checked():
+    node = helper.make_node("Mod", ["x", "x"], ["y"], name="m1", fmod=2)
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TP.INT32, [3])],
+                          [helper.make_tensor_value_info("y", TP.INT32, None)])
+    with pytest.raises(mlc.BuildError, match=r"onnx node 'm1' \(Mod\): attribute 'fmod' is 2; expected 0 or 1"):
+        from_onnx(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]))
 
 
 # ------------------------------------------------------------------------------------ errors

@@ -149,6 +149,60 @@ def test_clip_float(dtype):
     np.testing.assert_allclose(run(lambda a: ops.clip(a, -0.5, 0.25), x), np.clip(x, -0.5, 0.25))
 
 
+@pytest.mark.parametrize("fmod, ref", [(False, np.mod), (True, np.fmod)])
+@pytest.mark.parametrize("dtype", ["int8", "int16", "int32", "int64"])
+def test_mod_integer_signs_zero_divisor_and_int_min(fmod, ref, dtype):
+    lo = np.iinfo(dtype).min
+    a = np.array([-4, 7, 5, 4, -7, 8, 0, 3, lo, lo, 5, -9], dtype)
+    b = np.array([2, -3, 8, -2, 3, 5, 3, 0, -1, 7, -1, -4], dtype)
+    with np.errstate(divide="ignore"):  # numpy: x % 0 == 0 with a warning; ours never traps
+        want = ref(a, b)
+    np.testing.assert_array_equal(run(lambda x, y: ops.mod(x, y, fmod=fmod), a, b), want)
+
+
+@settings(max_examples=10, deadline=None)
+@given(shapes=hnp.mutually_broadcastable_shapes(num_shapes=2, min_dims=0, max_dims=3, max_side=4),
+       fmod=st.booleans(), dtype=st.sampled_from(["int32", "int64", "float32", "float64"]))
+def test_mod_broadcasting_matches_numpy(shapes, fmod, dtype):
+    a_shape, b_shape = shapes.input_shapes
+    a = np.asarray(RNG.integers(-50, 50, a_shape) * (1.25 if "float" in dtype else 1), dtype)
+    b = np.asarray(RNG.choice([-7, -3, -1, 2, 5], b_shape) * (0.75 if "float" in dtype else 1), dtype)
+    got = run(lambda x, y: ops.mod(x, y, fmod=fmod), a, b)
+    assert got.shape == shapes.result_shape and got.dtype == a.dtype
+    np.testing.assert_array_equal(got, (np.fmod if fmod else np.mod)(a, b))
+
+
+@pytest.mark.parametrize("fmod, ref", [(False, np.mod), (True, np.fmod)])
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+def test_mod_float_edge_cases_keep_numpy_signs_and_nans(fmod, ref, dtype):
+    inf, nan = np.inf, np.nan  # the ONNX Mod edge cases (signed zeros, infinities, NaN)
+    a = np.array([0.0, -0.0, 0.0, -0.0, -3.0, 3.0, -1.0, 1.0, inf, -inf, 1.0, 1.0, nan, 1.0, -4.3, 7.2, 8.0],
+                 dtype)
+    b = np.array([-2.0, 2.0, 2.0, -2.0, inf, inf, -inf, -inf, 2.0, 2.0, 0.0, -0.0, 2.0, nan, 2.1, -3.4, 5.0],
+                 dtype)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        want = ref(a, b)
+    got = run(lambda x, y: ops.mod(x, y, fmod=fmod), a, b)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+
+
+def test_mod_scalars_constants_and_bfloat16():
+    x = np.arange(-6, 6, dtype=np.int32).reshape(3, 4)
+    c = np.array([4, -4, 3, -3], np.int32)
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        t = f.arg("x", shape=x.shape, dtype="int32")
+        f.output(ops.mod(t, 5), ops.mod(7, t + 7), ops.mod(c, ops.add(t, 9), fmod=True))
+    got = mlc.compile(bb.finish())(x)
+    for g, w in zip(got, [np.mod(x, 5), np.mod(7, x + 7), np.fmod(c, x + 9)]):
+        np.testing.assert_array_equal(g, w)
+    npd = mlc.ir.dtypes.to_numpy_dtype("bfloat16")
+    a, b = np.array([-4.5, 7.25, 5.0], npd), np.array([2.0, -3.0, -0.5], npd)
+    got = run(lambda x, y: ops.mod(x, y), a, b)
+    np.testing.assert_array_equal(got.astype(np.float32), np.mod(a.astype(np.float32), b.astype(np.float32)))
+
+
 @pytest.mark.parametrize("build, specs, match", [
     (lambda a, b: ops.add(a, b), [((2, 3), "float32"), ((4,), "float32")],
      r"add: shapes \(2, 3\) and \(4,\) are not broadcastable \(dimension -1: 3 vs 4\)"),
@@ -170,6 +224,12 @@ def test_clip_float(dtype):
     (lambda a: ops.clip(a, np.ones(2), 1), [((2,), "float32")], "clip: argument 'a_min' is .*; expected a Python scalar"),
     (lambda a: ops.cast([1.0], "int32"), [((2,), "float32")], "cast: argument 'x' is list; expected a Tensor or numpy.ndarray"),
     (lambda a: ops.negative("a"), [((2,), "float32")], "negative: argument 'x' is str; expected a Tensor"),
+    (lambda a: ops.mod(a, 2.0, fmod=1), [((2,), "float32")], "mod: argument 'fmod' is 1; expected a bool"),
+    (lambda a, b: ops.mod(a, b), [((2, 3), "int32"), ((4,), "int32")],
+     r"mod: shapes \(2, 3\) and \(4,\) are not broadcastable \(dimension -1: 3 vs 4\)"),
+    (lambda a, b: ops.mod(a, b), [((2,), "int32"), ((2,), "int64")], "mod: argument 'b' has dtype int64; expected int32"),
+    (lambda a: ops.mod(a, np.ones(2, np.bool_)), [((2,), "bool")], "mod: dtype bool is not supported"),
+    (lambda a: ops.mod(a, 1000), [((2,), "int8")], "mod: argument 'b' is 1000; expected a value representable in int8"),
 ])
 def test_elementwise_errors(build, specs, match):
     with pytest.raises(mlc.MlcError, match=match):

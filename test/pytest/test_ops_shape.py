@@ -1,5 +1,6 @@
-"""Shape ops vs numpy (reshape, transpose/permute, flatten, concat, slice, pad, broadcast_to) on
-several shapes and dtypes; the IR reshape emits; names; every build-time error path."""
+"""Shape ops vs numpy (reshape, transpose/permute, flatten, concat, slice, pad, broadcast_to,
+gather_elements) on several shapes and dtypes; the IR reshape emits; names; every build-time
+error path."""
 
 import numpy as np
 import pytest
@@ -166,6 +167,42 @@ def test_broadcast_to(x, shape):
     np.testing.assert_array_equal(got, np.broadcast_to(x, shape))
 
 
+# ---------------------------------------------------------------------------- gather_elements
+def _take_along_axis(x, idx, axis):
+    """numpy oracle: negative indices wrap once; ``idx`` dims other than ``axis`` may be smaller
+    than x's (ONNX GatherElements / torch.gather), so x is cut to them first."""
+    axis %= x.ndim
+    cut = tuple(slice(None) if k == axis else slice(0, e) for k, e in enumerate(idx.shape))
+    return np.take_along_axis(x[cut], np.where(idx < 0, idx + x.shape[axis], idx), axis=axis)
+
+
+@pytest.mark.parametrize("axis", [-3, -2, -1, 0, 1, 2])
+@pytest.mark.parametrize("x, idx_dtype", [(X, np.int64), (XI, np.int32)])
+def test_gather_elements(x, idx_dtype, axis):
+    n = x.shape[axis]
+    shapes = [tuple(6 if k == axis % 3 else d for k, d in enumerate(x.shape)),        # longer along axis
+              tuple(1 if k == axis % 3 else max(1, d - 1) for k, d in enumerate(x.shape))]  # smaller elsewhere
+    idxs = [RNG.integers(-n, n, s).astype(idx_dtype) for s in shapes]
+    got = run_many([lambda t, i=i: ops.gather_elements(t, i, axis=axis) for i in idxs], x)
+    for g, i in zip(got, idxs):
+        assert g.dtype == x.dtype and g.shape == i.shape
+        np.testing.assert_array_equal(g, _take_along_axis(x, i, axis))
+
+
+def test_gather_elements_tensor_indices_1d_and_out_of_range_clamps():
+    x = np.array([10.0, 20.0, 30.0], np.float32)
+    idx = np.array([2, -1, 0, -3, 1, 5, -7], np.int64)  # 5 and -7 are out of range: clamped
+    got = run(lambda t, i: ops.gather_elements(t, i), x, idx)
+    np.testing.assert_array_equal(got, x[np.clip(np.where(idx < 0, idx + 3, idx), 0, 2)])
+
+
+def test_gather_elements_is_one_generic_reading_x_with_tensor_extract():
+    text = str(build_only(lambda a, i: ops.gather_elements(a, i, axis=1, name="ge"),
+                          ((2, 3, 4), "float32"), ((2, 5, 4), "int32")))
+    assert text.count("linalg.generic") == 1 and text.count("tensor.extract ") == 1
+    assert 'mlc.name = "ge"' in text and "tensor<2x5x4xf32>" in text
+
+
 # -------------------------------------------------------------------------------------- errors
 @pytest.mark.parametrize("build, match", [
     (lambda a: ops.reshape(a, (5, 5)), r"reshape: cannot reshape \(2, 3, 4\) into \(5, 5\)"),
@@ -215,6 +252,19 @@ def test_broadcast_to(x, shape):
                                                r"\(dimension -2: 3 vs 5\)"),
     (lambda a: ops.broadcast_to(a, (2, -3, 4)), r"broadcast_to: argument 'shape' is \(2, -3, 4\); expected dims >= 0"),
     (lambda a: ops.reshape(ops.reshape(a, (24,), name="r"), (4, 6), name="r"), "reshape: op name 'r' is already used"),
+    (lambda a: ops.gather_elements(a, np.zeros((2, 3), np.int64)),
+     r"gather_elements: argument 'indices' has shape \(2, 3\); expected rank 3 with dims <= \(2, 3, 4\) except "
+     r"along axis 0"),
+    (lambda a: ops.gather_elements(a, np.zeros((2, 3, 5), np.int64), axis=1),
+     r"gather_elements: argument 'indices' has shape \(2, 3, 5\); expected rank 3 with dims <= \(2, 3, 4\) except "
+     r"along axis 1"),
+    (lambda a: ops.gather_elements(a, np.zeros((2, 3, 4), np.float32)),
+     "gather_elements: argument 'indices' has dtype float32; expected one of int16, int32, int64, int8"),
+    (lambda a: ops.gather_elements(a, np.zeros((2, 3, 4), np.int64), axis=3),
+     r"gather_elements: argument 'axis' is 3; expected an int in \[-3, 3\)"),
+    (lambda a: ops.gather_elements(ops.sum(a), np.zeros((), np.int64)),
+     r"gather_elements: argument 'x' has shape \(\); expected rank >= 1"),
+    (lambda a: ops.gather_elements(a, [0, 1]), "gather_elements: argument 'indices' is list; expected a Tensor"),
 ])
 def test_shape_errors(build, match):
     with pytest.raises(mlc.MlcError, match=match):

@@ -217,3 +217,21 @@ def test_no_memory_leak_across_calls():
         exe(x)
     grown_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
     assert grown_kb < 16 * 1024, f"RSS grew by {grown_kb} KB over 2000 calls (a leak would be ~500 MB)"
+
+
+@pytest.mark.parametrize("schedule", ["default", "none"])
+def test_accumulating_into_an_argument_leaves_the_array_unchanged(schedule):
+    """``outs(%c)`` on an argument: the function writes a copy (the argument is marked
+    bufferization.writable = false), the caller's array keeps its values."""
+    text = """
+    func.func @main(%a: tensor<4x8xf32>, %b: tensor<8x4xf32>, %c: tensor<4x4xf32>) -> tensor<4x4xf32> {
+      %r = linalg.matmul {mlc.name = "m"} ins(%a, %b : tensor<4x8xf32>, tensor<8x4xf32>) outs(%c : tensor<4x4xf32>) -> tensor<4x4xf32>
+      return %r : tensor<4x4xf32>
+    }"""
+    rng = np.random.default_rng(3)
+    a, b, c = (rng.standard_normal(s).astype(np.float32) for s in ((4, 8), (8, 4), (4, 4)))
+    c0 = c.copy()
+    exe = mlc.compile(mlc.Module.parse(text), schedule=schedule)
+    for _ in range(2):
+        np.testing.assert_allclose(exe(a, b, c), c0 + a @ b, rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(c, c0)

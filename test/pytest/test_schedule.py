@@ -456,3 +456,22 @@ def test_goto_recipe_odd_shapes(m, n, k, threads):
     assert packed == (m // threads >= 16)
     run_matmul(sch.mod, m, n, k)
     assert_replays(sch, mod)
+
+
+@pytest.mark.parametrize("m, n, k, split_n", [(16, 128, 64, True), (128, 64, 64, False)])
+def test_goto_recipe_threads_split_the_bigger_operand(m, n, k, split_n):
+    """N > M: the threads split N (each packs only its columns of B); else M."""
+    from mlc_mlir.schedule.cpu_recipes import schedule_matmul_goto
+
+    mod = matmul_module(m, n, k)
+    sch = mlc.Schedule(mod)
+    schedule_matmul_goto(sch, sch.get_block("matmul"), threads=2, nr=16, mr=4)
+    trace = str(sch.trace)
+    # get_loops gives l1 (i), l2 (j); the loop split 2-ways first is the parallel one
+    split_j = "sch.split(l2, factors=[2, " in trace
+    assert split_j == split_n and ("sch.split(l1, factors=[2, " in trace) == (not split_n)
+    run_matmul(sch.mod, m, n, k)
+    assert_replays(sch, mod)
+    bad = mlc.Schedule(matmul_module(16, 40, 64))
+    with pytest.raises(mlc.ScheduleError, match="do not divide N"):
+        schedule_matmul_goto(bad, bad.get_block("matmul"), threads=2, nr=8, mr=4, split_n=True)

@@ -45,7 +45,8 @@ class ReductionLayout:
 def reduction_layout(sch: Schedule, block: BlockRV, ctx: RuleContext) -> ReductionLayout:
     """Reorder ``block``'s loops to kept dims then reduced dims and classify it (row or column
     reduction, or neither). Bodies that read iteration indices (``argmax``) or have several
-    results are neither: the vectorizer does not recognize their reductions. Shared by the
+    results are neither: the vectorizer does not recognize their reductions; nor are ops whose
+    maps are not all dims or zeros (a diagonal ``einsum('jij->j')``, ``d0`` twice in one map). Shared by the
     default rule and the tuner's stochastic rule."""
     blk = sch.get(block)
     fact = ctx.fact(blk)
@@ -53,7 +54,7 @@ def reduction_layout(sch: Schedule, block: BlockRV, ctx: RuleContext) -> Reducti
     dims = blk.dims
     par = [i for i, d in enumerate(dims) if d.kind == "parallel"]
     red = [i for i, d in enumerate(dims) if d.kind != "parallel"]
-    vectorizable = fact is not None and not fact.reads_index and fact.num_results == 1
+    vectorizable = fact is not None and not fact.reads_index and fact.num_results == 1 and fact.simple_maps
     first_in = blk.info.operand_dims[0] if blk.info.num_inputs else ()
     row = bool(first_in) and first_in[-1] in red
     order = par + red
