@@ -25,6 +25,20 @@ def _wrap_and_clamp(i: ir.Value, n: int) -> ir.Value:
     return arith_d.maxsi(arith_d.minsi(j, arith_d.ConstantOp(idx_type, n - 1).result), zero)
 
 
+def _index_args(op: str, x, indices, axis: int):
+    """``(fn, x, indices, axis)`` of an indexing op: Tensors, x of rank >= 1, integer indices, the
+    axis normalized. Raises BuildError naming ``op`` and the argument otherwise."""
+    fn = emit.function_of(op, x, indices)
+    x = emit.tensor_arg(op, "x", x)
+    indices = emit.tensor_arg(op, "indices", indices)
+    if x.ndim < 1:
+        raise BuildError(f"{op}: argument 'x' has shape {format_shape(x.shape)}; expected rank >= 1")
+    if indices.dtype not in dtypes.INT_DTYPES:
+        raise BuildError(f"{op}: argument 'indices' has dtype {indices.dtype}; expected one of "
+                         f"{', '.join(sorted(dtypes.INT_DTYPES))}")
+    return fn, x, indices, emit.normalize_axis(op, axis, x.ndim)
+
+
 def take(x, indices, axis: int = 0, name: Optional[str] = None) -> Tensor:
     """numpy ``take(x, indices, axis, mode="clip")`` after wrapping negative indices once
     (TOPI ``take``, ONNX ``Gather``, PyTorch ``embedding`` with ``axis=0``)::
@@ -61,15 +75,7 @@ def take(x, indices, axis: int = 0, name: Optional[str] = None) -> Tensor:
         (``take: argument 'indices' has dtype float32; expected one of int8, int16, int32, int64``).
     """
     op = "take"
-    fn = emit.function_of(op, x, indices)
-    x = emit.tensor_arg(op, "x", x)
-    indices = emit.tensor_arg(op, "indices", indices)
-    if x.ndim < 1:
-        raise BuildError(f"{op}: argument 'x' has shape {format_shape(x.shape)}; expected rank >= 1")
-    if indices.dtype not in dtypes.INT_DTYPES:
-        raise BuildError(f"{op}: argument 'indices' has dtype {indices.dtype}; expected one of "
-                         f"{', '.join(sorted(dtypes.INT_DTYPES))}")
-    ax = emit.normalize_axis(op, axis, x.ndim)
+    fn, x, indices, ax = _index_args(op, x, indices, axis)
     r = indices.ndim
     n = x.shape[ax]
     nm = emit.op_name(fn, op, name)
@@ -132,15 +138,7 @@ def gather_elements(x, indices, axis: int = 0, name: Optional[str] = None) -> Te
     Source: ONNX operator spec (GatherElements-11/13), numpy ``take_along_axis``.
     """
     op = "gather_elements"
-    fn = emit.function_of(op, x, indices)
-    x = emit.tensor_arg(op, "x", x)
-    indices = emit.tensor_arg(op, "indices", indices)
-    if x.ndim < 1:
-        raise BuildError(f"{op}: argument 'x' has shape {format_shape(x.shape)}; expected rank >= 1")
-    if indices.dtype not in dtypes.INT_DTYPES:
-        raise BuildError(f"{op}: argument 'indices' has dtype {indices.dtype}; expected one of "
-                         f"{', '.join(sorted(dtypes.INT_DTYPES))}")
-    ax = emit.normalize_axis(op, axis, x.ndim)
+    fn, x, indices, ax = _index_args(op, x, indices, axis)
     rank = x.ndim
     if indices.ndim != rank or any(e > d for k, (e, d) in enumerate(zip(indices.shape, x.shape)) if k != ax):
         raise BuildError(f"{op}: argument 'indices' has shape {format_shape(indices.shape)}; expected "

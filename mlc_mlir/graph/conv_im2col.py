@@ -36,9 +36,8 @@ from typing import Callable, Optional, Sequence, Tuple
 from .._mlir import ir, linalg_d, tensor_d
 from ..ir import dtypes, emitters
 from ..ir.module import OP_NAME_ATTR, Module
-from .ir_utils import int_list, tensor_shape
+from .ir_utils import int_list, named_ops, tensor_shape
 from .pass_manager import Pass, register_pass
-from .rewrite import top_level_ops
 
 ConvSelect = Callable[[Tuple[int, ...], Tuple[int, ...], Tuple[int, ...], str], bool]
 
@@ -117,14 +116,9 @@ class ConvToIm2col(Pass):
         self.functions = None if functions is None else set(functions)
 
     def transform(self, mod: Module) -> Module:
-        for f in mod.func_ops():
-            if f.is_external or (self.functions is not None and f.sym_name.value not in self.functions):
-                continue
-            for op in top_level_ops(f):
-                if op.name != "linalg.conv_2d_nhwc_hwcf" or OP_NAME_ATTR not in op.attributes:
-                    continue
-                shapes = [tensor_shape(v) for v in op.operands[:3]]
-                dtype = dtypes.from_ir_type(ir.RankedTensorType(op.operands[0].type).element_type)
-                if self.select is None or self.select(*shapes, dtype):
-                    _rewrite(op)
+        for op in named_ops(mod, "linalg.conv_2d_nhwc_hwcf", self.functions):
+            shapes = [tensor_shape(v) for v in op.operands[:3]]
+            dtype = dtypes.from_ir_type(ir.RankedTensorType(op.operands[0].type).element_type)
+            if self.select is None or self.select(*shapes, dtype):
+                _rewrite(op)
         return mod

@@ -43,9 +43,8 @@ from typing import Callable, Optional, Sequence, Tuple
 from .._mlir import arith_d, ir, linalg_d, tensor_d
 from ..ir import dtypes, emitters
 from ..ir.module import OP_NAME_ATTR, Module
-from .ir_utils import emit_transpose, int_list, is_projected_map, rename_dims, tensor_shape
+from .ir_utils import emit_transpose, int_list, is_projected_map, named_ops, rename_dims, tensor_shape
 from .pass_manager import Pass, register_pass
-from .rewrite import top_level_ops
 
 #: ``select(x_shape, w_shape, out_shape, dtype) -> bool``: which convolutions to rewrite.
 ConvSelect = Callable[[Tuple[int, ...], Tuple[int, ...], Tuple[int, ...], str], bool]
@@ -183,12 +182,8 @@ class ConvToNHWC(Pass):
         self.functions = None if functions is None else set(functions)
 
     def transform(self, mod: Module) -> Module:
-        for f in mod.func_ops():
-            if f.is_external or (self.functions is not None and f.sym_name.value not in self.functions):
-                continue
-            for op in top_level_ops(f):
-                if op.name == "linalg.conv_2d_nchw_fchw" and OP_NAME_ATTR in op.attributes:
-                    self._rewrite(op)
+        for op in named_ops(mod, "linalg.conv_2d_nchw_fchw", self.functions):
+            self._rewrite(op)
         return mod
 
     def _rewrite(self, op: ir.Operation) -> None:

@@ -208,3 +208,16 @@ def matmul_maps(context) -> List[ir.AffineMap]:
     return [ir.AffineMap.get(3, 0, [d[0], d[2]], context=context),
             ir.AffineMap.get(3, 0, [d[2], d[1]], context=context),
             ir.AffineMap.get(3, 0, [d[0], d[1]], context=context)]
+
+
+def named_ops(mod, op_name: str, functions=None) -> List:
+    """The top-level ops named ``op_name`` (e.g. ``linalg.conv_2d_nhwc_hwcf``) that carry an
+    ``mlc.name``, in the function bodies of ``mod`` (only ``functions`` when given), in
+    program order: a list, safe to rewrite while iterating."""
+    out = []
+    for f in mod.func_ops():
+        if f.is_external or (functions is not None and f.sym_name.value not in functions):
+            continue
+        out += [o.operation for o in f.regions[0].blocks[0].operations
+                if o.operation.name == op_name and OP_NAME_ATTR in o.operation.attributes]
+    return out
