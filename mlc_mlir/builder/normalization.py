@@ -22,8 +22,17 @@ def batch_norm(x, gamma, beta, moving_mean, moving_var, eps: float = 1e-5, axis:
 
         y = (x - moving_mean) * rsqrt(moving_var + eps) * gamma + beta
 
-    Emits one ``linalg.generic`` (``name``) over x reading the four (C,) vectors through the
-    map ``(d0, ..., dn) -> (d_axis)``; numpy vectors become constants ``<name>.gamma``, ...
+    computed as a per-channel scale and shift (the form ONNX Runtime and oneDNN fold into the
+    preceding convolution)::
+
+        scale = gamma * rsqrt(moving_var + eps)       # (C,), ``<name>.scale``
+        shift = beta - moving_mean * scale            # (C,), ``<name>.shift``
+        y = x * scale + shift                         # ``<name>``
+
+    so the per-element work is one multiply-add; the ``rsqrt`` runs C times, not once per
+    element (a ``vsqrtps`` + ``vdivps`` per vector of a ResNet's conv epilogue otherwise).
+    The two (C,) ``linalg.generic`` ops are read by the main one through the map
+    ``(d0, ..., dn) -> (d_axis)``; numpy vectors become constants ``<name>.gamma``, ...
 
     Parameters
     ----------
@@ -61,11 +70,24 @@ def batch_norm(x, gamma, beta, moving_mean, moving_var, eps: float = 1e-5, axis:
     rank, dt = x.ndim, x.dtype
     vec_map = ir.AffineMap.get(rank, 0, [ir.AffineDimExpr.get(ax)])
 
-    def body(v, g, b, m, var, _out):
-        inv = math_d.rsqrt(arith_d.addf(var, emit.scalar(eps, dt)))
-        return [arith_d.addf(arith_d.mulf(arith_d.mulf(arith_d.subf(v, m), inv), g), b)]
+    g, b, m, var = (t.value for t in params)
+    vec, vec_ids = emit.identity_map(1), ["parallel"]
 
-    res = emit.generic(nm, [x.value] + [t.value for t in params], [emit.identity_map(rank)] + [vec_map] * 4,
+    def scale_body(g, var, _out):
+        return [arith_d.mulf(g, math_d.rsqrt(arith_d.addf(var, emit.scalar(eps, dt))))]
+
+    def shift_body(b, m, s, _out):
+        return [arith_d.subf(b, arith_d.mulf(m, s))]
+
+    (scale,) = emit.generic(f"{nm}.scale", [g, var], [vec] * 2, [emit.empty((c,), dt)], [vec], vec_ids,
+                            scale_body)
+    (shift,) = emit.generic(f"{nm}.shift", [b, m, scale], [vec] * 3, [emit.empty((c,), dt)], [vec],
+                            vec_ids, shift_body)
+
+    def body(v, s, t, _out):
+        return [arith_d.addf(arith_d.mulf(v, s), t)]
+
+    res = emit.generic(nm, [x.value, scale, shift], [emit.identity_map(rank)] + [vec_map] * 2,
                        [emit.empty(x.shape, dt)], [emit.identity_map(rank)], ["parallel"] * rank, body)
     return Tensor(res[0], fn)
 

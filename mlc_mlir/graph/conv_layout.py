@@ -40,10 +40,11 @@ from __future__ import annotations
 
 from typing import Callable, Optional, Sequence, Tuple
 
-from .._mlir import arith_d, ir, linalg_d, tensor_d
+from .._mlir import ir, linalg_d, tensor_d
 from ..ir import dtypes, emitters
 from ..ir.module import OP_NAME_ATTR, Module
-from .ir_utils import emit_transpose, int_list, is_projected_map, named_ops, rename_dims, tensor_shape
+from .ir_utils import (constant_pad_value, emit_transpose, has_constant_pad_value, int_list,
+                       is_projected_map, named_ops, rename_dims, tensor_shape)
 from .pass_manager import Pass, register_pass
 
 #: ``select(x_shape, w_shape, out_shape, dtype) -> bool``: which convolutions to rewrite.
@@ -118,14 +119,7 @@ def _nchw_pad(x) -> Optional[ir.Operation]:
     high = list(ir.DenseI64ArrayAttr(pad.attributes["static_high"]))
     if len(pad.operands) != 1 or low[:2] != [0, 0] or high[:2] != [0, 0] or min(low + high) < 0:
         return None
-    owner = _pad_value(pad).owner
-    if isinstance(owner, ir.Block) or (owner.parent == pad and owner.name != "arith.constant"):
-        return None
-    return pad
-
-
-def _pad_value(pad: ir.Operation):
-    return list(pad.regions[0].blocks[0].operations)[-1].operands[0]
+    return pad if has_constant_pad_value(pad) else None
 
 
 def _padded_nhwc(x, nm: str, dtype: str):
@@ -142,9 +136,7 @@ def _padded_nhwc(x, nm: str, dtype: str):
     low = list(ir.DenseI64ArrayAttr(pad.attributes["static_low"]))
     src = pad.operands[0]
     _, _, sh, sw = tensor_shape(src)
-    value = _pad_value(pad)
-    if value.owner.parent == pad:  # a constant in the pad's body: a copy at the fill
-        value = arith_d.ConstantOp(value.type, value.owner.attributes["value"]).result
+    value = constant_pad_value(pad)
     full = linalg_d.fill(value, outs=[emitters.empty([n, h, w, c], dtype, nm)])
     emitters.set_name(full.owner, f"{nm}.x_pad")
     offsets, sizes, strides = [0, low[2], low[3], 0], [n, sh, sw, c], [1, 1, 1, 1]

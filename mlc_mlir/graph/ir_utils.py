@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
-from .._mlir import ir, linalg_d
+from .._mlir import arith_d, ir, linalg_d
 from ..ir import dtypes, emitters
 from ..ir.module import OP_NAME_ATTR
 
@@ -221,3 +221,26 @@ def named_ops(mod, op_name: str, functions=None) -> List:
         out += [o.operation for o in f.regions[0].blocks[0].operations
                 if o.operation.name == op_name and OP_NAME_ATTR in o.operation.attributes]
     return out
+
+
+def constant_pad_value(pad: ir.Operation) -> Optional[ir.Value]:
+    """The value a ``tensor.pad`` yields, usable outside the pad: an ``arith.constant`` in its
+    body is re-created at the current insertion point, a value defined above is returned as is;
+    None when the body computes the value (from the indices). Needs an insertion point and a
+    location."""
+    if not has_constant_pad_value(pad):
+        return None
+    value = list(pad.regions[0].blocks[0].operations)[-1].operands[0]
+    owner = value.owner
+    if not isinstance(owner, ir.Block) and owner.parent.operation == pad.operation:
+        return arith_d.ConstantOp(value.type, owner.attributes["value"]).result
+    return value
+
+
+def has_constant_pad_value(pad: ir.Operation) -> bool:
+    """Whether :func:`constant_pad_value` finds a value for ``pad`` (creates nothing)."""
+    value = list(pad.regions[0].blocks[0].operations)[-1].operands[0]
+    owner = value.owner
+    if isinstance(owner, ir.Block):
+        return owner.owner.operation != pad.operation
+    return owner.parent.operation != pad.operation or owner.name == "arith.constant"

@@ -10,7 +10,9 @@ writes ``DIR/<nn>-<name>.mlir``:
 2. ``math``      -- with ``approximate_math``, f32 ``math.exp``/``math.erf`` become polynomials
    (:class:`~mlc_mlir.graph.math_approximation.ApproximateMath`), scalar or vectorized;
 3. ``library``   -- ``mlc.call_library`` ops lowered to calls of C symbols (:class:`LowerCallLibrary`);
-4. ``prepare``   -- public functions get ``llvm.emit_c_interface`` and read-only tensor arguments;
+4. ``prepare``   -- top-level ``tensor.pad`` ops become fill + insert_slice (:class:`PadToInsertSlice`,
+   so their producers write into the padded buffer); public functions get
+   ``llvm.emit_c_interface`` and read-only tensor arguments;
 5. ``lower``     -- the target's pipeline file, e.g. ``pipelines/cpu.pipeline`` (threads applied);
 6. ``denormals`` -- with ``flush_denormals``, MXCSR FTZ|DAZ around each call and OpenMP region;
 
@@ -29,6 +31,7 @@ from .._mlir import ExecutionEngine, ir, tensor_d
 from ..errors import IRError, PipelineError
 from ..graph.dispatch_library import LowerCallLibrary, runtime_bindings
 from ..graph.math_approximation import APPROXIMATED_OPS, ApproximateMath
+from ..graph.pad_to_insert_slice import PadToInsertSlice
 from ..ir import emitters
 from ..ir.module import Module
 from ..ir.pass_pipeline import run_pass_pipeline
@@ -172,7 +175,7 @@ def _read_only_arguments(f) -> None:
 
 
 def _prepare(module: Module, options: CompileOptions) -> Module:
-    out = module.clone()
+    out = PadToInsertSlice()(module) if has_op(module, "tensor.pad") else module.clone()
     public = set(out.function_names(public_only=True))
     with out.context:
         for f in out.func_ops():

@@ -17,9 +17,9 @@ from mlc_mlir.schedule.sampling import perfect_tilings
 from mlc_mlir.schedule.trace import RV, SAMPLING_KINDS
 from mlc_mlir.target import Target, host_target
 from mlc_mlir.tune.features import candidate_features, feature_names
-from mlc_mlir.tune.space_rules import (default_point, default_space, generate,
-                                       matmul_register_tiles, register_tile_bounds,
-                                       sampled_decisions, structural_sampling)
+from mlc_mlir.tune.contraction_space import matmul_register_tiles, register_tile_bounds
+from mlc_mlir.tune.space_rules import (default_point, default_space, generate, sampled_decisions,
+                                       structural_sampling)
 from mlc_mlir.tune.task import extract_tasks
 from test_ops_nn import conv_ref
 
