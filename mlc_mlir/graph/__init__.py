@@ -6,7 +6,7 @@ from .dispatch_library import DispatchLibrary, LowerCallLibrary  # noqa: F401
 from .conv_layout import ConvToNHWC  # noqa: F401
 from .conv_im2col import ConvToIm2col  # noqa: F401
 from .math_approximation import ApproximateMath  # noqa: F401
-from .pad_to_insert_slice import PadToInsertSlice  # noqa: F401
+from .destination_style import CopyIntoSlices, PadToInsertSlice  # noqa: F401
 from .transpose_propagation import PropagateTransposes  # noqa: F401
 from .fold_constant import FoldConstant  # noqa: F401
 from .fuse_ops import FuseOps, outline  # noqa: F401

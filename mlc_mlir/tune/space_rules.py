@@ -51,12 +51,15 @@ def _parallel_outer(sch: Schedule, ctx: RuleContext, blk, tiles: Dict[int, LoopR
                     dims: Sequence[int]) -> None:
     """Split the first of ``dims`` whose (current) extent has a divisor in ``2..threads`` into
     ``[t, None]`` with ``t`` sampled from :func:`thread_candidates` (1 included: a one-thread
-    loop), and make the outer loop parallel; nothing when the block is too small for threads
-    (:func:`~mlc_mlir.schedule.rules.common.worth_threads`)."""
-    if not worth_threads(ctx, blk):
-        return
+    loop), and make the outer loop parallel; nothing when the block is too small for threads at
+    that depth (:func:`~mlc_mlir.schedule.rules.common.worth_threads`, the iterations of the
+    dims before it as forks)."""
+    forks = 1
     for d in dims:
+        if not worth_threads(ctx, blk, forks):
+            return
         e = sch.get(tiles[d]).extent
+        forks *= e
         cands = thread_candidates(e, ctx.threads)
         if len(cands) > 1:
             t = categorical(sch, cands, max(cands))

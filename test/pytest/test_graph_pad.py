@@ -62,3 +62,33 @@ def test_compiled_pad_writes_in_place(tmp_path):
     assert "memrefCopy" not in open(os.path.join(tmp_path, "07-llvm.ll")).read()
     xn = np.random.default_rng(1).standard_normal((1, 6, 7, 16)).astype(np.float32)
     np.testing.assert_array_equal(exe(xn), _want(xn)[0])
+
+
+def _padded_argument_graph():
+    """A function argument padded with zeros (fill + insert_slice after PadToInsertSlice)."""
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        x = f.arg("x", shape=(1, 6, 7, 16))
+        f.output(ops.pad(x, [(0, 0), (1, 1), (1, 1), (0, 0)], 0.0))
+    return bb.finish()
+
+
+def test_argument_insert_becomes_a_copy_into_the_slice():
+    mod = graph.PadToInsertSlice()(_padded_argument_graph())
+    out = graph.CopyIntoSlices()(mod)
+    text = str(out)
+    assert "insert_slice.copy" in text and "tensor.extract_slice" in text
+    xn = np.random.default_rng(3).standard_normal((1, 6, 7, 16)).astype(np.float32)
+    for m in (mod, out):
+        np.testing.assert_array_equal(mlc.compile(m)(xn), np.pad(xn, [(0, 0), (1, 1), (1, 1), (0, 0)]))
+    # only the argument's insert is rewritten; functions= restricts the pass
+    assert "insert_slice.copy" not in str(graph.CopyIntoSlices(functions=["other"])(mod))
+
+
+def test_padded_argument_has_no_strided_copy(tmp_path):
+    """``mlc.compile`` of a padded argument: the prepare stage copies it into the padded buffer
+    with a ``linalg.generic`` (loops LLVM vectorizes), not the runtime's ``memrefCopy``."""
+    exe = mlc.compile(_padded_argument_graph(), dump_ir=str(tmp_path))
+    assert "memrefCopy" not in open(os.path.join(tmp_path, "07-llvm.ll")).read()
+    xn = np.random.default_rng(4).standard_normal((1, 6, 7, 16)).astype(np.float32)
+    np.testing.assert_array_equal(exe(xn), np.pad(xn, [(0, 0), (1, 1), (1, 1), (0, 0)]))

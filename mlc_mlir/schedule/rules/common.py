@@ -62,30 +62,36 @@ def vector_tile(ctx: RuleContext, blk: Block, extent: int) -> int:
     return whole[-1] if whole else largest_divisor(extent, VECTORS_PER_TILE * lanes)
 
 
-def worth_threads(ctx: RuleContext, blk: Block) -> bool:
-    """Whether the block moves enough data to pay for starting threads: every thread gets at
-    least an L1d's worth of its operands (an OpenMP fork/join costs microseconds)."""
+def worth_threads(ctx: RuleContext, blk: Block, forks: int = 1) -> bool:
+    """Whether the block moves enough data to pay for starting threads ``forks`` times (a
+    parallel loop nested in loops of ``forks`` iterations in all): every thread gets at least
+    an L1d's worth of the block's operands per fork (an OpenMP fork/join costs microseconds).
+    ResNet-18's 7x7 im2col copy, parallelized over its channels inside 441 window iterations,
+    took 0.81 ms with 2 threads against 0.24 ms with one (2-core AVX2 EPYC)."""
     nbytes = sum(_prod(s) * dtypes.bit_width(d) // 8
                  for s, d in zip(blk.info.operand_shapes, blk.info.dtypes))
     l1 = ctx.target.l1d_bytes or (32 << 10)
-    return ctx.threads > 1 and nbytes >= ctx.threads * l1
+    return ctx.threads > 1 and nbytes >= ctx.threads * l1 * max(1, forks)
 
 
 def parallelize_first(sch, ctx: RuleContext, blk: Block, loops: Sequence, extents: Sequence[int]):
-    """Split the first of ``loops`` (current extents ``extents``) whose extent has a divisor
-    ``t`` in ``2..ctx.threads`` into ``[t, e / t]`` and make the outer loop parallel; nothing
-    when the block is too small for threads (:func:`worth_threads`). Shared by the default rules
-    (TVM TOPI's ``parallel`` of the outermost fused axis).
+    """Split the first of ``loops`` (current extents ``extents``, outermost first) whose extent
+    has a divisor ``t`` in ``2..ctx.threads`` into ``[t, e / t]`` and make the outer loop
+    parallel; nothing when the block is too small for threads at that depth
+    (:func:`worth_threads` with the iterations of the loops before it as forks). Shared by the
+    default rules (TVM TOPI's ``parallel`` of the outermost fused axis).
 
     Returns
     -------
     (int, LoopRV) or None
         The position in ``loops`` that was split and its inner loop.
     """
-    if not worth_threads(ctx, blk):
-        return None
+    forks = 1
     for pos, (loop, e) in enumerate(zip(loops, extents)):
+        if not worth_threads(ctx, blk, forks):
+            return None
         t = largest_divisor(e, ctx.threads)
+        forks *= e
         if t > 1:
             outer, inner = sch.split(loop, [t, e // t])
             sch.parallel(outer)
