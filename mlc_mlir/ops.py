@@ -26,3 +26,4 @@ from .builder.math_ops import (  # noqa: F401,A004
     abs, ceil, equal, erf, floor, greater, less, mod, power, where,
 )
 from .builder.take import gather_elements, take  # noqa: F401
+from .builder.resize import resize  # noqa: F401

@@ -336,3 +336,25 @@ def _group_norm(n: NodeInputs) -> List[object]:
     scale = ops.reshape(scale, cshape) if isinstance(scale, Tensor) else np.reshape(scale, cshape)
     bias = ops.reshape(bias, cshape) if isinstance(bias, Tensor) else np.reshape(bias, cshape)
     return [ops.add(ops.multiply(y, scale), bias)]
+
+
+@register("Resize", opsets=(11, OPSETS[1]))
+def _resize(n: NodeInputs) -> List[object]:
+    """ONNX ``Resize`` (opset 11+: X, roi, scales, sizes; empty inputs mean absent) with static
+    roi/scales/sizes, as :func:`mlc_mlir.ops.resize`."""
+    def optional(i: int, arg: str):
+        if not n.has(i):
+            return None
+        v = np.asarray(n.np(i, arg))
+        return None if v.size == 0 else v.tolist()
+
+    roi, scales, sizes = optional(1, "roi"), optional(2, "scales"), optional(3, "sizes")
+    return [ops.resize(n.t(0), sizes=sizes, scales=scales, mode=n.str_attr("mode", "nearest"),
+                       coordinate_transformation_mode=n.str_attr("coordinate_transformation_mode",
+                                                                 "half_pixel"),
+                       nearest_mode=n.str_attr("nearest_mode", "round_prefer_floor"),
+                       cubic_coeff_a=n.attr("cubic_coeff_a", -0.75),
+                       exclude_outside=bool(n.attr("exclude_outside", 0)),
+                       extrapolation_value=n.attr("extrapolation_value", 0.0),
+                       antialias=bool(n.attr("antialias", 0)), roi=roi, axes=n.attr("axes"),
+                       keep_aspect_ratio_policy=n.str_attr("keep_aspect_ratio_policy", "stretch"))]

@@ -108,6 +108,11 @@ class NodeInputs:
     def attr(self, name: str, default=None):
         return self.attrs.get(name, default)
 
+    def str_attr(self, name: str, default: str) -> str:
+        """A string attribute as ``str`` (ONNX stores them as bytes)."""
+        v = self.attrs.get(name, default)
+        return v.decode() if isinstance(v, bytes) else v
+
     def fail(self, what: str) -> BuildError:
         return BuildError(f"{self.where()}: {what}")
 

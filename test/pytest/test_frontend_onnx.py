@@ -77,7 +77,9 @@ SMOKE = ["test_relu", "test_add_bcast", "test_matmul_3d", "test_gemm_all_attribu
          "test_batchnorm_example", "test_slice", "test_convtranspose_pads",
          "test_convtranspose_1d", "test_convtranspose_output_shape", "test_mod_mixed_sign_int32",
          "test_mod_mixed_sign_float32", "test_mod_broadcast", "test_gather_elements_negative_indices",
-         "test_einsum_batch_diagonal", "test_einsum_batch_matmul"]
+         "test_einsum_batch_diagonal", "test_einsum_batch_matmul", "test_resize_upsample_sizes_cubic",
+         "test_resize_downsample_scales_linear_antialias", "test_resize_tf_crop_and_resize",
+         "test_resize_upsample_sizes_nearest_floor_align_corners"]
 
 
 def test_backend_node_smoke_subset():
