@@ -27,3 +27,4 @@ from .builder.math_ops import (  # noqa: F401,A004
 )
 from .builder.take import gather_elements, take  # noqa: F401
 from .builder.resize import resize  # noqa: F401
+from .builder.topk import topk  # noqa: F401

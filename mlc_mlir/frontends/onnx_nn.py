@@ -358,3 +358,14 @@ def _resize(n: NodeInputs) -> List[object]:
                        extrapolation_value=n.attr("extrapolation_value", 0.0),
                        antialias=bool(n.attr("antialias", 0)), roi=roi, axes=n.attr("axes"),
                        keep_aspect_ratio_policy=n.str_attr("keep_aspect_ratio_policy", "stretch"))]
+
+
+@register("TopK", opsets=(10, OPSETS[1]))
+def _topk(n: NodeInputs) -> List[object]:
+    """ONNX ``TopK`` (opset 10+: K a static input), as :func:`mlc_mlir.ops.topk`."""
+    k = np.asarray(n.np(1, "K")).reshape(-1)
+    if k.size != 1:
+        raise n.fail(f"input 1 ('K') has shape {k.shape}; expected one value")
+    values, indices = ops.topk(n.t(0), int(k[0]), axis=int(n.attr("axis", -1)),
+                               largest=bool(n.attr("largest", 1)), sorted=bool(n.attr("sorted", 1)))
+    return [values, indices]

@@ -79,7 +79,7 @@ SMOKE = ["test_relu", "test_add_bcast", "test_matmul_3d", "test_gemm_all_attribu
          "test_mod_mixed_sign_float32", "test_mod_broadcast", "test_gather_elements_negative_indices",
          "test_einsum_batch_diagonal", "test_einsum_batch_matmul", "test_resize_upsample_sizes_cubic",
          "test_resize_downsample_scales_linear_antialias", "test_resize_tf_crop_and_resize",
-         "test_resize_upsample_sizes_nearest_floor_align_corners"]
+         "test_resize_upsample_sizes_nearest_floor_align_corners", "test_top_k_smallest"]
 
 
 def test_backend_node_smoke_subset():
