@@ -346,6 +346,13 @@ def _max_pool2d(ctx, node, args):
     return (y, None) if str(node.target).startswith("aten.max_pool2d_with_indices") else y
 
 
+@register_converter("aten.topk.default")
+def _topk(ctx, node, args):
+    return ops.topk(args[0], int(args[1]), axis=int(arg(ctx, args, 2, "dim", -1)),
+                    largest=bool(arg(ctx, args, 3, "largest", True)),
+                    sorted=bool(arg(ctx, args, 4, "sorted", True)))
+
+
 @register_converter("aten.avg_pool2d.default")
 def _avg_pool2d(ctx, node, args):
     x, k = args[0], _pair(args[1])

@@ -259,3 +259,24 @@ def test_conv_transpose_decoder_parity():
     x = torch.randn(1, 8, 7, 7)
     _check(model, x)
     _check(model, x, bind=True)
+
+
+def test_topk_head_parity():
+    """A classifier head returning its top-3 scores and classes (aten.topk: values and int64
+    indices, matched exactly against PyTorch)."""
+    torch.manual_seed(0)
+
+    class Head(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(16, 10)
+
+        def forward(self, x):
+            return torch.topk(self.fc(x), 3, dim=1)
+
+    model, x = Head().eval(), torch.randn(4, 16)
+    with torch.no_grad():
+        want_v, want_i = model(x)
+    got_v, got_i = mlc.compile(mlc.from_torch(model, (x,)).bind_params())(x.numpy())
+    np.testing.assert_array_equal(got_i, want_i.numpy())
+    np.testing.assert_allclose(got_v, want_v.numpy(), rtol=1e-5, atol=1e-6)
