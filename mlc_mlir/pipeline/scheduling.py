@@ -26,7 +26,6 @@ from ..errors import PipelineError, ScheduleError
 from ..graph.constant_eval import NUMPY_OPS
 from ..graph.conv_im2col import ConvToIm2col
 from ..graph.conv_layout import ConvToNHWC
-from ..graph.destination_style import CopyIntoSlices
 from ..graph.fold_constant import FoldConstant
 from ..graph.fuse_ops import FuseOps
 from ..graph.transpose_propagation import PropagateTransposes
@@ -106,8 +105,7 @@ def layout_rewrites(module: Module, target: Target, functions: List[str],
     elementwise ops, pads and poolings until inverse pairs cancel
     (``graph.PropagateTransposes``: consecutive convolutions stay NHWC); NHWC convolutions with
     small output maps (:func:`~mlc_mlir.schedule.rules.conv.prefers_im2col`) become im2col +
-    ``linalg.matmul`` (``graph.ConvToIm2col``); a function argument inserted into a padded
-    buffer is copied by a scheduled generic (``graph.CopyIntoSlices``). With ``evaluate``
+    ``linalg.matmul`` (``graph.ConvToIm2col``). With ``evaluate``
     (``mlc.compile``), the transposes of constant filters are folded (``graph.FoldConstant``
     restricted to the data-movement ops numpy evaluates: no constant subgraph is compiled).
     ``module`` when there is nothing to rewrite."""
@@ -122,8 +120,6 @@ def layout_rewrites(module: Module, target: Target, functions: List[str],
             return prefers_im2col(target, x_shape, w_shape, out_shape, dtype)
 
         out = ConvToIm2col(select_gemm, functions)(out)
-    if has_op(out, "tensor.insert_slice"):
-        out = CopyIntoSlices(functions)(out)
     if evaluate is not None and _constant_filter_transposed(out):
         out = FoldConstant(evaluate, only=NUMPY_OPS)(out)
     return out
