@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Dict, List, Sequence
 
 from ..errors import ScheduleError
-from ..schedule.cpu_recipes import batch_matmul_padding, goto_padding, goto_params
+from ..schedule.cpu_recipes import batch_matmul_padding, goto_padding, goto_params, packs_b
 from ..schedule.rules.common import RuleContext, element_bits, largest_divisor, worth_threads
 from ..schedule.rules.epilogue import claim_epilogues
 from ..schedule.schedule import Schedule
@@ -134,7 +134,8 @@ def sample_matmul(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
     cols = nt // int(nr)
     ncb = categorical(sch, near_divisors(cols, max(p.nc // int(nr), 1)), largest_divisor(cols, max(p.nc // int(nr), 1)))
     kc = categorical(sch, near_divisors(k, p.kc), largest_divisor(k, p.kc))
-    pack = categorical(sch, [0, 1], int(mt >= 2 * int(mr)))
+    b_transposed = blk.info.operand_dims[1][-1:] == (2,)   # B stored (N, K): dense
+    pack = categorical(sch, [0, 1], int(packs_b(mt, int(mr), int(nr), b_transposed)))
     unroll = int(categorical(sch, [u for u in UNROLL_FACTORS if int(kc) % u == 0],
                               largest_divisor(int(kc), p.unroll_k)))
     if over_n:

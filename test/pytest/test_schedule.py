@@ -443,17 +443,18 @@ def test_goto_recipe_is_plain_primitives():
     assert_replays(sch, mod)
 
 
-@pytest.mark.parametrize("m, n, k, threads", [(1, 96, 40, 1), (4, 64, 32, 2), (24, 40, 48, 1)])
+@pytest.mark.parametrize("m, n, k, threads", [(1, 96, 40, 1), (4, 64, 32, 2), (24, 40, 48, 1), (128, 32, 16, 2)])
 def test_goto_recipe_odd_shapes(m, n, k, threads):
-    """Blocking sizes shrink to divisors of odd extents; a matmul with fewer than two MR row
-    blocks per thread reads B once and is not packed."""
+    """Blocking sizes shrink to divisors of odd extents; B is packed only when a thread has at
+    least 4 micro-panel widths of rows (``packs_b``: 64 on AVX2), else read in place."""
     from mlc_mlir.schedule.cpu_recipes import schedule_matmul_goto
 
     mod = matmul_module(m, n, k)
     sch = mlc.Schedule(mod)
-    schedule_matmul_goto(sch, sch.get_block("matmul"), threads=threads)
+    schedule_matmul_goto(sch, sch.get_block("matmul"), threads=threads, nr=16, mr=4)
     packed = "cache_read" in {inst.kind for inst in sch.trace.insts}
-    assert packed == (m // threads >= 16)
+    nr = max(d for d in range(1, 17) if n % d == 0)
+    assert packed == (m // threads >= 4 * nr)
     run_matmul(sch.mod, m, n, k)
     assert_replays(sch, mod)
 
