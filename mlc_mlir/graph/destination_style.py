@@ -42,7 +42,7 @@ Source: IREE ``TensorPadToInsertSlice`` (``linalg.fill`` + ``tensor.insert_slice
 
 from __future__ import annotations
 
-from typing import List, Optional, Sequence
+from typing import List
 
 from .._mlir import ir, linalg_d, tensor_d
 from ..ir import emitters
@@ -144,11 +144,6 @@ class CopyIntoSlices(Pass):
     """Rewrite top-level ``tensor.insert_slice`` ops of function arguments as an identity
     ``linalg.generic`` into the extracted destination slice (see the module docstring).
 
-    Parameters
-    ----------
-    functions : sequence of str, optional
-        Only rewrite in these functions (default: all).
-
     Raises
     ------
     IRError
@@ -157,13 +152,9 @@ class CopyIntoSlices(Pass):
 
     name = "mlc-copy-into-slices"
 
-    def __init__(self, functions: Optional[Sequence[str]] = None):
-        self.functions = None if functions is None else set(functions)
-
     def transform(self, mod: Module) -> Module:
         for f in mod.func_ops():
-            if f.is_external or (self.functions is not None and f.sym_name.value not in self.functions):
-                continue
-            for ins in _argument_inserts(f):
-                _copy_into(ins)
+            if not f.is_external:
+                for ins in _argument_inserts(f):
+                    _copy_into(ins)
         return mod
