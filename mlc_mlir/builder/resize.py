@@ -223,6 +223,7 @@ def resize(x, sizes: Optional[Sequence[int]] = None, scales: Optional[Sequence[f
         boxes = {a: (float(roi[i]), float(roi[len(axes) + i])) for i, a in enumerate(axes)}
     else:
         boxes = {a: (0.0, 1.0) for a in axes}
+    npdt = np.float32 if x.dtype == "bfloat16" else dtypes.to_numpy_dtype(x.dtype)
     y = x
     for a, n_out, s in sorted(zip(axes, out_lens, scl)):
         n_in = x.shape[a]
@@ -237,11 +238,8 @@ def resize(x, sizes: Optional[Sequence[int]] = None, scales: Optional[Sequence[f
             letters = "abcdefghijklmnopqrstuvwxyz"[:rank]
             new = "z" if "z" not in letters else "y"
             out = letters[:a] + new + letters[a + 1:]
-            mat = r.astype(np.float32 if x.dtype == "bfloat16" else dtypes.to_numpy_dtype(x.dtype))
-            y = einsum(f"{letters},{new}{letters[a]}->{out}", y, constant_op(mat))
+            y = einsum(f"{letters},{new}{letters[a]}->{out}", y, constant_op(r.astype(npdt)))
         if outside.any():
             mask = outside.reshape([n_out if d == a else 1 for d in range(rank)]).astype(np.int8)
-            fill = np.asarray(extrapolation_value).astype(
-                np.float32 if x.dtype == "bfloat16" else dtypes.to_numpy_dtype(x.dtype)).item()
-            y = where(mask, fill, y)
+            y = where(mask, np.asarray(extrapolation_value).astype(npdt).item(), y)
     return y

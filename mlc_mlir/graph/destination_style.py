@@ -49,20 +49,15 @@ from ..ir import emitters
 from ..ir.module import OP_NAME_ATTR, Module
 from .ir_utils import constant_pad_value, has_constant_pad_value, int_list
 from .pass_manager import Pass, register_pass
+from .rewrite import top_level_ops
 
 
 def _static_pads(func) -> List[ir.Operation]:
     """The top-level ``tensor.pad`` ops of ``func`` with static low/high amounts, a static
     result type and a constant pad value."""
-    out = []
-    for o in func.regions[0].blocks[0].operations:
-        op = o.operation
-        if op.name != "tensor.pad" or len(op.operands) != 1:   # dynamic amounts are operands
-            continue
-        t = ir.RankedTensorType(op.results[0].type)
-        if t.has_static_shape and has_constant_pad_value(op):
-            out.append(op)
-    return out
+    return [op for op in top_level_ops(func)
+            if op.name == "tensor.pad" and len(op.operands) == 1   # dynamic amounts are operands
+            and ir.RankedTensorType(op.results[0].type).has_static_shape and has_constant_pad_value(op)]
 
 
 def _rewrite(pad: ir.Operation) -> None:
@@ -98,25 +93,26 @@ class PadToInsertSlice(Pass):
 
     def transform(self, mod: Module) -> Module:
         for f in mod.func_ops():
-            if f.is_external:
-                continue
-            for pad in _static_pads(f):
-                _rewrite(pad)
+            if not f.is_external:
+                for pad in _static_pads(f):
+                    _rewrite(pad)
         return mod
 
 
 def _argument_inserts(func) -> List[ir.Operation]:
     """Top-level ``tensor.insert_slice`` ops of ``func`` with static offsets, sizes and strides
-    whose source is an argument of ``func``."""
-    out = []
-    for o in func.regions[0].blocks[0].operations:
-        op = o.operation
-        if op.name != "tensor.insert_slice" or len(op.operands) != 2:   # dynamic: more operands
-            continue
+    (dynamic ones have more operands), not rank-reducing, whose source is an argument of
+    ``func``."""
+    def from_argument(op) -> bool:
         owner = op.operands[0].owner
-        if isinstance(owner, ir.Block) and owner.owner.operation == func.operation:
-            out.append(op)
-    return out
+        return isinstance(owner, ir.Block) and owner.owner.operation == func.operation
+
+    def whole_source(op) -> bool:
+        return list(ir.RankedTensorType(op.operands[0].type).shape) == int_list(op.attributes["static_sizes"])
+
+    return [op for op in top_level_ops(func)
+            if op.name == "tensor.insert_slice" and len(op.operands) == 2 and from_argument(op)
+            and whole_source(op)]
 
 
 def _copy_into(ins: ir.Operation) -> None:
@@ -128,8 +124,6 @@ def _copy_into(ins: ir.Operation) -> None:
     src_t = ir.RankedTensorType(src.type)
     rank = src_t.rank
     with ir.InsertionPoint(ins), ins.location:
-        if list(src_t.shape) != sizes:   # a rank-reducing insert: keep it
-            return
         part = tensor_d.ExtractSliceOp(src_t, dest, [], [], [], offsets, sizes, strides).result
         ident = ir.AffineMap.get_identity(rank)
         (copy,) = emitters.generic("insert_slice.copy", [src], [ident], [part], [ident],

@@ -230,7 +230,7 @@ def constant_pad_value(pad: ir.Operation) -> Optional[ir.Value]:
     location."""
     if not has_constant_pad_value(pad):
         return None
-    value = list(pad.regions[0].blocks[0].operations)[-1].operands[0]
+    value = _pad_yield(pad)
     owner = value.owner
     if not isinstance(owner, ir.Block) and owner.parent.operation == pad.operation:
         return arith_d.ConstantOp(value.type, owner.attributes["value"]).result
@@ -239,8 +239,12 @@ def constant_pad_value(pad: ir.Operation) -> Optional[ir.Value]:
 
 def has_constant_pad_value(pad: ir.Operation) -> bool:
     """Whether :func:`constant_pad_value` finds a value for ``pad`` (creates nothing)."""
-    value = list(pad.regions[0].blocks[0].operations)[-1].operands[0]
-    owner = value.owner
+    owner = _pad_yield(pad).owner
     if isinstance(owner, ir.Block):
         return owner.owner.operation != pad.operation
     return owner.parent.operation != pad.operation or owner.name == "arith.constant"
+
+
+def _pad_yield(pad: ir.Operation) -> ir.Value:
+    """The value the ``tensor.yield`` of a ``tensor.pad``'s body yields."""
+    return list(pad.regions[0].blocks[0].operations)[-1].operands[0]

@@ -218,8 +218,8 @@ def packs_b(rows: int, mr: int, nr: int, b_transposed: bool = False) -> bool:
     (``b_transposed``: ``dense``) is packed whenever a panel is reused by two MR row blocks (read
     in place, each k step would gather NR elements K apart). A ``(K, N)`` B is packed when the
     rows are at least 4 micro-panel widths (64 on AVX2): a packed panel is reused once per MR
-    row block; with fewer
-    rows the copy (every B element written and read once more) does not pay back: ResNet-18's
+    row block; with fewer rows the copy (every B element written and read once more) does not
+    pay back: ResNet-18's
     49 x 4608 x 512 im2col GEMM (52 rows after padding) took 7.0 ms packed and 6.5 ms reading B
     in place (one thread; 4.5 vs 4.1 ms on two), while BERT's 128 x 128 x 512 still gains from
     packing (0.43 -> 0.42 ms); 2-core AVX2 EPYC (znver1). The tuning space has the choice as a
