@@ -5,6 +5,7 @@ from .dce import CommonSubexprElimination, DeadCodeElimination  # noqa: F401
 from .dispatch_library import DispatchLibrary, LowerCallLibrary  # noqa: F401
 from .conv_layout import ConvToNHWC  # noqa: F401
 from .conv_im2col import ConvToIm2col  # noqa: F401
+from .pack_matmul import PackMatmulWeights  # noqa: F401
 from .math_approximation import ApproximateMath  # noqa: F401
 from .destination_style import CopyIntoSlices, PadToInsertSlice  # noqa: F401
 from .transpose_propagation import PropagateTransposes  # noqa: F401

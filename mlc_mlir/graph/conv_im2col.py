@@ -33,29 +33,13 @@ from __future__ import annotations
 
 from typing import Callable, Optional, Sequence, Tuple
 
-from .._mlir import ir, linalg_d, tensor_d
+from .._mlir import ir, linalg_d
 from ..ir import dtypes, emitters
 from ..ir.module import OP_NAME_ATTR, Module
-from .ir_utils import int_list, named_ops, tensor_shape
+from .ir_utils import int_list, named_ops, replace_contraction, reshape, reshaped_accumulator, tensor_shape
 from .pass_manager import Pass, register_pass
 
 ConvSelect = Callable[[Tuple[int, ...], Tuple[int, ...], Tuple[int, ...], str], bool]
-
-
-def _collapse(v, groups, shape, name: str):
-    t = ir.RankedTensorType.get(list(shape), ir.RankedTensorType(v.type).element_type)
-    r = tensor_d.CollapseShapeOp(t, v, groups).result
-    emitters.set_name(r.owner, name)
-    return r
-
-
-def _named_fill(init) -> Optional[ir.Operation]:
-    """The named ``linalg.fill`` producing ``init`` with no other use, or None."""
-    fill = init.owner
-    if isinstance(fill, ir.Block) or fill.name != "linalg.fill" or OP_NAME_ATTR not in fill.attributes \
-            or len(list(fill.results[0].uses)) != 1:
-        return None
-    return fill
 
 
 def _rewrite(op: ir.Operation) -> None:
@@ -67,7 +51,6 @@ def _rewrite(op: ir.Operation) -> None:
     dh, dw = int_list(op.attributes["dilations"])
     dtype = dtypes.from_ir_type(ir.RankedTensorType(x.type).element_type)
     nm = ir.StringAttr(op.attributes[OP_NAME_ATTR]).value
-    fill = _named_fill(init)
     m, k = n * oh * ow, kh * kw * c
     with ir.InsertionPoint(op):
         d = [ir.AffineDimExpr.get(i) for i in range(6)]
@@ -75,22 +58,13 @@ def _rewrite(op: ir.Operation) -> None:
         cols = emitters.empty([n, oh, ow, kh, kw, c], dtype, nm)
         (patches,) = emitters.generic(f"{nm}.im2col", [x], [x_map], [cols], [ir.AffineMap.get_identity(6)],
                                       ["parallel"] * 6, lambda a, _out: [a])
-        a = _collapse(patches, [[0, 1, 2], [3, 4, 5]], (m, k), f"{nm}.im2col_2d")
-        b = _collapse(w, [[0, 1, 2], [3]], (k, f), f"{nm}.w_gemm")
-        if fill is not None:
-            acc = linalg_d.fill(fill.operands[0], outs=[emitters.empty([m, f], dtype, nm)])
-            emitters.set_name(acc.owner, ir.StringAttr(fill.attributes[OP_NAME_ATTR]).value)
-        else:
-            acc = _collapse(init, [[0, 1, 2], [3]], (m, f), f"{nm}.init_2d")
+        a = reshape(patches, [[0, 1, 2], [3, 4, 5]], (m, k), f"{nm}.im2col_2d")
+        b = reshape(w, [[0, 1, 2], [3]], (k, f), f"{nm}.w_gemm")
+        acc = reshaped_accumulator(init, [[0, 1, 2], [3]], (m, f), nm)
         mm = linalg_d.matmul(a, b, outs=[acc])
         emitters.set_name(mm.owner, nm)
-        out_t = ir.RankedTensorType(op.results[0].type)
-        y = tensor_d.ExpandShapeOp(out_t, mm, [[0, 1, 2], [3]], [], [n, oh, ow, f]).result
-        emitters.set_name(y.owner, f"{nm}.nhwc")
-    op.results[0].replace_all_uses_with(y)
-    op.erase()
-    if fill is not None:
-        fill.erase()
+        y = reshape(mm, [[0, 1, 2], [3]], (n, oh, ow, f), f"{nm}.nhwc")
+    replace_contraction(op, y)
 
 
 @register_pass

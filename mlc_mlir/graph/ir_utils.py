@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
-from .._mlir import arith_d, ir, linalg_d
+from .._mlir import arith_d, ir, linalg_d, tensor_d
 from ..ir import dtypes, emitters
 from ..ir.module import OP_NAME_ATTR
 
@@ -161,6 +161,51 @@ def emit_transpose(v, perm: Sequence[int], name: str, init=None) -> ir.Value:
     op = getattr(op, "owner", op)      # the builder returns the op (no results on memrefs)
     emitters.set_name(op, name)
     return op.results[0]
+
+
+def reshape(v, groups: Sequence[Sequence[int]], shape: Sequence[int], name: str) -> ir.Value:
+    """``tensor.expand_shape`` (to a higher rank) or ``tensor.collapse_shape`` (to a lower one)
+    of ``v`` to static ``shape`` with reassociation ``groups``, named ``name``."""
+    t = ir.RankedTensorType.get(list(shape), ir.RankedTensorType(v.type).element_type)
+    if len(shape) > ir.RankedTensorType(v.type).rank:
+        r = tensor_d.ExpandShapeOp(t, v, groups, [], list(shape)).result
+    else:
+        r = tensor_d.CollapseShapeOp(t, v, groups).result
+    emitters.set_name(r.owner, name)
+    return r
+
+
+def named_fill(init) -> Optional[ir.Operation]:
+    """The named ``linalg.fill`` producing ``init`` with no other use, or None."""
+    fill = producer(init)
+    if fill is None or fill.name != "linalg.fill" or OP_NAME_ATTR not in fill.attributes \
+            or len(list(fill.results[0].uses)) != 1:
+        return None
+    return fill
+
+
+def reshaped_accumulator(init, groups: Sequence[Sequence[int]], shape: Sequence[int], name: str) -> ir.Value:
+    """The accumulator of a contraction rewritten to another rank (``graph.ConvToIm2col``,
+    ``graph.PackMatmulWeights``): a new fill of ``shape`` keeping the name of the fill that
+    produced ``init`` (:func:`named_fill`; the caller erases it with the old op), else ``init``
+    reshaped (``groups``, named ``<name>.init_<rank>d``)."""
+    fill = named_fill(init)
+    if fill is None:
+        return reshape(init, groups, shape, f"{name}.init_{len(shape)}d")
+    dtype = dtypes.from_ir_type(ir.RankedTensorType(init.type).element_type)
+    acc = linalg_d.fill(fill.operands[0], outs=[emitters.empty(list(shape), dtype, name)])
+    emitters.set_name(acc.owner, ir.StringAttr(fill.attributes[OP_NAME_ATTR]).value)
+    return acc
+
+
+def replace_contraction(op: ir.Operation, result: ir.Value) -> None:
+    """Replace ``op``'s result with ``result`` and erase ``op`` and the fill of its init
+    (:func:`named_fill`) when the op was its only user."""
+    fill = named_fill(op.operands[-1])
+    op.results[0].replace_all_uses_with(result)
+    op.erase()
+    if fill is not None:
+        fill.erase()
 
 
 def rename_dims(m: ir.AffineMap, new_of_old: Sequence[int], n_dims: int) -> ir.AffineMap:

@@ -28,9 +28,11 @@ from ..graph.conv_im2col import ConvToIm2col
 from ..graph.conv_layout import ConvToNHWC
 from ..graph.fold_constant import FoldConstant
 from ..graph.fuse_ops import FuseOps
+from ..graph.pack_matmul import PackMatmulWeights
 from ..graph.transpose_propagation import PropagateTransposes
 from ..ir.module import OP_NAME_ATTR, Module
 from ..ir.walk import has_op
+from ..schedule.cpu_recipes import packed_b_panel
 from ..schedule.default_rules import default_schedule
 from ..schedule.rules.conv import prefers_im2col, prefers_nhwc
 from ..target import Target
@@ -106,7 +108,10 @@ def layout_rewrites(module: Module, target: Target, functions: List[str],
     (``graph.PropagateTransposes``: consecutive convolutions stay NHWC); NHWC convolutions with
     small output maps (:func:`~mlc_mlir.schedule.rules.conv.prefers_im2col`) become im2col +
     ``linalg.matmul`` (``graph.ConvToIm2col``). With ``evaluate``
-    (``mlc.compile``), the transposes of constant filters are folded (``graph.FoldConstant``
+    (``mlc.compile``), matmuls on a constant B that feed no elementwise op get B packed into
+    the panels of their register tile (``graph.PackMatmulWeights``,
+    :func:`~mlc_mlir.schedule.cpu_recipes.packed_b_panel`: a ``linalg.mmt4d``), and the
+    transposes of constant filters and packed weights are folded (``graph.FoldConstant``
     restricted to the data-movement ops numpy evaluates: no constant subgraph is compiled).
     ``module`` when there is nothing to rewrite."""
     out = module
@@ -120,7 +125,14 @@ def layout_rewrites(module: Module, target: Target, functions: List[str],
             return prefers_im2col(target, x_shape, w_shape, out_shape, dtype)
 
         out = ConvToIm2col(select_gemm, functions)(out)
-    if evaluate is not None and _constant_filter_transposed(out):
+    packed = False
+    if evaluate is not None and has_op(out, "linalg.matmul"):
+        def select_panel(m, n, k, dtype):
+            return packed_b_panel(target, m, n, k, dtype)
+
+        out = PackMatmulWeights(select_panel, functions)(out)
+        packed = has_op(out, "linalg.mmt4d")
+    if evaluate is not None and (packed or _constant_filter_transposed(out)):
         out = FoldConstant(evaluate, only=NUMPY_OPS)(out)
     return out
 

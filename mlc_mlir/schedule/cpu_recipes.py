@@ -342,3 +342,111 @@ def schedule_matmul_goto(sch: Schedule, block: BlockRV, threads: Optional[int] =
     sch.vectorize(i3)
     return sch
 
+
+
+def packed_b_panel(target: Target, m: int, n: int, k: int, dtype: str,
+                   threads: Optional[int] = None) -> int:
+    """The panel width ``NR`` to pack a constant B of an ``(M, N, K)`` matmul with at compile time
+    (``graph.PackMatmulWeights``: ``linalg.mmt4d`` on ``(N / NR, K, NR)`` panels, scheduled by
+    :func:`schedule_mmt4d_goto`), or 0 to keep the ``linalg.matmul``: float dtypes whose N is a
+    multiple of the Goto register tile's ``NR`` (two vectors of the target) and whose K needs no
+    padding (:func:`goto_padding`: a padded K would pad the packed constant in every call),
+    with more than ``MR`` rows (a GEMV streams its B once either way).
+
+    Raises
+    ------
+    ScheduleError
+        As :func:`goto_params`.
+    """
+    if not dtypes.is_float(dtype):
+        return 0
+    bits = dtypes.bit_width(dtype)
+    p = goto_params(target, m, n, k, threads, bits)
+    if m <= p.mr or n % p.nr != 0 or goto_padding(target, m, n, k, threads, bits)[2] != 1:
+        return 0
+    return p.nr
+
+
+def schedule_mmt4d_goto(sch: Schedule, block: BlockRV, threads: Optional[int] = None,
+                        mc: Optional[int] = None, nc: Optional[int] = None,
+                        kc: Optional[int] = None, mr: Optional[int] = None,
+                        unroll_k: Optional[int] = None, split_n: Optional[bool] = None,
+                        target: Optional[Target] = None) -> Schedule:
+    """Schedule a ``linalg.mmt4d`` with ``M0 = K0 = 1`` (a matmul on a pre-packed B:
+    ``C[m, n1, 0, n0] += A[m, k, 0, 0] * B[n1, k, n0, 0]``, from ``graph.PackMatmulWeights``)
+    with the loop nest of :func:`schedule_matmul_goto` minus its packing: ``i0`` (threads over
+    M; with ``split_n`` over the panels ``n1``), ``j0`` (NC / NR panels), ``k0`` (KC), ``i1``
+    (MC), ``j1`` (one panel), ``i2`` (MR), ``k1`` (unrolled), and the vectorized ``MR x NR``
+    register tile that reads one contiguous ``KC x NR`` micro-panel. ``NR`` is the packed
+    panel width (the ``n0`` extent); the other sizes default to :func:`goto_params` and are
+    reduced to divisors of their extents (pad M first: the default rule uses
+    :func:`goto_padding`). Source: Goto & van de Geijn (TOMS 2008); IREE's ``mmt4d`` tiling.
+
+    Parameters
+    ----------
+    sch : Schedule
+    block : BlockRV
+        A ``linalg.mmt4d`` block, dims ``(m1, n1, k1, m0, n0, k0)`` with ``m0 = k0 = 1``.
+    threads, mc, nc, kc, mr, unroll_k : int, optional
+        As for :func:`schedule_matmul_goto`.
+    split_n : bool, optional
+        Threads over the panels (default: when ``N > M`` and the threads divide the panels).
+    target : Target, optional
+        Default: the host.
+
+    Returns
+    -------
+    Schedule
+        ``sch``, with the recipe's instructions appended to its trace.
+
+    Raises
+    ------
+    ScheduleError
+        If the block does not have 6 dims with unit ``m0`` and ``k0``, or ``threads`` divides
+        neither M (nor, with ``split_n``, the panels).
+    """
+    loops = sch.get_loops(block)
+    blk = sch.get(block)
+    ext = [d.extent for d in blk.dims]
+    if len(loops) != 6 or ext[3] != 1 or ext[5] != 1:
+        raise ScheduleError(f"schedule_mmt4d_goto: expected mmt4d dims (m1, n1, k1, m0=1, n0, k0=1), "
+                            f"got extents {ext}")
+    m1, n1, k, m0, n0, k0u = loops
+    m, panels, kk, nr = ext[0], ext[1], ext[2], ext[4]
+    bits = dtypes.bit_width(blk.info.dtypes[-1]) if blk.info.dtypes else 32
+    p = goto_params(target or host_target(), m, panels * nr, kk, threads, bits)
+    threads = p.threads if threads is None else threads
+    mr, kc, nc, mc = (p.mr if mr is None else mr, p.kc if kc is None else kc,
+                      p.nc if nc is None else nc, p.mc if mc is None else mc)
+    kc = _largest_divisor(kk, kc)
+    unroll_k = _largest_divisor(kc, p.unroll_k if unroll_k is None else unroll_k)
+    k0, k1 = sch.split(k, [kk // kc, kc])
+    if split_n is None:
+        split_n = threads > 1 and panels * nr > m and panels % threads == 0
+    if split_n:
+        if panels % threads != 0:
+            raise ScheduleError(f"schedule_mmt4d_goto: {threads} threads do not divide the "
+                                f"{panels} panels of B")
+        mt, pt = m, panels // threads
+    else:
+        if m % threads != 0:
+            raise ScheduleError(f"schedule_mmt4d_goto: {threads} threads do not divide M={m}")
+        mt, pt = m // threads, panels
+    mr = _largest_divisor(mt, mr)
+    mc = _largest_divisor(mt // mr, max(mc // mr, 1)) * mr
+    pc = _largest_divisor(pt, max(nc // nr, 1))
+    if split_n:
+        i1, i2, i3 = sch.split(m1, [m // mc, mc // mr, mr])
+        outer, j0, j1 = sch.split(n1, [threads, pt // pc, pc])
+    else:
+        outer, i1, i2, i3 = sch.split(m1, [threads, mt // mc, mc // mr, mr])
+        j0, j1 = sch.split(n1, [panels // pc, pc])
+    sch.reorder(outer, j0, k0, i1, j1, i2, k1, i3, m0, n0, k0u)
+    if threads > 1:
+        sch.parallel(outer)
+    if blk.info.init and threads > 1 and (blk.padding is None or set(blk.info.producers) <= {blk.info.init}):
+        sch.decompose_reduction(block, j0)   # each thread zeroes its own tiles of C
+    if unroll_k > 1:
+        sch.unroll(k1, unroll_k)
+    sch.vectorize(i3)
+    return sch

@@ -26,7 +26,7 @@ from .rules.common import RuleContext
 from .rules.conv import schedule_conv2d, schedule_conv2d_nhwc, schedule_grouped_conv2d
 from .rules.elementwise import schedule_elementwise
 from .rules.gpu_rules import apply_gpu_default_schedule
-from .rules.matmul import schedule_batch_matmul, schedule_matmul
+from .rules.matmul import schedule_batch_matmul, schedule_matmul, schedule_mmt4d
 from .rules.payload import payload_facts
 from .rules.pooling import schedule_pooling, schedule_pooling_nhwc
 from .rules.reduction import schedule_reduction
@@ -39,6 +39,7 @@ Rule = Callable[[Schedule, BlockRV, RuleContext], None]
 #: could take as epilogues).
 RULES: Dict[str, Rule] = {
     "matmul": schedule_matmul,
+    "mmt4d": schedule_mmt4d,
     "batch_matmul": schedule_batch_matmul,
     "conv2d": schedule_conv2d,
     "conv2d_nhwc": schedule_conv2d_nhwc,
@@ -61,7 +62,8 @@ def classify(info: OpInfo) -> str:
     """The op kind of a named linalg op: a key of :data:`RULES` or :data:`SKIPPED`.
 
     * ``linalg.fill`` -> ``fill``; ``linalg.matmul`` (3 dims) -> ``matmul``;
-      ``linalg.batch_matmul`` -> ``batch_matmul``; ``linalg.conv_2d_nchw_fchw`` -> ``conv2d``;
+      ``linalg.batch_matmul`` -> ``batch_matmul``; ``linalg.mmt4d`` with unit ``M0`` and
+      ``K0`` (a pre-packed B) -> ``mmt4d``; ``linalg.conv_2d_nchw_fchw`` -> ``conv2d``;
       ``linalg.conv_2d_nhwc_hwcf`` -> ``conv2d_nhwc``;
       ``linalg.conv_2d_ngchw_gfchw`` -> ``grouped_conv2d``; ``linalg.pooling_nchw_*`` ->
       ``pooling``; ``linalg.pooling_nhwc_{max,sum}`` -> ``pooling_nhwc``;
@@ -76,6 +78,8 @@ def classify(info: OpInfo) -> str:
         return "matmul"
     if op == "linalg.batch_matmul" and len(info.dims) == 4:
         return "batch_matmul"
+    if op == "linalg.mmt4d":
+        return "mmt4d" if [info.dims[3].extent, info.dims[5].extent] == [1, 1] else "other"
     if op == "linalg.conv_2d_nchw_fchw":
         return "conv2d"
     if op == "linalg.conv_2d_nhwc_hwcf":

@@ -19,8 +19,8 @@ the emitter's ``tile_reduction_using_for`` takes no knob). :func:`structural_sam
 them in a trace; a search changes them by running the space again with the decisions
 (:func:`generate`), which is also right for every other decision.
 
-Kinds without a stochastic rule (:data:`FIXED_KINDS`: pooling) get their default rule: a fixed
-point of every space. Source: TVM MetaSchedule ``PostOrderApply`` + schedule rules
+Kinds without a stochastic rule (:data:`FIXED_KINDS`: pooling, mmt4d) get their default rule:
+a fixed point of every space. Source: TVM MetaSchedule ``PostOrderApply`` + schedule rules
 (``MultiLevelTiling``, ``ParallelizeVectorizeUnroll``, ``AddRFactor``), Goto & van de Geijn.
 """
 
@@ -138,6 +138,7 @@ SPACE_RULES: Dict[str, SpaceRule] = {
 FIXED_KINDS: Dict[str, str] = {
     "pooling": "default rule (vectorized output row, unrolled window); no stochastic rule yet",
     "pooling_nhwc": "default rule (vectorized channels, unrolled window); no stochastic rule yet",
+    "mmt4d": "default rule (Goto nest on the pre-packed panels of B); no stochastic rule yet",
 }
 
 

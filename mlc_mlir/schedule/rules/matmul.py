@@ -1,12 +1,15 @@
-"""Default rules for contractions: ``linalg.matmul`` (matmul, dense) with the Goto recipe and
-``linalg.batch_matmul`` with a register-tiled batch loop, both with elementwise epilogues (bias
-add, relu) fused into their tiles. Source: Goto & van de Geijn (TOMS 2008); TVM's x86
+"""Default rules for contractions: ``linalg.matmul`` (matmul, dense) with the Goto recipe,
+``linalg.mmt4d`` on a pre-packed B (``graph.PackMatmulWeights``) with the same loop nest, and
+``linalg.batch_matmul`` with a register-tiled batch loop; matmul and batch_matmul with
+elementwise epilogues (bias add, relu) fused into their tiles. Source: Goto & van de Geijn (TOMS 2008); TVM's x86
 ``dense_pack``/``batch_matmul`` schedules; oneDNN's post-op fusion."""
 
 from __future__ import annotations
 
 from ...errors import ScheduleError
-from ..cpu_recipes import batch_matmul_padding, goto_padding, goto_params, schedule_matmul_goto
+from ..cpu_recipes import (
+    batch_matmul_padding, goto_padding, goto_params, schedule_matmul_goto, schedule_mmt4d_goto,
+)
 from ..schedule import Schedule
 from ..state import BlockRV
 from .common import RuleContext, element_bits, largest_divisor
@@ -38,6 +41,28 @@ def schedule_matmul(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
     p = goto_params(ctx.target, m, n, k, ctx.threads, bits)
     schedule_matmul_goto(sch, block, threads=p.threads, mc=p.mc, nc=p.nc, kc=p.kc, nr=p.nr,
                          mr=p.mr, unroll_k=p.unroll_k, epilogues=epi, target=ctx.target)
+
+
+def schedule_mmt4d(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
+    """``linalg.mmt4d`` with ``M0 = K0 = 1`` (a matmul whose constant B was packed into
+    ``(N / NR, K, NR)`` panels at compile time): M is padded (``pad_einsum``) to the multiple
+    :func:`~mlc_mlir.schedule.cpu_recipes.goto_padding` asks of the equivalent matmul, then
+    :func:`~mlc_mlir.schedule.cpu_recipes.schedule_mmt4d_goto` with
+    :func:`~mlc_mlir.schedule.cpu_recipes.goto_params` for the target. No epilogue: the packing
+    pass only rewrites matmuls that feed no elementwise op.
+
+    Shapes: A (M, K, 1, 1), B (N / NR, K, NR, 1), C (M, N / NR, 1, NR); float dtypes.
+    """
+    blk = sch.get(block)
+    m, panels, k, _, nr, _ = (d.extent for d in blk.dims)
+    bits = element_bits(blk)
+    mm = goto_padding(ctx.target, m, panels * nr, k, ctx.threads, bits)[0]
+    if mm > 1:
+        sch.pad_einsum(block, [mm, 1, 1, 1, 1, 1])
+        m = blk.dims[0].extent
+    p = goto_params(ctx.target, m, panels * nr, k, ctx.threads, bits)
+    schedule_mmt4d_goto(sch, block, threads=p.threads, mc=p.mc, nc=p.nc, kc=p.kc, mr=p.mr,
+                        unroll_k=p.unroll_k, target=ctx.target)
 
 
 def schedule_batch_matmul(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:

@@ -1,0 +1,140 @@
+"""Compile-time packing of constant matmul weights (``graph.PackMatmulWeights`` -> ``linalg.mmt4d``)
+and the mmt4d default rule: which matmuls are packed, numerics vs numpy through ``mlc.compile``
+(padded M, 1 and 2 threads), the trace of the mmt4d recipe replays, and the packed weight stays
+one folded constant."""
+
+import numpy as np
+import pytest
+
+import mlc_mlir as mlc
+from mlc_mlir import graph, ops
+from mlc_mlir.errors import ScheduleError
+from mlc_mlir.pipeline.scheduling import layout_rewrites
+from mlc_mlir.schedule.cpu_recipes import packed_b_panel, schedule_mmt4d_goto
+from mlc_mlir.schedule.default_rules import apply_default_schedule, classify
+from mlc_mlir.schedule.loop_nest import analyze_module
+from mlc_mlir.target import Target
+
+#: An AVX2 target with 2 cores (register tile 4 x 16), so the decisions do not depend on the
+#: machine running the tests.
+AVX2 = Target("cpu", cpu="znver1", features=("avx", "avx2", "fma"), vector_bits=256,
+              vector_registers=16, l1d_bytes=32 << 10, l2_bytes=512 << 10, cores=2)
+
+TOL = dict(rtol=1e-4, atol=1e-4)
+
+
+def matmul_module(m, k, n, epilogue=None, weight_arg=False, seed=0):
+    """(module, x, w) of ``x (m, k) @ w (k, n)``; ``w`` a constant unless ``weight_arg``."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((m, k)).astype(np.float32)
+    w = rng.standard_normal((k, n)).astype(np.float32)
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        a = f.arg("x", shape=(m, k))
+        b = f.arg("w", shape=(k, n)) if weight_arg else w
+        y = ops.matmul(a, b)
+        f.output(epilogue(y) if epilogue else y)
+    return bb.finish(), x, w
+
+
+def pack(mod, nr=16):
+    return graph.PackMatmulWeights(lambda m, n, k, dtype: nr)(mod)
+
+
+def test_packs_a_constant_weight_into_panels():
+    mod, x, w = matmul_module(8, 24, 32)
+    text = str(pack(mod))
+    assert "linalg.matmul" not in text and "linalg.mmt4d" in text
+    assert "permutation = [1, 0, 2]" in text          # (K, N1, NR) -> (N1, K, NR)
+    assert "tensor<2x24x16x1xf32>" in text and "tensor<8x2x1x16xf32>" in text
+
+
+@pytest.mark.parametrize("case", ["epilogue", "weight_arg", "nr_not_dividing", "declined"])
+def test_leaves_matmuls_it_cannot_pack(case):
+    mod, _, _ = matmul_module(8, 24, 40 if case == "nr_not_dividing" else 32,
+                              epilogue=ops.relu if case == "epilogue" else None,
+                              weight_arg=case == "weight_arg")
+    out = str(pack(mod, 0 if case == "declined" else 16))
+    assert "linalg.matmul" in out and "linalg.mmt4d" not in out
+
+
+def test_packed_b_panel_decisions():
+    assert packed_b_panel(AVX2, 49, 512, 4608, "float32") == 16
+    assert packed_b_panel(AVX2, 4, 512, 4608, "float32") == 0      # M <= MR: a GEMV-like product
+    assert packed_b_panel(AVX2, 49, 40, 4608, "float32") == 0      # N not a multiple of NR
+    assert packed_b_panel(AVX2, 49, 512, 53, "float32") == 0       # K would be padded
+    assert packed_b_panel(AVX2, 49, 512, 64, "int32") == 0
+
+
+def test_layout_rewrites_fold_the_packed_weight_into_one_constant():
+    mod, _, w = matmul_module(49, 64, 32)
+    calls = []
+    out = str(layout_rewrites(mod, AVX2, ["main"], evaluate=lambda m: calls.append(m)))
+    assert not calls                           # data movement: folded with numpy
+    assert "linalg.transpose" not in out and "w_packed.folded" in out
+    # the trailing unit dim stays a view (expand_shape) of the folded 3-d constant
+    assert "w_packed_4d" in out and "tensor<2x64x16xf32>" in out
+
+
+@pytest.mark.parametrize("m, k, n, threads", [(49, 96, 64, 1), (49, 96, 64, 2), (37, 128, 256, 2),
+                                              (64, 40, 32, 2)])
+def test_compiled_packed_matmul_matches_numpy(m, k, n, threads):
+    mod, x, w = matmul_module(m, k, n)
+    sched = layout_rewrites(mod, AVX2, ["main"], evaluate=mlc.compile)
+    assert "linalg.mmt4d" in str(sched)
+    exe = mlc.compile(sched, threads=threads)
+    np.testing.assert_allclose(exe(x), x.astype(np.float64) @ w, **TOL)
+    # the host's compile packs or not by its own target: same numbers either way
+    np.testing.assert_allclose(mlc.compile(mod, threads=threads)(x), x.astype(np.float64) @ w, **TOL)
+
+
+MMT4D = """
+func.func @main(%a: tensor<{m}x{k}x{m0}x1xf32>, %b: tensor<{n1}x{k}x{nr}x1xf32>) -> tensor<{m}x{n1}x{m0}x{nr}xf32> {{
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<{m}x{n1}x{m0}x{nr}xf32>
+  %c = linalg.fill {{mlc.name = "C.init"}} ins(%z : f32) outs(%e : tensor<{m}x{n1}x{m0}x{nr}xf32>) -> tensor<{m}x{n1}x{m0}x{nr}xf32>
+  %r = linalg.mmt4d {{mlc.name = "C"}} ins(%a, %b : tensor<{m}x{k}x{m0}x1xf32>, tensor<{n1}x{k}x{nr}x1xf32>) outs(%c : tensor<{m}x{n1}x{m0}x{nr}xf32>) -> tensor<{m}x{n1}x{m0}x{nr}xf32>
+  return %r : tensor<{m}x{n1}x{m0}x{nr}xf32>
+}}"""
+
+
+def mmt4d_case(m, k, n1, nr, m0=1, seed=0):
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((m, k, m0, 1)).astype(np.float32)
+    b = rng.standard_normal((n1, k, nr, 1)).astype(np.float32)
+    ref = np.einsum("mkx,nky->mnxy", a[..., 0].astype(np.float64), b[..., 0])
+    return mlc.Module.parse(MMT4D.format(m=m, k=k, n1=n1, nr=nr, m0=m0)), a, b, ref
+
+
+@pytest.mark.parametrize("m, threads", [(37, 2), (37, 1), (48, 2)])
+def test_mmt4d_default_rule_pads_m_and_replays(m, threads):
+    mod, a, b, ref = mmt4d_case(m, 64, 4, 16)
+    sch = mlc.Schedule(mod)
+    apply_default_schedule(sch, AVX2, threads)
+    kinds = [i.kind for i in sch.trace.insts]
+    assert ("pad_einsum" in kinds) == (m % (4 * threads) != 0)
+    assert "vectorize" in kinds and ("parallel" in kinds) == (threads > 1)
+    np.testing.assert_allclose(mlc.compile(sch.mod)(a, b), ref, **TOL)
+    replayed = mlc.Schedule.from_trace(mod, mlc.Trace.from_json(sch.trace.as_json()))
+    assert str(replayed.mod) == str(sch.mod)
+
+
+def test_mmt4d_recipe_splits_the_panels_over_threads():
+    mod, a, b, ref = mmt4d_case(8, 32, 8, 16)    # N = 128 > M: threads over the panels
+    sch = mlc.Schedule(mod)
+    schedule_mmt4d_goto(sch, sch.get_block("C"), threads=2, target=AVX2)
+    assert "parallel" in [i.kind for i in sch.trace.insts]
+    np.testing.assert_allclose(mlc.compile(sch.mod)(a, b), ref, **TOL)
+    other = mlc.Schedule(mod)
+    with pytest.raises(ScheduleError, match="3 threads do not divide the 8 panels"):
+        schedule_mmt4d_goto(other, other.get_block("C"), threads=3, split_n=True, target=AVX2)
+
+
+def test_mmt4d_with_m0_tiles_is_not_the_packed_matmul_kind():
+    mod, a, b, ref = mmt4d_case(6, 16, 2, 8, m0=4)
+    infos = [i for i in analyze_module(mod).values() if i.op_name == "linalg.mmt4d"]
+    assert [classify(i) for i in infos] == ["other"]
+    with pytest.raises(ScheduleError, match="m0=1"):
+        sch = mlc.Schedule(mod)
+        schedule_mmt4d_goto(sch, sch.get_block("C"), target=AVX2)
+    np.testing.assert_allclose(mlc.compile(mod)(a, b), ref, **TOL)
