@@ -115,16 +115,23 @@ def sample_matmul(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
         raise ScheduleError(f"space rule matmul: '{blk.name}' has {len(blk.dims)} dims; expected (i, j, k)")
     m, n, k = (d.extent for d in blk.dims)
     bits = element_bits(blk)
-    padding = goto_padding(ctx.target, m, n, k, ctx.threads, bits)
+    threads = ctx.threads if worth_threads(ctx, blk) else 1   # as the default rule
+    padding = goto_padding(ctx.target, m, n, k, threads, bits)
     if padding != (1, 1, 1):   # as the default rule: odd extents padded, epilogue left apart
         sch.pad_einsum(block, list(padding))
         m, n, k = (d.extent for d in blk.dims)
-    p = goto_params(ctx.target, m, n, k, ctx.threads, bits)
+    p = goto_params(ctx.target, m, n, k, threads, bits)
     i, j, kk = sch.get_loops(block)
-    tcands = thread_candidates(m, ctx.threads, p.mr)
+    nr0 = largest_divisor(n, p.nr)
+    # thread counts that split M into whole MR row blocks or, when N > M, N into NR columns
+    # (goto_params' rule: its choice is the largest)
+    tcands = sorted(set(thread_candidates(m, threads, p.mr))
+                    | {t for t in range(2, threads + 1) if n > m and n % (t * nr0) == 0})
     t = int(categorical(sch, tcands, p.threads)) if len(tcands) > 1 else 1
-    over_n = t > 1 and n > m and n % (t * largest_divisor(n, p.nr)) == 0 \
-        and int(categorical(sch, [1, 0], 1))   # threads over N (structural)
+    splits_n = t > 1 and n > m and n % (t * nr0) == 0
+    splits_m = t > 1 and m % t == 0 and m // t >= p.mr
+    # threads over N (structural): sampled where both splits are possible
+    over_n = splits_n and (not splits_m or bool(int(categorical(sch, [1, 0], 1))))
     mt, nt = (m, n // t) if over_n else (m // t, n)
     tiles = matmul_register_tiles(ctx.target, bits, mt, nt)
     nr = categorical(sch, list(tiles), largest_divisor(nt, p.nr))

@@ -2,11 +2,9 @@
 wheel that carries its package data."""
 
 import ast
-import os
 import pathlib
 import shutil
 import subprocess
-import sys
 
 import pytest
 

@@ -15,15 +15,12 @@ from mlc_mlir.errors import ScheduleError
 from mlc_mlir.schedule.cpu_recipes import goto_params
 from mlc_mlir.schedule.default_rules import (RULES, SKIPPED, apply_default_schedule, classify,
                                              default_schedule)
-from mlc_mlir.target import Target, host_target
+from mlc_mlir.target import host_target
 from test_ops_nn import conv_ref, windows
+from targets import AVX2, AVX512
 
 F32 = "float32"
 TOL = dict(rtol=1e-4, atol=1e-4)
-AVX2 = Target("cpu", cpu="x", features=("avx", "avx2", "fma"), vector_bits=256, vector_registers=16,
-              l1d_bytes=32 << 10, l2_bytes=512 << 10, cores=2)
-AVX512 = Target("cpu", cpu="x", features=("avx512f", "avx2", "fma"), vector_bits=512,
-                vector_registers=32, l1d_bytes=48 << 10, l2_bytes=2 << 20, cores=2)
 #: The host with tiny caches: small test shapes then use threads (a thread needs an L1d of data)
 #: and several cache blocks.
 SMALL_CACHES = dataclasses.replace(host_target(), l1d_bytes=1 << 10, l2_bytes=8 << 10, cores=2)
@@ -185,7 +182,8 @@ def test_fused_primitives(name):
 
 @pytest.mark.parametrize("name, threads", [("matmul", 1), ("softmax", 1), ("dense_bias_relu", 2)])
 def test_host_target_and_thread_override(name, threads):
-    sch = check(name, build(name), host_target(), threads)
+    # the host's ISA with tiny caches: the small test shapes are worth threads
+    sch = check(name, build(name), SMALL_CACHES, threads)
     parallel = any(lp.kind == "parallel" for b in sch.model.blocks for lp in b.loops)
     assert parallel == (threads > 1)
 
@@ -220,7 +218,9 @@ def test_constants_follow_the_target():
     assert a.mr * (a.nr // 8) <= AVX2.vector_registers // 2
     assert goto_params(AVX2, 1024, 1024, 1024, dtype_bits=64).nr == 8
     # threads: the cores, lowered until they divide M with MR rows each
-    assert a.threads == 2 and goto_params(AVX2, 6, 64, 64).threads == 1
+    # 6 rows cannot be split between 2 threads; 64 columns can (2 x NR = 32 divides them)
+    assert a.threads == 2 and goto_params(AVX2, 6, 48, 64).threads == 1
+    assert goto_params(AVX2, 6, 64, 64).threads == 2
     assert goto_params(dataclasses.replace(AVX2, cores=3), 1023, 64, 64).threads == 3
     # the schedules differ accordingly
     bb = mlc.GraphBuilder()

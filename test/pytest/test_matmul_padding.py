@@ -14,12 +14,7 @@ from mlc_mlir._mlir import MLIR_BIN_DIR
 from mlc_mlir.errors import ScheduleError
 from mlc_mlir.schedule.cpu_recipes import goto_padding, schedule_matmul_goto
 from mlc_mlir.schedule.default_rules import apply_default_schedule
-from mlc_mlir.target import Target
-
-#: An AVX2 target with 2 cores (register tile 4 x 16, KC 512), so the padding decisions do not
-#: depend on the machine running the tests.
-AVX2 = Target("cpu", cpu="znver1", features=("avx", "avx2", "fma"), vector_bits=256,
-              vector_registers=16, l1d_bytes=32 << 10, l2_bytes=512 << 10, cores=2)
+from targets import AVX2
 
 TOL = dict(rtol=1e-4, atol=1e-4)
 

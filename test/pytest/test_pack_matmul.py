@@ -10,15 +10,10 @@ import mlc_mlir as mlc
 from mlc_mlir import graph, ops
 from mlc_mlir.errors import ScheduleError
 from mlc_mlir.pipeline.scheduling import layout_rewrites
-from mlc_mlir.schedule.cpu_recipes import packed_b_panel, schedule_mmt4d_goto
+from mlc_mlir.schedule.cpu_recipes import goto_padding, packed_b_panel, register_rows, schedule_mmt4d_goto
 from mlc_mlir.schedule.default_rules import apply_default_schedule, classify
 from mlc_mlir.schedule.loop_nest import analyze_module
-from mlc_mlir.target import Target
-
-#: An AVX2 target with 2 cores (register tile 4 x 16), so the decisions do not depend on the
-#: machine running the tests.
-AVX2 = Target("cpu", cpu="znver1", features=("avx", "avx2", "fma"), vector_bits=256,
-              vector_registers=16, l1d_bytes=32 << 10, l2_bytes=512 << 10, cores=2)
+from targets import AVX2, AVX512
 
 TOL = dict(rtol=1e-4, atol=1e-4)
 
@@ -108,15 +103,37 @@ def mmt4d_case(m, k, n1, nr, m0=1, seed=0):
 
 @pytest.mark.parametrize("m, threads", [(37, 2), (37, 1), (48, 2)])
 def test_mmt4d_default_rule_pads_m_and_replays(m, threads):
-    mod, a, b, ref = mmt4d_case(m, 64, 4, 16)
+    mod, a, b, ref = mmt4d_case(m, 256, 4, 16)   # 110 KiB of operands: worth 2 threads
     sch = mlc.Schedule(mod)
     apply_default_schedule(sch, AVX2, threads)
     kinds = [i.kind for i in sch.trace.insts]
-    assert ("pad_einsum" in kinds) == (m % (4 * threads) != 0)
+    # N = 64 > M: the threads split N, so M needs whole 4-row (or 3-row) register tiles only
+    assert ("pad_einsum" in kinds) == (m % 4 != 0 and m % 3 != 0)
     assert "vectorize" in kinds and ("parallel" in kinds) == (threads > 1)
     np.testing.assert_allclose(mlc.compile(sch.mod)(a, b), ref, **TOL)
     replayed = mlc.Schedule.from_trace(mod, mlc.Trace.from_json(sch.trace.as_json()))
     assert str(replayed.mod) == str(sch.mod)
+
+
+def test_register_rows_trades_a_smaller_tile_for_padding():
+    # at least 3/4 of the accumulators of the full tile: 7 of 8 rows on AVX-512, 3 of 4 on AVX2
+    assert [register_rows(r, 8) for r in (49, 196, 64, 36, 13, 5)] == [7, 7, 8, 6, 0, 0]
+    assert [register_rows(r, 4) for r in (49, 48, 27, 2)] == [0, 4, 3, 0]
+    # ResNet-18's 49-row im2col GEMM: a 7 x 32 tile on AVX-512 (no padded copy of A or C),
+    # padded to 52 rows for the 4 x 16 AVX2 tile
+    assert goto_padding(AVX512, 49, 512, 4608)[0] == 1 and goto_padding(AVX2, 49, 512, 4608)[0] == 4
+
+
+@pytest.mark.parametrize("m", [49, 21])
+def test_mmt4d_default_rule_uses_a_seven_row_tile_on_avx512(m):
+    mod, a, b, ref = mmt4d_case(m, 256, 4, 32)
+    sch = mlc.Schedule(mod)
+    apply_default_schedule(sch, AVX512, 2)
+    kinds = [i.kind for i in sch.trace.insts]
+    assert "pad_einsum" not in kinds and "parallel" in kinds
+    tile = [lp.extent for lp in sch.get(sch.get_block("C")).loops if lp.kind == "vectorized"]
+    assert tile == [7, 1, 32, 1]    # (MR, m0, NR, k0)
+    np.testing.assert_allclose(mlc.compile(sch.mod)(a, b), ref, **TOL)
 
 
 def test_mmt4d_recipe_splits_the_panels_over_threads():

@@ -12,7 +12,6 @@ import time
 
 import pytest
 
-import mlc_mlir as mlc
 from mlc_mlir.errors import TuningError
 from mlc_mlir.tune import Database, TuningRecord
 from mlc_mlir.tune.record import candidate_id, rename_blocks

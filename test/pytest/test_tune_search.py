@@ -13,7 +13,6 @@ import pytest
 import mlc_mlir as mlc
 from mlc_mlir import ops
 from mlc_mlir.errors import TuningError
-from mlc_mlir.target import Target
 from mlc_mlir.tune.cost_model import (RandomCostModel, XGBCostModel, normalized_throughput)
 from mlc_mlir.tune.evolutionary import EvolutionarySearch, crossover, decision_key, mutate
 from mlc_mlir.tune.features import feature_names
@@ -21,9 +20,7 @@ from mlc_mlir.tune.record import TuningRecord
 from mlc_mlir.tune.search import RandomSearch, TuneContext
 from mlc_mlir.tune.space_rules import default_space, generate, sampled_decisions
 from mlc_mlir.tune.task import extract_tasks
-
-AVX2 = Target("cpu", cpu="x", features=("avx", "avx2", "fma"), vector_bits=256, vector_registers=16,
-              l1d_bytes=32 << 10, l2_bytes=512 << 10, cores=2)
+from targets import AVX2
 
 
 def matmul_task(m=64, n=64, k=64):

@@ -15,19 +15,18 @@ from mlc_mlir.errors import ScheduleError, TuningError
 from mlc_mlir.schedule.default_rules import apply_default_schedule
 from mlc_mlir.schedule.sampling import perfect_tilings
 from mlc_mlir.schedule.trace import RV, SAMPLING_KINDS
-from mlc_mlir.target import Target, host_target
+from mlc_mlir.target import host_target
 from mlc_mlir.tune.features import candidate_features, feature_names
 from mlc_mlir.tune.contraction_space import matmul_register_tiles, register_tile_bounds
 from mlc_mlir.tune.space_rules import (default_point, default_space, generate, sampled_decisions,
                                        structural_sampling)
 from mlc_mlir.tune.task import extract_tasks
 from test_ops_nn import conv_ref
+from targets import AVX2
+from targets import AVX512 as AVX512_2CORES
 
 TOL = dict(rtol=1e-4, atol=1e-4)
-AVX2 = Target("cpu", cpu="x", features=("avx", "avx2", "fma"), vector_bits=256, vector_registers=16,
-              l1d_bytes=32 << 10, l2_bytes=512 << 10, cores=2)
-AVX512 = Target("cpu", cpu="x", features=("avx512f", "avx2", "fma"), vector_bits=512,
-                vector_registers=32, l1d_bytes=48 << 10, l2_bytes=2 << 20, cores=4)
+AVX512 = dataclasses.replace(AVX512_2CORES, cores=4)
 #: The host with tiny caches: tiny shapes then use threads and several cache blocks.
 SMALL = dataclasses.replace(host_target(), l1d_bytes=1 << 10, l2_bytes=8 << 10, cores=2)
 
@@ -171,11 +170,17 @@ def test_candidates_follow_the_target():
     a, b = register_tile_bounds(AVX2, 32), register_tile_bounds(AVX512, 32)
     assert (a["mr"], a["nr"]) == (8, 32) and (b["mr"], b["nr"]) == (16, 64)
     assert a["kc"] == (32 << 10) // 32 and b["kc"] == (48 << 10) // 64
-    mod = build("matmul")
+    bb = mlc.GraphBuilder()   # 320 KiB of operands: worth the threads of both targets
+    with bb.function("main") as f:
+        f.output(ops.matmul(f.arg("a", shape=(256, 128)), f.arg("b", shape=(128, 128))))
+    mod = bb.finish()
     for t in (AVX2, AVX512):
         trace = generate(default_space(t), mod, 0).trace
         threads = [i.attrs["candidates"] for i in trace.insts if i.kind == "sample_categorical"][0]
-        assert threads == [d for d in range(1, t.cores + 1) if 32 % d == 0]
+        assert threads == [d for d in range(1, t.cores + 1) if 256 % d == 0]
+    # a matmul too small to pay for a fork (worth_threads) has no thread knob, as the default rule
+    small = generate(default_space(AVX2), build("matmul"), 0).trace
+    assert "parallel" not in [i.kind for i in small.insts]
     for t in (AVX2, AVX512):   # every register tile fits the register budget
         lanes = t.vector_lanes(32)
         for nr, mrs in matmul_register_tiles(t, 32, 1024, 1024).items():

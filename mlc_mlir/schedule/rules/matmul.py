@@ -12,7 +12,7 @@ from ..cpu_recipes import (
 )
 from ..schedule import Schedule
 from ..state import BlockRV
-from .common import RuleContext, element_bits, largest_divisor
+from .common import RuleContext, element_bits, largest_divisor, worth_threads
 from .epilogue import claim_epilogues
 
 
@@ -20,7 +20,9 @@ def schedule_matmul(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
     """``linalg.matmul`` (``matmul``; ``dense`` is a matmul with a transposed B map): the Goto
     recipe (:func:`~mlc_mlir.schedule.cpu_recipes.schedule_matmul_goto`) with
     :func:`~mlc_mlir.schedule.cpu_recipes.goto_params` for the target, threads over M when M
-    allows, and the elementwise epilogue chain fused at the NC block. Extents that are not
+    allows (or over N when N > M; one thread for a matmul too small to pay for the fork:
+    :func:`~mlc_mlir.schedule.rules.common.worth_threads`), and the elementwise epilogue chain
+    fused at the NC block. Extents that are not
     multiples of the register tile (MR x NR), the threads or a good KC are first padded
     (``pad_einsum`` with :func:`~mlc_mlir.schedule.cpu_recipes.goto_padding`); a padded
     matmul leaves its epilogue to the elementwise rule.
@@ -30,7 +32,8 @@ def schedule_matmul(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
     blk = sch.get(block)
     m, n, k = (d.extent for d in blk.dims)
     bits = element_bits(blk)
-    padding = goto_padding(ctx.target, m, n, k, ctx.threads, bits)
+    threads = ctx.threads if worth_threads(ctx, blk) else 1
+    padding = goto_padding(ctx.target, m, n, k, threads, bits)
     epi = []
     if padding == (1, 1, 1):
         epi = claim_epilogues(sch, blk, ctx)
@@ -38,7 +41,7 @@ def schedule_matmul(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
         # the epilogue reads the unpadded result: it keeps its own (elementwise) rule
         sch.pad_einsum(block, list(padding))
         m, n, k = (d.extent for d in blk.dims)
-    p = goto_params(ctx.target, m, n, k, ctx.threads, bits)
+    p = goto_params(ctx.target, m, n, k, threads, bits)
     schedule_matmul_goto(sch, block, threads=p.threads, mc=p.mc, nc=p.nc, kc=p.kc, nr=p.nr,
                          mr=p.mr, unroll_k=p.unroll_k, epilogues=epi, target=ctx.target)
 
@@ -48,7 +51,9 @@ def schedule_mmt4d(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
     ``(N / NR, K, NR)`` panels at compile time): M is padded (``pad_einsum``) to the multiple
     :func:`~mlc_mlir.schedule.cpu_recipes.goto_padding` asks of the equivalent matmul, then
     :func:`~mlc_mlir.schedule.cpu_recipes.schedule_mmt4d_goto` with
-    :func:`~mlc_mlir.schedule.cpu_recipes.goto_params` for the target. No epilogue: the packing
+    :func:`~mlc_mlir.schedule.cpu_recipes.goto_params` for the target (M is not padded when a
+    register tile of at least 3/4 of the full tile's rows divides it:
+    :func:`~mlc_mlir.schedule.cpu_recipes.register_rows`). No epilogue: the packing
     pass only rewrites matmuls that feed no elementwise op.
 
     Shapes: A (M, K, 1, 1), B (N / NR, K, NR, 1), C (M, N / NR, 1, NR); float dtypes.
@@ -56,11 +61,12 @@ def schedule_mmt4d(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
     blk = sch.get(block)
     m, panels, k, _, nr, _ = (d.extent for d in blk.dims)
     bits = element_bits(blk)
-    mm = goto_padding(ctx.target, m, panels * nr, k, ctx.threads, bits)[0]
+    threads = ctx.threads if worth_threads(ctx, blk) else 1
+    mm = goto_padding(ctx.target, m, panels * nr, k, threads, bits)[0]
     if mm > 1:
         sch.pad_einsum(block, [mm, 1, 1, 1, 1, 1])
         m = blk.dims[0].extent
-    p = goto_params(ctx.target, m, panels * nr, k, ctx.threads, bits)
+    p = goto_params(ctx.target, m, panels * nr, k, threads, bits)
     schedule_mmt4d_goto(sch, block, threads=p.threads, mc=p.mc, nc=p.nc, kc=p.kc, mr=p.mr,
                         unroll_k=p.unroll_k, target=ctx.target)
 
