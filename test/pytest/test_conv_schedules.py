@@ -86,6 +86,21 @@ def test_conv_default_schedule_matches_torch(name):
     assert str(replayed.mod) == str(sch.mod)
 
 
+def test_channel_blocked_conv_fuses_its_epilogue_per_output_channel_block():
+    """With input-channel blocks (SMALL's 1 KiB L1d) the epilogue runs per output-channel block
+    (reverse_compute_at f0) and each thread zeroes its own block (decompose_reduction at c0):
+    no serial fill of the whole output, numerics as torch."""
+    args, ref = inputs_and_ref("bias_relu")
+    payload, sch = nhwc_schedule(build("bias_relu"), SMALL)
+    blk = sch.get(sch.get_block("conv2d"))
+    assert any(lp.extent > 1 and lp.dim == 6 for lp in blk.loops[:3])   # c0 above the rows
+    kinds = [i.kind for i in sch.trace.insts]
+    assert kinds.count("reverse_compute_at") == 2 and "decompose_reduction" in kinds
+    text = str(sch.mod)
+    assert "linalg.fill" not in text.split("scf.forall")[0].split("conv2d.x_pad")[-1]
+    np.testing.assert_allclose(mlc.compile(sch.mod)(*args), ref, rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("name", ["bias_relu"])
 def test_compile_default_path(name):
     """``mlc.compile`` applies the layout rewrite and the NHWC rule by itself (threads 1, 2)."""

@@ -160,7 +160,12 @@ def schedule_conv2d_nhwc(sch: Schedule, block: BlockRV, ctx: RuleContext) -> Non
 
     Elementwise epilogues (bias, relu; ``graph.ConvToNHWC`` moves them before its transpose back
     to NCHW) are fused per row tile when the input channels are not blocked; the init is then
-    decomposed into the row tile (``decompose_reduction`` at ``c``).
+    decomposed into the row tile (``decompose_reduction`` at ``c``). With channel blocks they
+    run per output-channel block (``reverse_compute_at(f0)``: the block's ``OH x OW x FR`` slice
+    is still in L2) and the init is decomposed at ``c0``, so each thread zeroes its own block
+    instead of a serial memset of the whole output (ResNet-18's 64- and 128-channel 3x3 convs
+    on AVX-512, whose 73 KiB filter panel exceeds the 32 KiB L1d: whole model 37.1 -> 36.8 ms
+    on one thread, 21.0 -> 20.8 ms on two, 2-core AMD EPYC Zen 4).
 
     Shapes: x (N, H, W, C) (already padded), w (KH, KW, C, F), out (N, OH, OW, F); float
     dtypes; any stride and dilation.
@@ -191,14 +196,22 @@ def schedule_conv2d_nhwc(sch: Schedule, block: BlockRV, ctx: RuleContext) -> Non
         # row tile
         packed = sch.cache_read(block, 1, "local")
         sch.compute_at(packed, c0 if c0 is not None else f0)
-    if cb == ext[6]:  # epilogues per row tile (with channel blocks, c0 sits above the row tiles)
-        epi = claim_epilogues(sch, blk, ctx)
+    epi = claim_epilogues(sch, blk, ctx)
+    if cb == ext[6]:  # epilogues per row tile
         for e in epi:
             sch.reverse_compute_at(e, ow0)
         if epi and blk.info.init:
             # the output tile the epilogue reads is zeroed in place, not copied (memrefCopy,
             # one call per tile) from an output zeroed whole: ResNet-18 147 -> 128 ms
             sch.decompose_reduction(block, c)
+    else:
+        # with channel blocks c0 sits above the row tiles: epilogues per output-channel block
+        # (its OH x OW x FR slice is still in L2), zeroed by its thread before the c0 loop
+        # rather than by a serial memset of the whole output
+        for e in epi:
+            sch.reverse_compute_at(e, f0)
+        if blk.info.init and (epi or (split is not None and set(blk.info.producers) <= {blk.info.init})):
+            sch.decompose_reduction(block, c0)
     if ext[4] * ext[5] <= ctx.target.vector_registers:
         sch.unroll(kw)
         sch.unroll(kh)
