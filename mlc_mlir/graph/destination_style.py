@@ -36,6 +36,14 @@ layout rewrites, the conv rules' transform scripts lost track of the conv's rewr
 then 49 x 2304 patches) took 0.24 ms with the strided copy and 0.04 ms with it (same EPYC,
 one thread).
 
+``FillPadBorder`` (``mlc-fill-pad-border``): a ``tensor.insert_slice`` into a ``linalg.fill``
+of a ``tensor.empty`` (the padded buffers of the two rewrites above and of ``graph.ConvToNHWC``)
+fills only the border around the inserted region: one ``linalg.fill`` per side and padded dim,
+on ``extract_slice``/``insert_slice`` slabs, instead of a memset of the whole buffer whose
+interior is overwritten at once. ResNet-18 zeroed about 12 MB of padded activations per
+inference that way, serially, outside the threaded loops (perf on a 2-core AMD EPYC Zen 4:
+``memset`` 3.6% of the samples with 2 threads).
+
 Source: IREE ``TensorPadToInsertSlice`` (``linalg.fill`` + ``tensor.insert_slice``); MLIR
 ``transform.structured.rewrite_in_destination_passing_style`` and ``eliminate-empty-tensors``.
 """
@@ -131,6 +139,83 @@ def _copy_into(ins: ir.Operation) -> None:
         new = tensor_d.InsertSliceOp(copy, dest, [], [], [], offsets, sizes, strides).result
     ins.results[0].replace_all_uses_with(new)
     ins.erase()
+
+
+def _filled_empty(value) -> bool:
+    """Whether ``value`` is the result of a ``linalg.fill`` of a ``tensor.empty``, used once."""
+    op = value.owner
+    if not isinstance(op, ir.Operation):
+        op = getattr(op, "operation", None)
+    if op is None or op.name != "linalg.fill" or len(list(value.uses)) != 1:
+        return False
+    init = op.operands[1].owner
+    init = getattr(init, "operation", init)
+    return isinstance(init, ir.Operation) and init.name == "tensor.empty"
+
+
+def _padded_inserts(func) -> List[ir.Operation]:
+    """Top-level static, unit-stride, not rank-reducing ``tensor.insert_slice`` ops whose
+    destination is a filled ``tensor.empty`` that nothing else reads."""
+    out = []
+    for op in top_level_ops(func):
+        if op.name != "tensor.insert_slice" or len(op.operands) != 2:
+            continue
+        src_t, dest_t = (ir.RankedTensorType(v.type) for v in op.operands)
+        if (src_t.rank == dest_t.rank and dest_t.has_static_shape
+                and set(int_list(op.attributes["static_strides"])) <= {1}
+                and _filled_empty(op.operands[1])):
+            out.append(op)
+    return out
+
+
+def _fill_border(ins: ir.Operation) -> None:
+    """Fill only the slabs of the destination around the inserted region (see the module
+    docstring): for each dim ``d``, the slabs before and after the region along ``d``, over the
+    region's extent in the dims before ``d`` and the whole extent in the dims after it."""
+    src, dest = ins.operands[0], ins.operands[1]
+    fill = dest.owner if isinstance(dest.owner, ir.Operation) else dest.owner.operation
+    value, empty = fill.operands[0], fill.operands[1]
+    offsets, sizes = int_list(ins.attributes["static_offsets"]), int_list(ins.attributes["static_sizes"])
+    dest_t = ir.RankedTensorType(dest.type)
+    shape, rank, ones = list(dest_t.shape), dest_t.rank, [1] * dest_t.rank
+    name = ir.StringAttr(fill.attributes[OP_NAME_ATTR]).value if OP_NAME_ATTR in fill.attributes else "pad"
+    acc = empty
+    with ir.InsertionPoint(fill), fill.location:   # where the whole fill was: same dominance
+        for d in range(rank):
+            for lo, hi in ((0, offsets[d]), (offsets[d] + sizes[d], shape[d])):
+                if hi <= lo:
+                    continue
+                off = [offsets[e] if e < d else 0 for e in range(rank)]
+                size = [sizes[e] if e < d else shape[e] for e in range(rank)]
+                off[d], size[d] = lo, hi - lo
+                slab_t = ir.RankedTensorType.get(size, dest_t.element_type)
+                part = tensor_d.ExtractSliceOp(slab_t, acc, [], [], [], off, size, ones).result
+                filled = linalg_d.fill(value, outs=[part])
+                emitters.set_name(filled.owner, f"{name}.border")
+                acc = tensor_d.InsertSliceOp(filled, acc, [], [], [], off, size, ones).result
+    dest.replace_all_uses_with(acc)
+    fill.erase()
+
+
+@register_pass
+class FillPadBorder(Pass):
+    """Fill only the border of a padded buffer that a ``tensor.insert_slice`` writes the interior
+    of (see the module docstring). Shapes and dtypes are unchanged.
+
+    Raises
+    ------
+    IRError
+        If the result does not verify (a bug of the pass).
+    """
+
+    name = "mlc-fill-pad-border"
+
+    def transform(self, mod: Module) -> Module:
+        for f in mod.func_ops():
+            if not f.is_external:
+                for ins in _padded_inserts(f):
+                    _fill_border(ins)
+        return mod
 
 
 @register_pass

@@ -11,7 +11,8 @@ writes ``DIR/<nn>-<name>.mlir``:
    (:class:`~mlc_mlir.graph.math_approximation.ApproximateMath`), scalar or vectorized;
 3. ``library``   -- ``mlc.call_library`` ops lowered to calls of C symbols (:class:`LowerCallLibrary`);
 4. ``prepare``   -- top-level ``tensor.pad`` ops become fill + insert_slice (:class:`PadToInsertSlice`,
-   so their producers write into the padded buffer) and an argument inserted into a slice is
+   so their producers write into the padded buffer), padded buffers are filled on their border
+   only (:class:`FillPadBorder`) and an argument inserted into a slice is
    copied by a ``linalg.generic`` (:class:`CopyIntoSlices`, not ``memrefCopy``); public functions get
    ``llvm.emit_c_interface`` and read-only tensor arguments;
 5. ``lower``     -- the target's pipeline file, e.g. ``pipelines/cpu.pipeline`` (threads applied);
@@ -32,7 +33,7 @@ from .._mlir import ExecutionEngine, ir, tensor_d
 from ..errors import IRError, PipelineError
 from ..graph.dispatch_library import LowerCallLibrary, runtime_bindings
 from ..graph.math_approximation import APPROXIMATED_OPS, ApproximateMath
-from ..graph.destination_style import CopyIntoSlices, PadToInsertSlice
+from ..graph.destination_style import CopyIntoSlices, FillPadBorder, PadToInsertSlice
 from ..ir import emitters
 from ..ir.module import Module
 from ..ir.pass_pipeline import run_pass_pipeline
@@ -178,7 +179,7 @@ def _read_only_arguments(f) -> None:
 def _prepare(module: Module, options: CompileOptions) -> Module:
     out = PadToInsertSlice()(module) if has_op(module, "tensor.pad") else module.clone()
     if has_op(out, "tensor.insert_slice"):
-        out = CopyIntoSlices()(out)
+        out = CopyIntoSlices()(FillPadBorder()(out))
     public = set(out.function_names(public_only=True))
     with out.context:
         for f in out.func_ops():

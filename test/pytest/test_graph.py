@@ -53,6 +53,29 @@ def test_fuse_ops_mlp_groups_dense_bias_relu():
     assert len(primitives(graph.FuseOps()(fused))) == 2
 
 
+def test_fuse_ops_keeps_reshapes_out_of_a_matmul_group():
+    """BERT's FFN: matmul -> bias add -> expand_shape -> gelu -> collapse_shape. The reshape
+    joins the gelu's group, not the matmul's (linalg-fuse-elementwise-ops would propagate it into
+    the matmul and leave an unscheduled 3-d linalg.generic); numerics vs numpy (scipy erf)."""
+    from scipy.special import erf
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((16, 32)).astype(np.float32)
+    b = rng.standard_normal(32).astype(np.float32)
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        h = ops.add(ops.matmul(f.arg("x", shape=(8, 16)), w), b)
+        g = ops.gelu(ops.reshape(h, (1, 8, 32)), approximate="none")
+        f.output(ops.reshape(g, (8, 32)))
+    fused = graph.FuseOps()(bb.finish())
+    bodies = [str(p) for p in primitives(fused)]
+    mm = [t for t in bodies if "linalg.matmul" in t]
+    assert len(mm) == 1 and "expand_shape" not in mm[0] and "math.erf" not in mm[0]
+    assert any("math.erf" in t for t in bodies)
+    x = rng.standard_normal((8, 16)).astype(np.float32)
+    h = x.astype(np.float64) @ w + b
+    matches_numpy(fused, 0.5 * h * (1 + erf(h / np.sqrt(2))), x, rtol=1e-4, atol=1e-4)
+
+
 def test_primitive_functions_are_schedulable():
     mod, ref = mlp(batch=8, with_ref=True)
     fused = graph.FuseOps()(mod)

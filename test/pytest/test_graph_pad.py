@@ -2,6 +2,7 @@
 value's producer writes into the interior of the padded buffer (no strided ``memrefCopy``)."""
 
 import os
+import re
 
 import numpy as np
 
@@ -135,3 +136,39 @@ def test_padded_argument_task_compiles_and_matches_torch():
                                    padding=1, stride=2).numpy().transpose(0, 2, 3, 1)
     want = np.pad(np.maximum(y + 0.25, 0), [(0, 0), (1, 1), (1, 1), (0, 0)])
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
+
+
+def test_only_the_border_of_a_padded_buffer_is_filled():
+    """``FillPadBorder``: one fill per padded side (low H, high H, low W; high C; no fill for the
+    unpadded sides), none over the whole buffer; exact numerics vs numpy for both pads, also
+    through ``mlc.compile`` (whose prepare stage runs the pass after ``PadToInsertSlice``)."""
+    out = graph.FillPadBorder()(graph.PadToInsertSlice()(_pad_graph()))
+    text = str(out)
+    fills = re.findall(r"linalg.fill .*outs\(%\w+ : (tensor<[0-9x]+xf32>)\)", text)
+    # y: low H 1, high H 1, low W 2 (over the 6 interior rows); z: high H 3, low/high C 1
+    assert sorted(fills) == sorted(["tensor<1x1x9x16xf32>", "tensor<1x1x9x16xf32>",
+                                    "tensor<1x6x2x16xf32>", "tensor<1x3x7x18xf32>",
+                                    "tensor<1x6x7x1xf32>", "tensor<1x6x7x1xf32>"])
+    assert text.count(".border") == 6
+    xn = np.random.default_rng(2).standard_normal((1, 6, 7, 16)).astype(np.float32)
+    for exe in (mlc.compile(out), mlc.compile(_pad_graph())):
+        for got, want in zip(exe(xn), _want(xn)):
+            np.testing.assert_array_equal(got, want)
+
+
+def test_fill_pad_border_leaves_a_fill_that_is_read_elsewhere():
+    """A filled buffer that something else reads too (here: returned) keeps its whole fill."""
+    mod = mlc.Module.parse("""
+func.func @main(%x: tensor<4x4xf32>) -> (tensor<6x4xf32>, tensor<6x4xf32>) {
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<6x4xf32>
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<6x4xf32>) -> tensor<6x4xf32>
+  %p = tensor.insert_slice %x into %f[1, 0] [4, 4] [1, 1] : tensor<4x4xf32> into tensor<6x4xf32>
+  return %p, %f : tensor<6x4xf32>, tensor<6x4xf32>
+}""")
+    text = str(graph.FillPadBorder()(mod))
+    assert text.count("linalg.fill") == 1 and ".border" not in text
+    xn = np.arange(16, dtype=np.float32).reshape(4, 4)
+    got_p, got_f = mlc.compile(mod)(xn)
+    np.testing.assert_array_equal(got_p, np.pad(xn, [(1, 1), (0, 0)]))
+    np.testing.assert_array_equal(got_f, np.zeros((6, 4), np.float32))
