@@ -172,7 +172,7 @@ def _fill_border(ins: ir.Operation) -> None:
     """Fill only the slabs of the destination around the inserted region (see the module
     docstring): for each dim ``d``, the slabs before and after the region along ``d``, over the
     region's extent in the dims before ``d`` and the whole extent in the dims after it."""
-    src, dest = ins.operands[0], ins.operands[1]
+    dest = ins.operands[1]
     fill = dest.owner if isinstance(dest.owner, ir.Operation) else dest.owner.operation
     value, empty = fill.operands[0], fill.operands[1]
     offsets, sizes = int_list(ins.attributes["static_offsets"]), int_list(ins.attributes["static_sizes"])
