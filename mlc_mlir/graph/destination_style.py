@@ -50,7 +50,7 @@ Source: IREE ``TensorPadToInsertSlice`` (``linalg.fill`` + ``tensor.insert_slice
 
 from __future__ import annotations
 
-from typing import List
+from typing import Callable, List
 
 from .._mlir import ir, linalg_d, tensor_d
 from ..ir import emitters
@@ -58,6 +58,15 @@ from ..ir.module import OP_NAME_ATTR, Module
 from .ir_utils import constant_pad_value, has_constant_pad_value, int_list
 from .pass_manager import Pass, register_pass
 from .rewrite import top_level_ops
+
+
+def _rewrite_all(mod: Module, find: Callable, rewrite: Callable) -> Module:
+    """``rewrite(op)`` for each op of ``find(func)`` in every function with a body."""
+    for f in mod.func_ops():
+        if not f.is_external:
+            for op in find(f):
+                rewrite(op)
+    return mod
 
 
 def _static_pads(func) -> List[ir.Operation]:
@@ -100,11 +109,7 @@ class PadToInsertSlice(Pass):
     name = "mlc-pad-to-insert-slice"
 
     def transform(self, mod: Module) -> Module:
-        for f in mod.func_ops():
-            if not f.is_external:
-                for pad in _static_pads(f):
-                    _rewrite(pad)
-        return mod
+        return _rewrite_all(mod, _static_pads, _rewrite)
 
 
 def _argument_inserts(func) -> List[ir.Operation]:
@@ -211,11 +216,7 @@ class FillPadBorder(Pass):
     name = "mlc-fill-pad-border"
 
     def transform(self, mod: Module) -> Module:
-        for f in mod.func_ops():
-            if not f.is_external:
-                for ins in _padded_inserts(f):
-                    _fill_border(ins)
-        return mod
+        return _rewrite_all(mod, _padded_inserts, _fill_border)
 
 
 @register_pass
@@ -232,8 +233,4 @@ class CopyIntoSlices(Pass):
     name = "mlc-copy-into-slices"
 
     def transform(self, mod: Module) -> Module:
-        for f in mod.func_ops():
-            if not f.is_external:
-                for ins in _argument_inserts(f):
-                    _copy_into(ins)
-        return mod
+        return _rewrite_all(mod, _argument_inserts, _copy_into)
