@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import ctypes
 import json
-import os
 import tempfile
 
 import numpy as np
