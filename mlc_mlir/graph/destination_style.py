@@ -55,7 +55,7 @@ from typing import Callable, List
 from .._mlir import ir, linalg_d, tensor_d
 from ..ir import emitters
 from ..ir.module import OP_NAME_ATTR, Module
-from .ir_utils import constant_pad_value, has_constant_pad_value, int_list
+from .ir_utils import constant_pad_value, has_constant_pad_value, int_list, producer
 from .pass_manager import Pass, register_pass
 from .rewrite import top_level_ops
 
@@ -148,14 +148,11 @@ def _copy_into(ins: ir.Operation) -> None:
 
 def _filled_empty(value) -> bool:
     """Whether ``value`` is the result of a ``linalg.fill`` of a ``tensor.empty``, used once."""
-    op = value.owner
-    if not isinstance(op, ir.Operation):
-        op = getattr(op, "operation", None)
+    op = producer(value)
     if op is None or op.name != "linalg.fill" or len(list(value.uses)) != 1:
         return False
-    init = op.operands[1].owner
-    init = getattr(init, "operation", init)
-    return isinstance(init, ir.Operation) and init.name == "tensor.empty"
+    init = producer(op.operands[1])
+    return init is not None and init.name == "tensor.empty"
 
 
 def _padded_inserts(func) -> List[ir.Operation]:
@@ -178,7 +175,7 @@ def _fill_border(ins: ir.Operation) -> None:
     docstring): for each dim ``d``, the slabs before and after the region along ``d``, over the
     region's extent in the dims before ``d`` and the whole extent in the dims after it."""
     dest = ins.operands[1]
-    fill = dest.owner if isinstance(dest.owner, ir.Operation) else dest.owner.operation
+    fill = producer(dest)
     value, empty = fill.operands[0], fill.operands[1]
     offsets, sizes = int_list(ins.attributes["static_offsets"]), int_list(ins.attributes["static_sizes"])
     dest_t = ir.RankedTensorType(dest.type)

@@ -126,10 +126,17 @@ def goto_params(target: Target, m: int, n: int, k: int, threads: Optional[int] =
     nc = max(nr, _pow2_floor(l2 // (kc * nbytes)))
     mc = mr * max(1, (l2 // 4) // (kc * nbytes) // mr)
     t = threads
-    # threads split M (whole rows each) or, when N > M, the NR-wide columns of N
-    while t > 1 and (m % t != 0 or m // t < mr) and not (n > m and n % (t * nr) == 0):
+    while t > 1 and not any(thread_splits(m, n, t, mr, nr)):
         t -= 1
     return GotoParams(threads=t, mr=mr, nr=nr, kc=kc, nc=nc, mc=mc)
+
+
+def thread_splits(m: int, n: int, threads: int, mr: int, nr: int) -> Tuple[bool, bool]:
+    """``(over_m, over_n)``: whether ``threads`` threads can split the M rows of an ``(M, N)``
+    output into equal blocks of at least ``mr`` rows, and whether (when ``N > M``) they can
+    split its N columns into equal blocks of whole ``nr``-wide panels: the two thread splits of
+    the Goto recipes (:func:`schedule_matmul_goto`, :func:`schedule_mmt4d_goto`)."""
+    return m % threads == 0 and m // threads >= mr, n > m and n % (threads * nr) == 0
 
 
 def register_rows(rows: int, mr: int) -> int:
@@ -313,7 +320,7 @@ def schedule_matmul_goto(sch: Schedule, block: BlockRV, threads: Optional[int] =
     unroll_k = _largest_divisor(kc, unroll_k)
     k0, k1 = sch.split(k, [kk // kc, kc])
     if split_n is None:
-        split_n = threads > 1 and n > m and n % (threads * nr) == 0
+        split_n = threads > 1 and thread_splits(m, n, threads, mr, nr)[1]
     if split_n:
         # threads over N: each packs only its own columns of B (over M, every thread packs
         # all of B: a 49 x 4608 x 512 im2col GEMM packs 9.4 MB once per thread; one thread
@@ -439,7 +446,7 @@ def schedule_mmt4d_goto(sch: Schedule, block: BlockRV, threads: Optional[int] = 
     unroll_k = _largest_divisor(kc, p.unroll_k if unroll_k is None else unroll_k)
     k0, k1 = sch.split(k, [kk // kc, kc])
     if split_n is None:
-        split_n = threads > 1 and panels * nr > m and panels % threads == 0
+        split_n = threads > 1 and thread_splits(m, panels * nr, threads, 1, nr)[1]
     if split_n:
         if panels % threads != 0:
             raise ScheduleError(f"schedule_mmt4d_goto: {threads} threads do not divide the "

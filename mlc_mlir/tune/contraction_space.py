@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Dict, List, Sequence
 
 from ..errors import ScheduleError
-from ..schedule.cpu_recipes import batch_matmul_padding, goto_padding, goto_params, packs_b
+from ..schedule.cpu_recipes import batch_matmul_padding, goto_padding, goto_params, packs_b, thread_splits
 from ..schedule.rules.common import RuleContext, element_bits, largest_divisor, worth_threads
 from ..schedule.rules.epilogue import claim_epilogues
 from ..schedule.schedule import Schedule
@@ -89,9 +89,11 @@ def sample_matmul(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
     :func:`~mlc_mlir.schedule.cpu_recipes.schedule_matmul_goto`. Knobs, each a
     ``sample_categorical`` (a list may derive from an earlier decision; it is recorded):
 
-    * ``t`` = threads (:func:`~.space_sampling.thread_candidates`: M divisible, at least Goto's MR rows per
-      thread); with a single candidate the loop is not parallel. With N > M and ``t * NR``
-      dividing N, whether they split N (the recipe's default) or M (structural).
+    * ``t`` = threads (:func:`~mlc_mlir.schedule.cpu_recipes.thread_splits`: M divisible with at
+      least Goto's MR rows per thread, or N > M divisible into ``t * NR`` columns; none when
+      the matmul is too small to pay for a fork); with a single candidate the loop is not
+      parallel. Where both splits are possible, whether they split N (the recipe's default)
+      or M (structural).
     * ``NR`` then ``MR``: the register tile (:func:`matmul_register_tiles`).
     * ``MC / MR``, ``NC / NR`` and ``KC``: cache blocks at :data:`BLOCK_SCALES` times Goto's
       MC, NC and KC (cache-derived), shrunk to divisors.
@@ -123,13 +125,10 @@ def sample_matmul(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
     p = goto_params(ctx.target, m, n, k, threads, bits)
     i, j, kk = sch.get_loops(block)
     nr0 = largest_divisor(n, p.nr)
-    # thread counts that split M into whole MR row blocks or, when N > M, N into NR columns
-    # (goto_params' rule: its choice is the largest)
-    tcands = sorted(set(thread_candidates(m, threads, p.mr))
-                    | {t for t in range(2, threads + 1) if n > m and n % (t * nr0) == 0})
+    # thread counts that split M or N (goto_params' rule: its choice is the largest)
+    tcands = [t for t in range(1, threads + 1) if t == 1 or any(thread_splits(m, n, t, p.mr, nr0))]
     t = int(categorical(sch, tcands, p.threads)) if len(tcands) > 1 else 1
-    splits_n = t > 1 and n > m and n % (t * nr0) == 0
-    splits_m = t > 1 and m % t == 0 and m // t >= p.mr
+    splits_m, splits_n = thread_splits(m, n, t, p.mr, nr0) if t > 1 else (False, False)
     # threads over N (structural): sampled where both splits are possible
     over_n = splits_n and (not splits_m or bool(int(categorical(sch, [1, 0], 1))))
     mt, nt = (m, n // t) if over_n else (m // t, n)
