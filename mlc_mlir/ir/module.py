@@ -15,7 +15,7 @@ import numpy as np
 from .._mlir import arith_d, func_d, ir
 from ..errors import IRError, MlcError, format_shape
 from . import dtypes
-from .constants import Blobs, elements_attr
+from .constants import Blobs, constant_array, elements_attr
 from .context import new_context
 
 #: Function argument attribute that names the argument (``{mlc.arg_name = "x"}``).
@@ -129,11 +129,9 @@ class Module:
         """A deep copy of the IR in the same context (weights shared, not copied)."""
         with self._context, ir.Location.unknown():
             new = ir.Module.create()
-            for name in ("sym_name",):
-                if name in self._module.operation.attributes:
-                    new.operation.attributes[name] = self._module.operation.attributes[name]
-            for attr in self._module.operation.attributes:
-                new.operation.attributes[attr.name] = attr.attr
+            attrs = self._module.operation.attributes  # iterates the names
+            for name in list(attrs):
+                new.operation.attributes[name] = attrs[name]
             with ir.InsertionPoint(new.body):
                 for op in self._module.body.operations:
                     op.clone()
@@ -234,6 +232,13 @@ class Module:
 
     def __str__(self) -> str:
         return self.to_text()
+
+    def constant_value(self, attr: ir.Attribute) -> Optional[np.ndarray]:
+        """The numpy value of an elements attribute of this module's IR (a ``dense<...>`` or a
+        ``dense_resource`` blob created by this module's builders and passes, shape and dtype of
+        ``attr.type``), or ``None`` when its bytes are not known here (a blob parsed from text, an
+        element type with no numpy dtype). MLIR's Python API has no reader for a blob's bytes."""
+        return constant_array(attr, self._keepalive)
 
     def __repr__(self) -> str:
         return f"<mlc.Module functions={self.function_names()} params={sorted(self.params)}>"

@@ -42,6 +42,31 @@ def test_export_and_load_in_fresh_process(tmp_path, params):
     np.testing.assert_allclose(y, ref(x), rtol=1e-4, atol=1e-4)
 
 
+def test_weights_are_embedded_by_the_assembler(tmp_path):
+    """A weight of at least EXTERNAL_CONSTANT_BYTES leaves the LLVM IR: it is a hidden symbol
+    of exactly its size, defined by the assembled constants (.incbin); small ones stay in the
+    IR. Exporting twice (the lowered module is not changed by the split) gives the same result."""
+    from mlc_mlir.pipeline.aot import EXTERNAL_CONSTANT_BYTES
+    rng = np.random.default_rng(2)
+    w = rng.standard_normal((256, 64)).astype(np.float32)   # 64 KiB
+    b = rng.standard_normal(256).astype(np.float32)         # 1 KiB: stays in the IR
+    assert w.nbytes >= EXTERNAL_CONSTANT_BYTES > b.nbytes
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        x = f.arg("x", shape=(4, 64))
+        f.output(ops.relu(ops.dense(x, w, b)))
+    exe = mlc.compile(bb.finish())
+    x = rng.standard_normal((4, 64)).astype(np.float32)
+    for name in ("a.so", "b.so"):
+        lib = exe.export_library(str(tmp_path / name))
+        y = mlc.runtime.load_library(lib)(x)
+        np.testing.assert_allclose(y, np.maximum(x @ w.T + b, 0), rtol=1e-4, atol=1e-4)
+    sizes = [int(line.split()[1], 16) for line in subprocess.run(
+        ["nm", "-S", lib], capture_output=True, text=True, check=True).stdout.splitlines()
+        if "__constant" in line and len(line.split()) == 4]
+    assert w.nbytes in sizes and b.nbytes not in sizes
+
+
 def test_loaded_library_validates_inputs(tmp_path):
     mod, _ = _module(False)
     lib = mlc.runtime.load_library(mlc.compile(mod).export_library(str(tmp_path / "m.so")))
