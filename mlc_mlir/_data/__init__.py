@@ -1,4 +1,5 @@
-"""Package data: the lowering pipelines and IRDL dialects, shipped inside the wheel.
+"""Package data: the lowering pipelines, IRDL dialects and AOT runtime sources, shipped inside
+the wheel.
 
 ``pipelines`` and ``dialects`` here are links to the repository's top-level ``pipelines/`` and
 ``dialects/`` folders (the source of truth, usable by ``mlir-opt`` directly); building a wheel
@@ -12,3 +13,5 @@ import os
 PIPELINES_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pipelines")
 #: Folder of the ``*.irdl.mlir`` dialect definitions.
 DIALECTS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "dialects")
+#: Folder of the C sources linked into AOT libraries (``buffer_cache.c``).
+RUNTIME_C_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runtime")
