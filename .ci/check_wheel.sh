@@ -33,8 +33,10 @@ with bb.function("main") as f:
 exe = mlc.compile(bb.finish())
 xv = rng.standard_normal((4, 16)).astype(np.float32)
 np.testing.assert_allclose(exe(xv), np.maximum(xv @ w + b, 0), rtol=1e-5, atol=1e-5)
+lib = mlc.runtime.load_library(exe.export_library(os.path.join(os.getcwd(), "m.so")))  # runtime/*.c
+np.testing.assert_allclose(lib(xv), np.maximum(xv @ w + b, 0), rtol=1e-5, atol=1e-5)
 print(f"wheel check: {os.path.basename(os.path.dirname(mlc.__file__))} from {venv}: "
-      "pipelines found, model compiled and matches numpy")
+      "pipelines found, model compiled (JIT and library) and matches numpy")
 PY
 # the demo without its extra names the extra in one line
 out="$("$tmp/venv/bin/python" -c "import sys; sys.modules['sklearn'] = None
