@@ -42,7 +42,38 @@ fills only the border around the inserted region: one ``linalg.fill`` per side a
 on ``extract_slice``/``insert_slice`` slabs, instead of a memset of the whole buffer whose
 interior is overwritten at once. ResNet-18 zeroed about 12 MB of padded activations per
 inference that way, serially, outside the threaded loops (perf on a 2-core AMD EPYC Zen 4:
-``memset`` 3.6% of the samples with 2 threads).
+``memset`` 3.6% of the samples with 2 threads). The border fills go right before the op that
+computes the inserted value, so no write to the padded buffer follows the interior's.
+
+``SplitEmptyTensors`` (``mlc-split-empty-tensors``): a top-level ``tensor.empty`` with several
+uses gets one copy per use. CSE merges identical ``tensor.empty`` ops (they are pure), so the
+padded buffers of two convolutions with the same input shape became one value; One-Shot
+Bufferize then saw the second buffer's border fill and interior write as writes to a buffer the
+first convolution still reads, and copied (ResNet-18: the 28x28x128 interior in and out through
+the strided ``memrefCopy``, and a border slab per reused buffer). Runs first in the prepare stage.
+
+``ReadInsertedSlices`` (``mlc-read-inserted-slices``): when a value inserted into a slice is
+also read after the insert (a residual block's output: the next convolution's padded input and
+the skip connection or downsampling convolution), the later readers read the slice of the
+inserted tensor instead, so the insert is the value's last use and One-Shot Bufferize lets its
+producer write straight into the padded buffer (with the later reader of the value itself, the
+in-place insert counted as a write before that read, and the interior was copied in and out).
+It runs in the prepare stage, after the last canonicalization before bufferization (which
+folds ``extract_slice(insert_slice)`` back to the value).
+
+Before::
+
+    %y = scf.forall ... -> tensor<1x28x28x128xf32>      // a residual block's output
+    %p = tensor.insert_slice %y into %b[0, 1, 1, 0] [1, 28, 28, 128] [1, 1, 1, 1]
+    ... reads of %p (the next convolution) ...
+    ... reads of %y (the downsampling convolution) ...
+
+After::
+
+    %p = tensor.insert_slice %y into %b[0, 1, 1, 0] [1, 28, 28, 128] [1, 1, 1, 1]
+    %y2 = tensor.extract_slice %p[0, 1, 1, 0] [1, 28, 28, 128] [1, 1, 1, 1]
+    ... reads of %p ...
+    ... reads of %y2 ...
 
 Source: IREE ``TensorPadToInsertSlice`` (``linalg.fill`` + ``tensor.insert_slice``); MLIR
 ``transform.structured.rewrite_in_destination_passing_style`` and ``eliminate-empty-tensors``.
@@ -170,6 +201,33 @@ def _padded_inserts(func) -> List[ir.Operation]:
     return out
 
 
+def _before_source(ins: ir.Operation, movable, default: ir.Operation) -> ir.Operation:
+    """The top-level op before which to fill the border of ``ins``'s destination: the op that
+    computes ``ins``'s source, with the operand-free ops defining ``movable`` (the
+    ``tensor.empty`` and the constant pad value) moved before it; ``default`` when the source is
+    an argument or a value in ``movable`` is not defined by such an op. Ops only move up.
+
+    Filling the border before the source is computed keeps every write to the padded buffer
+    ahead of the writes into its interior: One-Shot Bufferize then lets the source's producer
+    write the interior in place even when the source is read again later (a border fill after
+    it made the padded interior a copy, in and out through the strided ``memrefCopy``)."""
+    src = producer(ins.operands[0])
+    if src is None:
+        return default
+    func_op = ins.parent
+    while func_op.name != "func.func":
+        func_op = func_op.parent
+    first = _top_level(src, func_op)
+    defs = [producer(v) for v in movable]
+    if any(d is None or len(d.operands) or d.parent != func_op for d in defs):
+        return default
+    position = {op: i for i, op in enumerate(top_level_ops(func_op))}
+    for d in defs:
+        if position[d] > position[first]:   # only ever earlier: the constant may have other users
+            d.move_before(first)
+    return first
+
+
 def _fill_border(ins: ir.Operation) -> None:
     """Fill only the slabs of the destination around the inserted region (see the module
     docstring): for each dim ``d``, the slabs before and after the region along ``d``, over the
@@ -182,7 +240,7 @@ def _fill_border(ins: ir.Operation) -> None:
     shape, rank, ones = list(dest_t.shape), dest_t.rank, [1] * dest_t.rank
     name = ir.StringAttr(fill.attributes[OP_NAME_ATTR]).value if OP_NAME_ATTR in fill.attributes else "pad"
     acc = empty
-    with ir.InsertionPoint(fill), fill.location:   # where the whole fill was: same dominance
+    with ir.InsertionPoint(_before_source(ins, [empty, value], fill)), fill.location:
         for d in range(rank):
             for lo, hi in ((0, offsets[d]), (offsets[d] + sizes[d], shape[d])):
                 if hi <= lo:
@@ -214,6 +272,94 @@ class FillPadBorder(Pass):
 
     def transform(self, mod: Module) -> Module:
         return _rewrite_all(mod, _padded_inserts, _fill_border)
+
+
+def _top_level(op: ir.Operation, func_op: ir.Operation) -> ir.Operation:
+    """The op of ``func_op``'s body that is or encloses ``op``."""
+    op, func_op = op.operation, func_op.operation
+    while op.parent is not None and op.parent.operation != func_op:
+        op = op.parent.operation
+    return op
+
+
+def _shared_empties(func) -> List[ir.Operation]:
+    """Top-level ``tensor.empty`` ops of ``func`` without operands (static shape) and with more
+    than one use."""
+    return [op for op in top_level_ops(func)
+            if op.name == "tensor.empty" and not len(op.operands) and len(list(op.results[0].uses)) > 1]
+
+
+def _split_empty(empty: ir.Operation) -> None:
+    """Give every use of ``empty`` but the first its own clone, placed right after it."""
+    uses = [(u.owner.operation, u.operand_number) for u in empty.results[0].uses]
+    for owner, i in uses[1:]:
+        clone = empty.clone(ir.InsertionPoint.after(empty))
+        owner.operands[i] = clone.results[0]
+
+
+@register_pass
+class SplitEmptyTensors(Pass):
+    """One ``tensor.empty`` per use at the top level of each function (see the module
+    docstring). Shapes and dtypes are unchanged.
+
+    Raises
+    ------
+    IRError
+        If the result does not verify (a bug of the pass).
+    """
+
+    name = "mlc-split-empty-tensors"
+
+    def transform(self, mod: Module) -> Module:
+        return _rewrite_all(mod, _shared_empties, _split_empty)
+
+
+def _later_uses(ins: ir.Operation, func) -> list:
+    """The uses of ``ins``'s source in (or nested in) the top-level ops after ``ins``."""
+    ops = top_level_ops(func)
+    position = {op: i for i, op in enumerate(ops)}
+    here = position[ins]
+    return [u for u in ins.operands[0].uses
+            if position.get(_top_level(u.owner, func), -1) > here]
+
+
+def _inserts_read_later(func) -> List[ir.Operation]:
+    """Top-level static ``tensor.insert_slice`` ops whose source, the result of an op, is also
+    read after the insert."""
+    return [op for op in top_level_ops(func)
+            if op.name == "tensor.insert_slice" and len(op.operands) == 2
+            and producer(op.operands[0]) is not None and _later_uses(op, func)]
+
+
+def _read_inserted(ins: ir.Operation) -> None:
+    """Make the uses of ``ins``'s source after ``ins`` read the slice of its result."""
+    func = ins.parent
+    uses = [(u.owner.operation, u.operand_number) for u in _later_uses(ins, func)]
+    offsets, sizes, strides = (int_list(ins.attributes[a])
+                               for a in ("static_offsets", "static_sizes", "static_strides"))
+    with ir.InsertionPoint.after(ins), ins.location:
+        part = tensor_d.ExtractSliceOp(ins.operands[0].type, ins.results[0], [], [], [], offsets,
+                                       sizes, strides).result
+    for owner, i in uses:
+        owner.operands[i] = part
+
+
+@register_pass
+class ReadInsertedSlices(Pass):
+    """Uses of a value inserted into a slice that come after the top-level
+    ``tensor.insert_slice`` read the slice of the inserted tensor instead (see the module
+    docstring). Shapes and dtypes are unchanged.
+
+    Raises
+    ------
+    IRError
+        If the result does not verify (a bug of the pass).
+    """
+
+    name = "mlc-read-inserted-slices"
+
+    def transform(self, mod: Module) -> Module:
+        return _rewrite_all(mod, _inserts_read_later, _read_inserted)
 
 
 @register_pass

@@ -10,11 +10,14 @@ writes ``DIR/<nn>-<name>.mlir``:
 2. ``math``      -- with ``approximate_math``, f32 ``math.exp``/``math.erf`` become polynomials
    (:class:`~mlc_mlir.graph.math_approximation.ApproximateMath`), scalar or vectorized;
 3. ``library``   -- ``mlc.call_library`` ops lowered to calls of C symbols (:class:`LowerCallLibrary`);
-4. ``prepare``   -- top-level ``tensor.pad`` ops become fill + insert_slice (:class:`PadToInsertSlice`,
-   so their producers write into the padded buffer), padded buffers are filled on their border
-   only (:class:`FillPadBorder`) and an argument inserted into a slice is
-   copied by a ``linalg.generic`` (:class:`CopyIntoSlices`, not ``memrefCopy``); public functions get
-   ``llvm.emit_c_interface`` and read-only tensor arguments;
+4. ``prepare``   -- each top-level ``tensor.empty`` use gets its own op (:class:`SplitEmptyTensors`:
+   CSE had merged them), top-level ``tensor.pad`` ops become fill + insert_slice
+   (:class:`PadToInsertSlice`, so their producers write into the padded buffer), padded buffers
+   are filled on their border only, before their interior is computed (:class:`FillPadBorder`),
+   an argument inserted into a slice is copied by a ``linalg.generic`` (:class:`CopyIntoSlices`,
+   not ``memrefCopy``) and readers of an inserted value after the insert read its slice
+   (:class:`ReadInsertedSlices`); public functions get ``llvm.emit_c_interface`` and read-only
+   tensor arguments;
 5. ``lower``     -- the target's pipeline file, e.g. ``pipelines/cpu.pipeline`` (threads applied);
 6. ``denormals`` -- with ``flush_denormals``, MXCSR FTZ|DAZ around each call and OpenMP region;
 
@@ -33,7 +36,8 @@ from .._mlir import ExecutionEngine, ir, tensor_d
 from ..errors import IRError, PipelineError
 from ..graph.dispatch_library import LowerCallLibrary, runtime_bindings
 from ..graph.math_approximation import APPROXIMATED_OPS, ApproximateMath
-from ..graph.destination_style import CopyIntoSlices, FillPadBorder, PadToInsertSlice
+from ..graph.destination_style import (CopyIntoSlices, FillPadBorder, PadToInsertSlice,
+                                       ReadInsertedSlices, SplitEmptyTensors)
 from ..ir import emitters
 from ..ir.module import Module
 from ..ir.pass_pipeline import run_pass_pipeline
@@ -177,9 +181,10 @@ def _read_only_arguments(f) -> None:
 
 
 def _prepare(module: Module, options: CompileOptions) -> Module:
-    out = PadToInsertSlice()(module) if has_op(module, "tensor.pad") else module.clone()
+    out = SplitEmptyTensors()(module) if has_op(module, "tensor.empty") else module.clone()
+    out = PadToInsertSlice()(out) if has_op(out, "tensor.pad") else out
     if has_op(out, "tensor.insert_slice"):
-        out = CopyIntoSlices()(FillPadBorder()(out))
+        out = ReadInsertedSlices()(CopyIntoSlices()(FillPadBorder()(out)))
     public = set(out.function_names(public_only=True))
     with out.context:
         for f in out.func_ops():
