@@ -201,7 +201,26 @@ def _prepare(module: Module, options: CompileOptions) -> Module:
 
 
 def _lower(module: Module, options: CompileOptions) -> Module:
-    return lower(module, options.pipeline or options.target.pipeline, threads=options.threads)
+    out = lower(module, options.pipeline or options.target.pipeline, threads=options.threads)
+    if options.target.kind == "cpu" and options.target.cpu:
+        set_codegen_target(out, options.target)
+    return out
+
+
+def set_codegen_target(module: Module, target: Target) -> None:
+    """Give every ``llvm.func`` with a body of ``module`` (LLVM dialect) the ``target_cpu`` and
+    ``target_features`` of ``target`` (:attr:`Target.codegen_features`): LLVM then generates for
+    the target with its tuning preferences, in the JIT (whose own target is the detected host)
+    and in ``llc`` alike, and OpenMP's outlined regions inherit them."""
+    with module.context:
+        cpu = ir.StringAttr.get(target.cpu)
+        features = ir.Attribute.parse("#llvm.target_features<[" + ", ".join(
+            f'"{f}"' for f in target.codegen_features) + "]>")
+        for op in module.ir_module.body.operations:
+            op = op.operation
+            if op.name == "llvm.func" and len(op.regions[0].blocks):
+                op.attributes["target_cpu"] = cpu
+                op.attributes["target_features"] = features
 
 
 def _denormals(module: Module, options: CompileOptions) -> Module:
@@ -305,7 +324,7 @@ def compile(module: Module, target="cpu", *, threads: Optional[int] = None, opt_
 
     def export(path: str) -> str:
         return export_library(lowered, signatures, module.params, libs, path, cpu=tgt.cpu,
-                              features=tgt.attrs)
+                              features=",".join(tgt.codegen_features))
 
     export = None if callbacks else export  # Python kernels cannot be linked into a .so
     return Executable(functions, keepalive=(engine, lowered, module, cfuncs), export=export)

@@ -1,6 +1,7 @@
 """AOT: export a compiled module as a .so and load it back in a fresh process, no recompiling."""
 
 import json
+import re
 import os
 import subprocess
 import sys
@@ -188,3 +189,21 @@ def test_library_wraps_its_allocations(tmp_path):
     assert " T __wrap_malloc" in syms and " T __wrap_free" in syms
     x = np.ones((8, 16), np.float32)
     np.testing.assert_allclose(mlc.runtime.load_library(lib)(x), ref(x), rtol=1e-4, atol=1e-4)
+
+
+def test_generated_functions_carry_the_target():
+    """The lower stage gives every LLVM function the target's CPU and features (JIT and ``llc``
+    alike), with ``+prefer-no-scatter`` on AVX-512 targets only; checked on fixed targets
+    without running their code."""
+    from targets import AVX2, AVX512
+    from mlc_mlir.pipeline.aot import translate_to_llvmir
+    from mlc_mlir.pipeline.compile import run_stages
+    from mlc_mlir.pipeline.options import CompileOptions
+    mod, _ = _module(False)
+    for target, cpu, scatter in ((AVX2, "znver1", False), (AVX512, "x", True)):
+        _, lowered = run_stages(mod, CompileOptions(target=target))
+        ll = translate_to_llvmir(lowered)
+        groups = re.findall(r'attributes #\d+ = \{[^}]*"target-cpu"="(\w+)" "target-features"="([^"]*)"', ll)
+        assert groups and all(c == cpu and "+fma" in f for c, f in groups)
+        assert all(("+prefer-no-scatter" in f) == scatter for _, f in groups)
+        assert len(re.findall(r"^define ", ll, re.M)) == len(re.findall(r"^define [^\n]*#\d+ ", ll, re.M))
