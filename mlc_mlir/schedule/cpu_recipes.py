@@ -126,7 +126,8 @@ def goto_params(target: Target, m: int, n: int, k: int, threads: Optional[int] =
     nc = max(nr, _pow2_floor(l2 // (kc * nbytes)))
     mc = mr * max(1, (l2 // 4) // (kc * nbytes) // mr)
     t = threads
-    while t > 1 and not any(thread_splits(m, n, t, mr, nr)):
+    # the recipes' NR tile: a divisor of an N that is not padded (a GEMV: 1000 -> 25 wide)
+    while t > 1 and not any(thread_splits(m, n, t, mr, _largest_divisor(n, nr))):
         t -= 1
     return GotoParams(threads=t, mr=mr, nr=nr, kc=kc, nc=nc, mc=mc)
 

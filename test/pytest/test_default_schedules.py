@@ -222,6 +222,8 @@ def test_constants_follow_the_target():
     assert a.threads == 2 and goto_params(AVX2, 6, 48, 64).threads == 1
     assert goto_params(AVX2, 6, 64, 64).threads == 2
     assert goto_params(dataclasses.replace(AVX2, cores=3), 1023, 64, 64).threads == 3
+    # a GEMV splits N by the recipe's tile: 2 x 25 columns divide 1000 (NR = 32 does not)
+    assert goto_params(AVX512, 1, 1000, 512).threads == 2 and goto_params(AVX512, 1, 1001, 512).threads == 1
     # the schedules differ accordingly
     bb = mlc.GraphBuilder()
     with bb.function("main") as f:
@@ -234,6 +236,20 @@ def test_constants_follow_the_target():
         blk = sch.get(sch.get_block("matmul"))
         tiles[t.vector_bits] = [lp.extent for lp in blk.loops if lp.kind == "vectorized"]
     assert tiles == {256: [4, 16], 512: [8, 32]}
+
+
+def test_threaded_gemv_matches_numpy():
+    """A classifier's GEMV (1 x 512 @ 512 x 1000 + bias, constant weights) on 2 threads, N split
+    between them (ResNet-18's fc), against numpy."""
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((512, 1000)).astype(np.float32)
+    b = rng.standard_normal(1000).astype(np.float32)
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        f.output(ops.add(ops.matmul(f.arg("x", shape=(1, 512)), w), b))
+    x = rng.standard_normal((1, 512)).astype(np.float32)
+    got = mlc.compile(bb.finish(), threads=2)(x)
+    np.testing.assert_allclose(got, x @ w + b, rtol=1e-4, atol=1e-4)
 
 
 def test_classify_and_skipped_kinds():
