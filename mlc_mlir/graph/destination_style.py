@@ -45,13 +45,6 @@ inference that way, serially, outside the threaded loops (perf on a 2-core AMD E
 ``memset`` 3.6% of the samples with 2 threads). The border fills go right before the op that
 computes the inserted value, so no write to the padded buffer follows the interior's.
 
-``SplitEmptyTensors`` (``mlc-split-empty-tensors``): a top-level ``tensor.empty`` with several
-uses gets one copy per use. CSE merges identical ``tensor.empty`` ops (they are pure), so the
-padded buffers of two convolutions with the same input shape became one value; One-Shot
-Bufferize then saw the second buffer's border fill and interior write as writes to a buffer the
-first convolution still reads, and copied (ResNet-18: the 28x28x128 interior in and out through
-the strided ``memrefCopy``, and a border slab per reused buffer). Runs first in the prepare stage.
-
 ``ReadInsertedSlices`` (``mlc-read-inserted-slices``): when a value inserted into a slice is
 also read after the insert (a residual block's output: the next convolution's padded input and
 the skip connection or downsampling convolution), the later readers read the slice of the
@@ -280,38 +273,6 @@ def _top_level(op: ir.Operation, func_op: ir.Operation) -> ir.Operation:
     while op.parent is not None and op.parent.operation != func_op:
         op = op.parent.operation
     return op
-
-
-def _shared_empties(func) -> List[ir.Operation]:
-    """Top-level ``tensor.empty`` ops of ``func`` without operands (static shape) and with more
-    than one use."""
-    return [op for op in top_level_ops(func)
-            if op.name == "tensor.empty" and not len(op.operands) and len(list(op.results[0].uses)) > 1]
-
-
-def _split_empty(empty: ir.Operation) -> None:
-    """Give every use of ``empty`` but the first its own clone, placed right after it."""
-    uses = [(u.owner.operation, u.operand_number) for u in empty.results[0].uses]
-    for owner, i in uses[1:]:
-        clone = empty.clone(ir.InsertionPoint.after(empty))
-        owner.operands[i] = clone.results[0]
-
-
-@register_pass
-class SplitEmptyTensors(Pass):
-    """One ``tensor.empty`` per use at the top level of each function (see the module
-    docstring). Shapes and dtypes are unchanged.
-
-    Raises
-    ------
-    IRError
-        If the result does not verify (a bug of the pass).
-    """
-
-    name = "mlc-split-empty-tensors"
-
-    def transform(self, mod: Module) -> Module:
-        return _rewrite_all(mod, _shared_empties, _split_empty)
 
 
 def _later_uses(ins: ir.Operation, func) -> list:

@@ -10,8 +10,7 @@ writes ``DIR/<nn>-<name>.mlir``:
 2. ``math``      -- with ``approximate_math``, f32 ``math.exp``/``math.erf`` become polynomials
    (:class:`~mlc_mlir.graph.math_approximation.ApproximateMath`), scalar or vectorized;
 3. ``library``   -- ``mlc.call_library`` ops lowered to calls of C symbols (:class:`LowerCallLibrary`);
-4. ``prepare``   -- each top-level ``tensor.empty`` use gets its own op (:class:`SplitEmptyTensors`:
-   CSE had merged them), top-level ``tensor.pad`` ops become fill + insert_slice
+4. ``prepare``   -- top-level ``tensor.pad`` ops become fill + insert_slice
    (:class:`PadToInsertSlice`, so their producers write into the padded buffer), padded buffers
    are filled on their border only, before their interior is computed (:class:`FillPadBorder`),
    an argument inserted into a slice is copied by a ``linalg.generic`` (:class:`CopyIntoSlices`,
@@ -37,7 +36,7 @@ from ..errors import IRError, PipelineError
 from ..graph.dispatch_library import LowerCallLibrary, runtime_bindings
 from ..graph.math_approximation import APPROXIMATED_OPS, ApproximateMath
 from ..graph.destination_style import (CopyIntoSlices, FillPadBorder, PadToInsertSlice,
-                                       ReadInsertedSlices, SplitEmptyTensors)
+                                       ReadInsertedSlices)
 from ..ir import emitters
 from ..ir.module import Module
 from ..ir.pass_pipeline import run_pass_pipeline
@@ -181,8 +180,7 @@ def _read_only_arguments(f) -> None:
 
 
 def _prepare(module: Module, options: CompileOptions) -> Module:
-    out = SplitEmptyTensors()(module) if has_op(module, "tensor.empty") else module.clone()
-    out = PadToInsertSlice()(out) if has_op(out, "tensor.pad") else out
+    out = PadToInsertSlice()(module) if has_op(module, "tensor.pad") else module.clone()
     if has_op(out, "tensor.insert_slice"):
         out = ReadInsertedSlices()(CopyIntoSlices()(FillPadBorder()(out)))
     public = set(out.function_names(public_only=True))
