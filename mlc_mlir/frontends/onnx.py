@@ -115,7 +115,8 @@ def _nonempty(name: str, shape: tuple) -> tuple:
 
 
 def _fold(node, values, opset: int):
-    """Evaluate a node whose inputs are all numpy arrays with ``onnx.reference``."""
+    """Evaluate a node whose inputs are all numpy arrays with ``onnx.reference``; ``None`` when
+    the reference kernel fails (the caller then converts the node like any other)."""
     from onnx import helper
     from onnx.reference import ReferenceEvaluator
     names = [f"i{k}" if v is not None else "" for k, v in enumerate(values)]
@@ -125,7 +126,10 @@ def _fold(node, values, opset: int):
     ev = ReferenceEvaluator(helper.make_model(helper.make_graph([n], "fold", [], []),
                                               opset_imports=[helper.make_opsetid("", opset)]))
     feeds = {nm: v for nm, v in zip(names, values) if nm}
-    return [np.asarray(o) for o in ev.run(outs, feeds)]
+    try:
+        return [np.asarray(o) for o in ev.run(outs, feeds)]
+    except Exception:  # noqa: BLE001 - a reference kernel's own limit, e.g. np.choose's 64
+        return None     # choices in GatherElements: the converter builds the op instead
 
 
 def from_onnx(model_or_path: Union["onnx.ModelProto", str], input_shapes: Optional[Dict[str, Sequence[int]]] = None,
@@ -193,9 +197,10 @@ def from_onnx(model_or_path: Union["onnx.ModelProto", str], input_shapes: Option
                     params[name] = f.param(name, np.ascontiguousarray(inits[name]))
                 return params[name]
 
+            outs = None
             if node.op_type not in _NO_FOLD and all(isinstance(v, np.ndarray) or v is None for v in values):
                 outs = _fold(node, values, opset)
-            else:
+            if outs is None:
                 attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
                 fn = lookup(node.domain or "", node.op_type, opset)
                 outs = fn(NodeInputs(node, values, attrs, opset, as_param))

@@ -173,6 +173,25 @@ def test_mod_gather_elements_einsum_match_reference_evaluator(opset):
         np.testing.assert_allclose(np.asarray(g), r, rtol=1e-5, atol=1e-6)
 
 
+def test_constant_node_the_reference_evaluator_cannot_fold_is_converted():
+    """A node on constants only is folded with ``onnx.reference``; when its kernel fails
+    (GatherElements picks with ``np.choose``, at most 64 choices: BERT's token-type ids from
+    ``torch.onnx.export``), the converter builds the op instead of the import crashing."""
+    data = RNG.integers(0, 9, (1, 512)).astype(np.int64)
+    index = np.tile(np.arange(128, dtype=np.int64)[::-1], (1, 1))
+    nodes = [helper.make_node("GatherElements", ["d", "k"], ["g"], axis=1),
+             helper.make_node("Cast", ["g"], ["gf"], to=TP.FLOAT),
+             helper.make_node("Add", ["x", "gf"], ["y"])]
+    g = helper.make_graph(nodes, "ge", [helper.make_tensor_value_info("x", TP.FLOAT, [1, 128])],
+                          [helper.make_tensor_value_info("y", TP.FLOAT, None)],
+                          [helper.make_tensor("d", TP.INT64, data.shape, data.ravel()),
+                           helper.make_tensor("k", TP.INT64, index.shape, index.ravel())])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    x = RNG.standard_normal((1, 128)).astype("float32")
+    got = mlc.compile(from_onnx(model).bind_params())(x)
+    np.testing.assert_allclose(np.asarray(got), x + np.take_along_axis(data, index, 1), rtol=1e-6)
+
+
 def test_mod_fmod_attribute_is_checked():
     node = helper.make_node("Mod", ["x", "x"], ["y"], name="m1", fmod=2)
     g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TP.INT32, [3])],
