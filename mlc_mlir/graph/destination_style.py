@@ -136,6 +136,11 @@ class PadToInsertSlice(Pass):
         return _rewrite_all(mod, _static_pads, _rewrite)
 
 
+def _static_slice(op: ir.Operation):
+    """``(offsets, sizes, strides)`` of a static ``tensor.insert_slice``/``extract_slice``."""
+    return tuple(int_list(op.attributes[a]) for a in ("static_offsets", "static_sizes", "static_strides"))
+
+
 def _argument_inserts(func) -> List[ir.Operation]:
     """Top-level ``tensor.insert_slice`` ops of ``func`` with static offsets, sizes and strides
     (dynamic ones have more operands), not rank-reducing, whose source is an argument of
@@ -156,8 +161,7 @@ def _copy_into(ins: ir.Operation) -> None:
     """``insert_slice %arg into %d[o][s][t]`` -> ``extract_slice %d[o][s][t]``, an identity
     generic from ``%arg`` into it, and ``insert_slice`` of the copy back."""
     src, dest = ins.operands[0], ins.operands[1]
-    offsets, sizes, strides = (int_list(ins.attributes[a])
-                               for a in ("static_offsets", "static_sizes", "static_strides"))
+    offsets, sizes, strides = _static_slice(ins)
     src_t = ir.RankedTensorType(src.type)
     rank = src_t.rank
     with ir.InsertionPoint(ins), ins.location:
@@ -207,9 +211,7 @@ def _before_source(ins: ir.Operation, movable, default: ir.Operation) -> ir.Oper
     src = producer(ins.operands[0])
     if src is None:
         return default
-    func_op = ins.parent
-    while func_op.name != "func.func":
-        func_op = func_op.parent
+    func_op = ins.parent   # ins is a top-level op (_padded_inserts)
     first = _top_level(src, func_op)
     defs = [producer(v) for v in movable]
     if any(d is None or len(d.operands) or d.parent != func_op for d in defs):
@@ -228,7 +230,7 @@ def _fill_border(ins: ir.Operation) -> None:
     dest = ins.operands[1]
     fill = producer(dest)
     value, empty = fill.operands[0], fill.operands[1]
-    offsets, sizes = int_list(ins.attributes["static_offsets"]), int_list(ins.attributes["static_sizes"])
+    offsets, sizes, _ = _static_slice(ins)
     dest_t = ir.RankedTensorType(dest.type)
     shape, rank, ones = list(dest_t.shape), dest_t.rank, [1] * dest_t.rank
     name = ir.StringAttr(fill.attributes[OP_NAME_ATTR]).value if OP_NAME_ATTR in fill.attributes else "pad"
@@ -296,8 +298,7 @@ def _read_inserted(ins: ir.Operation) -> None:
     """Make the uses of ``ins``'s source after ``ins`` read the slice of its result."""
     func = ins.parent
     uses = [(u.owner.operation, u.operand_number) for u in _later_uses(ins, func)]
-    offsets, sizes, strides = (int_list(ins.attributes[a])
-                               for a in ("static_offsets", "static_sizes", "static_strides"))
+    offsets, sizes, strides = _static_slice(ins)
     with ir.InsertionPoint.after(ins), ins.location:
         part = tensor_d.ExtractSliceOp(ins.operands[0].type, ins.results[0], [], [], [], offsets,
                                        sizes, strides).result
