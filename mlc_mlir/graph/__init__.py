@@ -5,10 +5,11 @@ from .dce import CommonSubexprElimination, DeadCodeElimination  # noqa: F401
 from .dispatch_library import DispatchLibrary, LowerCallLibrary  # noqa: F401
 from .conv_layout import ConvToNHWC  # noqa: F401
 from .conv_im2col import ConvToIm2col  # noqa: F401
+from .conv_winograd import ConvToWinograd  # noqa: F401
 from .pack_matmul import PackMatmulWeights  # noqa: F401
 from .math_approximation import ApproximateMath  # noqa: F401
 from .destination_style import (CopyIntoSlices, FillPadBorder, PadToInsertSlice,  # noqa: F401
-                                ReadInsertedSlices)
+                                ReadInsertedSlices, WriteReshapedIntoSlices)
 from .transpose_propagation import PropagateTransposes  # noqa: F401
 from .fold_constant import FoldConstant  # noqa: F401
 from .fuse_ops import FuseOps, outline  # noqa: F401

@@ -36,7 +36,7 @@ from ..errors import IRError, PipelineError
 from ..graph.dispatch_library import LowerCallLibrary, runtime_bindings
 from ..graph.math_approximation import APPROXIMATED_OPS, ApproximateMath
 from ..graph.destination_style import (CopyIntoSlices, FillPadBorder, PadToInsertSlice,
-                                       ReadInsertedSlices)
+                                       ReadInsertedSlices, WriteReshapedIntoSlices)
 from ..ir import emitters
 from ..ir.module import Module
 from ..ir.pass_pipeline import run_pass_pipeline
@@ -182,7 +182,7 @@ def _read_only_arguments(f) -> None:
 def _prepare(module: Module, options: CompileOptions) -> Module:
     out = PadToInsertSlice()(module) if has_op(module, "tensor.pad") else module.clone()
     if has_op(out, "tensor.insert_slice"):
-        out = ReadInsertedSlices()(CopyIntoSlices()(FillPadBorder()(out)))
+        out = WriteReshapedIntoSlices()(ReadInsertedSlices()(CopyIntoSlices()(FillPadBorder()(out))))
     public = set(out.function_names(public_only=True))
     with out.context:
         for f in out.func_ops():

@@ -26,6 +26,7 @@ from ..errors import PipelineError, ScheduleError
 from ..graph.constant_eval import NUMPY_OPS
 from ..graph.conv_im2col import ConvToIm2col
 from ..graph.conv_layout import ConvToNHWC
+from ..graph.conv_winograd import ConvToWinograd
 from ..graph.fold_constant import FoldConstant
 from ..graph.fuse_ops import FuseOps
 from ..graph.pack_matmul import PackMatmulWeights
@@ -34,7 +35,7 @@ from ..ir.module import OP_NAME_ATTR, Module
 from ..ir.walk import has_op
 from ..schedule.cpu_recipes import packed_b_panel
 from ..schedule.default_rules import default_schedule
-from ..schedule.rules.conv import prefers_im2col, prefers_nhwc
+from ..schedule.rules.conv import prefers_im2col, prefers_nhwc, winograd_tile
 from ..target import Target
 
 #: Values of ``CompileOptions.schedule``.
@@ -120,6 +121,13 @@ def layout_rewrites(module: Module, target: Target, functions: List[str],
             return prefers_nhwc(target, x_shape, w_shape, out_shape, dtype)
 
         out = PropagateTransposes(functions)(ConvToNHWC(select, functions)(module))
+    if has_op(out, "linalg.conv_2d_nhwc_hwcf"):
+        def select_tile(x_shape, w_shape, out_shape, dtype):
+            return winograd_tile(target, x_shape, w_shape, out_shape, dtype)
+        if evaluate is not None and _constant_filter_transposed(out):
+            # constant filters become constants first, so their Winograd transforms fold too
+            out = FoldConstant(evaluate, only=NUMPY_OPS)(out)
+        out = ConvToWinograd(select_tile, functions)(out)
     if has_op(out, "linalg.conv_2d_nhwc_hwcf"):
         def select_gemm(x_shape, w_shape, out_shape, dtype):
             return prefers_im2col(target, x_shape, w_shape, out_shape, dtype)

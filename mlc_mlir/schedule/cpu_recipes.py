@@ -219,7 +219,8 @@ def batch_matmul_padding(target: Target, nb: int, m: int, n: int, k: int,
                          threads: Optional[int] = None, dtype_bits: int = 32) -> List[int]:
     """``pad_einsum`` multiples ``[B, M, N, K]`` of a ``(B, M, N, K)`` batch_matmul for its
     register-tiled rule (1 where the extent is fine as it is): M to a multiple of ``T * MR``
-    when the threads go over M (fewer batches than threads; a matrix of at most MR rows is not
+    when the threads go over M (fewer batches than threads; a matrix of at most MR rows, or
+    whose rows per thread have a divisor from ``MR / 2`` to ``MR``, the rule's row tile, is not
     padded), N to a multiple of NR, K to a multiple of ``UNROLL_K`` when K has no divisor in
     ``2..UNROLL_K``. The batch is never padded. Source: TVM ``pad_einsum``.
 
@@ -232,7 +233,10 @@ def batch_matmul_padding(target: Target, nb: int, m: int, n: int, k: int,
     p = goto_params(target, m, n, k, threads, dtype_bits)
     tb = _largest_divisor(nb, threads)
     tm = max(1, min(threads if tb == 1 else 1, m // p.mr))
-    return [1, 1 if m <= p.mr or m % (tm * p.mr) == 0 else tm * p.mr,
+    # a register tile of a divisor of the rows from MR / 2 up needs no padding (ResNet's
+    # Winograd GEMMs: 196 = 28 x 7 rows, MR = 8)
+    whole = m % tm == 0 and 2 * _largest_divisor(m // tm, p.mr) >= p.mr
+    return [1, 1 if m <= p.mr or m % (tm * p.mr) == 0 or whole else tm * p.mr,
             1 if n % p.nr == 0 else p.nr,
             1 if _largest_divisor(k, p.unroll_k) >= min(2, p.unroll_k) else p.unroll_k]
 

@@ -194,7 +194,8 @@ def test_residual_outputs_are_written_into_their_padded_buffers(tmp_path):
     """A value inserted into a padded buffer and read again later (the downsampling
     convolution): ``ReadInsertedSlices`` and the border filled first (``FillPadBorder``) in the
     prepare stage let One-Shot Bufferize compute it in place, with no strided ``memrefCopy``
-    in and out of the buffer; numerics vs PyTorch."""
+    in and out of the buffer; numerics vs PyTorch. The stride-1 3x3 convolutions run as Winograd
+    ones (a collapsed output transform, whose 6-D result the skip connection reads)."""
     import torch
     rng = np.random.default_rng(6)
     shapes = [(32, 32, 3, 3), (32, 32, 3, 3), (64, 32, 3, 3), (64, 64, 3, 3), (64, 32, 1, 1)]

@@ -55,11 +55,13 @@ def element_bits(blk: Block) -> int:
 def vector_tile(ctx: RuleContext, blk: Block, extent: int) -> int:
     """Elements of the vectorized tile along a dim of ``extent``: the largest multiple of the
     target's lanes (``target.vector_lanes`` of the widest element) up to ``VECTORS_PER_TILE``
-    vectors that divides the extent; else the largest divisor up to that size (a partial
+    vectors, and at most one vector register per operand in all (a Winograd transform's 36
+    inputs and 16 outputs get one vector: 4 spilled), that divides the extent; else the largest divisor up to that size (a partial
     vector); 1: do not vectorize."""
     lanes = ctx.target.vector_lanes(element_bits(blk))
-    whole = [v for v in range(lanes, VECTORS_PER_TILE * lanes + 1, lanes) if extent % v == 0]
-    return whole[-1] if whole else largest_divisor(extent, VECTORS_PER_TILE * lanes)
+    vectors = max(1, min(VECTORS_PER_TILE, ctx.target.vector_registers // max(1, len(blk.info.operand_dims))))
+    whole = [v for v in range(lanes, vectors * lanes + 1, lanes) if extent % v == 0]
+    return whole[-1] if whole else largest_divisor(extent, vectors * lanes)
 
 
 def worth_threads(ctx: RuleContext, blk: Block, forks: int = 1) -> bool:
