@@ -10,28 +10,36 @@ Networks", CVPR 2016, eq. 8)::
     Y = A^T [ (G g G^T) . (B^T d B) ] A
 
 Summed over the input channels, the elementwise product of each of the ``alpha^2`` points
-(``alpha = m + 2``) becomes a GEMM over the channels, so the rewrite emits::
+(``alpha = m + 2``) becomes a GEMM over the channels. For F(4x4, 3x3) of a ``(1, 58, 58, C)``
+padded input (``tH = tW = 14`` tiles, ``T = N * tH * tW = 196``) the rewrite emits::
 
-    %u = linalg.generic {mlc.name = "conv2d.winograd_filter"}     // U[a,b,c,f] =
-           ins(%G, %G, %w : 6x3, 6x3, 3x3xCxF) outs(6x6xCxF)      //   sum_ij G[a,i] G[b,j] w[i,j,c,f]
-    %v:36 = linalg.generic {mlc.name = "conv2d.winograd_input"}    // per (n, th, tw, c):
-           ins(36 x tensor.extract_slice %x[0, i, j, 0] [N, tH, tW, C] [1, m, m, 1])
-           outs(36 x tensor.extract_slice %V[a*6+b] : N x tH x tW x C)   // B^T d B, unrolled
-    %vv = tensor.insert_slice ... into %V : tensor<36xNxtHxtWxC>    (then collapsed: 36 x T x C)
-    %mm = linalg.batch_matmul {mlc.name = "conv2d"} ins(%vv, %u : 36xTxC, 36xCxF) outs(36xTxF)
-    %y:16 = linalg.generic {mlc.name = "conv2d.winograd_output"}   // A^T M A, unrolled
-           ins(36 x tensor.extract_slice %mm[a*6+b]) outs(16 x tensor.extract_slice
-           %Y[0, p, q, 0] [N, tH, tW, F] [1, m, m, 1])
+    %u = arith.constant {mlc.name = "conv2d.winograd_filter.folded"} : tensor<36xCxF>
+                                                       // G g G^T per (c, f), float64 numpy
+    %r_i = tensor.extract_slice %x[0, i, 0, 0] [1, 14, 58, C] [1, 4, 1, 1]   // i = 0..5
+    %t = linalg.generic {mlc.name = "conv2d.winograd_input_rows"}   // t[a,n,th,w,c] =
+           ins(%r_0..%r_5, B^T columns) -> tensor<6x1x14x58xC>    //   sum_i BT[a,i] r_i[n,th,w,c]
+    %c_j = tensor.extract_slice %t[0, 0, 0, j, 0] [6, 1, 14, 14, C] [1, 1, 1, 4, 1]
+    %v = linalg.generic {mlc.name = "conv2d.winograd_input"}        // v[a,b,n,th,tw,c] =
+           ins(%c_0..%c_5, B^T columns) -> tensor<6x6x1x14x14xC>  //   sum_j BT[b,j] c_j[a,...]
+    %mm = linalg.batch_matmul {mlc.name = "conv2d"}
+           ins(collapse(%v) : 36x196xC, %u : 36xCxF) outs(36x196xF)
+    %o = linalg.generic {mlc.name = "conv2d.winograd_output_rows"}  // o[p,b,...] = sum_a AT[p,a] M[a,b,...]
+    %y = linalg.generic {mlc.name = "conv2d.winograd_output"}       // y[n,th,p,tw,q,f] =
+           -> tensor<1x14x4x14x4xF>                                //   sum_b AT[q,b] o[p,b,...] (+ epilogue)
+    %y4 = tensor.collapse_shape %y [[0], [1, 2], [3, 4], [5]] : tensor<1x56x56xF>
 
-``T = N * tH * tW`` tiles, ``tH = ceil(OH / m)``; an input smaller than ``m * tH + 2`` rows is
-zero-extended (a named fill and an insert), an output larger than ``OH`` is sliced. The
-transforms are elementwise over ``(n, th, tw, c)`` with the ``B^T d B`` and ``A^T M A``
-products unrolled in their bodies (zero coefficients skipped, +-1 as adds), so the elementwise
-rule vectorizes them along the channels; the filter transform of a constant filter is a
-transform of a constant filter is computed at compile time (numpy, float64), that of a filter
-computed at run time is a contraction generic. The GEMM has
-``1 / 9 * (alpha / m)^2`` of the direct convolution's multiply-adds per output: 4x fewer for
-F(4x4, 3x3), 2.25x for F(2x2, 3x3).
+Each step is one elementwise generic over its output with a single result: the coefficient
+columns are constant ``(alpha,)`` tensors read through the point dim, the data through
+strided slices and projected maps, so the elementwise rule vectorizes every step along the
+channels (dense multiply-adds: 12 per transformed value, small next to the GEMM). The
+elementwise chain after the convolution (bias, a residual add of the full output, relu) runs in
+the last step; the ``(N, tH, m, tW, m, F)`` result is the NHWC output once collapsed, which
+``graph.WriteReshapedIntoSlices`` writes straight into the next convolution's padded buffer.
+An input smaller than ``m * tH + 2`` rows is zero-extended (its padded buffer made larger), an
+output larger than ``OH`` is sliced. The transform of a constant filter is computed at compile
+time (numpy, float64), that of a filter computed at run time is a contraction generic. The GEMM
+has ``(alpha / m)^2 / 9`` of the direct convolution's multiply-adds: 4x fewer for F(4x4, 3x3),
+2.25x for F(2x2, 3x3).
 
 Numerics: the same sums in another order through the transforms' constants; the relative
 error against a float64 convolution grows with ``m`` (measured in ``test_graph_winograd``).
@@ -40,7 +48,9 @@ points 0, +-1, +-2); TVM TOPI ``conv2d_winograd`` (the tile/transform/batched GE
 the pre-transformed weights); MLIR's ``linalg.winograd_*_transform`` ops and
 ``transform.structured.winograd_conv2d``, whose decomposition keeps channels outermost (one
 2-D ``linalg.matmul`` by a 6x6 constant per channel and tile) rather than in the vector lanes,
-hence this rewrite into vectorizable generics.
+hence this rewrite into vectorizable generics. (A first version computed each transform as one
+generic with 36 inputs and 36 results, unrolled and sparse: One-Shot Bufferize copied its
+results, slices of one buffer, in and out of every tile loop.)
 """
 
 from __future__ import annotations

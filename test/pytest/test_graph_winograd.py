@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import mlc_mlir as mlc
+from mlc_mlir.errors import PipelineError
 from mlc_mlir import graph, ops
 from mlc_mlir.graph.conv_winograd import WINOGRAD_MATRICES, winograd_applies
 from mlc_mlir.pipeline.scheduling import layout_rewrites
@@ -154,3 +155,9 @@ def test_output_is_written_into_the_next_padded_input(tmp_path):
     t = torch.from_numpy
     ref = F.relu(F.conv2d(F.relu(F.conv2d(t(x), t(w1), padding=1)), t(w2), padding=1)).numpy()
     assert np.abs(exe(x) - ref).max() / np.abs(ref).max() < 2e-5
+
+
+def test_bad_tile_from_select_is_an_error():
+    mod, _, _ = _conv_module((1, 8, 8, 8), (16, 8, 3, 3), False, False)
+    with pytest.raises(PipelineError, match=r"select returned m=3 for conv2d; expected 0, 2 or 4"):
+        graph.ConvToWinograd(lambda *shapes_dtype: 3)(graph.ConvToNHWC()(mod))
