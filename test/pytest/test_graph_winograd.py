@@ -16,7 +16,7 @@ from mlc_mlir import graph, ops
 from mlc_mlir.graph.conv_winograd import WINOGRAD_MATRICES, winograd_applies
 from mlc_mlir.pipeline.scheduling import layout_rewrites
 from mlc_mlir.schedule.rules.conv import winograd_tile
-from mlc_mlir.target import host_target
+from mlc_mlir.target import Target, host_target
 from targets import AVX2, AVX512
 
 torch = pytest.importorskip("torch")
@@ -122,6 +122,7 @@ def test_tile_choice_follows_the_saving(target):
     # 12 x 12: F(4x4) has 9 rows, two register tiles of AVX2's MR = 4, not of AVX-512's MR = 8
     assert tile(12, 16) == (4 if target is AVX2 else 2) and tile(4, 16) == 0
     assert winograd_tile(target, (1, 58, 58, 64), (3, 3, 64, 64), (1, 56, 56, 64), "float16") == 0
+    assert winograd_tile(Target.cuda(), (1, 58, 58, 64), (3, 3, 64, 64), (1, 56, 56, 64), "float32") == 0
 
 
 def test_compile_folds_constant_filter_transforms():

@@ -294,8 +294,8 @@ def winograd_tile(target: Target, x_shape: Sequence[int], w_shape: Sequence[int]
     :data:`WINOGRAD_MIN_SAVING` and the GEMM has at least two register-tile row blocks
     (``T >= 2 * MR``, :func:`~mlc_mlir.schedule.cpu_recipes.goto_params`): the transformed
     filter is ``(m + 2)^2 / 9`` times the filter and the GEMM streams it once per row block,
-    so few rows leave it bound by memory. float32 only (the transforms' constants lose float16
-    precision).
+    so few rows leave it bound by memory. float32 on CPU targets only (the transforms' constants
+    lose float16 precision; the GPU schedules of the transforms are not measured).
 
     Measured on a 2-core AVX-512 EPYC (znver4), one thread, with bias + relu, against the
     direct/im2col convolution: 64x56x56 -> 64 2.39 -> 1.52 ms (m = 4; m = 2: 1.97);
@@ -304,7 +304,7 @@ def winograd_tile(target: Target, x_shape: Sequence[int], w_shape: Sequence[int]
     m = 2 with a 1.7x saving 2.68, m = 4 4.71). Relative error against float64: 4-6e-6 for
     m = 4, 3-6e-7 for m = 2 and for the direct convolution.
     """
-    if dtype != "float32" or tuple(w_shape[:2]) != (3, 3):
+    if target.kind != "cpu" or dtype != "float32" or tuple(w_shape[:2]) != (3, 3):
         return 0
     n, oh, ow = out_shape[0], out_shape[1], out_shape[2]
     c, f = w_shape[2], w_shape[3]
