@@ -162,3 +162,43 @@ def test_bad_tile_from_select_is_an_error():
     mod, _, _ = _conv_module((1, 8, 8, 8), (16, 8, 3, 3), False, False)
     with pytest.raises(PipelineError, match=r"select returned m=3 for conv2d; expected 0, 2 or 4"):
         graph.ConvToWinograd(lambda *shapes_dtype: 3)(graph.ConvToNHWC()(mod))
+
+
+NHWC_CONV = """
+#id = affine_map<(n, h, w, f) -> (n, h, w, f)>
+func.func @main(%x: tensor<1x10x10x16xf32>, %w: tensor<3x3x16x16xf32>)
+    -> (tensor<1x8x8x16xf32>, tensor<1x8x8x16xf32>) {
+  %c = arith.constant 0.5 : f32
+  %e = tensor.empty() : tensor<1x8x8x16xf32>
+  %init = linalg.fill {mlc.name = "conv.init"} ins(%c : f32) outs(%e : tensor<1x8x8x16xf32>) -> tensor<1x8x8x16xf32>
+  %y = linalg.conv_2d_nhwc_hwcf {mlc.name = "conv", dilations = dense<1> : tensor<2xi64>,
+         strides = dense<1> : tensor<2xi64>}
+       ins(%x, %w : tensor<1x10x10x16xf32>, tensor<3x3x16x16xf32>) outs(%init : tensor<1x8x8x16xf32>) -> tensor<1x8x8x16xf32>
+  %e2 = tensor.empty() : tensor<1x8x8x16xf32>
+  %r = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+       ins(%y : tensor<1x8x8x16xf32>) outs(%e2 : tensor<1x8x8x16xf32>) attrs = {mlc.name = "relu"} {
+  ^bb0(%a: f32, %o: f32):
+    %z = arith.constant 0.0 : f32
+    %m = arith.maximumf %a, %z : f32
+    linalg.yield %m : f32
+  } -> tensor<1x8x8x16xf32>
+  return %r, %y : tensor<1x8x8x16xf32>, tensor<1x8x8x16xf32>
+}
+"""
+
+
+@pytest.mark.parametrize("m", [2, 4])
+def test_nonzero_init_and_shared_output(m):
+    """An output initialized to 0.5 starts the transformed sums at 0.5; a convolution result
+    with two users (a relu and the function result) keeps the relu as its own op."""
+    out = graph.ConvToWinograd(lambda *shapes_dtype: m)(mlc.Module.parse(NHWC_CONV))
+    text = str(out)
+    assert "linalg.conv_2d" not in text and "mlc.name = \"relu\"" in text
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((1, 10, 10, 16)).astype(np.float32)
+    w = rng.standard_normal((3, 3, 16, 16)).astype(np.float32) / 12
+    y = 0.5 + F.conv2d(torch.from_numpy(x).permute(0, 3, 1, 2).double(),
+                       torch.from_numpy(w).permute(3, 2, 0, 1).double()).permute(0, 2, 3, 1).numpy()
+    relu, got = mlc.compile(out)(x, w)
+    np.testing.assert_allclose(got, y, rtol=2e-5, atol=2e-5)
+    np.testing.assert_allclose(relu, np.maximum(y, 0), rtol=2e-5, atol=2e-5)
