@@ -39,8 +39,10 @@ def _shapes(specs: Optional[Sequence[str]]) -> Dict[str, List[int]]:
     return out
 
 
-def compile_model(model: str, output: str, target: str = "cpu", input_shapes: Optional[Sequence[str]] = None) -> int:
-    """``mlc compile``: ONNX file -> shared library at ``output`` (plus ``output.json``)."""
+def compile_model(model: str, output: str, target: str = "cpu", input_shapes: Optional[Sequence[str]] = None,
+                  winograd: bool = True) -> int:
+    """``mlc compile``: ONNX file -> shared library at ``output`` (plus ``output.json``);
+    ``winograd=False`` (``--no-winograd``) keeps direct convolutions (``CompileOptions.winograd``)."""
     if not model.endswith(".onnx"):
         print(f"error: mlc compile: {model!r} is not a .onnx file; expected MODEL.onnx", file=sys.stderr)
         return 2
@@ -49,7 +51,7 @@ def compile_model(model: str, output: str, target: str = "cpu", input_shapes: Op
               "pip install 'mlc-mlir[onnx]'", file=sys.stderr)
         return 2
     mod = from_onnx(model, input_shapes=_shapes(input_shapes)).bind_params()
-    exe = compile_module(mod, target=target)
+    exe = compile_module(mod, target=target, winograd=winograd)
     path = exe.export_library(output)
     print(f"wrote {path}")
     return 0
@@ -87,7 +89,9 @@ def add_model_commands(sub) -> None:
     c.add_argument("-o", dest="output", required=True, help="output library, e.g. model.so")
     c.add_argument("--input-shape", action="append", metavar="NAME=D0,D1,...",
                    help="static shape for an input with dynamic dims (repeatable)")
-    c.set_defaults(fn=lambda a: compile_model(a.model, a.output, a.target, a.input_shape))
+    c.add_argument("--no-winograd", dest="winograd", action="store_false",
+                   help="keep direct 3x3 convolutions (no Winograd rewrite)")
+    c.set_defaults(fn=lambda a: compile_model(a.model, a.output, a.target, a.input_shape, a.winograd))
     r = sub.add_parser("run", help="run a compiled library on .npy inputs")
     r.add_argument("library", help="a library written by mlc compile")
     r.add_argument("--input", action="append", default=[], metavar="X.npy",

@@ -129,7 +129,7 @@ def _schedule(module: Module, options: CompileOptions) -> Module:
         return compile(m, options.target, threads=1, schedule="none")
 
     return schedule_module(module, options.target, options.schedule, options.threads, options.database,
-                           evaluate)
+                           evaluate, winograd=options.winograd)
 
 
 def _math(module: Module, options: CompileOptions) -> Module:
@@ -257,8 +257,9 @@ def run_stages(module: Module, options: CompileOptions, stages=CPU_STAGES) -> Tu
 
 
 def compile(module: Module, target="cpu", *, threads: Optional[int] = None, opt_level: int = 3,
-            flush_denormals: bool = False, approximate_math: bool = True, schedule: str = "default", database=None,
-            pipeline: Optional[str] = None, dump_ir: Optional[str] = None,
+            flush_denormals: bool = False, approximate_math: bool = True, winograd: bool = True,
+            schedule: str = "default", database=None, pipeline: Optional[str] = None,
+            dump_ir: Optional[str] = None,
             options: Optional[CompileOptions] = None) -> Executable:
     """Compile a Module for ``target`` and load it with the MLIR ExecutionEngine (JIT).
 
@@ -269,7 +270,7 @@ def compile(module: Module, target="cpu", *, threads: Optional[int] = None, opt_
         a schedule's ``sch.mod``).
     target : str or Target
         ``"cpu"`` (the host, :meth:`Target.host`) or a :class:`Target`.
-    threads, opt_level, flush_denormals, approximate_math, schedule, database, pipeline, dump_ir
+    threads, opt_level, flush_denormals, approximate_math, winograd, schedule, database, pipeline, dump_ir
         See :class:`CompileOptions`; ignored when ``options`` is given. By default every function
         that was not scheduled by hand gets the target's default schedule (``schedule="none"``
         compiles plain loops); ``database=mlc.tune(...)`` applies tuned schedules.
@@ -298,7 +299,7 @@ def compile(module: Module, target="cpu", *, threads: Optional[int] = None, opt_
     if options is None:
         options = CompileOptions(target=target, threads=threads, opt_level=opt_level,
                                  flush_denormals=flush_denormals,
-                                 approximate_math=approximate_math, schedule=schedule,
+                                 approximate_math=approximate_math, winograd=winograd, schedule=schedule,
                                  database=database, pipeline=pipeline, dump_ir=dump_ir)
     tgt: Target = options.target
     if tgt.kind == "cuda":

@@ -32,6 +32,11 @@ class CompileOptions:
         CPU: replace f32 ``math.exp`` / ``math.erf`` by vectorizable polynomials
         (:class:`mlc_mlir.graph.math_approximation.ApproximateMath`: 1 ulp for exp, 4.5e-7
         absolute for erf) instead of one libm call per vector lane. Default True.
+    winograd : bool
+        CPU: rewrite the stride-1 3x3 convolutions that
+        :func:`~mlc_mlir.schedule.rules.conv.winograd_tile` picks into Winograd F(4x4, 3x3) or
+        F(2x2, 3x3) (``graph.ConvToWinograd``: 2-4x fewer multiply-adds, relative error about
+        5e-6 instead of 1e-6 against float64). Default True; False keeps direct convolutions.
     opt_level : int
         LLVM optimization level of the JIT and of ``llc``: 0, 1, 2 or 3.
     schedule : str
@@ -50,13 +55,14 @@ class CompileOptions:
     ------
     PipelineError
         On construction, for an opt level outside 0-3, threads that are not a positive int,
-        a non-bool ``flush_denormals`` or ``approximate_math``, or an unknown target.
+        a non-bool ``flush_denormals``, ``approximate_math`` or ``winograd``, or an unknown target.
     """
 
     target: Target
     threads: Optional[int] = None
     flush_denormals: bool = False
     approximate_math: bool = True
+    winograd: bool = True
     opt_level: int = 3
     schedule: str = "default"
     pipeline: Optional[str] = None
@@ -73,6 +79,8 @@ class CompileOptions:
             raise PipelineError(f"compile: flush_denormals={self.flush_denormals!r}; expected a bool")
         if not isinstance(self.approximate_math, bool):
             raise PipelineError(f"compile: approximate_math={self.approximate_math!r}; expected a bool")
+        if not isinstance(self.winograd, bool):
+            raise PipelineError(f"compile: winograd={self.winograd!r}; expected a bool")
         if self.schedule not in ("default", "none"):
             raise PipelineError(f"compile: schedule={self.schedule!r}; expected 'default' or 'none'")
         if self.pipeline is not None and not isinstance(self.pipeline, str):

@@ -101,13 +101,16 @@ def _constant_filter_transposed(module: Module) -> bool:
 
 
 def layout_rewrites(module: Module, target: Target, functions: List[str],
-                    evaluate: Optional[Callable] = None) -> Module:
+                    evaluate: Optional[Callable] = None, winograd: bool = True) -> Module:
     """The per-op layout rewrites of the default schedule on ``functions``: NCHW convolutions
     that :func:`~mlc_mlir.schedule.rules.conv.prefers_nhwc` picks for ``target`` become NHWC
     ones between transposes (``graph.ConvToNHWC``), and the transposes sink through
     elementwise ops, pads and poolings until inverse pairs cancel
-    (``graph.PropagateTransposes``: consecutive convolutions stay NHWC); NHWC convolutions with
-    small output maps (:func:`~mlc_mlir.schedule.rules.conv.prefers_im2col`) become im2col +
+    (``graph.PropagateTransposes``: consecutive convolutions stay NHWC); with ``winograd``,
+    stride-1 3x3 NHWC convolutions that :func:`~mlc_mlir.schedule.rules.conv.winograd_tile`
+    picks become Winograd ones (``graph.ConvToWinograd``; the constant filter transposes are
+    folded first, so their Winograd transforms are constants too); the other NHWC convolutions
+    with small output maps (:func:`~mlc_mlir.schedule.rules.conv.prefers_im2col`) become im2col +
     ``linalg.matmul`` (``graph.ConvToIm2col``). With ``evaluate``
     (``mlc.compile``), matmuls on a constant B that feed no elementwise op get B packed into
     the panels of their register tile (``graph.PackMatmulWeights``,
@@ -121,7 +124,7 @@ def layout_rewrites(module: Module, target: Target, functions: List[str],
             return prefers_nhwc(target, x_shape, w_shape, out_shape, dtype)
 
         out = PropagateTransposes(functions)(ConvToNHWC(select, functions)(module))
-    if has_op(out, "linalg.conv_2d_nhwc_hwcf"):
+    if winograd and has_op(out, "linalg.conv_2d_nhwc_hwcf"):
         def select_tile(x_shape, w_shape, out_shape, dtype):
             return winograd_tile(target, x_shape, w_shape, out_shape, dtype)
         if evaluate is not None and _constant_filter_transposed(out):
@@ -147,10 +150,11 @@ def layout_rewrites(module: Module, target: Target, functions: List[str],
 
 def schedule_module(module: Module, target: Target, mode: str, threads: Optional[int],
                     database: Optional[ScheduleDatabase] = None,
-                    evaluate: Optional[Callable] = None) -> Module:
+                    evaluate: Optional[Callable] = None, winograd: bool = True) -> Module:
     """Schedule the functions of ``module`` that are not scheduled yet (see the module docstring).
 
-    ``evaluate`` (``mlc.compile``) lets the layout rewrites fold constant filters.
+    ``evaluate`` (``mlc.compile``) lets the layout rewrites fold constant filters;
+    ``winograd`` (``CompileOptions.winograd``) lets them use Winograd convolutions.
 
     Raises
     ------
@@ -174,12 +178,12 @@ def schedule_module(module: Module, target: Target, mode: str, threads: Optional
                                 f"(functions with loops: "
                                 f"{sorted(set(module.function_names()) - set(todo))})")
         # the layout rewrites come before FuseOps, as in the tuner's task extraction
-        module = layout_rewrites(module, target, todo, evaluate)
+        module = layout_rewrites(module, target, todo, evaluate, winograd)
         module = database.apply_best(FuseOps()(module), target)
         todo = unscheduled_functions(module)
         if mode == "none" or not todo:
             return module
-    module = layout_rewrites(module, target, todo, evaluate)
+    module = layout_rewrites(module, target, todo, evaluate, winograd)
     try:
         return default_schedule(module, target, threads, functions=todo)
     except ScheduleError as e:  # a rule could not schedule this op

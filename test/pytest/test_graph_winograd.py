@@ -202,3 +202,14 @@ def test_nonzero_init_and_shared_output(m):
     relu, got = mlc.compile(out)(x, w)
     np.testing.assert_allclose(got, y, rtol=2e-5, atol=2e-5)
     np.testing.assert_allclose(relu, np.maximum(y, 0), rtol=2e-5, atol=2e-5)
+
+
+def test_compile_option_keeps_direct_convolutions(tmp_path):
+    """``mlc.compile(..., winograd=False)`` schedules the direct convolution (closer to a
+    float64 sum); a non-bool value is refused."""
+    mod, args, ref = _conv_module((1, 64, 28, 28), (64, 64, 3, 3), True, True)
+    exe = mlc.compile(mod, winograd=False, dump_ir=str(tmp_path))
+    assert "winograd" not in open(os.path.join(tmp_path, "01-schedule.mlir")).read()
+    assert np.abs(exe(*args) - ref).max() / np.abs(ref).max() < 5e-6
+    with pytest.raises(PipelineError, match="winograd='no'; expected a bool"):
+        mlc.compile(mod, winograd="no")
