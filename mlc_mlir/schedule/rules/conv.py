@@ -12,6 +12,9 @@
 * ``linalg.conv_2d_ngchw_gfchw`` (:func:`schedule_grouped_conv2d`).
 * Small output maps (:func:`prefers_im2col`) are not scheduled as convolutions at all:
   ``mlc.compile`` rewrites them into an im2col copy + ``linalg.matmul`` (``graph.ConvToIm2col``).
+* Stride-1 3x3 convolutions that :func:`winograd_tile` picks are not either: ``mlc.compile``
+  rewrites them into Winograd F(m x m, 3 x 3) transforms around a ``linalg.batch_matmul``
+  (``graph.ConvToWinograd``), which the elementwise and batch_matmul rules schedule.
 
 Source: oneDNN's direct convolution and TVM TOPI x86 ``conv2d_NCHWc`` (output channels in the
 vector, register blocking of the output width, kernel loops unrolled, reordered weights); TVM
