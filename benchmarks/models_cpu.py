@@ -149,9 +149,10 @@ def export_onnx(work: str) -> None:
 
 
 # ---------------------------------------------------------------------------- measurements
-def measure_mlc(name: str, work: str, threads):
-    """Import, compile once (default schedules, params bound), time per OpenMP thread count.
-    Returns (rows, CPU description)."""
+def measure_mlc(name: str, work: str, threads, tune_trials: int = 0):
+    """Import, compile once (default schedules, params bound; with ``tune_trials``, tuned
+    first: ``mlc.tune`` in ``work/tune-<name>``, then ``mlc.compile(database=)``, the tuning
+    time counted as compile time), time per OpenMP thread count. Returns (rows, CPU description)."""
     import ctypes
     import mlc_mlir as mlc
     from mlc_mlir.pipeline.libraries import libomp_path
@@ -164,7 +165,12 @@ def measure_mlc(name: str, work: str, threads):
     else:
         mod = mlc.from_onnx(onnx_path(name, work))
     t1 = time.perf_counter()
-    exe = mlc.compile(mod.bind_params())
+    if tune_trials:
+        bound = mod.bind_params()
+        db = mlc.tune(bound, trials=tune_trials, work_dir=os.path.join(work, f"tune-{name}"), progress=False)
+        exe = mlc.compile(bound, database=db)
+    else:
+        exe = mlc.compile(mod.bind_params())
     t2 = time.perf_counter()
     xs = numpy_inputs(name)
     exe(*xs)
@@ -224,8 +230,8 @@ def measure_torch(name: str, compiled: bool, threads):
 
 def child(name: str, impl: str, work: str, threads) -> None:
     """The subprocess side: measure one (model, implementation), print ``RESULT {json}``."""
-    if impl == "mlc":
-        rows, cpu = measure_mlc(name, work, threads)
+    if impl.startswith("mlc"):   # "mlc" or "mlc-tuned<N>"
+        rows, cpu = measure_mlc(name, work, threads, int(impl[len("mlc-tuned"):] or 0) if impl != "mlc" else 0)
     elif impl == "onnxruntime":
         rows, cpu = measure_ort(name, work, threads)
     else:
@@ -275,6 +281,9 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=1,
                     help="measure every (model, implementation) this many times, in turn, and keep "
                          "each row's best round (the host has slow phases lasting minutes)")
+    ap.add_argument("--tune", type=int, default=0, metavar="N",
+                    help="also measure ours tuned with N trials per model (mlc.tune, then "
+                         "compile with the database); its ratio column is tuned / default ms")
     ap.add_argument("--child", nargs=3, metavar=("MODEL", "IMPL", "WORK"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     threads = [int(t) for t in args.threads.split(",")]
@@ -291,7 +300,7 @@ def main() -> int:
             export_onnx(work)
         for rnd in range(args.rounds):
             for m in models:
-                for impl in IMPLS[m]:
+                for impl in IMPLS[m] + ((f"mlc-tuned{args.tune}",) if args.tune else ()):
                     if impl == "torch.compile" and args.no_torch_compile:
                         continue
                     rows, c, err = run_child(m, impl, work, threads, args.timeout)
