@@ -301,11 +301,11 @@ def winograd_tile(target: Target, x_shape: Sequence[int], w_shape: Sequence[int]
     lose float16 precision; the GPU schedules of the transforms are not measured).
 
     Measured on a 2-core AVX-512 EPYC (znver4), one thread, with bias + relu, against the
-    direct/im2col convolution: 64x56x56 -> 64 2.39 -> 1.52 ms (m = 4; m = 2: 1.97);
-    128x28x28 -> 128 2.19 -> 1.06 (m = 4); 256x14x14 -> 256 2.19 -> 1.16 (m = 4, 16 rows:
-    the 14 x 14 map extended to 16 x 16; m = 2: 1.23); 512x7x7 -> 512 kept (im2col 2.30 ms;
-    m = 2 with a 1.7x saving 2.68, m = 4 4.71). Relative error against float64: 4-6e-6 for
-    m = 4, 3-6e-7 for m = 2 and for the direct convolution.
+    direct/im2col convolution (``python benchmarks/winograd_cpu.py``): 64x56x56 -> 64
+    2.27 -> 1.03 ms (m = 4); 128x28x28 -> 128 2.15 -> 0.77 (m = 4); 256x14x14 -> 256
+    2.15 -> 0.93 (m = 4, 16 rows: the 14 x 14 map extended to 16 x 16); 512x7x7 -> 512 kept
+    (im2col 2.29 ms; m = 2, a 1.7x saving, 2.45; m = 4 about 5). Relative error against
+    float64: 5-7e-6 for m = 4, 3-6e-7 for m = 2, 0.7-1.7e-6 for the direct convolution.
     """
     if target.kind != "cpu" or dtype != "float32" or tuple(w_shape[:2]) != (3, 3):
         return 0
