@@ -31,16 +31,14 @@ produces a ``linalg.generic`` contraction, not the ``linalg.matmul`` the default
 
 from __future__ import annotations
 
-from typing import Callable, Optional, Sequence, Tuple
+from typing import Optional, Sequence
 
 from .._mlir import ir, linalg_d
 from ..ir import dtypes, emitters
 from ..ir.module import OP_NAME_ATTR, Module
-from .ir_utils import int_list, named_ops, replace_contraction, reshape, reshaped_accumulator, tensor_shape
+from .ir_utils import (ConvSelect, conv_signature, int_list, named_ops, replace_contraction, reshape,
+                       reshaped_accumulator, tensor_shape)
 from .pass_manager import Pass, register_pass
-
-ConvSelect = Callable[[Tuple[int, ...], Tuple[int, ...], Tuple[int, ...], str], bool]
-
 
 def _rewrite(op: ir.Operation) -> None:
     x, w, init = op.operands[0], op.operands[1], op.operands[2]
@@ -91,8 +89,6 @@ class ConvToIm2col(Pass):
 
     def transform(self, mod: Module) -> Module:
         for op in named_ops(mod, "linalg.conv_2d_nhwc_hwcf", self.functions):
-            shapes = [tensor_shape(v) for v in op.operands[:3]]
-            dtype = dtypes.from_ir_type(ir.RankedTensorType(op.operands[0].type).element_type)
-            if self.select is None or self.select(*shapes, dtype):
+            if self.select is None or self.select(*conv_signature(op)):
                 _rewrite(op)
         return mod

@@ -38,17 +38,15 @@ the chain.
 
 from __future__ import annotations
 
-from typing import Callable, Optional, Sequence, Tuple
+from typing import Optional, Sequence
 
 from .._mlir import ir, linalg_d, tensor_d
-from ..ir import dtypes, emitters
+from ..ir import emitters
 from ..ir.module import OP_NAME_ATTR, Module
-from .ir_utils import (constant_pad_value, emit_transpose, has_constant_pad_value, int_list,
-                       is_projected_map, named_ops, rename_dims, tensor_shape)
+from .ir_utils import (ConvSelect, constant_pad_value, conv_signature, emit_transpose,
+                       has_constant_pad_value, int_list, is_projected_map, named_ops, rename_dims,
+                       tensor_shape)
 from .pass_manager import Pass, register_pass
-
-#: ``select(x_shape, w_shape, out_shape, dtype) -> bool``: which convolutions to rewrite.
-ConvSelect = Callable[[Tuple[int, ...], Tuple[int, ...], Tuple[int, ...], str], bool]
 
 _TO_NHWC, _TO_HWCF, _TO_NCHW = [0, 2, 3, 1], [2, 3, 1, 0], [0, 3, 1, 2]
 
@@ -180,9 +178,8 @@ class ConvToNHWC(Pass):
 
     def _rewrite(self, op: ir.Operation) -> None:
         x, w, init = op.operands[0], op.operands[1], op.operands[2]
-        dtype = dtypes.from_ir_type(ir.RankedTensorType(x.type).element_type)
-        if self.select is not None and \
-                not self.select(tensor_shape(x), tensor_shape(w), tensor_shape(init), dtype):
+        *shapes, dtype = conv_signature(op)
+        if self.select is not None and not self.select(*shapes, dtype):
             return
         nm = ir.StringAttr(op.attributes[OP_NAME_ATTR]).value
         fill = init.owner if not isinstance(init.owner, ir.Block) else None

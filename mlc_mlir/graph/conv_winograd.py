@@ -64,8 +64,8 @@ from ..errors import PipelineError
 from ..ir import dtypes, emitters
 from ..ir.constants import elements_attr
 from ..ir.module import OP_NAME_ATTR, Module
-from .ir_utils import (clone_ops, int_list, is_projected_map, named_fill, named_ops, producer,
-                       replace_contraction, reshape, tensor_shape)
+from .ir_utils import (clone_ops, conv_signature, int_list, is_projected_map, named_fill, named_ops,
+                       producer, replace_contraction, reshape, static_slice, tensor_shape)
 from .pass_manager import Pass, register_pass
 
 #: ``select(x_shape, w_shape, out_shape, dtype) -> m``: the output tile (2 or 4) for an NHWC
@@ -195,8 +195,7 @@ def _extended_input(x, rows: int, cols: int, dtype: str, nm: str):
     if fill is not None and fill.name == "linalg.fill" and len(list(fill.results[0].uses)) == 1:
         big = linalg_d.fill(fill.operands[0], outs=[emitters.empty([n, rows, cols, c], dtype, nm)])
         emitters.set_name(big.owner, f"{nm}.winograd_pad")
-        offsets, sizes, strides = (int_list(ins.attributes[a]) for a in
-                                   ("static_offsets", "static_sizes", "static_strides"))
+        offsets, sizes, strides = static_slice(ins)
         src = ins.operands[0]
         return tensor_d.InsertSliceOp(src, big, [], [], [], offsets, sizes, strides).result, [ins, fill]
     full = emitters.filled([n, rows, cols, c], dtype, 0.0, f"{nm}.winograd_pad")
@@ -409,8 +408,7 @@ class ConvToWinograd(Pass):
 
     def transform(self, mod: Module) -> Module:
         for op in named_ops(mod, "linalg.conv_2d_nhwc_hwcf", self.functions):
-            shapes = [tensor_shape(v) for v in op.operands[:3]]
-            dtype = dtypes.from_ir_type(ir.RankedTensorType(op.operands[0].type).element_type)
+            *shapes, dtype = conv_signature(op)
             if not dtypes.is_float(dtype) or named_fill(op.operands[2]) is None or not winograd_applies(
                     *shapes, int_list(op.attributes["strides"]), int_list(op.attributes["dilations"])):
                 continue

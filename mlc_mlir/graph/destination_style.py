@@ -79,7 +79,7 @@ from typing import Callable, List
 from .._mlir import ir, linalg_d, tensor_d
 from ..ir import emitters
 from ..ir.module import OP_NAME_ATTR, Module
-from .ir_utils import constant_pad_value, has_constant_pad_value, int_list, producer
+from .ir_utils import constant_pad_value, has_constant_pad_value, int_list, producer, static_slice
 from .pass_manager import Pass, register_pass
 from .rewrite import top_level_ops
 
@@ -136,11 +136,6 @@ class PadToInsertSlice(Pass):
         return _rewrite_all(mod, _static_pads, _rewrite)
 
 
-def _static_slice(op: ir.Operation):
-    """``(offsets, sizes, strides)`` of a static ``tensor.insert_slice``/``extract_slice``."""
-    return tuple(int_list(op.attributes[a]) for a in ("static_offsets", "static_sizes", "static_strides"))
-
-
 def _argument_inserts(func) -> List[ir.Operation]:
     """Top-level ``tensor.insert_slice`` ops of ``func`` with static offsets, sizes and strides
     (dynamic ones have more operands), not rank-reducing, whose source is an argument of
@@ -161,7 +156,7 @@ def _copy_into(ins: ir.Operation) -> None:
     """``insert_slice %arg into %d[o][s][t]`` -> ``extract_slice %d[o][s][t]``, an identity
     generic from ``%arg`` into it, and ``insert_slice`` of the copy back."""
     src, dest = ins.operands[0], ins.operands[1]
-    offsets, sizes, strides = _static_slice(ins)
+    offsets, sizes, strides = static_slice(ins)
     src_t = ir.RankedTensorType(src.type)
     rank = src_t.rank
     with ir.InsertionPoint(ins), ins.location:
@@ -232,7 +227,7 @@ def _fill_border(ins: ir.Operation) -> None:
     dest = ins.operands[1]
     fill = producer(dest)
     value, empty = fill.operands[0], fill.operands[1]
-    offsets, sizes, _ = _static_slice(ins)
+    offsets, sizes, _ = static_slice(ins)
     dest_t = ir.RankedTensorType(dest.type)
     shape, rank, ones = list(dest_t.shape), dest_t.rank, [1] * dest_t.rank
     name = ir.StringAttr(fill.attributes[OP_NAME_ATTR]).value if OP_NAME_ATTR in fill.attributes else "pad"
@@ -294,33 +289,38 @@ def _sources(ins: ir.Operation) -> list:
     return [src]
 
 
-def _later_uses(ins: ir.Operation, func, value=None) -> list:
-    """The uses of ``value`` (default: ``ins``'s source) in (or nested in) the top-level ops
-    after ``ins``."""
-    ops = top_level_ops(func)
-    position = {op: i for i, op in enumerate(ops)}
+def _positions(func) -> dict:
+    """Top-level op of ``func`` -> its index in the body."""
+    return {op: i for i, op in enumerate(top_level_ops(func))}
+
+
+def _later_uses(ins: ir.Operation, func, value, position: dict) -> list:
+    """The uses of ``value`` in (or nested in) the top-level ops after ``ins`` (``position``:
+    :func:`_positions` of ``func``)."""
     here = position[ins]
-    value = ins.operands[0] if value is None else value
     return [u for u in value.uses if position.get(_top_level(u.owner, func), -1) > here]
 
 
 def _inserts_read_later(func) -> List[ir.Operation]:
     """Top-level static ``tensor.insert_slice`` ops whose source, the result of an op (or a
     collapse of one), is also read after the insert."""
-    return [op for op in top_level_ops(func)
+    position = _positions(func)
+    return [op for op in position
             if op.name == "tensor.insert_slice" and len(op.operands) == 2
             and producer(op.operands[0]) is not None
-            and any(_later_uses(op, func, v) for v in _sources(op))]
+            and any(_later_uses(op, func, v, position) for v in _sources(op))]
 
 
 def _read_inserted(ins: ir.Operation) -> None:
     """Make the uses of ``ins``'s source after ``ins`` read the slice of its result (expanded
     back for the readers of a collapsed source's operand)."""
     func = ins.parent
+    position = _positions(func)
     src, *pre = _sources(ins)
-    uses = [(u.owner.operation, u.operand_number) for u in _later_uses(ins, func)]
-    pre_uses = [(u.owner.operation, u.operand_number) for u in _later_uses(ins, func, pre[0])] if pre else []
-    offsets, sizes, strides = _static_slice(ins)
+    uses = [(u.owner.operation, u.operand_number) for u in _later_uses(ins, func, src, position)]
+    pre_uses = [(u.owner.operation, u.operand_number)
+                for u in _later_uses(ins, func, pre[0], position)] if pre else []
+    offsets, sizes, strides = static_slice(ins)
     with ir.InsertionPoint.after(ins), ins.location:
         part = tensor_d.ExtractSliceOp(src.type, ins.results[0], [], [], [], offsets,
                                        sizes, strides).result
@@ -383,10 +383,9 @@ def _reshaped_inserts(func) -> List[ir.Operation]:
     """Top-level static ``tensor.insert_slice`` ops whose source is a ``tensor.collapse_shape``
     of an op result written into a ``tensor.empty`` (:func:`_empty_init`), the destination
     defined before that op."""
-    ops = top_level_ops(func)
-    position = {op: i for i, op in enumerate(ops)}
+    position = _positions(func)
     found = []
-    for op in ops:
+    for op in position:
         if op.name != "tensor.insert_slice" or len(op.operands) != 2:
             continue
         col = producer(op.operands[0])
@@ -395,7 +394,7 @@ def _reshaped_inserts(func) -> List[ir.Operation]:
         src = producer(col.operands[0])
         dest = producer(op.operands[1])
         if src is None or src not in position or _empty_init(src, col.operands[0]) is None or \
-                (dest is not None and position.get(dest, len(ops)) > position[src]):
+                (dest is not None and position.get(dest, len(position)) > position[src]):
             continue
         found.append(op)
     return found
@@ -408,7 +407,7 @@ def _write_reshaped_into(ins: ir.Operation) -> None:
     src = producer(col.operands[0])
     k = _empty_init(src, col.operands[0])
     empty = src.operands[k].owner
-    offsets, sizes, strides = _static_slice(ins)
+    offsets, sizes, strides = static_slice(ins)
     with ir.InsertionPoint(src), ins.location:
         part = tensor_d.ExtractSliceOp(ins.operands[0].type, ins.operands[1], [], [], [], offsets,
                                        sizes, strides).result

@@ -7,7 +7,7 @@ Source: MLIR ``getUsedValuesDefinedAbove`` / ``IRMapping`` + ``Operation::clone`
 
 from __future__ import annotations
 
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from .._mlir import arith_d, ir, linalg_d, tensor_d
 from ..ir import dtypes, emitters
@@ -139,6 +139,24 @@ def clone_ops(ops: Iterable, mapping: Dict) -> None:
 def tensor_shape(v) -> Tuple[int, ...]:
     """The static shape of a ranked tensor value."""
     return tuple(ir.RankedTensorType(v.type).shape)
+
+
+#: ``select(x_shape, w_shape, out_shape, dtype) -> bool``: which convolutions a conv rewrite
+#: (``graph.ConvToNHWC``, ``graph.ConvToIm2col``) takes, from :func:`conv_signature`.
+ConvSelect = Callable[[Tuple[int, ...], Tuple[int, ...], Tuple[int, ...], str], bool]
+
+
+def conv_signature(op) -> Tuple[Tuple[int, ...], Tuple[int, ...], Tuple[int, ...], str]:
+    """``(input shape, filter shape, output shape, element dtype name)`` of a
+    ``linalg.conv_2d_*`` op (operands 0, 1 and its init): what the conv rewrites' ``select``
+    callbacks are given."""
+    dtype = dtypes.from_ir_type(ir.RankedTensorType(op.operands[0].type).element_type)
+    return tensor_shape(op.operands[0]), tensor_shape(op.operands[1]), tensor_shape(op.operands[2]), dtype
+
+
+def static_slice(op) -> Tuple[List[int], List[int], List[int]]:
+    """``(offsets, sizes, strides)`` of a static ``tensor.insert_slice``/``extract_slice``."""
+    return tuple(int_list(op.attributes[a]) for a in ("static_offsets", "static_sizes", "static_strides"))
 
 
 def int_list(attr) -> List[int]:
