@@ -81,8 +81,9 @@ def tuned(n: int, dtype: str, args, count: int):
         try:
             sample_gpu_matmul(sch, sch.get_block("matmul"), tiles)
             s = ours_seconds(sch.mod, args)
-        except mlc.MlcError:
+        except mlc.MlcError as e:
             failed += 1
+            print(f"  {dtype} {n} {tiles}: failed: {str(e).splitlines()[0]}", file=sys.stderr)
             continue
         best = min(best, (s, tiles), key=lambda x: x[0])
     return best, failed

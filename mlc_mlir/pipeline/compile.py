@@ -31,7 +31,7 @@ import dataclasses
 import os
 from typing import Callable, Optional, Tuple
 
-from .._mlir import ExecutionEngine, ir, tensor_d
+from .._mlir import ir, tensor_d
 from ..errors import IRError, PipelineError
 from ..graph.dispatch_library import LowerCallLibrary, runtime_bindings
 from ..graph.math_approximation import APPROXIMATED_OPS, ApproximateMath
@@ -41,7 +41,7 @@ from ..ir import emitters
 from ..ir.module import Module
 from ..ir.pass_pipeline import run_pass_pipeline
 from ..ir.walk import has_op
-from ..runtime.executable import Executable, Function, engine_invoker
+from ..runtime.executable import Executable, Function, engine_invoker, load_engine
 from ..runtime.registry import make_callback
 from ..target import Target
 from .aot import export_library, translate_to_llvmir
@@ -180,8 +180,11 @@ def _read_only_arguments(f) -> None:
 
 
 def _prepare(module: Module, options: CompileOptions) -> Module:
-    out = PadToInsertSlice()(module) if has_op(module, "tensor.pad") else module.clone()
-    if has_op(out, "tensor.insert_slice"):
+    # CUDA: the pads left outside the kernels become pad kernels (pipeline.cuda_pads); the
+    # CPU's in-place border fills and slice copies would stay on the host
+    cpu = options.target.kind == "cpu"
+    out = PadToInsertSlice()(module) if cpu and has_op(module, "tensor.pad") else module.clone()
+    if cpu and has_op(out, "tensor.insert_slice"):
         out = WriteReshapedIntoSlices()(ReadInsertedSlices()(CopyIntoSlices()(FillPadBorder()(out))))
     public = set(out.function_names(public_only=True))
     with out.context:
@@ -310,14 +313,7 @@ def compile(module: Module, target="cpu", *, threads: Optional[int] = None, opt_
     libs = runtime_library_paths(tgt) + tuple(native_libs)
     errors: list = []
     cfuncs = [(sym, make_callback(kernel, specs, errors)) for sym, kernel, specs in callbacks]
-    with lowered.context:
-        try:
-            engine = ExecutionEngine(lowered.ir_module, opt_level=options.opt_level,
-                                     shared_libs=list(libs))
-        except RuntimeError as e:
-            raise PipelineError(f"jit: ExecutionEngine failed: {e}") from None
-        for sym, cf in cfuncs:
-            engine.register_runtime(sym, cf)
+    engine = load_engine(lowered, options.opt_level, libs, cfuncs)
     functions = {n: Function(sig, engine_invoker(engine, n, errors), module.params)
                  for n, sig in signatures.items()}
 

@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import shutil
 
-from .._mlir import ExecutionEngine
 from ..errors import PipelineError
 from ..ir.module import Module
 from ..runtime.cuda import DEVICE_SUFFIX, require_cuda
-from ..runtime.executable import Executable, Function, engine_invoker
+from ..runtime.executable import Executable, Function, engine_invoker, load_engine
 from .aot import export_library
 from .cuda import lower_to_gpu
 from .libraries import runtime_library_paths
@@ -93,11 +92,7 @@ def compile_cuda(module: Module, options: CompileOptions, stages) -> Executable:
     require_cuda("compile(target='cuda')")
     libs = runtime_library_paths(tgt)
     errors: list = []
-    with lowered.context:
-        try:
-            engine = ExecutionEngine(lowered.ir_module, opt_level=options.opt_level, shared_libs=list(libs))
-        except RuntimeError as e:
-            raise PipelineError(f"jit: ExecutionEngine failed: {e}") from None
+    engine = load_engine(lowered, options.opt_level, libs)
     functions = {n: Function(sig, engine_invoker(engine, n, errors), module.params,
                              device_invoke=engine_invoker(engine, n + DEVICE_SUFFIX, errors))
                  for n, sig in signatures.items()}

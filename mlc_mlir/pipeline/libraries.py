@@ -10,6 +10,7 @@ from __future__ import annotations
 import glob
 import os
 import site
+import sys
 from typing import Tuple
 
 from .._mlir import MLIR_LIB_DIR
@@ -23,9 +24,10 @@ def libomp_path() -> str:
     Raises
     ------
     PipelineError
-        If the wheel is not installed.
+        If the wheel is not installed (searched in the site-packages folders and on
+        ``sys.path``, which holds a ``pip install --target`` folder named by ``PYTHONPATH``).
     """
-    for sp in site.getsitepackages() + [site.getusersitepackages()]:
+    for sp in site.getsitepackages() + [site.getusersitepackages()] + sys.path:
         hits = glob.glob(os.path.join(sp, "cmeel.prefix", "lib", "libomp.so*"))
         if hits:
             return sorted(hits)[0]

@@ -17,7 +17,8 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 
-from ..errors import ExecutionError, format_shape
+from .._mlir import ExecutionEngine
+from ..errors import ExecutionError, PipelineError, format_shape
 from ..ir import dtypes
 from ..ir.module import FunctionSignature
 from .device_array import DeviceArray, as_device_array, synchronize
@@ -394,6 +395,36 @@ class Executable:
 
     def __repr__(self) -> str:
         return f"<mlc.Executable functions={self.function_names}>"
+
+
+def load_engine(lowered, opt_level: int, shared_libs: Sequence[str],
+                runtime_symbols: Sequence = (), native_symbols: Sequence = ()) -> ExecutionEngine:
+    """JIT-compile ``lowered`` (an :class:`~mlc_mlir.ir.module.Module` in the LLVM dialect) into an
+    MLIR ``ExecutionEngine`` that loads ``shared_libs``, binds ``runtime_symbols`` (``(name,
+    ctypes callback)`` pairs: Python kernels called as ``_mlir_ciface_<name>``,
+    ``ExecutionEngine.register_runtime``) and ``native_symbols`` (``(symbol, ctypes function)``
+    pairs bound under the symbol itself, ahead of ``shared_libs``) and then runs
+    the module's global constructors (``ExecutionEngine.initialize``). Those constructors load
+    the GPU kernels of a CUDA module (``mgpuModuleLoad`` of each embedded cubin, added by
+    ``gpu-module-to-binary``); without them every launch fails with
+    ``CUDA_ERROR_INVALID_HANDLE`` and the outputs stay unwritten.
+
+    Raises
+    ------
+    PipelineError
+        ``jit: ExecutionEngine failed: ...`` if LLVM cannot compile or link the module.
+    """
+    with lowered.context:
+        try:
+            engine = ExecutionEngine(lowered.ir_module, opt_level=opt_level, shared_libs=list(shared_libs))
+        except RuntimeError as e:
+            raise PipelineError(f"jit: ExecutionEngine failed: {e}") from None
+        for sym, callback in runtime_symbols:
+            engine.register_runtime(sym, callback)
+        for sym, fn in native_symbols:
+            engine.raw_register_runtime(sym, ctypes.cast(fn, ctypes.c_void_p))
+        engine.initialize()
+    return engine
 
 
 def engine_invoker(engine, name: str, errors: Optional[list] = None) -> Callable[[PackedArgs], None]:

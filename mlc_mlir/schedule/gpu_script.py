@@ -255,8 +255,10 @@ class GpuEmitter:
                 r = structured_transform_d.TileUsingForOp(op, sizes=self.sizes(view, [p], ndims))
                 op, loop_handles[lp.id] = r.tiled_linalg_op, r.loops[0]
         # cooperative copies of the shared caches, in workgroup memory
+        # (128-bit alignment: each thread copies up to a 16-byte vector, as many lanes as divide
+        # the panel's minor dim; a 64-wide f32 panel then needs 16 threads per row, not 64)
         for pad in pads:
-            bits = 32
+            bits = 128
             r = structured_transform_d.MapCopyToThreadsOp(any_op(), any_op(), pad,
                                                          total_num_threads=max(nthreads, 1),
                                                          desired_bit_alignment=bits)

@@ -50,6 +50,21 @@ def test_sampled_candidates_are_ptxas_clean(seed):
     assert str(again.as_transform_script()) == str(sch.as_transform_script())
 
 
+@needs_ptxas
+@pytest.mark.parametrize("kt", [4, 16])
+def test_wide_float32_panels_map_onto_few_threads(kt):
+    """32 threads staging a 64-wide f32 B panel: 16-byte vectors per thread into shared memory
+    (every f32 candidate of gpu_matmul.py had failed with 4-byte copies: 64 > 32 threads). The
+    global loads stay 4-byte: the panel's alignment is not known to be 16 bytes."""
+    t = MatmulTiles(4, 8, 8, 8, kt)
+    sch = mlc.Schedule(_matmul())
+    sample_gpu_matmul(sch, sch.get_block("matmul"), t)
+    texts = list(compile_to_ptx(sch.mod).values())
+    for text in texts:
+        check_ptx(text)
+    assert any("st.shared.v4.b32" in x for x in texts)
+
+
 def test_space_samples_knobs():
     sch = mlc.Schedule(_matmul())
     GpuRuleSpace(Target.cuda())(sch)

