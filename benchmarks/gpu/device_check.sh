@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # The GPU checks in one run, on the device machine, from the repository root, with the folder
 # that benchmarks/gpu/prepare.py filled (.whl) carried along:
-#   bash benchmarks/gpu/device_check.sh [phases]     (default: tests aot models matmul)
+#   bash benchmarks/gpu/device_check.sh [phases]     (default: tests aot cases models matmul)
 # Unpacks the carried site-packages into /tmp/site, then runs each phase under its own time limit,
 # logging to $OUT/<phase>.log; the last lines are a summary.
 set -uo pipefail
 OUT=${OUT:-/tmp/gpu-check}
 mkdir -p "$OUT"
-PHASES=${1:-"tests aot models matmul"}
+PHASES=${1:-"tests aot cases models matmul"}
 SITE=/tmp/site
 PY=$(command -v python3)
 rm -rf $SITE && mkdir -p $SITE
@@ -53,6 +53,8 @@ for name, got in (('host', y), ('device', yd)):
     err = float(np.abs(got - want).max())
     print(f'aot {name} call: max abs err {err:.1e}', 'ok' if err < 1e-5 else 'WRONG')
 " > "$OUT/aot.log" 2>&1 ;;
+    cases)
+      timeout 300 python3 benchmarks/gpu/cases.py > "$OUT/cases.log" 2>&1 ;;
     models)
       timeout 120 python3 benchmarks/gpu_models.py > "$OUT/models.log" 2>&1 ;;
     matmul)

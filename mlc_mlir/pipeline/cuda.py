@@ -113,6 +113,8 @@ def _block_dims(forall: ir.Operation) -> List[int]:
                         total *= c
                     dims["x"] = max(dims["x"], total)
                 else:
+                    # a warp is WARP_SIZE threads along x, also when no warp loop is on x
+                    dims["x"] = max(dims["x"], WARP_SIZE)
                     for a, c in zip(m, counts):
                         ax = a[len("#gpu.warp<"):-1]
                         dims[ax] = max(dims[ax], c * (WARP_SIZE if ax == "x" else 1))
@@ -272,9 +274,12 @@ def _stream_alloc(t: ir.Type, tok: ir.Value) -> Tuple[ir.Value, ir.Value]:
 def _device_temporaries(f: ir.Operation) -> None:
     """Each host ``memref.alloc`` of ``f``'s entry block (a buffer between two kernels) becomes
     device memory: ``gpu.alloc`` / ``gpu.dealloc`` (async on a stream of their own, waited:
-    gpu-to-llvm lowers only async allocations)."""
+    gpu-to-llvm lowers only async allocations). Each constant the kernels read
+    (``memref.get_global``: a weight in host memory, which a kernel cannot dereference) is
+    copied into such a device buffer (``gpu.memcpy``) on entry; the copy is per call."""
     entry = f.regions[0].blocks[0]
     allocs = [op.operation for op in entry.operations if op.operation.name == "memref.alloc"]
+    constants = [op.operation for op in entry.operations if op.operation.name == "memref.get_global"]
     tok_t = gpu_d.AsyncTokenType.get()
     device = []
     for op in allocs:
@@ -286,11 +291,32 @@ def _device_temporaries(f: ir.Operation) -> None:
         op.results[0].replace_all_uses_with(buf)
         op.erase()
         device.append(buf)
+    for op in constants:
+        host = op.results[0]
+        t = ir.MemRefType(host.type)
+        if not t.has_static_shape or t.affine_map != ir.AffineMap.get_identity(t.rank):
+            raise PipelineError(f"cuda host: a constant the kernels read has type {t}; expected a "
+                                "static identity-layout memref")
+        with ir.InsertionPoint(op.block.operations[_index(op) + 1]):
+            buf, tok = _stream_alloc(t, gpu_d.WaitOp(tok_t, []).result)
+            copy = gpu_d.MemcpyOp(tok_t, [tok], buf, host)
+            gpu_d.WaitOp(None, [copy.result])
+        host.replace_all_uses_with(buf)
+        copy.operation.operands[2] = host   # the copy's source stays the host global
+        device.append(buf)
     for ret in [op.operation for op in entry.operations if op.operation.name == "func.return"]:
         with ir.InsertionPoint(ret):
             for d in device:
                 dep = gpu_d.WaitOp(tok_t, []).result
                 gpu_d.WaitOp(None, [gpu_d.DeallocOp(tok_t, [dep], d).result])
+
+
+def _index(op: ir.Operation) -> int:
+    """Position of ``op`` in its block."""
+    for i, o in enumerate(op.block.operations):
+        if o.operation == op:
+            return i
+    raise PipelineError(f"cuda host: {op.name} not found in its block")
 
 
 def _copying_entry(f: ir.Operation, device_name: str, num_outputs: int) -> None:

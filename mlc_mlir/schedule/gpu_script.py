@@ -143,6 +143,13 @@ class GpuEmitter:
         if len({_kind(lp) for lp in level if lp.extent > 1}) > 1:
             raise ScheduleError(f"bind: '{blk.name}' binds loops to both threadIdx and warpIdx "
                                 "axes; expected one kind per block")
+        if "mlc.mma_sync" in blk.annotations and any(
+                lp.extent > 1 and _kind(lp) == "warp" and _axis(lp)[1] == "x" for lp in level):
+            # rewrite_matmul_as_mma_sync takes threadIdx.x as the lane id: a second warp along x
+            # would read and write another warp's fragments (seen on an H200: wrong columns)
+            raise ScheduleError(f"bind: '{blk.name}' is annotated mlc.mma_sync and binds a loop of "
+                                "more than one warp to warpIdx.x; bind warps to warpIdx.y/z "
+                                "(nvgpu.mma.sync takes threadIdx.x as the lane id)")
         groups = {lp.fused_group for lp in level}
         if len(groups) > 1 and None in groups:
             raise ScheduleError(f"bind: '{blk.name}' mixes fused and plain loops bound to {kind} "

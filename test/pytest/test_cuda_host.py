@@ -167,3 +167,28 @@ def test_jit_runs_the_module_load_constructors():
     # one cubin (an ELF image) per kernel module, loaded before any function is called
     assert len(loads) >= 2 and all(head == b"\x7fELF" for head in loads)
     del engine
+
+
+def _with_constant():
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        f.output(ops.add(f.arg("x", shape=(3, 40)),
+                         ops.constant(np.arange(120, dtype=np.float32).reshape(3, 40))))
+    return bb.finish()
+
+
+@needs_ptxas
+def test_constants_are_copied_to_the_device():
+    """A weight (``memref.get_global``, host memory) is copied into a device buffer before the
+    kernels read it; on an H200 kernels given the host pointer read garbage or faulted."""
+    _, lowered = lower_cuda(_with_constant(), CompileOptions(target=CUDA), CPU_STAGES)
+    dev = _functions(translate_to_llvmir(lowered))["main__device"]
+    launch = dev.index("@mgpuLaunchKernel(")
+    assert "call void @mgpuMemcpy(" in dev[:launch] and "@mgpuMemFree(" in dev[launch:]
+
+
+@needs_gpu
+def test_constants_reach_the_kernels():
+    x = np.random.default_rng(0).standard_normal((3, 40), np.float32)
+    got = mlc.compile(_with_constant(), target="cuda")(x)
+    np.testing.assert_allclose(got, x + np.arange(120, dtype=np.float32).reshape(3, 40), rtol=1e-6)

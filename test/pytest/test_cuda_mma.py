@@ -28,7 +28,7 @@ def _matmul(m=128, k=64, n=128, dtype="float16"):
     return bb.finish()
 
 
-def _warp_schedule(tm=16, tn=8, tk=16):
+def _warp_schedule(tm=16, tn=8, tk=16, warps=("warpIdx.z", "warpIdx.y")):
     sch = mlc.Schedule(_matmul())
     blk = sch.get_block("matmul")
     i, j, k = sch.get_loops(blk)
@@ -38,8 +38,8 @@ def _warp_schedule(tm=16, tn=8, tk=16):
     sch.reorder(i0, j0, i1, j1, k0, i2, j2, k1)
     sch.bind(i0, "blockIdx.y")
     sch.bind(j0, "blockIdx.x")
-    sch.bind(i1, "warpIdx.y")
-    sch.bind(j1, "warpIdx.x")
+    sch.bind(i1, warps[0])
+    sch.bind(j1, warps[1])
     sch.annotate(blk, "mlc.mma_sync", True)
     return sch
 
@@ -49,8 +49,9 @@ def _warp_schedule(tm=16, tn=8, tk=16):
 def test_default_f16_matmul_uses_mma_sync(chip):
     (ptx,) = compile_to_ptx(default_schedule(_matmul(), CUDA), chip=chip).values()
     check_ptx(ptx, arch=chip)
-    # 4 warps x 2 = 8 warps of 32 threads: x counts threads (4 warps), y warps
-    assert ".maxntid 128, 2, 1" in ptx
+    # 2 x 4 = 8 warps of 32 threads: x is one warp's lanes (mma.sync's lane id is threadIdx.x),
+    # y and z count warps
+    assert ".maxntid 32, 4, 2" in ptx
     # one mma per k step of 16 (k = 64), the k loop unrolled
     assert ptx.count(MMA) == 4
 
@@ -74,6 +75,13 @@ def test_f32_matmul_stays_on_cuda_cores():
 def test_annotated_tile_of_the_wrong_shape_is_a_pipeline_error():
     with pytest.raises(mlc.PipelineError, match=r"mlc.mma_sync has operands.*memref<32x16xf16"):
         compile_to_ptx(_warp_schedule(tm=32).mod)
+
+
+def test_mma_warps_along_x_are_refused():
+    """rewrite_matmul_as_mma_sync takes threadIdx.x as the lane id: 4 warps on x computed wrong
+    columns on an H200 (only each row's first 8 outputs were right)."""
+    with pytest.raises(mlc.ScheduleError, match="more than one warp to warpIdx.x"):
+        _warp_schedule(warps=("warpIdx.y", "warpIdx.x")).mod
 
 
 def test_threads_and_warps_in_one_block_are_refused():

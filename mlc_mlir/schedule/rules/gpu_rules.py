@@ -158,7 +158,7 @@ MMA_WARPS = (2, 4)
 def schedule_matmul_mma(sch: Schedule, block: BlockRV) -> bool:
     """An f16 ``C[i, j] += A[i, k] * B[k, j]`` on tensor cores when its dims divide into warp
     tiles: blocks of ``MMA_WARPS`` warps, each warp computing ``16 x 8`` outputs in ``k`` steps
-    of 16 with ``mma.sync.m16n8k16`` (loops bound to ``warpIdx``, the block annotated
+    of 16 with ``mma.sync.m16n8k16`` (loops bound to ``warpIdx.z`` / ``warpIdx.y``, the block annotated
     ``mlc.mma_sync``: :mod:`mlc_mlir.pipeline.cuda` rewrites the warp's matmul with
     ``transform.nvgpu.rewrite_matmul_as_mma_sync``). Returns whether it applied (f16 operands
     and divisible dims); source: the upstream ``nvgpu`` transform tests, TVM's ``tensorize``
@@ -176,8 +176,10 @@ def schedule_matmul_mma(sch: Schedule, block: BlockRV) -> bool:
     sch.reorder(i0, j0, i1, j1, k0, i2, j2, k1)
     sch.bind(i0, "blockIdx.y")
     sch.bind(j0, "blockIdx.x")
-    sch.bind(i1, "warpIdx.y")
-    sch.bind(j1, "warpIdx.x")
+    # warps along y and z only: blockDim.x stays one warp, since rewrite_matmul_as_mma_sync
+    # takes threadIdx.x as the lane id
+    sch.bind(i1, "warpIdx.z")
+    sch.bind(j1, "warpIdx.y")
     sch.annotate(block, "mlc.mma_sync", True)
     return True
 
