@@ -3,6 +3,7 @@
 themselves live in ``<name>__device``, which ``Function.on_device`` calls on arrays kept in GPU
 memory. IR checks run everywhere; numerics need a GPU (skipped without one)."""
 
+import ctypes
 import importlib
 import re
 import shutil
@@ -14,9 +15,11 @@ import mlc_mlir as mlc
 from mlc_mlir import ops
 from mlc_mlir.pipeline.aot import translate_to_llvmir
 from mlc_mlir.pipeline.cuda_compile import lower_cuda
+from mlc_mlir.pipeline.libraries import runtime_library_paths
 from mlc_mlir.pipeline.options import CompileOptions
 from mlc_mlir.runtime import DeviceArray, as_device_array
 from mlc_mlir.runtime.cuda import cuda_available
+from mlc_mlir.runtime.executable import load_engine
 from mlc_mlir.target import Target
 
 needs_ptxas = pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas not on PATH")
@@ -142,11 +145,6 @@ def test_jit_runs_the_module_load_constructors():
     """The cubins are loaded by global constructors; ``load_engine`` must run them (a GPU run
     found every launch failing with CUDA_ERROR_INVALID_HANDLE when it did not). Here the CUDA
     runtime wrappers are replaced by ctypes stand-ins that record the calls."""
-    import ctypes
-
-    from mlc_mlir.pipeline.libraries import runtime_library_paths
-    from mlc_mlir.runtime.executable import load_engine
-
     _, lowered = lower_cuda(mlp(), CompileOptions(target=CUDA), CPU_STAGES)
     ll = translate_to_llvmir(lowered)
     loads, unloads = [], []
