@@ -297,26 +297,17 @@ def _device_temporaries(f: ir.Operation) -> None:
         if not t.has_static_shape or t.affine_map != ir.AffineMap.get_identity(t.rank):
             raise PipelineError(f"cuda host: a constant the kernels read has type {t}; expected a "
                                 "static identity-layout memref")
-        with ir.InsertionPoint(op.block.operations[_index(op) + 1]):
+        with ir.InsertionPoint.after(op):
             buf, tok = _stream_alloc(t, gpu_d.WaitOp(tok_t, []).result)
             copy = gpu_d.MemcpyOp(tok_t, [tok], buf, host)
             gpu_d.WaitOp(None, [copy.result])
-        host.replace_all_uses_with(buf)
-        copy.operation.operands[2] = host   # the copy's source stays the host global
+        host.replace_all_uses_except(buf, copy.operation)
         device.append(buf)
     for ret in [op.operation for op in entry.operations if op.operation.name == "func.return"]:
         with ir.InsertionPoint(ret):
             for d in device:
                 dep = gpu_d.WaitOp(tok_t, []).result
                 gpu_d.WaitOp(None, [gpu_d.DeallocOp(tok_t, [dep], d).result])
-
-
-def _index(op: ir.Operation) -> int:
-    """Position of ``op`` in its block."""
-    for i, o in enumerate(op.block.operations):
-        if o.operation == op:
-            return i
-    raise PipelineError(f"cuda host: {op.name} not found in its block")
 
 
 def _copying_entry(f: ir.Operation, device_name: str, num_outputs: int) -> None:

@@ -146,7 +146,7 @@ class GpuEmitter:
         if "mlc.mma_sync" in blk.annotations and any(
                 lp.extent > 1 and _kind(lp) == "warp" and _axis(lp)[1] == "x" for lp in level):
             # rewrite_matmul_as_mma_sync takes threadIdx.x as the lane id: a second warp along x
-            # would read and write another warp's fragments (seen on an H200: wrong columns)
+            # would read and write another warp's fragments
             raise ScheduleError(f"bind: '{blk.name}' is annotated mlc.mma_sync and binds a loop of "
                                 "more than one warp to warpIdx.x; bind warps to warpIdx.y/z "
                                 "(nvgpu.mma.sync takes threadIdx.x as the lane id)")
