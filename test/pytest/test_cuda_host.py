@@ -4,6 +4,7 @@ themselves live in ``<name>__device``, which ``Function.on_device`` calls on arr
 memory. IR checks run everywhere; numerics need a GPU (skipped without one)."""
 
 import ctypes
+import gc
 import importlib
 import re
 import shutil
@@ -164,7 +165,10 @@ def test_jit_runs_the_module_load_constructors():
     engine = load_engine(lowered, 2, c_runner, native_symbols=stubs)
     # one cubin (an ELF image) per kernel module, loaded before any function is called
     assert len(loads) >= 2 and all(head == b"\x7fELF" for head in loads)
-    del engine
+    assert not unloads
+    del engine   # the destructors unload every module
+    gc.collect()
+    assert sorted(unloads) == [0x1000 + i for i in range(1, len(loads) + 1)]
 
 
 def _with_constant():
