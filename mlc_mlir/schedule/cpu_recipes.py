@@ -19,6 +19,7 @@ from typing import List, Optional, Tuple
 from ..errors import ScheduleError
 from ..ir import dtypes
 from ..target import Target, host_target
+from .factors import largest_divisor
 from .schedule import Schedule
 from .state import BlockRV
 
@@ -30,10 +31,6 @@ _MIN_L2_BYTES = 256 << 10
 #: k is unrolled by this factor in the register tile (DESIGN.md: 4 and 8 measure the same; 4
 #: keeps code small). A code-size choice, not a machine constant.
 UNROLL_K = 4
-
-
-def _largest_divisor(n: int, cap: int) -> int:
-    return max(d for d in range(1, min(n, cap) + 1) if n % d == 0)
 
 
 def _pow2_floor(x: int) -> int:
@@ -127,7 +124,7 @@ def goto_params(target: Target, m: int, n: int, k: int, threads: Optional[int] =
     mc = mr * max(1, (l2 // 4) // (kc * nbytes) // mr)
     t = threads
     # the recipes' NR tile: a divisor of an N that is not padded (a GEMV: 1000 -> 25 wide)
-    while t > 1 and not any(thread_splits(m, n, t, mr, _largest_divisor(n, nr))):
+    while t > 1 and not any(thread_splits(m, n, t, mr, largest_divisor(n, nr))):
         t -= 1
     return GotoParams(threads=t, mr=mr, nr=nr, kc=kc, nc=nc, mc=mc)
 
@@ -198,7 +195,7 @@ def goto_padding(target: Target, m: int, n: int, k: int, threads: Optional[int] 
     t = target.cores if threads is None else threads
     t = max(1, min(t, m // p.mr))
     lanes = target.vector_lanes(dtype_bits)
-    d = _largest_divisor(n, p.nr)
+    d = largest_divisor(n, p.nr)
     # pad N when the padded columns waste less than the partial vectors of a divisor tile would
     nn = p.nr if n / (-(-n // p.nr) * p.nr) > d / (-(-d // lanes) * lanes) else 1
     np_ = -(-n // nn) * nn
@@ -206,8 +203,8 @@ def goto_padding(target: Target, m: int, n: int, k: int, threads: Optional[int] 
         mm = 1 if register_rows(m, p.mr) else p.mr
     else:
         mm = 1 if m % t == 0 and register_rows(m // t, p.mr) else t * p.mr
-    kc = _largest_divisor(k, p.kc)
-    if (k <= p.kc or 2 * kc >= p.kc) and _largest_divisor(kc, p.unroll_k) >= min(2, p.unroll_k):
+    kc = largest_divisor(k, p.kc)
+    if (k <= p.kc or 2 * kc >= p.kc) and largest_divisor(kc, p.unroll_k) >= min(2, p.unroll_k):
         kk = 1
     else:
         blocks = -(-k // p.kc)
@@ -231,14 +228,14 @@ def batch_matmul_padding(target: Target, nb: int, m: int, n: int, k: int,
     """
     threads = target.cores if threads is None else threads
     p = goto_params(target, m, n, k, threads, dtype_bits)
-    tb = _largest_divisor(nb, threads)
+    tb = largest_divisor(nb, threads)
     tm = max(1, min(threads if tb == 1 else 1, m // p.mr))
     # a register tile of a divisor of the rows from MR / 2 up needs no padding (ResNet's
     # Winograd GEMMs: 196 = 28 x 7 rows, MR = 8)
-    whole = m % tm == 0 and 2 * _largest_divisor(m // tm, p.mr) >= p.mr
+    whole = m % tm == 0 and 2 * largest_divisor(m // tm, p.mr) >= p.mr
     return [1, 1 if m <= p.mr or m % (tm * p.mr) == 0 or whole else tm * p.mr,
             1 if n % p.nr == 0 else p.nr,
-            1 if _largest_divisor(k, p.unroll_k) >= min(2, p.unroll_k) else p.unroll_k]
+            1 if largest_divisor(k, p.unroll_k) >= min(2, p.unroll_k) else p.unroll_k]
 
 
 def packs_b(rows: int, mr: int, nr: int, b_transposed: bool = False) -> bool:
@@ -320,9 +317,9 @@ def schedule_matmul_goto(sch: Schedule, block: BlockRV, threads: Optional[int] =
                           p.kc if kc is None else kc, p.nc if nc is None else nc,
                           p.mc if mc is None else mc)
     unroll_k = p.unroll_k if unroll_k is None else unroll_k
-    nr = _largest_divisor(n, nr)
-    kc = _largest_divisor(kk, kc)
-    unroll_k = _largest_divisor(kc, unroll_k)
+    nr = largest_divisor(n, nr)
+    kc = largest_divisor(kk, kc)
+    unroll_k = largest_divisor(kc, unroll_k)
     k0, k1 = sch.split(k, [kk // kc, kc])
     if split_n is None:
         split_n = threads > 1 and thread_splits(m, n, threads, mr, nr)[1]
@@ -333,9 +330,9 @@ def schedule_matmul_goto(sch: Schedule, block: BlockRV, threads: Optional[int] =
         if n % (threads * nr) != 0:
             raise ScheduleError(f"schedule_matmul_goto: {threads} threads x NR={nr} do not divide N={n}")
         nt = n // threads
-        mr = _largest_divisor(m, mr)
-        mc = _largest_divisor(m // mr, max(mc // mr, 1)) * mr
-        nc = _largest_divisor(nt // nr, max(nc // nr, 1)) * nr
+        mr = largest_divisor(m, mr)
+        mc = largest_divisor(m // mr, max(mc // mr, 1)) * mr
+        nc = largest_divisor(nt // nr, max(nc // nr, 1)) * nr
         i1, i2, i3 = sch.split(i, [m // mc, mc // mr, mr])
         outer, j0, j1, j2 = sch.split(j, [threads, nt // nc, nc // nr, nr])
         mt = m
@@ -343,9 +340,9 @@ def schedule_matmul_goto(sch: Schedule, block: BlockRV, threads: Optional[int] =
         if m % threads != 0:
             raise ScheduleError(f"schedule_matmul_goto: {threads} threads do not divide M={m}")
         mt = m // threads
-        mr = _largest_divisor(mt, mr)
-        mc = _largest_divisor(mt // mr, max(mc // mr, 1)) * mr
-        nc = _largest_divisor(n // nr, max(nc // nr, 1)) * nr
+        mr = largest_divisor(mt, mr)
+        mc = largest_divisor(mt // mr, max(mc // mr, 1)) * mr
+        nc = largest_divisor(n // nr, max(nc // nr, 1)) * nr
         outer, i1, i2, i3 = sch.split(i, [threads, mt // mc, mc // mr, mr])
         j0, j1, j2 = sch.split(j, [n // nc, nc // nr, nr])
     sch.reorder(outer, j0, k0, i1, j1, i2, k1, i3, j2)
@@ -447,8 +444,8 @@ def schedule_mmt4d_goto(sch: Schedule, block: BlockRV, threads: Optional[int] = 
     threads = p.threads if threads is None else threads
     mr, kc, nc, mc = (p.mr if mr is None else mr, p.kc if kc is None else kc,
                       p.nc if nc is None else nc, p.mc if mc is None else mc)
-    kc = _largest_divisor(kk, kc)
-    unroll_k = _largest_divisor(kc, p.unroll_k if unroll_k is None else unroll_k)
+    kc = largest_divisor(kk, kc)
+    unroll_k = largest_divisor(kc, p.unroll_k if unroll_k is None else unroll_k)
     k0, k1 = sch.split(k, [kk // kc, kc])
     if split_n is None:
         split_n = threads > 1 and thread_splits(m, panels * nr, threads, 1, nr)[1]
@@ -461,9 +458,9 @@ def schedule_mmt4d_goto(sch: Schedule, block: BlockRV, threads: Optional[int] = 
         if m % threads != 0:
             raise ScheduleError(f"schedule_mmt4d_goto: {threads} threads do not divide M={m}")
         mt, pt = m // threads, panels
-    mr = _largest_divisor(mt, mr)
-    mc = _largest_divisor(mt // mr, max(mc // mr, 1)) * mr
-    pc = _largest_divisor(pt, max(nc // nr, 1))
+    mr = largest_divisor(mt, mr)
+    mc = largest_divisor(mt // mr, max(mc // mr, 1)) * mr
+    pc = largest_divisor(pt, max(nc // nr, 1))
     if split_n:
         i1, i2, i3 = sch.split(m1, [m // mc, mc // mr, mr])
         outer, j0, j1 = sch.split(n1, [threads, pt // pc, pc])

@@ -9,6 +9,7 @@ import numbers
 from typing import List, Optional, Sequence, Union
 
 from ..errors import ScheduleError
+from .factors import divisors
 from .loop_nest import Loop
 from .state import BlockRV, ExprRV, LoopRV, ScheduleState, as_int, as_str
 
@@ -67,7 +68,7 @@ class LoopPrimitives(ScheduleState):
                                 f"do not divide extent {lp.extent} of loop {label}")
         extents = [lp.extent // known if f is None else int(f) for f in clean]
         sampled = any(isinstance(f, ExprRV) for f in clean)
-        divs = tuple(d for d in range(1, lp.extent + 1) if lp.extent % d == 0)
+        divs = divisors(lp.extent)
         new = [Loop(next(self._ids), lp.dim, e,
                     options=None if not sampled else
                     tuple(o for o in f.options if o in divs) or divs if isinstance(f, ExprRV) else

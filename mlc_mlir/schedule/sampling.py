@@ -8,12 +8,8 @@ import math
 from typing import List, Optional, Sequence
 
 from ..errors import ScheduleError
+from .factors import divisors
 from .state import ExprRV, LoopRV, ScheduleState, as_int
-
-
-def divisors(n: int) -> List[int]:
-    """Positive divisors of ``n``, ascending."""
-    return [d for d in range(1, n + 1) if n % d == 0]
 
 
 def perfect_tilings(extent: int, n: int, max_innermost_factor: int) -> List[List[int]]:

@@ -29,8 +29,25 @@ from ..ir.transform_values import any_op, param_constant
 from ..errors import ScheduleError
 from ..ir import dtypes
 from ..ir.module import Module, OP_NAME_ATTR, diagnostics
+from .factors import largest_divisor
 from .gpu_script import GpuEmitter, gpu_owned, is_gpu_block
 from .loop_nest import Block, LoopNestModel, Tiling
+
+
+#: Longest vector (in elements) an init or epilogue row is written with. Longer rows are written
+#: in chunks: LLVM's instruction selection cannot legalize vectors of 2**16 elements and more
+#: (a SelectionDAG node holds at most 65535 operands), and a chunk of a few KiB already streams
+#: at the memory's speed.
+MAX_ROW_VECTOR = 4096
+
+
+def _row_extent(blk: Block, pos: int) -> int:
+    """Extent, inside loop ``pos`` of ``blk``, of the dim indexing the last dim of its output
+    (the row an init or epilogue tile writes)."""
+    d = blk.info.out_dims[-1] if blk.info.out_dims else None
+    if d is None:
+        return 1
+    return math.prod(q.extent for q in blk.loops[pos:] if q.dim == d)
 
 
 class TransformScript:
@@ -332,11 +349,15 @@ class _Emitter:
         tiled = structured_transform_d.TileUsingForOp(packer, sizes=[side] * len(tile)).tiled_linalg_op
         structured_transform_d.VectorizeOp(tiled)
 
-    def vectorize_rows(self, op: ir.Value, ndims: int) -> None:
+    def vectorize_rows(self, op: ir.Value, ndims: int, row: int) -> None:
         """Vectorize an init or epilogue tile one row at a time (tile all but the last dim by 1):
-        vectorizing a whole tile at once makes ``vector<RxC>`` values that unroll into huge code."""
-        if ndims > 1:
-            op = structured_transform_d.TileUsingForOp(op, sizes=[1] * (ndims - 1) + [0]).tiled_linalg_op
+        vectorizing a whole tile at once makes ``vector<RxC>`` values that unroll into huge code.
+        A row of ``row`` elements longer than :data:`MAX_ROW_VECTOR` is written in chunks (the
+        largest divisor of ``row`` within the bound)."""
+        chunk = row if row <= MAX_ROW_VECTOR else largest_divisor(row, MAX_ROW_VECTOR)
+        if ndims > 1 or chunk != row:
+            sizes = [1] * (ndims - 1) + [0 if chunk == row else chunk]
+            op = structured_transform_d.TileUsingForOp(op, sizes=sizes).tiled_linalg_op
         structured_transform_d.VectorizeOp(op)
 
     def cleanup(self, func: ir.Value) -> None:
@@ -373,9 +394,11 @@ class _Emitter:
                 v.operation.attributes["create_named_contraction"] = ir.UnitAttr.get()
                 init = self.model.init_of(b)
                 if init is not None:
-                    self.vectorize_rows(self.match(init), len(init.dims))
+                    self.vectorize_rows(self.match(init), len(init.dims),
+                                        _row_extent(b, b.loop_index(b.decomposed_at) or 0))
                 for a in self.model.epilogues(b):
-                    self.vectorize_rows(self.op_handles[a.id], len(a.dims))
+                    self.vectorize_rows(self.op_handles[a.id], len(a.dims),
+                                        _row_extent(b, b.loop_index(a.reverse_compute_at) + 1))
                 self.vectorized_funcs.add(b.func)
         fused_ids = {blk.loops[p].id for blk, pos, _ in self.coalesce for p in pos}
         for b in blocks:

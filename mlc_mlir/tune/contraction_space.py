@@ -13,6 +13,7 @@ from typing import Dict, List, Sequence
 
 from ..errors import ScheduleError
 from ..schedule.cpu_recipes import batch_matmul_padding, goto_padding, goto_params, packs_b, thread_splits
+from ..schedule.factors import divisors
 from ..schedule.rules.common import RuleContext, element_bits, largest_divisor, worth_threads
 from ..schedule.rules.epilogue import claim_epilogues
 from ..schedule.schedule import Schedule
@@ -71,7 +72,7 @@ def matmul_register_tiles(target: Target, bits: int, mt: int, n: int) -> Dict[in
         nr = v * lanes
         if n % nr:
             continue
-        mrs = [d for d in range(1, mt + 1) if mt % d == 0 and regs // 4 <= d * v <= regs - v - 1]
+        mrs = [d for d in divisors(mt) if regs // 4 <= d * v <= regs - v - 1]
         if mrs:
             out[nr] = mrs
     dnr, dmr = largest_divisor(n, p.nr), largest_divisor(mt, p.mr)

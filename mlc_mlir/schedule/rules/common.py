@@ -8,6 +8,7 @@ from typing import Dict, Optional, Sequence, Set, Tuple
 
 from ...ir import dtypes
 from ...target import Target
+from ..factors import largest_divisor
 from ..loop_nest import Block
 from .payload import OpFacts
 
@@ -40,11 +41,6 @@ class RuleContext:
     def fact(self, blk: Block) -> Optional[OpFacts]:
         """Payload facts of ``blk`` (None for ops not at a function's top level)."""
         return self.facts.get((blk.func, blk.name))
-
-
-def largest_divisor(n: int, cap: int) -> int:
-    """The largest divisor of ``n`` not above ``cap`` (at least 1)."""
-    return max(d for d in range(1, max(1, min(n, cap)) + 1) if n % d == 0)
 
 
 def element_bits(blk: Block) -> int:
