@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import traceback
 from typing import List, Optional
 
 from ..errors import MlcError
@@ -55,9 +56,29 @@ def _demo(args) -> int:
     return 0
 
 
+class _Parser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose usage errors are one line on stderr (exit code 2)."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _one_line(text: str) -> str:
+    """The first line of a message (with the next one when the first ends in a colon)."""
+    lines = [ln.strip() for ln in str(text).splitlines() if ln.strip()] or [""]
+    n = 2 if len(lines) > 1 and lines[0].endswith(":") else 1
+    return " ".join(lines[:n]) + (" [more with --debug]" if len(lines) > n else "")
+
+
 def main(argv: Optional[List[str]] = None) -> int:
-    """Entry point of ``mlc``; returns the process exit code (0 ok, 1 failure, 2 usage)."""
-    p = argparse.ArgumentParser(prog="mlc", description="mlc-mlir: an ML compiler on MLIR")
+    """Entry point of ``mlc``; returns the process exit code: 0 ok, 1 a failed check (the demo's
+    predictions) or an internal error, 2 a user error (bad arguments, unreadable or invalid
+    files, any :class:`MlcError`), 130 interrupted.
+
+    Every error is one line on stderr; ``--debug`` adds the full message and the traceback.
+    """
+    p = _Parser(prog="mlc", description="mlc-mlir: an ML compiler on MLIR")
+    p.add_argument("--debug", action="store_true", help="on an error, print the full message and traceback")
     sub = p.add_subparsers(dest="cmd", required=True)
     d = sub.add_parser("demo", help="train an MLP on digits, compile it, compare with scikit-learn")
     d.add_argument("--dump-ir", metavar="DIR", type=_writable_dir,
@@ -79,8 +100,19 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = p.parse_args(argv)
     try:
         return args.fn(args)
+    except KeyboardInterrupt:
+        print("mlc: interrupted", file=sys.stderr)
+        return 130
     except MlcError as e:
-        print(f"error: {e}", file=sys.stderr)
+        if args.debug:
+            traceback.print_exc()
+        print(f"error: {e}" if args.debug else f"error: {_one_line(e)}", file=sys.stderr)
+        return 2
+    except Exception as e:  # noqa: BLE001  (a bug, not a user error: one line unless --debug)
+        if args.debug:
+            traceback.print_exc()
+        print(f"internal error: {type(e).__name__}: {_one_line(e)} (please report it; --debug shows "
+              "the traceback)", file=sys.stderr)
         return 1
 
 

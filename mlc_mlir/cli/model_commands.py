@@ -12,10 +12,11 @@ import argparse
 import statistics
 import sys
 import time
-from typing import Dict, List, Optional, Sequence
+from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from ..errors import ExecutionError
 from ..pipeline import compile as compile_module
 from ..runtime import load_library
 
@@ -25,21 +26,34 @@ except ImportError:  # pragma: no cover - depends on the environment
     from_onnx = None
 
 
-def _shapes(specs: Optional[Sequence[str]]) -> Dict[str, List[int]]:
-    """``name=1,3,224,224`` -> {name: [1, 3, 224, 224]}."""
-    out = {}
-    for spec in specs or []:
-        name, _, dims = spec.partition("=")
-        try:
-            out[name] = [int(d) for d in dims.split(",") if d]
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"--input-shape {spec!r}: expected NAME=D0,D1,...") from None
-        if not name or not out[name]:
-            raise argparse.ArgumentTypeError(f"--input-shape {spec!r}: expected NAME=D0,D1,...")
-    return out
+def shape_spec(spec: str) -> Tuple[str, List[int]]:
+    """``--input-shape`` value ``name=1,3,224,224`` -> ``("name", [1, 3, 224, 224])`` (an
+    argparse ``type``: a malformed spec is a usage error)."""
+    name, sep, dims = spec.partition("=")
+    try:
+        shape = [int(d) for d in dims.split(",")]
+    except ValueError:
+        shape = []
+    if not name or not sep or not shape or any(d < 0 for d in shape):
+        raise argparse.ArgumentTypeError(f"{spec!r} is not NAME=D0,D1,... with integer dims >= 0 "
+                                         "(e.g. x=1,3,224,224)")
+    return name, shape
 
 
-def compile_model(model: str, output: str, target: str = "cpu", input_shapes: Optional[Sequence[str]] = None,
+def _load_npy(path: str) -> np.ndarray:
+    """An input array from a ``.npy`` file, refusing pickled objects."""
+    try:
+        return np.load(path, allow_pickle=False)
+    except OSError as e:
+        raise ExecutionError(f"mlc run: cannot read input {path}: {e.strerror or e}; expected a .npy "
+                             "file written by numpy.save") from e
+    except ValueError as e:
+        raise ExecutionError(f"mlc run: input {path} is not a plain .npy array ({e}); expected a "
+                             "numeric array written by numpy.save (pickled objects are refused)") from e
+
+
+def compile_model(model: str, output: str, target: str = "cpu",
+                  input_shapes: Optional[Sequence[Tuple[str, List[int]]]] = None,
                   winograd: bool = True) -> int:
     """``mlc compile``: ONNX file -> shared library at ``output`` (plus ``output.json``);
     ``winograd=False`` (``--no-winograd``) keeps direct convolutions (``CompileOptions.winograd``)."""
@@ -50,7 +64,7 @@ def compile_model(model: str, output: str, target: str = "cpu", input_shapes: Op
         print("error: mlc compile imports ONNX models with the onnx package, which is not installed: "
               "pip install 'mlc-mlir[onnx]'", file=sys.stderr)
         return 2
-    mod = from_onnx(model, input_shapes=_shapes(input_shapes)).bind_params()
+    mod = from_onnx(model, input_shapes=dict(input_shapes or [])).bind_params()
     exe = compile_module(mod, target=target, winograd=winograd)
     path = exe.export_library(output)
     print(f"wrote {path}")
@@ -62,7 +76,7 @@ def run_model(library: str, inputs: Sequence[str], bench: bool = False, repeat: 
     print each output's shape and dtype and the latency (median of ``repeat`` runs with
     ``--bench``, else the one run)."""
     exe = load_library(library)
-    arrays = [np.load(p) for p in inputs]
+    arrays = [_load_npy(p) for p in inputs]
     t0 = time.perf_counter()
     outs = exe(*arrays)
     times = [time.perf_counter() - t0]
@@ -87,7 +101,7 @@ def add_model_commands(sub) -> None:
     c.add_argument("model", help="MODEL.onnx")
     c.add_argument("--target", default="cpu", help="compile target (default: cpu)")
     c.add_argument("-o", dest="output", required=True, help="output library, e.g. model.so")
-    c.add_argument("--input-shape", action="append", metavar="NAME=D0,D1,...",
+    c.add_argument("--input-shape", action="append", metavar="NAME=D0,D1,...", type=shape_spec,
                    help="static shape for an input with dynamic dims (repeatable)")
     c.add_argument("--no-winograd", dest="winograd", action="store_false",
                    help="keep direct 3x3 convolutions (no Winograd rewrite)")

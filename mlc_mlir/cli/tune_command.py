@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import MlcError
+from ..errors import IRError, MlcError
 from ..ir.module import Module
 from ..pipeline import compile
 from ..tune import tune
@@ -32,7 +32,11 @@ def run_tune(path: str, trials: int, work_dir: str, timeout_s: float, out=print)
             text = f.read()
     except (OSError, UnicodeDecodeError) as e:
         raise MlcError(f"tune: cannot read {path}: {e}") from None
-    mod = Module.parse(text)
+    try:
+        mod = Module.parse(text)
+    except IRError as e:
+        raise IRError(f"tune: {path} is not a graph module in MLIR text ({e}); expected a file "
+                      "written by mlc-opt or str(mod)") from e
     db = tune(mod, target="cpu", trials=trials, work_dir=work_dir, timeout_s=timeout_s)
     default, tuned = compile(mod), compile(mod, database=db)
     rng = np.random.default_rng(0)

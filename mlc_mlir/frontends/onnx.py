@@ -15,12 +15,13 @@ Source: ONNX IR spec, TVM Relax ``relax.frontend.onnx.from_onnx``.
 from __future__ import annotations
 
 import collections
+import os
 from typing import TYPE_CHECKING, Dict, Optional, Sequence, Union
 
 import numpy as np
 
 from ..builder import GraphBuilder, Tensor
-from ..errors import BuildError
+from ..errors import BuildError, MlcError
 from ..ir import Module
 from .. import ops
 from . import onnx_nn, onnx_ops, onnx_reduce, onnx_shape  # noqa: F401  (register the converters)
@@ -50,7 +51,16 @@ def _load(model_or_path):
     if isinstance(model_or_path, onnx.ModelProto):
         return model_or_path
     if isinstance(model_or_path, (str, bytes)) or hasattr(model_or_path, "__fspath__"):
-        return onnx.load(model_or_path)
+        path = os.fsdecode(model_or_path)
+        try:
+            return onnx.load(path)
+        except OSError as e:
+            raise BuildError(f"from_onnx: cannot read {path}: {e.strerror or e}; expected the path "
+                             "of an ONNX model file") from e
+        except Exception as e:  # noqa: BLE001  (protobuf's DecodeError and onnx's own errors)
+            raise BuildError(f"from_onnx: {path} is not a valid ONNX model ({type(e).__name__}: "
+                             f"{e}); expected a complete file written by onnx.save (a truncated "
+                             "or corrupt copy?)") from e
     raise BuildError(f"from_onnx: argument 'model_or_path' is {type(model_or_path).__name__}; "
                      f"expected an onnx.ModelProto or a path")
 
@@ -123,13 +133,13 @@ def _fold(node, values, opset: int):
     outs = [f"o{k}" for k in range(len(node.output))]
     n = helper.make_node(node.op_type, names, outs, domain=node.domain)
     n.attribute.extend(node.attribute)
-    ev = ReferenceEvaluator(helper.make_model(helper.make_graph([n], "fold", [], []),
-                                              opset_imports=[helper.make_opsetid("", opset)]))
     feeds = {nm: v for nm, v in zip(names, values) if nm}
     try:
+        ev = ReferenceEvaluator(helper.make_model(helper.make_graph([n], "fold", [], []),
+                                                  opset_imports=[helper.make_opsetid("", opset)]))
         return [np.asarray(o) for o in ev.run(outs, feeds)]
     except Exception:  # noqa: BLE001 - a reference kernel's own limit, e.g. np.choose's 64
-        return None     # choices in GatherElements: the converter builds the op instead
+        return None     # choices in GatherElements (or a malformed node): the converter decides
 
 
 def from_onnx(model_or_path: Union["onnx.ModelProto", str], input_shapes: Optional[Dict[str, Sequence[int]]] = None,
@@ -164,13 +174,19 @@ def from_onnx(model_or_path: Union["onnx.ModelProto", str], input_shapes: Option
     model = _load(model_or_path)
     opset = _opset(model)
     input_shapes = dict(input_shapes or {})
+    names = [vi.name for vi in model.graph.input if vi.name not in {t.name for t in model.graph.initializer}]
+    for kind, given in (("input_shapes", input_shapes), ("input_values", input_values or {})):
+        unknown = sorted(set(given) - set(names))
+        if unknown:
+            raise BuildError(f"from_onnx: argument '{kind}' names {unknown}, which are not inputs of "
+                             f"the model; expected some of {names}")
     try:
         model = shape_inference.infer_shapes(model)
     except Exception as e:  # noqa: BLE001  (inference is an aid; converters check shapes)
         raise BuildError(f"from_onnx: onnx.shape_inference failed: {e}") from e
     graph = model.graph
     _check_supported(graph, opset)
-    inits = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
+    inits = {t.name: _initializer(numpy_helper, t) for t in graph.initializer}
     env: Dict[str, object] = dict(inits)
     params: Dict[str, Tensor] = {}
     bb = GraphBuilder()
@@ -201,14 +217,36 @@ def from_onnx(model_or_path: Union["onnx.ModelProto", str], input_shapes: Option
             if node.op_type not in _NO_FOLD and all(isinstance(v, np.ndarray) or v is None for v in values):
                 outs = _fold(node, values, opset)
             if outs is None:
-                attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
-                fn = lookup(node.domain or "", node.op_type, opset)
-                outs = fn(NodeInputs(node, values, attrs, opset, as_param))
+                outs = _convert(node, values, opset, as_param)
             for name, v in zip(node.output, outs):
                 if name:
                     env[name] = v
         f.output(*[_as_output(env[vo.name]) for vo in graph.output])
     return bb.finish()
+
+
+def _initializer(numpy_helper, t) -> np.ndarray:
+    try:
+        return numpy_helper.to_array(t)
+    except Exception as e:  # noqa: BLE001  (raw data of the wrong size, external data missing)
+        raise BuildError(f"from_onnx: initializer {t.name!r} cannot be read ({type(e).__name__}: {e}); "
+                         "expected its data in the model or next to it (external data)") from e
+
+
+def _convert(node, values, opset: int, as_param):
+    """Run the converter of ``node``; an exception other than an :class:`MlcError` (a malformed
+    node: a missing attribute, an attribute of the wrong type) becomes a ``BuildError`` naming
+    the node."""
+    from onnx import helper
+    try:
+        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        return lookup(node.domain or "", node.op_type, opset)(NodeInputs(node, values, attrs, opset, as_param))
+    except MlcError:
+        raise
+    except Exception as e:  # noqa: BLE001
+        raise BuildError(f"onnx node {node.name!r} ({node.op_type}): cannot convert it "
+                         f"({type(e).__name__}: {e}); expected a node valid for opset {opset} "
+                         "(onnx.checker.check_model names the problem)") from e
 
 
 def _as_output(v) -> Tensor:

@@ -176,13 +176,28 @@ def from_torch(model, example_args, dynamic_shapes=None) -> Module:
     BuildError
         Listing every unsupported ATen op with its count and first source location; for a dynamic
         dim, a non-tensor input, buffer mutation outputs, or a converter's failure (naming the
-        node and its source line).
+        node and its source line); when ``model`` is not an ``nn.Module`` or
+        ``torch.export.export`` fails (the model does not run on ``example_args`` or cannot be
+        traced), chained to torch's exception.
     """
     import torch
 
-    args = (example_args,) if isinstance(example_args, torch.Tensor) else tuple(example_args)
-    with torch.no_grad():
-        ep = torch.export.export(model, args, dynamic_shapes=dynamic_shapes).run_decompositions()
+    if not isinstance(model, torch.nn.Module):
+        raise BuildError(f"from_torch: argument 'model' is {type(model).__name__}; expected a "
+                         "torch.nn.Module")
+    try:
+        args = (example_args,) if isinstance(example_args, torch.Tensor) else tuple(example_args)
+    except TypeError:
+        raise BuildError(f"from_torch: argument 'example_args' is {type(example_args).__name__}; "
+                         "expected a tensor or a tuple of tensors") from None
+    try:
+        with torch.no_grad():
+            ep = torch.export.export(model, args, dynamic_shapes=dynamic_shapes).run_decompositions()
+    except Exception as e:  # noqa: BLE001  (torch.export's user errors have many types)
+        first = (str(e).strip().splitlines() or [""])[0]
+        raise BuildError(f"from_torch: torch.export.export failed ({type(e).__name__}: {first}); "
+                         f"expected {type(model).__name__}.forward to run on example_args and to be "
+                         "traceable by torch.export (the chained exception has torch's full report)") from e
     return from_exported_program(ep)
 
 

@@ -36,6 +36,6 @@ def test_tune_a_module_file_and_resume(tmp_path):
 
 def test_tune_bad_input_is_one_line(tmp_path):
     r = _mlc("tune", str(tmp_path / "missing.mlir"), "--trials", "2", "-o", str(tmp_path / "o"))
-    assert r.returncode == 1 and r.stderr.startswith("error: tune: cannot read") and "Traceback" not in r.stderr
+    assert r.returncode == 2 and r.stderr.startswith("error: tune: cannot read") and "Traceback" not in r.stderr
     r = _mlc("tune", str(tmp_path / "missing.mlir"), "--trials", "0")
     assert r.returncode == 2 and "expected an integer >= 1" in r.stderr
