@@ -292,14 +292,26 @@ class GraphBuilder:
         self._failed: List[str] = []
 
     @contextlib.contextmanager
-    def function(self, name: str) -> Iterator[FunctionBuilder]:
-        """Open a graph function ``name`` (a public ``func.func``); use as a context manager.
+    def function(self, name: str, private: bool = False) -> Iterator[FunctionBuilder]:
+        """Open a graph function ``name`` (a ``func.func``); use as a context manager.
+
+        Parameters
+        ----------
+        name : str
+        private : bool
+            Give the function ``sym_visibility = "private"``: a helper that other functions
+            ``call``, which compiled modules do not expose and dead-code elimination
+            (``mlc-dce``, upstream ``symbol-dce``) removes when nothing calls it. Default: a
+            public function (an entry point).
 
         Raises
         ------
         BuildError
-            If the name is taken, a function is already open, or the builder is finished.
+            If the name is taken, a function is already open, the builder is finished, or
+            ``private`` is not a bool.
         """
+        if not isinstance(private, bool):
+            raise BuildError(f"function: argument 'private' is {private!r}; expected True or False")
         if self._finished:
             raise BuildError("function: the GraphBuilder is finished")
         if self._current is not None:
@@ -309,7 +321,7 @@ class GraphBuilder:
         if name in self._functions:
             raise BuildError(f"function: a function named '{name}' already exists")
         with self.context, ir.Location.unknown(), ir.InsertionPoint(self.module.body):
-            fop = func_d.FuncOp(name, ir.FunctionType.get([], []))
+            fop = func_d.FuncOp(name, ir.FunctionType.get([], []), visibility="private" if private else None)
         fb = FunctionBuilder(self, name, fop)
         self._functions[name] = fb
         self._current = fb

@@ -163,6 +163,23 @@ def common_dtype(op: str, *xs) -> str:
     raise BuildError(f"{op}: no argument is a Tensor or numpy.ndarray")
 
 
+def converted(op: str, arg: str, x: np.ndarray, dtype: str) -> np.ndarray:
+    """The numpy array ``x`` in ``dtype`` (``x`` itself when it has it already).
+
+    Raises
+    ------
+    BuildError
+        If ``x``'s own dtype is not supported (object, strings...): converting would turn a
+        ``None`` into NaN, or fail on a string, instead of refusing the input.
+    """
+    try:
+        own = dtypes.canonical_dtype(x.dtype)
+    except BuildError:
+        raise BuildError(f"{op}: argument '{arg}' is a numpy array of dtype {x.dtype}; expected a "
+                         f"numeric array (one of {sorted(dtypes.ALL_DTYPES)})") from None
+    return x if own == dtype else x.astype(dtypes.to_numpy_dtype(dtype))
+
+
 def as_tensor(op: str, arg: str, fn: FunctionLike, x, dtype: Optional[str] = None) -> Tensor:
     """Coerce an operand to a Tensor: numpy arrays become constants.
 
@@ -174,8 +191,8 @@ def as_tensor(op: str, arg: str, fn: FunctionLike, x, dtype: Optional[str] = Non
     if isinstance(x, Tensor):
         t = x
     elif isinstance(x, np.ndarray):
-        if dtype is not None and dtypes.canonical_dtype(x.dtype) != dtype:
-            x = x.astype(dtypes.to_numpy_dtype(dtype))
+        if dtype is not None:
+            x = converted(op, arg, x, dtype)
         t = constant(fn, x)
     else:
         raise BuildError(f"{op}: argument '{arg}' is {type(x).__name__}; expected a Tensor or numpy.ndarray")
@@ -269,8 +286,8 @@ def operand(op: str, arg: str, fn: FunctionLike, x, dtype: Optional[str], name: 
         As :func:`as_tensor`, or if ``name`` is already used in the function.
     """
     if isinstance(x, np.ndarray):
-        if dtype is not None and dtypes.canonical_dtype(x.dtype) != dtype:
-            x = x.astype(dtypes.to_numpy_dtype(dtype))
+        if dtype is not None:
+            x = converted(op, arg, x, dtype)
         x = constant(fn, x, name=Reserved(fn.claim_op_name(name, op)))
     return as_tensor(op, arg, fn, x, dtype)
 

@@ -121,7 +121,7 @@ def dense(x, weight, bias=None, name: Optional[str] = None) -> Tensor:
     if isinstance(weight, np.ndarray):
         # a constant weight is stored transposed (K, N): the layout transform happens at
         # build time and the op is a plain linalg.matmul (contiguous B rows for packing)
-        wt = emit.constant(fn, np.ascontiguousarray(weight.T.astype(dtypes.to_numpy_dtype(x.dtype))),
+        wt = emit.constant(fn, np.ascontiguousarray(emit.converted("dense", "weight", weight, x.dtype).T),
                            name=f"{nm}.weight_t")
         r = linalg_d.matmul(x.value, wt.value, outs=[init])
     else:

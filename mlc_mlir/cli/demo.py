@@ -98,8 +98,9 @@ def run_demo(dump_ir: Optional[str] = None, seed: int = 0, out=print, tune_trial
              tune_dir: Optional[str] = None) -> dict:
     """Run the demo end to end; returns the numbers it prints (accuracy, agreement, ...).
 
-    With ``tune_trials`` > 0 the MLP is also tuned (:func:`mlc_mlir.tune`, records in
-    ``tune_dir`` or a temporary folder) and its latency compared with the default schedules'.
+    With ``tune_trials`` > 0 the MLP is also tuned (:func:`mlc_mlir.tune`, records and curve in
+    ``tune_dir`` or a new folder under the system's temporary directory, kept so that the
+    printed paths stay valid) and its latency compared with the default schedules'.
 
     Raises
     ------
@@ -154,22 +155,25 @@ def run_demo(dump_ir: Optional[str] = None, seed: int = 0, out=print, tune_trial
         theirs = _time_numpy(lambda: numpy_mlp(x, weights, biases), number, 5)
         rows.append((label, ours, theirs))
     if tune_trials:
-        with tempfile.TemporaryDirectory(prefix="mlc-demo-tune-") as tmp:
-            db = tune(mod, target=target, trials=tune_trials, work_dir=tune_dir or tmp)
-            tuned = compile(mod, target=target, database=db, flush_denormals=True)
-            for label, name, x, number in (("batch 1 tuned", "mlp_b1", x1, 2000),
-                                           (f"batch {n} tuned", f"mlp_b{n}", x_test, 200)):
-                np.testing.assert_allclose(tuned[name](x), numpy_mlp(x, weights, biases), rtol=1e-4,
-                                           atol=1e-4)
-                ours = tuned[name].benchmark(x, number=number, repeat=5).min_ms
-                theirs = _time_numpy(lambda: numpy_mlp(x, weights, biases), number, 5)
-                rows.append((label, ours, theirs))
+        # a folder of its own, kept: tune() prints the path of the curve it writes there
+        tune_dir = tune_dir or tempfile.mkdtemp(prefix="mlc-demo-tune-")
+        db = tune(mod, target=target, trials=tune_trials, work_dir=tune_dir)
+        tuned = compile(mod, target=target, database=db, flush_denormals=True)
+        for label, name, x, number in (("batch 1 tuned", "mlp_b1", x1, 2000),
+                                       (f"batch {n} tuned", f"mlp_b{n}", x_test, 200)):
+            np.testing.assert_allclose(tuned[name](x), numpy_mlp(x, weights, biases), rtol=1e-4,
+                                       atol=1e-4)
+            ours = tuned[name].benchmark(x, number=number, repeat=5).min_ms
+            theirs = _time_numpy(lambda: numpy_mlp(x, weights, biases), number, 5)
+            rows.append((label, ours, theirs))
     out("")
     out(f"target: {describe(target)}")
     out(f"{'latency (min of 5)':<20}{'mlc-mlir ms':>14}{'numpy ms':>12}{'numpy/ours':>12}")
     for label, ours, theirs in rows:
         out(f"{label:<20}{ours:>14.4f}{theirs:>12.4f}{theirs / ours:>11.2f}x")
     out("")
+    if tune_trials:
+        out(f"tuning records and curve kept in {tune_dir}/ (database.jsonl, tuning_curve.png)")
     if dump_ir:
         out(f"IR of each stage written to {dump_ir}/ (schedule.trace.py, schedule.transform.mlir, "
             "00-graph.mlir = scheduled graph, ..., 05-lower.mlir, 06-denormals.mlir, 07-llvm.ll)")

@@ -87,7 +87,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     d.add_argument("--tune", type=_non_negative_int, default=0, metavar="N",
                    help="also tune the model with N trials and compare with the default schedules")
     d.add_argument("--tune-dir", type=_writable_dir, default=None, metavar="DIR",
-                   help="where the tuning records go (default: a temporary folder)")
+                   help="where the tuning records and curve go (default: a new folder under the "
+                        "system's temporary directory, kept)")
     d.set_defaults(fn=_demo)
     t = sub.add_parser("tune", help="tune a graph module (.mlir) and keep the records")
     t.add_argument("module", help="MLIR file of a graph module (e.g. from mlc-opt or str(mod))")

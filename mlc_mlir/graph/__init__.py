@@ -1,7 +1,7 @@
 """Graph-level passes on Modules: fusion by pattern kind, constant folding, DCE, CSE,
 Python rewrite patterns and library dispatch. Each pass maps a Module to a new Module."""
 
-from .dce import CommonSubexprElimination, DeadCodeElimination  # noqa: F401
+from .dce import CommonSubexprElimination, DeadCodeElimination, RemoveUnusedFunctions  # noqa: F401
 from .dispatch_library import DispatchLibrary, LowerCallLibrary  # noqa: F401
 from .conv_layout import ConvToNHWC  # noqa: F401
 from .conv_im2col import ConvToIm2col  # noqa: F401

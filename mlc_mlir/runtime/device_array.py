@@ -19,6 +19,7 @@ import numpy as np
 
 from ..errors import ExecutionError, format_shape
 from .cuda import DRIVER, require_cuda
+from .memref import out_array_problem
 
 
 class _Driver:
@@ -130,10 +131,8 @@ class DeviceArray:
         """
         if out is None:
             out = np.empty(self.shape, self.dtype)
-        elif out.shape != self.shape or out.dtype != self.dtype or not out.flags.c_contiguous \
-                or not out.flags.writeable:
-            raise ExecutionError(f"DeviceArray.numpy: out is {out.dtype}{format_shape(out.shape)}; "
-                                 f"expected writable C-contiguous {self.dtype}{format_shape(self.shape)}")
+        elif out_array_problem(out, self.dtype, self.shape):
+            raise ExecutionError(f"DeviceArray.numpy: out {out_array_problem(out, self.dtype, self.shape)}")
         if self._owner is not None:
             synchronize()
         driver().call("cuMemcpyDtoH_v2", out.ctypes.data_as(ctypes.c_void_p), ctypes.c_uint64(self.ptr),

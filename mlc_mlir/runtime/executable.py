@@ -22,7 +22,7 @@ from ..errors import ExecutionError, PipelineError, format_shape
 from ..ir import dtypes
 from ..ir.module import FunctionSignature
 from .device_array import DeviceArray, as_device_array, synchronize
-from .memref import PackedArgs
+from .memref import PackedArgs, out_array_problem
 
 
 @dataclasses.dataclass(frozen=True)
@@ -178,11 +178,9 @@ class Function:
         if len(outs) != len(results):
             raise ExecutionError(f"{self.name}: out has {len(outs)} arrays; expected {len(results)}")
         for r, d, o in zip(results, self._out_dtypes, outs):
-            if not isinstance(o, np.ndarray) or o.dtype != d or o.shape != r.shape \
-                    or not o.flags.c_contiguous or not o.flags.writeable:
-                got = f"{o.dtype}{format_shape(o.shape)}" if isinstance(o, np.ndarray) else type(o).__name__
-                raise ExecutionError(f"{self.name}: out array for {r.name} must be a writable "
-                                     f"C-contiguous {r.dtype}{format_shape(r.shape)}; got {got}")
+            problem = out_array_problem(o, d, r.shape)
+            if problem:
+                raise ExecutionError(f"{self.name}: out array for {r.name} {problem}")
         for i, a in enumerate(outs):
             for b in outs[i + 1:]:
                 if np.shares_memory(a, b):

@@ -10,8 +10,29 @@ from __future__ import annotations
 
 import ctypes
 import functools
+from typing import Optional
 
 import numpy as np
+
+from ..errors import format_shape
+
+
+def out_array_problem(o, dtype, shape) -> Optional[str]:
+    """Why ``o`` cannot receive a result of ``dtype`` and ``shape``: the first property that
+    fails (type, dtype, shape, writable, C-contiguous), phrased to follow "out array ... ";
+    None when it can."""
+    if not isinstance(o, np.ndarray):
+        return f"is a {type(o).__name__}; expected a numpy.ndarray"
+    if o.dtype != dtype:
+        return f"has dtype {o.dtype}; expected {np.dtype(dtype)}"
+    if o.shape != tuple(shape):
+        return f"has shape {format_shape(o.shape)}; expected {format_shape(shape)}"
+    if not o.flags.writeable:
+        return "is read-only (flags.writeable is False); expected a writable array"
+    if not o.flags.c_contiguous:
+        return (f"is not C-contiguous (strides {o.strides}); expected a C-contiguous array such as "
+                "numpy.empty(shape, dtype)")
+    return None
 
 
 @functools.lru_cache(maxsize=None)

@@ -10,8 +10,10 @@ Source: TVM MetaSchedule ``JSONDatabase`` (``database_tuning_record.json``).
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
-from typing import Dict, List, Optional
+from typing import Dict, Iterator, List, Optional
 
 from ..errors import TuningError
 from .apply import apply_best
@@ -29,7 +31,8 @@ class Database:
     Raises
     ------
     TuningError
-        If a line other than the last is not a record (the message names the line).
+        If the file cannot be read (a folder, no permission) or a line other than the last is
+        not a record (the message names the line).
 
     Examples
     --------
@@ -40,6 +43,9 @@ class Database:
 
     def __init__(self, path):
         self.path = os.fspath(path)
+        self._reload()
+
+    def _reload(self) -> None:
         self._records: List[TuningRecord] = []
         self._candidates: set = set()
         self._valid_bytes: Optional[int] = None  # where a torn tail starts, if there is one
@@ -47,8 +53,12 @@ class Database:
             self._load()
 
     def _load(self) -> None:
-        with open(self.path, "rb") as f:
-            data = f.read()
+        try:
+            with open(self.path, "rb") as f:
+                data = f.read()
+        except OSError as e:
+            raise TuningError(f"Database: cannot read {self.path}: {e.strerror}; expected a JSON-lines "
+                              "file of tuning records (e.g. <work_dir>/database.jsonl)") from None
         lines = data.split(b"\n")
         offset = 0
         for n, line in enumerate(lines, 1):
@@ -68,6 +78,39 @@ class Database:
     def _add(self, rec: TuningRecord) -> None:
         self._records.append(rec)
         self._candidates.add(rec.candidate)
+
+    @contextlib.contextmanager
+    def exclusive(self) -> Iterator["Database"]:
+        """Hold an exclusive lock on the database (``fcntl.flock`` of ``<path>.lock``) for the
+        ``with`` block, so that two tuners never measure the same candidates into one file.
+
+        Raises
+        ------
+        TuningError
+            If another process holds the lock (the message names its pid), or the lock file
+            cannot be created.
+        """
+        lock_path = self.path + ".lock"
+        try:
+            folder = os.path.dirname(self.path)
+            if folder:
+                os.makedirs(folder, exist_ok=True)
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as e:
+            raise TuningError(f"Database: cannot create the lock {lock_path}: {e.strerror}") from None
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+                raise TuningError(f"Database: {self.path} is in use by another tuner (pid {holder} holds "
+                                  f"{lock_path}); wait for it to finish or tune into another work_dir") from None
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, str(os.getpid()).encode(), 0)
+            self._reload()  # what an earlier holder committed since this object read the file
+            yield self
+        finally:
+            os.close(fd)  # closing the descriptor releases the lock
 
     # ----------------------------------------------------------------- writing
     def commit(self, record: TuningRecord) -> None:

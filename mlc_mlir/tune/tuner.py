@@ -115,10 +115,17 @@ def tune(mod, target="cpu", trials: int = 64, work_dir: str = "tune/", space: Op
     if not (isinstance(timeout_s, (int, float)) and timeout_s > 0):
         raise TuningError(f"tune: timeout_s={timeout_s!r}; expected a positive number of seconds")
     tgt = get_target(target)
+    db = Database(os.path.join(work_dir, DATABASE_FILE))
+    with db.exclusive():
+        return _tune(mod, tgt, trials, work_dir, space, strategy, executor, timeout_s, threads,
+                     progress, batch_size, seed, db)
+
+
+def _tune(mod, tgt, trials, work_dir, space, strategy, executor, timeout_s, threads, progress,
+          batch_size, seed, db: Database) -> Database:
     space = default_space(tgt, threads) if space is None else space
     tkey = tgt.key()
     tasks = extract_tasks(mod, tgt)
-    db = Database(os.path.join(work_dir, DATABASE_FILE))
     strategy = strategy if strategy is not None else EvolutionarySearch()
     own = executor is None
     executor = LocalExecutor() if own else executor
