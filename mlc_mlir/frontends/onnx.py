@@ -106,7 +106,7 @@ def _input_spec(vi, input_shapes: Dict[str, Sequence[int]]):
                          f"{onnx.TensorProto.DataType.Name(tt.elem_type)}; expected one of "
                          f"{sorted(onnx.TensorProto.DataType.Name(t) for t in DTYPES)}")
     if vi.name in input_shapes:
-        return _nonempty(vi.name, tuple(int(d) for d in input_shapes[vi.name])), DTYPES[tt.elem_type]
+        return tuple(int(d) for d in input_shapes[vi.name]), DTYPES[tt.elem_type]
     dims = []
     for i, d in enumerate(tt.shape.dim):
         if not d.HasField("dim_value"):
@@ -114,14 +114,7 @@ def _input_spec(vi, input_shapes: Dict[str, Sequence[int]]):
             raise BuildError(f"from_onnx: input {vi.name!r} has a dynamic dim {i} ({sym!r}); "
                              f"expected a static shape: pass input_shapes={{{vi.name!r}: (...)}}")
         dims.append(d.dim_value)
-    return _nonempty(vi.name, tuple(dims)), DTYPES[tt.elem_type]
-
-
-def _nonempty(name: str, shape: tuple) -> tuple:
-    if 0 in shape:
-        raise BuildError(f"from_onnx: input {name!r} has shape {shape}; expected no zero-size dim "
-                         f"(empty tensors are not compiled)")
-    return shape
+    return tuple(dims), DTYPES[tt.elem_type]
 
 
 def _fold(node, values, opset: int):

@@ -13,6 +13,7 @@ from .destination_style import (CopyIntoSlices, FillPadBorder, PadToInsertSlice,
 from .transpose_propagation import PropagateTransposes  # noqa: F401
 from .fold_constant import FoldConstant  # noqa: F401
 from .fuse_ops import FuseOps, outline  # noqa: F401
+from .zero_size import FoldZeroSizeOps  # noqa: F401
 from .op_kinds import op_kind  # noqa: F401
 from .pass_manager import PASS_REGISTRY, Pass, PassManager, Sequential, UpstreamPass  # noqa: F401
 from .rewrite import (  # noqa: F401
