@@ -159,8 +159,11 @@ def _shifted_exp_sum(op: str, x, axis: int, name: Optional[str]):
     x = _check_x(op, x, None, "", float_only=True)
     ax = emit.normalize_axis(op, axis, x.ndim)
     nm = emit.op_name(x.fn, op, name)
-    m = reduction.max(x, ax, keepdims=True, name=f"{nm}.max")
-    shifted = elementwise.subtract(x, m, name=f"{nm}.shift")
+    if x.shape[ax] == 0:  # an empty axis has no max; the result is empty like x (numpy, torch)
+        shifted = x
+    else:
+        shifted = elementwise.subtract(x, reduction.max(x, ax, keepdims=True, name=f"{nm}.max"),
+                                       name=f"{nm}.shift")
     e = elementwise.exp(shifted, name=f"{nm}.exp")
     return shifted, e, reduction.sum(e, ax, keepdims=True, name=f"{nm}.sum"), nm
 

@@ -29,7 +29,7 @@ import numpy as np
 from ..errors import BuildError, format_shape
 from ..ir import dtypes
 from .einsum import einsum
-from .linalg_emit import constant_op
+from .linalg_emit import constant_op, empty
 from .math_ops import where
 from .take import take
 from .tensor import Tensor
@@ -142,6 +142,10 @@ def _output_sizes(op: str, shape, axes, sizes, scales, policy: str):
         sizes = [int(s) for s in sizes]
         if len(sizes) != len(axes) or min(sizes) < 1:
             raise BuildError(f"{op}: argument 'sizes' is {sizes}; expected {len(axes)} positive ints")
+        empty_axes = [a for a in axes if shape[a] == 0]
+        if empty_axes:
+            raise BuildError(f"{op}: x {format_shape(shape)} is empty along axes {empty_axes}; expected "
+                             "non-empty axes to resize to 'sizes' (values from no input)")
         scl = [sizes[i] / shape[a] for i, a in enumerate(axes)]
         if policy == "stretch":
             return sizes, scl
@@ -223,6 +227,14 @@ def resize(x, sizes: Optional[Sequence[int]] = None, scales: Optional[Sequence[f
         boxes = {a: (float(roi[i]), float(roi[len(axes) + i])) for i, a in enumerate(axes)}
     else:
         boxes = {a: (0.0, 1.0) for a in axes}
+    if 0 in x.shape:  # numpy's empty arrays: nothing to interpolate, nothing to interpolate from
+        out_shape = list(x.shape)
+        for a, n_out in zip(axes, out_lens):
+            out_shape[a] = n_out
+        if 0 not in out_shape:
+            raise BuildError(f"{op}: x {format_shape(x.shape)} is empty; expected an output with no "
+                             f"element too, got {format_shape(out_shape)} (values from no input)")
+        return Tensor(empty(out_shape, x.dtype), x.fn)
     npdt = np.float32 if x.dtype == "bfloat16" else dtypes.to_numpy_dtype(x.dtype)
     y = x
     for a, n_out, s in sorted(zip(axes, out_lens, scl)):

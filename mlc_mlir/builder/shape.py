@@ -262,6 +262,9 @@ def concat(tensors: Sequence, axis: int = 0, name: Optional[str] = None) -> Tens
     out_shape = list(ref)
     out_shape[ax] = sum(s[ax] for s in shapes)
     acc = emit.empty(out_shape, dtype)
+    if 0 in out_shape:  # nothing to insert (a slice at offset 0 of an empty dim does not verify)
+        return Tensor(acc, fn)
+    ts = [t for t in ts if t.shape[ax]]  # inputs empty along the axis add nothing
     off = 0
     for i, t in enumerate(ts):
         offsets = [0] * len(ref)
@@ -294,13 +297,14 @@ def slice(x, begin: Sequence[Optional[int]], end: Sequence[Optional[int]],  # no
 
     Returns
     -------
-    Tensor; along a sliced axis ``len(range(*slice(b, e, s).indices(n)))`` elements.
+    Tensor; along a sliced axis ``len(range(*slice(b, e, s).indices(n)))`` elements (0 for
+    an empty selection, as numpy).
 
     Raises
     ------
     BuildError
-        For zero or negative strides, lengths that differ, more entries than axes, a repeated
-        axis, or an axis that selects no element.
+        For zero or negative strides, lengths that differ, more entries than axes, or a repeated
+        axis.
     """
     op = "slice"
     x = _tensor(op, x)
@@ -332,11 +336,11 @@ def slice(x, begin: Sequence[Optional[int]], end: Sequence[Optional[int]],  # no
                              "(negative strides are not supported)")
         start, stop, step = _py_slice(b, e, s).indices(x.shape[a])
         n = len(range(start, stop, step))
-        if n == 0:
-            raise BuildError(f"{op}: axis {a} selects no element ({b}:{e}:{s} of {x.shape[a]})")
-        offs[a], sizes[a], steps[a] = start, n, step
+        offs[a], sizes[a], steps[a] = (start, n, step) if n else (0, 0, 1)
     fn = x.fn
     nm = emit.op_name(fn, op, name)
+    if 0 in sizes:  # numpy's empty slice: nothing to read (an offset at the end does not verify)
+        return Tensor(emit.empty(sizes, x.dtype), fn)
     t = ir.RankedTensorType.get(sizes, x.type.element_type)
     r = tensor_d.ExtractSliceOp(t, x.value, [], [], [], offs, sizes, steps).result
     emit.set_name(r.owner, nm)

@@ -4,8 +4,9 @@ their options, which become the options of the ``transform.tune.knob`` s they fe
 
 from __future__ import annotations
 
+import functools
 import math
-from typing import List, Optional, Sequence
+from typing import List, Optional, Sequence, Tuple
 
 from ..errors import ScheduleError
 from .factors import divisors
@@ -15,12 +16,19 @@ from .state import ExprRV, LoopRV, ScheduleState, as_int
 def perfect_tilings(extent: int, n: int, max_innermost_factor: int) -> List[List[int]]:
     """All ordered ``n``-factor perfect factorizations of ``extent`` whose innermost factor is
     at most ``max_innermost_factor`` (the support of TVM's ``sample_perfect_tile``)."""
-    def rec(rem: int, k: int) -> List[List[int]]:
-        if k == 1:
-            return [[rem]]
-        return [[d] + rest for d in divisors(rem) for rest in rec(rem // d, k - 1)]
+    return [list(t) for t in _perfect_tilings(extent, n, max_innermost_factor)]
 
-    return [t for t in rec(extent, n) if t[-1] <= max_innermost_factor]
+
+@functools.lru_cache(maxsize=64)
+def _perfect_tilings(extent: int, n: int, max_innermost_factor: int) -> Tuple[Tuple[int, ...], ...]:
+    """:func:`perfect_tilings`, enumerated once per argument triple (a tuner samples the same
+    loops many times; a highly composite extent has tens of thousands of tilings)."""
+    def rec(rem: int, k: int) -> List[Tuple[int, ...]]:
+        if k == 1:
+            return [(rem,)] if rem <= max_innermost_factor else []
+        return [(d,) + rest for d in divisors(rem) for rest in rec(rem // d, k - 1)]
+
+    return tuple(rec(extent, n))
 
 
 class SamplingPrimitives(ScheduleState):
@@ -58,11 +66,11 @@ class SamplingPrimitives(ScheduleState):
         n = as_int("sample_perfect_tile", "n", n, 1)
         mif = as_int("sample_perfect_tile", "max_innermost_factor", max_innermost_factor, 1)
         if decision is None:
-            support = perfect_tilings(lp.extent, n, mif)
+            support = _perfect_tilings(lp.extent, n, mif)
             if not support:
                 raise ScheduleError(f"sample_perfect_tile: no {n}-way tiling of extent {lp.extent} "
                                     f"with innermost <= {mif}")
-            decision = self._rng.choice(support)
+            decision = list(self._rng.choice(support))
         if not isinstance(decision, (list, tuple)):
             raise ScheduleError(f"sample_perfect_tile: decision {decision!r} is not a list of ints")
         decision = [as_int("sample_perfect_tile", "decision", d, 1) for d in decision]

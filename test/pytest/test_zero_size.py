@@ -95,3 +95,21 @@ def test_fold_zero_size_pass_leaves_no_zero_extent():
     text = graph.FoldZeroSizeOps()(bb.finish()).to_text()
     assert "linalg.matmul" not in text and "math.exp" not in text
     assert "linalg.fill" in text and "tensor.empty() : tensor<3x0xf32>" in text
+
+
+@pytest.mark.parametrize("build, ref", [
+    (lambda a: ops.slice(a, [1], [1]), lambda a: a[1:1]),
+    (lambda a: ops.slice(a, [0, 2], [2, 2]), lambda a: a[0:2, 2:2]),
+    (lambda a: ops.concat([a, ops.slice(a, [2], [2])], axis=0), lambda a: np.concatenate([a, a[2:2]])),
+    (lambda a: ops.concat([ops.slice(a, [0, 3], [2, 3]), ops.slice(a, [0, 1], [2, 1])], axis=0),
+     lambda a: np.zeros((4, 0), np.float32)),
+])
+def test_empty_slices_and_concats(build, ref):
+    _check([(2, 3)], build, ref)
+
+
+def test_softmax_and_resize_of_empty_tensors():
+    _check([(2, 0, 3)], lambda x: ops.softmax(x, axis=1), lambda x: x)
+    _check([(1, 2, 0, 4)], lambda x: ops.resize(x, scales=(1, 1, 2, 2)), lambda x: np.zeros((1, 2, 0, 8), np.float32))
+    with pytest.raises(mlc.BuildError, match="resize: x .* is empty"):
+        _compile([(1, 2, 0, 4)], lambda x: ops.resize(x, sizes=(1, 2, 3, 8)))
