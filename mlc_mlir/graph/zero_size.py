@@ -74,3 +74,20 @@ class FoldZeroSizeOps(Pass):
             if any([_fold(o.operation) for o in list(block.operations)]):
                 erase_dead_pure_ops(block)
         return mod
+
+
+def fold_zero_size(mod: Module) -> Module:
+    """``FoldZeroSizeOps()(mod)`` if a function of ``mod`` has a zero-size tensor, else ``mod``
+    itself (no copy)."""
+    found = []
+
+    def visit(op):
+        op = op.operation if hasattr(op, "operation") else op
+        if any(_zero_size(v.type) for v in list(op.operands) + list(op.results)):
+            found.append(op)
+            return ir.WalkResult.INTERRUPT
+        return ir.WalkResult.ADVANCE
+
+    with mod.context:
+        mod.operation.walk(visit, ir.WalkOrder.PRE_ORDER)
+    return FoldZeroSizeOps()(mod) if found else mod

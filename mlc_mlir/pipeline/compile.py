@@ -35,7 +35,7 @@ from .._mlir import ir, tensor_d
 from ..errors import IRError, PipelineError
 from ..graph.dispatch_library import LowerCallLibrary, runtime_bindings
 from ..graph.math_approximation import APPROXIMATED_OPS, ApproximateMath
-from ..graph.zero_size import FoldZeroSizeOps
+from ..graph.zero_size import fold_zero_size
 from ..graph.destination_style import (CopyIntoSlices, FillPadBorder, PadToInsertSlice,
                                        ReadInsertedSlices, WriteReshapedIntoSlices)
 from ..ir import emitters
@@ -101,11 +101,10 @@ def _graph(module: Module, options: CompileOptions) -> Module:
     memref-to-llvm asserts on sub-byte stores) and dynamic shapes of the graph (function
     signatures and the ops outside loops; inside the ``scf`` loops of a scheduled function a
     partial tile, e.g. the last thread's rows of a padded matmul, is dynamic and lowers fine).
-    Ops on zero-size tensors are folded away (:class:`FoldZeroSizeOps`): no later stage sees an
+    Ops on zero-size tensors are folded away (:func:`~mlc_mlir.graph.zero_size.fold_zero_size`): no later stage sees an
     extent of 0."""
     module.verify()
     found = []
-    zero_size = []
 
     def visit(op):
         op = op.operation if hasattr(op, "operation") else op
@@ -118,8 +117,6 @@ def _graph(module: Module, options: CompileOptions) -> Module:
             elif not t.has_rank or not t.has_static_shape:
                 found.append(f"'{op.name}' has {t}: dynamic shapes are not supported; specialize "
                              "them to static shapes")
-            elif 0 in t.shape:
-                zero_size.append(op.name)
         return ir.WalkResult.SKIP if op.name in _SCHEDULED_LOOPS else ir.WalkResult.ADVANCE
 
     with module.context:
@@ -127,7 +124,7 @@ def _graph(module: Module, options: CompileOptions) -> Module:
     if found:
         more = f" ({len(found) - 1} more such values)" if len(found) > 1 else ""
         raise PipelineError(f"compile: {found[0]}{more}")
-    return FoldZeroSizeOps()(module) if zero_size else module
+    return fold_zero_size(module)
 
 
 def _schedule(module: Module, options: CompileOptions) -> Module:

@@ -16,6 +16,7 @@ from typing import Dict, List
 from .._mlir import ir
 from ..errors import TuningError
 from ..graph.fuse_ops import PRIMITIVE_ATTR, FuseOps
+from ..graph.zero_size import fold_zero_size
 from ..ir.module import Module
 from ..ir.workload import workload_key
 from ..pipeline.compile import compile
@@ -71,8 +72,8 @@ def _evaluate(m: Module):
 
 
 def fused(mod: Module, target=None) -> Module:
-    """``mod`` with primitive functions outlined (:class:`FuseOps`), or ``mod`` itself if it has
-    them already. On a CPU ``target``, the default schedule's per-op layout rewrites come first
+    """``mod`` with ops on zero-size tensors folded (:func:`~mlc_mlir.graph.zero_size.fold_zero_size`)
+    and primitive functions outlined (:class:`FuseOps`), unless it has them already. On a CPU ``target``, the default schedule's per-op layout rewrites come first
     (:func:`~mlc_mlir.pipeline.scheduling.layout_rewrites`: NCHW convolutions the NHWC rule
     prefers become NHWC ones, constant filters folded), as ``mlc.compile`` does before it
     applies a database, so tasks and records see the layout the compiler runs (TVM:
@@ -85,6 +86,7 @@ def fused(mod: Module, target=None) -> Module:
     """
     if not isinstance(mod, Module):
         raise TuningError(f"tune: expected an mlc.Module, got {type(mod).__name__}")
+    mod = fold_zero_size(mod)  # as mlc.compile's graph stage: no task has an extent of 0
     if is_fused(mod):
         return mod
     tgt = get_target(target) if target is not None else None

@@ -113,3 +113,17 @@ def test_softmax_and_resize_of_empty_tensors():
     _check([(1, 2, 0, 4)], lambda x: ops.resize(x, scales=(1, 1, 2, 2)), lambda x: np.zeros((1, 2, 0, 8), np.float32))
     with pytest.raises(mlc.BuildError, match="resize: x .* is empty"):
         _compile([(1, 2, 0, 4)], lambda x: ops.resize(x, sizes=(1, 2, 3, 8)))
+
+
+def test_tune_sees_the_folded_module(tmp_path):
+    """Tasks come from the module with zero-size ops folded, as compile schedules it: the
+    K = 0 dense is its zero fill and leaves only the bias add and relu to tune."""
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        x = f.arg("x", (2, 0))
+        f.output(ops.relu(ops.dense(x, np.ones((3, 0), np.float32), np.ones(3, np.float32))))
+    mod = bb.finish()
+    db = mlc.tune(mod, trials=2, work_dir=str(tmp_path), progress=False)
+    assert len(db) == 2 and all("goto_params" not in (r.error or "") for r in db.records())
+    np.testing.assert_array_equal(mlc.compile(mod, database=db)(np.zeros((2, 0), np.float32)),
+                                  np.ones((2, 3), np.float32))
