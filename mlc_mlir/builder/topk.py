@@ -19,10 +19,11 @@ from typing import Optional, Tuple
 
 import numpy as np
 
+from .._mlir import arith_d, ir, linalg_d
 from ..errors import BuildError, format_shape
 from ..ir import dtypes
 from .elementwise import maximum, negative, subtract
-from .linalg_emit import constant_op
+from . import linalg_emit as emit
 from .math_ops import equal, where
 from .reduction import argmax
 from .reduction import max as reduce_max
@@ -34,6 +35,18 @@ from .tensor import Tensor
 def _lowest(dtype: str):
     """The smallest value of ``dtype`` as a Python scalar (-inf for floats)."""
     return float("-inf") if dtypes.is_float(dtype) else int(np.iinfo(dtypes.to_numpy_dtype(dtype)).min)
+
+
+def _positions(shape, ax: int, fn) -> Tensor:
+    """An int64 tensor of ``shape`` holding each element's index along ``ax`` (numpy
+    ``arange`` reshaped), computed by a ``linalg.generic`` from ``linalg.index`` rather than
+    stored: a constant would grow with the axis."""
+    i64 = ir.IntegerType.get_signless(64)
+    out = emit.empty(shape, "int64")
+    (r,) = emit.generic(emit.op_name(fn, "topk.positions", None), [], [], [out],
+                        [emit.identity_map(len(shape))], ["parallel"] * len(shape),
+                        lambda _: [arith_d.index_cast(i64, linalg_d.IndexOp(ax).result)])
+    return Tensor(r, fn)
 
 
 def topk(x, k: int, axis: int = -1, largest: bool = True, sorted: bool = True,  # noqa: A002
@@ -80,7 +93,7 @@ def topk(x, k: int, axis: int = -1, largest: bool = True, sorted: bool = True,  
     else:
         key = subtract(np.asarray(-1, dtypes.to_numpy_dtype(x.dtype)), x)
     low = _lowest(x.dtype)
-    positions = constant_op(np.arange(n, dtype=np.int64).reshape([n if d == ax else 1 for d in range(rank)]))
+    positions = _positions([n if d == ax else 1 for d in range(rank)], ax, x.fn)
     values, indices, taken = [], [], None
     for _ in range(int(k)):
         if taken is None:

@@ -42,6 +42,7 @@ def test_factorize_large(n):
     ("(4, 2**40)", "ops.sum(x, axis=1)"),
     ("(2**31 * 3, 2)", "ops.softmax(x)"),
     ("(2**40, 64)", "ops.matmul(x, np.ones((64, 8), np.float32))"),
+    ("(2, 2**40)", "ops.topk(x, 2)[0]"),
 ])
 def test_huge_extent_compiles(shape, op):
     r = _run_isolated(f"""
