@@ -107,8 +107,9 @@ def tune(mod, target="cpu", trials: int = 64, work_dir: str = "tune/", space: Op
     Raises
     ------
     TuningError
-        For invalid arguments, a module without primitive functions, or a space that applies to
-        no sample of a task.
+        For invalid arguments, a module without primitive functions, a space that applies to
+        no sample of a task, or a ``work_dir`` another tuner is using (the database's lock,
+        :meth:`Database.exclusive`, is held for the whole run).
     """
     if type(trials) is not int or trials < 1:
         raise TuningError(f"tune: trials={trials!r}; expected an int >= 1")
