@@ -55,12 +55,13 @@ def _load(model_or_path):
         try:
             return onnx.load(path)
         except OSError as e:
-            raise BuildError(f"from_onnx: cannot read {path}: {e.strerror or e}; expected the path "
-                             "of an ONNX model file") from e
+            what = path if e.filename in (None, path) else f"{e.filename} (external data of {path})"
+            raise BuildError(f"from_onnx: cannot read {what}: {e.strerror or e}; expected the path "
+                             "of an ONNX model file (and its external data files next to it)") from e
         except Exception as e:  # noqa: BLE001  (protobuf's DecodeError and onnx's own errors)
             raise BuildError(f"from_onnx: {path} is not a valid ONNX model ({type(e).__name__}: "
-                             f"{e}); expected a complete file written by onnx.save (a truncated "
-                             "or corrupt copy?)") from e
+                             f"{e}); expected a complete file written by onnx.save, with its external "
+                             "data files next to it (a truncated or corrupt copy?)") from e
     raise BuildError(f"from_onnx: argument 'model_or_path' is {type(model_or_path).__name__}; "
                      f"expected an onnx.ModelProto or a path")
 

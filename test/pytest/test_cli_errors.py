@@ -121,3 +121,16 @@ def test_from_torch_export_errors_are_build_errors():
         mlc.from_torch(Bad(), (torch.ones(2, 3),))
     with pytest.raises(mlc.BuildError, match="expected a torch.nn.Module"):
         mlc.from_torch(lambda x: x, (torch.ones(2),))
+
+
+def test_from_onnx_missing_external_data(tmp_path):
+    from onnx import numpy_helper
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])
+    w = numpy_helper.from_array(np.ones((2, 3), np.float32), "w")
+    model = helper.make_model(helper.make_graph([helper.make_node("Add", ["x", "w"], ["y"])], "g", [x], [y], [w]),
+                              opset_imports=[helper.make_opsetid("", 17)])
+    onnx.save(model, tmp_path / "m.onnx", save_as_external_data=True, location="m.data", size_threshold=0)
+    (tmp_path / "m.data").unlink()
+    with pytest.raises(mlc.BuildError, match="m.onnx .*external data"):
+        mlc.from_onnx(str(tmp_path / "m.onnx"))
