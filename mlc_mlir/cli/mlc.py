@@ -98,6 +98,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     t.add_argument("--timeout", type=float, default=30.0, help="limit per candidate build/run, s")
     t.set_defaults(fn=lambda a: run_tune(a.module, a.trials, a.work_dir, a.timeout))
     add_model_commands(sub)
+    for cmd in sub.choices.values():  # `mlc compile --debug ...` as well as `mlc --debug compile ...`
+        cmd.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                         help="on an error, print the full message and traceback")
     args = p.parse_args(argv)
     try:
         return args.fn(args)

@@ -74,8 +74,10 @@ def test_user_error_is_one_line_and_exit_2(files, probe):
     assert "error" in r.stderr
 
 
-def test_debug_shows_the_traceback(files):
-    r = _mlc("--debug", "compile", files / "missing.onnx", "-o", files / "o.so")
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_debug_shows_the_traceback(files, where):
+    args = ["compile", files / "missing.onnx", "-o", files / "o.so"]
+    r = _mlc(*(["--debug", *args] if where == "before" else [*args, "--debug"]))
     assert r.returncode == 2 and "Traceback" in r.stderr and "FileNotFoundError" in r.stderr
 
 
