@@ -246,6 +246,17 @@ def missing_host_features(features) -> Tuple[str, ...]:
     return tuple(sorted(f for f in set(features) if f in ISA_FEATURES and f not in host))
 
 
+def host_mismatch(cpu: str, features) -> str:
+    """Why this machine cannot run code generated for ``cpu`` with ``features`` (a message
+    naming the missing features), or ``""`` where it can (:func:`missing_host_features`)."""
+    missing = missing_host_features(features)
+    if not missing:
+        return ""
+    return (f"code for {cpu} needs CPU features this machine lacks: {', '.join(missing)} (it "
+            f"would stop with SIGILL here); run it on a machine with them, or compile for "
+            "Target.host()")
+
+
 def _llvm_host_cpu() -> str:
     out = subprocess.run([os.path.join(llvm_bin_dir(), "llc"), "--version"], capture_output=True,
                          text=True, check=True).stdout

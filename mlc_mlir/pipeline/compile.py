@@ -41,9 +41,9 @@ from ..ir import emitters
 from ..ir.module import Module
 from ..ir.pass_pipeline import run_pass_pipeline
 from ..ir.walk import has_op
-from ..runtime.executable import Executable, Function, engine_invoker, load_engine
+from ..runtime.executable import Executable, Function, engine_invoker, load_engine, refusing_invoker
 from ..runtime.registry import make_callback
-from ..target import Target
+from ..target import Target, host_mismatch
 from .aot import export_library, translate_to_llvmir
 from .cuda_compile import compile_cuda, export_cuda_library
 from .denormals import flush_denormals
@@ -125,8 +125,9 @@ def _graph(module: Module, options: CompileOptions) -> Module:
 
 
 def _schedule(module: Module, options: CompileOptions) -> Module:
-    def evaluate(m: Module):  # folds constant subgraphs the layout rewrites create
-        return compile(m, options.target, threads=1, schedule="none")
+    def evaluate(m: Module):  # folds constant subgraphs the layout rewrites create, here
+        runs_here = not host_mismatch(options.target.cpu, options.target.features)
+        return compile(m, options.target if runs_here else "cpu", threads=1, schedule="none")
 
     return schedule_module(module, options.target, options.schedule, options.threads, options.database,
                            evaluate, winograd=options.winograd)
@@ -284,6 +285,8 @@ def compile(module: Module, target="cpu", *, threads: Optional[int] = None, opt_
     -------
     Executable
         ``exe(*arrays)``; ``exe.export_library(path)`` writes a ``.so`` for the same target.
+        For a target whose features this machine lacks (cross-compiling), the code is not
+        loaded: calls raise ``ExecutionError`` naming the missing features, export works.
 
     Raises
     ------
@@ -313,13 +316,15 @@ def compile(module: Module, target="cpu", *, threads: Optional[int] = None, opt_
     libs = runtime_library_paths(tgt) + tuple(native_libs)
     errors: list = []
     cfuncs = [(sym, make_callback(kernel, specs, errors)) for sym, kernel, specs in callbacks]
-    engine = load_engine(lowered, options.opt_level, libs, cfuncs)
-    functions = {n: Function(sig, engine_invoker(engine, n, errors), module.params)
+    # code for features this machine lacks is compiled (to export) but never loaded or run
+    foreign = host_mismatch(tgt.cpu, tgt.features)
+    engine = None if foreign else load_engine(lowered, options.opt_level, libs, cfuncs)
+    functions = {n: Function(sig, refusing_invoker(n, foreign) if foreign else
+                             engine_invoker(engine, n, errors), module.params)
                  for n, sig in signatures.items()}
 
     def export(path: str) -> str:
-        return export_library(lowered, signatures, module.params, libs, path, cpu=tgt.cpu,
-                              features=",".join(tgt.codegen_features))
+        return export_library(lowered, signatures, module.params, libs, path, target=tgt)
 
     export = None if callbacks else export  # Python kernels cannot be linked into a .so
     return Executable(functions, keepalive=(engine, lowered, module, cfuncs), export=export)

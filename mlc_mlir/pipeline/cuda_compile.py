@@ -70,7 +70,7 @@ def export_cuda_library(module: Module, options: CompileOptions, stages, path: s
     signatures, lowered = lower_cuda(module, options, stages)
     tgt = options.target
     return export_library(lowered, signatures, module.params, runtime_library_paths(tgt), path,
-                          cpu=tgt.cpu, features=tgt.attrs, device="cuda")
+                          target=tgt, device="cuda")
 
 
 def compile_cuda(module: Module, options: CompileOptions, stages) -> Executable:
@@ -98,7 +98,7 @@ def compile_cuda(module: Module, options: CompileOptions, stages) -> Executable:
                  for n, sig in signatures.items()}
 
     def export(path: str) -> str:
-        return export_library(lowered, signatures, module.params, libs, path, cpu=tgt.cpu,
-                              features=tgt.attrs, device="cuda")
+        return export_library(lowered, signatures, module.params, libs, path, target=tgt,
+                              device="cuda")
 
     return Executable(functions, keepalive=(engine, lowered, module), export=export)

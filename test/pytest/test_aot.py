@@ -118,12 +118,12 @@ def test_tampered_json_is_refused(tmp_path):
     meta["functions"]["main"]["results"][0]["shape"] = [2, 32]
     with open(lib + ".json", "w") as f:
         json.dump(meta, f)
-    with pytest.raises(mlc.ExecutionError, match="does not match the signatures compiled into m.so"):
+    with pytest.raises(mlc.ExecutionError, match="does not match the target and signatures compiled into m.so"):
         mlc.runtime.load_library(lib)
 
 
 @pytest.mark.parametrize("edit, match", [
-    (lambda m: m.pop("functions"), "is not an mlc-library-v1 file"),
+    (lambda m: m.pop("functions"), "is not an mlc-library-v2 file"),
     (lambda m: m["functions"]["main"]["args"][0].pop("shape"), r"function 'main' argument lacks \['shape'\]"),
     (lambda m: m["functions"]["main"].pop("results"), "needs 'args' and 'results' lists"),
     (lambda m: m["functions"]["main"]["results"][0].update(dtype="float99"), "has dtype 'float99'"),
