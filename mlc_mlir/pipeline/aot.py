@@ -14,9 +14,9 @@ the assembler embeds its bytes with ``.incbin`` (how ``objcopy``/``ld -b binary`
 ``#embed`` put data in a binary). ResNet-18's 44 MB of weights printed as 314 MB of LLVM IR
 (45 s to translate, 28 s for ``opt`` to read back).
 
-The library's own ``malloc``/``free`` calls (its intermediate buffers) go to a buffer cache
-(``_data/runtime/buffer_cache.c``, linked with ``--wrap``) that keeps freed blocks for the next
-call: with glibc alone, ResNet-18's buffers were mapped and unmapped on every inference.
+The module's intermediate buffers come from the buffer cache the ``lower`` stage linked into
+it (:mod:`mlc_mlir.pipeline.buffer_cache`), as in the JIT: with glibc alone, ResNet-18's
+buffers were mapped and unmapped on every inference.
 :func:`mlc_mlir.runtime.load_library` reads it back (TVM's ``export_library`` / ``load_module``).
 """
 
@@ -31,7 +31,6 @@ from typing import Iterable, List, Mapping, Optional, Tuple
 
 import numpy as np
 
-from .._data import RUNTIME_C_DIR
 from .._mlir import ir, llvm_bin_dir, llvm_d
 from ..errors import ExecutionError
 from ..ir.module import FunctionSignature, Module
@@ -182,10 +181,8 @@ def export_library(lowered: Module, signatures: Mapping[str, FunctionSignature],
             f.write(f"static const char data[] = {{{','.join(str(b) for b in data)}}};\n"
                     f"const char *const {METADATA_SYMBOL} = data;\n")
         _run(["gcc", "-c", "-fPIC", meta_c, "-o", meta_o])
-        cache_o = os.path.join(tmp, "buffer_cache.o")
-        _run(["gcc", "-c", "-O2", "-fPIC", os.path.join(RUNTIME_C_DIR, "buffer_cache.c"), "-o", cache_o])
-        link = ["gcc", "-shared", "-o", path, obj, meta_o, data_o, cache_o,
-                "-Wl,--wrap=malloc", "-Wl,--wrap=free", "-lpthread", "-lm", "-Wl,-rpath,$ORIGIN"]
+        link = ["gcc", "-shared", "-o", path, obj, meta_o, data_o, "-lpthread", "-lm",
+                "-Wl,-rpath,$ORIGIN"]
         for lib in runtime_libs:
             link += [lib, f"-Wl,-rpath,{os.path.dirname(lib)}"]
         _run(link)

@@ -17,7 +17,8 @@ writes ``DIR/<nn>-<name>.mlir``:
    not ``memrefCopy``) and readers of an inserted value after the insert read its slice
    (:class:`ReadInsertedSlices`); public functions get ``llvm.emit_c_interface`` and read-only
    tensor arguments;
-5. ``lower``     -- the target's pipeline file, e.g. ``pipelines/cpu.pipeline`` (threads applied);
+5. ``lower``     -- the target's pipeline file, e.g. ``pipelines/cpu.pipeline`` (threads applied),
+   then the buffer cache linked in (:func:`~.buffer_cache.link_buffer_cache`);
 6. ``denormals`` -- with ``flush_denormals``, MXCSR FTZ|DAZ around each call and OpenMP region;
 
 then ``llvm`` (LLVM IR, ``07-llvm.ll`` when dumping) and ``jit`` (MLIR ``ExecutionEngine`` at the
@@ -45,6 +46,7 @@ from ..runtime.executable import Executable, Function, engine_invoker, load_engi
 from ..runtime.registry import make_callback
 from ..target import Target, host_mismatch
 from .aot import export_library, translate_to_llvmir
+from .buffer_cache import link_buffer_cache
 from .cuda_compile import compile_cuda, export_cuda_library
 from .denormals import flush_denormals
 from .libraries import runtime_library_paths
@@ -203,7 +205,8 @@ def _prepare(module: Module, options: CompileOptions) -> Module:
 
 
 def _lower(module: Module, options: CompileOptions) -> Module:
-    out = lower(module, options.pipeline or options.target.pipeline, threads=options.threads)
+    out = link_buffer_cache(lower(module, options.pipeline or options.target.pipeline,
+                                  threads=options.threads))
     if options.target.kind == "cpu" and options.target.cpu:
         set_codegen_target(out, options.target)
     return out
