@@ -126,8 +126,8 @@ class Target:
     def codegen_features(self) -> Tuple[str, ...]:
         """The ``target-features`` of generated code: :attr:`attrs`' features, every
         :data:`ISA_FEATURES` feature not listed disabled (``-avx512f``: LLVM's host detection
-        does the same, or ``cpu``'s own features would be generated, e.g. AVX-512 code for a
-        ``znver5`` whose AVX-512 the OS does not report), and the preferences of
+        does the same; else ``cpu``'s own features are generated too, e.g. AVX-512 code for
+        ``cpu="sapphirerapids", features=("avx2",)``), and the preferences of
         :meth:`tuning_features` (``("+avx2", "+fma", "-avx512f", ...)``)."""
         absent = tuple(f"-{f}" for f in sorted(ISA_FEATURES - set(self.features)))
         return tuple(f"+{f}" for f in self.features) + absent + self.tuning_features()
