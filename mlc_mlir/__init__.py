@@ -11,7 +11,8 @@
 
 from .builder import GraphBuilder, Tensor  # noqa: F401
 from .errors import (  # noqa: F401
-    BuildError, ExecutionError, IRError, MlcError, PipelineError, ScheduleError, TuningError,
+    BuildError, ExecutionError, IRError, MlcError, PipelineError, ScheduleError, TargetError,
+    TuningError,
 )
 from .ir import Module  # noqa: F401
 from .pipeline import build_library, compile  # noqa: F401

@@ -22,6 +22,11 @@ class PipelineError(MlcError):
     """A lowering pipeline could not be found, parsed or run; the message has a repro command."""
 
 
+class TargetError(PipelineError):
+    """A :class:`~mlc_mlir.target.Target` names a CPU or feature LLVM does not know for its
+    triple (the message lists close valid names)."""
+
+
 class ExecutionError(MlcError):
     """An executable was called with the wrong arguments, or a compiled artifact failed to load."""
 

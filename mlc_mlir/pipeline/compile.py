@@ -17,7 +17,8 @@ writes ``DIR/<nn>-<name>.mlir``:
    not ``memrefCopy``) and readers of an inserted value after the insert read its slice
    (:class:`ReadInsertedSlices`); public functions get ``llvm.emit_c_interface`` and read-only
    tensor arguments;
-5. ``lower``     -- the target's pipeline file, e.g. ``pipelines/cpu.pipeline`` (threads applied);
+5. ``lower``     -- the target's pipeline file, e.g. ``pipelines/cpu.pipeline`` (threads applied),
+   then the buffer cache linked in (:func:`~.buffer_cache.link_buffer_cache`);
 6. ``denormals`` -- with ``flush_denormals``, MXCSR FTZ|DAZ around each call and OpenMP region;
 
 then ``llvm`` (LLVM IR, ``07-llvm.ll`` when dumping) and ``jit`` (MLIR ``ExecutionEngine`` at the
@@ -42,10 +43,11 @@ from ..ir import emitters
 from ..ir.module import Module
 from ..ir.pass_pipeline import run_pass_pipeline
 from ..ir.walk import has_op
-from ..runtime.executable import Executable, Function, engine_invoker, load_engine
+from ..runtime.executable import Executable, Function, engine_invoker, load_engine, refusing_invoker
 from ..runtime.registry import make_callback
-from ..target import Target
+from ..target import Target, host_mismatch
 from .aot import export_library, translate_to_llvmir
+from .buffer_cache import link_buffer_cache
 from .cuda_compile import compile_cuda, export_cuda_library
 from .denormals import flush_denormals
 from .libraries import runtime_library_paths
@@ -128,8 +130,9 @@ def _graph(module: Module, options: CompileOptions) -> Module:
 
 
 def _schedule(module: Module, options: CompileOptions) -> Module:
-    def evaluate(m: Module):  # folds constant subgraphs the layout rewrites create
-        return compile(m, options.target, threads=1, schedule="none")
+    def evaluate(m: Module):  # folds constant subgraphs the layout rewrites create, here
+        runs_here = not host_mismatch(options.target.cpu, options.target.features)
+        return compile(m, options.target if runs_here else "cpu", threads=1, schedule="none")
 
     return schedule_module(module, options.target, options.schedule, options.threads, options.database,
                            evaluate, winograd=options.winograd)
@@ -205,7 +208,8 @@ def _prepare(module: Module, options: CompileOptions) -> Module:
 
 
 def _lower(module: Module, options: CompileOptions) -> Module:
-    out = lower(module, options.pipeline or options.target.pipeline, threads=options.threads)
+    out = link_buffer_cache(lower(module, options.pipeline or options.target.pipeline,
+                                  threads=options.threads))
     if options.target.kind == "cpu" and options.target.cpu:
         set_codegen_target(out, options.target)
     return out
@@ -287,6 +291,8 @@ def compile(module: Module, target="cpu", *, threads: Optional[int] = None, opt_
     -------
     Executable
         ``exe(*arrays)``; ``exe.export_library(path)`` writes a ``.so`` for the same target.
+        For a target whose features this machine lacks (cross-compiling), the code is not
+        loaded: calls raise ``ExecutionError`` naming the missing features, export works.
 
     Raises
     ------
@@ -316,13 +322,15 @@ def compile(module: Module, target="cpu", *, threads: Optional[int] = None, opt_
     libs = runtime_library_paths(tgt) + tuple(native_libs)
     errors: list = []
     cfuncs = [(sym, make_callback(kernel, specs, errors)) for sym, kernel, specs in callbacks]
-    engine = load_engine(lowered, options.opt_level, libs, cfuncs)
-    functions = {n: Function(sig, engine_invoker(engine, n, errors), module.params)
+    # code for features this machine lacks is compiled (to export) but never loaded or run
+    foreign = host_mismatch(tgt.cpu, tgt.features)
+    engine = None if foreign else load_engine(lowered, options.opt_level, libs, cfuncs)
+    functions = {n: Function(sig, refusing_invoker(n, foreign) if foreign else
+                             engine_invoker(engine, n, errors), module.params)
                  for n, sig in signatures.items()}
 
     def export(path: str) -> str:
-        return export_library(lowered, signatures, module.params, libs, path, cpu=tgt.cpu,
-                              features=",".join(tgt.codegen_features))
+        return export_library(lowered, signatures, module.params, libs, path, target=tgt)
 
     export = None if callbacks else export  # Python kernels cannot be linked into a .so
     return Executable(functions, keepalive=(engine, lowered, module, cfuncs), export=export)

@@ -18,6 +18,7 @@ from ..ir.module import Module
 from ..runtime.cuda import DEVICE_SUFFIX, require_cuda
 from ..runtime.executable import Executable, Function, engine_invoker, load_engine
 from .aot import export_library
+from .buffer_cache import link_buffer_cache
 from .cuda import lower_to_gpu
 from .libraries import runtime_library_paths
 from .options import CompileOptions
@@ -44,7 +45,8 @@ def lower_cuda(module: Module, options: CompileOptions, stages):
         if stage.name in SHARED_STAGES:
             module = stage.run(module, options)
     fmt = "bin" if shutil.which("ptxas") else "isa"
-    return signatures, lower_to_gpu(module, chip=tgt.arch, fmt=fmt, host_code=True)
+    # host code that allocates gets the buffer cache, as CPU code does
+    return signatures, link_buffer_cache(lower_to_gpu(module, chip=tgt.arch, fmt=fmt, host_code=True))
 
 
 def export_cuda_library(module: Module, options: CompileOptions, stages, path: str) -> str:
@@ -70,7 +72,7 @@ def export_cuda_library(module: Module, options: CompileOptions, stages, path: s
     signatures, lowered = lower_cuda(module, options, stages)
     tgt = options.target
     return export_library(lowered, signatures, module.params, runtime_library_paths(tgt), path,
-                          cpu=tgt.cpu, features=tgt.attrs, device="cuda")
+                          target=tgt, device="cuda")
 
 
 def compile_cuda(module: Module, options: CompileOptions, stages) -> Executable:
@@ -98,7 +100,7 @@ def compile_cuda(module: Module, options: CompileOptions, stages) -> Executable:
                  for n, sig in signatures.items()}
 
     def export(path: str) -> str:
-        return export_library(lowered, signatures, module.params, libs, path, cpu=tgt.cpu,
-                              features=tgt.attrs, device="cuda")
+        return export_library(lowered, signatures, module.params, libs, path, target=tgt,
+                              device="cuda")
 
     return Executable(functions, keepalive=(engine, lowered, module), export=export)

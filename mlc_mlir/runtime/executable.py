@@ -425,6 +425,17 @@ def load_engine(lowered, opt_level: int, shared_libs: Sequence[str],
     return engine
 
 
+def refusing_invoker(name: str, reason: str) -> Callable[[PackedArgs], None]:
+    """Invoker of function ``name`` whose code must not run on this machine (compiled for
+    another CPU, :func:`mlc_mlir.target.host_mismatch`): each call raises
+    ``ExecutionError("<name>: <reason>")`` instead of running into ``SIGILL``."""
+
+    def invoke(packed: PackedArgs) -> None:
+        raise ExecutionError(f"{name}: {reason}")
+
+    return invoke
+
+
 def engine_invoker(engine, name: str, errors: Optional[list] = None) -> Callable[[PackedArgs], None]:
     """Invoker for function ``name`` of an ``ExecutionEngine`` (its packed C-interface wrapper).
 

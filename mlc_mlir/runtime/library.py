@@ -1,32 +1,36 @@
 """Loading an AOT-compiled shared library (``.so``) and its metadata, without MLIR.
 
 An exported library is three files: ``path`` (the ``.so``, ``_mlir_ciface_<name>`` entry points),
-``path + ".json"`` (format ``mlc-library-v1``: each function's argument and result specs) and,
-when the module has parameters, ``path + ".params.npz``. :func:`mlc_mlir.pipeline.aot.export_library`
-writes them (it compiles; the runtime never does); :func:`load_library` reads them and calls the
-entry points through ctypes (TVM's ``runtime.load_module``).
+``path + ".json"`` (format ``mlc-library-v2``: the target CPU and instruction-set features the
+code was generated for, each function's argument and result specs, the ``.so``'s size and
+SHA-256) and, when the module has parameters, ``path + ".params.npz``.
+:func:`mlc_mlir.pipeline.aot.export_library` writes them (it compiles; the runtime never does);
+:func:`load_library` checks them and calls the entry points through ctypes (TVM's
+``runtime.load_module``).
 """
 
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import json
 import os
 import shutil
 import tempfile
-from typing import Dict, Mapping, Optional, Tuple
+from typing import Dict, Mapping, NamedTuple, Optional, Tuple
 
 import numpy as np
 
 from ..errors import ExecutionError
 from ..ir import dtypes
 from ..ir.module import FunctionSignature, TensorSpec
+from ..target import Target, host_mismatch
 from .cuda import DEVICE_SUFFIX, require_cuda
 from .executable import Executable, Function
 from .memref import PackedArgs
 
 #: The metadata format written beside each ``.so``.
-LIBRARY_FORMAT = "mlc-library-v1"
+LIBRARY_FORMAT = "mlc-library-v2"
 
 
 #: The symbol of the ``.so`` that holds the same metadata (a NUL-terminated JSON string), so a
@@ -39,31 +43,50 @@ METADATA_SYMBOL = "mlc_library_metadata"
 DEVICE_RUNTIMES = {"cuda": ("libmlir_cuda_runtime.so",)}
 
 
-def library_metadata(signatures: Mapping[str, FunctionSignature], device: Optional[str] = None) -> str:
-    """The ``mlc-library-v1`` metadata of ``signatures`` as JSON text (what ``.json`` holds and
-    what the ``.so`` embeds as :data:`METADATA_SYMBOL`); ``device`` (a key of
-    :data:`DEVICE_RUNTIMES`) is recorded for libraries whose kernels run on a GPU."""
-    meta = {"format": LIBRARY_FORMAT, "functions": {
-        name: {"args": [vars(a) | {"shape": list(a.shape)} for a in sig.args],
-               "results": [vars(r) | {"shape": list(r.shape)} for r in sig.results]}
-        for name, sig in signatures.items()}}
+def _metadata(signatures: Mapping[str, FunctionSignature], target: Target,
+              device: Optional[str]) -> dict:
+    meta = {"format": LIBRARY_FORMAT,
+            "target": {"cpu": target.cpu, "features": list(target.features)},
+            "functions": {
+                name: {"args": [vars(a) | {"shape": list(a.shape)} for a in sig.args],
+                       "results": [vars(r) | {"shape": list(r.shape)} for r in sig.results]}
+                for name, sig in signatures.items()}}
     if device is not None:
         meta["device"] = device
-    return json.dumps(meta, indent=1)
+    return meta
+
+
+def library_metadata(signatures: Mapping[str, FunctionSignature], target: Target,
+                     device: Optional[str] = None) -> str:
+    """The ``mlc-library-v2`` metadata of ``signatures`` as JSON text (what the ``.so`` embeds
+    as :data:`METADATA_SYMBOL`; the ``.json`` adds the file record): ``target``'s CPU and
+    features (the instruction set of the code, :attr:`Target.features`) and, for libraries
+    whose kernels run on a GPU, ``device`` (a key of :data:`DEVICE_RUNTIMES`)."""
+    return json.dumps(_metadata(signatures, target, device), indent=1)
+
+
+def _file_digest(path: str) -> str:
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def write_library_metadata(path: str, signatures: Mapping[str, FunctionSignature],
-                           params: Mapping[str, np.ndarray], device: Optional[str] = None) -> None:
-    """Write ``path + ".json"`` (signatures) and, if any, ``path + ".params.npz"`` (parameters).
+                           params: Mapping[str, np.ndarray], target: Target,
+                           device: Optional[str] = None) -> None:
+    """Write ``path + ".json"`` (:func:`library_metadata` plus ``"file"``: the size in bytes
+    and SHA-256 of the ``.so`` at ``path``, checked before it is loaded) and, if any,
+    ``path + ".params.npz"`` (parameters).
 
     Raises
     ------
     ExecutionError
-        If the files cannot be written (names the path and the OS error).
+        If the files cannot be written or the ``.so`` read (names the path and the OS error).
     """
     try:
+        meta = _metadata(signatures, target, device)
+        meta["file"] = {"bytes": os.path.getsize(path), "sha256": _file_digest(path)}
         with open(path + ".json", "w") as f:
-            f.write(library_metadata(signatures, device))
+            f.write(json.dumps(meta, indent=1))
         if params:
             np.savez(path + ".params.npz", **params)
         elif os.path.exists(path + ".params.npz"):
@@ -89,20 +112,51 @@ def _spec(path: str, fname: str, d, kind: str) -> TensorSpec:
     return TensorSpec(str(d["name"]), tuple(shape), d["dtype"], bool(d.get("is_param", False)))
 
 
-def _parse_metadata(path: str, text: str) -> Tuple[Dict[str, FunctionSignature], Optional[str]]:
-    """``(signatures, device)`` of an ``mlc-library-v1`` text."""
+class LibraryMetadata(NamedTuple):
+    """The parsed metadata of a library: what the ``.so`` embeds (``signatures``, ``device``,
+    ``target``: ``(cpu, features)``) and, from the ``.json`` only, ``file``: ``(bytes,
+    sha256)`` of the ``.so``."""
+
+    signatures: Dict[str, FunctionSignature]
+    device: Optional[str]
+    target: Tuple[str, Tuple[str, ...]]
+    file: Optional[Tuple[int, str]]
+
+    def embedded(self):
+        """The fields the ``.so``'s :data:`METADATA_SYMBOL` holds too."""
+        return self.signatures, self.device, self.target
+
+
+def _parse_metadata(path: str, text: str) -> LibraryMetadata:
+    """The :class:`LibraryMetadata` of an ``mlc-library-v2`` text."""
     try:
         meta = json.loads(text)
     except ValueError as e:
         raise ExecutionError(f"load_library: {path}.json is not JSON: {e}") from None
     if not isinstance(meta, dict) or meta.get("format") != LIBRARY_FORMAT \
             or not isinstance(meta.get("functions"), dict):
+        found = meta.get("format") if isinstance(meta, dict) else None
         raise ExecutionError(f"load_library: {path}.json is not an {LIBRARY_FORMAT} file "
-                             f"(format {meta.get('format') if isinstance(meta, dict) else None!r})")
+                             f"(format {found!r})" + ("; it was written by an older mlc-mlir "
+                                                      "that recorded no target: export it again"
+                                                      if found == "mlc-library-v1" else ""))
     device = meta.get("device")
     if device is not None and device not in DEVICE_RUNTIMES:
         raise ExecutionError(f"load_library: {path}.json has device {device!r}; expected one of "
                              f"{sorted(DEVICE_RUNTIMES)} or none")
+    target = meta.get("target")
+    if not isinstance(target, dict) or not isinstance(target.get("cpu"), str) \
+            or not isinstance(target.get("features"), list) \
+            or not all(isinstance(f, str) for f in target["features"]):
+        raise ExecutionError(f"load_library: {path}.json: 'target' must be an object with 'cpu' "
+                             f"(a string) and 'features' (a list of strings); got {target!r}")
+    file = meta.get("file")
+    if file is not None:
+        if not isinstance(file, dict) or not isinstance(file.get("bytes"), int) \
+                or not isinstance(file.get("sha256"), str):
+            raise ExecutionError(f"load_library: {path}.json: 'file' must be an object with "
+                                 f"'bytes' (an int) and 'sha256' (a string); got {file!r}")
+        file = (file["bytes"], file["sha256"])
     sigs = {}
     for name, d in meta["functions"].items():
         if not isinstance(d, dict) or not isinstance(d.get("args"), list) \
@@ -112,7 +166,25 @@ def _parse_metadata(path: str, text: str) -> Tuple[Dict[str, FunctionSignature],
         sigs[name] = FunctionSignature(
             name, tuple(_spec(path, name, a, "argument") for a in d["args"]),
             tuple(_spec(path, name, r, "result") for r in d["results"]))
-    return sigs, device
+    return LibraryMetadata(sigs, device, (target["cpu"], tuple(target["features"])), file)
+
+
+def _check_file(path: str, private: str, file: Optional[Tuple[int, str]]) -> None:
+    """Compare the copy ``private`` of the library at ``path`` with the size and SHA-256 its
+    ``.json`` recorded: ``dlopen`` of a truncated ``.so`` maps segments past the end of the
+    file and the process dies with SIGBUS on the first access."""
+    if file is None:
+        raise ExecutionError(f"load_library: {path}.json records no 'file' (size and sha256 of "
+                             "the .so); export the library again")
+    size, digest = file
+    actual = os.path.getsize(private)
+    if actual != size:
+        raise ExecutionError(f"load_library: {path} is {actual} bytes; export_library wrote "
+                             f"{size} (truncated or replaced?); export the library again")
+    if _file_digest(private) != digest:
+        raise ExecutionError(f"load_library: {path} has {size} bytes as exported but another "
+                             "SHA-256 than its .json records (damaged or replaced); export the "
+                             "library again")
 
 
 def _load_device_runtime(path: str, device: str) -> list:
@@ -150,8 +222,11 @@ def load_library(path: str) -> Executable:
     ------
     ExecutionError
         If the library or its ``.json`` metadata is missing, unreadable, not in the
-        ``mlc-library-v1`` format (incomplete entries, bad shapes or dtypes) or different from the
-        metadata compiled into the ``.so`` (a tampered ``.json``), if a parameter is
+        ``mlc-library-v2`` format (incomplete entries, bad shapes or dtypes) or different from the
+        metadata compiled into the ``.so`` (a tampered ``.json``); if the ``.so`` has another
+        size or SHA-256 than the ``.json`` records (truncated, damaged: checked before it is
+        mapped); if its code needs CPU features this machine lacks (names them; checked
+        before it is loaded); if a parameter is
         missing from ``.params.npz`` or disagrees with its spec, or if an entry point is absent;
         for a CUDA library (``"device": "cuda"``), if no CUDA driver or GPU is present (probed
         before the ``.so`` is loaded: its host code would abort the process).
@@ -163,15 +238,20 @@ def load_library(path: str) -> Executable:
     except OSError as e:
         raise ExecutionError(f"load_library: cannot load {path}: cannot read {path}.json: "
                              f"{e.strerror}") from None
-    sigs, device = _parse_metadata(path, text)
+    meta = _parse_metadata(path, text)
+    sigs, device = meta.signatures, meta.device
     if not os.path.isfile(path):
         raise ExecutionError(f"load_library: {path} does not exist")
+    foreign = host_mismatch(*meta.target)
+    if foreign:
+        raise ExecutionError(f"load_library: {path}: {foreign}")
     # a CUDA library needs the driver: without it, its kernels would abort the process
     runtimes = _load_device_runtime(path, device) if device is not None else []
     tmp = tempfile.mkdtemp(prefix="mlc-lib-")
     private = os.path.join(tmp, os.path.basename(path))
     try:
         shutil.copy(path, private)
+        _check_file(path, private, meta.file)   # the copy is what is loaded
         lib = ctypes.CDLL(private)
     except OSError as e:
         raise ExecutionError(f"load_library: cannot load {path}: {e}") from None
@@ -182,10 +262,10 @@ def load_library(path: str) -> Executable:
     except ValueError:
         raise ExecutionError(f"load_library: {path} has no {METADATA_SYMBOL}; it was not written "
                              "by export_library") from None
-    if _parse_metadata(path, embedded) != (sigs, device):
-        raise ExecutionError(f"load_library: {path}.json does not match the signatures compiled "
-                             f"into {os.path.basename(path)} (edited, or from another export); "
-                             "export the library again")
+    if _parse_metadata(path, embedded).embedded() != meta.embedded():
+        raise ExecutionError(f"load_library: {path}.json does not match the target and "
+                             f"signatures compiled into {os.path.basename(path)} (edited, or from "
+                             "another export); export the library again")
     params: Dict[str, np.ndarray] = {}
     if os.path.exists(path + ".params.npz"):
         with np.load(path + ".params.npz") as z:

@@ -11,5 +11,5 @@ from mlc_mlir.target import Target
 
 AVX2 = Target("cpu", cpu="znver1", features=("avx", "avx2", "fma"), vector_bits=256,
               vector_registers=16, l1d_bytes=32 << 10, l2_bytes=512 << 10, cores=2)
-AVX512 = Target("cpu", cpu="x", features=("avx512f", "avx2", "fma"), vector_bits=512,
+AVX512 = Target("cpu", cpu="sapphirerapids", features=("avx512f", "avx2", "fma"), vector_bits=512,
                 vector_registers=32, l1d_bytes=48 << 10, l2_bytes=2 << 20, cores=2)

@@ -210,5 +210,5 @@ def test_prefers_im2col_small_output_maps_on_cpu_only():
     assert prefers_im2col(AVX2, (1, 16, 16, 256), (3, 3, 256, 256), (1, 14, 14, 256), "float32")
     assert not prefers_im2col(AVX2, (1, 58, 58, 64), (3, 3, 64, 64), (1, 56, 56, 64), "float32")
     assert not prefers_im2col(AVX2, (1, 9, 9, 8), (3, 3, 8, 8), (1, 7, 7, 8), "int32")
-    gpu = Target("cuda", cpu="generic-host", arch="sm_90")
+    gpu = Target("cuda", cpu="generic", arch="sm_90")
     assert not prefers_im2col(gpu, (1, 9, 9, 512), (3, 3, 512, 512), (1, 7, 7, 512), "float32")

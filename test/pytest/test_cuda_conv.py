@@ -19,7 +19,7 @@ from mlc_mlir.target import Target
 
 needs_ptxas = pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas not on PATH")
 needs_gpu = pytest.mark.skipif(not cuda_available(), reason="no CUDA driver/GPU")
-CUDA = Target("cuda", cpu="generic-host", arch="sm_90")
+CUDA = Target("cuda", cpu="generic", arch="sm_90")
 
 
 def conv_net(pad=1, stride=1):
