@@ -1,7 +1,7 @@
-"""Fuzz of the default CPU schedules: every rule kind x derandomized shapes (1, primes, odd
-windows, strides, groups) x thread counts, compiled and run in child processes (a schedule that
-reaches an MLIR assertion aborts the process, which an ``except`` cannot catch) and compared
-with PyTorch / numpy. Also: a block whose indexing map linalg tiling cannot slice (a negative
+"""Fuzz of the CPU schedule rules: every rule kind x derandomized shapes (1, primes, odd
+windows, strides, groups) x thread counts x the default rule or a sample of the tuner's design
+space, compiled and run in child processes (a schedule that reaches an MLIR assertion aborts
+the process, which an ``except`` cannot catch) and compared with PyTorch / numpy. Also: a block whose indexing map linalg tiling cannot slice (a negative
 index coefficient) is left to plain loops by the rules and refused with a ScheduleError when a
 hand-written schedule would tile it.
 
@@ -19,6 +19,9 @@ import pytest
 
 import mlc_mlir as mlc
 from mlc_mlir import ops, te
+from mlc_mlir.target import Target
+from mlc_mlir.tune.space_rules import default_space, generate
+from mlc_mlir.tune.task import fused
 
 THREADS = (1, 2, 3, 4)
 KINDS = ("matmul", "batch_matmul", "conv2d", "grouped_conv2d", "conv_transpose2d", "pooling",
@@ -29,7 +32,9 @@ PER_KIND = 4
 def _case(kind: str, i: int, rng: random.Random) -> dict:
     """Case ``i`` of ``kind``: a plain dict (it crosses to the child as JSON)."""
     ext = lambda: rng.choice([1, 2, 3, 7, 13, 16, 17, 32, 64, 96, 257])
-    c = {"kind": kind, "threads": THREADS[i % len(THREADS)], "const": i % 2 == 1, "seed": i}
+    k = KINDS.index(kind)
+    c = {"kind": kind, "threads": THREADS[(i + k) % len(THREADS)], "const": (i + k) % 2 == 1, "seed": i,
+         "space": i % 2 == 1}   # odd cases: a sample (seed i) of the tuner's design space
     if kind == "matmul":
         c["shape"] = [ext(), ext(), ext() * 4]
     elif kind == "batch_matmul":
@@ -58,8 +63,8 @@ def _case(kind: str, i: int, rng: random.Random) -> dict:
 #: Cases that once aborted the process, kept beside the random ones.
 REGRESSIONS = {
     # tile_using_forall of the flipped filter's `3 - d3` map: TileCheck asserted
-    "conv_transpose2d": [{"kind": "conv_transpose2d", "threads": 2, "const": False, "seed": 0, "n": 1,
-                          "c": 64, "f": 32, "hw": 32, "k": 4, "groups": 1, "stride": 2, "pad": 1}],
+    "conv_transpose2d": [{"kind": "conv_transpose2d", "threads": 2, "const": False, "seed": 0, "space": False,
+                          "n": 1, "c": 64, "f": 32, "hw": 32, "k": 4, "groups": 1, "stride": 2, "pad": 1}],
 }
 
 
@@ -151,6 +156,9 @@ def run_cases(cs: list) -> None:
         print(json.dumps({"case": c}), flush=True)
         mod, inputs, want = _build(c, np.random.RandomState(c["seed"]))
         try:
+            if c["space"]:
+                target = Target.host()
+                mod = generate(default_space(target, c["threads"]), fused(mod, target), seed=c["seed"]).mod
             got = mlc.compile(mod, threads=c["threads"])(*inputs)
             # relative to the output's scale: Winograd's float32 transforms lose ~1e-4 of it; a
             # wrong tile or a missed element is off by O(1)
@@ -196,7 +204,6 @@ def test_untileable_block_is_refused_not_aborted():
 
 def test_untileable_block_left_to_plain_loops_by_default_rules():
     from mlc_mlir.schedule.default_rules import SKIPPED, apply_default_schedule, classify
-    from mlc_mlir.target import Target
 
     sch = mlc.Schedule(_flip_module())
     assert classify(sch.model.ops[("main", "flip")]) == "untileable" and "untileable" in SKIPPED
