@@ -3,7 +3,7 @@ integer index tensor, emitted as a ``linalg.generic`` whose body reads the sourc
 ``tensor.extract``.
 
 Indices are checked: numpy index arrays when the op is built (``BuildError``), index Tensors at
-run time by a reduction whose result is a check of the function
+run time by an elementwise generic whose result is a check of the function
 (:meth:`~mlc_mlir.builder.graph_builder.FunctionBuilder.add_check`: the call raises
 ``ExecutionError`` naming the op, the argument, the offending value and the valid range). The
 gather itself clamps, so an invalid index never reads outside the source.
