@@ -3,7 +3,7 @@
 inserted between its elements (``tensor.insert_slice`` with strides into a zero tensor), padded
 by ``dilation * (k - 1) - padding`` (cropped where that is negative), convolved with stride 1
 by the filter flipped in space and with its in/out channels swapped per group (one
-``linalg.generic`` whose input map reads ``k - 1 - d``). The convolution is the builder's
+``linalg.generic`` that reads it with ``tensor.extract`` at ``k - 1 - d``). The convolution is the builder's
 :func:`~mlc_mlir.builder.nn.conv2d`, so the default schedules and layout rewrites apply.
 Source: TVM TOPI ``conv2d_transpose_nchw`` (dilate + pad + conv with the flipped kernel);
 Dumoulin & Visin, "A guide to convolution arithmetic for deep learning" (2016), section 4.
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from .._mlir import ir, tensor_d
+from .._mlir import arith_d, ir, linalg_d, tensor_d
 from ..errors import BuildError, format_shape
 from ..ir import emitters
 from . import linalg_emit as emit
@@ -91,13 +91,20 @@ def conv_transpose2d(x, weight, bias=None, strides=1, padding=0, output_padding=
         s = xz.shape
         xz = slice_(xz, [max(-lo[0], 0), max(-lo[1], 0)], [s[2] - max(-hi[0], 0), s[3] - max(-hi[1], 0)],
                     axes=[2, 3], name=f"{nm}.crop")
-    # 3. the filter flipped in space, (C, F/g) swapped per group: (F, C/g, KH, KW)
+    # 3. the filter flipped in space, (C, F/g) swapped per group: (F, C/g, KH, KW); read with
+    # tensor.extract at ``k - 1 - linalg.index`` (an indexing map with a negative coefficient
+    # is one that linalg tiling cannot slice)
     we = reshape(w, [groups, cg, fg, kh, kw], name=f"{nm}.w_groups")
-    d = [ir.AffineDimExpr.get(i) for i in range(5)]
-    in_map = ir.AffineMap.get(5, 0, [d[0], d[2], d[1], ir.AffineConstantExpr.get(kh - 1) - d[3],
-                                     ir.AffineConstantExpr.get(kw - 1) - d[4]])
+    idx_type = ir.IndexType.get()
+
+    def flip(_o):
+        i = [linalg_d.IndexOp(k).result for k in range(5)]
+        last = [arith_d.ConstantOp(idx_type, e - 1).result for e in (kh, kw)]
+        return [tensor_d.ExtractOp(we.value, [i[0], i[2], i[1], arith_d.subi(last[0], i[3]),
+                                              arith_d.subi(last[1], i[4])]).result]
+
     out = emitters.empty([groups, fg, cg, kh, kw], x.dtype, f"{nm}.w_flip")
-    flipped = emitters.generic(f"{nm}.w_flip", [we.value], [in_map], [out], [ir.AffineMap.get_identity(5)],
-                               ["parallel"] * 5, lambda a, _o: [a])[0]
+    flipped = emitters.generic(f"{nm}.w_flip", [], [], [out], [ir.AffineMap.get_identity(5)],
+                               ["parallel"] * 5, flip)[0]
     wf = reshape(Tensor(flipped, fn), [groups * fg, cg, kh, kw], name=f"{nm}.w_conv")
     return conv2d(xz, wf, bias, strides=1, padding=0, dilation=(dh, dw), groups=groups, name=nm)

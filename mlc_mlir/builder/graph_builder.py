@@ -16,7 +16,7 @@ Example
 from __future__ import annotations
 
 import contextlib
-from typing import Dict, Iterator, List, Optional, Sequence, Union
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -26,7 +26,7 @@ from ..ir import dtypes
 from ..ir.constants import Blobs
 from ..ir.context import new_context
 from ..ir.emitters import check_shape
-from ..ir.module import ARG_NAME_ATTR, PARAM_ATTR, Module
+from ..ir.module import ARG_NAME_ATTR, CHECK_ATTR, PARAM_ATTR, Module
 from ..runtime import registry
 from . import linalg_emit as emit
 from .tensor import Tensor, pop_function, push_function
@@ -46,6 +46,7 @@ class FunctionBuilder:
         self._arg_attrs: List[ir.DictAttr] = []
         self._op_names: Dict[str, int] = {}
         self._outputs: Optional[List[Tensor]] = None
+        self._checks: List[Tuple[Tensor, str]] = []
         self._open = True
 
     # ----------------------------------------------------------------- arguments
@@ -230,6 +231,26 @@ class FunctionBuilder:
         self._outputs = outs
 
     # ----------------------------------------------------------------- helpers for ops
+    def add_check(self, status: Tensor, message: str) -> None:
+        """Register a run-time precondition of an op (an index in range...): ``status`` is an
+        int64 Tensor of this function whose elements hold
+        :data:`~mlc_mlir.ir.module.CHECK_PASSED` (INT64_MIN) where it holds, else the offending
+        value. It becomes a trailing result marked ``mlc.check = message`` that the runtime
+        drops from the results, raising ``ExecutionError(message)`` (``{value}`` replaced by
+        the first offending value) when an element failed. Source: TVM's ``assert_stmt`` in generated code,
+        turned into a returned status as the C ABI's error code.
+
+        Raises
+        ------
+        BuildError
+            If ``status`` is not an int64 Tensor of this function.
+        """
+        self._check_open("add_check")
+        if not isinstance(status, Tensor) or status.fn is not self or status.dtype != "int64":
+            raise BuildError(f"add_check: status is {status!r}; expected an int64 Tensor of "
+                             f"function '{self.name}'")
+        self._checks.append((status, message))
+
     def unique_op_name(self, base: str) -> str:
         """``base`` for the first op of that name in the function, then ``base_1``, ``base_2``..."""
         n = self._op_names.get(base)
@@ -262,13 +283,17 @@ class FunctionBuilder:
         if self._outputs is None:
             raise BuildError(f"function '{self.name}': no outputs; call f.output(...)")
         with self.builder.context, ir.Location.unknown(), ir.InsertionPoint(self.block):
-            func_d.ReturnOp([t.value for t in self._outputs])
+            results = [t.value for t in self._outputs] + [c.value for c, _ in self._checks]
+            func_d.ReturnOp(results)
             in_types = [a.type for a in self.block.arguments]
-            out_types = [t.value.type for t in self._outputs]
             self.func_op.attributes["function_type"] = ir.TypeAttr.get(
-                ir.FunctionType.get(in_types, out_types))
+                ir.FunctionType.get(in_types, [v.type for v in results]))
             if self._arg_attrs:
                 self.func_op.attributes["arg_attrs"] = ir.ArrayAttr.get(self._arg_attrs)
+            if self._checks:
+                self.func_op.attributes["res_attrs"] = ir.ArrayAttr.get(
+                    [ir.DictAttr.get({}) for _ in self._outputs] +
+                    [ir.DictAttr.get({CHECK_ATTR: ir.StringAttr.get(m)}) for _, m in self._checks])
         self._open = False
 
 

@@ -1,15 +1,24 @@
 """Indexing ops (TOPI's ``transform.take``, ``gather_elements``): gather along an axis by an
 integer index tensor, emitted as a ``linalg.generic`` whose body reads the source with
 ``tensor.extract``.
+
+Indices are checked: numpy index arrays when the op is built (``BuildError``), index Tensors at
+run time by an elementwise generic whose result is a check of the function
+(:meth:`~mlc_mlir.builder.graph_builder.FunctionBuilder.add_check`: the call raises
+``ExecutionError`` naming the op, the argument, the offending value and the valid range). The
+gather itself clamps, so an invalid index never reads outside the source.
 """
 
 from __future__ import annotations
 
 from typing import Optional
 
+import numpy as np
+
 from .._mlir import arith_d, ir, linalg_d, tensor_d
 from ..errors import BuildError, format_shape
-from ..ir import dtypes
+from ..ir import dtypes, emitters
+from ..ir.module import CHECK_PASSED
 from . import linalg_emit as emit
 from .shape import reshape
 from .tensor import Tensor
@@ -23,6 +32,45 @@ def _wrap_and_clamp(i: ir.Value, n: int) -> ir.Value:
     j = arith_d.select(arith_d.cmpi(arith_d.CmpIPredicate.slt, j, zero),
                        arith_d.addi(j, arith_d.ConstantOp(idx_type, n).result), j)
     return arith_d.maxsi(arith_d.minsi(j, arith_d.ConstantOp(idx_type, n - 1).result), zero)
+
+
+def _check_indices(op: str, nm: str, x: Tensor, indices, ax: int, negative: bool):
+    """Check that every index lies in ``[-n, n)`` (``[0, n)`` without ``negative``), ``n =
+    x.shape[ax]``: a numpy array now, a Tensor at run time (an elementwise ``linalg.generic``
+    mapping each index to INT64_MIN where valid, else to itself, registered with
+    ``add_check``: elementwise, it is scheduled like the gather on every target).
+
+    Raises
+    ------
+    BuildError
+        For a numpy array holding an index out of range.
+    """
+    n = x.shape[ax]
+    lo = -n if negative else 0
+    where = (f"{op} '{nm}': argument 'indices' holds {{value}}, outside [{lo}, {n}) (axis {ax} of x "
+             f"{format_shape(x.shape)})")
+    if isinstance(indices, np.ndarray):
+        if indices.dtype.kind in "iu" and indices.size:
+            bad = indices[(indices < lo) | (indices >= n)]
+            if bad.size:
+                raise BuildError(where.replace("{value}", str(int(bad.flat[0]))))
+        return
+    rank = indices.ndim
+    i64 = ir.IntegerType.get_signless(64)
+
+    def body(i, _out):
+        v = i if indices.dtype == "int64" else arith_d.extsi(i64, i)
+        lo_c, n_c = emitters.scalar(lo, "int64"), emitters.scalar(n, "int64")
+        bad = arith_d.ori(arith_d.cmpi(arith_d.CmpIPredicate.slt, v, lo_c),
+                          arith_d.cmpi(arith_d.CmpIPredicate.sge, v, n_c))
+        # INT64_MIN itself would read as "passed": reported as INT64_MIN + 1
+        v = arith_d.maxsi(v, emitters.scalar(CHECK_PASSED + 1, "int64"))
+        return [arith_d.select(bad, v, emitters.scalar(CHECK_PASSED, "int64"))]
+
+    res = emitters.generic(f"{nm}.check", [indices.value], [emit.identity_map(rank)],
+                           [emitters.empty(indices.shape, "int64")], [emit.identity_map(rank)],
+                           ["parallel"] * rank, body)
+    indices.fn.add_check(Tensor(res[0], indices.fn), where)
 
 
 def _index_args(op: str, x, indices, axis: int):
@@ -39,16 +87,21 @@ def _index_args(op: str, x, indices, axis: int):
     return fn, x, indices, emit.normalize_axis(op, axis, x.ndim)
 
 
-def take(x, indices, axis: int = 0, name: Optional[str] = None) -> Tensor:
-    """numpy ``take(x, indices, axis, mode="clip")`` after wrapping negative indices once
-    (TOPI ``take``, ONNX ``Gather``, PyTorch ``embedding`` with ``axis=0``)::
+def take(x, indices, axis: int = 0, name: Optional[str] = None, negative_indices: bool = True) -> Tensor:
+    """numpy ``take(x, indices, axis)`` (TOPI ``take``, ONNX ``Gather``, PyTorch ``embedding``
+    with ``axis=0`` and ``negative_indices=False``)::
 
-        out[i0.., j0.., k0..] = x[i0.., clip(wrap(indices[j0..])), k0..]
+        out[i0.., j0.., k0..] = x[i0.., wrap(indices[j0..]), k0..]
+
+    Every index must lie in ``[-n, n)`` (``[0, n)`` without ``negative_indices``), ``n =
+    x.shape[axis]``; a negative one reads ``i + n``. A numpy ``indices`` is checked when the op
+    is built, a Tensor when the function runs (a check result, see the module docstring): an
+    index out of range raises ``ExecutionError`` from the call.
 
     Emits one ``linalg.generic`` (``name``) reading ``indices`` through the map
     ``(d...) -> (d_axis, ..., d_axis+r-1)`` and ``x`` with ``tensor.extract`` at
-    ``linalg.index`` positions plus the (``arith.index_cast``) index. An index ``i < 0`` becomes
-    ``i + n``; one still outside ``[0, n)`` is clamped (no out-of-bounds read).
+    ``linalg.index`` positions plus the (``arith.index_cast``) index, wrapped and clamped into
+    ``[0, n)`` (an invalid index reads a valid element before the call raises).
 
     The generic computes ``out`` with two trailing unit dims (``tensor.expand_shape`` of x,
     ``<name>.expand``; ``tensor.collapse_shape`` of the result) whose iterators are swapped in
@@ -63,6 +116,8 @@ def take(x, indices, axis: int = 0, name: Optional[str] = None) -> Tensor:
         dtype in {int8, int16, int32, int64}.
     axis : int
         Axis of x to gather along; negative counts from the end.
+    negative_indices : bool
+        Whether ``-n <= i < 0`` is valid (numpy, ONNX) or an error (PyTorch's ``embedding``).
 
     Returns
     -------
@@ -71,14 +126,20 @@ def take(x, indices, axis: int = 0, name: Optional[str] = None) -> Tensor:
     Raises
     ------
     BuildError
-        For a 0-d x, a bad axis, or non-integer indices
-        (``take: argument 'indices' has dtype float32; expected one of int8, int16, int32, int64``).
+        For a 0-d x, a bad axis, non-integer indices
+        (``take: argument 'indices' has dtype float32; expected one of int8, int16, int32, int64``)
+        or a numpy ``indices`` holding an index out of range.
     """
     op = "take"
+    raw = indices
     fn, x, indices, ax = _index_args(op, x, indices, axis)
     r = indices.ndim
     n = x.shape[ax]
+    if n == 0 and 0 not in indices.shape:
+        raise BuildError(f"{op}: axis {ax} of x {format_shape(x.shape)} has size 0; expected a "
+                         f"non-empty axis to gather from")
     nm = emit.op_name(fn, op, name)
+    _check_indices(op, nm, x, raw if isinstance(raw, np.ndarray) else indices, ax, negative_indices)
     out_shape = tuple(x.shape[:ax]) + tuple(indices.shape) + tuple(x.shape[ax + 1:])
     xu = reshape(x, tuple(x.shape) + (1, 1), name=f"{nm}.expand")
     rank = len(out_shape) + 2
@@ -111,8 +172,9 @@ def gather_elements(x, indices, axis: int = 0, name: Optional[str] = None) -> Te
     Emits one ``linalg.generic`` (``name``) over ``indices``' shape that reads ``indices``
     through the identity map and ``x`` with ``tensor.extract`` at ``linalg.index`` positions
     plus the (``arith.index_cast``) index. An index ``i < 0`` becomes ``i + n`` (``n =
-    x.shape[axis]``); one still outside ``[0, n)`` is clamped (no out-of-bounds read; ONNX
-    leaves it undefined).
+    x.shape[axis]``); one outside ``[-n, n)`` (undefined in ONNX, an error in PyTorch) raises:
+    a numpy ``indices`` when the op is built (``BuildError``), a Tensor when the function runs
+    (``ExecutionError``, see the module docstring).
 
     Parameters
     ----------
@@ -131,13 +193,14 @@ def gather_elements(x, indices, axis: int = 0, name: Optional[str] = None) -> Te
     Raises
     ------
     BuildError
-        For a 0-d x, a bad axis, non-integer indices, or an ``indices`` shape that does not fit
+        For a 0-d x, a bad axis, non-integer indices, an ``indices`` shape that does not fit
         (``gather_elements: argument 'indices' has shape (2, 4); expected rank 2 with dims <= (3,
-        3) except along axis 0``).
+        3) except along axis 0``), or a numpy ``indices`` holding an index out of range.
 
     Source: ONNX operator spec (GatherElements-11/13), numpy ``take_along_axis``.
     """
     op = "gather_elements"
+    raw = indices
     fn, x, indices, ax = _index_args(op, x, indices, axis)
     rank = x.ndim
     if indices.ndim != rank or any(e > d for k, (e, d) in enumerate(zip(indices.shape, x.shape)) if k != ax):
@@ -148,6 +211,7 @@ def gather_elements(x, indices, axis: int = 0, name: Optional[str] = None) -> Te
         raise BuildError(f"{op}: axis {ax} of x {format_shape(x.shape)} has size 0; expected a "
                          f"non-empty axis to gather from")
     nm = emit.op_name(fn, op, name)
+    _check_indices(op, nm, x, raw if isinstance(raw, np.ndarray) else indices, ax, True)
 
     def body(i, _out):
         pos = [linalg_d.IndexOp(d).result for d in range(rank)]

@@ -419,7 +419,8 @@ def _layer_norm(ctx, node, args):
 
 @register_converter("aten.embedding.default")
 def _embedding(ctx, node, args):
-    return ops.take(args[0], args[1], axis=0)
+    # PyTorch raises for any index outside [0, num_embeddings), negative ones included
+    return ops.take(args[0], args[1], axis=0, negative_indices=False)
 
 
 # ----------------------------------------------------------------------------- masks (int8 0/1)

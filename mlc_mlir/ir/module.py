@@ -24,6 +24,12 @@ ARG_NAME_ATTR = "mlc.arg_name"
 PARAM_ATTR = "mlc.param"
 #: Op attribute carrying the stable op name (the TensorIR block name).
 OP_NAME_ATTR = "mlc.name"
+#: Result attribute marking a run-time check (the message of its failure, with ``{value}``): an
+#: int64 result whose elements hold ``CHECK_PASSED`` where the check holds, else the offending
+#: value; the runtime drops it from the results and raises ``ExecutionError`` when one failed.
+CHECK_ATTR = "mlc.check"
+#: What a check result holds when its check passed (INT64_MIN).
+CHECK_PASSED = -(1 << 63)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,13 +37,15 @@ class TensorSpec:
     """Name, shape and dtype of one function argument or result.
 
     ``shape`` is a tuple of ints (static shapes only), ``dtype`` a name from
-    :data:`mlc_mlir.ir.dtypes.ALL_DTYPES`; ``is_param`` marks a weight (see ``Module.params``).
+    :data:`mlc_mlir.ir.dtypes.ALL_DTYPES`; ``is_param`` marks a weight (see ``Module.params``);
+    ``check`` marks a run-time check result (:data:`CHECK_ATTR`: its failure message).
     """
 
     name: str
     shape: Tuple[int, ...]
     dtype: str
     is_param: bool = False
+    check: Optional[str] = None
 
     def __str__(self) -> str:
         return f"{self.name}: {self.dtype}{format_shape(self.shape)}"
@@ -206,6 +214,18 @@ class Module:
             args.append(tensor_spec(t, arg_name, is_param, f"function '{name}'"))
         results = [tensor_spec(t, f"result{i}", where=f"function '{name}'")
                    for i, t in enumerate(ftype.results)]
+        res_attrs = f.attributes["res_attrs"] if "res_attrs" in f.attributes else None
+        for i, r in enumerate(results):
+            d = ir.DictAttr(ir.ArrayAttr(res_attrs)[i]) if res_attrs is not None else None
+            if d is not None and CHECK_ATTR in d:
+                if r.dtype != "int64":
+                    raise IRError(f"function '{name}': check result {i} has dtype {r.dtype}; "
+                                  "expected int64")
+                results[i] = dataclasses.replace(r, name=f"check{i}",
+                                                 check=ir.StringAttr(d[CHECK_ATTR]).value)
+        checks = [r.check is not None for r in results]
+        if checks != sorted(checks):
+            raise IRError(f"function '{name}': check results must follow the other results")
         return FunctionSignature(name, tuple(args), tuple(results))
 
     # ----------------------------------------------------------------- checks and printing

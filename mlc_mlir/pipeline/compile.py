@@ -267,7 +267,7 @@ def run_stages(module: Module, options: CompileOptions, stages=CPU_STAGES) -> Tu
 
 
 def compile(module: Module, target="cpu", *, threads: Optional[int] = None, opt_level: int = 3,
-            flush_denormals: bool = False, approximate_math: bool = True, winograd: bool = True,
+            flush_denormals: bool = False, approximate_math: bool = True, winograd: bool = False,
             schedule: str = "default", database=None, pipeline: Optional[str] = None,
             dump_ir: Optional[str] = None,
             options: Optional[CompileOptions] = None) -> Executable:

@@ -1,5 +1,7 @@
 """Padding on the GPU: each ``tensor.pad`` left outside the kernels (conv2d's ``<name>.pad``)
-becomes two kernels that materialize the padded tensor in global memory before its consumer.
+becomes two kernels that materialize the padded tensor in global memory before its consumer;
+so does each ``tensor.insert_slice`` there (conv_transpose2d's ``<name>.dilate``: the input
+inserted with strides into a zero ``linalg.fill``), which is a pad already in step 1's form.
 
 ``fuse_into_containing_op`` of a ``tensor.pad`` into a block-mapped ``scf.forall`` aborts MLIR
 22, so a scheduled conv2d reads its padded input from a producer outside the kernel. Left
@@ -29,34 +31,42 @@ from ..ir.module import Module
 #: Threads per block of the pad kernels.
 MAX_THREADS = 256
 
-#: Marks a host-level pad for matching (``mlc.host_pad = i``).
+#: Marks a host-level pad or insert_slice for matching (``mlc.host_pad = i``).
 _TAG = "mlc.host_pad"
+#: Marks the host-level ``linalg.fill`` an insert_slice writes into (``mlc.host_fill = i``).
+_FILL_TAG = "mlc.host_fill"
 
 
 def _i64(v: int) -> ir.IntegerAttr:
     return ir.IntegerAttr.get(ir.IntegerType.get_signless(64), v)
 
 
-def _host_pads(module: Module) -> Tuple[List[List[int]], List[List[int]]]:
-    """Tag each ``tensor.pad`` directly in a function body; returns their result and source
-    shapes, by tag."""
-    shapes, sources = [], []
+def _host_pads(module: Module) -> Tuple[List[Tuple[str, List[int], List[int]]], List[List[int]]]:
+    """Tag each ``tensor.pad`` and ``tensor.insert_slice`` directly in a function body, and each
+    ``linalg.fill`` there that an insert_slice writes into; returns ``(op name, result shape,
+    source shape)`` by tag and the fills' shapes by fill tag."""
+    tagged, fills = [], []
     with module.context:
         for f in module.func_ops():
             if f.is_external:
                 continue
             for op in f.regions[0].blocks[0].operations:
                 op = op.operation
-                if op.name != "tensor.pad":
+                if op.name not in ("tensor.pad", "tensor.insert_slice"):
                     continue
                 t = ir.RankedTensorType(op.results[0].type)
-                if not t.has_static_shape:
-                    raise PipelineError(f"cuda pad: a tensor.pad with dynamic shape {t} outside the "
+                src = ir.RankedTensorType(op.operands[0].type)
+                if not (t.has_static_shape and src.has_static_shape):
+                    raise PipelineError(f"cuda pad: a {op.name} with dynamic shape {t} outside the "
                                         "kernels; expected static shapes")
-                op.attributes[_TAG] = _i64(len(shapes))
-                shapes.append(list(t.shape))
-                sources.append(list(ir.RankedTensorType(op.operands[0].type).shape))
-    return shapes, sources
+                op.attributes[_TAG] = _i64(len(tagged))
+                tagged.append((op.name, list(t.shape), list(src.shape)))
+                dest = op.operands[1].owner if op.name == "tensor.insert_slice" else None
+                if dest is not None and not isinstance(dest, ir.Block) and dest.name == "linalg.fill" \
+                        and dest.parent == f.operation and _FILL_TAG not in dest.attributes:
+                    dest.attributes[_FILL_TAG] = _i64(len(fills))
+                    fills.append(list(t.shape))
+    return tagged, fills
 
 
 def _threads(n: int) -> int:
@@ -88,7 +98,8 @@ def _map_elementwise(op: ir.Value, shape: List[int]) -> None:
 
 def materialize_host_pads(module: Module, apply: Callable) -> Module:
     """Rewrite every host-level ``tensor.pad`` of ``module`` into a fill kernel and a copy
-    kernel (module docstring). ``apply(module, build, stage)`` runs a transform script built by
+    kernel, every host-level ``tensor.insert_slice`` into a copy kernel and the ``linalg.fill``
+    it writes into into a fill kernel (module docstring). ``apply(module, build, stage)`` runs a transform script built by
     ``build(root)`` (:func:`mlc_mlir.pipeline.cuda._apply`). Returns ``module`` itself when it
     has no such pad.
 
@@ -98,19 +109,24 @@ def materialize_host_pads(module: Module, apply: Callable) -> Module:
         If a pad has a dynamic shape, or a transform op fails.
     """
     module = module.clone()
-    shapes, sources = _host_pads(module)
-    if not shapes:
+    tagged, fills = _host_pads(module)
+    if not tagged:
         return module
 
     def build(root):
-        for i, shape in enumerate(shapes):
-            pad = structured_transform_d.MatchOp(
-                any_op(), root, ops=ir.ArrayAttr.get([ir.StringAttr.get("tensor.pad")]),
-                op_attrs=ir.DictAttr.get({_TAG: _i64(i)})).result
-            insert = structured_transform_d.RewriteInDestinationPassingStyleOp(any_op(), pad).result
-            fill = transform_d.GetProducerOfOperand(any_op(), insert, 1).result
+        def match(name: str, tag: str, i: int) -> ir.Value:
+            return structured_transform_d.MatchOp(
+                any_op(), root, ops=ir.ArrayAttr.get([ir.StringAttr.get(name)]),
+                op_attrs=ir.DictAttr.get({tag: _i64(i)})).result
+
+        for i, shape in enumerate(fills):
+            _map_elementwise(match("linalg.fill", _FILL_TAG, i), shape)
+        for i, (name, shape, source) in enumerate(tagged):
+            insert = match(name, _TAG, i)
+            if name == "tensor.pad":
+                insert = structured_transform_d.RewriteInDestinationPassingStyleOp(any_op(), insert).result
+                _map_elementwise(transform_d.GetProducerOfOperand(any_op(), insert, 1).result, shape)
             copy = structured_transform_d.InsertSliceToCopyOp(any_op(), insert).result
-            _map_elementwise(fill, shape)
-            _map_elementwise(copy, sources[i])   # the copy has the source's shape
+            _map_elementwise(copy, source)   # the copy has the source's shape
 
     return apply(module, build, "pad")

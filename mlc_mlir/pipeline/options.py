@@ -33,10 +33,17 @@ class CompileOptions:
         (:class:`mlc_mlir.graph.math_approximation.ApproximateMath`: 1 ulp for exp, 4.5e-7
         absolute for erf) instead of one libm call per vector lane. Default True.
     winograd : bool
-        CPU: rewrite the stride-1 3x3 convolutions that
+        CPU, opt-in: rewrite the stride-1 3x3 convolutions that
         :func:`~mlc_mlir.schedule.rules.conv.winograd_tile` picks into Winograd F(4x4, 3x3) or
-        F(2x2, 3x3) (``graph.ConvToWinograd``: 2-4x fewer multiply-adds, relative error about
-        5e-6 instead of 1e-6 against float64). Default True; False keeps direct convolutions.
+        F(2x2, 3x3) (``graph.ConvToWinograd``: 2-4x fewer multiply-adds). Its results differ
+        from a convolution's beyond rounding: the error against float64 is about 5e-6 of the
+        output's scale instead of 1e-6, and each output tile mixes its whole input tile
+        (``(m + 2)^2`` pixels), so a NaN or infinity in the input becomes NaN in every output
+        of the tiles that read it (a direct convolution gives NaN/inf only where the 3x3 window
+        reads it), and a pixel of huge magnitude (1e30) adds an error proportional to it to
+        outputs that do not read it. Default False: direct convolutions, whose outputs depend
+        only on their windows (PyTorch's semantics); use True for inputs known to be finite
+        and of moderate range.
     opt_level : int
         LLVM optimization level of the JIT and of ``llc``: 0, 1, 2 or 3.
     schedule : str
@@ -62,7 +69,7 @@ class CompileOptions:
     threads: Optional[int] = None
     flush_denormals: bool = False
     approximate_math: bool = True
-    winograd: bool = True
+    winograd: bool = False
     opt_level: int = 3
     schedule: str = "default"
     pipeline: Optional[str] = None

@@ -101,7 +101,7 @@ def _constant_filter_transposed(module: Module) -> bool:
 
 
 def layout_rewrites(module: Module, target: Target, functions: List[str],
-                    evaluate: Optional[Callable] = None, winograd: bool = True) -> Module:
+                    evaluate: Optional[Callable] = None, winograd: bool = False) -> Module:
     """The per-op layout rewrites of the default schedule on ``functions``: NCHW convolutions
     that :func:`~mlc_mlir.schedule.rules.conv.prefers_nhwc` picks for ``target`` become NHWC
     ones between transposes (``graph.ConvToNHWC``), and the transposes sink through
@@ -150,7 +150,7 @@ def layout_rewrites(module: Module, target: Target, functions: List[str],
 
 def schedule_module(module: Module, target: Target, mode: str, threads: Optional[int],
                     database: Optional[ScheduleDatabase] = None,
-                    evaluate: Optional[Callable] = None, winograd: bool = True) -> Module:
+                    evaluate: Optional[Callable] = None, winograd: bool = False) -> Module:
     """Schedule the functions of ``module`` that are not scheduled yet (see the module docstring).
 
     ``evaluate`` (``mlc.compile``) lets the layout rewrites fold constant filters;

@@ -2,7 +2,9 @@
 
 Outputs are allocated here with numpy and passed as out-params (``buffer-results-to-out-params``),
 so the JIT code allocates no result buffers and nothing leaks; inputs are passed by pointer, never
-copied. Arguments are validated (count, dtype, shape, C-contiguity) with ``ExecutionError``.
+copied. Arguments are validated (count, dtype, shape, C-contiguity) with ``ExecutionError``; so
+are the run-time checks the code reports (results with ``TensorSpec.check``: an index out of
+range), which are not returned.
 A CUDA function also runs on arrays kept in GPU memory (:meth:`Function.on_device`).
 """
 
@@ -20,7 +22,7 @@ import numpy as np
 from .._mlir import ExecutionEngine
 from ..errors import ExecutionError, PipelineError, format_shape
 from ..ir import dtypes
-from ..ir.module import FunctionSignature
+from ..ir.module import CHECK_PASSED, FunctionSignature
 from .device_array import DeviceArray, as_device_array, synchronize
 from .memref import PackedArgs, out_array_problem
 
@@ -70,6 +72,8 @@ class Function:
         self._params = dict(params or {})
         self._np_dtypes = [dtypes.to_numpy_dtype(a.dtype) for a in signature.args]
         self._out_dtypes = [dtypes.to_numpy_dtype(r.dtype) for r in signature.results]
+        self._results = tuple(r for r in signature.results if r.check is None)
+        self._checks = tuple(r.check for r in signature.results if r.check is not None)
         shapes = [a.shape for a in signature.args] + [r.shape for r in signature.results]
         self._local = threading.local()
         self._shapes = shapes
@@ -170,8 +174,15 @@ class Function:
                                      " (inputs are never copied)")
         return full
 
+    def _raise_failed_checks(self, statuses) -> None:
+        """``ExecutionError`` for the first run-time check with an element not CHECK_PASSED."""
+        for msg, s in zip(self._checks, statuses):
+            bad = s[s != CHECK_PASSED]
+            if bad.size:
+                raise ExecutionError(f"{self.name}: {msg.replace('{value}', str(int(bad[0])))}")
+
     def _outputs(self, out) -> List[np.ndarray]:
-        results = self.signature.results
+        results = self._results
         if out is None:
             return [np.empty(r.shape, d) for r, d in zip(results, self._out_dtypes)]
         outs = [out] if isinstance(out, np.ndarray) else list(out)
@@ -218,9 +229,11 @@ class Function:
         # an out array aliasing an input would be overwritten while the input is still read
         run = [np.empty_like(o) if any(np.may_share_memory(o, a) and np.shares_memory(o, a) for a in full)
                else o for o in outs]
+        statuses = [np.empty(r.shape, np.int64) for r in self.signature.results[len(self._results):]]
         packed = self._packed()
-        packed.bind(full + run)
+        packed.bind(full + run + statuses)
         self._invoke(packed)
+        self._raise_failed_checks(statuses)
         for o, r in zip(outs, run):
             if r is not o:
                 np.copyto(o, r)
@@ -241,12 +254,13 @@ class Function:
                 a = self._device_params[spec.name]
             arrays.append((f"argument '{spec.name}'", spec, npd, as_device_array(a)))
         if out is None:
-            outs = [DeviceArray.empty(r.shape, d) for r, d in zip(sig.results, self._out_dtypes)]
+            outs = [DeviceArray.empty(r.shape, d) for r, d in zip(self._results, self._out_dtypes)]
         else:
             outs = [as_device_array(o) for o in ([out] if not isinstance(out, (list, tuple)) else out)]
-            if len(outs) != len(sig.results):
+            if len(outs) != len(self._results):
                 raise ExecutionError(f"{self.name}: out has {len(outs)} arrays; expected "
-                                     f"{len(sig.results)}")
+                                     f"{len(self._results)}")
+        outs += [DeviceArray.empty(r.shape, np.int64) for r in sig.results[len(self._results):]]
         arrays += [(f"out array for {r.name}", r, d, o)
                    for r, d, o in zip(sig.results, self._out_dtypes, outs)]
         for where, spec, npd, d in arrays:
@@ -289,6 +303,8 @@ class Function:
         packed.bind_pointers([d.ptr for d in arrays])
         self._device_invoke(packed)
         res = arrays[len(self.signature.args):]
+        self._raise_failed_checks([d.numpy() for d in res[len(self._results):]])
+        res = res[:len(self._results)]
         return res[0] if len(res) == 1 else tuple(res)
 
     def benchmark(self, *args, number: int = 100, repeat: int = 5, warmup: int = 1,

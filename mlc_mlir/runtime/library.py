@@ -109,7 +109,9 @@ def _spec(path: str, fname: str, d, kind: str) -> TensorSpec:
     if d["dtype"] not in dtypes.ALL_DTYPES:
         raise ExecutionError(f"{where} '{d['name']}' has dtype {d['dtype']!r}; expected one of "
                              f"{sorted(dtypes.ALL_DTYPES)}")
-    return TensorSpec(str(d["name"]), tuple(shape), d["dtype"], bool(d.get("is_param", False)))
+    check = d.get("check")
+    return TensorSpec(str(d["name"]), tuple(shape), d["dtype"], bool(d.get("is_param", False)),
+                      None if check is None else str(check))
 
 
 class LibraryMetadata(NamedTuple):

@@ -55,12 +55,16 @@ SKIPPED: Dict[str, str] = {
     "fill": "linalg.fill initializes a reduction's output; the reduction's rule places it "
             "(decompose_reduction) or it runs once as a memset-like loop",
     "other": "no rule for this linalg op",
+    "untileable": "an indexing map linalg tiling cannot slice (OpInfo.tiling_blocker: a negative "
+                  "coefficient, floordiv or mod); the op runs as plain loops",
 }
 
 
 def classify(info: OpInfo) -> str:
     """The op kind of a named linalg op: a key of :data:`RULES` or :data:`SKIPPED`.
 
+    * an op with an indexing map that linalg tiling cannot slice
+      (:attr:`~.loop_nest.OpInfo.tiling_blocker`) -> ``untileable``;
     * ``linalg.fill`` -> ``fill``; ``linalg.matmul`` (3 dims) -> ``matmul``;
       ``linalg.batch_matmul`` -> ``batch_matmul``; ``linalg.mmt4d`` with unit ``M0`` and
       ``K0`` (a pre-packed B) -> ``mmt4d``; ``linalg.conv_2d_nchw_fchw`` -> ``conv2d``;
@@ -72,6 +76,8 @@ def classify(info: OpInfo) -> str:
       reduction iterator -> ``reduction``.
     """
     op = info.op_name
+    if info.tiling_blocker is not None:
+        return "untileable"
     if op == "linalg.fill":
         return "fill"
     if op == "linalg.matmul" and len(info.dims) == 3:

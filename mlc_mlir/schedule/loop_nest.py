@@ -85,6 +85,8 @@ class OpInfo:
         For each operand, the iteration dims that index it.
     dtypes : tuple of str
         Element dtype of each operand.
+    tiling_blocker : str or None
+        Why linalg tiling cannot slice the op (:func:`tiling_blocker`), or None.
     """
 
     func: str
@@ -98,6 +100,7 @@ class OpInfo:
     out_dims: Tuple[Optional[int], ...] = ()
     operand_dims: Tuple[Tuple[int, ...], ...] = ()
     dtypes: Tuple[str, ...] = ()
+    tiling_blocker: Optional[str] = None
 
 
 @dataclasses.dataclass
@@ -277,6 +280,37 @@ def _affine_dim(expr) -> Optional[int]:
     return None
 
 
+def _sliceable(e) -> bool:
+    """Whether an indexing-map result is a sum of dims times positive constants plus a
+    constant: the form whose tiles linalg tiling slices as ``[e(lb), e(lb + ts - 1) + 1)``."""
+    if isinstance(e, (ir.AffineDimExpr, ir.AffineConstantExpr)):
+        return True
+    if isinstance(e, ir.AffineAddExpr):
+        return _sliceable(e.lhs) and _sliceable(e.rhs)
+    if isinstance(e, ir.AffineMulExpr):
+        return isinstance(e.rhs, ir.AffineConstantExpr) and e.rhs.value > 0 and _sliceable(e.lhs)
+    return False   # floordiv, mod, ceildiv, symbols
+
+
+def tiling_blocker(maps: List[ir.AffineMap]) -> Optional[str]:
+    """Why linalg tiling (``tile_using_for``/``forall``, ``fuse_into_containing_op``) cannot
+    take an op with indexing ``maps``, or None: a result with a non-positive multiplier
+    (``-d3 + 3``; MLIR's ``TileCheck`` asserts, the process aborts) or a ``floordiv`` /
+    ``mod`` / ``ceildiv`` (its tiles are sliced as if the expression were monotone and
+    unit-stepped: wrong elements unless tiles align).
+
+    Parameters
+    ----------
+    maps : list of ir.AffineMap
+        The op's indexing maps, inputs then outputs.
+    """
+    for k, m in enumerate(maps):
+        for e in m.results:
+            if not _sliceable(e):
+                return f"operand {k} is indexed by '{e}'"
+    return None
+
+
 def _elem_dtype(t) -> str:
     return dtypes.from_ir_type(t.element_type if isinstance(t, ir.ShapedType) else t)
 
@@ -349,7 +383,8 @@ def analyze_module(module: Module) -> Dict[Tuple[str, str], OpInfo]:
                 out_dims=tuple(_affine_dim(e) for e in maps[num_inputs].results),
                 operand_dims=tuple(tuple(d for d in map(_affine_dim, m.results) if d is not None)
                                    for m in maps),
-                dtypes=tuple(_elem_dtype(v.type) for v in g.operands))
+                dtypes=tuple(_elem_dtype(v.type) for v in g.operands),
+                tiling_blocker=tiling_blocker(maps))
     return out
 
 

@@ -368,6 +368,8 @@ class _Emitter:
         transform_d.ApplyCommonSubexpressionEliminationOp(func)
 
     def run(self) -> None:
+        for b in self.model.blocks:
+            check_tileable(self.model, b)
         # GPU-bound blocks (and their inits and caches) are emitted by gpu_script
         blocks = [b for b in self.model.blocks if not gpu_owned(self.model, b)]
         gpu = GpuEmitter(self)
@@ -477,6 +479,35 @@ class _Emitter:
 #: 32-bit elements is one ``vector.transpose`` of 8 registers on AVX2 (shuffles), half a
 #: register row on AVX-512; larger blocks unroll into spills. A code-shape choice.
 _TRANSPOSE_BLOCK = 8
+
+
+def check_tileable(model: LoopNestModel, blk: Block) -> None:
+    """Refuse a schedule that would transform a block whose payload linalg tiling cannot slice
+    (:attr:`~.loop_nest.OpInfo.tiling_blocker`: a negative index coefficient aborts the process
+    in MLIR's ``TileCheck``, a ``floordiv``/``mod`` index is sliced wrongly): such a block takes
+    no materialized, parallel, vectorized, bound or unrolled loop, no attachment, cache,
+    padding, ``rfactor`` or ``decompose_reduction``; left as it is, it lowers to plain loops.
+
+    Raises
+    ------
+    ScheduleError
+        ``schedule: block 'flip' (linalg.generic) in @main cannot be tiled: operand 0 is
+        indexed by '-d0 + 7' ...``.
+    """
+    reason = blk.info.tiling_blocker
+    if reason is None or blk.kind != "compute":
+        return
+    moved = [blk.label(p) for p, lp in enumerate(blk.loops)
+             if lp.kind != "serial" or lp.unroll is not None or lp.annotations or lp.fused_group is not None]
+    touched = moved or model.materialized_loop_ids(blk) or model.epilogues(blk) or \
+        model.attached(blk) or blk.compute_at is not None or blk.reverse_compute_at is not None or \
+        blk.cache_reads or blk.cache_writes or blk.rfactor is not None or \
+        blk.decomposed_at is not None or model.padding_of(blk) is not None
+    if touched:
+        raise ScheduleError(f"schedule: block '{blk.name}' ({blk.op_name}) in @{blk.func} cannot be "
+                            f"tiled: {reason}; linalg tiling slices only sums of dims times positive "
+                            "constants, so this block takes no loop transformation (leave its loops "
+                            "as get_loops returns them)")
 
 
 def _pack_transpose(blk: Block, idx: int):

@@ -32,7 +32,7 @@ from ..errors import ScheduleError, TuningError
 from ..ir.module import Module
 from ..schedule.default_rules import RULES, apply_rules
 from ..schedule.rules.common import RuleContext, vector_tile, worth_threads
-from ..schedule.rules.elementwise import contiguous_last
+from ..schedule.rules.elementwise import vectorizable
 from ..schedule.rules.reduction import reduction_layout
 from ..schedule.rules.payload import payload_facts
 from ..schedule.schedule import Schedule
@@ -71,14 +71,14 @@ def _parallel_outer(sch: Schedule, ctx: RuleContext, blk, tiles: Dict[int, LoopR
 
 def sample_elementwise(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
     """An all-parallel block: the innermost dim split ``[None, V]`` with ``V`` sampled from
-    :func:`vector_candidates` and vectorized (when its operands are contiguous along it), the
+    :func:`vector_candidates` and vectorized (when :func:`vectorizable`), the
     outermost dim with work split over sampled threads (:func:`_parallel_outer`).
     Default point: :func:`~mlc_mlir.schedule.rules.elementwise.schedule_elementwise`."""
     blk = sch.get(block)
     loops = sch.get_loops(block)
     last = len(blk.dims) - 1
     tiles = dict(enumerate(loops))
-    cands = vector_candidates(ctx, blk, blk.dims[last].extent) if contiguous_last(blk) else []
+    cands = vector_candidates(ctx, blk, blk.dims[last].extent) if vectorizable(blk, ctx) else []
     inner = None
     if cands:
         v = categorical(sch, cands, vector_tile(ctx, blk, blk.dims[last].extent))

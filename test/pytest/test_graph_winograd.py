@@ -129,7 +129,8 @@ def test_compile_folds_constant_filter_transforms():
     """``mlc.compile``'s layout rewrites: the constant filter's transform is a folded constant
     (computed in float64), no filter transform is left to run."""
     mod, args, ref = _conv_module((1, 64, 56, 56), (64, 64, 3, 3), True, True)
-    out = layout_rewrites(mod, AVX512, ["main"], evaluate=lambda m: mlc.compile(m, threads=1, schedule="none"))
+    out = layout_rewrites(mod, AVX512, ["main"], evaluate=lambda m: mlc.compile(m, threads=1, schedule="none"),
+                          winograd=True)
     text = str(out)
     assert "winograd_filter.folded" in text and "winograd_filter\"" not in text
     assert "linalg.batch_matmul" in text
@@ -150,7 +151,7 @@ def test_output_is_written_into_the_next_padded_input(tmp_path):
     target = host_target()
     if winograd_tile(target, (1, 18, 18, 64), (3, 3, 64, 64), (1, 16, 16, 64), "float32") == 0:
         pytest.skip("the default rule keeps these convolutions direct on this target")
-    exe = mlc.compile(mod, dump_ir=str(tmp_path))
+    exe = mlc.compile(mod, winograd=True, dump_ir=str(tmp_path))
     assert open(os.path.join(tmp_path, "01-schedule.mlir")).read().count("winograd_output_4d") == 2
     assert "memrefCopy" not in open(os.path.join(tmp_path, "07-llvm.ll")).read()
     t = torch.from_numpy
@@ -204,12 +205,36 @@ def test_nonzero_init_and_shared_output(m):
     np.testing.assert_allclose(relu, np.maximum(y, 0), rtol=2e-5, atol=2e-5)
 
 
-def test_compile_option_keeps_direct_convolutions(tmp_path):
-    """``mlc.compile(..., winograd=False)`` schedules the direct convolution (closer to a
+def test_default_keeps_direct_convolutions(tmp_path):
+    """Winograd is opt-in: ``mlc.compile`` schedules the direct convolution (closer to a
     float64 sum); a non-bool value is refused."""
     mod, args, ref = _conv_module((1, 64, 28, 28), (64, 64, 3, 3), True, True)
-    exe = mlc.compile(mod, winograd=False, dump_ir=str(tmp_path))
+    exe = mlc.compile(mod, dump_ir=str(tmp_path))
     assert "winograd" not in open(os.path.join(tmp_path, "01-schedule.mlir")).read()
     assert np.abs(exe(*args) - ref).max() / np.abs(ref).max() < 5e-6
     with pytest.raises(PipelineError, match="winograd='no'; expected a bool"):
         mlc.compile(mod, winograd="no")
+
+
+@pytest.mark.parametrize("value", [np.nan, np.inf, -np.inf, 1e30])
+def test_default_compile_keeps_a_convolutions_non_finite_and_extreme_semantics(value):
+    """One NaN / inf / 1e30 input pixel of a 3x3 conv (1, 32, 28, 28) -> 64 under the default
+    options: NaN and inf appear exactly where PyTorch has them (the 3x3 windows that read the
+    pixel: 9 x 64 outputs), and the outputs that do not read it keep a convolution's rounding
+    error (Winograd, opt-in, would spread NaN to whole tiles and add ~1e23 to them)."""
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((1, 32, 28, 28)).astype(np.float32)
+    w = rng.standard_normal((64, 32, 3, 3)).astype(np.float32)
+    x[0, 5, 10, 10] = value
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        f.output(ops.conv2d(f.arg("x", shape=x.shape), w, padding=1))
+    got = mlc.compile(bb.finish())(x)
+    t = torch.from_numpy
+    ref = F.conv2d(t(x), t(w), padding=1).numpy()
+    for pred in (np.isnan, np.isposinf, np.isneginf):
+        assert (pred(got) == pred(ref)).all(), pred.__name__
+    assert np.isfinite(ref).sum() < ref.size or value == 1e30
+    far = np.ones(ref.shape, bool)
+    far[:, :, 9:12, 9:12] = False            # the outputs whose window reads the pixel
+    assert np.abs(got[far] - ref[far]).max() < 1e-3

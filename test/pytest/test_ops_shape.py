@@ -189,18 +189,22 @@ def test_gather_elements(x, idx_dtype, axis):
         np.testing.assert_array_equal(g, _take_along_axis(x, i, axis))
 
 
-def test_gather_elements_tensor_indices_1d_and_out_of_range_clamps():
+def test_gather_elements_tensor_indices_1d_and_out_of_range_raises():
     x = np.array([10.0, 20.0, 30.0], np.float32)
-    idx = np.array([2, -1, 0, -3, 1, 5, -7], np.int64)  # 5 and -7 are out of range: clamped
+    idx = np.array([2, -1, 0, -3, 1], np.int64)
     got = run(lambda t, i: ops.gather_elements(t, i), x, idx)
-    np.testing.assert_array_equal(got, x[np.clip(np.where(idx < 0, idx + 3, idx), 0, 2)])
+    np.testing.assert_array_equal(got, x[np.where(idx < 0, idx + 3, idx)])
+    with pytest.raises(mlc.ExecutionError, match=r"holds 5, outside \[-3, 3\)"):
+        run(lambda t, i: ops.gather_elements(t, i), x, np.array([2, -1, 0, -3, 5], np.int64))
 
 
 def test_gather_elements_is_one_generic_reading_x_with_tensor_extract():
+    """One gather generic, plus the elementwise range check of the indices (a check result)."""
     text = str(build_only(lambda a, i: ops.gather_elements(a, i, axis=1, name="ge"),
                           ((2, 3, 4), "float32"), ((2, 5, 4), "int32")))
-    assert text.count("linalg.generic") == 1 and text.count("tensor.extract ") == 1
-    assert 'mlc.name = "ge"' in text and "tensor<2x5x4xf32>" in text
+    assert text.count("linalg.generic") == 2 and text.count("tensor.extract ") == 1
+    assert 'mlc.name = "ge"' in text and 'mlc.name = "ge.check"' in text and "tensor<2x5x4xf32>" in text
+    assert 'mlc.check = "gather_elements \'ge\': argument \'indices\' holds {value}, outside [-3, 3)' in text
 
 
 # -------------------------------------------------------------------------------------- errors

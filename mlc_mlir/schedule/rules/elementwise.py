@@ -16,6 +16,14 @@ def contiguous_last(blk) -> bool:
     return all(not dims or last not in dims or dims[-1] == last for dims in blk.info.operand_dims)
 
 
+def vectorizable(blk, ctx: RuleContext) -> bool:
+    """Whether an all-parallel block's innermost dim may be vectorized: its operands are
+    contiguous along it (:func:`contiguous_last`) and every indexing map and body is one the
+    vectorizer accepts (``OpFacts.simple_maps``: no ``tensor.extract`` gather, no ``5 - i``)."""
+    facts = ctx.fact(blk)
+    return contiguous_last(blk) and (facts is None or facts.simple_maps)
+
+
 def schedule_elementwise(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
     """Schedule an all-parallel block: ``d0 .. [dp0 (parallel) dp1] .. dn0, dn1 (vectorized)``.
 
@@ -33,13 +41,11 @@ def schedule_elementwise(sch: Schedule, block: BlockRV, ctx: RuleContext) -> Non
     ctx : RuleContext
     """
     blk = sch.get(block)
-    facts = ctx.fact(blk)
     if transpose_tile(sch, block, ctx):
         return
     loops = sch.get_loops(block)
     extents = [d.extent for d in blk.dims]
-    vectorizable = contiguous_last(blk) and (facts is None or facts.simple_maps)
-    v = vector_tile(ctx, blk, extents[-1]) if vectorizable else 1
+    v = vector_tile(ctx, blk, extents[-1]) if vectorizable(blk, ctx) else 1
     inner = None
     if v > 1:
         outer_last, inner = sch.split(loops[-1], [extents[-1] // v, v])
