@@ -1,4 +1,4 @@
-"""ONNX ``Attention`` (opsets 23-24+): scaled dot-product attention with 3-D or 4-D inputs,
+"""ONNX ``Attention`` and ``RotaryEmbedding`` (opset 23+). Attention: scaled dot-product attention with 3-D or 4-D inputs,
 grouped-query heads, a key/value cache (``past_key``/``past_value`` -> ``present_*``), boolean
 or additive masks, causal and sliding-window masks aligned to the bottom right, ``softcap``,
 ``nonpad_kv_seqlen`` (an external static cache) and the ``qk_matmul_output`` modes.
@@ -7,7 +7,7 @@ The node becomes batch matmuls, a softmax and elementwise ops; masks that depend
 sizes are built as numpy constants, those that depend on run-time inputs (``attn_mask``,
 ``nonpad_kv_seqlen``) as ops. Rows whose every key is masked give zeros, not NaN, as the
 specification's fully-masked-row guard requires. Source: ONNX operator spec ``Attention`` and
-its reference implementation (``onnx.reference.ops.op_attention``).
+its reference implementation (``onnx.reference.ops.op_attention``, ``op_rotary_embedding``).
 """
 
 from __future__ import annotations
@@ -195,3 +195,48 @@ def _per_batch(fn, offset, q_len, kv_len, lo, hi, dtype):
     if _is_static(offset) and np.ndim(offset) == 1:
         return np.stack([fn(int(o), q_len, kv_len, lo, hi, dtype) for o in offset])[:, None]
     return fn(offset, q_len, kv_len, lo, hi, dtype)
+
+
+@register("RotaryEmbedding", opsets=(23, OPSETS[1]))
+def _rotary_embedding(n: NodeInputs) -> List[object]:
+    """Rotary position embedding (RoFormer, Su et al. 2021) of ``input`` (B, S, hidden) or
+    (B, heads, S, head size) with ``cos_cache``/``sin_cache`` (max positions, rotary dim / 2)
+    read at ``position_ids`` (B, S), or (B, S, rotary dim / 2) caches when no ids are given;
+    the first ``rotary_embedding_dim`` channels of each head rotate, in halves or interleaved
+    pairs, the rest pass through."""
+    x, cos, sin = n.t(0), n.t(1), n.t(2)
+    shape = shape_of(x)
+    if len(shape) == 4:
+        x = ops.transpose(x, (0, 2, 1, 3))                           # (B, S, heads, D)
+    elif len(shape) == 3:
+        heads = n.attr("num_heads")
+        if not heads or shape[2] % heads:
+            raise n.fail(f"3-D input of shape {shape} needs attribute 'num_heads' dividing {shape[2]}")
+        x = ops.reshape(x, (shape[0], shape[1], heads, shape[2] // heads))
+    else:
+        raise n.fail(f"input has shape {shape}; expected (B, S, hidden) or (B, heads, S, head size)")
+    b, s, heads, d = shape_of(x)
+    rot = int(n.attr("rotary_embedding_dim", 0)) or d
+    if n.has(3):
+        ids = n.t(3)
+        cos, sin = ops.take(cos, ids, axis=0), ops.take(sin, ids, axis=0)
+    if shape_of(cos)[-1] != rot // 2 or shape_of(sin)[-1] != rot // 2:
+        raise n.fail(f"cos/sin caches have last dims {shape_of(cos)[-1]}/{shape_of(sin)[-1]}; "
+                     f"expected rotary_embedding_dim / 2 = {rot // 2}")
+    cos, sin = ops.unsqueeze(cos, (2,)), ops.unsqueeze(sin, (2,))   # (B, S, 1, rot / 2)
+    interleaved = bool(n.attr("interleaved", 0))
+    if interleaved:
+        x1 = ops.slice(x, [0], [rot], [2], axes=[3])
+        x2 = ops.slice(x, [1], [rot], [2], axes=[3])
+    else:
+        x1 = ops.slice(x, [0], [rot // 2], axes=[3])
+        x2 = ops.slice(x, [rot // 2], [rot], axes=[3])
+    real = ops.subtract(ops.multiply(cos, x1), ops.multiply(sin, x2))
+    imag = ops.add(ops.multiply(sin, x1), ops.multiply(cos, x2))
+    if interleaved:
+        rotated = ops.reshape(ops.concat([ops.unsqueeze(real, (4,)), ops.unsqueeze(imag, (4,))], axis=4),
+                              (b, s, heads, rot))
+    else:
+        rotated = ops.concat([real, imag], axis=3)
+    y = rotated if rot == d else ops.concat([rotated, ops.slice(x, [rot], [d], axes=[3])], axis=3)
+    return [ops.transpose(y, (0, 2, 1, 3)) if len(shape) == 4 else ops.reshape(y, shape)]

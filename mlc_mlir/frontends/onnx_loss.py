@@ -38,7 +38,7 @@ def _nll(n: NodeInputs, logp, target, weight) -> object:
         keep = ops.where(ops.equal(target, np.int64(ignore)), np.asarray(0, np.int8),
                          np.asarray(1, np.int8))
         target = ops.where(keep, target, np.int64(0))
-    picked = ops.squeeze(ops.gather_elements(logp, ops.unsqueeze(target, 1), axis=1), 1)
+    picked = ops.squeeze(ops.gather_elements(logp, ops.unsqueeze(target, (1,)), axis=1), (1,))
     w = None
     if weight is not None:
         w = ops.take(ops.cast(weight, dtype) if dtype_of(weight) != dtype else weight, target)

@@ -1,4 +1,4 @@
-"""ONNX ``Attention`` (opsets 23/24) and the loss ops through ``from_onnx`` + ``compile`` on the
+"""ONNX ``Attention``, ``RotaryEmbedding`` (opsets 23/24) and the loss ops through ``from_onnx`` + ``compile`` on the
 onnx wheel's own backend node cases (reference outputs from ``onnx.reference``). Attention: 3-D
 and 4-D inputs, grouped query heads, past/present caches, boolean and additive masks, causal and
 sliding windows, softcap, ``nonpad_kv_seqlen``, the ``qk_matmul_output`` modes, fully-masked
@@ -28,7 +28,9 @@ CASES = ["test_attention_3d_gqa_causal", "test_attention_3d_diff_heads_with_past
          "test_attention_4d_with_qk_matmul_softmax", "test_attention_causal_boolmask_nan_robustness",
          "test_nllloss_NCd1d2d3_none_no_weight_negative_ii", "test_nllloss_NCd1d2_with_weight_reduction_sum_ii",
          "test_nllloss_NCd1_mean_weight_negative_ii", "test_sce_NCd1d2d3_sum_weight_high_ii_log_prob",
-         "test_sce_mean_no_weight_ii_4d"]
+         "test_sce_mean_no_weight_ii_4d", "test_rotary_embedding", "test_rotary_embedding_3d_input",
+         "test_rotary_embedding_interleaved", "test_rotary_embedding_no_position_ids_interleaved",
+         "test_rotary_embedding_with_rotary_dim"]
 
 
 @pytest.mark.parametrize("name", CASES)
