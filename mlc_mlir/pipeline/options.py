@@ -29,9 +29,9 @@ class CompileOptions:
     flush_denormals : bool
         Run with x86 MXCSR FTZ|DAZ set (see :mod:`mlc_mlir.pipeline.denormals`).
     approximate_math : bool
-        CPU: replace f32 ``math.exp`` / ``math.erf`` by vectorizable polynomials
-        (:class:`mlc_mlir.graph.math_approximation.ApproximateMath`: 1 ulp for exp, 4.5e-7
-        absolute for erf) instead of one libm call per vector lane. Default True.
+        CPU: replace f32 ``math.exp`` / ``erf`` / ``tanh`` / ``log`` / ``log1p`` / ``expm1`` by
+        vectorizable polynomials (:class:`mlc_mlir.graph.math_approximation.ApproximateMath`:
+        1-2 ulp, 4.5e-7 absolute for erf) instead of one libm call per vector lane. Default True.
     winograd : bool
         CPU, opt-in: rewrite the stride-1 3x3 convolutions that
         :func:`~mlc_mlir.schedule.rules.conv.winograd_tile` picks into Winograd F(4x4, 3x3) or

@@ -11,5 +11,5 @@ from .compute import (  # noqa: F401
     ComputeTensor, Placeholder, compute, create_function, emit, placeholder,
 )
 from .expr import (  # noqa: F401,A004
-    exp, if_then_else, log, max, min, reduce_axis, sqrt, sum, tanh,
+    exp, expm1, if_then_else, log, log1p, max, min, reduce_axis, sqrt, sum, tanh,
 )

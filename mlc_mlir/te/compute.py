@@ -105,7 +105,7 @@ def compute(shape: Sequence[int], fcompute: Callable, name: str = "compute", dty
         Takes one index variable per output dim (``lambda i, j: ...`` or ``lambda *i: ...``)
         and returns an expression: element accesses ``A[i + di, 2 * j]`` with affine indices,
         numbers, ``+ - * /``, ``te.max(a, b)``/``te.min(a, b)``, comparisons with
-        ``te.if_then_else``, ``te.exp/log/sqrt/tanh``; or, as the whole body, a reduction
+        ``te.if_then_else``, ``te.exp/log/log1p/expm1/sqrt/tanh``; or, as the whole body, a reduction
         ``te.sum/max/min(expr, axis=k)`` over ``te.reduce_axis`` variables.
     name : str
         The op's ``mlc.name`` (the block name for ``Schedule.get_block``).
@@ -390,7 +390,8 @@ _INT_BIN = {"add": arith_d.addi, "sub": arith_d.subi, "mul": arith_d.muli, "max"
             "min": arith_d.minsi}
 _FCMP = {"lt": "OLT", "le": "OLE", "gt": "OGT", "ge": "OGE"}
 _ICMP = {"lt": "slt", "le": "sle", "gt": "sgt", "ge": "sge"}
-_MATH = {"exp": math_d.exp, "log": math_d.log, "sqrt": math_d.sqrt, "tanh": math_d.tanh}
+_MATH = {"exp": math_d.exp, "log": math_d.log, "sqrt": math_d.sqrt, "tanh": math_d.tanh,
+         "log1p": math_d.log1p, "expm1": math_d.expm1}
 
 
 class _BodyEmitter:

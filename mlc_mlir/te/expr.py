@@ -137,7 +137,7 @@ class Select(Expr):
 
 
 class Call(Expr):
-    """A math function of one float argument (exp, log, sqrt, tanh)."""
+    """A math function of one float argument (exp, log, log1p, expm1, sqrt, tanh)."""
 
     def __init__(self, fn: str, x: Expr):
         self.fn, self.x = fn, x
@@ -341,6 +341,7 @@ def _math(fn: str):
 
 
 exp, log, sqrt, tanh = _math("exp"), _math("log"), _math("sqrt"), _math("tanh")
+log1p, expm1 = _math("log1p"), _math("expm1")
 
 
 def accesses(e: Expr, out: list) -> list:
