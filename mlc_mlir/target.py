@@ -229,9 +229,10 @@ def check_llvm_names(cpu: str, features: Tuple[str, ...]) -> None:
             raise _unknown("feature", f, known, ("avx2", "fma", "avx512f"))
 
 
+@functools.lru_cache(maxsize=1)
 def host_isa_features() -> FrozenSet[str]:
     """The :data:`ISA_FEATURES` the OS reports for this machine (``/proc/cpuinfo`` flags in
-    LLVM's names); empty where the flags cannot be read."""
+    LLVM's names; read once per process); empty where the flags cannot be read."""
     flags = set(_cpuinfo_flags())
     return frozenset(llvm for flag, llvm in _X86_FEATURES.items() if flag in flags)
 
