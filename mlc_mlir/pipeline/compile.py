@@ -16,7 +16,9 @@ writes ``DIR/<nn>-<name>.mlir``:
    an argument inserted into a slice is copied by a ``linalg.generic`` (:class:`CopyIntoSlices`,
    not ``memrefCopy``) and readers of an inserted value after the insert read its slice
    (:class:`ReadInsertedSlices`); public functions get ``llvm.emit_c_interface`` and read-only
-   tensor arguments;
+   tensor arguments; with calls that return dynamically shaped tensors (``FuseOps``
+   primitives of symbolic shapes), the callees are inlined (``inline``: an out-param needs its
+   size before the call);
 5. ``lower``     -- the target's pipeline file, e.g. ``pipelines/cpu.pipeline`` (threads applied);
 6. ``denormals`` -- with ``flush_denormals``, MXCSR FTZ|DAZ around each call and OpenMP region;
 
@@ -31,7 +33,7 @@ import dataclasses
 import os
 from typing import Callable, Optional, Tuple
 
-from .._mlir import ir, tensor_d
+from .._mlir import arith_d, ir, tensor_d
 from ..errors import IRError, PipelineError
 from ..graph.dispatch_library import LowerCallLibrary, runtime_bindings
 from ..graph.math_approximation import APPROXIMATED_OPS, ApproximateMath
@@ -97,9 +99,9 @@ _SCHEDULED_LOOPS = ("scf.for", "scf.forall", "scf.parallel")
 
 def _graph(module: Module, options: CompileOptions) -> Module:
     """Verify, and refuse what the lowering would crash on: i1 tensors/memrefs (MLIR 22's
-    memref-to-llvm asserts on sub-byte stores) and dynamic shapes of the graph (function
-    signatures and the ops outside loops; inside the ``scf`` loops of a scheduled function a
-    partial tile, e.g. the last thread's rows of a padded matmul, is dynamic and lowers fine)."""
+    memref-to-llvm asserts on sub-byte stores) and unranked tensors/memrefs. Dynamic sizes
+    (``tensor<?x128xf32>``) are compiled; the runtime computes them from the arguments'
+    (the signature's symbolic shapes, :meth:`Module.signature`)."""
     module.verify()
     found = []
 
@@ -111,9 +113,9 @@ def _graph(module: Module, options: CompileOptions) -> Module:
             if isinstance(et, ir.IntegerType) and et.width == 1:
                 found.append(f"'{op.name}' has {t}: a {kind} of i1 cannot be lowered (MLIR 22's "
                              "memref-to-llvm aborts on sub-byte stores); use int8 for boolean data")
-            elif not t.has_rank or not t.has_static_shape:
-                found.append(f"'{op.name}' has {t}: dynamic shapes are not supported; specialize "
-                             "them to static shapes")
+            elif not t.has_rank:
+                found.append(f"'{op.name}' has {t}: unranked shapes are not supported; give the "
+                             "rank")
         return ir.WalkResult.SKIP if op.name in _SCHEDULED_LOOPS else ir.WalkResult.ADVANCE
 
     with module.context:
@@ -153,7 +155,9 @@ def _distinct_results(ret: ir.Operation) -> None:
             t = v.type
             if isinstance(t, ir.RankedTensorType):
                 with ir.InsertionPoint(ret), ir.Location.unknown():
-                    init = tensor_d.empty(list(t.shape), t.element_type)
+                    sizes = [tensor_d.dim(v, arith_d.ConstantOp(ir.IndexType.get(), d).result)
+                             if t.is_dynamic_dim(d) else t.shape[d] for d in range(t.rank)]
+                    init = tensor_d.empty(sizes, t.element_type)
                     ident = ir.AffineMap.get_identity(t.rank)
                     # an identity linalg.generic: unlike linalg.copy, bufferization keeps it
                     (copy,) = emitters.generic(f"result{i}.copy", [v], [ident], [init], [ident],
@@ -179,10 +183,31 @@ def _read_only_arguments(f) -> None:
     f.attributes["arg_attrs"] = ir.ArrayAttr.get(new)
 
 
+def _dynamic_call_results(module: Module) -> bool:
+    """Whether a ``func.call`` returns a dynamically shaped tensor (buffer-results-to-out-params
+    cannot give it an out-param: its size is known only inside the callee)."""
+    found = []
+
+    def visit(op):
+        op = op.operation if hasattr(op, "operation") else op
+        if op.name == "func.call" and any(isinstance(r.type, ir.RankedTensorType) and
+                                          not ir.RankedTensorType(r.type).has_static_shape
+                                          for r in op.results):
+            found.append(op)
+            return ir.WalkResult.INTERRUPT
+        return ir.WalkResult.ADVANCE
+
+    with module.context:
+        module.operation.walk(visit, ir.WalkOrder.PRE_ORDER)
+    return bool(found)
+
+
 def _prepare(module: Module, options: CompileOptions) -> Module:
     # CUDA: the pads left outside the kernels become pad kernels (pipeline.cuda_pads); the
     # CPU's in-place border fills and slice copies would stay on the host
     cpu = options.target.kind == "cpu"
+    if _dynamic_call_results(module):   # primitives with dynamic results are inlined (scheduled)
+        module = run_pass_pipeline(module, "builtin.module(inline, symbol-dce)", "prepare")
     out = PadToInsertSlice()(module) if cpu and has_op(module, "tensor.pad") else module.clone()
     if cpu and has_op(out, "tensor.insert_slice"):
         out = WriteReshapedIntoSlices()(ReadInsertedSlices()(CopyIntoSlices()(FillPadBorder()(out))))

@@ -21,6 +21,7 @@ from .._mlir import ExecutionEngine
 from ..errors import ExecutionError, PipelineError, format_shape
 from ..ir import dtypes
 from ..ir.module import FunctionSignature
+from ..ir.symbolic import SymDim, evaluate
 from .device_array import DeviceArray, as_device_array, synchronize
 from .memref import PackedArgs
 
@@ -73,6 +74,7 @@ class Function:
         shapes = [a.shape for a in signature.args] + [r.shape for r in signature.results]
         self._local = threading.local()
         self._shapes = shapes
+        self._dynamic = signature.is_dynamic
 
     @property
     def name(self) -> str:
@@ -82,7 +84,7 @@ class Function:
     def _packed(self) -> PackedArgs:
         p = getattr(self._local, "packed", None)
         if p is None:
-            p = self._local.packed = PackedArgs(self._shapes)
+            p = self._local.packed = PackedArgs(self._shapes, self._dynamic)
         return p
 
     def _complete(self, args: Sequence, kwargs: Optional[Mapping[str, np.ndarray]] = None) -> List:
@@ -162,27 +164,37 @@ class Function:
                                      f"{spec.dtype}{format_shape(spec.shape)}")
             if a.dtype != npd:
                 raise ExecutionError(f"{where} has dtype {a.dtype}; expected {spec.dtype}")
-            if a.shape != spec.shape:
+            if a.shape != spec.shape and not (self._dynamic and a.ndim == len(spec.shape)):
                 raise ExecutionError(f"{where} has shape {format_shape(a.shape)}; expected "
                                      f"{format_shape(spec.shape)}")
             if not a.flags.c_contiguous:
                 raise ExecutionError(f"{where} is not C-contiguous; pass numpy.ascontiguousarray(...)"
                                      " (inputs are never copied)")
+        if self._dynamic:
+            self._local.sizes = bind_sizes(self.signature, full)
         return full
+
+    def _result_shapes(self) -> List[tuple]:
+        """The results' shapes for the sizes bound by the last :meth:`validate` on this thread."""
+        if not self._dynamic:
+            return [r.shape for r in self.signature.results]
+        sizes = self._local.sizes
+        return [tuple(evaluate(d, sizes) for d in r.shape) for r in self.signature.results]
 
     def _outputs(self, out) -> List[np.ndarray]:
         results = self.signature.results
+        shapes = self._result_shapes()
         if out is None:
-            return [np.empty(r.shape, d) for r, d in zip(results, self._out_dtypes)]
+            return [np.empty(s, d) for s, d in zip(shapes, self._out_dtypes)]
         outs = [out] if isinstance(out, np.ndarray) else list(out)
         if len(outs) != len(results):
             raise ExecutionError(f"{self.name}: out has {len(outs)} arrays; expected {len(results)}")
-        for r, d, o in zip(results, self._out_dtypes, outs):
-            if not isinstance(o, np.ndarray) or o.dtype != d or o.shape != r.shape \
+        for r, s, d, o in zip(results, shapes, self._out_dtypes, outs):
+            if not isinstance(o, np.ndarray) or o.dtype != d or o.shape != s \
                     or not o.flags.c_contiguous or not o.flags.writeable:
                 got = f"{o.dtype}{format_shape(o.shape)}" if isinstance(o, np.ndarray) else type(o).__name__
                 raise ExecutionError(f"{self.name}: out array for {r.name} must be a writable "
-                                     f"C-contiguous {r.dtype}{format_shape(r.shape)}; got {got}")
+                                     f"C-contiguous {r.dtype}{format_shape(s)}; got {got}")
         for i, a in enumerate(outs):
             for b in outs[i + 1:]:
                 if np.shares_memory(a, b):
@@ -310,7 +322,7 @@ class Function:
         if number < 1 or repeat < 1:
             raise ExecutionError(f"benchmark: number={number} and repeat={repeat} must be >= 1")
         full = self.validate(args, kwargs)
-        packed = PackedArgs(self._shapes)
+        packed = PackedArgs(self._shapes, self._dynamic)
         if device:
             if self._device_invoke is None:
                 raise ExecutionError(f"{self.name}: benchmark(device=True) needs a function "
@@ -319,7 +331,7 @@ class Function:
             packed.bind_pointers([d.ptr for d in keep])
             invoke = self._device_invoke
         else:
-            outs = [np.empty(r.shape, d) for r, d in zip(self.signature.results, self._out_dtypes)]
+            outs = [np.empty(s, d) for s, d in zip(self._result_shapes(), self._out_dtypes)]
             packed.bind(full + outs)
             invoke = self._invoke
         for _ in range(warmup):
@@ -332,6 +344,50 @@ class Function:
             times.append((time.perf_counter() - t0) * 1e3 / number)
         return BenchmarkResult(min(times), statistics.median(times), statistics.fmean(times),
                                tuple(times), number)
+
+
+def bind_sizes(sig: FunctionSignature, arrays: Sequence[np.ndarray]) -> Dict[str, int]:
+    """The value of each symbolic size of ``sig`` given its arguments' arrays (same rank as
+    declared), checked: every use of a name has one value, derived sizes (``2*seq``) and static
+    dims agree, and each size lies within its bounds (``sig.dims``).
+
+    Raises
+    ------
+    ExecutionError
+        ``main: size 'seq' is 7 in x.shape[1] but 9 in y.shape[0]``, ``main: size 'seq' is 3000
+        (x.shape[1]); expected at most 2048``, or a static dim that differs.
+    """
+    sizes: Dict[str, int] = {}
+    where: Dict[str, str] = {}
+    for spec, a in zip(sig.args, arrays):
+        for i, d in enumerate(spec.shape):
+            name = d.symbol if isinstance(d, SymDim) else None
+            if name is None:
+                continue
+            here = f"{spec.name}.shape[{i}]"
+            if name not in sizes:
+                sizes[name], where[name] = int(a.shape[i]), here
+            elif sizes[name] != a.shape[i]:
+                raise ExecutionError(f"{sig.name}: size '{name}' is {sizes[name]} in {where[name]} but "
+                                     f"{a.shape[i]} in {here}")
+    for spec, a in zip(sig.args, arrays):
+        for i, d in enumerate(spec.shape):
+            if isinstance(d, SymDim) and d.symbol is None:
+                want = evaluate(d, sizes)
+                if want != a.shape[i]:
+                    raise ExecutionError(f"{sig.name}: argument '{spec.name}' has shape[{i}] = "
+                                         f"{a.shape[i]}; expected {d} = {want}")
+            elif not isinstance(d, SymDim) and a.shape[i] != d:
+                raise ExecutionError(f"{sig.name}: argument '{spec.name}' has shape "
+                                     f"{format_shape(a.shape)}; expected {format_shape(spec.shape)}")
+    for name, (lo, hi) in sig.dims.items():
+        if name not in sizes:
+            continue
+        v = sizes[name]
+        if v < lo or (hi is not None and v > hi):
+            bound = f"at least {lo}" if v < lo else f"at most {hi}"
+            raise ExecutionError(f"{sig.name}: size '{name}' is {v} ({where[name]}); expected {bound}")
+    return sizes
 
 
 class Executable:

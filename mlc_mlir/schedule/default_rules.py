@@ -55,6 +55,7 @@ SKIPPED: Dict[str, str] = {
     "fill": "linalg.fill initializes a reduction's output; the reduction's rule places it "
             "(decompose_reduction) or it runs once as a memset-like loop",
     "other": "no rule for this linalg op",
+    "dynamic": "a dynamic extent (symbolic size) that no rule handles yet: plain loops",
 }
 
 
@@ -69,11 +70,14 @@ def classify(info: OpInfo) -> str:
       ``pooling``; ``linalg.pooling_nhwc_{max,sum}`` -> ``pooling_nhwc``;
     * any other op whose iterators are all parallel (``linalg.generic`` elementwise/broadcast,
       ``linalg.transpose``, ``linalg.broadcast``, ``linalg.copy``) -> ``elementwise``; with a
-      reduction iterator -> ``reduction``.
+      reduction iterator -> ``reduction``;
+    * any op other than a fill with a dynamic extent -> ``dynamic``.
     """
     op = info.op_name
     if op == "linalg.fill":
         return "fill"
+    if any(d.extent is None for d in info.dims):
+        return "dynamic"
     if op == "linalg.matmul" and len(info.dims) == 3:
         return "matmul"
     if op == "linalg.batch_matmul" and len(info.dims) == 4:

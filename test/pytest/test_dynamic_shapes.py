@@ -1,0 +1,205 @@
+"""Symbolic shapes: one compile serves every size. Ops on ``tensor<?x...>`` vs numpy at sizes
+1, odd and the maximum, with plain loops (``schedule="none"``) and the default schedule; the
+build-time shape errors; the call-time size and bound checks."""
+
+import numpy as np
+import pytest
+
+import mlc_mlir as mlc
+from mlc_mlir import ops
+from mlc_mlir.errors import BuildError, ExecutionError
+
+RNG = np.random.default_rng(0)
+W = RNG.standard_normal((16, 24)).astype(np.float32)
+SIZES = [{"n": 1, "m": 1}, {"n": 7, "m": 13}, {"n": 64, "m": 33}]
+
+
+def _softmax(x):
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def _layer_norm(x):
+    mu = x.mean(-1, keepdims=True)
+    var = ((x - mu) ** 2).mean(-1, keepdims=True)
+    return (x - mu) / np.sqrt(var + 1e-5) * 2 + 1
+
+
+def _bounded(lo):
+    def build(f, x):
+        f.dim("n", min=lo, max=64)
+        return ops.slice(x, [1], [None]) if lo == 2 else ops.slice(x, [None], [-1])
+    return build
+
+
+#: name -> (build(f, *args), numpy reference, argument shapes)
+CASES = {
+    "elementwise": (lambda f, x, b: ops.relu(x + b) * 2.0, lambda x, b: np.maximum(x + b, 0) * 2,
+                    [("n", "m", 8), (8,)]),
+    "broadcast": (lambda f, x, y: x * y + 1.0, lambda x, y: x * y + 1, [("n", 1), (1, "m")]),
+    "gelu": (lambda f, x: ops.gelu(x), None, [("n", 5)]),
+    "matmul_m": (lambda f, a: ops.matmul(a, W[:, :16]), lambda a: a @ W[:, :16], [("n", 16)]),
+    "matmul_mk": (lambda f, a, b: ops.matmul(a, b), lambda a, b: a @ b, [("n", "m"), ("m", 24)]),
+    "matmul_all": (lambda f, a, b: ops.matmul(a, b), lambda a, b: a @ b, [("n", "m"), ("m", "n")]),
+    "dense": (lambda f, x: ops.dense(x, W, np.ones(16, np.float32)), lambda x: x @ W.T + 1,
+              [("n", 24)]),
+    "batch_matmul": (lambda f, a, b: ops.batch_matmul(a, b), lambda a, b: a @ b,
+                     [(2, "n", "m"), (2, "m", 5)]),
+    "sum_rows": (lambda f, x: ops.sum(x, axis=1), lambda x: x.sum(1), [("n", "m")]),
+    "max_cols": (lambda f, x: ops.max(x, axis=0), lambda x: x.max(0), [("n", "m")]),
+    "mean": (lambda f, x: ops.mean(x, axis=-1, keepdims=True), lambda x: x.mean(-1, keepdims=True),
+             [("n", "m")]),
+    "softmax": (lambda f, x: ops.softmax(x, axis=-1), _softmax, [("n", "m")]),
+    "layer_norm": (lambda f, x: ops.layer_norm(x, np.full(32, 2, np.float32), np.ones(32, np.float32)),
+                   _layer_norm, [("n", 32)]),
+    "reshape": (lambda f, x: ops.reshape(x, (-1, 4)), lambda x: x.reshape(-1, 4), [("n", 8)]),
+    "reshape_flat": (lambda f, x: ops.reshape(x, (f.dim("n") * 8,)), lambda x: x.reshape(-1),
+                     [("n", 8)]),
+    "concat_dyn_axis": (lambda f, x, y: ops.concat([x, y], axis=0), lambda x, y: np.concatenate([x, y]),
+                        [("n", 3), ("m", 3)]),
+    "concat": (lambda f, x, y: ops.concat([x, y], axis=1), lambda x, y: np.concatenate([x, y], 1),
+               [("n", 3), ("n", 2)]),
+    "slice_static_axis": (lambda f, x: ops.slice(x, [0, 1], [None, 3]), lambda x: x[:, 1:3],
+                          [("n", 5)]),
+    "slice_from": (_bounded(2), lambda x: x[1:], [("n", 3)]),
+    "slice_to_end_minus_1": (_bounded(1), lambda x: x[:-1], [("n", 3)]),
+    "transpose": (lambda f, x: ops.transpose(x), lambda x: x.T, [("n", "m")]),
+}
+
+
+def _concrete(shape, sizes):
+    return tuple(sizes.get(d, 2) if isinstance(d, str) else d for d in shape)
+
+
+def _module(case):
+    build, _, shapes = CASES[case]
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        args = [f.arg(f"a{i}", shape=s, dtype="float32") for i, s in enumerate(shapes)]
+        f.output(build(f, *args))
+    return bb.finish()
+
+
+def _gelu(x):
+    return 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))
+
+
+@pytest.mark.parametrize("schedule", ["none", "default"])
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_one_compile_serves_every_size(case, schedule):
+    mod = _module(case)
+    _, ref, shapes = CASES[case]
+    ref = ref or _gelu
+    exe = mlc.compile(mod, schedule=schedule)
+    sizes = SIZES if not case.startswith("slice_from") else [{"n": 2}, {"n": 7}, {"n": 64}]
+    for sz in sizes:
+        arrays = [RNG.standard_normal(_concrete(s, sz)).astype(np.float32) for s in shapes]
+        np.testing.assert_allclose(exe(*arrays), ref(*arrays), rtol=2e-4, atol=2e-4,
+                                   err_msg=f"{case} at {sz}")
+
+
+def test_types_and_signature():
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        x = f.arg("x", shape=("batch", "seq", 128))
+        f.dim("seq", min=1, max=2048)
+        y = ops.relu(x)
+        assert str(y.type) == "tensor<?x?x128xf32>"
+        assert [str(d) for d in y.shape] == ["batch", "seq", "128"]
+        f.output(ops.reshape(y, (f.dim("batch") * f.dim("seq"), 128)))
+    mod = bb.finish()
+    sig = mod.signature("main")
+    assert [str(d) for d in sig.results[0].shape] == ["batch*seq", "128"]
+    assert sig.dims == {"seq": (1, 2048)}
+    text = str(mod)
+    assert "tensor.dim" in text and "tensor.empty(%dim" in text
+
+
+def test_build_time_errors():
+    bb = mlc.GraphBuilder()
+    with pytest.raises(BuildError, match=r"broadcastable \(dimension -1: 7 vs n\)"):
+        with bb.function("a") as f:
+            ops.add(f.arg("x", shape=("n",)), f.arg("y", shape=(7,)))
+    bb = mlc.GraphBuilder()
+    with pytest.raises(BuildError, match="m vs n.*use one name"):
+        with bb.function("a") as f:
+            ops.add(f.arg("x", shape=("n",)), f.arg("y", shape=("m",)))
+    bb = mlc.GraphBuilder()
+    with pytest.raises(BuildError, match=r"matmul: argument 'b' has shape \(m, 4\); expected \(n, N\)"):
+        with bb.function("a") as f:
+            ops.matmul(f.arg("x", shape=(2, "n")), f.arg("y", shape=("m", 4)))
+    bb = mlc.GraphBuilder()
+    with pytest.raises(BuildError, match="not provably within the size n"):
+        with bb.function("a") as f:
+            ops.slice(f.arg("x", shape=("n",)), [1], [None])
+    bb = mlc.GraphBuilder()
+    with pytest.raises(BuildError, match="cannot reshape"):
+        with bb.function("a") as f:
+            ops.reshape(f.arg("x", shape=("n", 3)), (-1, 4))
+    bb = mlc.GraphBuilder()
+    with pytest.raises(BuildError, match="min=1, max=2048"):
+        with bb.function("a") as f:
+            f.dim("seq", min=1, max=2048)
+            f.dim("seq", max=4)
+
+
+def test_call_checks_sizes_and_bounds():
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        x = f.arg("x", shape=(2, "seq"))
+        y = f.arg("y", shape=("seq",))
+        f.dim("seq", min=1, max=2048)
+        f.output(x + y)
+    exe = mlc.compile(bb.finish())
+    with pytest.raises(ExecutionError, match=r"size 'seq' is 7 in x.shape\[1\] but 9 in y.shape\[0\]"):
+        exe(np.zeros((2, 7), np.float32), np.zeros(9, np.float32))
+    with pytest.raises(ExecutionError, match=r"size 'seq' is 3000 \(x.shape\[1\]\); expected at most 2048"):
+        exe(np.zeros((2, 3000), np.float32), np.zeros(3000, np.float32))
+    with pytest.raises(ExecutionError, match=r"size 'seq' is 0 \(x.shape\[1\]\); expected at least 1"):
+        exe(np.zeros((2, 0), np.float32), np.zeros(0, np.float32))
+    with pytest.raises(ExecutionError, match=r"argument 'x' has shape \(3, 4\); expected \(2, seq\)"):
+        exe(np.zeros((3, 4), np.float32), np.zeros(4, np.float32))
+    with pytest.raises(ExecutionError, match=r"argument 'x' has shape \(4,\); expected \(2, seq\)"):
+        exe(np.zeros(4, np.float32), np.zeros(4, np.float32))
+    a, b = RNG.standard_normal((2, 5)).astype(np.float32), RNG.standard_normal(5).astype(np.float32)
+    np.testing.assert_allclose(exe(a, b), a + b)
+    out = np.empty((2, 5), np.float32)
+    exe(a, b, out=out)
+    np.testing.assert_allclose(out, a + b)
+    with pytest.raises(ExecutionError, match=r"float32\(2, 5\); got float32\(2, 4\)"):
+        exe(a, b, out=np.empty((2, 4), np.float32))
+
+
+def test_derived_argument_size_is_checked():
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        x = f.arg("x", shape=("n",))
+        y = f.arg("y", shape=("2*n",))
+        f.output(ops.concat([x, x], axis=0) + y)
+    exe = mlc.compile(bb.finish())
+    a, b = np.arange(3, dtype=np.float32), np.ones(6, np.float32)
+    np.testing.assert_allclose(exe(a, b), np.concatenate([a, a]) + b)
+    with pytest.raises(ExecutionError, match=r"argument 'y' has shape\[0\] = 5; expected 2\*n = 6"):
+        exe(a, np.ones(5, np.float32))
+
+
+def test_fused_primitives_of_symbolic_shapes():
+    """FuseOps outlines dynamic ops with their sizes (tensor.dim) re-read inside each primitive;
+    the compiled module returns an argument too (a copy with dynamic sizes)."""
+    from mlc_mlir.graph.fuse_ops import FuseOps
+    w = RNG.standard_normal((16, 8)).astype(np.float32)
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        x = f.arg("x", shape=("n", 16))
+        y = ops.relu(ops.matmul(x, w) + np.ones(8, np.float32))
+        f.output(ops.softmax(y), x)
+    mod = bb.finish()
+    fused = FuseOps()(mod)
+    assert len(fused.function_names()) > 1
+    for m in (mod, fused):
+        exe = mlc.compile(m)
+        for n in (1, 5, 64):
+            xv = RNG.standard_normal((n, 16)).astype(np.float32)
+            r, xx = exe(xv)
+            np.testing.assert_allclose(r, _softmax(np.maximum(xv @ w + 1, 0)), rtol=1e-5, atol=1e-6)
+            np.testing.assert_array_equal(xx, xv)
