@@ -252,6 +252,36 @@ class Block:
         d = self.loops[pos].dim
         return math.prod(lp.extent for lp in self.loops[pos + 1:] if lp.dim == d)
 
+    def partial_dims(self) -> List[int]:
+        """Dims whose tiles are not all full: a dynamic extent, or loops whose extents'
+        product exceeds the dim's extent (an imperfect ``split``); tiled ops there have
+        dynamic shapes (``affine.min`` sizes)."""
+        out = []
+        for d in self.dims:
+            extents = [lp.extent for lp in self.loops if lp.dim == d.index]
+            if d.extent is None or None in extents or math.prod(extents) != d.extent:
+                out.append(d.index)
+        return out
+
+    def vector_sizes(self, pos: int) -> List[int]:
+        """Static size of each dim of the tile inside ``loops[pos:]`` (the product of their
+        extents over that dim; 1 for a dim with no loop there): the vector sizes of a masked
+        vectorization.
+
+        Raises
+        ------
+        ScheduleError
+            If a loop inside is dynamic.
+        """
+        sizes = []
+        for d in self.dims:
+            inner = [lp.extent for lp in self.loops[pos:] if lp.dim == d.index]
+            if None in inner:
+                raise ScheduleError(f"vectorize: loop {d.name} of '{self.name}' has a dynamic extent "
+                                    "inside the vectorized tile; split it first")
+            sizes.append(math.prod(inner))
+        return sizes
+
     def label(self, pos: int) -> str:
         """Printable loop name: the dim name, numbered when the dim was split (``j0``, ``j1``)."""
         lp = self.loops[pos]

@@ -99,6 +99,7 @@ class _Emitter:
         self.loop_handles: Dict[int, ir.Value] = {}      # model loop id -> handle
         self.op_handles: Dict[int, ir.Value] = {}        # block id -> current op handle
         self.vectorized_funcs = set()
+        self.masked_funcs = set()                          # funcs with masked (partial) tiles
         self.unit_reduction_loops: Dict[str, list] = {}   # func -> loops around mmt4d tiles
         self.funcs_gpu = set()
         self.coalesce = []                                 # (block, positions, outer loop handle)
@@ -332,12 +333,13 @@ class _Emitter:
         tiled = structured_transform_d.TileUsingForOp(packer, sizes=[side] * len(tile)).tiled_linalg_op
         structured_transform_d.VectorizeOp(tiled)
 
-    def vectorize_rows(self, op: ir.Value, ndims: int) -> None:
+    def vectorize_rows(self, op: ir.Value, ndims: int, last: Optional[int] = None) -> None:
         """Vectorize an init or epilogue tile one row at a time (tile all but the last dim by 1):
-        vectorizing a whole tile at once makes ``vector<RxC>`` values that unroll into huge code."""
+        vectorizing a whole tile at once makes ``vector<RxC>`` values that unroll into huge code.
+        ``last``: the row's static size in a partial tile (masked vectorization)."""
         if ndims > 1:
             op = structured_transform_d.TileUsingForOp(op, sizes=[1] * (ndims - 1) + [0]).tiled_linalg_op
-        structured_transform_d.VectorizeOp(op)
+        structured_transform_d.VectorizeOp(op, None if last is None else [1] * (ndims - 1) + [last])
 
     def cleanup(self, func: ir.Value) -> None:
         p = transform_d.ApplyPatternsOp(func)
@@ -369,13 +371,22 @@ class _Emitter:
                 if b.op_name == "linalg.mmt4d":
                     self.unit_reduction_loops.setdefault(b.func, []).append(
                         transform_d.GetParentOp(any_op(), h).result)
-                v = structured_transform_d.VectorizeOp(h)
+                # a partial tile (imperfect split, dynamic extent) has a dynamic shape: it is
+                # vectorized with masks at the full tile's sizes
+                sizes, last = None, None
+                if b.partial_dims():
+                    vpos = next(i for i, lp in enumerate(b.loops) if lp.kind == "vectorized")
+                    sizes = b.vector_sizes(vpos)
+                    self.masked_funcs.add(b.func)
+                    last = sizes[b.info.out_dims[-1]] if b.info.out_dims and \
+                        b.info.out_dims[-1] is not None else None
+                v = structured_transform_d.VectorizeOp(h, sizes)
                 v.operation.attributes["create_named_contraction"] = ir.UnitAttr.get()
                 init = self.model.init_of(b)
                 if init is not None:
-                    self.vectorize_rows(self.match(init), len(init.dims))
+                    self.vectorize_rows(self.match(init), len(init.dims), last)
                 for a in self.model.epilogues(b):
-                    self.vectorize_rows(self.op_handles[a.id], len(a.dims))
+                    self.vectorize_rows(self.op_handles[a.id], len(a.dims), last)
                 self.vectorized_funcs.add(b.func)
         fused_ids = {blk.loops[p].id for blk, pos, _ in self.coalesce for p in pos}
         for b in blocks:
@@ -384,7 +395,8 @@ class _Emitter:
                     transform_d.AnnotateOp(self.op_handles[b.id], k, param=param_constant(v))
             self.annotate_loops(b, lambda lp: lp.id not in fused_ids)
         for fname in sorted(self.vectorized_funcs):
-            self.lower_vectors(self.func(fname), self.unit_reduction_loops.get(fname, ()))
+            self.lower_vectors(self.func(fname), self.unit_reduction_loops.get(fname, ()),
+                               fname in self.masked_funcs)
         for fname in sorted(set(self.funcs) - self.vectorized_funcs):
             self.cleanup(self.funcs[fname])
         for b in blocks:
@@ -413,7 +425,7 @@ class _Emitter:
             for k, v in lp.annotations.items():
                 transform_d.AnnotateOp(h, k, param=param_constant(v))
 
-    def lower_vectors(self, func: ir.Value, unit_reduction_loops=()) -> None:
+    def lower_vectors(self, func: ir.Value, unit_reduction_loops=(), masked: bool = False) -> None:
         """Fold tensor slices into vector transfers, hoist loop-invariant subsets (the C tile
         becomes a vector iter_arg of the reduction loop, kept in registers), then lower
         contractions to outer products (FMAs). No canonicalization after the lowering: MLIR 22's
@@ -425,6 +437,10 @@ class _Emitter:
         lowering does not take the tile's extra unit dims (``m0``, ``k0``) and falls back to one
         ``vector<1xf32>`` dot product per element (45 ms instead of 5.7 ms for a 52 x 4608 x 512
         mmt4d); elsewhere (direct convolutions) outer products make the smaller code."""
+        if masked:   # masks move into the transfers before canonicalization touches them
+            p = transform_d.ApplyPatternsOp(func)
+            with ir.InsertionPoint(p.patterns):
+                vector_transform_d.ApplyLowerMaskedTransfersPatternsOp()
         p = transform_d.ApplyPatternsOp(func)
         with ir.InsertionPoint(p.patterns):
             tensor_transform_d.ApplyFoldTensorSubsetOpsIntoVectorTransfersPatternsOp()

@@ -203,3 +203,57 @@ def test_fused_primitives_of_symbolic_shapes():
             r, xx = exe(xv)
             np.testing.assert_allclose(r, _softmax(np.maximum(xv @ w + 1, 0)), rtol=1e-5, atol=1e-6)
             np.testing.assert_array_equal(xx, xv)
+
+
+def _two_arg_module(kind, m, n, k):
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        a, b = f.arg("a", shape=(m, k)), f.arg("b", shape=(k, n))
+        f.output(ops.matmul(a, b, name="op") if kind == "matmul" else ops.relu(a, name="op"))
+    return bb.finish()
+
+
+def _replays(sch, mod):
+    t2 = mlc.Trace.from_json(sch.trace.as_json())
+    assert t2 == sch.trace
+    assert str(mlc.Schedule.from_trace(mod, t2).mod) == str(sch.mod)
+
+
+@pytest.mark.parametrize("kind", ["elementwise", "matmul"])
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_split_with_partial_tiles(kind, dynamic):
+    """split factors that do not divide the extent (13 rows by 4, 20 columns by 8) or a dynamic
+    extent: partial tiles, the vectorized one with masks; vs numpy and replayed from JSON."""
+    m = "m" if dynamic else 13
+    mod = _two_arg_module(kind, m, 20, 9)
+    sch = mlc.Schedule(mod)
+    loops = sch.get_loops(sch.get_block("op"))
+    i0, i1 = sch.split(loops[0], [None, 4])
+    j0, j1 = sch.split(loops[1], [None, 8])
+    assert [sch.get(lp).extent for lp in (i0, i1, j0, j1)] == [None if dynamic else 4, 4, 3 if kind == "matmul" else 2, 8]
+    if kind == "matmul":
+        sch.reorder(i0, j0, loops[2], i1, j1)
+    else:
+        sch.reorder(i0, j0, i1, j1)
+    sch.parallel(i0)
+    sch.vectorize(i1)
+    _replays(sch, mod)
+    text = str(sch.mod)
+    assert "affine.min" in text and "vector.create_mask" in text
+    exe = mlc.compile(sch.mod)
+    for rows in ([1, 13, 30] if dynamic else [13]):
+        a = RNG.standard_normal((rows, 9)).astype(np.float32)
+        b = RNG.standard_normal((9, 20)).astype(np.float32)
+        want = a @ b if kind == "matmul" else np.maximum(a, 0)
+        np.testing.assert_allclose(exe(a, b), want, rtol=1e-5, atol=1e-5)
+
+
+def test_split_factor_errors():
+    sch = mlc.Schedule(_two_arg_module("matmul", "m", 20, 9))
+    i, j, k = sch.get_loops(sch.get_block("op"))
+    with pytest.raises(mlc.ScheduleError, match=r"dynamic extent; expected factors \[None, <ints>"):
+        sch.split(i, [4, None])
+    with pytest.raises(mlc.ScheduleError, match=r"do not cover extent 20 of loop j"):
+        sch.split(j, [2, 8])
+    with pytest.raises(mlc.ScheduleError, match=r"dynamic extent inside the vectorized tile"):
+        sch.vectorize(i)
