@@ -71,12 +71,15 @@ def classify(info: OpInfo) -> str:
     * any other op whose iterators are all parallel (``linalg.generic`` elementwise/broadcast,
       ``linalg.transpose``, ``linalg.broadcast``, ``linalg.copy``) -> ``elementwise``; with a
       reduction iterator -> ``reduction``;
-    * any op other than a fill with a dynamic extent -> ``dynamic``.
+    * a contraction, convolution or pooling with a dynamic extent -> ``dynamic`` (elementwise
+      ops and reductions of dynamic extents take their kinds' rules).
     """
     op = info.op_name
     if op == "linalg.fill":
         return "fill"
-    if any(d.extent is None for d in info.dims):
+    if any(d.extent is None for d in info.dims) and (
+            op.startswith(("linalg.conv", "linalg.pooling", "linalg.depthwise", "linalg.mmt4d"))
+            or op in ("linalg.matmul", "linalg.batch_matmul")):
         return "dynamic"
     if op == "linalg.matmul" and len(info.dims) == 3:
         return "matmul"
