@@ -24,6 +24,7 @@ from ..target import Target
 from .loop_nest import OpInfo
 from .rules.common import RuleContext
 from .rules.conv import schedule_conv2d, schedule_conv2d_nhwc, schedule_grouped_conv2d
+from .rules.dynamic_matmul import schedule_dynamic_matmul
 from .rules.elementwise import schedule_elementwise
 from .rules.gpu_rules import apply_gpu_default_schedule
 from .rules.matmul import schedule_batch_matmul, schedule_matmul, schedule_mmt4d
@@ -38,6 +39,7 @@ Rule = Callable[[Schedule, BlockRV, RuleContext], None]
 #: Op kind -> default rule, in the order kinds are scheduled (anchors before the blocks they
 #: could take as epilogues).
 RULES: Dict[str, Rule] = {
+    "dynamic_matmul": schedule_dynamic_matmul,
     "matmul": schedule_matmul,
     "mmt4d": schedule_mmt4d,
     "batch_matmul": schedule_batch_matmul,
@@ -55,7 +57,7 @@ SKIPPED: Dict[str, str] = {
     "fill": "linalg.fill initializes a reduction's output; the reduction's rule places it "
             "(decompose_reduction) or it runs once as a memset-like loop",
     "other": "no rule for this linalg op",
-    "dynamic": "a dynamic extent (symbolic size) that no rule handles yet: plain loops",
+    "dynamic": "a convolution or pooling with a dynamic extent (symbolic size): plain loops",
 }
 
 
@@ -71,16 +73,18 @@ def classify(info: OpInfo) -> str:
     * any other op whose iterators are all parallel (``linalg.generic`` elementwise/broadcast,
       ``linalg.transpose``, ``linalg.broadcast``, ``linalg.copy``) -> ``elementwise``; with a
       reduction iterator -> ``reduction``;
-    * a contraction, convolution or pooling with a dynamic extent -> ``dynamic`` (elementwise
-      ops and reductions of dynamic extents take their kinds' rules).
+    * ``linalg.matmul``/``batch_matmul`` with a dynamic extent -> ``dynamic_matmul``; a
+      convolution or pooling with one -> ``dynamic`` (elementwise ops and reductions of
+      dynamic extents take their kinds' rules).
     """
     op = info.op_name
     if op == "linalg.fill":
         return "fill"
-    if any(d.extent is None for d in info.dims) and (
-            op.startswith(("linalg.conv", "linalg.pooling", "linalg.depthwise", "linalg.mmt4d"))
-            or op in ("linalg.matmul", "linalg.batch_matmul")):
-        return "dynamic"
+    if any(d.extent is None for d in info.dims):
+        if (op, len(info.dims)) in (("linalg.matmul", 3), ("linalg.batch_matmul", 4)):
+            return "dynamic_matmul"
+        if op.startswith(("linalg.conv", "linalg.pooling", "linalg.depthwise", "linalg.mmt4d")):
+            return "dynamic"
     if op == "linalg.matmul" and len(info.dims) == 3:
         return "matmul"
     if op == "linalg.batch_matmul" and len(info.dims) == 4:

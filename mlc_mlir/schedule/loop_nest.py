@@ -259,7 +259,11 @@ class Block:
         out = []
         for d in self.dims:
             extents = [lp.extent for lp in self.loops if lp.dim == d.index]
-            if d.extent is None or None in extents or math.prod(extents) != d.extent:
+            static = [e for e in extents if e is not None]
+            if d.extent is None:
+                if math.prod(static) != 1:   # tiles of 1 along a dynamic dim are full
+                    out.append(d.index)
+            elif None in extents or math.prod(extents) != d.extent:
                 out.append(d.index)
         return out
 

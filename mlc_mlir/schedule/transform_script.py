@@ -30,7 +30,7 @@ from ..errors import ScheduleError
 from ..ir import dtypes
 from ..ir.module import Module, OP_NAME_ATTR, diagnostics
 from .gpu_script import GpuEmitter, gpu_owned, is_gpu_block
-from .loop_nest import Block, LoopNestModel, Tiling
+from .loop_nest import Block, LoopNestModel, Tiling, materializes
 
 
 class TransformScript:
@@ -333,6 +333,43 @@ class _Emitter:
         tiled = structured_transform_d.TileUsingForOp(packer, sizes=[side] * len(tile)).tiled_linalg_op
         structured_transform_d.VectorizeOp(tiled)
 
+    def peel_partial(self, b: Block, h: ir.Value):
+        """The vectorization of ``b``'s partial tiles: ``(handle, vector_sizes)``.
+
+        A block with no init, epilogue, cache, padding or rfactor whose partial dims each have
+        a materialized ``scf.for`` outside the vectorized tile (the innermost such loop per
+        dim, with static loops inside it) gets those loops peeled, innermost first
+        (``transform.loop.peel``: the main loop's tiles are full, static after
+        canonicalization) and each remainder's tiles split into slices of 1 along the peeled
+        dim (static, unmasked); returns the handle of every copy of the op and None. Otherwise
+        returns ``h`` and the full tile's sizes (masked vectorization)."""
+        vpos = next(i for i, lp in enumerate(b.loops) if lp.kind == "vectorized")
+        sizes = b.vector_sizes(vpos)
+        simple = self.model.init_of(b) is None and not self.model.epilogues(b) and b.rfactor is None \
+            and not b.cache_reads and not b.cache_writes and b.padding is None
+        peel = {}
+        for p in range(vpos):
+            lp = b.loops[p]
+            if lp.dim in b.partial_dims() and materializes(lp):
+                peel[lp.dim] = p   # the innermost materialized loop of each partial dim
+        ok = simple and set(peel) == set(b.partial_dims()) and all(
+            b.loops[p].kind == "serial" and b.loops[p].fused_group is None and
+            b.loops[p].id in self.loop_handles and
+            all(q.extent is not None for q in b.loops[p + 1:] if q.dim == b.loops[p].dim)
+            for p in peel.values())
+        if not ok:
+            return h, sizes
+        for d, p in sorted(peel.items(), key=lambda dp: -dp[1]):
+            loop = transform_d.CastOp(transform_d.OperationType.get("scf.for"),
+                                      self.loop_handles[b.loops[p].id]).result
+            rem = loop_transform_d.LoopPeelOp(any_op(), any_op(), loop)
+            rop = structured_transform_d.MatchOp(
+                any_op(), rem.remainder_loop,
+                op_attrs=ir.DictAttr.get({OP_NAME_ATTR: ir.StringAttr.get(b.name)})).result
+            structured_transform_d.TileUsingForOp(rop, sizes=[1 if i == d else 0 for i in range(len(b.dims))])
+        self.cleanup(self.func(b.func))
+        return self.match(b), None
+
     def vectorize_rows(self, op: ir.Value, ndims: int, last: Optional[int] = None) -> None:
         """Vectorize an init or epilogue tile one row at a time (tile all but the last dim by 1):
         vectorizing a whole tile at once makes ``vector<RxC>`` values that unroll into huge code.
@@ -371,15 +408,16 @@ class _Emitter:
                 if b.op_name == "linalg.mmt4d":
                     self.unit_reduction_loops.setdefault(b.func, []).append(
                         transform_d.GetParentOp(any_op(), h).result)
-                # a partial tile (imperfect split, dynamic extent) has a dynamic shape: it is
+                # a partial tile (imperfect split, dynamic extent) has a dynamic shape: the loop
+                # around it is peeled (full tiles, static) where it can be, else the tile is
                 # vectorized with masks at the full tile's sizes
                 sizes, last = None, None
                 if b.partial_dims():
-                    vpos = next(i for i, lp in enumerate(b.loops) if lp.kind == "vectorized")
-                    sizes = b.vector_sizes(vpos)
-                    self.masked_funcs.add(b.func)
-                    last = sizes[b.info.out_dims[-1]] if b.info.out_dims and \
-                        b.info.out_dims[-1] is not None else None
+                    h, sizes = self.peel_partial(b, h)
+                    if sizes is not None:
+                        self.masked_funcs.add(b.func)
+                        last = sizes[b.info.out_dims[-1]] if b.info.out_dims and \
+                            b.info.out_dims[-1] is not None else None
                 v = structured_transform_d.VectorizeOp(h, sizes)
                 v.operation.attributes["create_named_contraction"] = ir.UnitAttr.get()
                 init = self.model.init_of(b)

@@ -8,6 +8,9 @@ import pytest
 import mlc_mlir as mlc
 from mlc_mlir import ops
 from mlc_mlir.errors import BuildError, ExecutionError
+from mlc_mlir.graph.fuse_ops import FuseOps
+from mlc_mlir.schedule.default_rules import apply_default_schedule
+from mlc_mlir.target import Target
 
 RNG = np.random.default_rng(0)
 W = RNG.standard_normal((16, 24)).astype(np.float32)
@@ -186,7 +189,6 @@ def test_derived_argument_size_is_checked():
 def test_fused_primitives_of_symbolic_shapes():
     """FuseOps outlines dynamic ops with their sizes (tensor.dim) re-read inside each primitive;
     the compiled module returns an argument too (a copy with dynamic sizes)."""
-    from mlc_mlir.graph.fuse_ops import FuseOps
     w = RNG.standard_normal((16, 8)).astype(np.float32)
     bb = mlc.GraphBuilder()
     with bb.function("main") as f:
@@ -257,3 +259,22 @@ def test_split_factor_errors():
         sch.split(j, [2, 8])
     with pytest.raises(mlc.ScheduleError, match=r"dynamic extent inside the vectorized tile"):
         sch.vectorize(i)
+
+
+def test_default_schedule_peels_dynamic_matmul():
+    """The default rule for a matmul of dynamic M: register tiles over M x N, the loop over M
+    peeled (full tiles static and unmasked, the remainder one row at a time); no padding."""
+    w = RNG.standard_normal((64, 96)).astype(np.float32)
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        f.output(ops.matmul(f.arg("x", shape=("n", 64)), w, name="mm"))
+    mod = bb.finish()
+    sch = apply_default_schedule(mlc.Schedule(mod), Target.host(), threads=1)
+    assert "mm" in str(sch.trace) and "split" in str(sch.trace)
+    text = str(sch.mod)
+    assert "vector.create_mask" not in text and "tensor.pad" not in text
+    assert "vector.fma" in text or "vector.contract" in text or "vector.outerproduct" in text
+    exe = mlc.compile(sch.mod)
+    for n in (1, 3, 17, 64):
+        x = RNG.standard_normal((n, 64)).astype(np.float32)
+        np.testing.assert_allclose(exe(x), x @ w, rtol=1e-4, atol=1e-4)
