@@ -18,9 +18,10 @@ from typing import Dict, Mapping, Optional, Tuple
 
 import numpy as np
 
-from ..errors import ExecutionError
+from ..errors import ExecutionError, MlcError
 from ..ir import dtypes
 from ..ir.module import FunctionSignature, TensorSpec
+from ..ir.symbolic import parse
 from .cuda import DEVICE_SUFFIX, require_cuda
 from .executable import Executable, Function
 from .memref import PackedArgs
@@ -43,9 +44,13 @@ def library_metadata(signatures: Mapping[str, FunctionSignature], device: Option
     """The ``mlc-library-v1`` metadata of ``signatures`` as JSON text (what ``.json`` holds and
     what the ``.so`` embeds as :data:`METADATA_SYMBOL`); ``device`` (a key of
     :data:`DEVICE_RUNTIMES`) is recorded for libraries whose kernels run on a GPU."""
+    def shape(spec):   # a symbolic size as its text ("seq", "2*seq")
+        return [d if isinstance(d, int) else str(d) for d in spec.shape]
+
     meta = {"format": LIBRARY_FORMAT, "functions": {
-        name: {"args": [vars(a) | {"shape": list(a.shape)} for a in sig.args],
-               "results": [vars(r) | {"shape": list(r.shape)} for r in sig.results]}
+        name: {"args": [vars(a) | {"shape": shape(a)} for a in sig.args],
+               "results": [vars(r) | {"shape": shape(r)} for r in sig.results]}
+        | ({"dims": {k: list(v) for k, v in sig.dims.items()}} if sig.dims else {})
         for name, sig in signatures.items()}}
     if device is not None:
         meta["device"] = device
@@ -80,9 +85,14 @@ def _spec(path: str, fname: str, d, kind: str) -> TensorSpec:
     if missing:
         raise ExecutionError(f"{where} lacks {missing}")
     shape = d["shape"]
-    if not isinstance(shape, list) or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0
-                                              for s in shape):
-        raise ExecutionError(f"{where} '{d['name']}' has shape {shape!r}; expected a list of ints >= 0")
+    if not isinstance(shape, list) or not all(isinstance(s, str) or isinstance(s, int) and not isinstance(s, bool)
+                                              and s >= 0 for s in shape):
+        raise ExecutionError(f"{where} '{d['name']}' has shape {shape!r}; expected a list of ints >= 0 "
+                             "and symbolic sizes (str)")
+    try:
+        shape = [parse(s) if isinstance(s, str) else s for s in shape]
+    except MlcError as e:
+        raise ExecutionError(f"{where} '{d['name']}': {e}") from None
     if d["dtype"] not in dtypes.ALL_DTYPES:
         raise ExecutionError(f"{where} '{d['name']}' has dtype {d['dtype']!r}; expected one of "
                              f"{sorted(dtypes.ALL_DTYPES)}")
@@ -109,9 +119,14 @@ def _parse_metadata(path: str, text: str) -> Tuple[Dict[str, FunctionSignature],
                 or not isinstance(d.get("results"), list):
             raise ExecutionError(f"load_library: {path}.json: function '{name}' needs 'args' and "
                                  "'results' lists")
+        dims = d.get("dims", {})
+        if not isinstance(dims, dict) or not all(isinstance(v, list) and len(v) == 2 for v in dims.values()):
+            raise ExecutionError(f"load_library: {path}.json: function '{name}' has dims {dims!r}; "
+                                 "expected {name: [min, max or null]}")
         sigs[name] = FunctionSignature(
             name, tuple(_spec(path, name, a, "argument") for a in d["args"]),
-            tuple(_spec(path, name, r, "result") for r in d["results"]))
+            tuple(_spec(path, name, r, "result") for r in d["results"]),
+            {k: (v[0], v[1]) for k, v in dims.items()})
     return sigs, device
 
 
