@@ -297,3 +297,40 @@ def test_aot_library_keeps_the_symbolic_signature(tmp_path):
         np.testing.assert_allclose(lib(x), _softmax(2 * x), rtol=1e-5, atol=1e-6)
     with pytest.raises(ExecutionError, match=r"size 'n' is 101 \(x.shape\[0\]\); expected at most 100"):
         lib(np.zeros((101, 8), np.float32))
+
+
+def test_from_torch_keeps_export_dims_symbolic():
+    """torch.export Dims become named symbolic sizes with their bounds (no silent
+    specialization to the example shape); ``view(b * s, ...)`` goes through sym_size and
+    size arithmetic."""
+    torch = pytest.importorskip("torch")
+    from torch.export import Dim
+
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(16, 32)
+            self.ln = torch.nn.LayerNorm(32)
+
+        def forward(self, x):
+            return torch.softmax(torch.nn.functional.gelu(self.ln(self.lin(x))), -1).mean(1)
+
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(4, 3).eval()
+    mod = mlc.from_torch(lin, (torch.randn(2, 4),),
+                         dynamic_shapes={"input": {0: Dim("batch", min=1, max=64)}})
+    sig = mod.signature("main")
+    assert [str(d) for d in sig.args[-1].shape] == ["batch", "4"] and sig.dims == {"batch": (1, 64)}
+    exe = mlc.compile(mod)
+    for b in (1, 5, 64):
+        x = torch.randn(b, 4)
+        np.testing.assert_allclose(exe(x.numpy()), lin(x).detach().numpy(), rtol=1e-5, atol=1e-5)
+    with pytest.raises(ExecutionError, match="size 'batch' is 65"):
+        exe(np.zeros((65, 4), np.float32))
+    block = Block().eval()
+    mod = mlc.from_torch(block, (torch.randn(2, 8, 16),),
+                         dynamic_shapes={"x": {1: Dim("seq", min=1, max=128)}})
+    exe = mlc.compile(mod)
+    for s in (1, 7, 128):
+        x = torch.randn(2, s, 16)
+        np.testing.assert_allclose(exe(x.numpy()), block(x).detach().numpy(), rtol=1e-4, atol=1e-5)
