@@ -334,3 +334,21 @@ def test_from_torch_keeps_export_dims_symbolic():
     for s in (1, 7, 128):
         x = torch.randn(2, s, 16)
         np.testing.assert_allclose(exe(x.numpy()), block(x).detach().numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_from_onnx_keeps_dim_params_symbolic():
+    """An ONNX dim_param stays a symbolic size (Shape -> Reshape included) unless input_shapes
+    fixes it; one compile matches onnxruntime at several batch sizes."""
+    pytest.importorskip("onnx")
+    ort = pytest.importorskip("onnxruntime")
+    from mlc_mlir.frontends.onnx import from_onnx
+    from test_frontend_onnx import _mlp_model
+    model = _mlp_model()
+    mod = from_onnx(model)
+    assert [str(d) for d in mod.signature("main").args[0].shape] == ["batch", "8"]
+    assert from_onnx(model, input_shapes={"x": (3, 8)}).signature("main").args[0].shape == (3, 8)
+    exe = mlc.compile(mod.bind_params())
+    sess = ort.InferenceSession(model.SerializeToString())
+    for b in (1, 3, 32):
+        x = RNG.standard_normal((b, 8)).astype(np.float32)
+        np.testing.assert_allclose(exe(x), sess.run(None, {"x": x})[0], rtol=1e-4, atol=1e-5)
