@@ -8,6 +8,7 @@ import pytest
 import mlc_mlir as mlc
 from mlc_mlir import ops
 from mlc_mlir.errors import BuildError, ExecutionError
+from mlc_mlir.graph.fold_constant import FoldConstant
 from mlc_mlir.graph.fuse_ops import FuseOps
 from mlc_mlir.runtime import load_library
 from mlc_mlir.schedule.default_rules import apply_default_schedule
@@ -352,3 +353,28 @@ def test_from_onnx_keeps_dim_params_symbolic():
     for b in (1, 3, 32):
         x = RNG.standard_normal((b, 8)).astype(np.float32)
         np.testing.assert_allclose(exe(x), sess.run(None, {"x": x})[0], rtol=1e-4, atol=1e-5)
+
+
+def test_cuda_target_refuses_symbolic_sizes():
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        f.output(ops.relu(f.arg("x", shape=("n", 4))))
+    with pytest.raises(mlc.PipelineError, match=r"\['main'\] have symbolic sizes"):
+        mlc.build_library(bb.finish(), "/nonexistent/x.so", target="cuda")
+
+
+def test_fold_constant_on_a_dynamic_graph():
+    """FoldConstant folds the constant subgraph (relu, transpose of a weight) and leaves the
+    dynamic ops; the folded module serves every size."""
+    w = RNG.standard_normal((8, 16)).astype(np.float32)
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        x = f.arg("x", shape=("n", 16))
+        f.output(ops.matmul(x, ops.transpose(ops.relu(w))) + 1.0)
+    mod = bb.finish()
+    folded = FoldConstant(mlc.compile)(mod)
+    assert "linalg.transpose" in str(mod) and "linalg.transpose" not in str(folded)
+    exe = mlc.compile(folded)
+    for n in (1, 9):
+        x = RNG.standard_normal((n, 16)).astype(np.float32)
+        np.testing.assert_allclose(exe(x), x @ np.maximum(w, 0).T + 1, rtol=1e-5, atol=1e-5)
