@@ -17,8 +17,8 @@ writes ``DIR/<nn>-<name>.mlir``:
    not ``memrefCopy``) and readers of an inserted value after the insert read its slice
    (:class:`ReadInsertedSlices`); public functions get ``llvm.emit_c_interface`` and read-only
    tensor arguments; with calls that return dynamically shaped tensors (``FuseOps``
-   primitives of symbolic shapes), the callees are inlined (``inline``: an out-param needs its
-   size before the call);
+   primitives of symbolic shapes), the callees are inlined (``lower-affine``, ``inline``: an
+   out-param needs its size before the call);
 5. ``lower``     -- the target's pipeline file, e.g. ``pipelines/cpu.pipeline`` (threads applied);
 6. ``denormals`` -- with ``flush_denormals``, MXCSR FTZ|DAZ around each call and OpenMP region;
 
@@ -207,7 +207,9 @@ def _prepare(module: Module, options: CompileOptions) -> Module:
     # CPU's in-place border fills and slice copies would stay on the host
     cpu = options.target.kind == "cpu"
     if _dynamic_call_results(module):   # primitives with dynamic results are inlined (scheduled)
-        module = run_pass_pipeline(module, "builtin.module(inline, symbol-dce)", "prepare")
+        # affine ops first become arith: the inliner keeps affine.min/apply out of non-affine
+        # regions (a call inside an scf.if, SpecializeUnitRows), where their symbols are invalid
+        module = run_pass_pipeline(module, "builtin.module(lower-affine, inline, symbol-dce)", "prepare")
     out = PadToInsertSlice()(module) if cpu and has_op(module, "tensor.pad") else module.clone()
     if cpu and has_op(out, "tensor.insert_slice"):
         out = WriteReshapedIntoSlices()(ReadInsertedSlices()(CopyIntoSlices()(FillPadBorder()(out))))

@@ -8,6 +8,7 @@ import pytest
 import mlc_mlir as mlc
 from mlc_mlir import ops
 from mlc_mlir.errors import BuildError, ExecutionError
+from mlc_mlir.graph import SpecializeUnitRows
 from mlc_mlir.graph.fold_constant import FoldConstant
 from mlc_mlir.graph.fuse_ops import FuseOps
 from mlc_mlir.runtime import load_library
@@ -378,3 +379,23 @@ def test_fold_constant_on_a_dynamic_graph():
     for n in (1, 9):
         x = RNG.standard_normal((n, 16)).astype(np.float32)
         np.testing.assert_allclose(exe(x), x @ np.maximum(w, 0).T + 1, rtol=1e-5, atol=1e-5)
+
+
+def test_unit_rows_specialization():
+    """SpecializeUnitRows: a matmul of dynamic M becomes an scf.if on M == 1 calling a static
+    1-row version or the dynamic one; the default schedule gives each its rule; both branches
+    vs numpy from one compile."""
+    w = RNG.standard_normal((32, 48)).astype(np.float32)
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        f.output(ops.relu(ops.matmul(f.arg("x", shape=("n", 32)), w, name="mm")))
+    mod = bb.finish()
+    sp = SpecializeUnitRows()(mod)
+    assert sorted(sp.function_names()) == ["main", "main_mm_rows", "main_mm_rows1"]
+    text = str(sp)
+    assert "scf.if" in text and "tensor<1x32xf32>" in text and "linalg.matmul" not in \
+        text.split("func.func @main(")[1]
+    exe = mlc.compile(mod)
+    for n in (1, 2, 13):
+        x = RNG.standard_normal((n, 32)).astype(np.float32)
+        np.testing.assert_allclose(exe(x), np.maximum(x @ w, 0), rtol=1e-4, atol=1e-4)
