@@ -2,7 +2,8 @@
 pad, broadcast_to, emitted as ``tensor`` ops (``collapse_shape``/``expand_shape``,
 ``insert_slice``/``extract_slice``, ``tensor.pad``), ``linalg.transpose`` or a ``linalg.generic``
 copy. Semantics follow numpy (``reshape``, ``transpose``, ``concatenate``, basic slicing,
-``pad``, ``broadcast_to``) and torch (``flatten``, ``permute``). Shapes are static.
+``pad``, ``broadcast_to``) and torch (``flatten``, ``permute``). reshape, concat, slice,
+transpose and flatten take symbolic sizes (:class:`~mlc_mlir.ir.symbolic.SymDim`) too.
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@ Stages run in the order of :data:`CPU_STAGES`, each a function ``(Module, Compil
 Module`` (tinygrad's flat rewrite list, Triton's named stages); with ``dump_ir=DIR`` stage ``n``
 writes ``DIR/<nn>-<name>.mlir``:
 
-0. ``graph``     -- the verified input: static shapes, element types the lowering supports;
+0. ``graph``     -- the verified input: ranked shapes (static or symbolic sizes), element types
+   the lowering supports;
 1. ``schedule``  -- functions nobody scheduled get the default schedule of the target (or the
    tuning database's best): :mod:`mlc_mlir.pipeline.scheduling`;
 2. ``math``      -- with ``approximate_math``, f32 ``math.exp``/``math.erf`` become polynomials
@@ -42,7 +43,7 @@ from ..graph.destination_style import (CopyIntoSlices, FillPadBorder, PadToInser
 from ..ir import emitters
 from ..ir.module import Module
 from ..ir.pass_pipeline import run_pass_pipeline
-from ..ir.walk import has_op
+from ..ir.walk import find_ops, has_op
 from ..runtime.executable import Executable, Function, engine_invoker, load_engine
 from ..runtime.registry import make_callback
 from ..target import Target
@@ -186,20 +187,9 @@ def _read_only_arguments(f) -> None:
 def _dynamic_call_results(module: Module) -> bool:
     """Whether a ``func.call`` returns a dynamically shaped tensor (buffer-results-to-out-params
     cannot give it an out-param: its size is known only inside the callee)."""
-    found = []
-
-    def visit(op):
-        op = op.operation if hasattr(op, "operation") else op
-        if op.name == "func.call" and any(isinstance(r.type, ir.RankedTensorType) and
-                                          not ir.RankedTensorType(r.type).has_static_shape
-                                          for r in op.results):
-            found.append(op)
-            return ir.WalkResult.INTERRUPT
-        return ir.WalkResult.ADVANCE
-
     with module.context:
-        module.operation.walk(visit, ir.WalkOrder.PRE_ORDER)
-    return bool(found)
+        return any(isinstance(r.type, ir.RankedTensorType) and not ir.RankedTensorType(r.type).has_static_shape
+                   for op in find_ops(module, "func.call") for r in op.results)
 
 
 def _prepare(module: Module, options: CompileOptions) -> Module:
@@ -296,7 +286,9 @@ def compile(module: Module, target="cpu", *, threads: Optional[int] = None, opt_
     Parameters
     ----------
     module : Module
-        Graph functions on static-shaped tensors (from :class:`GraphBuilder`, ``Module.parse`` or
+        Graph functions on ranked tensors, static or with symbolic sizes (``tensor<?x128xf32>``:
+        one compile serves every size; the Executable checks sizes and bounds at each call)
+        (from :class:`GraphBuilder`, ``Module.parse`` or
         a schedule's ``sch.mod``).
     target : str or Target
         ``"cpu"`` (the host, :meth:`Target.host`) or a :class:`Target`.
