@@ -31,6 +31,16 @@ def _layer_norm(x):
     return (x - mu) / np.sqrt(var + 1e-5) * 2 + 1
 
 
+CONV_W = RNG.standard_normal((4, 3, 3, 3)).astype(np.float32)
+
+
+def _conv_relu(x):
+    """3x3 convolution (padding 1) + relu in numpy (sliding windows)."""
+    xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    win = np.lib.stride_tricks.sliding_window_view(xp, (3, 3), axis=(2, 3))   # n, c, h, w, 3, 3
+    return np.maximum(np.einsum("nchwij,fcij->nfhw", win, CONV_W), 0)
+
+
 def _bounded(lo):
     def build(f, x):
         f.dim("n", min=lo, max=64)
@@ -70,6 +80,8 @@ CASES = {
     "slice_from": (_bounded(2), lambda x: x[1:], [("n", 3)]),
     "slice_to_end_minus_1": (_bounded(1), lambda x: x[:-1], [("n", 3)]),
     "transpose": (lambda f, x: ops.transpose(x), lambda x: x.T, [("n", "m")]),
+    "conv2d_batch": (lambda f, x: ops.relu(ops.conv2d(x, CONV_W, padding=(1, 1))), _conv_relu,
+                     [("n", 3, 6, 6)]),
 }
 
 
