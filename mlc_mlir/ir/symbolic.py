@@ -279,11 +279,6 @@ def parse(text: str, scope=None) -> Dim:
     return go(tree)
 
 
-def format_dim(d: Dim) -> str:
-    """A dim's text form (``'7'``, ``'seq'``, ``'2*seq'``)."""
-    return str(d)
-
-
 def evaluate(d: Dim, values: Mapping[str, int]) -> int:
     """``d`` for the symbols' ``values`` (ints are themselves)."""
     return d.evaluate(values) if isinstance(d, SymDim) else int(d)

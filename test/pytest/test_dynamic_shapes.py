@@ -11,6 +11,7 @@ from mlc_mlir.errors import BuildError, ExecutionError
 from mlc_mlir.graph import SpecializeUnitRows
 from mlc_mlir.graph.fold_constant import FoldConstant
 from mlc_mlir.graph.fuse_ops import FuseOps
+from mlc_mlir.ir.symbolic import parse, symbol
 from mlc_mlir.runtime import load_library
 from mlc_mlir.schedule.default_rules import apply_default_schedule
 from mlc_mlir.target import Target
@@ -411,3 +412,17 @@ def test_unit_rows_specialization():
     for n in (1, 2, 13):
         x = RNG.standard_normal((n, 32)).astype(np.float32)
         np.testing.assert_allclose(exe(x), np.maximum(x @ w, 0), rtol=1e-4, atol=1e-4)
+
+
+def test_symbolic_size_algebra():
+    """SymDim: canonical polynomials (provable equality only), text round trip, evaluation."""
+    b, s = symbol("batch"), symbol("seq")
+    assert b * s == s * b and s + s == 2 * s and (s + 1) - s == 1 and isinstance((s + 1) - s, int)
+    assert b != s and (2 * s) // 2 == s
+    for text in ("batch*seq", "2*seq + 1", "(seq + 1)//2", "seq - 1"):
+        d = parse(text)
+        assert parse(str(d)) == d
+    assert parse("(seq + 1)//2").evaluate({"seq": 6}) == 3 and parse("2*seq - batch").evaluate(
+        {"seq": 5, "batch": 3}) == 7
+    with pytest.raises(BuildError, match="not an expression"):
+        parse("seq +")
