@@ -277,8 +277,3 @@ def parse(text: str, scope=None) -> Dim:
         raise BuildError(f"symbolic size {text!r}: unsupported term {ast.dump(n)}")
 
     return go(tree)
-
-
-def evaluate(d: Dim, values: Mapping[str, int]) -> int:
-    """``d`` for the symbols' ``values`` (ints are themselves)."""
-    return d.evaluate(values) if isinstance(d, SymDim) else int(d)

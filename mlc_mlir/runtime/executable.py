@@ -21,7 +21,7 @@ from .._mlir import ExecutionEngine
 from ..errors import ExecutionError, PipelineError, format_shape
 from ..ir import dtypes
 from ..ir.module import FunctionSignature
-from ..ir.symbolic import SymDim, evaluate
+from ..ir.symbolic import SymDim
 from .device_array import DeviceArray, as_device_array, synchronize
 from .memref import PackedArgs
 
@@ -75,6 +75,7 @@ class Function:
         self._local = threading.local()
         self._shapes = shapes
         self._dynamic = signature.is_dynamic
+        self._binder = SizeBinder(signature) if self._dynamic else None
 
     @property
     def name(self) -> str:
@@ -171,15 +172,14 @@ class Function:
                 raise ExecutionError(f"{where} is not C-contiguous; pass numpy.ascontiguousarray(...)"
                                      " (inputs are never copied)")
         if self._dynamic:
-            self._local.sizes = bind_sizes(self.signature, full)
+            self._local.sizes = self._binder(full)
         return full
 
     def _result_shapes(self) -> List[tuple]:
         """The results' shapes for the sizes bound by the last :meth:`validate` on this thread."""
         if not self._dynamic:
             return [r.shape for r in self.signature.results]
-        sizes = self._local.sizes
-        return [tuple(evaluate(d, sizes) for d in r.shape) for r in self.signature.results]
+        return self._binder.result_shapes(self._local.sizes)
 
     def _outputs(self, out) -> List[np.ndarray]:
         results = self.signature.results
@@ -346,10 +346,14 @@ class Function:
                                tuple(times), number)
 
 
-def bind_sizes(sig: FunctionSignature, arrays: Sequence[np.ndarray]) -> Dict[str, int]:
-    """The value of each symbolic size of ``sig`` given its arguments' arrays (same rank as
-    declared), checked: every use of a name has one value, derived sizes (``2*seq``) and static
-    dims agree, and each size lies within its bounds (``sig.dims``).
+class SizeBinder:
+    """The symbolic sizes of a signature, bound from a call's arrays (a shape function, as
+    Relax's ``match_cast`` at a function boundary). Built once per function; a call costs one
+    pass over the plain-symbol dims plus the derived and static checks.
+
+    ``binder(arrays)`` returns ``{name: size}``, checked: every use of a name has one value,
+    derived sizes (``2*seq``) and static dims agree, each size lies within its bounds
+    (``sig.dims``); ``binder.result_shapes(sizes)`` gives the results' shapes.
 
     Raises
     ------
@@ -357,37 +361,57 @@ def bind_sizes(sig: FunctionSignature, arrays: Sequence[np.ndarray]) -> Dict[str
         ``main: size 'seq' is 7 in x.shape[1] but 9 in y.shape[0]``, ``main: size 'seq' is 3000
         (x.shape[1]); expected at most 2048``, or a static dim that differs.
     """
-    sizes: Dict[str, int] = {}
-    where: Dict[str, str] = {}
-    for spec, a in zip(sig.args, arrays):
-        for i, d in enumerate(spec.shape):
-            name = d.symbol if isinstance(d, SymDim) else None
-            if name is None:
-                continue
-            here = f"{spec.name}.shape[{i}]"
-            if name not in sizes:
-                sizes[name], where[name] = int(a.shape[i]), here
-            elif sizes[name] != a.shape[i]:
-                raise ExecutionError(f"{sig.name}: size '{name}' is {sizes[name]} in {where[name]} but "
-                                     f"{a.shape[i]} in {here}")
-    for spec, a in zip(sig.args, arrays):
-        for i, d in enumerate(spec.shape):
-            if isinstance(d, SymDim) and d.symbol is None:
-                want = evaluate(d, sizes)
-                if want != a.shape[i]:
-                    raise ExecutionError(f"{sig.name}: argument '{spec.name}' has shape[{i}] = "
-                                         f"{a.shape[i]}; expected {d} = {want}")
-            elif not isinstance(d, SymDim) and a.shape[i] != d:
-                raise ExecutionError(f"{sig.name}: argument '{spec.name}' has shape "
-                                     f"{format_shape(a.shape)}; expected {format_shape(spec.shape)}")
-    for name, (lo, hi) in sig.dims.items():
-        if name not in sizes:
-            continue
-        v = sizes[name]
-        if v < lo or (hi is not None and v > hi):
-            bound = f"at least {lo}" if v < lo else f"at most {hi}"
-            raise ExecutionError(f"{sig.name}: size '{name}' is {v} ({where[name]}); expected {bound}")
-    return sizes
+
+    def __init__(self, sig: FunctionSignature):
+        self.sig = sig
+        self._defs, self._derived, self._static = [], [], []
+        for k, spec in enumerate(sig.args):
+            for i, d in enumerate(spec.shape):
+                if not isinstance(d, SymDim):
+                    self._static.append((k, i, d))
+                elif d.symbol is not None:
+                    self._defs.append((k, i, d.symbol))
+                else:
+                    self._derived.append((k, i, d))
+        self._bounds = [(n, lo, hi) for n, (lo, hi) in sig.dims.items()]
+        self._results = [tuple(d.symbol or d if isinstance(d, SymDim) else d for d in r.shape)
+                         for r in sig.results]
+
+    def __call__(self, arrays: Sequence[np.ndarray]) -> Dict[str, int]:
+        sig = self.sig
+        sizes: Dict[str, int] = {}
+        for k, i, name in self._defs:
+            v = arrays[k].shape[i]
+            old = sizes.setdefault(name, v)
+            if old != v:
+                raise ExecutionError(f"{sig.name}: size '{name}' is {old} in {self._where(name)} but "
+                                     f"{v} in {sig.args[k].name}.shape[{i}]")
+        for k, i, d in self._static:
+            if arrays[k].shape[i] != d:
+                raise ExecutionError(f"{sig.name}: argument '{sig.args[k].name}' has shape "
+                                     f"{format_shape(arrays[k].shape)}; expected "
+                                     f"{format_shape(sig.args[k].shape)}")
+        for k, i, d in self._derived:
+            want = d.evaluate(sizes)
+            if want != arrays[k].shape[i]:
+                raise ExecutionError(f"{sig.name}: argument '{sig.args[k].name}' has shape[{i}] = "
+                                     f"{arrays[k].shape[i]}; expected {d} = {want}")
+        for name, lo, hi in self._bounds:
+            v = sizes.get(name)
+            if v is not None and (v < lo or (hi is not None and v > hi)):
+                bound = f"at least {lo}" if v < lo else f"at most {hi}"
+                raise ExecutionError(f"{sig.name}: size '{name}' is {v} ({self._where(name)}); "
+                                     f"expected {bound}")
+        return sizes
+
+    def _where(self, name: str) -> str:
+        k, i = next((k, i) for k, i, n in self._defs if n == name)
+        return f"{self.sig.args[k].name}.shape[{i}]"
+
+    def result_shapes(self, sizes: Mapping[str, int]) -> List[tuple]:
+        """The results' shapes for bound ``sizes``."""
+        return [tuple(sizes[d] if isinstance(d, str) else d.evaluate(sizes) if isinstance(d, SymDim) else d
+                      for d in shape) for shape in self._results]
 
 
 class Executable:
