@@ -15,6 +15,7 @@ from mlc_mlir.ir.symbolic import parse, symbol
 from mlc_mlir.runtime import load_library
 from mlc_mlir.schedule.default_rules import apply_default_schedule
 from mlc_mlir.target import Target
+from mlc_mlir.tune.task import extract_tasks
 
 RNG = np.random.default_rng(0)
 W = RNG.standard_normal((16, 24)).astype(np.float32)
@@ -426,3 +427,20 @@ def test_symbolic_size_algebra():
         {"seq": 5, "batch": 3}) == 7
     with pytest.raises(BuildError, match="not an expression"):
         parse("seq +")
+
+
+def test_tuning_tasks_skip_symbolic_sizes():
+    """Primitives with symbolic sizes are no tuning tasks (measuring needs concrete sizes; the
+    default schedule serves them); a module with nothing static left says so."""
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        x = f.arg("x", shape=("n", 16))
+        y = f.arg("y", shape=(4, 16))
+        f.output(ops.relu(x) * 2.0, ops.exp(y))
+    tasks = extract_tasks(bb.finish())
+    assert len(tasks) == 1
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        f.output(ops.relu(f.arg("x", shape=("n", 16))))
+    with pytest.raises(mlc.TuningError, match="no primitive functions with static shapes"):
+        extract_tasks(bb.finish())
