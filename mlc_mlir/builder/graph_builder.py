@@ -63,7 +63,10 @@ class FunctionBuilder:
             Python or numpy ints >= 0 whose product fits int64, and symbolic sizes: a string
             (``"seq"``, or an expression such as ``"2*seq"``) is a dynamic dim
             (``tensor<?x...>``). A name used in several dims or arguments means one size (checked
-            when the function is called); bounds come from :meth:`dim`. Source: TVM Relax's
+            when the function is called); bounds come from :meth:`dim`. Two different names are
+            treated as possibly different sizes: an op that needs them equal (matmul's K, an
+            elementwise op, which broadcasts a symbolic size only against 1) raises BuildError
+            at build time rather than checking at run time; use one name. Source: TVM Relax's
             ``R.Tensor(("n", 784))``.
         dtype : str or numpy dtype
             One of :data:`mlc_mlir.ir.dtypes.ALL_DTYPES`.
