@@ -26,9 +26,11 @@ from ..ir import dtypes
 from ..ir.constants import Blobs
 from ..ir.context import new_context
 from ..ir.emitters import check_shape
-from ..ir.module import ARG_NAME_ATTR, CHECK_ATTR, PARAM_ATTR, Module
+from ..ir.module import ARG_NAME_ATTR, CHECK_ATTR, DIMS_ATTR, PARAM_ATTR, SHAPE_ATTR, Module
+from ..ir.symbolic import SymDim, is_static
 from ..runtime import registry
 from . import linalg_emit as emit
+from .symbols import SymbolScope
 from .tensor import Tensor, pop_function, push_function
 
 
@@ -48,6 +50,7 @@ class FunctionBuilder:
         self._outputs: Optional[List[Tensor]] = None
         self._checks: List[Tuple[Tensor, str]] = []
         self._open = True
+        self.symbols = SymbolScope(self.block)
 
     # ----------------------------------------------------------------- arguments
     def arg(self, name: str, shape: Sequence[int], dtype="float32") -> Tensor:
@@ -57,8 +60,15 @@ class FunctionBuilder:
         ----------
         name : str
             Argument name (used in error messages and by the Executable).
-        shape : sequence of int
-            Static shape: Python or numpy ints >= 0 whose product fits int64.
+        shape : sequence of int or str
+            Python or numpy ints >= 0 whose product fits int64, and symbolic sizes: a string
+            (``"seq"``, or an expression such as ``"2*seq"``) is a dynamic dim
+            (``tensor<?x...>``). A name used in several dims or arguments means one size (checked
+            when the function is called); bounds come from :meth:`dim`. Two different names are
+            treated as possibly different sizes: an op that needs them equal (matmul's K, an
+            elementwise op, which broadcasts a symbolic size only against 1) raises BuildError
+            at build time rather than checking at run time; use one name. Source: TVM Relax's
+            ``R.Tensor(("n", 784))``.
         dtype : str or numpy dtype
             One of :data:`mlc_mlir.ir.dtypes.ALL_DTYPES`.
 
@@ -71,6 +81,28 @@ class FunctionBuilder:
         """
         _check_name("arg", name)
         return self._add_arg(name, shape, dtype, {ARG_NAME_ATTR: ir.StringAttr.get(name)})
+
+    def dim(self, name: str, min: Optional[int] = None, max: Optional[int] = None) -> SymDim:
+        """The symbolic size ``name``; with ``min`` and/or ``max``, also declare its bounds
+        (``min <= name <= max``; ``min`` defaults to 0, ``max`` to unbounded), before or after
+        the arguments that use it. A call outside the bounds raises ``ExecutionError``; slices
+        along a symbolic axis need bounds that prove them in range.
+
+        Returns
+        -------
+        SymDim
+            The size, usable in shapes of ops (``ops.reshape(x, (f.dim("n"), 4))``).
+
+        Raises
+        ------
+        BuildError
+            For a name that is not an identifier, bounds that are not ints with
+            ``0 <= min <= max``, or other bounds than an earlier declaration's.
+        """
+        self._check_open("dim")
+        if min is None and max is None:
+            return self.symbols.declare(name, None, None)
+        return self.symbols.declare(name, 0 if min is None else min, max)
 
     def param(self, name: str, value: np.ndarray) -> Tensor:
         """Add a weight as a parameter argument (Relax-style): passed at call time, not a constant.
@@ -99,9 +131,18 @@ class FunctionBuilder:
         taken = [ir.StringAttr(ir.DictAttr(a)[ARG_NAME_ATTR]).value for a in self._arg_attrs]
         if name in taken:
             raise BuildError(f"arg: function '{self.name}' already has an argument named '{name}'")
-        shape = check_shape("arg", "shape", shape)
+        try:
+            items = list(shape)
+        except TypeError:
+            items = None
+        symbolic = items is not None and any(isinstance(d, str) for d in items)
+        # ints checked as a static shape (a string dim stands in as 0)
+        check_shape("arg", "shape", [0 if isinstance(d, str) else d for d in items] if symbolic else shape)
         with self.builder.context, ir.Location.unknown():
-            t = ir.RankedTensorType.get(shape, dtypes.to_ir_type(dtype))
+            sym = self.symbols.arg_shape("arg", [d if isinstance(d, str) else int(d) for d in items])
+            if symbolic:
+                attrs = dict(attrs, **{SHAPE_ATTR: ir.ArrayAttr.get([ir.StringAttr.get(str(d)) for d in sym])})
+            t = ir.RankedTensorType.get(emit.ir_shape(sym), dtypes.to_ir_type(dtype))
             v = self.block.add_argument(t, ir.Location.unknown())
             self._arg_attrs.append(ir.DictAttr.get(attrs))
         return Tensor(v, self)
@@ -290,10 +331,24 @@ class FunctionBuilder:
                 ir.FunctionType.get(in_types, [v.type for v in results]))
             if self._arg_attrs:
                 self.func_op.attributes["arg_attrs"] = ir.ArrayAttr.get(self._arg_attrs)
-            if self._checks:
+            shapes = [t.shape for t in self._outputs]
+            checks = [(t.shape, m) for t, m in self._checks]
+            dynamic = not all(is_static(s) for s in shapes + [s for s, _ in checks])
+            if dynamic:
+                for i, s in enumerate(shapes):
+                    self.symbols.check_defined(f"output: result {i} of '{self.name}'", s)
+
+            def shape_attr(s):
+                return {} if is_static(s) else {SHAPE_ATTR: ir.ArrayAttr.get([ir.StringAttr.get(str(d)) for d in s])}
+
+            if dynamic or checks:
                 self.func_op.attributes["res_attrs"] = ir.ArrayAttr.get(
-                    [ir.DictAttr.get({}) for _ in self._outputs] +
-                    [ir.DictAttr.get({CHECK_ATTR: ir.StringAttr.get(m)}) for _, m in self._checks])
+                    [ir.DictAttr.get(shape_attr(s)) for s in shapes] +
+                    [ir.DictAttr.get({**shape_attr(s), CHECK_ATTR: ir.StringAttr.get(m)}) for s, m in checks])
+            if self.symbols.bounds:
+                i64 = lambda lo, hi: ir.DenseI64ArrayAttr.get([lo, -1 if hi is None else hi])  # noqa: E731
+                self.func_op.attributes[DIMS_ATTR] = ir.DictAttr.get(
+                    {n: i64(*b) for n, b in sorted(self.symbols.bounds.items())})
         self._open = False
 
 

@@ -13,11 +13,12 @@ from typing import Optional, Sequence, Tuple
 
 import numpy as np
 
-from .._mlir import arith_d, ir
+from .._mlir import arith_d, ir, tensor_d
 from ..errors import BuildError, format_shape
 from ..ir import dtypes
 from ..ir.constants import elements_attr, is_splat_view
-from ..ir.emitters import check_shape, empty, filled, generic, scalar, set_name, tensor_type  # noqa: F401
+from ..ir.emitters import check_shape, empty, filled, generic, ir_shape, scalar, set_name, tensor_type  # noqa: F401
+from ..ir.symbolic import SymDim
 from ..ir.module import OP_NAME_ATTR
 from .tensor import FunctionLike, Tensor, current_function
 
@@ -206,7 +207,12 @@ def as_tensor(op: str, arg: str, fn: FunctionLike, x, dtype: Optional[str] = Non
 
 
 def broadcast_shapes(op: str, *shapes: Tuple[int, ...]) -> Tuple[int, ...]:
-    """numpy broadcasting of shapes.
+    """numpy broadcasting of shapes (ints and symbolic sizes).
+
+    A symbolic size broadcasts against 1 and against itself only: the decision is made at build
+    time, so ``seq`` vs ``7`` and ``seq`` vs ``batch`` are errors even though the sizes may agree
+    at run time (name one size once, or give the static size); a symbolic size that is 1 at run
+    time is not broadcast.
 
     Raises
     ------
@@ -218,10 +224,44 @@ def broadcast_shapes(op: str, *shapes: Tuple[int, ...]) -> Tuple[int, ...]:
     for i in range(-rank, 0):
         dims = {s[i] for s in shapes if len(s) >= -i} - {1}
         if len(dims) > 1:
+            names = sorted(str(d) for d in dims)
+            why = "" if all(not isinstance(d, SymDim) for d in dims) else (
+                "; symbolic sizes broadcast only against 1 or the same size: use one name for "
+                "equal sizes")
             raise BuildError(f"{op}: shapes {' and '.join(format_shape(s) for s in shapes)} are not "
-                             f"broadcastable (dimension {i}: {' vs '.join(str(d) for d in sorted(dims))})")
+                             f"broadcastable (dimension {i}: {' vs '.join(names)}){why}")
         out.append(dims.pop() if dims else 1)
     return check_shape(op, "result shape", out)
+
+
+def prod(dims) -> object:
+    """The product of dims (ints and SymDims): an int, or a SymDim when a dim is symbolic."""
+    out = 1
+    for d in dims:
+        out = out * d
+    return out
+
+
+def mixed(dims) -> Tuple[list, list]:
+    """Sizes or offsets of a ``tensor`` op in MLIR's mixed form: ``(values, static)``, each
+    SymDim emitted as an ``index`` value (listed in ``values``, ``?`` in ``static``)."""
+    values, static = [], []
+    for d in dims:
+        if isinstance(d, SymDim):
+            values.append(d.materialize())
+            static.append(ir.ShapedType.get_dynamic_size())
+        else:
+            static.append(int(d))
+    return values, static
+
+
+def size_tensor(fn: FunctionLike, d: SymDim, dtype: str) -> Tensor:
+    """A 0-d Tensor of float ``dtype`` holding the symbolic size ``d`` (``arith.index_cast``,
+    ``arith.sitofp``, ``tensor.from_elements``): how an op uses a run-time size as a value
+    (e.g. the divisor of a mean over a dynamic axis)."""
+    i64 = ir.IntegerType.get_signless(64)
+    v = arith_d.sitofp(dtypes.to_ir_type(dtype), arith_d.index_cast(i64, d.materialize()))
+    return Tensor(tensor_d.from_elements(tensor_type((), dtype), [v]), fn)
 
 
 def broadcast_map(in_shape: Sequence[int], out_shape: Sequence[int]) -> ir.AffineMap:

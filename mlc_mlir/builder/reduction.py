@@ -18,8 +18,9 @@ import numpy as np
 from .._mlir import arith_d, ir, linalg_d
 from ..errors import BuildError, format_shape
 from ..ir import dtypes
+from ..ir.symbolic import SymDim
 from . import linalg_emit as emit
-from .elementwise import _cast_value, multiply
+from .elementwise import _cast_value, divide, multiply
 from .shape import reshape
 from .tensor import Tensor
 
@@ -212,8 +213,10 @@ def mean(x, axis: Axis = None, keepdims: bool = False, name: Optional[str] = Non
                          "(numpy would return float64; use ops.cast)")
     axes = normalize_axes(op, axis, x.ndim)
     nm = emit.op_name(x.fn, op, name)
-    count = int(np.prod([x.shape[a] for a in axes])) if axes else 1
+    count = emit.prod([x.shape[a] for a in axes])
     s = reduce("sum", x, axes, keepdims, 0, _add, f"{nm}.sum")
+    if isinstance(count, SymDim):   # divided by the run-time count (0 / 0 is NaN, as numpy)
+        return divide(s, emit.size_tensor(x.fn, count, x.dtype), name=nm)
     # numpy: the mean over zero elements is NaN (0 * NaN), not 0
     return multiply(s, 1.0 / count if count else float("nan"), name=nm)
 

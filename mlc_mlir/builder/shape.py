@@ -2,7 +2,8 @@
 pad, broadcast_to, emitted as ``tensor`` ops (``collapse_shape``/``expand_shape``,
 ``insert_slice``/``extract_slice``, ``tensor.pad``), ``linalg.transpose`` or a ``linalg.generic``
 copy. Semantics follow numpy (``reshape``, ``transpose``, ``concatenate``, basic slicing,
-``pad``, ``broadcast_to``) and torch (``flatten``, ``permute``). Shapes are static.
+``pad``, ``broadcast_to``) and torch (``flatten``, ``permute``). reshape, concat, slice,
+transpose and flatten take symbolic sizes (:class:`~mlc_mlir.ir.symbolic.SymDim`) too.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import numpy as np
 from .._mlir import ir, linalg_d, tensor_d
 from ..errors import BuildError, format_shape
 from . import linalg_emit as emit
+from ..ir.symbolic import SymDim, is_static
 from .tensor import Tensor
 
 _py_slice = slice  # the builtin, before ops.slice shadows the name in this module
@@ -24,10 +26,21 @@ def _tensor(op: str, x) -> Tensor:
 
 
 def _shape_arg(op: str, arg: str, shape, allow_minus_one: bool = False) -> List[int]:
-    if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool):
+    """A shape argument as a list of ints and SymDims (symbolic sizes pass as they are)."""
+    if isinstance(shape, (int, np.integer, SymDim)) and not isinstance(shape, bool):
         shape = (shape,)
-    out = list(emit.int_tuple(op, arg, shape))
-    if any(d < (-1 if allow_minus_one else 0) for d in out) or (allow_minus_one and out.count(-1) > 1):
+    try:
+        items = list(shape)
+    except TypeError:
+        items = None
+    if items is not None and any(isinstance(d, SymDim) for d in items):
+        ints = emit.int_tuple(op, arg, [d for d in items if not isinstance(d, SymDim)])
+        it = iter(ints)
+        out = [d if isinstance(d, SymDim) else next(it) for d in items]
+    else:
+        out = list(emit.int_tuple(op, arg, shape))
+    static = [d for d in out if not isinstance(d, SymDim)]
+    if any(d < (-1 if allow_minus_one else 0) for d in static) or (allow_minus_one and static.count(-1) > 1):
         raise BuildError(f"{op}: argument '{arg}' is {tuple(out)}; expected dims >= 0"
                          + (" and at most one -1" if allow_minus_one else ""))
     return out
@@ -44,8 +57,9 @@ def reshape(x, shape: Sequence[int], name: Optional[str] = None) -> Tensor:
     Parameters
     ----------
     x : Tensor, any shape, any dtype
-    shape : int or sequence of int
-        The new shape, same element count; one dim may be -1 (inferred).
+    shape : int or sequence of int or SymDim
+        The new shape, same element count; one dim may be -1 (inferred). Symbolic sizes
+        (``f.dim("n") * 8``) are allowed where the element counts are provably equal.
 
     Returns
     -------
@@ -60,29 +74,32 @@ def reshape(x, shape: Sequence[int], name: Optional[str] = None) -> Tensor:
     op = "reshape"
     x = _tensor(op, x)
     shape = _shape_arg(op, "shape", shape, allow_minus_one=True)
-    size = int(np.prod(x.shape))
-    if -1 in shape:
-        rest = int(np.prod([d for d in shape if d != -1]))
-        if rest == 0 or size % rest:
-            raise BuildError(f"{op}: cannot reshape {format_shape(x.shape)} into {tuple(shape)}")
+    size = emit.prod(x.shape)
+    if any(isinstance(d, int) and d == -1 for d in shape):
+        rest = emit.prod([d for d in shape if not (isinstance(d, int) and d == -1)])
+        if isinstance(rest, SymDim) or rest == 0 or (isinstance(size, int) and size % rest):
+            raise BuildError(f"{op}: cannot reshape {format_shape(x.shape)} into {format_shape(shape)}"
+                             + ("; give the symbolic sizes instead of -1" if isinstance(rest, SymDim) else ""))
         shape[shape.index(-1)] = size // rest
-    if int(np.prod(shape)) != size:
-        raise BuildError(f"{op}: cannot reshape {format_shape(x.shape)} into {format_shape(shape)}")
+    if emit.prod(shape) != size:
+        raise BuildError(f"{op}: cannot reshape {format_shape(x.shape)} into {format_shape(shape)}"
+                         + ("" if isinstance(size, int) else " (element counts not provably equal)"))
     if tuple(shape) == x.shape:
         return x
     fn = x.fn
     nm = emit.op_name(fn, op, name)
     et = x.type.element_type
-    out_t = ir.RankedTensorType.get(shape, et)
+    out_t = ir.RankedTensorType.get(emit.ir_shape(shape), et)
     groups = _reassociation(x.shape, tuple(shape))
     if groups is not None:     # one collapse_shape (fewer dims) or expand_shape (more dims)
         r = (tensor_d.CollapseShapeOp(out_t, x.value, groups) if len(shape) < x.ndim
-             else tensor_d.ExpandShapeOp(out_t, x.value, groups, [], shape)).result
+             else tensor_d.ExpandShapeOp(out_t, x.value, groups, *emit.mixed(shape))).result
         emit.set_name(r.owner, nm)
         return Tensor(r, fn)
-    flat = tensor_d.CollapseShapeOp(ir.RankedTensorType.get([size], et), x.value, [list(range(x.ndim))]).result
+    flat_t = ir.RankedTensorType.get(emit.ir_shape([size]), et)
+    flat = tensor_d.CollapseShapeOp(flat_t, x.value, [list(range(x.ndim))]).result
     emit.set_name(flat.owner, f"{nm}.collapse")
-    r = tensor_d.ExpandShapeOp(out_t, flat, [list(range(len(shape)))], [], shape).result
+    r = tensor_d.ExpandShapeOp(out_t, flat, [list(range(len(shape)))], *emit.mixed(shape)).result
     emit.set_name(r.owner, nm)
     return Tensor(r, fn)
 
@@ -99,12 +116,13 @@ def _reassociation(src: tuple, dst: tuple) -> Optional[List[List[int]]]:
     if not short:
         return []
     groups, i = [], 0
+    symbolic = not (is_static(long) and is_static(short))
     for d in short:
         if i == len(long):
             return None
         g, p = [i], long[i]
         i += 1
-        while p < d and i < len(long):
+        while (p != d if symbolic else p < d) and i < len(long):
             p *= long[i]
             g.append(i)
             i += 1
@@ -269,7 +287,8 @@ def concat(tensors: Sequence, axis: int = 0, name: Optional[str] = None) -> Tens
     for i, t in enumerate(ts):
         offsets = [0] * len(ref)
         offsets[ax] = off
-        acc = tensor_d.InsertSliceOp(t.value, acc, [], [], [], offsets, list(t.shape), [1] * len(ref)).result
+        (dyn_off, st_off), (dyn_sz, st_sz) = emit.mixed(offsets), emit.mixed(t.shape)
+        acc = tensor_d.InsertSliceOp(t.value, acc, dyn_off, dyn_sz, [], st_off, st_sz, [1] * len(ref)).result
         emit.set_name(acc.owner, nm if i == len(ts) - 1 else f"{nm}.part{i}")
         off += t.shape[ax]
     return Tensor(acc, fn)
@@ -334,17 +353,47 @@ def slice(x, begin: Sequence[Optional[int]], end: Sequence[Optional[int]],  # no
         if s <= 0:
             raise BuildError(f"{op}: argument 'strides' has {s} for axis {a}; expected a positive stride "
                              "(negative strides are not supported)")
-        start, stop, step = _py_slice(b, e, s).indices(x.shape[a])
-        n = len(range(start, stop, step))
-        offs[a], sizes[a], steps[a] = (start, n, step) if n else (0, 0, 1)
+        if isinstance(x.shape[a], SymDim):
+            start, n, step = _symbolic_slice(op, x, a, b, e, s)
+        else:
+            start, stop, step = _py_slice(b, e, s).indices(x.shape[a])
+            n = len(range(start, stop, step))
+        empty = isinstance(n, int) and n == 0
+        offs[a], sizes[a], steps[a] = (0, 0, 1) if empty else (start, n, step)
     fn = x.fn
     nm = emit.op_name(fn, op, name)
-    if 0 in sizes:  # numpy's empty slice: nothing to read (an offset at the end does not verify)
+    if any(isinstance(z, int) and z == 0 for z in sizes):  # numpy's empty slice: nothing to read
         return Tensor(emit.empty(sizes, x.dtype), fn)
-    t = ir.RankedTensorType.get(sizes, x.type.element_type)
-    r = tensor_d.ExtractSliceOp(t, x.value, [], [], [], offs, sizes, steps).result
+    t = ir.RankedTensorType.get(emit.ir_shape(sizes), x.type.element_type)
+    (dyn_off, st_off), (dyn_sz, st_sz) = emit.mixed(offs), emit.mixed(sizes)
+    r = tensor_d.ExtractSliceOp(t, x.value, dyn_off, dyn_sz, [], st_off, st_sz, steps).result
     emit.set_name(r.owner, nm)
     return Tensor(r, fn)
+
+
+def _symbolic_slice(op: str, x: Tensor, a: int, b, e, s: int):
+    """``(start, size, step)`` of ``b:e:s`` along the symbolic axis ``a`` of ``x`` (size ``n``):
+    ``b`` is None or >= 0, ``e`` None (``n``) or an int (negative: ``n + e``); no clamping, so
+    the bounds of ``n`` (``f.dim(name, min=...)``) must prove ``start <= stop <= n``.
+
+    Raises
+    ------
+    BuildError
+        For a negative ``b``, or bounds that do not prove the slice in range.
+    """
+    n = x.shape[a]
+    if b is not None and b < 0:
+        raise BuildError(f"{op}: begin {b} counts from the end of the symbolic axis {a} ({n}); "
+                         "expected None or an int >= 0")
+    start = 0 if b is None else int(b)
+    stop = n if e is None else (n + int(e) if e < 0 else int(e))
+    lo = x.fn.symbols.lower_bound(n - stop)
+    if start > 0 or e is not None:
+        need_lo = x.fn.symbols.lower_bound(stop - start)
+        if lo is None or lo < 0 or need_lo is None or need_lo < 0:
+            raise BuildError(f"{op}: axis {a} of x {format_shape(x.shape)}: {b}:{e} is not provably "
+                             f"within the size {n}; declare its bounds (f.dim('{n}', min=...))")
+    return start, (stop - start + s - 1) // s if s != 1 else stop - start, s
 
 
 def pad(x, pad_width, constant_value=0, name: Optional[str] = None) -> Tensor:

@@ -34,6 +34,7 @@ class FunctionLike(Protocol):
 
     name: str
     builder: object
+    symbols: object  # SymbolScope: symbolic shapes of the function's values
 
     def unique_op_name(self, base: str) -> str: ...
 
@@ -80,8 +81,8 @@ class Tensor:
         The SSA value.
     fn : FunctionBuilder
         The function it belongs to.
-    shape : tuple of int
-        Static shape.
+    shape : tuple of int or SymDim
+        Shape; a dynamic dim is a :class:`~mlc_mlir.ir.symbolic.SymDim` (``seq``, ``2*seq``).
     dtype : str
         dtype name (``'float32'``, ...).
     """
@@ -115,8 +116,9 @@ class Tensor:
 
     @property
     def shape(self) -> tuple:
-        """Static shape as a tuple of ints."""
-        return tuple(self.type.shape)
+        """Shape: ints, and a :class:`~mlc_mlir.ir.symbolic.SymDim` for each dynamic dim."""
+        t = self.type
+        return tuple(t.shape) if t.has_static_shape else self.fn.symbols.shape_of(self.value)
 
     @property
     def ndim(self) -> int:

@@ -111,9 +111,15 @@ def _input_spec(vi, input_shapes: Dict[str, Sequence[int]]):
     dims = []
     for i, d in enumerate(tt.shape.dim):
         if not d.HasField("dim_value"):
-            sym = d.dim_param or "?"
-            raise BuildError(f"from_onnx: input {vi.name!r} has a dynamic dim {i} ({sym!r}); "
-                             f"expected a static shape: pass input_shapes={{{vi.name!r}: (...)}}")
+            # a dim_param stays a symbolic size of that name (one name: one size); an unnamed
+            # dynamic dim gets its own
+            sym = d.dim_param
+            if not sym.isidentifier():
+                raise BuildError(f"from_onnx: input {vi.name!r} has a dynamic dim {i} "
+                                 f"({sym or '?'!r}) whose dim_param is not a name; give it one or "
+                                 f"pass input_shapes={{{vi.name!r}: (...)}}")
+            dims.append(sym)
+            continue
         dims.append(d.dim_value)
     return tuple(dims), DTYPES[tt.elem_type]
 
@@ -145,7 +151,9 @@ def from_onnx(model_or_path: Union["onnx.ModelProto", str], input_shapes: Option
     model_or_path : onnx.ModelProto or path of a ``.onnx`` file
         Default-domain opset 9..21 (6..8 and 22..28 accepted, see ``onnx_registry.OPSETS``).
     input_shapes : dict of str -> sequence of int, optional
-        Static shapes for inputs (overrides the model's; specializes dynamic dims).
+        Static shapes for inputs (overrides the model's; specializes dynamic dims). Dims left
+        dynamic stay symbolic sizes named by their ``dim_param`` (one compile serves every
+        size).
     input_values : dict of str -> numpy.ndarray, optional
         Inputs to specialize on: each becomes a constant and is not an argument of ``main``
         (for shape-like inputs such as Reshape's ``shape`` fed as a graph input).
@@ -161,7 +169,8 @@ def from_onnx(model_or_path: Union["onnx.ModelProto", str], input_shapes: Option
     ------
     BuildError
         On an opset outside 6..28, unsupported ops (one error listing every op type with its
-        count), a dynamic input dim not given in ``input_shapes``, or a converter's check
+        count), a dynamic input dim with no name (``dim_param``) not given in ``input_shapes``,
+        or a converter's check
         (naming the node, op, argument, expected vs actual).
     """
     from onnx import helper, numpy_helper, shape_inference

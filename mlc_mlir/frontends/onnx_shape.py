@@ -15,6 +15,7 @@ import numpy as np
 
 from .. import ops
 from ..builder import Tensor
+from ..ir.symbolic import SymDim
 from .onnx_registry import (
     OPSETS, NodeInputs, axes_input, np_dtype, register, same_dtype, shape_of,
 )
@@ -31,9 +32,9 @@ def _transpose(n: NodeInputs) -> List[object]:
 @register("Reshape")
 def _reshape(n: NodeInputs) -> List[object]:
     x = n.t(0)
-    shape = [int(d) for d in (n.np(1, "shape") if n.opset >= 5 else n.attr("shape"))]
+    shape = [d if isinstance(d, SymDim) else int(d) for d in (n.np(1, "shape") if n.opset >= 5 else n.attr("shape"))]
     if not n.attr("allowzero", 0):
-        shape = [shape_of(x)[i] if d == 0 else d for i, d in enumerate(shape)]
+        shape = [shape_of(x)[i] if isinstance(d, int) and d == 0 else d for i, d in enumerate(shape)]
     return [ops.reshape(x, shape)]
 
 
@@ -163,7 +164,11 @@ def _pad_by_gather(n: NodeInputs, x, pads, mode: str):
 
 @register("Shape")
 def _shape_op(n: NodeInputs) -> List[object]:
-    shape = np.array(shape_of(n.values[0]), np.int64)
+    """The shape as an int64 array; with symbolic sizes, an object array holding them (read by
+    shape arguments such as Reshape's)."""
+    dims = shape_of(n.values[0])
+    static = all(isinstance(d, (int, np.integer)) for d in dims)
+    shape = np.array(dims, np.int64) if static else np.array(list(dims), dtype=object)
     return [shape[n.attr("start", 0):n.attr("end", len(shape))]]
 
 

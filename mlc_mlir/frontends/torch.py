@@ -28,6 +28,7 @@ from .. import ops
 from ..builder import GraphBuilder, Tensor
 from ..errors import BuildError
 from ..ir import Module
+from . import torch_symbolic  # noqa: F401  (registers the size-arithmetic converters)
 from .torch_converters import CONVERTERS, TORCH_DTYPES, register_converter  # noqa: F401
 
 
@@ -126,12 +127,58 @@ def _report_unsupported(api: str, missing: Counter, first: Dict[str, str]) -> No
                          f"mlc_mlir.frontends.torch.register_converter):\n" + "\n".join(lines))
 
 
-def _static_shape(api: str, what: str, shape) -> List[int]:
-    try:
-        return [int(d) for d in shape]
-    except TypeError:
-        raise BuildError(f"{api}: {what} has shape {tuple(shape)} with a dynamic dim; expected static "
-                         "dims (mlc-mlir compiles static shapes)") from None
+def _input_shape(api: str, what: str, shape, names: Dict[str, str]) -> List:
+    """An input's shape for ``f.arg``: ints, and the text of each symbolic dim (a
+    ``torch.SymInt``: its sympy expression, symbols renamed by ``names``, e.g. ``s31 -> seq``).
+
+    Raises
+    ------
+    BuildError
+        For a symbolic dim whose expression is not a polynomial of symbols (``floor(s0/2)``).
+    """
+    out = []
+    for d in shape:
+        expr = getattr(getattr(d, "node", None), "expr", None)
+        if expr is None or expr.is_number:
+            out.append(int(d) if expr is None else int(expr))
+            continue
+        text = str(expr.subs({sym: sym.func(names[str(sym)]) for sym in expr.free_symbols
+                              if str(sym) in names}))
+        if not all(c.isalnum() or c in "_*+- ()" for c in text):
+            raise BuildError(f"{api}: {what} has the symbolic dim {text!r}; expected a polynomial of "
+                             "torch.export Dims (sums and products)")
+        out.append(text)
+    return out
+
+
+def _dim_names(ep, args, dynamic_shapes) -> Dict[str, str]:
+    """The names of ``torch.export.Dim`` s by torch's symbol names (``{"s31": "batch"}``), read
+    where ``dynamic_shapes`` puts a Dim on an input dim that is a plain symbol."""
+    names: Dict[str, str] = {}
+    if dynamic_shapes is None:
+        return names
+    specs = list(dynamic_shapes.values()) if isinstance(dynamic_shapes, dict) else list(dynamic_shapes)
+    inputs = [n for n in ep.graph.nodes if n.op == "placeholder" and
+              next(s for s in ep.graph_signature.input_specs if s.arg.name == n.name).kind.name == "USER_INPUT"]
+    for node, spec in zip(inputs, specs):
+        dims = spec.items() if isinstance(spec, dict) else enumerate(spec or ())
+        for axis, dim in dims:
+            name = getattr(dim, "__name__", None)
+            d = node.meta["val"].shape[axis]
+            expr = getattr(getattr(d, "node", None), "expr", None)
+            if name and expr is not None and expr.is_Symbol and name.isidentifier():
+                names[str(expr)] = name
+    return names
+
+
+def _bounds(ep, names: Dict[str, str]) -> Dict[str, tuple]:
+    """``{dim name: (min, max or None)}`` of the exported program's range constraints."""
+    out = {}
+    for sym, vr in ep.range_constraints.items():
+        lo = int(vr.lower) if vr.lower.is_finite else 0
+        hi = int(vr.upper) if vr.upper.is_finite else None
+        out[names.get(str(sym), str(sym))] = (max(lo, 0), hi)
+    return out
 
 
 def _convert(ctx: ConvertContext, node, key: str, converter, args, kwargs):
@@ -162,7 +209,9 @@ def from_torch(model, example_args, dynamic_shapes=None) -> Module:
     example_args : tuple of torch.Tensor (or one tensor)
         Example inputs; their shapes and dtypes become the function's argument types.
     dynamic_shapes : optional
-        Passed to ``torch.export.export``; any dim left dynamic raises (static shapes only).
+        Passed to ``torch.export.export``: each ``torch.export.Dim`` stays a symbolic size of
+        the function (named by the Dim, bounded by its ``min``/``max``; derived dims such as
+        ``2 * seq`` stay expressions), so one compile serves every size in range.
 
     Returns
     -------
@@ -174,9 +223,9 @@ def from_torch(model, example_args, dynamic_shapes=None) -> Module:
     Raises
     ------
     BuildError
-        Listing every unsupported ATen op with its count and first source location; for a dynamic
-        dim, a non-tensor input, buffer mutation outputs, or a converter's failure (naming the
-        node and its source line); when ``model`` is not an ``nn.Module`` or
+        Listing every unsupported ATen op with its count and first source location; for a
+        symbolic dim that is not a polynomial of Dims, a non-tensor input, buffer mutation
+        outputs, or a converter's failure (naming the node and its source line); when ``model`` is not an ``nn.Module`` or
         ``torch.export.export`` fails (the model does not run on ``example_args`` or cannot be
         traced), chained to torch's exception.
     """
@@ -198,16 +247,18 @@ def from_torch(model, example_args, dynamic_shapes=None) -> Module:
         raise BuildError(f"from_torch: torch.export.export failed ({type(e).__name__}: {first}); "
                          f"expected {type(model).__name__}.forward to run on example_args and to be "
                          "traceable by torch.export (the chained exception has torch's full report)") from e
-    return from_exported_program(ep)
+    return from_exported_program(ep, _dim_names(ep, args, dynamic_shapes))
 
 
-def from_exported_program(ep) -> Module:
+def from_exported_program(ep, dim_names: Optional[Dict[str, str]] = None) -> Module:
     """Convert a ``torch.export.ExportedProgram`` (already decomposed to the ops the registry
     knows, e.g. by ``run_decompositions()``); see :func:`from_torch`.
 
     Nodes that depend only on buffers and constants (attention-mask arithmetic, ``arange``,
     position ids) are computed with PyTorch at import time; their results enter the graph as
-    constants, or as the buffer's param when a converter reads a buffer directly.
+    constants, or as the buffer's param when a converter reads a buffer directly. Symbolic
+    input dims become symbolic sizes named by ``dim_names`` (torch's symbol name -> name) or
+    by torch's symbols, with the program's range constraints as bounds.
 
     Raises
     ------
@@ -235,10 +286,13 @@ def from_exported_program(ep) -> Module:
                              "outputs (call model.eval() so batch norm does not update its buffers)")
     state = dict(ep.state_dict)
     state.update(ep.constants)
+    names = dict(dim_names or {})
     bb = GraphBuilder()
     with bb.function("main") as f:
         ctx = ConvertContext(f)
         outputs = []
+        for name, (lo, hi) in _bounds(ep, names).items():
+            f.dim(name, min=lo, max=hi)
         for node in graph.nodes:
             if node.op == "placeholder":
                 spec = specs[node.name]
@@ -251,8 +305,8 @@ def from_exported_program(ep) -> Module:
                     if dtype is None:
                         raise BuildError(f"{api}: input '{node.name}' has dtype {val.dtype}; expected one "
                                          f"of {sorted(TORCH_DTYPES)}")
-                    ctx.values[node.name] = f.arg(node.name, _static_shape(api, f"input '{node.name}'", val.shape),
-                                                  dtype)
+                    ctx.values[node.name] = f.arg(
+                        node.name, _input_shape(api, f"input '{node.name}'", val.shape, names), dtype)
                 elif kind == "PARAMETER":
                     if node.users:  # unused state adds no argument
                         ctx.values[node.name] = ctx.param(spec.target, state[spec.target])

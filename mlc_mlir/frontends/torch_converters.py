@@ -21,6 +21,7 @@ import numpy as np
 from .. import ops
 from ..builder import Tensor
 from ..errors import BuildError, format_shape
+from ..ir.symbolic import SymDim
 
 Converter = Callable[..., object]
 
@@ -79,7 +80,8 @@ def _tensor(op: str, argname: str, x) -> Tensor:
 
 
 def _ints(v) -> list:
-    return [int(v)] if isinstance(v, int) else [int(e) for e in v]
+    """Ints of an ATen ``int[]`` argument; symbolic sizes (``SymDim``) stay as they are."""
+    return [int(v)] if isinstance(v, int) else [e if isinstance(e, SymDim) else int(e) for e in v]
 
 
 def _pair(v) -> list:

@@ -54,11 +54,20 @@ _name = op_name
 _producer = producer
 
 
+#: arith ops that compute symbolic sizes (``index`` values) from ``tensor.dim``
+_SIZE_ARITH = ("arith.addi", "arith.subi", "arith.muli", "arith.floordivsi", "arith.divsi",
+               "arith.divui", "arith.index_cast", "arith.sitofp")
+
+
 def _is_free(op) -> bool:
     """Constants, tensor.empty and inits (a fill of a scalar into a tensor.empty) are cloned into
-    every group that uses them instead of being computed once and passed around."""
-    if op.name in FREE_OPS:
+    every group that uses them instead of being computed once and passed around; so are the
+    sizes of dynamic tensors (``tensor.dim`` and ``arith`` on ``index``), read again inside the
+    group from its own arguments."""
+    if op.name in FREE_OPS or op.name == "tensor.dim":
         return True
+    if op.name in _SIZE_ARITH:
+        return all(not isinstance(r.type, ir.ShapedType) for r in op.results)
     if op.name == "linalg.fill":
         src = _producer(op.operands[1])
         return src is not None and src.name == "tensor.empty"
@@ -243,6 +252,9 @@ def outline(mod: Module, f, group: List, name: str = None, used_names=None):
             q = _producer(v)
             if q is not None and _is_free(q) and q not in free:
                 take_free(q)
+            elif (q is None or q not in members) and not (q is not None and _is_free(q)) \
+                    and all(v != x for x in inputs):
+                inputs.append(v)   # e.g. the tensor whose tensor.dim gives a dynamic size
         if p not in free:
             free.append(p)
 

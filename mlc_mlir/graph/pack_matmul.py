@@ -117,6 +117,9 @@ class PackMatmulWeights(Pass):
                 continue  # a transposed operand (dense): its B is read along K already
             if not is_constant_subgraph(op.operands[1]) or _feeds_elementwise(op):
                 continue
+            if not ir.RankedTensorType(op.operands[0].type).has_static_shape:
+                continue  # a dynamic M: the mmt4d rules need static extents
+
             (m, k), n = tensor_shape(op.operands[0]), tensor_shape(op.operands[1])[1]
             dtype = dtypes.from_ir_type(ir.RankedTensorType(op.operands[0].type).element_type)
             nr = self.select(m, n, k, dtype)

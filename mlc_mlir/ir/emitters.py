@@ -17,6 +17,7 @@ from .._mlir import arith_d, ir, linalg_d, tensor_d
 from ..errors import BuildError, format_shape
 from . import dtypes
 from .module import OP_NAME_ATTR
+from .symbolic import SymDim
 
 #: The largest element count (and dimension) of a static shape: MLIR's int64 sizes.
 MAX_ELEMENTS = 2 ** 63 - 1
@@ -29,8 +30,9 @@ def check_shape(op: str, arg: str, shape) -> Tuple[int, ...]:
     ----------
     op, arg : str
         Op and argument named in the error.
-    shape : sequence of int
-        Python or numpy integers (not bools, not floats), each >= 0, whose product fits int64.
+    shape : sequence of int or SymDim
+        Python or numpy integers (not bools, not floats), each >= 0, whose product fits int64;
+        symbolic sizes (:class:`~mlc_mlir.ir.symbolic.SymDim`) pass as they are.
 
     Raises
     ------
@@ -42,15 +44,17 @@ def check_shape(op: str, arg: str, shape) -> Tuple[int, ...]:
         items = list(shape)
     except TypeError:
         raise BuildError(f"{op}: argument '{arg}' is {shape!r}; expected a sequence of ints") from None
-    if not all(isinstance(d, (int, np.integer)) and not isinstance(d, (bool, np.bool_)) for d in items):
+    if not all(isinstance(d, SymDim) or isinstance(d, (int, np.integer)) and not isinstance(d, (bool, np.bool_))
+               for d in items):
         raise BuildError(f"{op}: argument '{arg}' is {tuple(items)!r}; expected a sequence of ints")
-    out = tuple(int(d) for d in items)
-    if any(d < 0 for d in out):
+    out = tuple(d if isinstance(d, SymDim) else int(d) for d in items)
+    static = [d for d in out if not isinstance(d, SymDim)]
+    if any(d < 0 for d in static):
         raise BuildError(f"{op}: argument '{arg}' has negative dimensions: {format_shape(out)}")
     count = 1
-    for d in out:
+    for d in static:
         count *= d
-    if max(out, default=0) > MAX_ELEMENTS or count > MAX_ELEMENTS:
+    if max(static, default=0) > MAX_ELEMENTS or count > MAX_ELEMENTS:
         raise BuildError(f"{op}: argument '{arg}' {format_shape(out)} has {count} elements; expected "
                          f"at most 2**63 - 1 (int64 sizes)")
     return out
@@ -62,15 +66,20 @@ def set_name(operation, name: str) -> None:
     operation.attributes[OP_NAME_ATTR] = ir.StringAttr.get(name)
 
 
+def ir_shape(shape) -> List[int]:
+    """A shape of ints and SymDims as MLIR's list of sizes (a SymDim is the dynamic size ``?``)."""
+    return [ir.ShapedType.get_dynamic_size() if isinstance(d, SymDim) else int(d) for d in shape]
+
+
 def tensor_type(shape: Sequence[int], dtype: str, op: str = "tensor") -> ir.RankedTensorType:
-    """``RankedTensorType`` of a static shape and dtype name.
+    """``RankedTensorType`` of a shape (ints and SymDims, which become ``?``) and dtype name.
 
     Raises
     ------
     BuildError
         If the shape does not fit int64 (see :func:`check_shape`).
     """
-    return ir.RankedTensorType.get(list(check_shape(op, "shape", shape)), dtypes.to_ir_type(dtype))
+    return ir.RankedTensorType.get(ir_shape(check_shape(op, "shape", shape)), dtypes.to_ir_type(dtype))
 
 
 def scalar(value, dtype: str) -> ir.Value:
@@ -82,8 +91,12 @@ def scalar(value, dtype: str) -> ir.Value:
 
 
 def empty(shape: Sequence[int], dtype: str, op: str = "tensor.empty") -> ir.Value:
-    """Emit ``tensor.empty`` of a static shape (checked with :func:`check_shape`)."""
-    return tensor_d.EmptyOp(list(check_shape(op, "shape", shape)), dtypes.to_ir_type(dtype)).result
+    """Emit ``tensor.empty`` of a shape (checked with :func:`check_shape`); each symbolic size
+    is computed first (:meth:`~mlc_mlir.ir.symbolic.SymDim.materialize`: ``tensor.dim`` of the
+    argument that defines it, ``arith`` for derived sizes) and passed as a dynamic size."""
+    shape = check_shape(op, "shape", shape)
+    sizes = [d.materialize() if isinstance(d, SymDim) else d for d in shape]
+    return tensor_d.EmptyOp(sizes, dtypes.to_ir_type(dtype)).result
 
 
 def filled(shape: Sequence[int], dtype: str, value, name: str) -> ir.Value:

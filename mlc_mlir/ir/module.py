@@ -17,6 +17,7 @@ from ..errors import IRError, MlcError, format_shape
 from . import dtypes
 from .constants import Blobs, constant_array, elements_attr
 from .context import new_context
+from .symbolic import Dim, is_static, parse, symbol
 
 #: Function argument attribute that names the argument (``{mlc.arg_name = "x"}``).
 ARG_NAME_ATTR = "mlc.arg_name"
@@ -30,19 +31,25 @@ OP_NAME_ATTR = "mlc.name"
 CHECK_ATTR = "mlc.check"
 #: What a check result holds when its check passed (INT64_MIN).
 CHECK_PASSED = -(1 << 63)
+#: Argument/result attribute: the symbolic shape of a dynamic tensor (``["batch", "seq", "128"]``).
+SHAPE_ATTR = "mlc.shape"
+#: Function attribute: bounds of its symbolic sizes (``{seq = array<i64: 1, 2048>}``, max -1:
+#: unbounded).
+DIMS_ATTR = "mlc.dims"
 
 
 @dataclasses.dataclass(frozen=True)
 class TensorSpec:
     """Name, shape and dtype of one function argument or result.
 
-    ``shape`` is a tuple of ints (static shapes only), ``dtype`` a name from
-    :data:`mlc_mlir.ir.dtypes.ALL_DTYPES`; ``is_param`` marks a weight (see ``Module.params``);
-    ``check`` marks a run-time check result (:data:`CHECK_ATTR`: its failure message).
+    ``shape`` is a tuple of ints and, for dynamic dims, :class:`~mlc_mlir.ir.symbolic.SymDim`
+    (``(batch, seq, 128)``); ``dtype`` a name from :data:`mlc_mlir.ir.dtypes.ALL_DTYPES`;
+    ``is_param`` marks a weight (see ``Module.params``); ``check`` marks a run-time check result
+    (:data:`CHECK_ATTR`: its failure message).
     """
 
     name: str
-    shape: Tuple[int, ...]
+    shape: Tuple[Dim, ...]
     dtype: str
     is_param: bool = False
     check: Optional[str] = None
@@ -58,18 +65,29 @@ class FunctionSignature:
     name: str
     args: Tuple[TensorSpec, ...]
     results: Tuple[TensorSpec, ...]
+    #: bounds ``(min, max)`` of each symbolic size (``max`` None: unbounded)
+    dims: Mapping[str, Tuple[int, Optional[int]]] = dataclasses.field(default_factory=dict)
+
+    @property
+    def is_dynamic(self) -> bool:
+        """True when an argument or result has a symbolic size."""
+        return not all(is_static(s.shape) for s in self.args + self.results)
 
 
-def tensor_spec(t: ir.Type, name: str, is_param: bool = False, where: str = "") -> TensorSpec:
-    """TensorSpec of a ranked, static-shaped tensor or memref type.
+def tensor_spec(t: ir.Type, name: str, is_param: bool = False, where: str = "",
+                symbolic: Optional[Sequence[str]] = None, is_result: bool = False) -> TensorSpec:
+    """TensorSpec of a ranked tensor or memref type.
 
-    ``where`` (e.g. ``"function 'f'"``) prefixes error messages.
+    ``where`` (e.g. ``"function 'f'"``) prefixes error messages. ``symbolic`` is the text of each
+    dim (the ``mlc.shape`` attribute) and names the dynamic dims; without it a dynamic dim of an
+    argument is its own symbol ``<name>.shape[i]``.
 
     Raises
     ------
     IRError
         For non-shaped types (``function 'f': argument 'arg0' has type i32; expected a ranked
-        tensor or memref``), dynamic or unranked shapes, and element types with no dtype.
+        tensor or memref``), unranked shapes, a dynamic result dim with no ``mlc.shape`` (its
+        size could not be computed before the call), and element types with no dtype.
     """
     prefix = f"{where}: " if where else ""
     if not isinstance(t, (ir.RankedTensorType, ir.MemRefType)):
@@ -81,13 +99,26 @@ def tensor_spec(t: ir.Type, name: str, is_param: bool = False, where: str = "") 
                 continue
         else:
             raise IRError(f"{prefix}'{name}' has type {t}; expected a ranked tensor or memref")
+    shape: List[Dim] = list(t.shape)
     if not t.has_static_shape:
-        raise IRError(f"{prefix}'{name}' has type {t} with a dynamic shape; only static shapes are supported")
+        if symbolic is None and is_result:
+            raise IRError(f"{prefix}'{name}' has type {t} with a dynamic shape and no '{SHAPE_ATTR}' "
+                          "attribute giving its sizes in terms of the arguments'")
+        for i in range(t.rank):
+            if t.is_dynamic_dim(i):
+                shape[i] = parse(symbolic[i]) if symbolic is not None else symbol(f"{name}.shape[{i}]")
     try:
         dtype = dtypes.from_ir_type(t.element_type)
     except MlcError as e:
         raise IRError(f"{prefix}'{name}' has type {t}: {e}") from None
-    return TensorSpec(name, tuple(t.shape), dtype, is_param)
+    return TensorSpec(name, tuple(shape), dtype, is_param)
+
+
+def _symbolic_shape(attrs: ir.DictAttr) -> Optional[List[str]]:
+    """The dims' text of an ``mlc.shape`` argument/result attribute, or None."""
+    if SHAPE_ATTR not in attrs:
+        return None
+    return [ir.StringAttr(a).value for a in ir.ArrayAttr(attrs[SHAPE_ATTR])]
 
 
 class Module:
@@ -204,19 +235,21 @@ class Module:
         args = []
         arg_attrs = f.arg_attrs if "arg_attrs" in f.attributes else None
         for i, t in enumerate(ftype.inputs):
-            arg_name, is_param = f"arg{i}", False
+            arg_name, is_param, sym = f"arg{i}", False, None
             if arg_attrs is not None:
                 d = ir.DictAttr(arg_attrs[i])
                 if ARG_NAME_ATTR in d:
                     arg_name = ir.StringAttr(d[ARG_NAME_ATTR]).value
                 if PARAM_ATTR in d:
                     is_param = True
-            args.append(tensor_spec(t, arg_name, is_param, f"function '{name}'"))
-        results = [tensor_spec(t, f"result{i}", where=f"function '{name}'")
+                sym = _symbolic_shape(d)
+            args.append(tensor_spec(t, arg_name, is_param, f"function '{name}'", sym))
+        res_attrs = list(ir.ArrayAttr(f.attributes["res_attrs"])) if "res_attrs" in f.attributes else None
+        results = [tensor_spec(t, f"result{i}", where=f"function '{name}'", is_result=True,
+                               symbolic=_symbolic_shape(ir.DictAttr(res_attrs[i])) if res_attrs else None)
                    for i, t in enumerate(ftype.results)]
-        res_attrs = f.attributes["res_attrs"] if "res_attrs" in f.attributes else None
         for i, r in enumerate(results):
-            d = ir.DictAttr(ir.ArrayAttr(res_attrs)[i]) if res_attrs is not None else None
+            d = ir.DictAttr(res_attrs[i]) if res_attrs is not None else None
             if d is not None and CHECK_ATTR in d:
                 if r.dtype != "int64":
                     raise IRError(f"function '{name}': check result {i} has dtype {r.dtype}; "
@@ -226,7 +259,12 @@ class Module:
         checks = [r.check is not None for r in results]
         if checks != sorted(checks):
             raise IRError(f"function '{name}': check results must follow the other results")
-        return FunctionSignature(name, tuple(args), tuple(results))
+        dims = {}
+        if DIMS_ATTR in f.attributes:
+            for a in ir.DictAttr(f.attributes[DIMS_ATTR]):
+                lo, hi = list(ir.DenseI64ArrayAttr(a.attr))
+                dims[a.name] = (lo, None if hi < 0 else hi)
+        return FunctionSignature(name, tuple(args), tuple(results), dims)
 
     # ----------------------------------------------------------------- checks and printing
     def verify(self) -> "Module":

@@ -4,7 +4,8 @@ Stages run in the order of :data:`CPU_STAGES`, each a function ``(Module, Compil
 Module`` (tinygrad's flat rewrite list, Triton's named stages); with ``dump_ir=DIR`` stage ``n``
 writes ``DIR/<nn>-<name>.mlir``:
 
-0. ``graph``     -- the verified input: static shapes, element types the lowering supports;
+0. ``graph``     -- the verified input: ranked shapes (static or symbolic sizes), element types
+   the lowering supports;
 1. ``schedule``  -- functions nobody scheduled get the default schedule of the target (or the
    tuning database's best): :mod:`mlc_mlir.pipeline.scheduling`;
 2. ``math``      -- with ``approximate_math``, f32 ``math.exp``/``math.erf`` become polynomials
@@ -16,7 +17,9 @@ writes ``DIR/<nn>-<name>.mlir``:
    an argument inserted into a slice is copied by a ``linalg.generic`` (:class:`CopyIntoSlices`,
    not ``memrefCopy``) and readers of an inserted value after the insert read its slice
    (:class:`ReadInsertedSlices`); public functions get ``llvm.emit_c_interface`` and read-only
-   tensor arguments;
+   tensor arguments; with calls that return dynamically shaped tensors (``FuseOps``
+   primitives of symbolic shapes), the callees are inlined (``lower-affine``, ``inline``: an
+   out-param needs its size before the call);
 5. ``lower``     -- the target's pipeline file, e.g. ``pipelines/cpu.pipeline`` (threads applied),
    then the buffer cache linked in (:func:`~.buffer_cache.link_buffer_cache`);
 6. ``denormals`` -- with ``flush_denormals``, MXCSR FTZ|DAZ around each call and OpenMP region;
@@ -32,7 +35,7 @@ import dataclasses
 import os
 from typing import Callable, Optional, Tuple
 
-from .._mlir import ir, tensor_d
+from .._mlir import arith_d, ir, tensor_d
 from ..errors import IRError, PipelineError
 from ..graph.dispatch_library import LowerCallLibrary, runtime_bindings
 from ..graph.math_approximation import APPROXIMATED_OPS, ApproximateMath
@@ -42,7 +45,7 @@ from ..graph.destination_style import (CopyIntoSlices, FillPadBorder, PadToInser
 from ..ir import emitters
 from ..ir.module import Module
 from ..ir.pass_pipeline import run_pass_pipeline
-from ..ir.walk import has_op
+from ..ir.walk import find_ops, has_op
 from ..runtime.executable import Executable, Function, engine_invoker, load_engine, refusing_invoker
 from ..runtime.registry import make_callback
 from ..target import Target, host_mismatch
@@ -100,10 +103,10 @@ _SCHEDULED_LOOPS = ("scf.for", "scf.forall", "scf.parallel")
 
 def _graph(module: Module, options: CompileOptions) -> Module:
     """Verify, and refuse what the lowering would crash on: i1 tensors/memrefs (MLIR 22's
-    memref-to-llvm asserts on sub-byte stores) and dynamic shapes of the graph (function
-    signatures and the ops outside loops; inside the ``scf`` loops of a scheduled function a
-    partial tile, e.g. the last thread's rows of a padded matmul, is dynamic and lowers fine).
-    Ops on zero-size tensors are folded away (:func:`~mlc_mlir.graph.zero_size.fold_zero_size`): no later stage sees an
+    memref-to-llvm asserts on sub-byte stores) and unranked tensors/memrefs. Dynamic sizes
+    (``tensor<?x128xf32>``) are compiled; the runtime computes them from the arguments'
+    (the signature's symbolic shapes, :meth:`Module.signature`). Ops on zero-size tensors are
+    folded away (:func:`~mlc_mlir.graph.zero_size.fold_zero_size`): no later stage sees an
     extent of 0."""
     module.verify()
     found = []
@@ -116,9 +119,9 @@ def _graph(module: Module, options: CompileOptions) -> Module:
             if isinstance(et, ir.IntegerType) and et.width == 1:
                 found.append(f"'{op.name}' has {t}: a {kind} of i1 cannot be lowered (MLIR 22's "
                              "memref-to-llvm aborts on sub-byte stores); use int8 for boolean data")
-            elif not t.has_rank or not t.has_static_shape:
-                found.append(f"'{op.name}' has {t}: dynamic shapes are not supported; specialize "
-                             "them to static shapes")
+            elif not t.has_rank:
+                found.append(f"'{op.name}' has {t}: unranked shapes are not supported; give the "
+                             "rank")
         return ir.WalkResult.SKIP if op.name in _SCHEDULED_LOOPS else ir.WalkResult.ADVANCE
 
     with module.context:
@@ -159,7 +162,9 @@ def _distinct_results(ret: ir.Operation) -> None:
             t = v.type
             if isinstance(t, ir.RankedTensorType):
                 with ir.InsertionPoint(ret), ir.Location.unknown():
-                    init = tensor_d.empty(list(t.shape), t.element_type)
+                    sizes = [tensor_d.dim(v, arith_d.ConstantOp(ir.IndexType.get(), d).result)
+                             if t.is_dynamic_dim(d) else t.shape[d] for d in range(t.rank)]
+                    init = tensor_d.empty(sizes, t.element_type)
                     ident = ir.AffineMap.get_identity(t.rank)
                     # an identity linalg.generic: unlike linalg.copy, bufferization keeps it
                     (copy,) = emitters.generic(f"result{i}.copy", [v], [ident], [init], [ident],
@@ -185,10 +190,22 @@ def _read_only_arguments(f) -> None:
     f.attributes["arg_attrs"] = ir.ArrayAttr.get(new)
 
 
+def _dynamic_call_results(module: Module) -> bool:
+    """Whether a ``func.call`` returns a dynamically shaped tensor (buffer-results-to-out-params
+    cannot give it an out-param: its size is known only inside the callee)."""
+    with module.context:
+        return any(isinstance(r.type, ir.RankedTensorType) and not ir.RankedTensorType(r.type).has_static_shape
+                   for op in find_ops(module, "func.call") for r in op.results)
+
+
 def _prepare(module: Module, options: CompileOptions) -> Module:
     # CUDA: the pads left outside the kernels become pad kernels (pipeline.cuda_pads); the
     # CPU's in-place border fills and slice copies would stay on the host
     cpu = options.target.kind == "cpu"
+    if _dynamic_call_results(module):   # primitives with dynamic results are inlined (scheduled)
+        # affine ops first become arith: the inliner keeps affine.min/apply out of non-affine
+        # regions (a call inside an scf.if, SpecializeUnitRows), where their symbols are invalid
+        module = run_pass_pipeline(module, "builtin.module(lower-affine, inline, symbol-dce)", "prepare")
     out = PadToInsertSlice()(module) if cpu and has_op(module, "tensor.pad") else module.clone()
     if cpu and has_op(out, "tensor.insert_slice"):
         out = WriteReshapedIntoSlices()(ReadInsertedSlices()(CopyIntoSlices()(FillPadBorder()(out))))
@@ -276,7 +293,9 @@ def compile(module: Module, target="cpu", *, threads: Optional[int] = None, opt_
     Parameters
     ----------
     module : Module
-        Graph functions on static-shaped tensors (from :class:`GraphBuilder`, ``Module.parse`` or
+        Graph functions on ranked tensors, static or with symbolic sizes (``tensor<?x128xf32>``:
+        one compile serves every size; the Executable checks sizes and bounds at each call)
+        (from :class:`GraphBuilder`, ``Module.parse`` or
         a schedule's ``sch.mod``).
     target : str or Target
         ``"cpu"`` (the host, :meth:`Target.host`) or a :class:`Target`.

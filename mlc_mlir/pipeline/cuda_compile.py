@@ -35,12 +35,18 @@ def lower_cuda(module: Module, options: CompileOptions, stages):
     Raises
     ------
     PipelineError
-        If ``options.target`` is not a cuda target, or a stage fails.
+        If ``options.target`` is not a cuda target, a function has symbolic sizes, or a stage
+        fails.
     """
     tgt = options.target
     if tgt.kind != "cuda":
         raise PipelineError(f"compile_cuda: target kind {tgt.kind!r}; expected 'cuda'")
     signatures = {n: module.signature(n) for n in module.function_names(public_only=True)}
+    dynamic = sorted(n for n, s in signatures.items() if s.is_dynamic)
+    if dynamic:
+        raise PipelineError(f"compile(target='cuda'): function(s) {dynamic} have symbolic sizes; "
+                            "the CUDA target compiles static shapes (fix the sizes, e.g. "
+                            "f.arg(shape=(1, 128)), or compile for the CPU)")
     for stage in stages:
         if stage.name in SHARED_STAGES:
             module = stage.run(module, options)

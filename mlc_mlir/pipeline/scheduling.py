@@ -7,7 +7,8 @@ it is compiled as given. The others are scheduled function by function:
 * ``schedule="none"``: left as plain linalg (lowered to naive loops);
 * ``schedule="default"``: :func:`mlc_mlir.schedule.default_rules.default_schedule` with the
   options' target and threads (TVM dlight's default rules), after the per-op layout rewrites the
-  default rules ask for: NCHW convolutions that
+  default rules ask for (and ``graph.SpecializeUnitRows``: a matmul of dynamic M gets an
+  ``M == 1`` version chosen at run time): NCHW convolutions that
   :func:`~mlc_mlir.schedule.rules.conv.prefers_nhwc` picks become NHWC ones between transposes
   (``graph.ConvToNHWC``), and a constant filter's transpose is folded (``graph.FoldConstant``
   with the ``evaluate`` callable ``mlc.compile`` passes);
@@ -30,6 +31,7 @@ from ..graph.conv_winograd import ConvToWinograd
 from ..graph.fold_constant import FoldConstant
 from ..graph.fuse_ops import FuseOps
 from ..graph.pack_matmul import PackMatmulWeights
+from ..graph.specialize_rows import SpecializeUnitRows
 from ..graph.transpose_propagation import PropagateTransposes
 from ..ir.module import OP_NAME_ATTR, Module
 from ..ir.walk import has_op
@@ -184,6 +186,11 @@ def schedule_module(module: Module, target: Target, mode: str, threads: Optional
         if mode == "none" or not todo:
             return module
     module = layout_rewrites(module, target, todo, evaluate, winograd)
+    if has_op(module, "linalg.matmul"):
+        # matmuls of dynamic M get an M == 1 version (a GEMV) chosen at run time
+        before = set(module.function_names())
+        module = SpecializeUnitRows(todo)(module)
+        todo = [n for n in unscheduled_functions(module) if n in todo or n not in before]
     try:
         return default_schedule(module, target, threads, functions=todo)
     except ScheduleError as e:  # a rule could not schedule this op

@@ -23,6 +23,7 @@ from .._mlir import ExecutionEngine
 from ..errors import ExecutionError, PipelineError, format_shape
 from ..ir import dtypes
 from ..ir.module import CHECK_PASSED, FunctionSignature
+from ..ir.symbolic import SymDim
 from .device_array import DeviceArray, as_device_array, synchronize
 from .memref import PackedArgs, out_array_problem
 
@@ -72,11 +73,13 @@ class Function:
         self._params = dict(params or {})
         self._np_dtypes = [dtypes.to_numpy_dtype(a.dtype) for a in signature.args]
         self._out_dtypes = [dtypes.to_numpy_dtype(r.dtype) for r in signature.results]
-        self._results = tuple(r for r in signature.results if r.check is None)
-        self._checks = tuple(r.check for r in signature.results if r.check is not None)
         shapes = [a.shape for a in signature.args] + [r.shape for r in signature.results]
         self._local = threading.local()
         self._shapes = shapes
+        self._results = tuple(r for r in signature.results if r.check is None)
+        self._checks = tuple(r.check for r in signature.results if r.check is not None)
+        self._dynamic = signature.is_dynamic
+        self._binder = SizeBinder(signature) if self._dynamic else None
 
     @property
     def name(self) -> str:
@@ -86,7 +89,7 @@ class Function:
     def _packed(self) -> PackedArgs:
         p = getattr(self._local, "packed", None)
         if p is None:
-            p = self._local.packed = PackedArgs(self._shapes)
+            p = self._local.packed = PackedArgs(self._shapes, self._dynamic)
         return p
 
     def _complete(self, args: Sequence, kwargs: Optional[Mapping[str, np.ndarray]] = None) -> List:
@@ -166,13 +169,21 @@ class Function:
                                      f"{spec.dtype}{format_shape(spec.shape)}")
             if a.dtype != npd:
                 raise ExecutionError(f"{where} has dtype {a.dtype}; expected {spec.dtype}")
-            if a.shape != spec.shape:
+            if a.shape != spec.shape and not (self._dynamic and a.ndim == len(spec.shape)):
                 raise ExecutionError(f"{where} has shape {format_shape(a.shape)}; expected "
                                      f"{format_shape(spec.shape)}")
             if not a.flags.c_contiguous:
                 raise ExecutionError(f"{where} is not C-contiguous; pass numpy.ascontiguousarray(...)"
                                      " (inputs are never copied)")
+        if self._dynamic:
+            self._local.sizes = self._binder(full)
         return full
+
+    def _result_shapes(self) -> List[tuple]:
+        """The results' shapes for the sizes bound by the last :meth:`validate` on this thread."""
+        if not self._dynamic:
+            return [r.shape for r in self.signature.results]
+        return self._binder.result_shapes(self._local.sizes)
 
     def _raise_failed_checks(self, statuses) -> None:
         """``ExecutionError`` for the first run-time check with an element not CHECK_PASSED."""
@@ -183,13 +194,14 @@ class Function:
 
     def _outputs(self, out) -> List[np.ndarray]:
         results = self._results
+        shapes = self._result_shapes()[:len(results)]
         if out is None:
-            return [np.empty(r.shape, d) for r, d in zip(results, self._out_dtypes)]
+            return [np.empty(s, d) for s, d in zip(shapes, self._out_dtypes)]
         outs = [out] if isinstance(out, np.ndarray) else list(out)
         if len(outs) != len(results):
             raise ExecutionError(f"{self.name}: out has {len(outs)} arrays; expected {len(results)}")
-        for r, d, o in zip(results, self._out_dtypes, outs):
-            problem = out_array_problem(o, d, r.shape)
+        for r, s, d, o in zip(results, shapes, self._out_dtypes, outs):
+            problem = out_array_problem(o, d, s)
             if problem:
                 raise ExecutionError(f"{self.name}: out array for {r.name} {problem}")
         for i, a in enumerate(outs):
@@ -229,7 +241,7 @@ class Function:
         # an out array aliasing an input would be overwritten while the input is still read
         run = [np.empty_like(o) if any(np.may_share_memory(o, a) and np.shares_memory(o, a) for a in full)
                else o for o in outs]
-        statuses = [np.empty(r.shape, np.int64) for r in self.signature.results[len(self._results):]]
+        statuses = [np.empty(s, np.int64) for s in self._result_shapes()[len(self._results):]]
         packed = self._packed()
         packed.bind(full + run + statuses)
         self._invoke(packed)
@@ -324,7 +336,7 @@ class Function:
         if number < 1 or repeat < 1:
             raise ExecutionError(f"benchmark: number={number} and repeat={repeat} must be >= 1")
         full = self.validate(args, kwargs)
-        packed = PackedArgs(self._shapes)
+        packed = PackedArgs(self._shapes, self._dynamic)
         if device:
             if self._device_invoke is None:
                 raise ExecutionError(f"{self.name}: benchmark(device=True) needs a function "
@@ -333,7 +345,7 @@ class Function:
             packed.bind_pointers([d.ptr for d in keep])
             invoke = self._device_invoke
         else:
-            outs = [np.empty(r.shape, d) for r, d in zip(self.signature.results, self._out_dtypes)]
+            outs = [np.empty(s, d) for s, d in zip(self._result_shapes(), self._out_dtypes)]
             packed.bind(full + outs)
             invoke = self._invoke
         for _ in range(warmup):
@@ -346,6 +358,74 @@ class Function:
             times.append((time.perf_counter() - t0) * 1e3 / number)
         return BenchmarkResult(min(times), statistics.median(times), statistics.fmean(times),
                                tuple(times), number)
+
+
+class SizeBinder:
+    """The symbolic sizes of a signature, bound from a call's arrays (a shape function, as
+    Relax's ``match_cast`` at a function boundary). Built once per function; a call costs one
+    pass over the plain-symbol dims plus the derived and static checks.
+
+    ``binder(arrays)`` returns ``{name: size}``, checked: every use of a name has one value,
+    derived sizes (``2*seq``) and static dims agree, each size lies within its bounds
+    (``sig.dims``); ``binder.result_shapes(sizes)`` gives the results' shapes.
+
+    Raises
+    ------
+    ExecutionError
+        ``main: size 'seq' is 7 in x.shape[1] but 9 in y.shape[0]``, ``main: size 'seq' is 3000
+        (x.shape[1]); expected at most 2048``, or a static dim that differs.
+    """
+
+    def __init__(self, sig: FunctionSignature):
+        self.sig = sig
+        self._defs, self._derived, self._static = [], [], []
+        for k, spec in enumerate(sig.args):
+            for i, d in enumerate(spec.shape):
+                if not isinstance(d, SymDim):
+                    self._static.append((k, i, d))
+                elif d.symbol is not None:
+                    self._defs.append((k, i, d.symbol))
+                else:
+                    self._derived.append((k, i, d))
+        self._bounds = [(n, lo, hi) for n, (lo, hi) in sig.dims.items()]
+        self._results = [tuple(d.symbol or d if isinstance(d, SymDim) else d for d in r.shape)
+                         for r in sig.results]
+
+    def __call__(self, arrays: Sequence[np.ndarray]) -> Dict[str, int]:
+        sig = self.sig
+        sizes: Dict[str, int] = {}
+        for k, i, name in self._defs:
+            v = arrays[k].shape[i]
+            old = sizes.setdefault(name, v)
+            if old != v:
+                raise ExecutionError(f"{sig.name}: size '{name}' is {old} in {self._where(name)} but "
+                                     f"{v} in {sig.args[k].name}.shape[{i}]")
+        for k, i, d in self._static:
+            if arrays[k].shape[i] != d:
+                raise ExecutionError(f"{sig.name}: argument '{sig.args[k].name}' has shape "
+                                     f"{format_shape(arrays[k].shape)}; expected "
+                                     f"{format_shape(sig.args[k].shape)}")
+        for k, i, d in self._derived:
+            want = d.evaluate(sizes)
+            if want != arrays[k].shape[i]:
+                raise ExecutionError(f"{sig.name}: argument '{sig.args[k].name}' has shape[{i}] = "
+                                     f"{arrays[k].shape[i]}; expected {d} = {want}")
+        for name, lo, hi in self._bounds:
+            v = sizes.get(name)
+            if v is not None and (v < lo or (hi is not None and v > hi)):
+                bound = f"at least {lo}" if v < lo else f"at most {hi}"
+                raise ExecutionError(f"{sig.name}: size '{name}' is {v} ({self._where(name)}); "
+                                     f"expected {bound}")
+        return sizes
+
+    def _where(self, name: str) -> str:
+        k, i = next((k, i) for k, i, n in self._defs if n == name)
+        return f"{self.sig.args[k].name}.shape[{i}]"
+
+    def result_shapes(self, sizes: Mapping[str, int]) -> List[tuple]:
+        """The results' shapes for bound ``sizes``."""
+        return [tuple(sizes[d] if isinstance(d, str) else d.evaluate(sizes) if isinstance(d, SymDim) else d
+                      for d in shape) for shape in self._results]
 
 
 class Executable:
@@ -439,6 +519,30 @@ def load_engine(lowered, opt_level: int, shared_libs: Sequence[str],
             engine.raw_register_runtime(sym, ctypes.cast(fn, ctypes.c_void_p))
         engine.initialize()
     return engine
+
+
+def engine_invoker(engine, name: str, errors: Optional[list] = None) -> Callable[[PackedArgs], None]:
+    """Invoker for function ``name`` of an ``ExecutionEngine`` (its packed C-interface wrapper).
+
+    ``errors`` collects exceptions raised by Python kernels called back from the native code;
+    they are raised here as ``ExecutionError`` once the call returns."""
+    addr = engine.raw_lookup("_mlir_ciface_" + name)
+    if not addr:
+        raise ExecutionError(f"executable: symbol _mlir_ciface_{name} not found in the JIT")
+    cfunc = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(addr)
+
+    def invoke(packed: PackedArgs) -> None:
+        cfunc(packed.packed)
+        if errors:
+            kernel, exc = errors.pop(0)
+            errors.clear()
+            raise ExecutionError(f"{name}: kernel '{kernel}' raised {type(exc).__name__}: {exc}") from exc
+
+    # the native code lives as long as the engine: a Function taken from a temporary
+    # Executable (compile(mod)["f"]) must keep it alive
+    invoke._cfunc = cfunc
+    invoke._engine = engine
+    return invoke
 
 
 def refusing_invoker(name: str, reason: str) -> Callable[[PackedArgs], None]:

@@ -21,9 +21,10 @@ from typing import Dict, Mapping, NamedTuple, Optional, Tuple
 
 import numpy as np
 
-from ..errors import ExecutionError
+from ..errors import ExecutionError, MlcError
 from ..ir import dtypes
 from ..ir.module import FunctionSignature, TensorSpec
+from ..ir.symbolic import parse
 from ..target import Target, host_mismatch
 from .cuda import DEVICE_SUFFIX, require_cuda
 from .executable import Executable, Function
@@ -43,13 +44,19 @@ METADATA_SYMBOL = "mlc_library_metadata"
 DEVICE_RUNTIMES = {"cuda": ("libmlir_cuda_runtime.so",)}
 
 
+def _shape(spec) -> list:
+    """A spec's shape for the metadata: a symbolic size as its text ("seq", "2*seq")."""
+    return [d if isinstance(d, int) else str(d) for d in spec.shape]
+
+
 def _metadata(signatures: Mapping[str, FunctionSignature], target: Target,
               device: Optional[str]) -> dict:
     meta = {"format": LIBRARY_FORMAT,
             "target": {"cpu": target.cpu, "features": list(target.features)},
             "functions": {
-                name: {"args": [vars(a) | {"shape": list(a.shape)} for a in sig.args],
-                       "results": [vars(r) | {"shape": list(r.shape)} for r in sig.results]}
+                name: {"args": [vars(a) | {"shape": _shape(a)} for a in sig.args],
+                       "results": [vars(r) | {"shape": _shape(r)} for r in sig.results]}
+                | ({"dims": {k: list(v) for k, v in sig.dims.items()}} if sig.dims else {})
                 for name, sig in signatures.items()}}
     if device is not None:
         meta["device"] = device
@@ -103,9 +110,14 @@ def _spec(path: str, fname: str, d, kind: str) -> TensorSpec:
     if missing:
         raise ExecutionError(f"{where} lacks {missing}")
     shape = d["shape"]
-    if not isinstance(shape, list) or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0
-                                              for s in shape):
-        raise ExecutionError(f"{where} '{d['name']}' has shape {shape!r}; expected a list of ints >= 0")
+    if not isinstance(shape, list) or not all(isinstance(s, str) or isinstance(s, int) and not isinstance(s, bool)
+                                              and s >= 0 for s in shape):
+        raise ExecutionError(f"{where} '{d['name']}' has shape {shape!r}; expected a list of ints >= 0 "
+                             "and symbolic sizes (str)")
+    try:
+        shape = [parse(s) if isinstance(s, str) else s for s in shape]
+    except MlcError as e:
+        raise ExecutionError(f"{where} '{d['name']}': {e}") from None
     if d["dtype"] not in dtypes.ALL_DTYPES:
         raise ExecutionError(f"{where} '{d['name']}' has dtype {d['dtype']!r}; expected one of "
                              f"{sorted(dtypes.ALL_DTYPES)}")
@@ -165,9 +177,14 @@ def _parse_metadata(path: str, text: str) -> LibraryMetadata:
                 or not isinstance(d.get("results"), list):
             raise ExecutionError(f"load_library: {path}.json: function '{name}' needs 'args' and "
                                  "'results' lists")
+        dims = d.get("dims", {})
+        if not isinstance(dims, dict) or not all(isinstance(v, list) and len(v) == 2 for v in dims.values()):
+            raise ExecutionError(f"load_library: {path}.json: function '{name}' has dims {dims!r}; "
+                                 "expected {name: [min, max or null]}")
         sigs[name] = FunctionSignature(
             name, tuple(_spec(path, name, a, "argument") for a in d["args"]),
-            tuple(_spec(path, name, r, "result") for r in d["results"]))
+            tuple(_spec(path, name, r, "result") for r in d["results"]),
+            {k: (v[0], v[1]) for k, v in dims.items()})
     return LibraryMetadata(sigs, device, (target["cpu"], tuple(target["features"])), file)
 
 

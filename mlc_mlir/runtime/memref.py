@@ -45,11 +45,12 @@ def descriptor_type(rank: int) -> type:
 
 
 def make_descriptor(shape) -> ctypes.Structure:
-    """A descriptor for a C-contiguous array of ``shape`` (data pointers left null)."""
+    """A descriptor for a C-contiguous array of ``shape`` (data pointers left null; a
+    non-int dim, a symbolic size, leaves sizes and strides for :meth:`PackedArgs.bind`)."""
     rank = len(shape)
     desc = descriptor_type(rank)()
     desc.offset = 0
-    if rank:
+    if rank and all(isinstance(d, (int, np.integer)) for d in shape):
         strides = np.ones(rank, dtype=np.int64)
         for i in range(rank - 2, -1, -1):
             strides[i] = strides[i + 1] * shape[i + 1]
@@ -67,18 +68,25 @@ class PackedArgs:
     of the plain C interface (``_mlir_ciface_<name>``) used by AOT libraries.
     """
 
-    def __init__(self, shapes):
+    def __init__(self, shapes, dynamic: bool = False):
+        self.dynamic = dynamic
         self.descriptors = [make_descriptor(s) for s in shapes]
         self.pointers = [ctypes.c_void_p(ctypes.addressof(d)) for d in self.descriptors]
         self.packed = (ctypes.c_void_p * len(shapes))(
             *[ctypes.addressof(p) for p in self.pointers])
 
     def bind(self, arrays) -> None:
-        """Point the descriptors at ``arrays`` (C-contiguous, shapes as declared)."""
+        """Point the descriptors at ``arrays`` (C-contiguous, shapes as declared); for a
+        function with symbolic sizes (``dynamic``) also write each array's sizes and strides."""
         for d, a in zip(self.descriptors, arrays):
             ptr = a.ctypes.data
             d.allocated = ptr
             d.aligned = ptr
+            if self.dynamic and a.ndim:
+                step = a.itemsize
+                for i, (n, st) in enumerate(zip(a.shape, a.strides)):
+                    d.sizes[i] = n
+                    d.strides[i] = st // step
 
     def bind_pointers(self, pointers) -> None:
         """Point the descriptors at raw addresses (device memory: ``DeviceArray.ptr``)."""

@@ -24,6 +24,7 @@ from ..target import Target
 from .loop_nest import OpInfo
 from .rules.common import RuleContext
 from .rules.conv import schedule_conv2d, schedule_conv2d_nhwc, schedule_grouped_conv2d
+from .rules.dynamic_matmul import schedule_dynamic_matmul
 from .rules.elementwise import schedule_elementwise
 from .rules.gpu_rules import apply_gpu_default_schedule
 from .rules.matmul import schedule_batch_matmul, schedule_matmul, schedule_mmt4d
@@ -38,6 +39,7 @@ Rule = Callable[[Schedule, BlockRV, RuleContext], None]
 #: Op kind -> default rule, in the order kinds are scheduled (anchors before the blocks they
 #: could take as epilogues).
 RULES: Dict[str, Rule] = {
+    "dynamic_matmul": schedule_dynamic_matmul,
     "matmul": schedule_matmul,
     "mmt4d": schedule_mmt4d,
     "batch_matmul": schedule_batch_matmul,
@@ -57,6 +59,7 @@ SKIPPED: Dict[str, str] = {
     "other": "no rule for this linalg op",
     "untileable": "an indexing map linalg tiling cannot slice (OpInfo.tiling_blocker: a negative "
                   "coefficient, floordiv or mod); the op runs as plain loops",
+    "dynamic": "a convolution or pooling with a dynamic extent (symbolic size): plain loops",
 }
 
 
@@ -73,13 +76,21 @@ def classify(info: OpInfo) -> str:
       ``pooling``; ``linalg.pooling_nhwc_{max,sum}`` -> ``pooling_nhwc``;
     * any other op whose iterators are all parallel (``linalg.generic`` elementwise/broadcast,
       ``linalg.transpose``, ``linalg.broadcast``, ``linalg.copy``) -> ``elementwise``; with a
-      reduction iterator -> ``reduction``.
+      reduction iterator -> ``reduction``;
+    * ``linalg.matmul``/``batch_matmul`` with a dynamic extent -> ``dynamic_matmul``; a
+      convolution or pooling with one -> ``dynamic`` (elementwise ops and reductions of
+      dynamic extents take their kinds' rules).
     """
     op = info.op_name
     if info.tiling_blocker is not None:
         return "untileable"
     if op == "linalg.fill":
         return "fill"
+    if any(d.extent is None for d in info.dims):
+        if (op, len(info.dims)) in (("linalg.matmul", 3), ("linalg.batch_matmul", 4)):
+            return "dynamic_matmul"
+        if op.startswith(("linalg.conv", "linalg.pooling", "linalg.depthwise", "linalg.mmt4d")):
+            return "dynamic"
     if op == "linalg.matmul" and len(info.dims) == 3:
         return "matmul"
     if op == "linalg.batch_matmul" and len(info.dims) == 4:

@@ -43,14 +43,14 @@ class Dim:
     ----------
     index : int
         Position in the op's iteration space.
-    extent : int
-        Static trip count.
+    extent : int or None
+        Static trip count; None for a dynamic one (a symbolic size, ``tensor<?x...>``).
     kind : str
         ``"parallel"`` or ``"reduction"`` (the op's iterator type).
     """
 
     index: int
-    extent: int
+    extent: Optional[int]
     kind: str
 
     @property
@@ -113,8 +113,10 @@ class Loop:
         Stable id within its schedule.
     dim : int
         Index of the iteration dim it belongs to.
-    extent : int
-        Trip count.
+    extent : int or None
+        Trip count; None when dynamic (the outer loop of a dynamic dim). A loop of a split
+        whose factors do not divide the extent has ``ceil(extent / step)`` iterations, the
+        last one a partial tile.
     kind : str
         One of :data:`LOOP_KINDS`.
     thread : str or None
@@ -132,7 +134,7 @@ class Loop:
 
     id: int
     dim: int
-    extent: int
+    extent: Optional[int]
     kind: str = "serial"
     thread: Optional[str] = None
     unroll: Optional[int] = None
@@ -144,6 +146,11 @@ class Loop:
     def sampled(self) -> bool:
         """Whether the extent comes from a sampled factor."""
         return self.options is not None
+
+
+def materializes(lp: Loop) -> bool:
+    """Whether a loop becomes a loop op: extent > 1 or dynamic (a one-trip tile is folded)."""
+    return lp.extent is None or lp.extent > 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -247,6 +254,40 @@ class Block:
         """Tile size of ``loops[pos]``'s dim at that loop: product of inner same-dim extents."""
         d = self.loops[pos].dim
         return math.prod(lp.extent for lp in self.loops[pos + 1:] if lp.dim == d)
+
+    def partial_dims(self) -> List[int]:
+        """Dims whose tiles are not all full: a dynamic extent, or loops whose extents'
+        product exceeds the dim's extent (an imperfect ``split``); tiled ops there have
+        dynamic shapes (``affine.min`` sizes)."""
+        out = []
+        for d in self.dims:
+            extents = [lp.extent for lp in self.loops if lp.dim == d.index]
+            static = [e for e in extents if e is not None]
+            if d.extent is None:
+                if math.prod(static) != 1:   # tiles of 1 along a dynamic dim are full
+                    out.append(d.index)
+            elif None in extents or math.prod(extents) != d.extent:
+                out.append(d.index)
+        return out
+
+    def vector_sizes(self, pos: int) -> List[int]:
+        """Static size of each dim of the tile inside ``loops[pos:]`` (the product of their
+        extents over that dim; 1 for a dim with no loop there): the vector sizes of a masked
+        vectorization.
+
+        Raises
+        ------
+        ScheduleError
+            If a loop inside is dynamic.
+        """
+        sizes = []
+        for d in self.dims:
+            inner = [lp.extent for lp in self.loops[pos:] if lp.dim == d.index]
+            if None in inner:
+                raise ScheduleError(f"vectorize: loop {d.name} of '{self.name}' has a dynamic extent "
+                                    "inside the vectorized tile; split it first")
+            sizes.append(math.prod(inner))
+        return sizes
 
     def label(self, pos: int) -> str:
         """Printable loop name: the dim name, numbered when the dim was split (``j0``, ``j1``)."""
@@ -364,12 +405,17 @@ def analyze_module(module: Module) -> Dict[Tuple[str, str], OpInfo]:
             shapes = tuple(tuple(v.type.shape) if isinstance(v.type, ir.ShapedType) else ()
                            for v in g.operands)
             extents: List[Optional[int]] = [None] * len(its)
+            found = [False] * len(its)
             for m, shp in zip(maps, shapes):
                 for r, e in enumerate(m.results):
                     d = _affine_dim(e)
-                    if d is not None and extents[d] is None:
+                    if d is None:
+                        continue
+                    if shp[r] >= 0 and extents[d] is None:
                         extents[d] = shp[r]
-            if any(e is None or e < 0 for e in extents):
+                    # a dynamic size leaves the extent None (unless a static operand gives it)
+                    found[d] = found[d] or shp[r] >= 0 or shp[r] == ir.ShapedType.get_dynamic_size()
+            if not all(found):
                 raise ScheduleError(f"get_block: cannot determine the loop extents of '{name}' "
                                     f"({o.operation.name}) from its operand shapes")
             num_inputs = len(g.operands) - len(g.results)
@@ -529,7 +575,7 @@ class LoopNestModel:
         while p < stop:
             lp = blk.loops[p]
             group = self.bound_group(blk, p, stop) if lp.kind == "bound" else blk.group(p)
-            real = tuple(q for q in group if blk.loops[q].extent > 1)
+            real = tuple(q for q in group if materializes(blk.loops[q]))
             if real:
                 kind = "forall" if lp.kind in ("parallel", "bound") else "for"
                 yield Tiling(real, kind, tuple(blk.loops[q].extent for q in real))
@@ -558,6 +604,6 @@ class LoopNestModel:
         best = -1
         for p in range(self.inner_start(blk, 0)):
             lp = blk.loops[p]
-            if lp.dim in dims and blk.dims[lp.dim].kind == "parallel" and lp.extent > 1:
+            if lp.dim in dims and blk.dims[lp.dim].kind == "parallel" and materializes(lp):
                 best = p
         return best

@@ -17,6 +17,40 @@ THREAD_AXES = ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadI
                "warpIdx.x", "warpIdx.y", "warpIdx.z")
 
 
+def split_extents(extent: Optional[int], factors: Sequence[Optional[int]], label: str) -> List[Optional[int]]:
+    """The loop extents of ``split(loop, factors)`` for a loop of ``extent`` (None: dynamic).
+
+    Raises
+    ------
+    ScheduleError
+        If the factors do not cover the extent exactly once (see :meth:`LoopPrimitives.split`).
+    """
+    given = [f for f in factors if f is not None]
+    known = math.prod(given)
+    if extent is None:
+        if factors[0] is not None or len(given) != len(factors) - 1:
+            raise ScheduleError(f"split: loop {label} has a dynamic extent; expected factors "
+                                f"[None, <ints>...] (got {list(factors)})")
+        return list(factors)
+    if None in factors:
+        i = factors.index(None)
+        inner = math.prod(f for f in factors[i + 1:])
+        outer = math.prod(f for f in factors[:i])
+        # the None loop's extent: enough tiles of the inner ones to cover one outer tile
+        e = -(-extent // known)
+        out = list(factors)
+        out[i] = e
+        if outer > 1 and -(-extent // (e * inner)) != outer:
+            raise ScheduleError(f"split: factors {list(factors)} do not cover extent {extent} of loop "
+                                f"{label} ({outer} outer tiles of {e * inner})")
+        return out
+    inner = math.prod(factors[1:])
+    if factors[0] != -(-extent // inner):
+        raise ScheduleError(f"split: factors {list(factors)} do not cover extent {extent} of loop {label}; "
+                            f"expected the outermost to be ceil({extent} / {inner}) = {-(-extent // inner)}")
+    return list(factors)
+
+
 class LoopPrimitives(ScheduleState):
     """Primitives that transform the loops of one block."""
 
@@ -31,8 +65,13 @@ class LoopPrimitives(ScheduleState):
         loop : LoopRV
             A serial, unmarked loop of a block not attached elsewhere.
         factors : sequence of (int, numpy integer, ExprRV or None)
-            At least two positive factors, at most one ``None`` (inferred); their product must
-            equal the loop's extent (only perfect splits: vectorization needs static tiles).
+            At least two positive factors, at most one ``None`` (inferred as
+            ``ceil(extent / product of the others)``). Factors need not divide the extent (TVM's
+            imperfect split): the last iteration of a loop then runs a partial tile
+            (``tile_using_for`` bounds it with ``affine.min``; a vectorized partial tile is
+            vectorized with masks). Given without ``None``, the outermost factor must be
+            ``ceil(extent / product of the others)``. A dynamic loop (extent None) takes
+            ``None`` first and static inner factors.
 
         Returns
         -------
@@ -42,7 +81,7 @@ class LoopPrimitives(ScheduleState):
         Raises
         ------
         ScheduleError
-            ``split: factors [3, 5] do not divide extent 64 of loop j`` and the like.
+            ``split: factors [3, 5] do not cover extent 64 of loop j`` and the like.
         """
         blk, pos, lp = self._loop("split", loop)
         label = blk.label(pos)
@@ -62,17 +101,13 @@ class LoopPrimitives(ScheduleState):
                  for f in factors]
         if any(isinstance(f, ExprRV) and int(f) < 1 for f in clean):
             raise ScheduleError(f"split: argument 'factors' is {list(factors)}; expected positive ints")
-        known = math.prod(int(f) for f in clean if f is not None)
-        if lp.extent % known != 0 or (not nones and known != lp.extent):
-            raise ScheduleError(f"split: factors {[None if f is None else int(f) for f in clean]} "
-                                f"do not divide extent {lp.extent} of loop {label}")
-        extents = [lp.extent // known if f is None else int(f) for f in clean]
+        extents = split_extents(lp.extent, [None if f is None else int(f) for f in clean], label)
         sampled = any(isinstance(f, ExprRV) for f in clean)
-        divs = divisors(lp.extent)
+        divs = () if lp.extent is None else divisors(lp.extent)
         new = [Loop(next(self._ids), lp.dim, e,
                     options=None if not sampled else
-                    tuple(o for o in f.options if o in divs) or divs if isinstance(f, ExprRV) else
-                    divs if f is None else None)
+                    tuple(o for o in f.options if o in divs) or divs or tuple(f.options)
+                    if isinstance(f, ExprRV) else divs if f is None else None)
                for e, f in zip(extents, clean)]
         blk.loops[pos:pos + 1] = new
         out = [self._loop_rv(blk, n) for n in new]
@@ -198,8 +233,9 @@ class LoopPrimitives(ScheduleState):
         Raises
         ------
         ScheduleError
-            If a loop inside is parallel, bound, unrolled or fused, another block is attached
-            inside it, or the block is a decomposed reduction whose init would be inside it.
+            If a loop inside is parallel, bound, unrolled, fused or dynamic, another block is
+            attached inside it, or the block is a decomposed reduction whose init would be
+            inside it.
         """
         blk, pos, lp = self._loop("vectorize", loop)
         pinned = self._model.pinned_loops()
@@ -211,6 +247,9 @@ class LoopPrimitives(ScheduleState):
             if l_.id in pinned:
                 raise ScheduleError(f"vectorize: a block is attached at loop {blk.label(p)} inside "
                                     "the vectorized tile; expected no attachment there")
+            if l_.extent is None:
+                raise ScheduleError(f"vectorize: loop {blk.label(p)} of '{blk.name}' has a dynamic "
+                                    "extent inside the vectorized tile; split it first")
         for p in range(pos, len(blk.loops)):
             blk.loops[p].kind = "vectorized"
         self._record("vectorize", [loop], {}, [])

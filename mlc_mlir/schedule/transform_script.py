@@ -21,7 +21,7 @@ the epilogue with the producer's outer loops and fuses the producer into them.
 from __future__ import annotations
 
 import math
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 from .._mlir import (ir, loop_transform_d, structured_transform_d, tensor_transform_d, transform_d,
                      transform_interpreter, tune_transform_d, vector_transform_d)
@@ -31,7 +31,7 @@ from ..ir import dtypes
 from ..ir.module import Module, OP_NAME_ATTR, diagnostics
 from .factors import largest_divisor
 from .gpu_script import GpuEmitter, gpu_owned, is_gpu_block
-from .loop_nest import Block, LoopNestModel, Tiling
+from .loop_nest import Block, LoopNestModel, Tiling, materializes
 
 
 #: Longest vector (in elements) an init or epilogue row is written with. Longer rows are written
@@ -41,13 +41,14 @@ from .loop_nest import Block, LoopNestModel, Tiling
 MAX_ROW_VECTOR = 4096
 
 
-def _row_extent(blk: Block, pos: int) -> int:
+def _row_extent(blk: Block, pos: int) -> Optional[int]:
     """Extent, inside loop ``pos`` of ``blk``, of the dim indexing the last dim of its output
-    (the row an init or epilogue tile writes)."""
+    (the row an init or epilogue tile writes); None when a loop of it is dynamic."""
     d = blk.info.out_dims[-1] if blk.info.out_dims else None
     if d is None:
         return 1
-    return math.prod(q.extent for q in blk.loops[pos:] if q.dim == d)
+    extents = [q.extent for q in blk.loops[pos:] if q.dim == d]
+    return None if None in extents else math.prod(extents)
 
 
 class TransformScript:
@@ -116,6 +117,7 @@ class _Emitter:
         self.loop_handles: Dict[int, ir.Value] = {}      # model loop id -> handle
         self.op_handles: Dict[int, ir.Value] = {}        # block id -> current op handle
         self.vectorized_funcs = set()
+        self.masked_funcs = set()                          # funcs with masked (partial) tiles
         self.unit_reduction_loops: Dict[str, list] = {}   # func -> loops around mmt4d tiles
         self.funcs_gpu = set()
         self.coalesce = []                                 # (block, positions, outer loop handle)
@@ -349,16 +351,57 @@ class _Emitter:
         tiled = structured_transform_d.TileUsingForOp(packer, sizes=[side] * len(tile)).tiled_linalg_op
         structured_transform_d.VectorizeOp(tiled)
 
-    def vectorize_rows(self, op: ir.Value, ndims: int, row: int) -> None:
+    def peel_partial(self, b: Block, h: ir.Value):
+        """The vectorization of ``b``'s partial tiles: ``(handle, vector_sizes)``.
+
+        A block with no init, epilogue, cache, padding or rfactor whose partial dims each have
+        a materialized ``scf.for`` outside the vectorized tile (the innermost such loop per
+        dim, with static loops inside it) gets those loops peeled, innermost first
+        (``transform.loop.peel``: the main loop's tiles are full, static after
+        canonicalization) and each remainder's tiles split into slices of 1 along the peeled
+        dim (static, unmasked); returns the handle of every copy of the op and None. Otherwise
+        returns ``h`` and the full tile's sizes (masked vectorization)."""
+        vpos = next(i for i, lp in enumerate(b.loops) if lp.kind == "vectorized")
+        sizes = b.vector_sizes(vpos)
+        simple = self.model.init_of(b) is None and not self.model.epilogues(b) and b.rfactor is None \
+            and not b.cache_reads and not b.cache_writes and b.padding is None
+        peel = {}
+        for p in range(vpos):
+            lp = b.loops[p]
+            if lp.dim in b.partial_dims() and materializes(lp):
+                peel[lp.dim] = p   # the innermost materialized loop of each partial dim
+        ok = simple and set(peel) == set(b.partial_dims()) and all(
+            b.loops[p].kind == "serial" and b.loops[p].fused_group is None and
+            b.loops[p].id in self.loop_handles and
+            all(q.extent is not None for q in b.loops[p + 1:] if q.dim == b.loops[p].dim)
+            for p in peel.values())
+        if not ok:
+            return h, sizes
+        for d, p in sorted(peel.items(), key=lambda dp: -dp[1]):
+            loop = transform_d.CastOp(transform_d.OperationType.get("scf.for"),
+                                      self.loop_handles[b.loops[p].id]).result
+            rem = loop_transform_d.LoopPeelOp(any_op(), any_op(), loop)
+            rop = structured_transform_d.MatchOp(
+                any_op(), rem.remainder_loop,
+                op_attrs=ir.DictAttr.get({OP_NAME_ATTR: ir.StringAttr.get(b.name)})).result
+            structured_transform_d.TileUsingForOp(rop, sizes=[1 if i == d else 0 for i in range(len(b.dims))])
+        self.cleanup(self.func(b.func))
+        return self.match(b), None
+
+    def vectorize_rows(self, op: ir.Value, ndims: int, row: Optional[int] = None,
+                       last: Optional[int] = None) -> None:
         """Vectorize an init or epilogue tile one row at a time (tile all but the last dim by 1):
         vectorizing a whole tile at once makes ``vector<RxC>`` values that unroll into huge code.
-        A row of ``row`` elements longer than :data:`MAX_ROW_VECTOR` is written in chunks (the
-        largest divisor of ``row`` within the bound)."""
-        chunk = row if row <= MAX_ROW_VECTOR else largest_divisor(row, MAX_ROW_VECTOR)
+        A static row of ``row`` elements longer than :data:`MAX_ROW_VECTOR` is written in chunks
+        (the largest divisor of ``row`` within the bound); ``last``: the row's static size in a
+        partial tile (masked vectorization)."""
+        chunk = row
+        if last is None and row is not None and row > MAX_ROW_VECTOR:
+            chunk = largest_divisor(row, MAX_ROW_VECTOR)
         if ndims > 1 or chunk != row:
             sizes = [1] * (ndims - 1) + [0 if chunk == row else chunk]
             op = structured_transform_d.TileUsingForOp(op, sizes=sizes).tiled_linalg_op
-        structured_transform_d.VectorizeOp(op)
+        structured_transform_d.VectorizeOp(op, None if last is None else [1] * (ndims - 1) + [last])
 
     def cleanup(self, func: ir.Value) -> None:
         p = transform_d.ApplyPatternsOp(func)
@@ -392,15 +435,25 @@ class _Emitter:
                 if b.op_name == "linalg.mmt4d":
                     self.unit_reduction_loops.setdefault(b.func, []).append(
                         transform_d.GetParentOp(any_op(), h).result)
-                v = structured_transform_d.VectorizeOp(h)
+                # a partial tile (imperfect split, dynamic extent) has a dynamic shape: the loop
+                # around it is peeled (full tiles, static) where it can be, else the tile is
+                # vectorized with masks at the full tile's sizes
+                sizes, last = None, None
+                if b.partial_dims():
+                    h, sizes = self.peel_partial(b, h)
+                    if sizes is not None:
+                        self.masked_funcs.add(b.func)
+                        last = sizes[b.info.out_dims[-1]] if b.info.out_dims and \
+                            b.info.out_dims[-1] is not None else None
+                v = structured_transform_d.VectorizeOp(h, sizes)
                 v.operation.attributes["create_named_contraction"] = ir.UnitAttr.get()
                 init = self.model.init_of(b)
                 if init is not None:
                     self.vectorize_rows(self.match(init), len(init.dims),
-                                        _row_extent(b, b.loop_index(b.decomposed_at) or 0))
+                                        _row_extent(b, b.loop_index(b.decomposed_at) or 0), last)
                 for a in self.model.epilogues(b):
                     self.vectorize_rows(self.op_handles[a.id], len(a.dims),
-                                        _row_extent(b, b.loop_index(a.reverse_compute_at) + 1))
+                                        _row_extent(b, b.loop_index(a.reverse_compute_at) + 1), last)
                 self.vectorized_funcs.add(b.func)
         fused_ids = {blk.loops[p].id for blk, pos, _ in self.coalesce for p in pos}
         for b in blocks:
@@ -409,7 +462,8 @@ class _Emitter:
                     transform_d.AnnotateOp(self.op_handles[b.id], k, param=param_constant(v))
             self.annotate_loops(b, lambda lp: lp.id not in fused_ids)
         for fname in sorted(self.vectorized_funcs):
-            self.lower_vectors(self.func(fname), self.unit_reduction_loops.get(fname, ()))
+            self.lower_vectors(self.func(fname), self.unit_reduction_loops.get(fname, ()),
+                               fname in self.masked_funcs)
         for fname in sorted(set(self.funcs) - self.vectorized_funcs):
             self.cleanup(self.funcs[fname])
         for b in blocks:
@@ -438,7 +492,7 @@ class _Emitter:
             for k, v in lp.annotations.items():
                 transform_d.AnnotateOp(h, k, param=param_constant(v))
 
-    def lower_vectors(self, func: ir.Value, unit_reduction_loops=()) -> None:
+    def lower_vectors(self, func: ir.Value, unit_reduction_loops=(), masked: bool = False) -> None:
         """Fold tensor slices into vector transfers, hoist loop-invariant subsets (the C tile
         becomes a vector iter_arg of the reduction loop, kept in registers), then lower
         contractions to outer products (FMAs). No canonicalization after the lowering: MLIR 22's
@@ -450,6 +504,10 @@ class _Emitter:
         lowering does not take the tile's extra unit dims (``m0``, ``k0``) and falls back to one
         ``vector<1xf32>`` dot product per element (45 ms instead of 5.7 ms for a 52 x 4608 x 512
         mmt4d); elsewhere (direct convolutions) outer products make the smaller code."""
+        if masked:   # masks move into the transfers before canonicalization touches them
+            p = transform_d.ApplyPatternsOp(func)
+            with ir.InsertionPoint(p.patterns):
+                vector_transform_d.ApplyLowerMaskedTransfersPatternsOp()
         p = transform_d.ApplyPatternsOp(func)
         with ir.InsertionPoint(p.patterns):
             tensor_transform_d.ApplyFoldTensorSubsetOpsIntoVectorTransfersPatternsOp()

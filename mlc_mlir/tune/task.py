@@ -62,8 +62,15 @@ def is_fused(mod: Module) -> bool:
 
 
 def primitive_functions(mod: Module) -> List[str]:
-    """Names of the primitive functions of ``mod``, in module order."""
-    return [f.sym_name.value for f in mod.func_ops() if PRIMITIVE_ATTR in f.attributes]
+    """Names of the primitive functions of ``mod`` with static shapes, in module order (those
+    with symbolic sizes are not tasks: measuring needs concrete sizes; the default schedule
+    serves them)."""
+    def static(f) -> bool:
+        types = list(f.type.inputs) + list(f.type.results)
+        return all(not isinstance(t, ir.RankedTensorType) or ir.RankedTensorType(t).has_static_shape
+                   for t in types)
+
+    return [f.sym_name.value for f in mod.func_ops() if PRIMITIVE_ATTR in f.attributes and static(f)]
 
 
 def _evaluate(m: Module):
@@ -157,8 +164,9 @@ def extract_tasks(mod: Module, target="cpu") -> List[Task]:
     fmod = fused(mod, get_target(target))
     names = primitive_functions(fmod)
     if not names:
-        raise TuningError(f"extract_tasks: the module has no primitive functions after FuseOps "
-                          f"(functions: {fmod.function_names()}); nothing to tune")
+        raise TuningError(f"extract_tasks: the module has no primitive functions with static shapes "
+                          f"after FuseOps (functions: {fmod.function_names()}); nothing to tune "
+                          "(symbolic sizes keep the default schedules)")
     calls = _call_counts(fmod)
     by_key: Dict[str, Task] = {}
     for name in names:

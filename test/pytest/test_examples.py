@@ -16,6 +16,7 @@ EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "..", "examples")
     ("03_mixture_module.py", [], "sgemm from the JIT code: ok"),
     ("04_dense_add_fusor.py", [], "same logits as numpy"),
     ("05_call_tir_and_te.py", [], "linear0 replaced by its scheduled version: numerics match numpy"),
+    ("06_symbolic_shapes.py", [], "one compile, every size: ok"),
 ])
 def test_example_runs(script, args, expect):
     r = subprocess.run([sys.executable, os.path.join(EXAMPLES, script), *args], capture_output=True, text=True,

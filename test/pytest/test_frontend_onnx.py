@@ -201,9 +201,11 @@ def test_mod_fmod_attribute_is_checked():
 
 
 # ------------------------------------------------------------------------------------ errors
-def test_dynamic_dim_needs_input_shapes():
-    with pytest.raises(mlc.BuildError, match=r"input 'x' has a dynamic dim 0 \('batch'\).*input_shapes"):
-        from_onnx(_mlp_model())
+def test_unnamed_dynamic_dim_needs_input_shapes():
+    model = _mlp_model()
+    model.graph.input[0].type.tensor_type.shape.dim[0].dim_param = ""
+    with pytest.raises(mlc.BuildError, match=r"input 'x' has a dynamic dim 0 \('\?'\).*input_shapes"):
+        from_onnx(model)
 
 
 def test_unsupported_ops_are_listed_with_counts():

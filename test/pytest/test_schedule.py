@@ -329,7 +329,7 @@ def test_random_valid_schedules_never_change_results(m, n, k, data):
 
 
 @pytest.mark.parametrize("fn, match", [
-    (lambda s, l: s.split(l[1], [3, 5]), r"split: factors \[3, 5\] do not divide extent 64 of loop j"),
+    (lambda s, l: s.split(l[1], [3, 5]), r"split: factors \[3, 5\] do not cover extent 64 of loop j"),
     (lambda s, l: s.split(l[1], [None, None]), "at most one factor may be None"),
     (lambda s, l: s.parallel(l[2]), "parallel: loop k of 'matmul' iterates a reduction dim"),
     (lambda s, l: s.unroll(l[0], 5), "unroll: factor 5 does not divide extent 64"),

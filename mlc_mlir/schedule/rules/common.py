@@ -48,16 +48,25 @@ def element_bits(blk: Block) -> int:
     return max((dtypes.bit_width(d) for d in blk.info.dtypes), default=32)
 
 
-def vector_tile(ctx: RuleContext, blk: Block, extent: int) -> int:
+def vector_tile(ctx: RuleContext, blk: Block, extent: Optional[int]) -> int:
     """Elements of the vectorized tile along a dim of ``extent``: the largest multiple of the
     target's lanes (``target.vector_lanes`` of the widest element) up to ``VECTORS_PER_TILE``
     vectors, and at most one vector register per operand in all (a Winograd transform's 36
     inputs and 16 outputs get one vector: 4 spilled), that divides the extent; else the largest divisor up to that size (a partial
-    vector); 1: do not vectorize."""
+    vector); 1: do not vectorize. A dynamic extent (None) gets the whole size: its last tile is
+    partial (masked, see :func:`split_by`)."""
     lanes = ctx.target.vector_lanes(element_bits(blk))
     vectors = max(1, min(VECTORS_PER_TILE, ctx.target.vector_registers // max(1, len(blk.info.operand_dims))))
+    if extent is None:
+        return vectors * lanes
     whole = [v for v in range(lanes, vectors * lanes + 1, lanes) if extent % v == 0]
     return whole[-1] if whole else largest_divisor(extent, vectors * lanes)
+
+
+def split_by(sch, loop, extent: Optional[int], v: int):
+    """``sch.split(loop, ...)`` into tiles of ``v``: ``[extent / v, v]`` (``v`` divides a static
+    extent) or ``[None, v]`` for a dynamic one (partial last tile). Returns ``(outer, inner)``."""
+    return sch.split(loop, [None if extent is None else extent // v, v])
 
 
 def worth_threads(ctx: RuleContext, blk: Block, forks: int = 1) -> bool:
@@ -66,6 +75,8 @@ def worth_threads(ctx: RuleContext, blk: Block, forks: int = 1) -> bool:
     an L1d's worth of the block's operands per fork (an OpenMP fork/join costs microseconds).
     ResNet-18's 7x7 im2col copy, parallelized over its channels inside 441 window iterations,
     took 0.81 ms with 2 threads against 0.24 ms with one (2-core AVX2 EPYC)."""
+    if any(d < 0 for s in blk.info.operand_shapes for d in s):
+        return ctx.threads > 1   # a dynamic size: assumed large enough
     nbytes = sum(_prod(s) * dtypes.bit_width(d) // 8
                  for s, d in zip(blk.info.operand_shapes, blk.info.dtypes))
     l1 = ctx.target.l1d_bytes or (32 << 10)
@@ -75,7 +86,9 @@ def worth_threads(ctx: RuleContext, blk: Block, forks: int = 1) -> bool:
 def parallelize_first(sch, ctx: RuleContext, blk: Block, loops: Sequence, extents: Sequence[int]):
     """Split the first of ``loops`` (current extents ``extents``, outermost first) whose extent
     has a divisor ``t`` in ``2..ctx.threads`` into ``[t, e / t]`` and make the outer loop
-    parallel; nothing when the block is too small for threads at that depth
+    parallel (a dynamic loop, extent None, is made parallel as it is: one ``scf.forall``
+    iteration per element, spread over the threads); nothing when the block is too small for
+    threads at that depth
     (:func:`worth_threads` with the iterations of the loops before it as forks). Shared by the
     default rules (TVM TOPI's ``parallel`` of the outermost fused axis).
 
@@ -88,6 +101,9 @@ def parallelize_first(sch, ctx: RuleContext, blk: Block, loops: Sequence, extent
     for pos, (loop, e) in enumerate(zip(loops, extents)):
         if not worth_threads(ctx, blk, forks):
             return None
+        if e is None:
+            sch.parallel(loop)
+            return pos, loop
         t = largest_divisor(e, ctx.threads)
         forks *= e
         if t > 1:

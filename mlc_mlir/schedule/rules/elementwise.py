@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ..schedule import Schedule
 from ..state import BlockRV
-from .common import RuleContext, element_bits, parallelize_first, vector_tile
+from .common import RuleContext, element_bits, parallelize_first, split_by, vector_tile
 
 
 def contiguous_last(blk) -> bool:
@@ -30,7 +30,9 @@ def schedule_elementwise(sch: Schedule, block: BlockRV, ctx: RuleContext) -> Non
     The innermost dim is split into ``(E / V, V)`` with ``V`` up to 4 vectors of the target's
     lanes (:func:`~.common.vector_tile`) and vectorized when its operands are contiguous along
     it and every indexing map is one the vectorizer accepts; the outermost dim with an extent above 1 is split over the threads (a divisor of its
-    extent) when the block moves at least an L1d per thread. Shapes: any rank >= 1; dtypes:
+    extent) when the block moves at least an L1d per thread. A dynamic innermost dim is split
+    into ``(None, V)`` (the last tile partial, vectorized with masks); a dynamic outermost dim
+    is made parallel as it is. Shapes: any rank >= 1; dtypes:
     any the vectorizer accepts (float16/32/64, int8..64).
 
     Parameters
@@ -48,9 +50,9 @@ def schedule_elementwise(sch: Schedule, block: BlockRV, ctx: RuleContext) -> Non
     v = vector_tile(ctx, blk, extents[-1]) if vectorizable(blk, ctx) else 1
     inner = None
     if v > 1:
-        outer_last, inner = sch.split(loops[-1], [extents[-1] // v, v])
+        outer_last, inner = split_by(sch, loops[-1], extents[-1], v)
         loops[-1] = outer_last
-        extents[-1] //= v
+        extents[-1] = None if extents[-1] is None else extents[-1] // v
     parallelize_first(sch, ctx, blk, loops, extents)
     if inner is not None:
         sch.vectorize(inner)
@@ -78,6 +80,8 @@ def transpose_tile(sch: Schedule, block: BlockRV, ctx: RuleContext) -> bool:
             (facts is not None and not facts.simple_maps) or not info.operand_dims[0]:
         return False
     extents = [d.extent for d in blk.dims]
+    if None in extents:
+        return False
     dn = len(extents) - 1
     lanes = ctx.target.vector_lanes(element_bits(blk))
     vn, vm = lanes, max(1, lanes // 2)

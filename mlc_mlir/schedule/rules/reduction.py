@@ -11,7 +11,7 @@ from typing import Dict, List
 from ..loop_nest import Block
 from ..schedule import Schedule
 from ..state import BlockRV, LoopRV
-from .common import RuleContext, parallelize_first, vector_tile
+from .common import RuleContext, parallelize_first, split_by, vector_tile
 
 
 @dataclasses.dataclass
@@ -78,6 +78,8 @@ def schedule_reduction(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
       innermost dim is split into vectors and moved inside the reduction loops, so each
       reduction step is a vector accumulate.
     * The outermost kept dim with work is split over the threads.
+    * Dynamic extents (symbolic sizes): the vectorized dim is split into ``(None, V)``, its
+      last tile partial (masked); a dynamic kept dim is made parallel as it is.
     * Bodies that read iteration indices (``argmax``/``argmin``) or have several results are
       parallelized only: the vectorizer does not recognize their reductions.
 
@@ -96,7 +98,7 @@ def schedule_reduction(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
         d = par[-1]
         v = vector_tile(ctx, blk, dims[d].extent)
         if v > 1:
-            o, i = sch.split(tiles[d], [dims[d].extent // v, v])
+            o, i = split_by(sch, tiles[d], dims[d].extent, v)
             sch.reorder(*([o] + [tiles[r] for r in red] + [i]))
             tiles[d] = o
             vec_loop = i
@@ -104,8 +106,8 @@ def schedule_reduction(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
         # row reduction: partial results in one vector tile (rfactor), reduced once per row
         r = red[0]
         v = vector_tile(ctx, blk, dims[r].extent)
-        if 1 < v < dims[r].extent:
-            _, k1 = sch.split(tiles[r], [dims[r].extent // v, v])
+        if 1 < v and (dims[r].extent is None or v < dims[r].extent):
+            _, k1 = split_by(sch, tiles[r], dims[r].extent, v)
             sch.rfactor(k1)
             vec_loop = k1
     parallelize_first(sch, ctx, blk, [tiles[d] for d in par], [sch.get(tiles[d]).extent for d in par])

@@ -276,7 +276,7 @@ def diagnose(build):
 
 # CHECK-LABEL: TEST: invalid
 print("TEST: invalid")
-# CHECK: DIAG: split: factors [3, 5] do not divide extent 64 of loop j
+# CHECK: DIAG: split: factors [3, 5] do not cover extent 64 of loop j
 diagnose(lambda sch, blk, i, j, k: sch.split(j, [3, 5]))
 # CHECK: DIAG: split: {{.*}}at most one factor may be None
 diagnose(lambda sch, blk, i, j, k: sch.split(j, [None, None]))
