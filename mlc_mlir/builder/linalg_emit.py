@@ -175,9 +175,8 @@ def converted(op: str, arg: str, x: np.ndarray, dtype: str) -> np.ndarray:
     """
     try:
         own = dtypes.canonical_dtype(x.dtype)
-    except BuildError:
-        raise BuildError(f"{op}: argument '{arg}' is a numpy array of dtype {x.dtype}; expected a "
-                         f"numeric array (one of {sorted(dtypes.ALL_DTYPES)})") from None
+    except BuildError as e:
+        raise BuildError(f"{op}: argument '{arg}' is a numpy array of {e}") from None
     return x if own == dtype else x.astype(dtypes.to_numpy_dtype(dtype))
 
 

@@ -20,7 +20,7 @@ from mlc_mlir.tune import Database
 def test_object_dtype_weights_are_refused(use):
     w = np.array([[1.0, None], [2.0, 3.0]], dtype=object)
     bb = mlc.GraphBuilder()
-    with pytest.raises(mlc.BuildError, match="dtype:? object"):
+    with pytest.raises(mlc.BuildError, match="dtype: object is not supported"):
         with bb.function("main") as f:
             x = f.arg("x", (2, 2))
             if use == "dense":
