@@ -307,11 +307,9 @@ def schedule_matmul_goto(sch: Schedule, block: BlockRV, threads: Optional[int] =
         If the block is not a 3-loop (i, j, k) op or ``threads`` does not divide M (with
         ``split_n``: ``threads * NR`` does not divide N).
     """
-    loops = sch.get_loops(block)
-    if len(loops) != 3:
-        raise ScheduleError(f"schedule_matmul_goto: expected loops (i, j, k), got {len(loops)} loops")
-    i, j, k = loops
     blk = sch.get(block)
+    if len(blk.loops) != 3:
+        raise ScheduleError(f"schedule_matmul_goto: expected loops (i, j, k), got {len(blk.loops)} loops")
     m, n, kk = (d.extent for d in blk.dims)
     bits = dtypes.bit_width(blk.info.dtypes[-1]) if blk.info.dtypes else 32
     p = goto_params(target or host_target(), m, n, kk, threads, bits)
@@ -319,35 +317,53 @@ def schedule_matmul_goto(sch: Schedule, block: BlockRV, threads: Optional[int] =
     mr, nr, kc, nc, mc = (p.mr if mr is None else mr, p.nr if nr is None else nr,
                           p.kc if kc is None else kc, p.nc if nc is None else nc,
                           p.mc if mc is None else mc)
-    unroll_k = p.unroll_k if unroll_k is None else unroll_k
     nr = _largest_divisor(n, nr)
     kc = _largest_divisor(kk, kc)
-    unroll_k = _largest_divisor(kc, unroll_k)
-    k0, k1 = sch.split(k, [kk // kc, kc])
+    unroll_k = _largest_divisor(kc, p.unroll_k if unroll_k is None else unroll_k)
     if split_n is None:
         split_n = threads > 1 and thread_splits(m, n, threads, mr, nr)[1]
+    if split_n and n % (threads * nr) != 0:
+        raise ScheduleError(f"schedule_matmul_goto: {threads} threads x NR={nr} do not divide N={n}")
+    if not split_n and m % threads != 0:
+        raise ScheduleError(f"schedule_matmul_goto: {threads} threads do not divide M={m}")
+    mt, nt = (m, n // threads) if split_n else (m // threads, n)
+    mr = _largest_divisor(mt, mr)
+    if pack is None:
+        pack = packs_b(mt, mr, nr, b_transposed=blk.info.operand_dims[1][-1:] == (2,))
+    goto_loop_nest(sch, block, threads, split_n, mr, nr, _largest_divisor(mt // mr, max(mc // mr, 1)),
+                   _largest_divisor(nt // nr, max(nc // nr, 1)), kc, pack, unroll_k, epilogues)
+    return sch
+
+
+def goto_loop_nest(sch: Schedule, block: BlockRV, threads: int, split_n: bool, mr: int, nr: int,
+                   mc_tiles: int, nc_tiles: int, kc: int, pack: bool, unroll_k: int,
+                   epilogues=()) -> None:
+    """The loop nest of :func:`schedule_matmul_goto` from its sizes, each an int or a sampled
+    ``ExprRV`` that the splits take as a factor (the matmul rule's decisions): ``k`` split
+    ``[None, KC]``; the threads' dim (N with ``split_n``, else M) split ``[threads, None]``; M
+    split ``[None, MC / MR, MR]`` and N ``[None, NC / NR, NR]`` (``mc_tiles`` register tiles
+    per M block, ``nc_tiles`` panels per N block); loops ``i0 j0 k0 i1 j1 i2 k1 i3 j2``,
+    epilogues at ``j0``, the init decomposed, B packed at ``k0`` when ``pack``, ``k1``
+    unrolled by ``unroll_k``, the ``MR x NR`` tile vectorized. Each size must divide what is
+    left of its extent (checked by ``split``).
+
+    Raises
+    ------
+    ScheduleError
+        If a size does not divide its extent.
+    """
+    blk = sch.get(block)
+    i, j, k = sch.get_loops(block)
+    k0, k1 = sch.split(k, [None, kc])
     if split_n:
         # threads over N: each packs only its own columns of B (over M, every thread packs
         # all of B: a 49 x 4608 x 512 im2col GEMM packs 9.4 MB once per thread; one thread
         # running the 2-thread schedule: 13.6 ms over M, 9.0 ms over N, 8.0 ms unthreaded)
-        if n % (threads * nr) != 0:
-            raise ScheduleError(f"schedule_matmul_goto: {threads} threads x NR={nr} do not divide N={n}")
-        nt = n // threads
-        mr = _largest_divisor(m, mr)
-        mc = _largest_divisor(m // mr, max(mc // mr, 1)) * mr
-        nc = _largest_divisor(nt // nr, max(nc // nr, 1)) * nr
-        i1, i2, i3 = sch.split(i, [m // mc, mc // mr, mr])
-        outer, j0, j1, j2 = sch.split(j, [threads, nt // nc, nc // nr, nr])
-        mt = m
+        outer, j = sch.split(j, [threads, None])
     else:
-        if m % threads != 0:
-            raise ScheduleError(f"schedule_matmul_goto: {threads} threads do not divide M={m}")
-        mt = m // threads
-        mr = _largest_divisor(mt, mr)
-        mc = _largest_divisor(mt // mr, max(mc // mr, 1)) * mr
-        nc = _largest_divisor(n // nr, max(nc // nr, 1)) * nr
-        outer, i1, i2, i3 = sch.split(i, [threads, mt // mc, mc // mr, mr])
-        j0, j1, j2 = sch.split(j, [n // nc, nc // nr, nr])
+        outer, i = sch.split(i, [threads, None])
+    i1, i2, i3 = sch.split(i, [None, mc_tiles, mr])
+    j0, j1, j2 = sch.split(j, [None, nc_tiles, nr])
     sch.reorder(outer, j0, k0, i1, j1, i2, k1, i3, j2)
     if threads > 1:
         sch.parallel(outer)
@@ -361,16 +377,12 @@ def schedule_matmul_goto(sch: Schedule, block: BlockRV, threads: Optional[int] =
         # each thread zeroes its own rows of C (the init fused into the scf.forall; a padded
         # op's is fused with its input producers, so only when it has none)
         sch.decompose_reduction(block, j0)
-    if pack is None:
-        pack = packs_b(mt, mr, nr, b_transposed=blk.info.operand_dims[1][-1:] == (2,))
     if pack:
         packed = sch.cache_read(block, 1, "local")
         sch.compute_at(packed, k0)
     if unroll_k > 1:
-        sch.unroll(k1, unroll_k)
+        sch.unroll(k1, int(unroll_k))
     sch.vectorize(i3)
-    return sch
-
 
 
 def packed_b_panel(target: Target, m: int, n: int, k: int, dtype: str,

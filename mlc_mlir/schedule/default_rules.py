@@ -1,9 +1,13 @@
-"""Default schedules: one rule per op pattern kind, applied to every block of every function.
+"""Schedule rules: one rule per op pattern kind, applied to every block of every function.
 
 :func:`apply_default_schedule` classifies each named linalg op from the loop-nest model (the
 linalg op name, its iterator kinds and indexing) into a kind of :data:`RULES` and applies that
-kind's rule with constants derived from a :class:`~mlc_mlir.target.Target` (vector lanes and
-registers -> register tiles and vector tiles, L1d/L2 -> cache blocking, cores -> threads).
+kind's rule. Each rule is stochastic (TVM MetaSchedule's schedule rules): its choices are
+sampling instructions whose candidates and default decisions derive from a
+:class:`~mlc_mlir.target.Target` (vector lanes and registers -> register tiles and vector tiles,
+L1d/L2 -> cache blocking, cores -> threads). The default schedule is the rules with their
+default decisions; the tuner's design space (:class:`~mlc_mlir.tune.space_rules.RuleSpace`) is
+the same rules with drawn decisions.
 Anchor ops (contractions) run first and take their elementwise epilogues into their tiles, so
 a fused primitive from ``FuseOps`` gets its anchor's rule with the epilogue fused. Kinds in
 :data:`SKIPPED` are left unscheduled on purpose (each with its reason); they still compile, as
@@ -100,7 +104,7 @@ def classify(info: OpInfo) -> str:
 def apply_rules(sch: Schedule, ctx: RuleContext, rules: Mapping[str, Rule], label: str) -> None:
     """Apply ``rules[kind]`` to every block of ``sch`` not in ``ctx.claimed``, kind by kind in
     the order of ``rules`` (anchors before the blocks they may take as epilogues). Shared by the
-    default schedule and the tuner's design spaces (which substitute stochastic rules).
+    default schedule and the tuner's design spaces (the same rules, drawing their decisions).
 
     Raises
     ------
@@ -143,7 +147,9 @@ def apply_default_schedule(sch: Schedule, target: Target, threads: Optional[int]
     Returns
     -------
     Schedule
-        ``sch``, with the rules' primitives appended to its trace.
+        ``sch``, with the rules' primitives appended to its trace (their sampling instructions
+        with the target-derived default decisions when ``sch`` was built with
+        ``defaults=True``, as ``Schedule(mod)`` is).
 
     Raises
     ------

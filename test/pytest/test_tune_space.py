@@ -1,8 +1,8 @@
 """Rule-based design spaces (``mlc_mlir.tune.space_rules``) and candidate features
-(``mlc_mlir.tune.features``): samples of the space (matmul, dense + bias + relu, an elementwise
-chain, softmax, batch_matmul, conv2d) compile and match numpy; the default schedule is a point
-of the space for three targets; replay with other decisions gives the other program; structural
-knobs; features are fixed-length and normalized."""
+(``mlc_mlir.tune.features``): samples of the schedule rules (matmul, dense + bias + relu, an
+elementwise chain, softmax, batch_matmul, conv2d) compile and match numpy; the rules' default
+decisions are the default schedule, for three targets; replay with other decisions gives the
+other program; structural knobs; features are fixed-length and normalized."""
 
 import dataclasses
 
@@ -17,7 +17,7 @@ from mlc_mlir.schedule.sampling import perfect_tilings
 from mlc_mlir.schedule.trace import RV, SAMPLING_KINDS
 from mlc_mlir.target import host_target
 from mlc_mlir.tune.features import candidate_features, feature_names
-from mlc_mlir.tune.contraction_space import matmul_register_tiles, register_tile_bounds
+from mlc_mlir.schedule.rules.matmul import matmul_register_tiles, register_tile_bounds
 from mlc_mlir.tune.space_rules import (default_point, default_space, generate, sampled_decisions,
                                        structural_sampling)
 from mlc_mlir.tune.task import extract_tasks
@@ -96,31 +96,33 @@ def test_space_on_a_task_and_an_avx512_target():
     run_and_check("dense_bias_relu", sch.mod)
 
 
-def default_decisions(mod, target, space):
-    """The default schedule of ``mod`` for ``target`` (the default rules, independently of the
-    space) and the decisions of the space's default point."""
-    dflt = mlc.Schedule(mod)
-    apply_default_schedule(dflt, target)
-    point = default_point(space, mod)
-    assert point is not None
-    return dflt, sampled_decisions(point.trace)
-
-
 @pytest.mark.parametrize("target", [SMALL, AVX2, AVX512], ids=["small", "avx2", "avx512"])
 @pytest.mark.parametrize("name", list(CASES))
-def test_default_schedule_is_a_point_of_the_space(name, target):
+def test_default_decisions_reproduce_the_default_schedule(name, target):
+    """One rule, two uses: the default schedule is the rules with their default decisions, and
+    the same decisions given to the space (or to a replay of a sample's trace) rebuild it; a
+    sample with other decisions is another program that still matches numpy."""
     mod = build(name)
     space = default_space(target)
-    dflt, forced = default_decisions(mod, target, space)
-    sch = generate(space, mod, 0, forced)
-    assert str(sch.mod) == str(dflt.mod) == str(default_point(space, mod).mod)
-    # the same point by replay: a sample's trace with the point's decisions (all but the
-    # structural ones feed primitives; those are taken from the point's own trace)
+    dflt = apply_default_schedule(mlc.Schedule(mod), target)
+    decisions = sampled_decisions(dflt.trace)
+    assert decisions, "the default schedule records the rules' decisions"
+    point = default_point(space, mod)
+    assert sampled_decisions(point.trace) == decisions
+    assert str(generate(space, mod, 0, decisions).mod) == str(dflt.mod) == str(point.mod)
+    replayed = mlc.Schedule.from_trace(mod, mlc.Trace.from_json(dflt.trace.as_json()))
+    assert str(replayed.mod) == str(dflt.mod)
+    # the same point by replay of a sample's trace with the default decisions (when no
+    # decision of the sample is structural, its instructions are the default's)
     sample = generate(space, mod, 1).trace
-    order = [i for i, inst in enumerate(sch.trace.insts) if inst.kind in SAMPLING_KINDS]
-    if structural_sampling(sample) == [] and len(order) == len(sample.decisions):
-        replayed = mlc.Schedule.from_trace(mod, sample, decisions=dict(zip(order, forced)))
+    order = [i for i, inst in enumerate(sample.insts) if inst.kind in SAMPLING_KINDS]
+    if structural_sampling(sample) == [] and len(order) == len(decisions):
+        replayed = mlc.Schedule.from_trace(mod, sample, decisions=dict(zip(order, decisions)))
         assert str(replayed.mod) == str(dflt.mod)
+    others = [generate(space, mod, seed) for seed in (1, 2, 3)]
+    other = next((o for o in others if sampled_decisions(o.trace) != decisions), None)
+    if other is not None:
+        run_and_check(name, other.mod)
 
 
 def test_replay_with_other_decisions_gives_the_other_program():

@@ -53,7 +53,10 @@ from ...target import Target
 from ..cpu_recipes import goto_params
 from ..schedule import Schedule
 from ..state import BlockRV
-from .common import RuleContext, element_bits, largest_divisor, parallelize_first, worth_threads
+from .common import (
+    RuleContext, categorical, element_bits, largest_divisor, parallelize_first, perfect_tile,
+    thread_candidates, worth_threads,
+)
 from .epilogue import claim_epilogues
 
 
@@ -232,9 +235,11 @@ def schedule_conv2d(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
     Loop nest: ``n f0 (parallel) f1 oh ow0 c kh kw (unrolled) ow1 (vectorized)``: one output
     channel's row tile of ``WR`` outputs stays in vector registers across the ``c, kh, kw``
     reduction (each step: one row load of the input, one broadcast weight, ``WR / lanes`` FMAs).
-    ``WR`` is the largest divisor of OW whose accumulators take at most half the vector
-    registers (``lanes * vector_registers / 2`` elements: 64 float32 on AVX2). The window is
-    unrolled when its taps (``KH * KW``) do not exceed the vector registers. Measured on a
+    Decisions: the threads over output channels (:func:`~.common.thread_candidates`, default
+    the most, when the block is worth threads); ``[OW / WR, WR]`` by ``sample_perfect_tile``
+    with ``WR`` at most half the vector registers' lanes (default: the largest divisor of OW
+    within that, 64 float32 on AVX2); the window unrolled or not (structural; default: when its
+    taps ``KH * KW`` do not exceed the vector registers). Measured on a
     2-core AVX2 EPYC, 1x64x56x56 3x3 -> 64, one thread: 143 ms unscheduled, 15.7 ms.
 
     The "vectorized" row is really scalar: the 1-D convolution vectorizer works in NWC with the
@@ -251,17 +256,20 @@ def schedule_conv2d(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
     n, f, oh, ow, c, kh, kw = sch.get_loops(block)
     ext = [d.extent for d in blk.dims]
     lanes = ctx.target.vector_lanes(element_bits(blk))
-    wr = largest_divisor(ext[3], lanes * max(1, ctx.target.vector_registers // 2))
-    t = largest_divisor(ext[1], ctx.threads) if worth_threads(ctx, blk) else 1
-    f0, f1 = sch.split(f, [t, ext[1] // t])
-    ow0, ow1 = sch.split(ow, [ext[3] // wr, wr])
+    tcands = thread_candidates(ext[1], ctx.threads) if worth_threads(ctx, blk) else [1]
+    t = categorical(sch, tcands, tcands[-1]) if len(tcands) > 1 else 1
+    f0, f1 = sch.split(f, [t, None])
+    wr_max = lanes * max(1, ctx.target.vector_registers // 2)
+    wr = largest_divisor(ext[3], wr_max)
+    ow0, ow1 = sch.split(ow, perfect_tile(sch, ow, 2, wr_max, [ext[3] // wr, wr]))
+    unroll = categorical(sch, [0, 1], int(ext[5] * ext[6] <= ctx.target.vector_registers))
     sch.reorder(n, f0, f1, oh, ow0, c, kh, kw, ow1)
-    if t > 1:
+    if len(tcands) > 1:
         sch.parallel(f0)
     epi = claim_epilogues(sch, blk, ctx)
     for e in epi:
         sch.reverse_compute_at(e, ow0)
-    if ext[5] * ext[6] <= ctx.target.vector_registers:
+    if int(unroll):   # structural: unroll takes no sampled value
         sch.unroll(kw)
         sch.unroll(kh)
     sch.vectorize(ow1)

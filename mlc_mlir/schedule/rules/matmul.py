@@ -1,35 +1,138 @@
-"""Default rules for contractions: ``linalg.matmul`` (matmul, dense) with the Goto recipe,
-``linalg.mmt4d`` on a pre-packed B (``graph.PackMatmulWeights``) with the same loop nest, and
-``linalg.batch_matmul`` with a register-tiled batch loop; matmul and batch_matmul with
-elementwise epilogues (bias add, relu) fused into their tiles. Source: Goto & van de Geijn (TOMS 2008); TVM's x86
-``dense_pack``/``batch_matmul`` schedules; oneDNN's post-op fusion."""
+"""Rules for contractions: ``linalg.matmul`` (matmul, dense) by multi-level tiling in the Goto
+structure, ``linalg.mmt4d`` on a pre-packed B (``graph.PackMatmulWeights``) with the same loop
+nest, and ``linalg.batch_matmul`` with a register-tiled batch loop; matmul and batch_matmul with
+elementwise epilogues (bias add, relu) fused into their tiles. Each rule samples its knobs
+(threads, register tile, cache blocks, packing, k-unroll) from candidates derived from the
+target's registers and caches, with the Goto/BLIS values of
+:func:`~mlc_mlir.schedule.cpu_recipes.goto_params` as default decisions. Source: Goto & van de
+Geijn (TOMS 2008); TVM MetaSchedule ``MultiLevelTiling``; TVM's x86 ``dense_pack``/
+``batch_matmul`` schedules; oneDNN's post-op fusion."""
 
 from __future__ import annotations
 
+from typing import Dict, List, Sequence
+
 from ...errors import ScheduleError
+from ...target import Target
 from ..cpu_recipes import (
-    batch_matmul_padding, goto_padding, goto_params, schedule_matmul_goto, schedule_mmt4d_goto,
+    batch_matmul_padding, goto_loop_nest, goto_padding, goto_params, packs_b, schedule_mmt4d_goto,
+    thread_splits,
 )
 from ..schedule import Schedule
 from ..state import BlockRV
-from .common import RuleContext, element_bits, largest_divisor, worth_threads
+from .common import (
+    TILE_VECTORS, RuleContext, categorical, element_bits, largest_divisor, perfect_tile,
+    thread_candidates, worth_threads,
+)
 from .epilogue import claim_epilogues
+
+#: Unroll factors of a contraction's k loop the rules sample (code-size choices, not machine
+#: constants; the default is Goto's ``UNROLL_K`` shrunk to a divisor).
+UNROLL_FACTORS = (1, 2, 4, 8)
+
+#: Multiples of the cache-derived blocks (Goto's MC, NC, KC) the matmul rule samples.
+BLOCK_SCALES = (0.25, 0.5, 1.0, 2.0)
+
+
+def register_tile_bounds(target: Target, bits: int) -> Dict[str, int]:
+    """Bounds of the register tile and cache blocks derived from the target.
+
+    * ``mr``: rows of the MR x NR tile, at most half the vector registers (each row holds at
+      least one accumulator vector; the other half is left for B vectors and A broadcasts).
+    * ``nr``: columns, at most 4 vectors (``4 * lanes``).
+    * ``kc``: the K block, at most ``L1d / (lanes * bytes)`` (a one-vector-wide B micro-panel
+      fits L1d).
+
+    Returns
+    -------
+    dict
+        ``{"mr": int, "nr": int, "kc": int}``, each >= 1.
+    """
+    lanes = target.vector_lanes(bits)
+    nbytes = max(1, bits // 8)
+    l1 = target.l1d_bytes or (32 << 10)
+    return {"mr": max(1, target.vector_registers // 2), "nr": 4 * lanes,
+            "kc": max(lanes, l1 // (lanes * nbytes))}
+
+
+def near_divisors(extent: int, center: int, scales: Sequence[float] = BLOCK_SCALES) -> List[int]:
+    """Divisors of ``extent`` nearest below ``center * s`` for each scale ``s`` (sorted,
+    unique; always includes the one for scale 1)."""
+    return sorted({largest_divisor(extent, max(1, int(center * s))) for s in scales})
+
+
+def matmul_register_tiles(target: Target, bits: int, mt: int, n: int) -> Dict[int, List[int]]:
+    """Register tiles ``{NR: [MR, ...]}`` of a matmul with ``mt`` rows per thread and ``n``
+    columns, derived from the target's vector lanes and registers.
+
+    ``NR`` is 1 to 4 vectors (dividing ``n``); ``MR`` divides ``mt`` with the ``MR * NR / lanes``
+    accumulators, the ``NR / lanes`` B vectors and one A broadcast within the vector registers
+    (the register budget), and at least ``vector_registers / 4`` accumulators (enough
+    independent FMAs to hide their latency): 6 x 16 on AVX2, 14 x 32 and 8 x 48 on AVX-512
+    among them. Goto's tile (:func:`~mlc_mlir.schedule.cpu_recipes.goto_params`, shrunk to
+    divisors) is always included, so tiny or odd extents still have one tile.
+    """
+    lanes = target.vector_lanes(bits)
+    regs = target.vector_registers
+    p = goto_params(target, max(mt, 1), n, 1, 1, bits)
+    out: Dict[int, List[int]] = {}
+    for v in TILE_VECTORS:
+        nr = v * lanes
+        if n % nr:
+            continue
+        mrs = [d for d in range(1, mt + 1) if mt % d == 0 and regs // 4 <= d * v <= regs - v - 1]
+        if mrs:
+            out[nr] = mrs
+    dnr, dmr = largest_divisor(n, p.nr), largest_divisor(mt, p.mr)
+    out[dnr] = sorted(set(out.get(dnr, [])) | {dmr})
+    return dict(sorted(out.items()))
+
+
+def unroll_factor(sch: Schedule, k: int, default: int) -> int:
+    """A sampled unroll factor of a k loop of ``k`` iterations: :data:`UNROLL_FACTORS` that
+    divide it and ``default`` (the largest divisor of ``k`` up to Goto's ``UNROLL_K``).
+    Structural: ``unroll`` records its factor as a constant, so another decision is applied
+    by running the rule again."""
+    d = largest_divisor(k, default)
+    return int(categorical(sch, sorted({u for u in UNROLL_FACTORS if k % u == 0} | {d}), d))
 
 
 def schedule_matmul(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
-    """``linalg.matmul`` (``matmul``; ``dense`` is a matmul with a transposed B map): the Goto
-    recipe (:func:`~mlc_mlir.schedule.cpu_recipes.schedule_matmul_goto`) with
-    :func:`~mlc_mlir.schedule.cpu_recipes.goto_params` for the target, threads over M when M
-    allows (or over N when N > M; one thread for a matmul too small to pay for the fork:
-    :func:`~mlc_mlir.schedule.rules.common.worth_threads`), and the elementwise epilogue chain
-    fused at the NC block. Extents that are not
-    multiples of the register tile (MR x NR), the threads or a good KC are first padded
-    (``pad_einsum`` with :func:`~mlc_mlir.schedule.cpu_recipes.goto_padding`); a padded
-    matmul leaves its epilogue to the elementwise rule.
+    """``linalg.matmul`` (``matmul``; ``dense`` is a matmul with a transposed B map): multi-level
+    tiling in the Goto structure (:func:`~mlc_mlir.schedule.cpu_recipes.goto_loop_nest`, loops
+    ``i0 (parallel) j0 k0 i1 j1 i2 k1 (unrolled) i3 j2 (vectorized MR x NR)``) with the
+    elementwise epilogue chain fused at the NC block. Decisions, in order (each a
+    ``sample_categorical``; a candidate list may derive from an earlier decision and is
+    recorded), defaults from :func:`~mlc_mlir.schedule.cpu_recipes.goto_params`:
 
-    Shapes: A (M, K), B (K, N) or (N, K), C (M, N); dtypes float16/32/64, int32.
+    * ``t`` = threads (:func:`~mlc_mlir.schedule.cpu_recipes.thread_splits`: M divisible with at
+      least Goto's MR rows per thread, or N > M divisible into ``t * NR`` columns; default the
+      most); none when the matmul is too small to pay for a fork
+      (:func:`~mlc_mlir.schedule.rules.common.worth_threads`). Where both splits are possible,
+      whether they split N (the default) or M (structural).
+    * ``NR`` then ``MR``: the register tile (:func:`matmul_register_tiles`; the default MR is
+      Goto's, or the row count nearest it among the tiles of a sampled NR).
+    * ``MC / MR``, ``NC / NR`` and ``KC``: cache blocks at :data:`BLOCK_SCALES` times Goto's
+      MC, NC and KC (cache-derived), shrunk to divisors.
+    * pack B (``cache_read`` at ``k0``) or not (structural; default
+      :func:`~mlc_mlir.schedule.cpu_recipes.packs_b`).
+    * the unroll factor of ``k1`` (:func:`unroll_factor`, structural).
+
+    Extents that are not multiples of the register tile (MR x NR), the threads or a good KC
+    are first padded (``pad_einsum`` with
+    :func:`~mlc_mlir.schedule.cpu_recipes.goto_padding`); a padded matmul leaves its epilogue
+    to the elementwise rule.
+
+    Shapes: A (M, K) (or transposed), B (K, N) or (N, K), C (M, N); dtypes float16/32/64, int32.
+
+    Raises
+    ------
+    ScheduleError
+        If the block does not have 3 dims.
     """
     blk = sch.get(block)
+    if len(blk.dims) != 3:
+        raise ScheduleError(f"rule matmul: '{blk.name}' has {len(blk.dims)} dims; expected (i, j, k)")
     m, n, k = (d.extent for d in blk.dims)
     bits = element_bits(blk)
     threads = ctx.threads if worth_threads(ctx, blk) else 1
@@ -42,8 +145,26 @@ def schedule_matmul(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
         sch.pad_einsum(block, list(padding))
         m, n, k = (d.extent for d in blk.dims)
     p = goto_params(ctx.target, m, n, k, threads, bits)
-    schedule_matmul_goto(sch, block, threads=p.threads, mc=p.mc, nc=p.nc, kc=p.kc, nr=p.nr,
-                         mr=p.mr, unroll_k=p.unroll_k, epilogues=epi, target=ctx.target)
+    nr0 = largest_divisor(n, p.nr)
+    # thread counts that split M or N (goto_params' rule: its choice is the largest)
+    tcands = [t for t in range(1, threads + 1) if t == 1 or any(thread_splits(m, n, t, p.mr, nr0))]
+    t = categorical(sch, tcands, p.threads) if len(tcands) > 1 else 1
+    splits_m, splits_n = thread_splits(m, n, t, p.mr, nr0) if t > 1 else (False, False)
+    over_n = splits_n and (not splits_m or bool(int(categorical(sch, [1, 0], 1))))
+    mt, nt = (m, n // t) if over_n else (m // t, n)
+    tiles = matmul_register_tiles(ctx.target, bits, mt, nt)
+    nr = categorical(sch, list(tiles), largest_divisor(nt, p.nr))
+    # Goto's MR, or the tile nearest it for a sampled NR whose tiles do not include it
+    dmr = largest_divisor(mt, p.mr)
+    mr = categorical(sch, tiles[int(nr)], min(tiles[int(nr)], key=lambda r: (abs(r - dmr), r)))
+    rows, cols = mt // mr, nt // nr
+    mcb = categorical(sch, near_divisors(rows, max(p.mc // mr, 1)), largest_divisor(rows, max(p.mc // mr, 1)))
+    ncb = categorical(sch, near_divisors(cols, max(p.nc // nr, 1)), largest_divisor(cols, max(p.nc // nr, 1)))
+    kc = categorical(sch, near_divisors(k, p.kc), largest_divisor(k, p.kc))
+    b_transposed = blk.info.operand_dims[1][-1:] == (2,)   # B stored (N, K): dense
+    pack = categorical(sch, [0, 1], int(packs_b(mt, int(mr), int(nr), b_transposed)))
+    unroll = unroll_factor(sch, int(kc), p.unroll_k)
+    goto_loop_nest(sch, block, t, over_n, mr, nr, mcb, ncb, kc, bool(int(pack)), unroll, epi)
 
 
 def schedule_mmt4d(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
@@ -72,15 +193,19 @@ def schedule_mmt4d(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
 
 
 def schedule_batch_matmul(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
-    """``linalg.batch_matmul`` ``(b, i, j, k)``: batches over the threads (or M when there are
-    fewer batches than threads), an MR x NR register tile from
-    :func:`~mlc_mlir.schedule.cpu_recipes.goto_params` vectorized inside the k loop (unrolled),
-    the elementwise epilogue chain fused per register tile. M, N and K are padded
-    (``pad_einsum``) to multiples of ``threads * MR``, NR and ``UNROLL_K`` where they are not
-    (an epilogue of a padded op keeps its own rule).
+    """``linalg.batch_matmul`` ``(b, i, j, k)``: loops ``b0 i0 b1 i1 j0 k i2 (vectorized) j1``;
+    threads over the batches (or M when there are fewer batches than threads), their count
+    sampled from :func:`~.common.thread_candidates` (default: the most); an ``MR x NR``
+    register tile vectorized inside the k loop, ``[M/T/MR, MR]`` and ``[N/NR, NR]`` by
+    ``sample_perfect_tile`` bounded by :func:`register_tile_bounds` (default: Goto's tile of
+    :func:`~mlc_mlir.schedule.cpu_recipes.goto_params` shrunk to divisors); the k loop
+    unrolled by :func:`unroll_factor`; the elementwise epilogue chain fused per register tile
+    row (``j0``). M, N and K are padded (``pad_einsum``) to multiples of ``threads * MR``, NR
+    and ``UNROLL_K`` where they are not
+    (:func:`~mlc_mlir.schedule.cpu_recipes.batch_matmul_padding`; an epilogue of a padded op
+    keeps its own rule).
 
-    Loop nest: ``b0 (parallel) b1 i0 [i1] j0 k i2 (vectorized) j1``. Shapes: A (B, M, K), B
-    (B, K, N), C (B, M, N).
+    Shapes: A (B, M, K), B (B, K, N), C (B, M, N).
 
     Raises
     ------
@@ -89,31 +214,35 @@ def schedule_batch_matmul(sch: Schedule, block: BlockRV, ctx: RuleContext) -> No
     """
     blk = sch.get(block)
     if len(blk.dims) != 4:
-        raise ScheduleError(f"default rule batch_matmul: '{blk.name}' has {len(blk.dims)} dims; "
+        raise ScheduleError(f"rule batch_matmul: '{blk.name}' has {len(blk.dims)} dims; "
                             "expected (b, i, j, k)")
     nb, m, n, k = (d.extent for d in blk.dims)
-    p = goto_params(ctx.target, m, n, k, ctx.threads, element_bits(blk))
-    tb = largest_divisor(nb, ctx.threads)
-    padding = batch_matmul_padding(ctx.target, nb, m, n, k, ctx.threads, element_bits(blk))
+    bits = element_bits(blk)
+    padding = batch_matmul_padding(ctx.target, nb, m, n, k, ctx.threads, bits)
     epi = []
     if padding == [1, 1, 1, 1]:
         epi = claim_epilogues(sch, blk, ctx)
     else:
         sch.pad_einsum(block, padding)
         nb, m, n, k = (d.extent for d in blk.dims)
+    p = goto_params(ctx.target, m, n, k, ctx.threads, bits)
+    bound = register_tile_bounds(ctx.target, bits)
     b, i, j, kk = sch.get_loops(block)
-    ti = largest_divisor(m, ctx.threads) if tb == 1 else 1
-    mr = largest_divisor(m // ti, p.mr)
+    on_batch = largest_divisor(nb, ctx.threads) > 1
+    on_rows = not on_batch and largest_divisor(m, ctx.threads) > 1
+    tcands = thread_candidates(nb if on_batch else m, ctx.threads)
+    t = categorical(sch, tcands, tcands[-1]) if on_batch or on_rows else 1
+    b0, b1 = sch.split(b, [t if on_batch else 1, None])
+    i0, irest = sch.split(i, [t if on_rows else 1, None])
+    mt = m // t if on_rows else m
+    mr = largest_divisor(mt, p.mr)
+    i1, i2 = sch.split(irest, perfect_tile(sch, irest, 2, bound["mr"], [mt // mr, mr]))
     nr = largest_divisor(n, p.nr)
-    unroll = largest_divisor(k, p.unroll_k)
-    b0, b1 = sch.split(b, [tb, nb // tb])
-    i0, i1, i2 = sch.split(i, [ti, m // ti // mr, mr])
-    j0, j1 = sch.split(j, [n // nr, nr])
+    j0, j1 = sch.split(j, perfect_tile(sch, j, 2, bound["nr"], [n // nr, nr]))
+    unroll = unroll_factor(sch, k, p.unroll_k)
     sch.reorder(b0, i0, b1, i1, j0, kk, i2, j1)
-    if tb > 1:
-        sch.parallel(b0)
-    elif ti > 1:
-        sch.parallel(i0)
+    if on_batch or on_rows:
+        sch.parallel(b0 if on_batch else i0)
     for e in epi:
         sch.reverse_compute_at(e, j0)
     if unroll > 1:

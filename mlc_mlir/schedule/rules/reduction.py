@@ -1,7 +1,8 @@
-"""Default rule for reductions (sum/mean/max/min, the row reductions of softmax, log_softmax
-and layer_norm): parallel over the kept (parallel) dims, the reduced row vectorized. Source:
-TVM dlight's CPU reduction rule and TOPI x86 ``schedule_reduce`` (parallel outer, vectorize
-inner)."""
+"""Rule for reductions (sum/mean/max/min, the row reductions of softmax, log_softmax and
+layer_norm): parallel over the kept (parallel) dims, the reduced row vectorized; the vector tile
+and the thread count are sampled decisions with target-derived defaults. Source: TVM dlight's
+CPU reduction rule, TOPI x86 ``schedule_reduce`` (parallel outer, vectorize inner) and
+MetaSchedule's ``AddRFactor``."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Dict, List
 from ..loop_nest import Block
 from ..schedule import Schedule
 from ..state import BlockRV, LoopRV
-from .common import RuleContext, parallelize_first, vector_tile
+from .common import RuleContext, categorical, parallelize_first, vector_candidates, vector_tile
 
 
 @dataclasses.dataclass
@@ -46,8 +47,7 @@ def reduction_layout(sch: Schedule, block: BlockRV, ctx: RuleContext) -> Reducti
     """Reorder ``block``'s loops to kept dims then reduced dims and classify it (row or column
     reduction, or neither). Bodies that read iteration indices (``argmax``) or have several
     results are neither: the vectorizer does not recognize their reductions; nor are ops whose
-    maps are not all dims or zeros (a diagonal ``einsum('jij->j')``, ``d0`` twice in one map). Shared by the
-    default rule and the tuner's stochastic rule."""
+    maps are not all dims or zeros (a diagonal ``einsum('jij->j')``, ``d0`` twice in one map)."""
     blk = sch.get(block)
     fact = ctx.fact(blk)
     loops = sch.get_loops(block)
@@ -71,13 +71,19 @@ def schedule_reduction(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
     * Row reductions (the only reduction dim is the innermost dim of the first input, e.g.
       softmax's max/sum over the last axis): the row is split into ``(C / V, V)`` and
       factorized (``rfactor``): V partial results accumulate in one vector register tile
-      (vectorized), reduced to one value per row at the end. Reducing the whole row as one
+      (vectorized), reduced to one value per row at the end. ``V`` is sampled from
+      :func:`~.common.vector_candidates` below the row length, or 1 (a plain row loop; the
+      default when :func:`~.common.vector_tile` is the whole row). It is structural: the
+      emitter's ``tile_reduction_using_for`` takes static sizes, so ``V`` enters the split as
+      a constant and another decision is applied by running the rule again. Reducing the whole row as one
       ``vector.multi_reduction`` lowers to a serial scalar chain (measured 2x slower than
       plain loops for softmax 512x1000), so it is not used.
     * Other reductions (the innermost input dim is kept, e.g. a sum over axis 0): the kept
       innermost dim is split into vectors and moved inside the reduction loops, so each
-      reduction step is a vector accumulate.
-    * The outermost kept dim with work is split over the threads.
+      reduction step is a vector accumulate; ``V`` sampled from
+      :func:`~.common.vector_candidates` (default :func:`~.common.vector_tile`).
+    * The outermost kept dim with work is split over sampled threads
+      (:func:`~.common.parallelize_first`).
     * Bodies that read iteration indices (``argmax``/``argmin``) or have several results are
       parallelized only: the vectorizer does not recognize their reductions.
 
@@ -94,17 +100,19 @@ def schedule_reduction(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
     if lay.column:
         # column reduction: vectors along the kept innermost dim, reduction loops outside
         d = par[-1]
-        v = vector_tile(ctx, blk, dims[d].extent)
-        if v > 1:
-            o, i = sch.split(tiles[d], [dims[d].extent // v, v])
+        cands = vector_candidates(ctx, blk, dims[d].extent)
+        if cands:
+            o, i = sch.split(tiles[d], [None, categorical(sch, cands, vector_tile(ctx, blk, dims[d].extent))])
             sch.reorder(*([o] + [tiles[r] for r in red] + [i]))
             tiles[d] = o
             vec_loop = i
     elif lay.row:
         # row reduction: partial results in one vector tile (rfactor), reduced once per row
         r = red[0]
-        v = vector_tile(ctx, blk, dims[r].extent)
-        if 1 < v < dims[r].extent:
+        cands = [c for c in vector_candidates(ctx, blk, dims[r].extent) if c < dims[r].extent]
+        dv = vector_tile(ctx, blk, dims[r].extent)
+        v = int(categorical(sch, [1] + cands, dv if dv in cands else 1)) if cands else 1
+        if v > 1:
             _, k1 = sch.split(tiles[r], [dims[r].extent // v, v])
             sch.rfactor(k1)
             vec_loop = k1
