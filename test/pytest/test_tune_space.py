@@ -12,6 +12,7 @@ import pytest
 import mlc_mlir as mlc
 from mlc_mlir import ops
 from mlc_mlir.errors import ScheduleError, TuningError
+from mlc_mlir.pipeline.scheduling import layout_rewrites
 from mlc_mlir.schedule.default_rules import apply_default_schedule
 from mlc_mlir.schedule.sampling import perfect_tilings
 from mlc_mlir.schedule.trace import RV, SAMPLING_KINDS
@@ -51,6 +52,10 @@ CASES = {
     "conv2d_bias_relu": (lambda x, w, b: ops.relu(ops.conv2d(x, w, b, padding=1)),
                          [(1, 3, 8, 16), (8, 3, 3, 3), (8,)],
                          lambda x, w, b: np.maximum(conv_ref(x, w, padding=1) + b[None, :, None, None], 0)),
+    # rewritten to NHWC by the layout rewrites (test_nhwc_conv_space): 17 x 17 outputs, not im2col
+    "conv2d_s2": (lambda x, w, b: ops.relu(ops.conv2d(x, w, b, strides=2, padding=1)),
+                  [(1, 8, 34, 34), (32, 8, 3, 3), (32,)],
+                  lambda x, w, b: np.maximum(conv_ref(x, w, strides=(2, 2), padding=1) + b[None, :, None, None], 0)),
 }
 
 
@@ -123,6 +128,27 @@ def test_default_decisions_reproduce_the_default_schedule(name, target):
     other = next((o for o in others if sampled_decisions(o.trace) != decisions), None)
     if other is not None:
         run_and_check(name, other.mod)
+
+
+@pytest.mark.parametrize("target", [SMALL, host_target()], ids=["small", "host"])
+def test_nhwc_conv_space(target):
+    """The NHWC convolution's rule samples its register tile (WR x FR), input-channel block,
+    threads, filter packing and window unrolling; its default decisions are the default
+    schedule, and samples compile and match numpy (SMALL's 1 KiB L1d blocks the channels)."""
+    mod = build("conv2d_s2")
+    mod = layout_rewrites(mod, target, mod.function_names())
+    assert "linalg.conv_2d_nhwc_hwcf" in str(mod)
+    space = default_space(target)
+    dflt = apply_default_schedule(mlc.Schedule(mod), target)
+    assert str(default_point(space, mod).mod) == str(dflt.mod)
+    conv_decisions = set()
+    for seed in range(4):
+        sch = generate(space, mod, seed)
+        conv = [str(sch.trace.decisions[i]) for i, inst in enumerate(sch.trace.insts)
+                if inst.kind in SAMPLING_KINDS]
+        conv_decisions.add(tuple(conv))
+        run_and_check("conv2d_s2", sch.mod)
+    assert len(conv_decisions) > 1
 
 
 def test_replay_with_other_decisions_gives_the_other_program():

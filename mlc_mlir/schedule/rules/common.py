@@ -27,6 +27,10 @@ VECTORS_PER_TILE = 4
 #: Vectors per vectorized tile the rules sample from (the default: :func:`vector_tile`).
 TILE_VECTORS = (1, 2, 3, 4)
 
+#: Multiples of a cache-derived block (Goto's MC, NC, KC; a convolution's channel block) the
+#: rules sample around it (:func:`near_divisors`).
+BLOCK_SCALES = (0.25, 0.5, 1.0, 2.0)
+
 
 @dataclasses.dataclass
 class RuleContext:
@@ -57,6 +61,13 @@ class RuleContext:
 def largest_divisor(n: int, cap: int) -> int:
     """The largest divisor of ``n`` not above ``cap`` (at least 1)."""
     return max(d for d in range(1, max(1, min(n, cap)) + 1) if n % d == 0)
+
+
+def near_divisors(extent: int, center: int, scales: Sequence[float] = BLOCK_SCALES) -> List[int]:
+    """Divisors of ``extent`` nearest below ``center * s`` for each scale ``s`` (sorted,
+    unique; always includes the one for scale 1): the candidates of a cache block whose
+    target-derived size is ``center``."""
+    return sorted({largest_divisor(extent, max(1, int(center * s))) for s in scales})
 
 
 def element_bits(blk: Block) -> int:
@@ -107,6 +118,13 @@ def categorical(sch, candidates: Sequence[int], default: int) -> ExprRV:
 def perfect_tile(sch, loop: LoopRV, n: int, bound: int, default: Sequence[int]) -> List[ExprRV]:
     """``sch.sample_perfect_tile(loop, n, bound)`` whose default decision is ``default``."""
     return sch.sample_perfect_tile(loop, n, bound, default=[int(d) for d in default])
+
+
+def block_size(sch, extent: int, center: int) -> ExprRV:
+    """A sampled cache block of a dim of ``extent``: one of :func:`near_divisors` of the
+    target-derived size ``center``; default the largest divisor of ``extent`` up to it."""
+    center = max(1, center)
+    return categorical(sch, near_divisors(extent, center), largest_divisor(extent, center))
 
 
 def thread_candidates(extent: int, threads: int) -> List[int]:

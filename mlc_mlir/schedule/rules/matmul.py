@@ -10,7 +10,7 @@ Geijn (TOMS 2008); TVM MetaSchedule ``MultiLevelTiling``; TVM's x86 ``dense_pack
 
 from __future__ import annotations
 
-from typing import Dict, List, Sequence
+from typing import Dict, List
 
 from ...errors import ScheduleError
 from ...target import Target
@@ -21,7 +21,7 @@ from ..cpu_recipes import (
 from ..schedule import Schedule
 from ..state import BlockRV
 from .common import (
-    TILE_VECTORS, RuleContext, categorical, element_bits, largest_divisor, perfect_tile,
+    TILE_VECTORS, RuleContext, block_size, categorical, element_bits, largest_divisor, perfect_tile,
     thread_candidates, worth_threads,
 )
 from .epilogue import claim_epilogues
@@ -29,10 +29,6 @@ from .epilogue import claim_epilogues
 #: Unroll factors of a contraction's k loop the rules sample (code-size choices, not machine
 #: constants; the default is Goto's ``UNROLL_K`` shrunk to a divisor).
 UNROLL_FACTORS = (1, 2, 4, 8)
-
-#: Multiples of the cache-derived blocks (Goto's MC, NC, KC) the matmul rule samples.
-BLOCK_SCALES = (0.25, 0.5, 1.0, 2.0)
-
 
 def register_tile_bounds(target: Target, bits: int) -> Dict[str, int]:
     """Bounds of the register tile and cache blocks derived from the target.
@@ -53,12 +49,6 @@ def register_tile_bounds(target: Target, bits: int) -> Dict[str, int]:
     l1 = target.l1d_bytes or (32 << 10)
     return {"mr": max(1, target.vector_registers // 2), "nr": 4 * lanes,
             "kc": max(lanes, l1 // (lanes * nbytes))}
-
-
-def near_divisors(extent: int, center: int, scales: Sequence[float] = BLOCK_SCALES) -> List[int]:
-    """Divisors of ``extent`` nearest below ``center * s`` for each scale ``s`` (sorted,
-    unique; always includes the one for scale 1)."""
-    return sorted({largest_divisor(extent, max(1, int(center * s))) for s in scales})
 
 
 def matmul_register_tiles(target: Target, bits: int, mt: int, n: int) -> Dict[int, List[int]]:
@@ -112,8 +102,8 @@ def schedule_matmul(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
       whether they split N (the default) or M (structural).
     * ``NR`` then ``MR``: the register tile (:func:`matmul_register_tiles`; the default MR is
       Goto's, or the row count nearest it among the tiles of a sampled NR).
-    * ``MC / MR``, ``NC / NR`` and ``KC``: cache blocks at :data:`BLOCK_SCALES` times Goto's
-      MC, NC and KC (cache-derived), shrunk to divisors.
+    * ``MC / MR``, ``NC / NR`` and ``KC``: cache blocks around Goto's MC, NC and KC
+      (cache-derived; :func:`~.common.block_size`).
     * pack B (``cache_read`` at ``k0``) or not (structural; default
       :func:`~mlc_mlir.schedule.cpu_recipes.packs_b`).
     * the unroll factor of ``k1`` (:func:`unroll_factor`, structural).
@@ -158,9 +148,9 @@ def schedule_matmul(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
     dmr = largest_divisor(mt, p.mr)
     mr = categorical(sch, tiles[int(nr)], min(tiles[int(nr)], key=lambda r: (abs(r - dmr), r)))
     rows, cols = mt // mr, nt // nr
-    mcb = categorical(sch, near_divisors(rows, max(p.mc // mr, 1)), largest_divisor(rows, max(p.mc // mr, 1)))
-    ncb = categorical(sch, near_divisors(cols, max(p.nc // nr, 1)), largest_divisor(cols, max(p.nc // nr, 1)))
-    kc = categorical(sch, near_divisors(k, p.kc), largest_divisor(k, p.kc))
+    mcb = block_size(sch, rows, p.mc // mr)
+    ncb = block_size(sch, cols, p.nc // nr)
+    kc = block_size(sch, k, p.kc)
     b_transposed = blk.info.operand_dims[1][-1:] == (2,)   # B stored (N, K): dense
     pack = categorical(sch, [0, 1], int(packs_b(mt, int(mr), int(nr), b_transposed)))
     unroll = unroll_factor(sch, int(kc), p.unroll_k)
