@@ -338,14 +338,15 @@ def schedule_matmul_goto(sch: Schedule, block: BlockRV, threads: Optional[int] =
 def goto_loop_nest(sch: Schedule, block: BlockRV, threads: int, split_n: bool, mr: int, nr: int,
                    mc_tiles: int, nc_tiles: int, kc: int, pack: bool, unroll_k: int,
                    epilogues=()) -> None:
-    """The loop nest of :func:`schedule_matmul_goto` from its sizes, each an int or a sampled
-    ``ExprRV`` that the splits take as a factor (the matmul rule's decisions): ``k`` split
-    ``[None, KC]``; the threads' dim (N with ``split_n``, else M) split ``[threads, None]``; M
-    split ``[None, MC / MR, MR]`` and N ``[None, NC / NR, NR]`` (``mc_tiles`` register tiles
-    per M block, ``nc_tiles`` panels per N block); loops ``i0 j0 k0 i1 j1 i2 k1 i3 j2``,
-    epilogues at ``j0``, the init decomposed, B packed at ``k0`` when ``pack``, ``k1``
-    unrolled by ``unroll_k``, the ``MR x NR`` tile vectorized. Each size must divide what is
-    left of its extent (checked by ``split``).
+    """The loop nest of :func:`schedule_matmul_goto` and :func:`schedule_mmt4d_goto` from its
+    sizes, each an int or a sampled ``ExprRV`` that the splits take as a factor (the rules'
+    decisions): ``k`` split ``[None, KC]``; the threads' dim (N with ``split_n``, else M) split
+    ``[threads, None]``; M split ``[None, MC / MR, MR]`` and N ``[None, NC / NR, NR]``
+    (``mc_tiles`` register tiles per M block, ``nc_tiles`` panels per N block; an mmt4d's N
+    is already in panels: ``[None, nc_tiles]``, its ``m0 n0 k0`` loops innermost); loops
+    ``i0 j0 k0 i1 j1 i2 k1 i3 j2``, epilogues at ``j0``, the init decomposed, B packed at
+    ``k0`` when ``pack``, ``k1`` unrolled by ``unroll_k``, the ``MR x NR`` tile vectorized.
+    Each size must divide what is left of its extent (checked by ``split``).
 
     Raises
     ------
@@ -353,7 +354,7 @@ def goto_loop_nest(sch: Schedule, block: BlockRV, threads: int, split_n: bool, m
         If a size does not divide its extent.
     """
     blk = sch.get(block)
-    i, j, k = sch.get_loops(block)
+    i, j, k, *panel = sch.get_loops(block)   # mmt4d: m0, n0 (the packed panel), k0
     k0, k1 = sch.split(k, [None, kc])
     if split_n:
         # threads over N: each packs only its own columns of B (over M, every thread packs
@@ -363,8 +364,8 @@ def goto_loop_nest(sch: Schedule, block: BlockRV, threads: int, split_n: bool, m
     else:
         outer, i = sch.split(i, [threads, None])
     i1, i2, i3 = sch.split(i, [None, mc_tiles, mr])
-    j0, j1, j2 = sch.split(j, [None, nc_tiles, nr])
-    sch.reorder(outer, j0, k0, i1, j1, i2, k1, i3, j2)
+    j0, j1, *j2 = sch.split(j, [None, nc_tiles] + ([] if panel else [nr]))
+    sch.reorder(outer, j0, k0, i1, j1, i2, k1, i3, *j2, *panel)
     if threads > 1:
         sch.parallel(outer)
     for e in epilogues:
@@ -446,13 +447,11 @@ def schedule_mmt4d_goto(sch: Schedule, block: BlockRV, threads: Optional[int] = 
         If the block does not have 6 dims with unit ``m0`` and ``k0``, or ``threads`` divides
         neither M (nor, with ``split_n``, the panels).
     """
-    loops = sch.get_loops(block)
     blk = sch.get(block)
     ext = [d.extent for d in blk.dims]
-    if len(loops) != 6 or ext[3] != 1 or ext[5] != 1:
+    if len(blk.loops) != 6 or ext[3] != 1 or ext[5] != 1:
         raise ScheduleError(f"schedule_mmt4d_goto: expected mmt4d dims (m1, n1, k1, m0=1, n0, k0=1), "
                             f"got extents {ext}")
-    m1, n1, k, m0, n0, k0u = loops
     m, panels, kk, nr = ext[0], ext[1], ext[2], ext[4]
     bits = dtypes.bit_width(blk.info.dtypes[-1]) if blk.info.dtypes else 32
     p = goto_params(target or host_target(), m, panels * nr, kk, threads, bits)
@@ -461,33 +460,15 @@ def schedule_mmt4d_goto(sch: Schedule, block: BlockRV, threads: Optional[int] = 
                       p.nc if nc is None else nc, p.mc if mc is None else mc)
     kc = _largest_divisor(kk, kc)
     unroll_k = _largest_divisor(kc, p.unroll_k if unroll_k is None else unroll_k)
-    k0, k1 = sch.split(k, [kk // kc, kc])
     if split_n is None:
         split_n = threads > 1 and thread_splits(m, panels * nr, threads, 1, nr)[1]
-    if split_n:
-        if panels % threads != 0:
-            raise ScheduleError(f"schedule_mmt4d_goto: {threads} threads do not divide the "
-                                f"{panels} panels of B")
-        mt, pt = m, panels // threads
-    else:
-        if m % threads != 0:
-            raise ScheduleError(f"schedule_mmt4d_goto: {threads} threads do not divide M={m}")
-        mt, pt = m // threads, panels
+    if split_n and panels % threads != 0:
+        raise ScheduleError(f"schedule_mmt4d_goto: {threads} threads do not divide the "
+                            f"{panels} panels of B")
+    if not split_n and m % threads != 0:
+        raise ScheduleError(f"schedule_mmt4d_goto: {threads} threads do not divide M={m}")
+    mt, pt = (m, panels // threads) if split_n else (m // threads, panels)
     mr = _largest_divisor(mt, mr)
-    mc = _largest_divisor(mt // mr, max(mc // mr, 1)) * mr
-    pc = _largest_divisor(pt, max(nc // nr, 1))
-    if split_n:
-        i1, i2, i3 = sch.split(m1, [m // mc, mc // mr, mr])
-        outer, j0, j1 = sch.split(n1, [threads, pt // pc, pc])
-    else:
-        outer, i1, i2, i3 = sch.split(m1, [threads, mt // mc, mc // mr, mr])
-        j0, j1 = sch.split(n1, [panels // pc, pc])
-    sch.reorder(outer, j0, k0, i1, j1, i2, k1, i3, m0, n0, k0u)
-    if threads > 1:
-        sch.parallel(outer)
-    if blk.info.init and threads > 1 and (blk.padding is None or set(blk.info.producers) <= {blk.info.init}):
-        sch.decompose_reduction(block, j0)   # each thread zeroes its own tiles of C
-    if unroll_k > 1:
-        sch.unroll(k1, unroll_k)
-    sch.vectorize(i3)
+    goto_loop_nest(sch, block, threads, split_n, mr, nr, _largest_divisor(mt // mr, max(mc // mr, 1)),
+                   _largest_divisor(pt, max(nc // nr, 1)), kc, False, unroll_k)
     return sch

@@ -10,13 +10,13 @@ Geijn (TOMS 2008); TVM MetaSchedule ``MultiLevelTiling``; TVM's x86 ``dense_pack
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Dict, List
 
 from ...errors import ScheduleError
 from ...target import Target
 from ..cpu_recipes import (
-    batch_matmul_padding, goto_loop_nest, goto_padding, goto_params, packs_b, schedule_mmt4d_goto,
-    thread_splits,
+    UNROLL_K, batch_matmul_padding, goto_loop_nest, goto_padding, goto_params, packs_b, thread_splits,
 )
 from ..schedule import Schedule
 from ..state import BlockRV
@@ -87,26 +87,30 @@ def unroll_factor(sch: Schedule, k: int, default: int) -> int:
     return int(categorical(sch, sorted({u for u in UNROLL_FACTORS if k % u == 0} | {d}), d))
 
 
+def pad_or_fuse_epilogues(sch: Schedule, block: BlockRV, ctx: RuleContext, padding) -> List[BlockRV]:
+    """Pad the contraction (``pad_einsum`` with the multiples ``padding``) when a multiple is
+    above 1, leaving its epilogue to the elementwise rule (it reads the unpadded result);
+    else claim its elementwise epilogue chain (:func:`~.epilogue.claim_epilogues`).
+
+    Returns
+    -------
+    list of BlockRV
+        The epilogues to fuse into the contraction's tiles (empty when padded).
+    """
+    if all(p == 1 for p in padding):
+        return claim_epilogues(sch, sch.get(block), ctx)
+    sch.pad_einsum(block, list(padding))
+    return []
+
+
 def schedule_matmul(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
     """``linalg.matmul`` (``matmul``; ``dense`` is a matmul with a transposed B map): multi-level
     tiling in the Goto structure (:func:`~mlc_mlir.schedule.cpu_recipes.goto_loop_nest`, loops
     ``i0 (parallel) j0 k0 i1 j1 i2 k1 (unrolled) i3 j2 (vectorized MR x NR)``) with the
-    elementwise epilogue chain fused at the NC block. Decisions, in order (each a
-    ``sample_categorical``; a candidate list may derive from an earlier decision and is
-    recorded), defaults from :func:`~mlc_mlir.schedule.cpu_recipes.goto_params`:
-
-    * ``t`` = threads (:func:`~mlc_mlir.schedule.cpu_recipes.thread_splits`: M divisible with at
-      least Goto's MR rows per thread, or N > M divisible into ``t * NR`` columns; default the
-      most); none when the matmul is too small to pay for a fork
-      (:func:`~mlc_mlir.schedule.rules.common.worth_threads`). Where both splits are possible,
-      whether they split N (the default) or M (structural).
-    * ``NR`` then ``MR``: the register tile (:func:`matmul_register_tiles`; the default MR is
-      Goto's, or the row count nearest it among the tiles of a sampled NR).
-    * ``MC / MR``, ``NC / NR`` and ``KC``: cache blocks around Goto's MC, NC and KC
-      (cache-derived; :func:`~.common.block_size`).
-    * pack B (``cache_read`` at ``k0``) or not (structural; default
-      :func:`~mlc_mlir.schedule.cpu_recipes.packs_b`).
-    * the unroll factor of ``k1`` (:func:`unroll_factor`, structural).
+    elementwise epilogue chain fused at the NC block. Decisions, in order: the threads,
+    register tile and cache blocks of :func:`goto_decisions`; pack B (``cache_read`` at ``k0``)
+    or not (structural; default :func:`~mlc_mlir.schedule.cpu_recipes.packs_b`); the unroll
+    factor of ``k1`` (:func:`unroll_factor`, structural).
 
     Extents that are not multiples of the register tile (MR x NR), the threads or a good KC
     are first padded (``pad_einsum`` with
@@ -126,46 +130,75 @@ def schedule_matmul(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
     m, n, k = (d.extent for d in blk.dims)
     bits = element_bits(blk)
     threads = ctx.threads if worth_threads(ctx, blk) else 1
-    padding = goto_padding(ctx.target, m, n, k, threads, bits)
-    epi = []
-    if padding == (1, 1, 1):
-        epi = claim_epilogues(sch, blk, ctx)
-    else:
-        # the epilogue reads the unpadded result: it keeps its own (elementwise) rule
-        sch.pad_einsum(block, list(padding))
-        m, n, k = (d.extent for d in blk.dims)
+    epi = pad_or_fuse_epilogues(sch, block, ctx, goto_padding(ctx.target, m, n, k, threads, bits))
+    m, n, k = (d.extent for d in blk.dims)
+    d = goto_decisions(sch, ctx, m, n, k, threads, bits)
+    b_transposed = blk.info.operand_dims[1][-1:] == (2,)   # B stored (N, K): dense
+    mt = m if d.split_n else m // d.threads
+    pack = categorical(sch, [0, 1], int(packs_b(mt, int(d.mr), int(d.nr), b_transposed)))
+    unroll = unroll_factor(sch, int(d.kc), UNROLL_K)
+    goto_loop_nest(sch, block, d.threads, d.split_n, d.mr, d.nr, d.mc_tiles, d.nc_tiles, d.kc,
+                   bool(int(pack)), unroll, epi)
+
+
+@dataclasses.dataclass(frozen=True)
+class GotoDecisions:
+    """Sampled sizes of :func:`~mlc_mlir.schedule.cpu_recipes.goto_loop_nest` (ints or
+    ``ExprRV`` s): threads, whether they split N, the ``MR x NR`` register tile, register
+    tiles per M block, panels per N block, and KC."""
+
+    threads: int
+    split_n: bool
+    mr: int
+    nr: int
+    mc_tiles: int
+    nc_tiles: int
+    kc: int
+
+
+def goto_decisions(sch: Schedule, ctx: RuleContext, m: int, n: int, k: int, threads: int,
+                   bits: int, panel: int = 0) -> GotoDecisions:
+    """Sample the Goto nest of an ``(M, N, K)`` contraction with at most ``threads`` threads,
+    the defaults from :func:`~mlc_mlir.schedule.cpu_recipes.goto_params`, in order:
+
+    * ``t`` = threads (:func:`~mlc_mlir.schedule.cpu_recipes.thread_splits`: M divisible with
+      at least Goto's MR rows per thread, or N > M divisible into ``t * NR`` columns; default
+      the most); where both splits are possible, whether they split N (the default) or M
+      (structural);
+    * ``NR`` (unless ``panel``: an mmt4d's packed panel width) then ``MR``: the register tile
+      (:func:`matmul_register_tiles`; the default MR is Goto's, or the row count nearest it
+      among the tiles of a sampled NR);
+    * ``MC / MR``, ``NC / NR`` and ``KC``: cache blocks around Goto's MC, NC and KC
+      (cache-derived; :func:`~.common.block_size`).
+    """
     p = goto_params(ctx.target, m, n, k, threads, bits)
-    nr0 = largest_divisor(n, p.nr)
+    nr0 = panel or largest_divisor(n, p.nr)
     # thread counts that split M or N (goto_params' rule: its choice is the largest)
     tcands = [t for t in range(1, threads + 1) if t == 1 or any(thread_splits(m, n, t, p.mr, nr0))]
     t = categorical(sch, tcands, p.threads) if len(tcands) > 1 else 1
     splits_m, splits_n = thread_splits(m, n, t, p.mr, nr0) if t > 1 else (False, False)
-    over_n = splits_n and (not splits_m or bool(int(categorical(sch, [1, 0], 1))))
-    mt, nt = (m, n // t) if over_n else (m // t, n)
-    tiles = matmul_register_tiles(ctx.target, bits, mt, nt)
-    nr = categorical(sch, list(tiles), largest_divisor(nt, p.nr))
+    split_n = splits_n and (not splits_m or bool(int(categorical(sch, [1, 0], 1))))
+    mt, nt = (m, n // t) if split_n else (m // t, n)
+    tiles = matmul_register_tiles(ctx.target, bits, mt, panel or nt)
+    nr = panel or categorical(sch, list(tiles), largest_divisor(nt, p.nr))
     # Goto's MR, or the tile nearest it for a sampled NR whose tiles do not include it
     dmr = largest_divisor(mt, p.mr)
-    mr = categorical(sch, tiles[int(nr)], min(tiles[int(nr)], key=lambda r: (abs(r - dmr), r)))
-    rows, cols = mt // mr, nt // nr
-    mcb = block_size(sch, rows, p.mc // mr)
-    ncb = block_size(sch, cols, p.nc // nr)
-    kc = block_size(sch, k, p.kc)
-    b_transposed = blk.info.operand_dims[1][-1:] == (2,)   # B stored (N, K): dense
-    pack = categorical(sch, [0, 1], int(packs_b(mt, int(mr), int(nr), b_transposed)))
-    unroll = unroll_factor(sch, int(kc), p.unroll_k)
-    goto_loop_nest(sch, block, t, over_n, mr, nr, mcb, ncb, kc, bool(int(pack)), unroll, epi)
+    rows = tiles.get(int(nr)) or [dmr]
+    mr = categorical(sch, rows, min(rows, key=lambda r: (abs(r - dmr), r)))
+    return GotoDecisions(t, split_n, mr, nr, block_size(sch, mt // mr, p.mc // mr),
+                         block_size(sch, nt // nr, p.nc // nr), block_size(sch, k, p.kc))
 
 
 def schedule_mmt4d(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
     """``linalg.mmt4d`` with ``M0 = K0 = 1`` (a matmul whose constant B was packed into
     ``(N / NR, K, NR)`` panels at compile time): M is padded (``pad_einsum``) to the multiple
-    :func:`~mlc_mlir.schedule.cpu_recipes.goto_padding` asks of the equivalent matmul, then
-    :func:`~mlc_mlir.schedule.cpu_recipes.schedule_mmt4d_goto` with
-    :func:`~mlc_mlir.schedule.cpu_recipes.goto_params` for the target (M is not padded when a
-    register tile of at least 3/4 of the full tile's rows divides it:
-    :func:`~mlc_mlir.schedule.cpu_recipes.register_rows`). No epilogue: the packing
-    pass only rewrites matmuls that feed no elementwise op.
+    :func:`~mlc_mlir.schedule.cpu_recipes.goto_padding` asks of the equivalent matmul (M is
+    not padded when a register tile of at least 3/4 of the full tile's rows divides it:
+    :func:`~mlc_mlir.schedule.cpu_recipes.register_rows`), then the matmul's nest
+    (:func:`~mlc_mlir.schedule.cpu_recipes.goto_loop_nest`) on the panels, its decisions
+    those of :func:`goto_decisions` with NR the panel width, then the k-unroll
+    (:func:`unroll_factor`). No epilogue: the packing pass only rewrites matmuls that feed no
+    elementwise op.
 
     Shapes: A (M, K, 1, 1), B (N / NR, K, NR, 1), C (M, N / NR, 1, NR); float dtypes.
     """
@@ -177,9 +210,9 @@ def schedule_mmt4d(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
     if mm > 1:
         sch.pad_einsum(block, [mm, 1, 1, 1, 1, 1])
         m = blk.dims[0].extent
-    p = goto_params(ctx.target, m, panels * nr, k, threads, bits)
-    schedule_mmt4d_goto(sch, block, threads=p.threads, mc=p.mc, nc=p.nc, kc=p.kc, mr=p.mr,
-                        unroll_k=p.unroll_k, target=ctx.target)
+    d = goto_decisions(sch, ctx, m, panels * nr, k, threads, bits, panel=nr)
+    goto_loop_nest(sch, block, d.threads, d.split_n, d.mr, nr, d.mc_tiles, d.nc_tiles, d.kc, False,
+                   unroll_factor(sch, int(d.kc), UNROLL_K))
 
 
 def schedule_batch_matmul(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
@@ -208,13 +241,8 @@ def schedule_batch_matmul(sch: Schedule, block: BlockRV, ctx: RuleContext) -> No
                             "expected (b, i, j, k)")
     nb, m, n, k = (d.extent for d in blk.dims)
     bits = element_bits(blk)
-    padding = batch_matmul_padding(ctx.target, nb, m, n, k, ctx.threads, bits)
-    epi = []
-    if padding == [1, 1, 1, 1]:
-        epi = claim_epilogues(sch, blk, ctx)
-    else:
-        sch.pad_einsum(block, padding)
-        nb, m, n, k = (d.extent for d in blk.dims)
+    epi = pad_or_fuse_epilogues(sch, block, ctx, batch_matmul_padding(ctx.target, nb, m, n, k, ctx.threads, bits))
+    nb, m, n, k = (d.extent for d in blk.dims)
     p = goto_params(ctx.target, m, n, k, ctx.threads, bits)
     bound = register_tile_bounds(ctx.target, bits)
     b, i, j, kk = sch.get_loops(block)
