@@ -15,6 +15,8 @@ from mlc_mlir.errors import ScheduleError, TuningError
 from mlc_mlir.pipeline.cuda import check_ptx, compile_to_ptx
 from mlc_mlir.runtime.cuda import cuda_available
 from mlc_mlir.target import Target
+from mlc_mlir.schedule.default_rules import apply_default_schedule
+from mlc_mlir.schedule.rules.gpu_rules import matmul_tile_defaults
 from mlc_mlir.tune.gpu_space import (GpuRuleSpace, MatmulTiles, matmul_tile_candidates,
                                      sample_gpu_matmul)
 
@@ -70,6 +72,27 @@ def test_space_samples_knobs():
     GpuRuleSpace(Target.cuda())(sch)
     kinds = [i.kind for i in sch.trace.insts]
     assert kinds.count("sample_categorical") == 5 and "bind" in kinds
+
+
+def test_default_schedule_is_the_rule_at_its_defaults():
+    """One GPU matmul rule: the default schedule takes the shape-derived tiles as its decisions;
+    the space is the same rule drawing them (replaying a sample with the default decisions
+    gives the default schedule)."""
+    mod = _matmul()
+    dflt = mlc.Schedule(mod)
+    apply_default_schedule(dflt, Target.cuda())
+    d = matmul_tile_defaults(256, 256, 128)
+    cats = [i for i, inst in enumerate(dflt.trace.insts) if inst.kind == "sample_categorical"]
+    values = [dflt.trace.insts[i].attrs["candidates"][dflt.trace.decisions[i]] for i in cats]
+    assert values == [d["ty"], d["tx"], d["ly"], d["lx"], d["kt"]]
+    samples = []
+    for seed in range(4):
+        sch = mlc.Schedule(mod, seed=seed, defaults=False)
+        GpuRuleSpace(Target.cuda())(sch)
+        samples.append([sch.trace.decisions[i] for i in cats])
+    assert any(s != [dflt.trace.decisions[i] for i in cats] for s in samples)
+    replayed = mlc.Schedule.from_trace(mod, sch.trace, decisions={i: dflt.trace.decisions[i] for i in cats})
+    assert str(replayed.as_transform_script()) == str(dflt.as_transform_script())
 
 
 def test_space_needs_a_cuda_target():
