@@ -22,7 +22,7 @@ from mlc_mlir.schedule.rules.matmul import matmul_register_tiles, register_tile_
 from mlc_mlir.tune.space_rules import (default_point, default_space, generate, sampled_decisions,
                                        structural_sampling)
 from mlc_mlir.tune.task import extract_tasks
-from test_ops_nn import conv_ref
+from test_ops_nn import conv_ref, windows
 from targets import AVX2
 from targets import AVX512 as AVX512_2CORES
 
@@ -52,10 +52,16 @@ CASES = {
     "conv2d_bias_relu": (lambda x, w, b: ops.relu(ops.conv2d(x, w, b, padding=1)),
                          [(1, 3, 8, 16), (8, 3, 3, 3), (8,)],
                          lambda x, w, b: np.maximum(conv_ref(x, w, padding=1) + b[None, :, None, None], 0)),
-    # rewritten to NHWC by the layout rewrites (test_nhwc_conv_space): 17 x 17 outputs, not im2col
-    "conv2d_s2": (lambda x, w, b: ops.relu(ops.conv2d(x, w, b, strides=2, padding=1)),
+    "max_pool_s1": (lambda x: ops.max_pool2d(x, 3, 1, padding=1), [(1, 16, 12, 32)],
+                    lambda x: np.max(windows(x, (3, 3), (1, 1), 1, (1, 1), -np.inf), axis=0)),
+    # rewritten to NHWC by the layout rewrites (test_nhwc_conv_space): 17 x 17 outputs, not
+    # im2col; the max pool between the NHWC transposes becomes an NHWC pooling
+    "conv2d_s2": (lambda x, w, b: ops.max_pool2d(ops.relu(ops.conv2d(x, w, b, strides=2, padding=1)), 3, 2,
+                                                 padding=1),
                   [(1, 8, 34, 34), (32, 8, 3, 3), (32,)],
-                  lambda x, w, b: np.maximum(conv_ref(x, w, strides=(2, 2), padding=1) + b[None, :, None, None], 0)),
+                  lambda x, w, b: np.max(windows(np.maximum(conv_ref(x, w, strides=(2, 2), padding=1)
+                                                            + b[None, :, None, None], 0),
+                                                 (3, 3), (2, 2), 1, (1, 1), -np.inf), axis=0)),
 }
 
 
@@ -133,11 +139,12 @@ def test_default_decisions_reproduce_the_default_schedule(name, target):
 @pytest.mark.parametrize("target", [SMALL, host_target()], ids=["small", "host"])
 def test_nhwc_conv_space(target):
     """The NHWC convolution's rule samples its register tile (WR x FR), input-channel block,
-    threads, filter packing and window unrolling; its default decisions are the default
-    schedule, and samples compile and match numpy (SMALL's 1 KiB L1d blocks the channels)."""
+    threads, filter packing and window unrolling, the NHWC pooling's its channel and row tiles;
+    their default decisions are the default schedule, and samples compile and match numpy
+    (SMALL's 1 KiB L1d blocks the channels)."""
     mod = build("conv2d_s2")
     mod = layout_rewrites(mod, target, mod.function_names())
-    assert "linalg.conv_2d_nhwc_hwcf" in str(mod)
+    assert "linalg.conv_2d_nhwc_hwcf" in str(mod) and "linalg.pooling_nhwc_max" in str(mod)
     space = default_space(target)
     dflt = apply_default_schedule(mlc.Schedule(mod), target)
     assert str(default_point(space, mod).mod) == str(dflt.mod)

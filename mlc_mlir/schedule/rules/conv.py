@@ -1,4 +1,5 @@
-"""Default rules for 2-D convolutions.
+"""Rules for 2-D convolutions; each samples its tiles, threads and unrolling (decisions whose
+defaults derive from the target, the values described below).
 
 * ``linalg.conv_2d_nhwc_hwcf`` (:func:`schedule_conv2d_nhwc`): a direct convolution with a
   register tile of ``WR`` output columns x ``k`` vectors of output channels
