@@ -126,7 +126,8 @@ def apply_rules(sch: Schedule, ctx: RuleContext, rules: Mapping[str, Rule], labe
 
 
 def apply_default_schedule(sch: Schedule, target: Target, threads: Optional[int] = None,
-                           functions: Optional[Sequence[str]] = None) -> Schedule:
+                           functions: Optional[Sequence[str]] = None,
+                           facts: Optional[Mapping] = None) -> Schedule:
     """Schedule every named linalg op of every function of ``sch``'s payload by its op kind.
 
     Blocks already retrieved by earlier primitives are left alone, as are kinds in
@@ -143,6 +144,9 @@ def apply_default_schedule(sch: Schedule, target: Target, threads: Optional[int]
     functions : sequence of str, optional
         Schedule only the blocks of these functions (default: all); the others are left as they
         are (e.g. functions scheduled by hand).
+    facts : mapping, optional
+        :func:`~.rules.payload.payload_facts` of ``sch.payload``, when the caller has them (a
+        design space applies the rules to many schedules of one payload); default: computed.
 
     Returns
     -------
@@ -168,7 +172,7 @@ def apply_default_schedule(sch: Schedule, target: Target, threads: Optional[int]
     threads = target.cores if threads is None else threads
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
         raise ScheduleError(f"default schedule: threads={threads!r}; expected an int >= 1")
-    ctx = RuleContext(target, threads, payload_facts(sch.payload))
+    ctx = RuleContext(target, threads, payload_facts(sch.payload) if facts is None else dict(facts))
     ctx.claimed.update((b.func, b.name) for b in sch.model.blocks)
     if functions is not None:
         ctx.claimed.update(key for key in sch.model.ops if key[0] not in set(functions))

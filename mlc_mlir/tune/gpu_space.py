@@ -1,7 +1,8 @@
-"""GPU design spaces (``target="cuda"``): the GPU schedule rules
-(:data:`mlc_mlir.schedule.rules.gpu_rules.GPU_RULES`) drawing their decisions (TVM
-MetaSchedule's ``MultiLevelTiling`` for CUDA, ``SSSRRSRS`` reduced to the chapter's
-shared-memory blocking). A matmul (``linalg.matmul``, 2 parallel + 1 reduction dims) samples
+"""The GPU matmul's tiles as points of a space (``target="cuda"``): the design space of a GPU
+task is the GPU schedule rules (:data:`mlc_mlir.schedule.rules.gpu_rules.GPU_RULES`) drawing
+their decisions (:class:`~mlc_mlir.tune.space_rules.RuleSpace`; TVM MetaSchedule's
+``MultiLevelTiling`` for CUDA, ``SSSRRSRS`` reduced to the chapter's shared-memory blocking). A
+matmul (``linalg.matmul``, 2 parallel + 1 reduction dims) samples
 five tiles (:func:`~mlc_mlir.schedule.rules.gpu_rules.matmul_tiles`):
 
 * ``ty``, ``tx``: threads of a block along M and N (``ty * tx`` threads, 32..1024);
@@ -20,14 +21,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Iterator
 
-from ..errors import TuningError
-from ..schedule.default_rules import classify
 from ..schedule.rules.gpu_rules import (
-    apply_gpu_default_schedule, matmul_tile_defaults, matmul_tile_options, matmul_tiles,
-    schedule_matmul_tiles,
+    matmul_tile_defaults, matmul_tile_options, matmul_tiles, schedule_matmul_tiles,
 )
 from ..schedule.schedule import Schedule
-from ..target import Target
 
 #: Static shared memory a block may use without opting in (bytes).
 MAX_SHARED_BYTES = 48 * 1024
@@ -86,39 +83,3 @@ def sample_gpu_matmul(sch: Schedule, block, tiles: MatmulTiles) -> None:
     m, n, k = (d.extent for d in sch.get(block).dims)
     forced = dataclasses.asdict(tiles)
     schedule_matmul_tiles(sch, block, *matmul_tiles(sch, m, n, k, matmul_tile_defaults(m, n, k), forced))
-
-
-class GpuRuleSpace:
-    """The design space of a task's function on a CUDA target: the GPU rules of every op kind
-    (:func:`~mlc_mlir.schedule.rules.gpu_rules.apply_gpu_default_schedule`), drawing their
-    decisions on a ``Schedule`` built with ``defaults=False``.
-
-    Parameters
-    ----------
-    target : Target
-        A cuda Target.
-
-    Raises
-    ------
-    TuningError
-        If ``target`` is not a cuda Target.
-    """
-
-    def __init__(self, target: Target):
-        if not isinstance(target, Target) or target.kind != "cuda":
-            raise TuningError(f"GpuRuleSpace: target is {target!r}; expected a cuda Target")
-        self.target = target
-
-    def __repr__(self) -> str:
-        return f"GpuRuleSpace({self.target.key()})"
-
-    def __call__(self, sch: Schedule) -> None:
-        """Apply the space to ``sch`` (a fresh Schedule of the task's module).
-
-        Raises
-        ------
-        ScheduleError
-            If a rule fails, or an op kind has no GPU rule.
-        """
-        claimed = {(b.func, b.name) for b in sch.model.blocks}
-        apply_gpu_default_schedule(sch, {key: classify(info) for key, info in sch.model.ops.items()}, claimed)

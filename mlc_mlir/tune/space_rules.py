@@ -31,39 +31,37 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 from ..errors import ScheduleError, TuningError
 from ..ir.module import Module
-from ..schedule.default_rules import RULES, apply_rules
-from ..schedule.rules.common import RuleContext
+from ..schedule.default_rules import apply_default_schedule
 from ..schedule.rules.payload import payload_facts
 from ..schedule.schedule import Schedule
 from ..schedule.trace import RV, SAMPLING_KINDS, Trace
 from ..target import Target
-from .gpu_space import GpuRuleSpace
 
 Space = Callable[[Schedule], None]
 
 
 class RuleSpace:
     """The design space of a task's function: every named linalg op by the rule of its op kind
-    (TVM MetaSchedule ``PostOrderApply`` over schedule rules), anchors before their epilogues in
-    the order of :data:`~mlc_mlir.schedule.default_rules.RULES`: the default schedule's rules,
-    sampling on a ``Schedule`` built with ``defaults=False``.
+    (TVM MetaSchedule ``PostOrderApply`` over schedule rules), anchors before their epilogues:
+    :func:`~mlc_mlir.schedule.default_rules.apply_default_schedule`'s rules (the CPU rules, or
+    the GPU rules on a cuda target), sampling on a ``Schedule`` built with ``defaults=False``.
 
     Parameters
     ----------
     target : Target
-        A CPU target; every candidate list and bound derives from it.
+        A cpu or cuda target; every candidate list and default derives from it.
     threads : int, optional
-        Upper bound on threads; default ``target.cores``.
+        Upper bound on threads of a CPU target; default ``target.cores`` (not used on cuda).
 
     Raises
     ------
     TuningError
-        If ``target`` is not a CPU Target or ``threads < 1``.
+        If ``target`` is neither a cpu nor a cuda Target, or ``threads < 1``.
     """
 
     def __init__(self, target: Target, threads: Optional[int] = None):
-        if not isinstance(target, Target) or target.kind != "cpu":
-            raise TuningError(f"default_space: target is {target!r}; expected a cpu Target")
+        if not isinstance(target, Target) or target.kind not in ("cpu", "cuda"):
+            raise TuningError(f"default_space: target is {target!r}; expected a cpu or cuda Target")
         threads = target.cores if threads is None else threads
         if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
             raise TuningError(f"default_space: threads={threads!r}; expected an int >= 1")
@@ -85,23 +83,17 @@ class RuleSpace:
         mod = sch.payload
         if id(mod) not in self._facts:   # the payload is never modified: facts are reusable
             self._facts = {id(mod): (mod, payload_facts(mod))}
-        ctx = RuleContext(self.target, self.threads, self._facts[id(mod)][1])
-        ctx.claimed.update((b.func, b.name) for b in sch.model.blocks)
-        apply_rules(sch, ctx, RULES, "rule")
+        apply_default_schedule(sch, self.target, self.threads, facts=self._facts[id(mod)][1])
 
 
-def default_space(target: Target, threads: Optional[int] = None):
-    """The rule-based design space for ``target``: :class:`RuleSpace` on a CPU,
-    :class:`~mlc_mlir.tune.gpu_space.GpuRuleSpace` (block/thread/k tile knobs of matmuls) on
-    CUDA (``threads`` does not apply there).
+def default_space(target: Target, threads: Optional[int] = None) -> RuleSpace:
+    """The rule-based design space for ``target`` (:class:`RuleSpace`).
 
     Raises
     ------
     TuningError
         If ``target`` is neither a cpu nor a cuda Target, or ``threads < 1``.
     """
-    if isinstance(target, Target) and target.kind == "cuda":
-        return GpuRuleSpace(target)
     return RuleSpace(target, threads)
 
 

@@ -17,8 +17,8 @@ from mlc_mlir.runtime.cuda import cuda_available
 from mlc_mlir.target import Target
 from mlc_mlir.schedule.default_rules import apply_default_schedule
 from mlc_mlir.schedule.rules.gpu_rules import matmul_tile_defaults
-from mlc_mlir.tune.gpu_space import (GpuRuleSpace, MatmulTiles, matmul_tile_candidates,
-                                     sample_gpu_matmul)
+from mlc_mlir.tune.gpu_space import MatmulTiles, matmul_tile_candidates, sample_gpu_matmul
+from mlc_mlir.tune.space_rules import default_space
 
 needs_ptxas = pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas not on PATH")
 
@@ -69,7 +69,7 @@ def test_wide_float32_panels_map_onto_few_threads(kt):
 
 def test_space_samples_knobs():
     sch = mlc.Schedule(_matmul())
-    GpuRuleSpace(Target.cuda())(sch)
+    default_space(Target.cuda())(sch)
     kinds = [i.kind for i in sch.trace.insts]
     assert kinds.count("sample_categorical") == 5 and "bind" in kinds
 
@@ -88,16 +88,16 @@ def test_default_schedule_is_the_rule_at_its_defaults():
     samples = []
     for seed in range(4):
         sch = mlc.Schedule(mod, seed=seed, defaults=False)
-        GpuRuleSpace(Target.cuda())(sch)
+        default_space(Target.cuda())(sch)
         samples.append([sch.trace.decisions[i] for i in cats])
     assert any(s != [dflt.trace.decisions[i] for i in cats] for s in samples)
     replayed = mlc.Schedule.from_trace(mod, sch.trace, decisions={i: dflt.trace.decisions[i] for i in cats})
     assert str(replayed.as_transform_script()) == str(dflt.as_transform_script())
 
 
-def test_space_needs_a_cuda_target():
-    with pytest.raises(TuningError, match="expected a cuda Target"):
-        GpuRuleSpace(Target.host())
+def test_space_needs_a_cpu_or_cuda_target():
+    with pytest.raises(TuningError, match="expected a cpu or cuda Target"):
+        default_space("cuda")
 
 
 def test_tile_outside_the_options_is_refused():

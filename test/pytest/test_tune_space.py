@@ -222,7 +222,7 @@ def test_candidates_follow_the_target():
             assert nr % lanes == 0 and 1024 % nr == 0
             assert all(1024 % mr == 0 and (mr + 1) * nr // lanes + 1 <= t.vector_registers
                        for mr in mrs)
-    with pytest.raises(TuningError, match="expected a cpu Target"):
+    with pytest.raises(TuningError, match="expected a cpu or cuda Target"):
         default_space("avx2")
     with pytest.raises(TuningError, match="threads=0"):
         default_space(AVX2, threads=0)
