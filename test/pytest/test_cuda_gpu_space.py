@@ -95,6 +95,25 @@ def test_default_schedule_is_the_rule_at_its_defaults():
     assert str(replayed.as_transform_script()) == str(dflt.as_transform_script())
 
 
+@needs_ptxas
+def test_sampled_threads_of_reductions_and_elementwise_ops_are_ptxas_clean():
+    """The GPU reduction and elementwise rules sample their threads per block (up to 1024);
+    samples of softmax (cooperative row reductions, elementwise exp/divide) lower to clean PTX."""
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        f.output(ops.softmax(f.arg("x", shape=(64, 1024))))
+    mod = bb.finish()
+    threads = set()
+    for seed in range(3):
+        sch = mlc.Schedule(mod, seed=seed, defaults=False)
+        default_space(Target.cuda())(sch)
+        for text in compile_to_ptx(sch.mod).values():
+            check_ptx(text)
+        threads.add(tuple(sch.trace.decisions[i] for i, inst in enumerate(sch.trace.insts)
+                          if inst.kind == "sample_categorical"))
+    assert len(threads) > 1
+
+
 def test_space_needs_a_cpu_or_cuda_target():
     with pytest.raises(TuningError, match="expected a cpu or cuda Target"):
         default_space("cuda")

@@ -36,7 +36,7 @@ from ..schedule import Schedule
 from ..state import BlockRV, ExprRV
 from .common import categorical
 
-#: At most this many threads per block in the default schedules.
+#: At most this many threads per block in the default decisions (the rules sample up to 1024).
 MAX_THREADS = 256
 
 #: Shortest reduction a block cooperates on (a shorter row is reduced by one thread).
@@ -51,9 +51,22 @@ def _divisor(n: int, limit: int) -> int:
     return 1
 
 
+#: Threads per block the rules sample from (powers of two dividing the dim; the shape-derived
+#: default is always a candidate), within CUDA's limit of 1024 per block.
+THREAD_OPTIONS = (32, 64, 128, 256, 512, 1024)
+
+
+def thread_options(extent: int, default: int, keep) -> List[int]:
+    """Thread counts of a dim of ``extent``: :data:`THREAD_OPTIONS` that divide it and satisfy
+    ``keep``, and ``default``."""
+    return sorted({t for t in THREAD_OPTIONS if extent % t == 0 and keep(t)} | {default})
+
+
 def _bind_parallel(sch: Schedule, block: BlockRV, parallel: List[int], loops=None) -> None:
     """Split the innermost parallel dim into blocks x threads and bind the outer parallel dims
-    to the remaining block axes (the others stay serial loops of each thread). ``loops``: the
+    to the remaining block axes (the others stay serial loops of each thread); the threads are
+    a sampled decision (:func:`thread_options`; default: the largest divisor up to
+    :data:`MAX_THREADS`, keeping two blocks when nothing else gives blocks). ``loops``: the
     block's loops by dim (default: ``get_loops``, in dim order)."""
     loops = sch.get_loops(block) if loops is None else loops
     info = sch.get(block)
@@ -63,6 +76,7 @@ def _bind_parallel(sch: Schedule, block: BlockRV, parallel: List[int], loops=Non
     outer = [d for d in parallel[:-1] if info.dims[d].extent > 1]
     # keep at least two blocks when nothing else gives blocks
     t = _divisor(e, MAX_THREADS if outer or e < 2 else min(MAX_THREADS, e // 2))
+    t = categorical(sch, thread_options(e, t, lambda c: outer or e // c > 1 or e < 2), t)
     l0, l1 = sch.split(loops[last], [None, t])
     if e // t > 1:
         sch.bind(l0, "blockIdx.x")
@@ -120,6 +134,7 @@ def _cooperative(sch: Schedule, block: BlockRV, red: List[int], loops) -> bool:
     t = _divisor(k, MAX_THREADS)
     if t < 32:
         return False
+    t = categorical(sch, thread_options(k, t, lambda c: c >= 32), t)
     outer = [loops[d.index] for d in info.dims if d.kind == "parallel"]
     if len(outer) > 1:
         outer = [sch.fuse(*outer)]
