@@ -70,7 +70,7 @@ class GotoParams:
 
 
 def goto_params(target: Target, m: int, n: int, k: int, threads: Optional[int] = None,
-                dtype_bits: int = 32) -> GotoParams:
+                dtype_bits: int = 32, tile: Optional[Tuple[int, int]] = None) -> GotoParams:
     """Goto/BLIS blocking for an ``(M, N, K)`` matmul on ``target``.
 
     * ``NR`` = two vectors (``2 * target.vector_lanes(dtype_bits)``: 16 float32 on AVX2, 32 on
@@ -99,6 +99,9 @@ def goto_params(target: Target, m: int, n: int, k: int, threads: Optional[int] =
         Upper bound on threads; default ``target.cores``.
     dtype_bits : int
         Element width of C (32 for float32).
+    tile : (int, int), optional
+        The register tile ``(MR, NR)`` instead of the one above (a schedule rule's sampled
+        tile, :func:`register_tile_shapes`); the cache blocks derive from it.
 
     Returns
     -------
@@ -120,6 +123,8 @@ def goto_params(target: Target, m: int, n: int, k: int, threads: Optional[int] =
     nbytes = max(1, dtype_bits // 8)
     nr = 2 * lanes
     mr = max(1, (target.vector_registers // 2) // (nr // lanes))
+    if tile is not None:
+        mr, nr = tile
     l1 = target.l1d_bytes or _MIN_L1D_BYTES
     l2 = target.l2_bytes or _MIN_L2_BYTES
     kc = max(UNROLL_K, _pow2_floor(l1 // (nr * nbytes)))
@@ -130,6 +135,26 @@ def goto_params(target: Target, m: int, n: int, k: int, threads: Optional[int] =
     while t > 1 and not any(thread_splits(m, n, t, mr, _largest_divisor(n, nr))):
         t -= 1
     return GotoParams(threads=t, mr=mr, nr=nr, kc=kc, nc=nc, mc=mc)
+
+
+def register_tile_shapes(target: Target, dtype_bits: int = 32) -> List[Tuple[int, int]]:
+    """Register tiles ``(MR, NR)`` a matmul rule may pad its extents for: Goto's tile of
+    :func:`goto_params` first (the default), then for ``NR`` of 2 and 3 vectors the most rows
+    whose ``MR * NR / lanes`` accumulators, ``NR / lanes`` B vectors and one A broadcast fit the
+    vector registers (6 x 16 on AVX2; 14 x 32 and 9 x 48 on AVX-512), and the 3/4-height
+    variant of each (fewer registers live across an unrolled k: 4 x 16, 10 x 32, 6 x 48).
+    Source: BLIS's micro-kernel shapes (Low et al., TOMS 2016: ``MR * NR / lanes`` accumulators
+    within the register file)."""
+    lanes = target.vector_lanes(dtype_bits)
+    regs = target.vector_registers
+    base = goto_params(target, 1, 1, 1, 1, dtype_bits)
+    out = [(base.mr, base.nr)]
+    for v in (2, 3):
+        full = (regs - v - 1) // v
+        for mr in (full, -(-3 * full // 4)):
+            if mr >= 1 and (mr, v * lanes) not in out:
+                out.append((mr, v * lanes))
+    return out
 
 
 def thread_splits(m: int, n: int, threads: int, mr: int, nr: int) -> Tuple[bool, bool]:
@@ -154,7 +179,7 @@ def register_rows(rows: int, mr: int) -> int:
 
 
 def goto_padding(target: Target, m: int, n: int, k: int, threads: Optional[int] = None,
-                 dtype_bits: int = 32) -> Tuple[int, int, int]:
+                 dtype_bits: int = 32, tile: Optional[Tuple[int, int]] = None) -> Tuple[int, int, int]:
     """``pad_einsum`` multiples ``(M, N, K)`` that make the Goto blocking of an ``(M, N, K)``
     matmul perfect (1 where the extent is fine as it is).
 
@@ -179,7 +204,7 @@ def goto_padding(target: Target, m: int, n: int, k: int, threads: Optional[int] 
 
     Parameters
     ----------
-    target, m, n, k, threads, dtype_bits
+    target, m, n, k, threads, dtype_bits, tile
         As for :func:`goto_params`.
 
     Returns
@@ -192,7 +217,7 @@ def goto_padding(target: Target, m: int, n: int, k: int, threads: Optional[int] 
     ScheduleError
         As :func:`goto_params`.
     """
-    p = goto_params(target, m, n, k, threads, dtype_bits)
+    p = goto_params(target, m, n, k, threads, dtype_bits, tile)
     if m <= p.mr:
         return 1, 1, 1   # a GEMV-like matmul streams B once: padding would copy all of it
     t = target.cores if threads is None else threads

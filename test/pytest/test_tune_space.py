@@ -13,6 +13,7 @@ import mlc_mlir as mlc
 from mlc_mlir import ops
 from mlc_mlir.errors import ScheduleError, TuningError
 from mlc_mlir.pipeline.scheduling import layout_rewrites
+from mlc_mlir.schedule.cpu_recipes import goto_padding, register_tile_shapes
 from mlc_mlir.schedule.default_rules import apply_default_schedule
 from mlc_mlir.schedule.sampling import perfect_tilings
 from mlc_mlir.schedule.trace import RV, SAMPLING_KINDS
@@ -158,6 +159,34 @@ def test_nhwc_conv_space(target):
     assert len(conv_decisions) > 1
 
 
+@pytest.mark.parametrize("target", [AVX2, host_target()], ids=["avx2", "host"])
+def test_matmul_register_tile_shapes_pad_and_match_numpy(target):
+    """The matmul rule's first decision is the register tile the extents are padded for:
+    Goto's by default, or the full-register tiles (6 x 16 on AVX2, 14 x 32 / 9 x 48 on
+    AVX-512) that need M padded to whole tiles; each compiles and matches numpy, epilogue
+    included (kept apart when padded)."""
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:   # 256 KiB of operands: worth both threads
+        x, w, b = f.arg("x", shape=(128, 200)), f.arg("w", shape=(96, 200)), f.arg("b", shape=(96,))
+        f.output(ops.relu(ops.dense(x, w, b)))
+    mod = bb.finish()
+    shapes = register_tile_shapes(target, 32)
+    assert ((6, 16) if target.vector_bits == 256 else (14, 32)) in shapes
+    rng = np.random.default_rng(0)
+    space = default_space(target)
+    for idx, (mr, nr) in enumerate(shapes):
+        sch = generate(space, mod, idx, [idx])
+        first = sch.trace.insts[[i for i, inst in enumerate(sch.trace.insts) if inst.kind in SAMPLING_KINDS][0]]
+        assert first.attrs["candidates"] == list(range(len(shapes)))
+        padded = "pad_einsum" in [i.kind for i in sch.trace.insts]
+        assert padded == any(goto_padding(target, 128, 96, 200, target.cores, 32, (mr, nr))[i] > 1 for i in range(3))
+        x = rng.standard_normal((128, 200)).astype(np.float32)
+        w = rng.standard_normal((96, 200)).astype(np.float32)
+        b = rng.standard_normal(96).astype(np.float32)
+        got = mlc.compile(sch.mod)(x, w, b)
+        np.testing.assert_allclose(got, np.maximum(x.astype(np.float64) @ w.T + b, 0), **TOL)
+
+
 def test_replay_with_other_decisions_gives_the_other_program():
     mod = build("batch_matmul_relu")
     space = default_space(AVX2)
@@ -211,7 +240,8 @@ def test_candidates_follow_the_target():
     mod = bb.finish()
     for t in (AVX2, AVX512):
         trace = generate(default_space(t), mod, 0).trace
-        threads = [i.attrs["candidates"] for i in trace.insts if i.kind == "sample_categorical"][0]
+        tile, threads = [i.attrs["candidates"] for i in trace.insts if i.kind == "sample_categorical"][:2]
+        assert tile == list(range(len(register_tile_shapes(t, 32))))
         assert threads == [d for d in range(1, t.cores + 1) if 256 % d == 0]
     # a matmul too small to pay for a fork (worth_threads) has no thread knob, as the default rule
     small = generate(default_space(AVX2), build("matmul"), 0).trace

@@ -11,12 +11,13 @@ Geijn (TOMS 2008); TVM MetaSchedule ``MultiLevelTiling``; TVM's x86 ``dense_pack
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, List
+from typing import Dict, List, Optional, Tuple
 
 from ...errors import ScheduleError
 from ...target import Target
 from ..cpu_recipes import (
-    UNROLL_K, batch_matmul_padding, goto_loop_nest, goto_padding, goto_params, packs_b, thread_splits,
+    UNROLL_K, batch_matmul_padding, goto_loop_nest, goto_padding, goto_params, packs_b,
+    register_tile_shapes, thread_splits,
 )
 from ..schedule import Schedule
 from ..state import BlockRV
@@ -51,7 +52,8 @@ def register_tile_bounds(target: Target, bits: int) -> Dict[str, int]:
             "kc": max(lanes, l1 // (lanes * nbytes))}
 
 
-def matmul_register_tiles(target: Target, bits: int, mt: int, n: int) -> Dict[int, List[int]]:
+def matmul_register_tiles(target: Target, bits: int, mt: int, n: int,
+                          tile: Optional[Tuple[int, int]] = None) -> Dict[int, List[int]]:
     """Register tiles ``{NR: [MR, ...]}`` of a matmul with ``mt`` rows per thread and ``n``
     columns, derived from the target's vector lanes and registers.
 
@@ -60,11 +62,12 @@ def matmul_register_tiles(target: Target, bits: int, mt: int, n: int) -> Dict[in
     (the register budget), and at least ``vector_registers / 4`` accumulators (enough
     independent FMAs to hide their latency): 6 x 16 on AVX2, 14 x 32 and 8 x 48 on AVX-512
     among them. Goto's tile (:func:`~mlc_mlir.schedule.cpu_recipes.goto_params`, shrunk to
-    divisors) is always included, so tiny or odd extents still have one tile.
+    divisors; ``tile`` in its place when given) is always included, so tiny or odd extents
+    still have one tile.
     """
     lanes = target.vector_lanes(bits)
     regs = target.vector_registers
-    p = goto_params(target, max(mt, 1), n, 1, 1, bits)
+    p = goto_params(target, max(mt, 1), n, 1, 1, bits, tile)
     out: Dict[int, List[int]] = {}
     for v in TILE_VECTORS:
         nr = v * lanes
@@ -107,13 +110,16 @@ def schedule_matmul(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
     """``linalg.matmul`` (``matmul``; ``dense`` is a matmul with a transposed B map): multi-level
     tiling in the Goto structure (:func:`~mlc_mlir.schedule.cpu_recipes.goto_loop_nest`, loops
     ``i0 (parallel) j0 k0 i1 j1 i2 k1 (unrolled) i3 j2 (vectorized MR x NR)``) with the
-    elementwise epilogue chain fused at the NC block. Decisions, in order: the threads,
-    register tile and cache blocks of :func:`goto_decisions`; pack B (``cache_read`` at ``k0``)
+    elementwise epilogue chain fused at the NC block. Decisions, in order: the register tile
+    the extents are padded for (:func:`~mlc_mlir.schedule.cpu_recipes.register_tile_shapes`:
+    Goto's by default, or a taller/wider one such as 6 x 16 on AVX2, 14 x 32 or 9 x 48 on
+    AVX-512; structural); the threads, register tile and cache blocks of
+    :func:`goto_decisions` (defaults derived from the padded tile); pack B (``cache_read`` at ``k0``)
     or not (structural; default :func:`~mlc_mlir.schedule.cpu_recipes.packs_b`); the unroll
     factor of ``k1`` (:func:`unroll_factor`, structural).
 
-    Extents that are not multiples of the register tile (MR x NR), the threads or a good KC
-    are first padded (``pad_einsum`` with
+    Extents that are not multiples of the sampled register tile (MR x NR), the threads or a
+    good KC are first padded (``pad_einsum`` with
     :func:`~mlc_mlir.schedule.cpu_recipes.goto_padding`); a padded matmul leaves its epilogue
     to the elementwise rule.
 
@@ -130,9 +136,11 @@ def schedule_matmul(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
     m, n, k = (d.extent for d in blk.dims)
     bits = element_bits(blk)
     threads = ctx.threads if worth_threads(ctx, blk) else 1
-    epi = pad_or_fuse_epilogues(sch, block, ctx, goto_padding(ctx.target, m, n, k, threads, bits))
+    shapes = register_tile_shapes(ctx.target, bits)
+    tile = shapes[int(categorical(sch, list(range(len(shapes))), 0))]
+    epi = pad_or_fuse_epilogues(sch, block, ctx, goto_padding(ctx.target, m, n, k, threads, bits, tile))
     m, n, k = (d.extent for d in blk.dims)
-    d = goto_decisions(sch, ctx, m, n, k, threads, bits)
+    d = goto_decisions(sch, ctx, m, n, k, threads, bits, tile=tile)
     b_transposed = blk.info.operand_dims[1][-1:] == (2,)   # B stored (N, K): dense
     mt = m if d.split_n else m // d.threads
     pack = categorical(sch, [0, 1], int(packs_b(mt, int(d.mr), int(d.nr), b_transposed)))
@@ -157,7 +165,7 @@ class GotoDecisions:
 
 
 def goto_decisions(sch: Schedule, ctx: RuleContext, m: int, n: int, k: int, threads: int,
-                   bits: int, panel: int = 0) -> GotoDecisions:
+                   bits: int, panel: int = 0, tile: Optional[Tuple[int, int]] = None) -> GotoDecisions:
     """Sample the Goto nest of an ``(M, N, K)`` contraction with at most ``threads`` threads,
     the defaults from :func:`~mlc_mlir.schedule.cpu_recipes.goto_params`, in order:
 
@@ -170,8 +178,10 @@ def goto_decisions(sch: Schedule, ctx: RuleContext, m: int, n: int, k: int, thre
       among the tiles of a sampled NR);
     * ``MC / MR``, ``NC / NR`` and ``KC``: cache blocks around Goto's MC, NC and KC
       (cache-derived; :func:`~.common.block_size`).
+
+    ``tile`` replaces Goto's register tile (``goto_params(..., tile=...)``) as the default.
     """
-    p = goto_params(ctx.target, m, n, k, threads, bits)
+    p = goto_params(ctx.target, m, n, k, threads, bits, tile)
     nr0 = panel or largest_divisor(n, p.nr)
     # thread counts that split M or N (goto_params' rule: its choice is the largest)
     tcands = [t for t in range(1, threads + 1) if t == 1 or any(thread_splits(m, n, t, p.mr, nr0))]
@@ -179,7 +189,7 @@ def goto_decisions(sch: Schedule, ctx: RuleContext, m: int, n: int, k: int, thre
     splits_m, splits_n = thread_splits(m, n, t, p.mr, nr0) if t > 1 else (False, False)
     split_n = splits_n and (not splits_m or bool(int(categorical(sch, [1, 0], 1))))
     mt, nt = (m, n // t) if split_n else (m // t, n)
-    tiles = matmul_register_tiles(ctx.target, bits, mt, panel or nt)
+    tiles = matmul_register_tiles(ctx.target, bits, mt, panel or nt, tile)
     nr = panel or categorical(sch, list(tiles), largest_divisor(nt, p.nr))
     # Goto's MR, or the tile nearest it for a sampled NR whose tiles do not include it
     dmr = largest_divisor(mt, p.mr)
