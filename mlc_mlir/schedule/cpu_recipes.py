@@ -4,8 +4,10 @@ derived from a :class:`~mlc_mlir.target.Target`.
 ``schedule_matmul_goto`` expresses the measured recipe of ``benchmarks/recipe/NOTES.md`` (Goto
 loop order, a packed B panel, an MR x NR register tile kept in registers, k unrolled, threads
 over M) with ``split``/``reorder``/``parallel``/``cache_read``/``compute_at``/``unroll``/
-``vectorize``, so the same trace replays, serializes and exports like any other.
-:func:`goto_params` derives its register tile and cache blocking from the target's vector width,
+``vectorize``, so the same trace replays, serializes and exports like any other. Its loop nest
+(:func:`goto_loop_nest`) is the one the matmul and mmt4d schedule rules
+(:mod:`.rules.matmul`) build from their sampled decisions; :func:`goto_params` derives the
+register tile and cache blocking (the rules' default decisions) from the target's vector width,
 register count, cache sizes and cores. Source: Goto & van de Geijn, "Anatomy of
 High-Performance Matrix Multiplication" (TOMS 2008); BLIS's analytical model (Low et al.,
 "Analytical Modeling Is Enough for High-Performance BLIS", TOMS 2016).
