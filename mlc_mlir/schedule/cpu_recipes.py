@@ -4,8 +4,10 @@ derived from a :class:`~mlc_mlir.target.Target`.
 ``schedule_matmul_goto`` expresses the measured recipe of ``benchmarks/recipe/NOTES.md`` (Goto
 loop order, a packed B panel, an MR x NR register tile kept in registers, k unrolled, threads
 over M) with ``split``/``reorder``/``parallel``/``cache_read``/``compute_at``/``unroll``/
-``vectorize``, so the same trace replays, serializes and exports like any other.
-:func:`goto_params` derives its register tile and cache blocking from the target's vector width,
+``vectorize``, so the same trace replays, serializes and exports like any other. Its loop nest
+(:func:`goto_loop_nest`) is the one the matmul and mmt4d schedule rules
+(:mod:`.rules.matmul`) build from their sampled decisions; :func:`goto_params` derives the
+register tile and cache blocking (the rules' default decisions) from the target's vector width,
 register count, cache sizes and cores. Source: Goto & van de Geijn, "Anatomy of
 High-Performance Matrix Multiplication" (TOMS 2008); BLIS's analytical model (Low et al.,
 "Analytical Modeling Is Enough for High-Performance BLIS", TOMS 2016).
@@ -67,7 +69,7 @@ class GotoParams:
 
 
 def goto_params(target: Target, m: int, n: int, k: int, threads: Optional[int] = None,
-                dtype_bits: int = 32) -> GotoParams:
+                dtype_bits: int = 32, tile: Optional[Tuple[int, int]] = None) -> GotoParams:
     """Goto/BLIS blocking for an ``(M, N, K)`` matmul on ``target``.
 
     * ``NR`` = two vectors (``2 * target.vector_lanes(dtype_bits)``: 16 float32 on AVX2, 32 on
@@ -96,6 +98,9 @@ def goto_params(target: Target, m: int, n: int, k: int, threads: Optional[int] =
         Upper bound on threads; default ``target.cores``.
     dtype_bits : int
         Element width of C (32 for float32).
+    tile : (int, int), optional
+        The register tile ``(MR, NR)`` instead of the one above (a schedule rule's sampled
+        tile, :func:`register_tile_shapes`); the cache blocks derive from it.
 
     Returns
     -------
@@ -117,6 +122,8 @@ def goto_params(target: Target, m: int, n: int, k: int, threads: Optional[int] =
     nbytes = max(1, dtype_bits // 8)
     nr = 2 * lanes
     mr = max(1, (target.vector_registers // 2) // (nr // lanes))
+    if tile is not None:
+        mr, nr = tile
     l1 = target.l1d_bytes or _MIN_L1D_BYTES
     l2 = target.l2_bytes or _MIN_L2_BYTES
     kc = max(UNROLL_K, _pow2_floor(l1 // (nr * nbytes)))
@@ -127,6 +134,26 @@ def goto_params(target: Target, m: int, n: int, k: int, threads: Optional[int] =
     while t > 1 and not any(thread_splits(m, n, t, mr, largest_divisor(n, nr))):
         t -= 1
     return GotoParams(threads=t, mr=mr, nr=nr, kc=kc, nc=nc, mc=mc)
+
+
+def register_tile_shapes(target: Target, dtype_bits: int = 32) -> List[Tuple[int, int]]:
+    """Register tiles ``(MR, NR)`` a matmul rule may pad its extents for: Goto's tile of
+    :func:`goto_params` first (the default), then for ``NR`` of 2 and 3 vectors the most rows
+    whose ``MR * NR / lanes`` accumulators, ``NR / lanes`` B vectors and one A broadcast fit the
+    vector registers (6 x 16 on AVX2; 14 x 32 and 9 x 48 on AVX-512), and the 3/4-height
+    variant of each (fewer registers live across an unrolled k: 4 x 16, 10 x 32, 6 x 48).
+    Source: BLIS's micro-kernel shapes (Low et al., TOMS 2016: ``MR * NR / lanes`` accumulators
+    within the register file)."""
+    lanes = target.vector_lanes(dtype_bits)
+    regs = target.vector_registers
+    base = goto_params(target, 1, 1, 1, 1, dtype_bits)
+    out = [(base.mr, base.nr)]
+    for v in (2, 3):
+        full = (regs - v - 1) // v
+        for mr in (full, -(-3 * full // 4)):
+            if mr >= 1 and (mr, v * lanes) not in out:
+                out.append((mr, v * lanes))
+    return out
 
 
 def thread_splits(m: int, n: int, threads: int, mr: int, nr: int) -> Tuple[bool, bool]:
@@ -151,7 +178,7 @@ def register_rows(rows: int, mr: int) -> int:
 
 
 def goto_padding(target: Target, m: int, n: int, k: int, threads: Optional[int] = None,
-                 dtype_bits: int = 32) -> Tuple[int, int, int]:
+                 dtype_bits: int = 32, tile: Optional[Tuple[int, int]] = None) -> Tuple[int, int, int]:
     """``pad_einsum`` multiples ``(M, N, K)`` that make the Goto blocking of an ``(M, N, K)``
     matmul perfect (1 where the extent is fine as it is).
 
@@ -176,7 +203,7 @@ def goto_padding(target: Target, m: int, n: int, k: int, threads: Optional[int] 
 
     Parameters
     ----------
-    target, m, n, k, threads, dtype_bits
+    target, m, n, k, threads, dtype_bits, tile
         As for :func:`goto_params`.
 
     Returns
@@ -189,7 +216,7 @@ def goto_padding(target: Target, m: int, n: int, k: int, threads: Optional[int] 
     ScheduleError
         As :func:`goto_params`.
     """
-    p = goto_params(target, m, n, k, threads, dtype_bits)
+    p = goto_params(target, m, n, k, threads, dtype_bits, tile)
     if m <= p.mr:
         return 1, 1, 1   # a GEMV-like matmul streams B once: padding would copy all of it
     t = target.cores if threads is None else threads
@@ -304,11 +331,9 @@ def schedule_matmul_goto(sch: Schedule, block: BlockRV, threads: Optional[int] =
         If the block is not a 3-loop (i, j, k) op or ``threads`` does not divide M (with
         ``split_n``: ``threads * NR`` does not divide N).
     """
-    loops = sch.get_loops(block)
-    if len(loops) != 3:
-        raise ScheduleError(f"schedule_matmul_goto: expected loops (i, j, k), got {len(loops)} loops")
-    i, j, k = loops
     blk = sch.get(block)
+    if len(blk.loops) != 3:
+        raise ScheduleError(f"schedule_matmul_goto: expected loops (i, j, k), got {len(blk.loops)} loops")
     m, n, kk = (d.extent for d in blk.dims)
     bits = dtypes.bit_width(blk.info.dtypes[-1]) if blk.info.dtypes else 32
     p = goto_params(target or host_target(), m, n, kk, threads, bits)
@@ -316,36 +341,55 @@ def schedule_matmul_goto(sch: Schedule, block: BlockRV, threads: Optional[int] =
     mr, nr, kc, nc, mc = (p.mr if mr is None else mr, p.nr if nr is None else nr,
                           p.kc if kc is None else kc, p.nc if nc is None else nc,
                           p.mc if mc is None else mc)
-    unroll_k = p.unroll_k if unroll_k is None else unroll_k
     nr = largest_divisor(n, nr)
     kc = largest_divisor(kk, kc)
-    unroll_k = largest_divisor(kc, unroll_k)
-    k0, k1 = sch.split(k, [kk // kc, kc])
+    unroll_k = largest_divisor(kc, p.unroll_k if unroll_k is None else unroll_k)
     if split_n is None:
         split_n = threads > 1 and thread_splits(m, n, threads, mr, nr)[1]
+    if split_n and n % (threads * nr) != 0:
+        raise ScheduleError(f"schedule_matmul_goto: {threads} threads x NR={nr} do not divide N={n}")
+    if not split_n and m % threads != 0:
+        raise ScheduleError(f"schedule_matmul_goto: {threads} threads do not divide M={m}")
+    mt, nt = (m, n // threads) if split_n else (m // threads, n)
+    mr = largest_divisor(mt, mr)
+    if pack is None:
+        pack = packs_b(mt, mr, nr, b_transposed=blk.info.operand_dims[1][-1:] == (2,))
+    goto_loop_nest(sch, block, threads, split_n, mr, nr, largest_divisor(mt // mr, max(mc // mr, 1)),
+                   largest_divisor(nt // nr, max(nc // nr, 1)), kc, pack, unroll_k, epilogues)
+    return sch
+
+
+def goto_loop_nest(sch: Schedule, block: BlockRV, threads: int, split_n: bool, mr: int, nr: int,
+                   mc_tiles: int, nc_tiles: int, kc: int, pack: bool, unroll_k: int,
+                   epilogues=()) -> None:
+    """The loop nest of :func:`schedule_matmul_goto` and :func:`schedule_mmt4d_goto` from its
+    sizes, each an int or a sampled ``ExprRV`` that the splits take as a factor (the rules'
+    decisions): ``k`` split ``[None, KC]``; the threads' dim (N with ``split_n``, else M) split
+    ``[threads, None]``; M split ``[None, MC / MR, MR]`` and N ``[None, NC / NR, NR]``
+    (``mc_tiles`` register tiles per M block, ``nc_tiles`` panels per N block; an mmt4d's N
+    is already in panels: ``[None, nc_tiles]``, its ``m0 n0 k0`` loops innermost); loops
+    ``i0 j0 k0 i1 j1 i2 k1 i3 j2``, epilogues at ``j0``, the init decomposed, B packed at
+    ``k0`` when ``pack``, ``k1`` unrolled by ``unroll_k``, the ``MR x NR`` tile vectorized.
+    Each size must divide what is left of its extent (checked by ``split``).
+
+    Raises
+    ------
+    ScheduleError
+        If a size does not divide its extent.
+    """
+    blk = sch.get(block)
+    i, j, k, *panel = sch.get_loops(block)   # mmt4d: m0, n0 (the packed panel), k0
+    k0, k1 = sch.split(k, [None, kc])
     if split_n:
         # threads over N: each packs only its own columns of B (over M, every thread packs
         # all of B: a 49 x 4608 x 512 im2col GEMM packs 9.4 MB once per thread; one thread
         # running the 2-thread schedule: 13.6 ms over M, 9.0 ms over N, 8.0 ms unthreaded)
-        if n % (threads * nr) != 0:
-            raise ScheduleError(f"schedule_matmul_goto: {threads} threads x NR={nr} do not divide N={n}")
-        nt = n // threads
-        mr = largest_divisor(m, mr)
-        mc = largest_divisor(m // mr, max(mc // mr, 1)) * mr
-        nc = largest_divisor(nt // nr, max(nc // nr, 1)) * nr
-        i1, i2, i3 = sch.split(i, [m // mc, mc // mr, mr])
-        outer, j0, j1, j2 = sch.split(j, [threads, nt // nc, nc // nr, nr])
-        mt = m
+        outer, j = sch.split(j, [threads, None])
     else:
-        if m % threads != 0:
-            raise ScheduleError(f"schedule_matmul_goto: {threads} threads do not divide M={m}")
-        mt = m // threads
-        mr = largest_divisor(mt, mr)
-        mc = largest_divisor(mt // mr, max(mc // mr, 1)) * mr
-        nc = largest_divisor(n // nr, max(nc // nr, 1)) * nr
-        outer, i1, i2, i3 = sch.split(i, [threads, mt // mc, mc // mr, mr])
-        j0, j1, j2 = sch.split(j, [n // nc, nc // nr, nr])
-    sch.reorder(outer, j0, k0, i1, j1, i2, k1, i3, j2)
+        outer, i = sch.split(i, [threads, None])
+    i1, i2, i3 = sch.split(i, [None, mc_tiles, mr])
+    j0, j1, *j2 = sch.split(j, [None, nc_tiles] + ([] if panel else [nr]))
+    sch.reorder(outer, j0, k0, i1, j1, i2, k1, i3, *j2, *panel)
     if threads > 1:
         sch.parallel(outer)
     for e in epilogues:
@@ -358,16 +402,12 @@ def schedule_matmul_goto(sch: Schedule, block: BlockRV, threads: Optional[int] =
         # each thread zeroes its own rows of C (the init fused into the scf.forall; a padded
         # op's is fused with its input producers, so only when it has none)
         sch.decompose_reduction(block, j0)
-    if pack is None:
-        pack = packs_b(mt, mr, nr, b_transposed=blk.info.operand_dims[1][-1:] == (2,))
     if pack:
         packed = sch.cache_read(block, 1, "local")
         sch.compute_at(packed, k0)
     if unroll_k > 1:
-        sch.unroll(k1, unroll_k)
+        sch.unroll(k1, int(unroll_k))
     sch.vectorize(i3)
-    return sch
-
 
 
 def packed_b_panel(target: Target, m: int, n: int, k: int, dtype: str,
@@ -431,13 +471,11 @@ def schedule_mmt4d_goto(sch: Schedule, block: BlockRV, threads: Optional[int] = 
         If the block does not have 6 dims with unit ``m0`` and ``k0``, or ``threads`` divides
         neither M (nor, with ``split_n``, the panels).
     """
-    loops = sch.get_loops(block)
     blk = sch.get(block)
     ext = [d.extent for d in blk.dims]
-    if len(loops) != 6 or ext[3] != 1 or ext[5] != 1:
+    if len(blk.loops) != 6 or ext[3] != 1 or ext[5] != 1:
         raise ScheduleError(f"schedule_mmt4d_goto: expected mmt4d dims (m1, n1, k1, m0=1, n0, k0=1), "
                             f"got extents {ext}")
-    m1, n1, k, m0, n0, k0u = loops
     m, panels, kk, nr = ext[0], ext[1], ext[2], ext[4]
     bits = dtypes.bit_width(blk.info.dtypes[-1]) if blk.info.dtypes else 32
     p = goto_params(target or host_target(), m, panels * nr, kk, threads, bits)
@@ -446,33 +484,15 @@ def schedule_mmt4d_goto(sch: Schedule, block: BlockRV, threads: Optional[int] = 
                       p.nc if nc is None else nc, p.mc if mc is None else mc)
     kc = largest_divisor(kk, kc)
     unroll_k = largest_divisor(kc, p.unroll_k if unroll_k is None else unroll_k)
-    k0, k1 = sch.split(k, [kk // kc, kc])
     if split_n is None:
         split_n = threads > 1 and thread_splits(m, panels * nr, threads, 1, nr)[1]
-    if split_n:
-        if panels % threads != 0:
-            raise ScheduleError(f"schedule_mmt4d_goto: {threads} threads do not divide the "
-                                f"{panels} panels of B")
-        mt, pt = m, panels // threads
-    else:
-        if m % threads != 0:
-            raise ScheduleError(f"schedule_mmt4d_goto: {threads} threads do not divide M={m}")
-        mt, pt = m // threads, panels
+    if split_n and panels % threads != 0:
+        raise ScheduleError(f"schedule_mmt4d_goto: {threads} threads do not divide the "
+                            f"{panels} panels of B")
+    if not split_n and m % threads != 0:
+        raise ScheduleError(f"schedule_mmt4d_goto: {threads} threads do not divide M={m}")
+    mt, pt = (m, panels // threads) if split_n else (m // threads, panels)
     mr = largest_divisor(mt, mr)
-    mc = largest_divisor(mt // mr, max(mc // mr, 1)) * mr
-    pc = largest_divisor(pt, max(nc // nr, 1))
-    if split_n:
-        i1, i2, i3 = sch.split(m1, [m // mc, mc // mr, mr])
-        outer, j0, j1 = sch.split(n1, [threads, pt // pc, pc])
-    else:
-        outer, i1, i2, i3 = sch.split(m1, [threads, mt // mc, mc // mr, mr])
-        j0, j1 = sch.split(n1, [panels // pc, pc])
-    sch.reorder(outer, j0, k0, i1, j1, i2, k1, i3, m0, n0, k0u)
-    if threads > 1:
-        sch.parallel(outer)
-    if blk.info.init and threads > 1 and (blk.padding is None or set(blk.info.producers) <= {blk.info.init}):
-        sch.decompose_reduction(block, j0)   # each thread zeroes its own tiles of C
-    if unroll_k > 1:
-        sch.unroll(k1, unroll_k)
-    sch.vectorize(i3)
+    goto_loop_nest(sch, block, threads, split_n, mr, nr, largest_divisor(mt // mr, max(mc // mr, 1)),
+                   largest_divisor(pt, max(nc // nr, 1)), kc, False, unroll_k)
     return sch

@@ -1,9 +1,13 @@
-"""Default schedules: one rule per op pattern kind, applied to every block of every function.
+"""Schedule rules: one rule per op pattern kind, applied to every block of every function.
 
 :func:`apply_default_schedule` classifies each named linalg op from the loop-nest model (the
 linalg op name, its iterator kinds and indexing) into a kind of :data:`RULES` and applies that
-kind's rule with constants derived from a :class:`~mlc_mlir.target.Target` (vector lanes and
-registers -> register tiles and vector tiles, L1d/L2 -> cache blocking, cores -> threads).
+kind's rule. Each rule is stochastic (TVM MetaSchedule's schedule rules): its choices are
+sampling instructions whose candidates and default decisions derive from a
+:class:`~mlc_mlir.target.Target` (vector lanes and registers -> register tiles and vector tiles,
+L1d/L2 -> cache blocking, cores -> threads). The default schedule is the rules with their
+default decisions; the tuner's design space (:class:`~mlc_mlir.tune.space_rules.RuleSpace`) is
+the same rules with drawn decisions.
 Anchor ops (contractions) run first and take their elementwise epilogues into their tiles, so
 a fused primitive from ``FuseOps`` gets its anchor's rule with the epilogue fused. Kinds in
 :data:`SKIPPED` are left unscheduled on purpose (each with its reason); they still compile, as
@@ -117,7 +121,7 @@ def classify(info: OpInfo) -> str:
 def apply_rules(sch: Schedule, ctx: RuleContext, rules: Mapping[str, Rule], label: str) -> None:
     """Apply ``rules[kind]`` to every block of ``sch`` not in ``ctx.claimed``, kind by kind in
     the order of ``rules`` (anchors before the blocks they may take as epilogues). Shared by the
-    default schedule and the tuner's design spaces (which substitute stochastic rules).
+    default schedule and the tuner's design spaces (the same rules, drawing their decisions).
 
     Raises
     ------
@@ -139,7 +143,8 @@ def apply_rules(sch: Schedule, ctx: RuleContext, rules: Mapping[str, Rule], labe
 
 
 def apply_default_schedule(sch: Schedule, target: Target, threads: Optional[int] = None,
-                           functions: Optional[Sequence[str]] = None) -> Schedule:
+                           functions: Optional[Sequence[str]] = None,
+                           facts: Optional[Mapping] = None) -> Schedule:
     """Schedule every named linalg op of every function of ``sch``'s payload by its op kind.
 
     Blocks already retrieved by earlier primitives are left alone, as are kinds in
@@ -156,11 +161,16 @@ def apply_default_schedule(sch: Schedule, target: Target, threads: Optional[int]
     functions : sequence of str, optional
         Schedule only the blocks of these functions (default: all); the others are left as they
         are (e.g. functions scheduled by hand).
+    facts : mapping, optional
+        :func:`~.rules.payload.payload_facts` of ``sch.payload``, when the caller has them (a
+        design space applies the rules to many schedules of one payload); default: computed.
 
     Returns
     -------
     Schedule
-        ``sch``, with the rules' primitives appended to its trace.
+        ``sch``, with the rules' primitives appended to its trace (their sampling instructions
+        with the target-derived default decisions when ``sch`` was built with
+        ``defaults=True``, as ``Schedule(mod)`` is).
 
     Raises
     ------
@@ -179,7 +189,7 @@ def apply_default_schedule(sch: Schedule, target: Target, threads: Optional[int]
     threads = target.cores if threads is None else threads
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
         raise ScheduleError(f"default schedule: threads={threads!r}; expected an int >= 1")
-    ctx = RuleContext(target, threads, payload_facts(sch.payload))
+    ctx = RuleContext(target, threads, payload_facts(sch.payload) if facts is None else dict(facts))
     ctx.claimed.update((b.func, b.name) for b in sch.model.blocks)
     if functions is not None:
         ctx.claimed.update(key for key in sch.model.ops if key[0] not in set(functions))

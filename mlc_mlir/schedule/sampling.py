@@ -1,6 +1,8 @@
-"""Sampling primitives (TVM ``sample_perfect_tile``, ``sample_categorical``): a decision is drawn
-(or given, on replay) and checked against the sampling constraints, and the ``ExprRV`` s carry
-their options, which become the options of the ``transform.tune.knob`` s they feed."""
+"""Sampling primitives (TVM ``sample_perfect_tile``, ``sample_categorical``): a decision is given
+(on replay), taken from the caller's ``default`` (a schedule rule's target-derived choice, on a
+schedule built with ``defaults=True``) or drawn, and checked against the sampling constraints;
+the ``ExprRV`` s carry their options, which become the options of the ``transform.tune.knob`` s
+they feed."""
 
 from __future__ import annotations
 
@@ -35,7 +37,8 @@ class SamplingPrimitives(ScheduleState):
     """Primitives that sample integers (decisions of a stochastic schedule)."""
 
     def sample_perfect_tile(self, loop: LoopRV, n: int, max_innermost_factor: int = 16,
-                            decision: Optional[Sequence[int]] = None) -> List[ExprRV]:
+                            decision: Optional[Sequence[int]] = None,
+                            default: Optional[Sequence[int]] = None) -> List[ExprRV]:
         """Sample ``n`` factors whose product is the loop's extent, the innermost at most
         ``max_innermost_factor`` (TVM ``sample_perfect_tile``).
 
@@ -52,6 +55,10 @@ class SamplingPrimitives(ScheduleState):
             Bound on the last factor, >= 1.
         decision : list of int, optional
             The factors (on replay); checked against the constraint.
+        default : list of int, optional
+            The factors taken when no ``decision`` is given and the schedule takes defaults
+            (``Schedule(..., defaults=True)``); checked like a decision. Not recorded: the
+            trace records the decision.
 
         Returns
         -------
@@ -65,6 +72,8 @@ class SamplingPrimitives(ScheduleState):
         blk, pos, lp = self._loop("sample_perfect_tile", loop)
         n = as_int("sample_perfect_tile", "n", n, 1)
         mif = as_int("sample_perfect_tile", "max_innermost_factor", max_innermost_factor, 1)
+        if decision is None and default is not None and self._defaults:
+            decision = default
         if decision is None:
             support = _perfect_tilings(lp.extent, n, mif)
             if not support:
@@ -88,9 +97,11 @@ class SamplingPrimitives(ScheduleState):
                 for i, (d, r) in enumerate(zip(decision, rvs))]
 
     def sample_categorical(self, candidates: Sequence[int], probs: Sequence[float],
-                           decision: Optional[int] = None) -> ExprRV:
+                           decision: Optional[int] = None, default: Optional[int] = None) -> ExprRV:
         """Sample one of ``candidates`` with probabilities ``probs`` (TVM
-        ``sample_categorical``); the decision is the chosen index.
+        ``sample_categorical``); the decision is the chosen index. ``default`` (an index) is
+        the decision taken when none is given and the schedule takes defaults
+        (``Schedule(..., defaults=True)``); it is not recorded.
 
         Raises
         ------
@@ -108,6 +119,8 @@ class SamplingPrimitives(ScheduleState):
                 or sum(probs) <= 0:
             raise ScheduleError(f"sample_categorical: need equal-length candidates and non-negative "
                                 f"probs, got {candidates} and {probs}")
+        if decision is None and default is not None and self._defaults:
+            decision = default
         if decision is None:
             decision = self._rng.choices(range(len(candidates)), weights=probs)[0]
         decision = as_int("sample_categorical", "decision", decision)

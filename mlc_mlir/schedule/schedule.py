@@ -35,6 +35,10 @@ class Schedule(LoopPrimitives, PlacementPrimitives, PaddingPrimitives, SamplingP
         The payload (from the builder, ``Module.parse`` or a graph pass). It is not modified.
     seed : int, optional
         Seed of the sampling primitives' random generator.
+    defaults : bool
+        Whether sampling primitives given a ``default`` and no ``decision`` take the default
+        (True: schedule rules then apply their target-derived decisions, the default schedule)
+        or draw from the generator (False: a random point of the rules' design space).
 
     Raises
     ------
@@ -51,8 +55,8 @@ class Schedule(LoopPrimitives, PlacementPrimitives, PaddingPrimitives, SamplingP
     >>> print(sch.trace)
     """
 
-    def __init__(self, mod: Module, seed: Optional[int] = None):
-        super().__init__(mod, seed)
+    def __init__(self, mod: Module, seed: Optional[int] = None, defaults: bool = True):
+        super().__init__(mod, seed, defaults)
         self.trace = Trace(script=self.as_transform_script)
         self._cache = None
 

@@ -102,6 +102,10 @@ class ScheduleState:
         The payload. It is not modified.
     seed : int, optional
         Seed of the sampling primitives' random generator.
+    defaults : bool
+        Whether a sampling primitive called with a ``default`` (a schedule rule's
+        target-derived choice) and no ``decision`` takes that default (the default schedule)
+        rather than drawing one (the tuner's random candidates).
 
     Raises
     ------
@@ -109,7 +113,7 @@ class ScheduleState:
         If ``mod`` is not a Module, or a named op has dynamic extents.
     """
 
-    def __init__(self, mod: Module, seed: Optional[int] = None):
+    def __init__(self, mod: Module, seed: Optional[int] = None, defaults: bool = True):
         if not isinstance(mod, Module):
             raise ScheduleError(f"Schedule: argument 'mod' is {type(mod).__name__}; expected mlc.Module")
         self._orig = mod
@@ -117,6 +121,7 @@ class ScheduleState:
         self._ids = itertools.count()
         self._rv_count = itertools.count()
         self._rng = random.Random(seed)
+        self._defaults = bool(defaults)
         self._token = object()    # identifies this schedule's handles
 
     # ------------------------------------------------------------------ public read access

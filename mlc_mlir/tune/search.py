@@ -1,7 +1,7 @@
 """Search strategies and their context: what to measure next for a task.
 
 A *space* is a stochastic schedule function ``space(sch) -> None`` that applies primitives,
-sampling ones included, to a fresh ``Schedule(task.module, seed=s)`` (the seed chapter's
+sampling ones included, to a fresh ``Schedule(task.module, seed=s, defaults=False)`` (the seed chapter's
 ``stochastic_schedule_mm``; TVM MetaSchedule ``ScheduleFn``). A :class:`SearchStrategy` proposes
 traces of that space; the tuner measures them and notifies it of the records.
 :class:`RandomSearch` draws fresh samples, deduplicated against everything measured.
@@ -35,7 +35,7 @@ class TuneContext:
     ----------
     task : Task
     space : callable
-        ``space(sch) -> None`` on ``Schedule(task.module, seed=s)``.
+        ``space(sch) -> None`` on ``Schedule(task.module, seed=s, defaults=False)``.
     target : Target
     rng : random.Random
         The strategy's random source (seeded by the tuner: runs are reproducible).
@@ -50,7 +50,8 @@ class TuneContext:
     history: List[TuningRecord] = dataclasses.field(default_factory=list)
 
     def sample(self, seed: int) -> Trace:
-        """One sample of the space: the trace of ``space(Schedule(task.module, seed=seed))``.
+        """One sample of the space: the trace of ``space(Schedule(task.module, seed=seed,
+        defaults=False))`` (schedule rules draw their decisions rather than take their defaults).
 
         Raises
         ------
@@ -62,7 +63,7 @@ class TuneContext:
         if not callable(self.space):
             raise TuningError(f"tune: space is {type(self.space).__name__}; expected a callable "
                               "space(sch) -> None")
-        sch = Schedule(self.task.module, seed=seed)
+        sch = Schedule(self.task.module, seed=seed, defaults=False)
         self.space(sch)
         return sch.trace
 

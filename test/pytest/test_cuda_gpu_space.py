@@ -15,8 +15,10 @@ from mlc_mlir.errors import ScheduleError, TuningError
 from mlc_mlir.pipeline.cuda import check_ptx, compile_to_ptx
 from mlc_mlir.runtime.cuda import cuda_available
 from mlc_mlir.target import Target
-from mlc_mlir.tune.gpu_space import (GpuRuleSpace, MatmulTiles, matmul_tile_candidates,
-                                     sample_gpu_matmul)
+from mlc_mlir.schedule.default_rules import apply_default_schedule
+from mlc_mlir.schedule.rules.gpu_rules import matmul_tile_defaults
+from mlc_mlir.tune.gpu_space import MatmulTiles, matmul_tile_candidates, sample_gpu_matmul
+from mlc_mlir.tune.space_rules import default_space
 
 needs_ptxas = pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas not on PATH")
 
@@ -67,14 +69,54 @@ def test_wide_float32_panels_map_onto_few_threads(kt):
 
 def test_space_samples_knobs():
     sch = mlc.Schedule(_matmul())
-    GpuRuleSpace(Target.cuda())(sch)
+    default_space(Target.cuda())(sch)
     kinds = [i.kind for i in sch.trace.insts]
     assert kinds.count("sample_categorical") == 5 and "bind" in kinds
 
 
-def test_space_needs_a_cuda_target():
-    with pytest.raises(TuningError, match="expected a cuda Target"):
-        GpuRuleSpace(Target.host())
+def test_default_schedule_is_the_rule_at_its_defaults():
+    """One GPU matmul rule: the default schedule takes the shape-derived tiles as its decisions;
+    the space is the same rule drawing them (replaying a sample with the default decisions
+    gives the default schedule)."""
+    mod = _matmul()
+    dflt = mlc.Schedule(mod)
+    apply_default_schedule(dflt, Target.cuda())
+    d = matmul_tile_defaults(256, 256, 128)
+    cats = [i for i, inst in enumerate(dflt.trace.insts) if inst.kind == "sample_categorical"]
+    values = [dflt.trace.insts[i].attrs["candidates"][dflt.trace.decisions[i]] for i in cats]
+    assert values == [d["ty"], d["tx"], d["ly"], d["lx"], d["kt"]]
+    samples = []
+    for seed in range(4):
+        sch = mlc.Schedule(mod, seed=seed, defaults=False)
+        default_space(Target.cuda())(sch)
+        samples.append([sch.trace.decisions[i] for i in cats])
+    assert any(s != [dflt.trace.decisions[i] for i in cats] for s in samples)
+    replayed = mlc.Schedule.from_trace(mod, sch.trace, decisions={i: dflt.trace.decisions[i] for i in cats})
+    assert str(replayed.as_transform_script()) == str(dflt.as_transform_script())
+
+
+@needs_ptxas
+def test_sampled_threads_of_reductions_and_elementwise_ops_are_ptxas_clean():
+    """The GPU reduction and elementwise rules sample their threads per block (up to 1024);
+    samples of softmax (cooperative row reductions, elementwise exp/divide) lower to clean PTX."""
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        f.output(ops.softmax(f.arg("x", shape=(64, 1024))))
+    mod = bb.finish()
+    threads = set()
+    for seed in range(3):
+        sch = mlc.Schedule(mod, seed=seed, defaults=False)
+        default_space(Target.cuda())(sch)
+        for text in compile_to_ptx(sch.mod).values():
+            check_ptx(text)
+        threads.add(tuple(sch.trace.decisions[i] for i, inst in enumerate(sch.trace.insts)
+                          if inst.kind == "sample_categorical"))
+    assert len(threads) > 1
+
+
+def test_space_needs_a_cpu_or_cuda_target():
+    with pytest.raises(TuningError, match="expected a cpu or cuda Target"):
+        default_space("cuda")
 
 
 def test_tile_outside_the_options_is_refused():

@@ -3,6 +3,8 @@ and the mmt4d default rule: which matmuls are packed, numerics vs numpy through 
 (padded M, 1 and 2 threads), the trace of the mmt4d recipe replays, and the packed weight stays
 one folded constant."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -12,6 +14,7 @@ from mlc_mlir.errors import ScheduleError
 from mlc_mlir.pipeline.scheduling import layout_rewrites
 from mlc_mlir.schedule.cpu_recipes import goto_padding, packed_b_panel, register_rows, schedule_mmt4d_goto
 from mlc_mlir.schedule.default_rules import apply_default_schedule, classify
+from mlc_mlir.tune.space_rules import default_space, generate, sampled_decisions
 from mlc_mlir.schedule.loop_nest import analyze_module
 from targets import AVX2, AVX512
 
@@ -134,6 +137,21 @@ def test_mmt4d_default_rule_uses_a_seven_row_tile_on_avx512(m):
     tile = [lp.extent for lp in sch.get(sch.get_block("C")).loops if lp.kind == "vectorized"]
     assert tile == [7, 1, 32, 1]    # (MR, m0, NR, k0)
     np.testing.assert_allclose(mlc.compile(sch.mod)(a, b), ref, **TOL)
+
+
+def test_mmt4d_rule_samples_match_numpy():
+    """The mmt4d rule samples the matmul's Goto decisions (threads, MR, cache blocks, KC,
+    k-unroll) on the packed panels; its samples compile and match numpy (tiny caches: several
+    blocks to choose from)."""
+    mod, a, b, ref = mmt4d_case(48, 256, 8, 16)
+    target = dataclasses.replace(AVX2, l1d_bytes=4 << 10, l2_bytes=32 << 10)
+    space = default_space(target)
+    seen = set()
+    for seed in range(4):
+        sch = generate(space, mod, seed)
+        seen.add(str(sampled_decisions(sch.trace)))
+        np.testing.assert_allclose(mlc.compile(sch.mod)(a, b), ref, **TOL)
+    assert len(seen) > 1
 
 
 def test_mmt4d_recipe_splits_the_panels_over_threads():

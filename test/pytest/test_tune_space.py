@@ -1,8 +1,8 @@
 """Rule-based design spaces (``mlc_mlir.tune.space_rules``) and candidate features
-(``mlc_mlir.tune.features``): samples of the space (matmul, dense + bias + relu, an elementwise
-chain, softmax, batch_matmul, conv2d) compile and match numpy; the default schedule is a point
-of the space for three targets; replay with other decisions gives the other program; structural
-knobs; features are fixed-length and normalized."""
+(``mlc_mlir.tune.features``): samples of the schedule rules (matmul, dense + bias + relu, an
+elementwise chain, softmax, batch_matmul, conv2d) compile and match numpy; the rules' default
+decisions are the default schedule, for three targets; replay with other decisions gives the
+other program; structural knobs; features are fixed-length and normalized."""
 
 import dataclasses
 
@@ -12,16 +12,18 @@ import pytest
 import mlc_mlir as mlc
 from mlc_mlir import ops
 from mlc_mlir.errors import ScheduleError, TuningError
+from mlc_mlir.pipeline.scheduling import layout_rewrites
+from mlc_mlir.schedule.cpu_recipes import goto_padding, register_tile_shapes
 from mlc_mlir.schedule.default_rules import apply_default_schedule
 from mlc_mlir.schedule.sampling import perfect_tilings
 from mlc_mlir.schedule.trace import RV, SAMPLING_KINDS
 from mlc_mlir.target import host_target
 from mlc_mlir.tune.features import candidate_features, feature_names
-from mlc_mlir.tune.contraction_space import matmul_register_tiles, register_tile_bounds
+from mlc_mlir.schedule.rules.matmul import matmul_register_tiles, register_tile_bounds
 from mlc_mlir.tune.space_rules import (default_point, default_space, generate, sampled_decisions,
                                        structural_sampling)
 from mlc_mlir.tune.task import extract_tasks
-from test_ops_nn import conv_ref
+from test_ops_nn import conv_ref, windows
 from targets import AVX2
 from targets import AVX512 as AVX512_2CORES
 
@@ -51,6 +53,16 @@ CASES = {
     "conv2d_bias_relu": (lambda x, w, b: ops.relu(ops.conv2d(x, w, b, padding=1)),
                          [(1, 3, 8, 16), (8, 3, 3, 3), (8,)],
                          lambda x, w, b: np.maximum(conv_ref(x, w, padding=1) + b[None, :, None, None], 0)),
+    "max_pool_s1": (lambda x: ops.max_pool2d(x, 3, 1, padding=1), [(1, 16, 12, 32)],
+                    lambda x: np.max(windows(x, (3, 3), (1, 1), 1, (1, 1), -np.inf), axis=0)),
+    # rewritten to NHWC by the layout rewrites (test_nhwc_conv_space): 17 x 17 outputs, not
+    # im2col; the max pool between the NHWC transposes becomes an NHWC pooling
+    "conv2d_s2": (lambda x, w, b: ops.max_pool2d(ops.relu(ops.conv2d(x, w, b, strides=2, padding=1)), 3, 2,
+                                                 padding=1),
+                  [(1, 8, 34, 34), (32, 8, 3, 3), (32,)],
+                  lambda x, w, b: np.max(windows(np.maximum(conv_ref(x, w, strides=(2, 2), padding=1)
+                                                            + b[None, :, None, None], 0),
+                                                 (3, 3), (2, 2), 1, (1, 1), -np.inf), axis=0)),
 }
 
 
@@ -96,31 +108,83 @@ def test_space_on_a_task_and_an_avx512_target():
     run_and_check("dense_bias_relu", sch.mod)
 
 
-def default_decisions(mod, target, space):
-    """The default schedule of ``mod`` for ``target`` (the default rules, independently of the
-    space) and the decisions of the space's default point."""
-    dflt = mlc.Schedule(mod)
-    apply_default_schedule(dflt, target)
-    point = default_point(space, mod)
-    assert point is not None
-    return dflt, sampled_decisions(point.trace)
-
-
 @pytest.mark.parametrize("target", [SMALL, AVX2, AVX512], ids=["small", "avx2", "avx512"])
 @pytest.mark.parametrize("name", list(CASES))
-def test_default_schedule_is_a_point_of_the_space(name, target):
+def test_default_decisions_reproduce_the_default_schedule(name, target):
+    """One rule, two uses: the default schedule is the rules with their default decisions, and
+    the same decisions given to the space (or to a replay of a sample's trace) rebuild it; a
+    sample with other decisions is another program that still matches numpy."""
     mod = build(name)
     space = default_space(target)
-    dflt, forced = default_decisions(mod, target, space)
-    sch = generate(space, mod, 0, forced)
-    assert str(sch.mod) == str(dflt.mod) == str(default_point(space, mod).mod)
-    # the same point by replay: a sample's trace with the point's decisions (all but the
-    # structural ones feed primitives; those are taken from the point's own trace)
+    dflt = apply_default_schedule(mlc.Schedule(mod), target)
+    decisions = sampled_decisions(dflt.trace)
+    assert decisions, "the default schedule records the rules' decisions"
+    point = default_point(space, mod)
+    assert sampled_decisions(point.trace) == decisions
+    assert str(generate(space, mod, 0, decisions).mod) == str(dflt.mod) == str(point.mod)
+    replayed = mlc.Schedule.from_trace(mod, mlc.Trace.from_json(dflt.trace.as_json()))
+    assert str(replayed.mod) == str(dflt.mod)
+    # the same point by replay of a sample's trace with the default decisions (when no
+    # decision of the sample is structural, its instructions are the default's)
     sample = generate(space, mod, 1).trace
-    order = [i for i, inst in enumerate(sch.trace.insts) if inst.kind in SAMPLING_KINDS]
-    if structural_sampling(sample) == [] and len(order) == len(sample.decisions):
-        replayed = mlc.Schedule.from_trace(mod, sample, decisions=dict(zip(order, forced)))
+    order = [i for i, inst in enumerate(sample.insts) if inst.kind in SAMPLING_KINDS]
+    if structural_sampling(sample) == [] and len(order) == len(decisions):
+        replayed = mlc.Schedule.from_trace(mod, sample, decisions=dict(zip(order, decisions)))
         assert str(replayed.mod) == str(dflt.mod)
+    others = [generate(space, mod, seed) for seed in (1, 2, 3)]
+    other = next((o for o in others if sampled_decisions(o.trace) != decisions), None)
+    if other is not None:
+        run_and_check(name, other.mod)
+
+
+@pytest.mark.parametrize("target", [SMALL, host_target()], ids=["small", "host"])
+def test_nhwc_conv_space(target):
+    """The NHWC convolution's rule samples its register tile (WR x FR), input-channel block,
+    threads, filter packing and window unrolling, the NHWC pooling's its channel and row tiles;
+    their default decisions are the default schedule, and samples compile and match numpy
+    (SMALL's 1 KiB L1d blocks the channels)."""
+    mod = build("conv2d_s2")
+    mod = layout_rewrites(mod, target, mod.function_names())
+    assert "linalg.conv_2d_nhwc_hwcf" in str(mod) and "linalg.pooling_nhwc_max" in str(mod)
+    space = default_space(target)
+    dflt = apply_default_schedule(mlc.Schedule(mod), target)
+    assert str(default_point(space, mod).mod) == str(dflt.mod)
+    conv_decisions = set()
+    for seed in range(4):
+        sch = generate(space, mod, seed)
+        conv = [str(sch.trace.decisions[i]) for i, inst in enumerate(sch.trace.insts)
+                if inst.kind in SAMPLING_KINDS]
+        conv_decisions.add(tuple(conv))
+        run_and_check("conv2d_s2", sch.mod)
+    assert len(conv_decisions) > 1
+
+
+@pytest.mark.parametrize("target", [AVX2, host_target()], ids=["avx2", "host"])
+def test_matmul_register_tile_shapes_pad_and_match_numpy(target):
+    """The matmul rule's first decision is the register tile the extents are padded for:
+    Goto's by default, or the full-register tiles (6 x 16 on AVX2, 14 x 32 / 9 x 48 on
+    AVX-512) that need M padded to whole tiles; each compiles and matches numpy, epilogue
+    included (kept apart when padded)."""
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:   # 256 KiB of operands: worth both threads
+        x, w, b = f.arg("x", shape=(128, 200)), f.arg("w", shape=(96, 200)), f.arg("b", shape=(96,))
+        f.output(ops.relu(ops.dense(x, w, b)))
+    mod = bb.finish()
+    shapes = register_tile_shapes(target, 32)
+    assert ((6, 16) if target.vector_bits == 256 else (14, 32)) in shapes
+    rng = np.random.default_rng(0)
+    space = default_space(target)
+    for idx, (mr, nr) in enumerate(shapes):
+        sch = generate(space, mod, idx, [idx])
+        first = sch.trace.insts[[i for i, inst in enumerate(sch.trace.insts) if inst.kind in SAMPLING_KINDS][0]]
+        assert first.attrs["candidates"] == list(range(len(shapes)))
+        padded = "pad_einsum" in [i.kind for i in sch.trace.insts]
+        assert padded == any(goto_padding(target, 128, 96, 200, target.cores, 32, (mr, nr))[i] > 1 for i in range(3))
+        x = rng.standard_normal((128, 200)).astype(np.float32)
+        w = rng.standard_normal((96, 200)).astype(np.float32)
+        b = rng.standard_normal(96).astype(np.float32)
+        got = mlc.compile(sch.mod)(x, w, b)
+        np.testing.assert_allclose(got, np.maximum(x.astype(np.float64) @ w.T + b, 0), **TOL)
 
 
 def test_replay_with_other_decisions_gives_the_other_program():
@@ -176,7 +240,8 @@ def test_candidates_follow_the_target():
     mod = bb.finish()
     for t in (AVX2, AVX512):
         trace = generate(default_space(t), mod, 0).trace
-        threads = [i.attrs["candidates"] for i in trace.insts if i.kind == "sample_categorical"][0]
+        tile, threads = [i.attrs["candidates"] for i in trace.insts if i.kind == "sample_categorical"][:2]
+        assert tile == list(range(len(register_tile_shapes(t, 32))))
         assert threads == [d for d in range(1, t.cores + 1) if 256 % d == 0]
     # a matmul too small to pay for a fork (worth_threads) has no thread knob, as the default rule
     small = generate(default_space(AVX2), build("matmul"), 0).trace
@@ -187,7 +252,7 @@ def test_candidates_follow_the_target():
             assert nr % lanes == 0 and 1024 % nr == 0
             assert all(1024 % mr == 0 and (mr + 1) * nr // lanes + 1 <= t.vector_registers
                        for mr in mrs)
-    with pytest.raises(TuningError, match="expected a cpu Target"):
+    with pytest.raises(TuningError, match="expected a cpu or cuda Target"):
         default_space("avx2")
     with pytest.raises(TuningError, match="threads=0"):
         default_space(AVX2, threads=0)

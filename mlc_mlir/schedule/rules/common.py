@@ -1,25 +1,41 @@
-"""What every default rule shares: the rule context (target, threads, payload facts) and the
-target-derived choices of thread count and vector tile."""
+"""What every schedule rule shares: the rule context (target, threads, payload facts), the
+target-derived choices of thread count and vector tile, and the decisions a rule samples.
+
+A rule is written once, as a stochastic rule (TVM MetaSchedule's schedule rules): each choice is
+a sampling instruction (:func:`categorical`, :func:`perfect_tile`) over candidates derived from
+the target, with the rule's target-derived choice as its ``default``. On a ``Schedule`` built
+with ``defaults=True`` (the compiler's default schedule) every decision is its default; on one
+built with ``defaults=False`` (the tuner's candidates) decisions are drawn, and a recorded trace
+replays either."""
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, Optional, Sequence, Set, Tuple
+from typing import Dict, List, Optional, Sequence, Set, Tuple
 
+from ...errors import ScheduleError
 from ...ir import dtypes
 from ...target import Target
 from ..factors import largest_divisor
 from ..loop_nest import Block
+from ..state import ExprRV, LoopRV
 from .payload import OpFacts
 
 #: Vectors per vectorized tile of an elementwise or row op: a few independent vectors per
 #: iteration hide the latency of loads and FMAs (TVM's dlight elementwise rule unrolls likewise).
 VECTORS_PER_TILE = 4
 
+#: Vectors per vectorized tile the rules sample from (the default: :func:`vector_tile`).
+TILE_VECTORS = (1, 2, 3, 4)
+
+#: Multiples of a cache-derived block (Goto's MC, NC, KC; a convolution's channel block) the
+#: rules sample around it (:func:`near_divisors`).
+BLOCK_SCALES = (0.25, 0.5, 1.0, 2.0)
+
 
 @dataclasses.dataclass
 class RuleContext:
-    """Inputs of a default rule.
+    """Inputs of a schedule rule.
 
     Attributes
     ----------
@@ -41,6 +57,13 @@ class RuleContext:
     def fact(self, blk: Block) -> Optional[OpFacts]:
         """Payload facts of ``blk`` (None for ops not at a function's top level)."""
         return self.facts.get((blk.func, blk.name))
+
+
+def near_divisors(extent: int, center: int, scales: Sequence[float] = BLOCK_SCALES) -> List[int]:
+    """Divisors of ``extent`` nearest below ``center * s`` for each scale ``s`` (sorted,
+    unique; always includes the one for scale 1): the candidates of a cache block whose
+    target-derived size is ``center``."""
+    return sorted({largest_divisor(extent, max(1, int(center * s))) for s in scales})
 
 
 def element_bits(blk: Block) -> int:
@@ -83,14 +106,59 @@ def worth_threads(ctx: RuleContext, blk: Block, forks: int = 1) -> bool:
     return ctx.threads > 1 and nbytes >= ctx.threads * l1 * max(1, forks)
 
 
+def categorical(sch, candidates: Sequence[int], default: int) -> ExprRV:
+    """``sch.sample_categorical`` over ``candidates`` (uniform) whose default decision is the
+    candidate ``default`` (the rule's target-derived choice).
+
+    Raises
+    ------
+    ScheduleError
+        If ``default`` is not a candidate (a rule whose default lies outside its own space).
+    """
+    candidates = [int(c) for c in candidates]
+    if default not in candidates:
+        raise ScheduleError(f"rule decision: default {default!r} is not among the candidates {candidates}")
+    return sch.sample_categorical(candidates, [1.0 / len(candidates)] * len(candidates),
+                                  default=candidates.index(default))
+
+
+def perfect_tile(sch, loop: LoopRV, n: int, bound: int, default: Sequence[int]) -> List[ExprRV]:
+    """``sch.sample_perfect_tile(loop, n, bound)`` whose default decision is ``default``."""
+    return sch.sample_perfect_tile(loop, n, bound, default=[int(d) for d in default])
+
+
+def block_size(sch, extent: int, center: int) -> ExprRV:
+    """A sampled cache block of a dim of ``extent``: one of :func:`near_divisors` of the
+    target-derived size ``center``; default the largest divisor of ``extent`` up to it."""
+    center = max(1, center)
+    return categorical(sch, near_divisors(extent, center), largest_divisor(extent, center))
+
+
+def thread_candidates(extent: int, threads: int) -> List[int]:
+    """Thread counts ``t <= threads`` that divide ``extent`` (always includes 1)."""
+    return [t for t in range(1, threads + 1) if extent % t == 0]
+
+
+def vector_candidates(ctx: RuleContext, blk: Block, extent: Optional[int]) -> List[int]:
+    """Vector tile sizes along a dim of ``extent``: multiples of the target's lanes
+    (:data:`TILE_VECTORS` vectors) that divide it, and :func:`vector_tile`'s choice; sizes
+    above 1 only (empty: do not vectorize). A dynamic extent (None) gets :func:`vector_tile`'s
+    choice only (its last tile partial)."""
+    lanes = ctx.target.vector_lanes(element_bits(blk))
+    cands = set() if extent is None else {v * lanes for v in TILE_VECTORS if extent % (v * lanes) == 0}
+    cands.add(vector_tile(ctx, blk, extent))
+    return sorted(c for c in cands if c > 1)
+
+
 def parallelize_first(sch, ctx: RuleContext, blk: Block, loops: Sequence, extents: Sequence[int]):
     """Split the first of ``loops`` (current extents ``extents``, outermost first) whose extent
-    has a divisor ``t`` in ``2..ctx.threads`` into ``[t, e / t]`` and make the outer loop
-    parallel (a dynamic loop, extent None, is made parallel as it is: one ``scf.forall``
+    has a divisor in ``2..ctx.threads`` into ``[t, e / t]`` and make the outer loop parallel,
+    ``t`` sampled from :func:`thread_candidates` (default: the largest; 1 runs the loop on one
+    thread); a dynamic loop (extent None) is made parallel as it is (one ``scf.forall``
     iteration per element, spread over the threads); nothing when the block is too small for
     threads at that depth
     (:func:`worth_threads` with the iterations of the loops before it as forks). Shared by the
-    default rules (TVM TOPI's ``parallel`` of the outermost fused axis).
+    rules (TVM TOPI's ``parallel`` of the outermost fused axis).
 
     Returns
     -------
@@ -104,10 +172,10 @@ def parallelize_first(sch, ctx: RuleContext, blk: Block, loops: Sequence, extent
         if e is None:
             sch.parallel(loop)
             return pos, loop
-        t = largest_divisor(e, ctx.threads)
+        cands = thread_candidates(e, ctx.threads)
         forks *= e
-        if t > 1:
-            outer, inner = sch.split(loop, [t, e // t])
+        if len(cands) > 1:
+            outer, inner = sch.split(loop, [categorical(sch, cands, cands[-1]), None])
             sch.parallel(outer)
             return pos, inner
     return None

@@ -1,4 +1,5 @@
-"""Default rules for 2-D convolutions.
+"""Rules for 2-D convolutions; each samples its tiles, threads and unrolling (decisions whose
+defaults derive from the target, the values described below).
 
 * ``linalg.conv_2d_nhwc_hwcf`` (:func:`schedule_conv2d_nhwc`): a direct convolution with a
   register tile of ``WR`` output columns x ``k`` vectors of output channels
@@ -53,7 +54,10 @@ from ...target import Target
 from ..cpu_recipes import goto_params
 from ..schedule import Schedule
 from ..state import BlockRV
-from .common import RuleContext, element_bits, largest_divisor, parallelize_first, worth_threads
+from .common import (
+    RuleContext, categorical, element_bits, largest_divisor, near_divisors, parallelize_first,
+    perfect_tile, thread_candidates, worth_threads,
+)
 from .epilogue import claim_epilogues
 
 
@@ -173,6 +177,15 @@ def schedule_conv2d_nhwc(sch: Schedule, block: BlockRV, ctx: RuleContext) -> Non
     on AVX-512, whose 73 KiB filter panel exceeds the 32 KiB L1d: whole model 37.1 -> 36.8 ms
     on one thread, 21.0 -> 20.8 ms on two, 2-core AMD EPYC Zen 4).
 
+    Decisions, in order, the values above being their defaults: ``[OW / WR, WR]``
+    (``sample_perfect_tile``, ``WR`` at most half the vector registers); ``FR`` among whole
+    vectors that divide ``F`` and fit the accumulators with the sampled ``WR``
+    (:func:`_channel_tiles`); the input-channel block (the divisors of ``C`` near
+    :func:`filter_block_channels`' and ``C`` itself: no block); the threads over the
+    output-channel blocks or rows (:func:`~.common.parallelize_first`); packing the filter
+    panel or not; the window unrolled (both loops, ``kw`` only, or none). All but the tiles and
+    threads are structural.
+
     Shapes: x (N, H, W, C) (already padded), w (KH, KW, C, F), out (N, OH, OW, F); float
     dtypes; any stride and dilation.
     """
@@ -182,13 +195,17 @@ def schedule_conv2d_nhwc(sch: Schedule, block: BlockRV, ctx: RuleContext) -> Non
     facts = ctx.fact(blk)
     stride, dilation = ((facts.strides or (1, 1))[1], (facts.dilations or (1, 1))[1]) \
         if facts is not None else (1, 1)
-    wr, fr = nhwc_register_tile(ctx.target, ext[2], ext[3], ext[5], stride, dilation,
-                                element_bits(blk))
-    ow0, ow1 = sch.split(ow, [ext[2] // wr, wr])
-    f0, f1 = sch.split(f, [ext[3] // fr, fr])
-    cb = filter_block_channels(ctx.target, ext[4] * ext[5], ext[6], fr, element_bits(blk))
+    bits = element_bits(blk)
+    regs = ctx.target.vector_registers
+    wr, fr = nhwc_register_tile(ctx.target, ext[2], ext[3], ext[5], stride, dilation, bits)
+    ow0, ow1 = sch.split(ow, perfect_tile(sch, ow, 2, max(1, regs // 2), [ext[2] // wr, wr]))
+    wr = sch.get(ow1).extent
+    f0, f1 = sch.split(f, [None, categorical(sch, *_channel_tiles(ctx.target, ext[3], wr, fr, bits))])
+    fr = sch.get(f1).extent
+    cb0 = filter_block_channels(ctx.target, ext[4] * ext[5], ext[6], fr, bits)
+    cb = categorical(sch, sorted(set(near_divisors(ext[6], cb0)) | {ext[6]}), cb0)
     if cb < ext[6]:
-        c0, c1 = sch.split(c, [ext[6] // cb, cb])
+        c0, c1 = sch.split(c, [None, cb])
         sch.reorder(n, f0, c0, oh, ow0, c1, kh, kw, ow1, f1)
     else:
         c0 = None
@@ -196,7 +213,7 @@ def schedule_conv2d_nhwc(sch: Schedule, block: BlockRV, ctx: RuleContext) -> Non
     split = parallelize_first(sch, ctx, blk, [f0, oh], [ext[3] // fr, ext[1]])
     if split is not None and split[0] == 0:
         f0 = split[1]
-    if ext[3] > fr and ext[1] * (ext[2] // wr) > 1:
+    if int(categorical(sch, [0, 1], int(ext[3] > fr and ext[1] * (ext[2] // wr) > 1))):
         # several output-channel blocks: a block's filter panel is strided by F (2 KiB rows for
         # F = 512 map to 2 L1 sets); pack it contiguously once per (f0, c0), reused by every
         # row tile
@@ -218,12 +235,26 @@ def schedule_conv2d_nhwc(sch: Schedule, block: BlockRV, ctx: RuleContext) -> Non
             sch.reverse_compute_at(e, f0)
         if blk.info.init and (epi or (split is not None and set(blk.info.producers) <= {blk.info.init})):
             sch.decompose_reduction(block, c0)
-    if ext[4] * ext[5] <= ctx.target.vector_registers:
+    # window rows unrolled: 2 both loops, 1 kw only (a 7x7 stem), 0 none
+    unroll = int(categorical(sch, [0, 1, 2], 2 if ext[4] * ext[5] <= regs else int(ext[5] <= regs)))
+    if unroll:
         sch.unroll(kw)
+    if unroll == 2:
         sch.unroll(kh)
-    elif ext[5] <= ctx.target.vector_registers:  # a 7x7 stem: one window row unrolled
-        sch.unroll(kw)
     sch.vectorize(ow1)
+
+
+def _channel_tiles(target: Target, f: int, wr: int, fr: int, bits: int):
+    """``(candidates, default)`` of the output-channel tile ``FR`` of an NHWC convolution with
+    ``f`` output channels and a sampled row tile ``wr``: whole vectors (``k * lanes``, or any
+    ``k`` when ``f`` is not a multiple of the lanes) dividing ``f`` with the ``wr * k``
+    accumulators within half the vector registers; default ``fr``
+    (:func:`nhwc_register_tile`), or the candidate nearest it for a row tile it does not fit."""
+    lanes = target.vector_lanes(bits)
+    vec = lanes if f % lanes == 0 else 1
+    cands = [k * vec for k in range(1, max(1, target.vector_registers // 2 // wr) + 1) if f % (k * vec) == 0]
+    cands = cands or [vec if f % vec == 0 else 1]
+    return cands, min(cands, key=lambda x: (abs(x - fr), x))
 
 
 def schedule_conv2d(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
@@ -232,9 +263,11 @@ def schedule_conv2d(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
     Loop nest: ``n f0 (parallel) f1 oh ow0 c kh kw (unrolled) ow1 (vectorized)``: one output
     channel's row tile of ``WR`` outputs stays in vector registers across the ``c, kh, kw``
     reduction (each step: one row load of the input, one broadcast weight, ``WR / lanes`` FMAs).
-    ``WR`` is the largest divisor of OW whose accumulators take at most half the vector
-    registers (``lanes * vector_registers / 2`` elements: 64 float32 on AVX2). The window is
-    unrolled when its taps (``KH * KW``) do not exceed the vector registers. Measured on a
+    Decisions: the threads over output channels (:func:`~.common.thread_candidates`, default
+    the most, when the block is worth threads); ``[OW / WR, WR]`` by ``sample_perfect_tile``
+    with ``WR`` at most half the vector registers' lanes (default: the largest divisor of OW
+    within that, 64 float32 on AVX2); the window unrolled or not (structural; default: when its
+    taps ``KH * KW`` do not exceed the vector registers). Measured on a
     2-core AVX2 EPYC, 1x64x56x56 3x3 -> 64, one thread: 143 ms unscheduled, 15.7 ms.
 
     The "vectorized" row is really scalar: the 1-D convolution vectorizer works in NWC with the
@@ -251,17 +284,20 @@ def schedule_conv2d(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
     n, f, oh, ow, c, kh, kw = sch.get_loops(block)
     ext = [d.extent for d in blk.dims]
     lanes = ctx.target.vector_lanes(element_bits(blk))
-    wr = largest_divisor(ext[3], lanes * max(1, ctx.target.vector_registers // 2))
-    t = largest_divisor(ext[1], ctx.threads) if worth_threads(ctx, blk) else 1
-    f0, f1 = sch.split(f, [t, ext[1] // t])
-    ow0, ow1 = sch.split(ow, [ext[3] // wr, wr])
+    tcands = thread_candidates(ext[1], ctx.threads) if worth_threads(ctx, blk) else [1]
+    t = categorical(sch, tcands, tcands[-1]) if len(tcands) > 1 else 1
+    f0, f1 = sch.split(f, [t, None])
+    wr_max = lanes * max(1, ctx.target.vector_registers // 2)
+    wr = largest_divisor(ext[3], wr_max)
+    ow0, ow1 = sch.split(ow, perfect_tile(sch, ow, 2, wr_max, [ext[3] // wr, wr]))
+    unroll = categorical(sch, [0, 1], int(ext[5] * ext[6] <= ctx.target.vector_registers))
     sch.reorder(n, f0, f1, oh, ow0, c, kh, kw, ow1)
-    if t > 1:
+    if len(tcands) > 1:
         sch.parallel(f0)
     epi = claim_epilogues(sch, blk, ctx)
     for e in epi:
         sch.reverse_compute_at(e, ow0)
-    if ext[5] * ext[6] <= ctx.target.vector_registers:
+    if int(unroll):   # structural: unroll takes no sampled value
         sch.unroll(kw)
         sch.unroll(kh)
     sch.vectorize(ow1)

@@ -1,12 +1,15 @@
-"""Default rule for elementwise, broadcast and injective blocks (all iteration dims parallel):
-parallel over the outermost dim that has work, vectorized along the innermost dim. Source: TVM
-``schedule_injective`` (TOPI x86) and dlight's elementwise rule (fuse, parallel, vectorize)."""
+"""Rule for elementwise, broadcast and injective blocks (all iteration dims parallel): parallel
+over the outermost dim that has work, vectorized along the innermost dim; the vector tile and the
+thread count are sampled decisions with target-derived defaults. Source: TVM
+``schedule_injective`` (TOPI x86), dlight's elementwise rule (fuse, parallel, vectorize) and
+MetaSchedule's ``ParallelizeVectorizeUnroll``."""
 
 from __future__ import annotations
 
 from ..schedule import Schedule
 from ..state import BlockRV
-from .common import RuleContext, element_bits, parallelize_first, split_by, vector_tile
+from .common import (RuleContext, categorical, element_bits, parallelize_first, split_by,
+                     vector_candidates, vector_tile)
 
 
 def contiguous_last(blk) -> bool:
@@ -27,13 +30,15 @@ def vectorizable(blk, ctx: RuleContext) -> bool:
 def schedule_elementwise(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
     """Schedule an all-parallel block: ``d0 .. [dp0 (parallel) dp1] .. dn0, dn1 (vectorized)``.
 
-    The innermost dim is split into ``(E / V, V)`` with ``V`` up to 4 vectors of the target's
-    lanes (:func:`~.common.vector_tile`) and vectorized when its operands are contiguous along
-    it and every indexing map is one the vectorizer accepts; the outermost dim with an extent above 1 is split over the threads (a divisor of its
-    extent) when the block moves at least an L1d per thread. A dynamic innermost dim is split
-    into ``(None, V)`` (the last tile partial, vectorized with masks); a dynamic outermost dim
-    is made parallel as it is. Shapes: any rank >= 1; dtypes:
-    any the vectorizer accepts (float16/32/64, int8..64).
+    The innermost dim is split into ``(E / V, V)`` and vectorized when its operands are
+    contiguous along it and every indexing map is one the vectorizer accepts (:func:`vectorizable`),
+    ``V`` sampled from :func:`~.common.vector_candidates` (default: up to 4 vectors of the
+    target's lanes, :func:`~.common.vector_tile`); the outermost dim with an extent above 1 is
+    split over sampled threads (a divisor of its extent; default: the most) when the block moves
+    at least an L1d per thread (:func:`~.common.parallelize_first`). A dynamic innermost dim is
+    split into ``(None, V)`` (the last tile partial, vectorized with masks); a dynamic outermost
+    dim is made parallel as it is. Shapes: any rank >= 1; dtypes: any the vectorizer accepts
+    (float16/32/64, int8..64).
 
     Parameters
     ----------
@@ -47,9 +52,10 @@ def schedule_elementwise(sch: Schedule, block: BlockRV, ctx: RuleContext) -> Non
         return
     loops = sch.get_loops(block)
     extents = [d.extent for d in blk.dims]
-    v = vector_tile(ctx, blk, extents[-1]) if vectorizable(blk, ctx) else 1
+    cands = vector_candidates(ctx, blk, extents[-1]) if vectorizable(blk, ctx) else []
     inner = None
-    if v > 1:
+    if cands:
+        v = categorical(sch, cands, vector_tile(ctx, blk, extents[-1]))
         outer_last, inner = split_by(sch, loops[-1], extents[-1], v)
         loops[-1] = outer_last
         extents[-1] = None if extents[-1] is None else extents[-1] // v

@@ -14,7 +14,8 @@ chapter's recipes):
   chapter -- block tile ``(ty*ly, tx*lx)``, ``ty*tx`` threads each computing an ``ly x lx``
   register tile (``cache_write(..., "local")``), ``A`` and ``B`` panels of ``kt`` columns/rows
   staged in shared memory by cooperative copies (``cache_read(..., "shared")`` +
-  ``compute_at`` at ``k0``), the init placed by ``decompose_reduction``; f16 with dims that
+  ``compute_at`` at ``k0``), the init placed by ``decompose_reduction``, the five tiles
+  sampled (:func:`matmul_tiles`) with shape-derived defaults; f16 with dims that
   divide into warp tiles: tensor cores (``mma.sync``, :func:`schedule_matmul_mma`). A matmul
   whose inputs are computed in the same function (a fused reshape or transpose) cannot stage
   them per k-panel and gets the reduction rule;
@@ -28,13 +29,14 @@ block), not from one GPU's measurements: the tuner refines them.
 
 from __future__ import annotations
 
-from typing import List
+from typing import Dict, List, Optional
 
 from ...errors import ScheduleError
 from ..schedule import Schedule
-from ..state import BlockRV
+from ..state import BlockRV, ExprRV
+from .common import categorical
 
-#: At most this many threads per block in the default schedules.
+#: At most this many threads per block in the default decisions (the rules sample up to 1024).
 MAX_THREADS = 256
 
 #: Shortest reduction a block cooperates on (a shorter row is reduced by one thread).
@@ -49,9 +51,22 @@ def _divisor(n: int, limit: int) -> int:
     return 1
 
 
+#: Threads per block the rules sample from (powers of two dividing the dim; the shape-derived
+#: default is always a candidate), within CUDA's limit of 1024 per block.
+THREAD_OPTIONS = (32, 64, 128, 256, 512, 1024)
+
+
+def thread_options(extent: int, default: int, keep) -> List[int]:
+    """Thread counts of a dim of ``extent``: :data:`THREAD_OPTIONS` that divide it and satisfy
+    ``keep``, and ``default``."""
+    return sorted({t for t in THREAD_OPTIONS if extent % t == 0 and keep(t)} | {default})
+
+
 def _bind_parallel(sch: Schedule, block: BlockRV, parallel: List[int], loops=None) -> None:
     """Split the innermost parallel dim into blocks x threads and bind the outer parallel dims
-    to the remaining block axes (the others stay serial loops of each thread). ``loops``: the
+    to the remaining block axes (the others stay serial loops of each thread); the threads are
+    a sampled decision (:func:`thread_options`; default: the largest divisor up to
+    :data:`MAX_THREADS`, keeping two blocks when nothing else gives blocks). ``loops``: the
     block's loops by dim (default: ``get_loops``, in dim order)."""
     loops = sch.get_loops(block) if loops is None else loops
     info = sch.get(block)
@@ -61,6 +76,7 @@ def _bind_parallel(sch: Schedule, block: BlockRV, parallel: List[int], loops=Non
     outer = [d for d in parallel[:-1] if info.dims[d].extent > 1]
     # keep at least two blocks when nothing else gives blocks
     t = _divisor(e, MAX_THREADS if outer or e < 2 else min(MAX_THREADS, e // 2))
+    t = categorical(sch, thread_options(e, t, lambda c: outer or e // c > 1 or e < 2), t)
     l0, l1 = sch.split(loops[last], [None, t])
     if e // t > 1:
         sch.bind(l0, "blockIdx.x")
@@ -118,6 +134,7 @@ def _cooperative(sch: Schedule, block: BlockRV, red: List[int], loops) -> bool:
     t = _divisor(k, MAX_THREADS)
     if t < 32:
         return False
+    t = categorical(sch, thread_options(k, t, lambda c: c >= 32), t)
     outer = [loops[d.index] for d in info.dims if d.kind == "parallel"]
     if len(outer) > 1:
         outer = [sch.fuse(*outer)]
@@ -142,12 +159,57 @@ def schedule_matmul(sch: Schedule, block: BlockRV) -> None:
     if schedule_matmul_mma(sch, block):
         return
     m, n, k = (d.extent for d in dims)
-    lx, ly = _divisor(n, 4), _divisor(m, 4)
-    tx, ty = _divisor(n // lx, 16), _divisor(m // ly, 16)
-    if m // (ty * ly) * (n // (tx * lx)) < 2 or tx * ty < 32:
+    d = matmul_tile_defaults(m, n, k)
+    if m // (d["ty"] * d["ly"]) * (n // (d["tx"] * d["lx"])) < 2 or d["tx"] * d["ty"] < 32:
         schedule_reduction(sch, block)
         return
-    schedule_matmul_tiles(sch, block, ty, tx, ly, lx, _divisor(k, 8))
+    schedule_matmul_tiles(sch, block, *matmul_tiles(sch, m, n, k, d))
+
+
+def matmul_tile_defaults(m: int, n: int, k: int) -> Dict[str, int]:
+    """The default tiles of an ``(m, n, k)`` matmul, from its shape: register tiles ``ly x lx``
+    of up to 4 x 4, up to 16 x 16 threads, ``kt`` up to 8 (largest divisors within those)."""
+    lx, ly = _divisor(n, 4), _divisor(m, 4)
+    return {"ty": _divisor(m // ly, 16), "tx": _divisor(n // lx, 16), "ly": ly, "lx": lx,
+            "kt": _divisor(k, 8)}
+
+
+#: Candidate sizes of the matmul's tiles (each filtered by divisibility of its dim; the rule's
+#: shape-derived default is always a candidate too).
+MATMUL_TILE_OPTIONS = {"ty": (4, 8, 16, 32), "tx": (4, 8, 16, 32), "ly": (1, 2, 4, 8),
+                       "lx": (1, 2, 4, 8), "kt": (4, 8, 16, 32)}
+
+
+def matmul_tile_options(m: int, n: int, k: int, default: Optional[Dict[str, int]] = None) -> Dict[str, List[int]]:
+    """The candidates of each tile of an ``(m, n, k)`` matmul (:data:`MATMUL_TILE_OPTIONS` that
+    divide its dim alone, plus ``default[name]``: :func:`matmul_tile_defaults`), in the order
+    the rule samples them."""
+    dims = {"ty": m, "tx": n, "ly": m, "lx": n, "kt": k}
+    return {name: sorted({o for o in opts if dims[name] % o == 0} | ({default[name]} if default else set()))
+            for name, opts in MATMUL_TILE_OPTIONS.items()}
+
+
+def matmul_tiles(sch: Schedule, m: int, n: int, k: int, default: Dict[str, int],
+                 forced: Optional[Dict[str, int]] = None) -> List[ExprRV]:
+    """Sample the tiles ``ty, tx, ly, lx, kt`` of :func:`schedule_matmul_tiles` (one
+    ``sample_categorical`` each over :func:`matmul_tile_options`), ``default`` their default
+    decisions, ``forced`` values given as decisions (a value outside the candidates is a
+    ``ScheduleError`` naming the decision). A combination that breaks a CUDA limit (threads per
+    block, static shared memory) fails when compiled: a failed candidate of the tuner.
+
+    Raises
+    ------
+    ScheduleError
+        If a forced value is not among its candidates.
+    """
+    out = []
+    for name, opts in matmul_tile_options(m, n, k, default).items():
+        if forced is None:
+            out.append(categorical(sch, opts, default[name]))
+            continue
+        decision = opts.index(forced[name]) if forced[name] in opts else len(opts)
+        out.append(sch.sample_categorical(opts, [1.0 / len(opts)] * len(opts), decision=decision))
+    return out
 
 
 #: Tensor cores: one warp's ``mma.sync`` tile ``(m, n, k)`` for f16, and warps per block (y, x).
@@ -188,7 +250,7 @@ def schedule_matmul_tiles(sch: Schedule, block: BlockRV, ty, tx, ly, lx, kt) -> 
     """The shared-memory blocking of :func:`schedule_matmul` with given tiles: ``ty x tx``
     threads, each computing an ``ly x lx`` register tile (``cache_write(..., "local")``),
     ``A``/``B`` panels of ``kt`` staged in shared memory at ``k0``. Each factor is an int or an
-    ``ExprRV`` of ``sample_categorical`` (the tuner's knobs, :mod:`mlc_mlir.tune.gpu_space`).
+    ``ExprRV`` of ``sample_categorical`` (:func:`matmul_tiles`).
 
     Raises
     ------

@@ -1,60 +1,214 @@
-"""Default rules for contractions: ``linalg.matmul`` (matmul, dense) with the Goto recipe,
-``linalg.mmt4d`` on a pre-packed B (``graph.PackMatmulWeights``) with the same loop nest, and
-``linalg.batch_matmul`` with a register-tiled batch loop; matmul and batch_matmul with
-elementwise epilogues (bias add, relu) fused into their tiles. Source: Goto & van de Geijn (TOMS 2008); TVM's x86
-``dense_pack``/``batch_matmul`` schedules; oneDNN's post-op fusion."""
+"""Rules for contractions: ``linalg.matmul`` (matmul, dense) by multi-level tiling in the Goto
+structure, ``linalg.mmt4d`` on a pre-packed B (``graph.PackMatmulWeights``) with the same loop
+nest, and ``linalg.batch_matmul`` with a register-tiled batch loop; matmul and batch_matmul with
+elementwise epilogues (bias add, relu) fused into their tiles. Each rule samples its knobs
+(threads, register tile, cache blocks, packing, k-unroll) from candidates derived from the
+target's registers and caches, with the Goto/BLIS values of
+:func:`~mlc_mlir.schedule.cpu_recipes.goto_params` as default decisions. Source: Goto & van de
+Geijn (TOMS 2008); TVM MetaSchedule ``MultiLevelTiling``; TVM's x86 ``dense_pack``/
+``batch_matmul`` schedules; oneDNN's post-op fusion."""
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Dict, List, Optional, Tuple
+
 from ...errors import ScheduleError
+from ...target import Target
 from ..cpu_recipes import (
-    batch_matmul_padding, goto_padding, goto_params, schedule_matmul_goto, schedule_mmt4d_goto,
+    UNROLL_K, batch_matmul_padding, goto_loop_nest, goto_padding, goto_params, packs_b,
+    register_tile_shapes, thread_splits,
 )
 from ..schedule import Schedule
 from ..state import BlockRV
-from .common import RuleContext, element_bits, largest_divisor, worth_threads
+from .common import (
+    TILE_VECTORS, RuleContext, block_size, categorical, element_bits, largest_divisor, perfect_tile,
+    thread_candidates, worth_threads,
+)
 from .epilogue import claim_epilogues
+
+#: Unroll factors of a contraction's k loop the rules sample (code-size choices, not machine
+#: constants; the default is Goto's ``UNROLL_K`` shrunk to a divisor).
+UNROLL_FACTORS = (1, 2, 4, 8)
+
+def register_tile_bounds(target: Target, bits: int) -> Dict[str, int]:
+    """Bounds of the register tile and cache blocks derived from the target.
+
+    * ``mr``: rows of the MR x NR tile, at most half the vector registers (each row holds at
+      least one accumulator vector; the other half is left for B vectors and A broadcasts).
+    * ``nr``: columns, at most 4 vectors (``4 * lanes``).
+    * ``kc``: the K block, at most ``L1d / (lanes * bytes)`` (a one-vector-wide B micro-panel
+      fits L1d).
+
+    Returns
+    -------
+    dict
+        ``{"mr": int, "nr": int, "kc": int}``, each >= 1.
+    """
+    lanes = target.vector_lanes(bits)
+    nbytes = max(1, bits // 8)
+    l1 = target.l1d_bytes or (32 << 10)
+    return {"mr": max(1, target.vector_registers // 2), "nr": 4 * lanes,
+            "kc": max(lanes, l1 // (lanes * nbytes))}
+
+
+def matmul_register_tiles(target: Target, bits: int, mt: int, n: int,
+                          tile: Optional[Tuple[int, int]] = None) -> Dict[int, List[int]]:
+    """Register tiles ``{NR: [MR, ...]}`` of a matmul with ``mt`` rows per thread and ``n``
+    columns, derived from the target's vector lanes and registers.
+
+    ``NR`` is 1 to 4 vectors (dividing ``n``); ``MR`` divides ``mt`` with the ``MR * NR / lanes``
+    accumulators, the ``NR / lanes`` B vectors and one A broadcast within the vector registers
+    (the register budget), and at least ``vector_registers / 4`` accumulators (enough
+    independent FMAs to hide their latency): 6 x 16 on AVX2, 14 x 32 and 8 x 48 on AVX-512
+    among them. Goto's tile (:func:`~mlc_mlir.schedule.cpu_recipes.goto_params`, shrunk to
+    divisors; ``tile`` in its place when given) is always included, so tiny or odd extents
+    still have one tile.
+    """
+    lanes = target.vector_lanes(bits)
+    regs = target.vector_registers
+    p = goto_params(target, max(mt, 1), n, 1, 1, bits, tile)
+    out: Dict[int, List[int]] = {}
+    for v in TILE_VECTORS:
+        nr = v * lanes
+        if n % nr:
+            continue
+        mrs = [d for d in range(1, mt + 1) if mt % d == 0 and regs // 4 <= d * v <= regs - v - 1]
+        if mrs:
+            out[nr] = mrs
+    dnr, dmr = largest_divisor(n, p.nr), largest_divisor(mt, p.mr)
+    out[dnr] = sorted(set(out.get(dnr, [])) | {dmr})
+    return dict(sorted(out.items()))
+
+
+def unroll_factor(sch: Schedule, k: int, default: int) -> int:
+    """A sampled unroll factor of a k loop of ``k`` iterations: :data:`UNROLL_FACTORS` that
+    divide it and ``default`` (the largest divisor of ``k`` up to Goto's ``UNROLL_K``).
+    Structural: ``unroll`` records its factor as a constant, so another decision is applied
+    by running the rule again."""
+    d = largest_divisor(k, default)
+    return int(categorical(sch, sorted({u for u in UNROLL_FACTORS if k % u == 0} | {d}), d))
+
+
+def pad_or_fuse_epilogues(sch: Schedule, block: BlockRV, ctx: RuleContext, padding) -> List[BlockRV]:
+    """Pad the contraction (``pad_einsum`` with the multiples ``padding``) when a multiple is
+    above 1, leaving its epilogue to the elementwise rule (it reads the unpadded result);
+    else claim its elementwise epilogue chain (:func:`~.epilogue.claim_epilogues`).
+
+    Returns
+    -------
+    list of BlockRV
+        The epilogues to fuse into the contraction's tiles (empty when padded).
+    """
+    if all(p == 1 for p in padding):
+        return claim_epilogues(sch, sch.get(block), ctx)
+    sch.pad_einsum(block, list(padding))
+    return []
 
 
 def schedule_matmul(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
-    """``linalg.matmul`` (``matmul``; ``dense`` is a matmul with a transposed B map): the Goto
-    recipe (:func:`~mlc_mlir.schedule.cpu_recipes.schedule_matmul_goto`) with
-    :func:`~mlc_mlir.schedule.cpu_recipes.goto_params` for the target, threads over M when M
-    allows (or over N when N > M; one thread for a matmul too small to pay for the fork:
-    :func:`~mlc_mlir.schedule.rules.common.worth_threads`), and the elementwise epilogue chain
-    fused at the NC block. Extents that are not
-    multiples of the register tile (MR x NR), the threads or a good KC are first padded
-    (``pad_einsum`` with :func:`~mlc_mlir.schedule.cpu_recipes.goto_padding`); a padded
-    matmul leaves its epilogue to the elementwise rule.
+    """``linalg.matmul`` (``matmul``; ``dense`` is a matmul with a transposed B map): multi-level
+    tiling in the Goto structure (:func:`~mlc_mlir.schedule.cpu_recipes.goto_loop_nest`, loops
+    ``i0 (parallel) j0 k0 i1 j1 i2 k1 (unrolled) i3 j2 (vectorized MR x NR)``) with the
+    elementwise epilogue chain fused at the NC block. Decisions, in order: the register tile
+    the extents are padded for (:func:`~mlc_mlir.schedule.cpu_recipes.register_tile_shapes`:
+    Goto's by default, or a taller/wider one such as 6 x 16 on AVX2, 14 x 32 or 9 x 48 on
+    AVX-512; structural); the threads, register tile and cache blocks of
+    :func:`goto_decisions` (defaults derived from the padded tile); pack B (``cache_read`` at ``k0``)
+    or not (structural; default :func:`~mlc_mlir.schedule.cpu_recipes.packs_b`); the unroll
+    factor of ``k1`` (:func:`unroll_factor`, structural).
 
-    Shapes: A (M, K), B (K, N) or (N, K), C (M, N); dtypes float16/32/64, int32.
+    Extents that are not multiples of the sampled register tile (MR x NR), the threads or a
+    good KC are first padded (``pad_einsum`` with
+    :func:`~mlc_mlir.schedule.cpu_recipes.goto_padding`); a padded matmul leaves its epilogue
+    to the elementwise rule.
+
+    Shapes: A (M, K) (or transposed), B (K, N) or (N, K), C (M, N); dtypes float16/32/64, int32.
+
+    Raises
+    ------
+    ScheduleError
+        If the block does not have 3 dims.
     """
     blk = sch.get(block)
+    if len(blk.dims) != 3:
+        raise ScheduleError(f"rule matmul: '{blk.name}' has {len(blk.dims)} dims; expected (i, j, k)")
     m, n, k = (d.extent for d in blk.dims)
     bits = element_bits(blk)
     threads = ctx.threads if worth_threads(ctx, blk) else 1
-    padding = goto_padding(ctx.target, m, n, k, threads, bits)
-    epi = []
-    if padding == (1, 1, 1):
-        epi = claim_epilogues(sch, blk, ctx)
-    else:
-        # the epilogue reads the unpadded result: it keeps its own (elementwise) rule
-        sch.pad_einsum(block, list(padding))
-        m, n, k = (d.extent for d in blk.dims)
-    p = goto_params(ctx.target, m, n, k, threads, bits)
-    schedule_matmul_goto(sch, block, threads=p.threads, mc=p.mc, nc=p.nc, kc=p.kc, nr=p.nr,
-                         mr=p.mr, unroll_k=p.unroll_k, epilogues=epi, target=ctx.target)
+    shapes = register_tile_shapes(ctx.target, bits)
+    tile = shapes[int(categorical(sch, list(range(len(shapes))), 0))]
+    epi = pad_or_fuse_epilogues(sch, block, ctx, goto_padding(ctx.target, m, n, k, threads, bits, tile))
+    m, n, k = (d.extent for d in blk.dims)
+    d = goto_decisions(sch, ctx, m, n, k, threads, bits, tile=tile)
+    b_transposed = blk.info.operand_dims[1][-1:] == (2,)   # B stored (N, K): dense
+    mt = m if d.split_n else m // d.threads
+    pack = categorical(sch, [0, 1], int(packs_b(mt, int(d.mr), int(d.nr), b_transposed)))
+    unroll = unroll_factor(sch, int(d.kc), UNROLL_K)
+    goto_loop_nest(sch, block, d.threads, d.split_n, d.mr, d.nr, d.mc_tiles, d.nc_tiles, d.kc,
+                   bool(int(pack)), unroll, epi)
+
+
+@dataclasses.dataclass(frozen=True)
+class GotoDecisions:
+    """Sampled sizes of :func:`~mlc_mlir.schedule.cpu_recipes.goto_loop_nest` (ints or
+    ``ExprRV`` s): threads, whether they split N, the ``MR x NR`` register tile, register
+    tiles per M block, panels per N block, and KC."""
+
+    threads: int
+    split_n: bool
+    mr: int
+    nr: int
+    mc_tiles: int
+    nc_tiles: int
+    kc: int
+
+
+def goto_decisions(sch: Schedule, ctx: RuleContext, m: int, n: int, k: int, threads: int,
+                   bits: int, panel: int = 0, tile: Optional[Tuple[int, int]] = None) -> GotoDecisions:
+    """Sample the Goto nest of an ``(M, N, K)`` contraction with at most ``threads`` threads,
+    the defaults from :func:`~mlc_mlir.schedule.cpu_recipes.goto_params`, in order:
+
+    * ``t`` = threads (:func:`~mlc_mlir.schedule.cpu_recipes.thread_splits`: M divisible with
+      at least Goto's MR rows per thread, or N > M divisible into ``t * NR`` columns; default
+      the most); where both splits are possible, whether they split N (the default) or M
+      (structural);
+    * ``NR`` (unless ``panel``: an mmt4d's packed panel width) then ``MR``: the register tile
+      (:func:`matmul_register_tiles`; the default MR is Goto's, or the row count nearest it
+      among the tiles of a sampled NR);
+    * ``MC / MR``, ``NC / NR`` and ``KC``: cache blocks around Goto's MC, NC and KC
+      (cache-derived; :func:`~.common.block_size`).
+
+    ``tile`` replaces Goto's register tile (``goto_params(..., tile=...)``) as the default.
+    """
+    p = goto_params(ctx.target, m, n, k, threads, bits, tile)
+    nr0 = panel or largest_divisor(n, p.nr)
+    # thread counts that split M or N (goto_params' rule: its choice is the largest)
+    tcands = [t for t in range(1, threads + 1) if t == 1 or any(thread_splits(m, n, t, p.mr, nr0))]
+    t = categorical(sch, tcands, p.threads) if len(tcands) > 1 else 1
+    splits_m, splits_n = thread_splits(m, n, t, p.mr, nr0) if t > 1 else (False, False)
+    split_n = splits_n and (not splits_m or bool(int(categorical(sch, [1, 0], 1))))
+    mt, nt = (m, n // t) if split_n else (m // t, n)
+    tiles = matmul_register_tiles(ctx.target, bits, mt, panel or nt, tile)
+    nr = panel or categorical(sch, list(tiles), largest_divisor(nt, p.nr))
+    # Goto's MR, or the tile nearest it for a sampled NR whose tiles do not include it
+    dmr = largest_divisor(mt, p.mr)
+    rows = tiles.get(int(nr)) or [dmr]
+    mr = categorical(sch, rows, min(rows, key=lambda r: (abs(r - dmr), r)))
+    return GotoDecisions(t, split_n, mr, nr, block_size(sch, mt // mr, p.mc // mr),
+                         block_size(sch, nt // nr, p.nc // nr), block_size(sch, k, p.kc))
 
 
 def schedule_mmt4d(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
     """``linalg.mmt4d`` with ``M0 = K0 = 1`` (a matmul whose constant B was packed into
     ``(N / NR, K, NR)`` panels at compile time): M is padded (``pad_einsum``) to the multiple
-    :func:`~mlc_mlir.schedule.cpu_recipes.goto_padding` asks of the equivalent matmul, then
-    :func:`~mlc_mlir.schedule.cpu_recipes.schedule_mmt4d_goto` with
-    :func:`~mlc_mlir.schedule.cpu_recipes.goto_params` for the target (M is not padded when a
-    register tile of at least 3/4 of the full tile's rows divides it:
-    :func:`~mlc_mlir.schedule.cpu_recipes.register_rows`). No epilogue: the packing
-    pass only rewrites matmuls that feed no elementwise op.
+    :func:`~mlc_mlir.schedule.cpu_recipes.goto_padding` asks of the equivalent matmul (M is
+    not padded when a register tile of at least 3/4 of the full tile's rows divides it:
+    :func:`~mlc_mlir.schedule.cpu_recipes.register_rows`), then the matmul's nest
+    (:func:`~mlc_mlir.schedule.cpu_recipes.goto_loop_nest`) on the panels, its decisions
+    those of :func:`goto_decisions` with NR the panel width, then the k-unroll
+    (:func:`unroll_factor`). No epilogue: the packing pass only rewrites matmuls that feed no
+    elementwise op.
 
     Shapes: A (M, K, 1, 1), B (N / NR, K, NR, 1), C (M, N / NR, 1, NR); float dtypes.
     """
@@ -66,21 +220,25 @@ def schedule_mmt4d(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
     if mm > 1:
         sch.pad_einsum(block, [mm, 1, 1, 1, 1, 1])
         m = blk.dims[0].extent
-    p = goto_params(ctx.target, m, panels * nr, k, threads, bits)
-    schedule_mmt4d_goto(sch, block, threads=p.threads, mc=p.mc, nc=p.nc, kc=p.kc, mr=p.mr,
-                        unroll_k=p.unroll_k, target=ctx.target)
+    d = goto_decisions(sch, ctx, m, panels * nr, k, threads, bits, panel=nr)
+    goto_loop_nest(sch, block, d.threads, d.split_n, d.mr, nr, d.mc_tiles, d.nc_tiles, d.kc, False,
+                   unroll_factor(sch, int(d.kc), UNROLL_K))
 
 
 def schedule_batch_matmul(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
-    """``linalg.batch_matmul`` ``(b, i, j, k)``: batches over the threads (or M when there are
-    fewer batches than threads), an MR x NR register tile from
-    :func:`~mlc_mlir.schedule.cpu_recipes.goto_params` vectorized inside the k loop (unrolled),
-    the elementwise epilogue chain fused per register tile. M, N and K are padded
-    (``pad_einsum``) to multiples of ``threads * MR``, NR and ``UNROLL_K`` where they are not
-    (an epilogue of a padded op keeps its own rule).
+    """``linalg.batch_matmul`` ``(b, i, j, k)``: loops ``b0 i0 b1 i1 j0 k i2 (vectorized) j1``;
+    threads over the batches (or M when there are fewer batches than threads), their count
+    sampled from :func:`~.common.thread_candidates` (default: the most); an ``MR x NR``
+    register tile vectorized inside the k loop, ``[M/T/MR, MR]`` and ``[N/NR, NR]`` by
+    ``sample_perfect_tile`` bounded by :func:`register_tile_bounds` (default: Goto's tile of
+    :func:`~mlc_mlir.schedule.cpu_recipes.goto_params` shrunk to divisors); the k loop
+    unrolled by :func:`unroll_factor`; the elementwise epilogue chain fused per register tile
+    row (``j0``). M, N and K are padded (``pad_einsum``) to multiples of ``threads * MR``, NR
+    and ``UNROLL_K`` where they are not
+    (:func:`~mlc_mlir.schedule.cpu_recipes.batch_matmul_padding`; an epilogue of a padded op
+    keeps its own rule).
 
-    Loop nest: ``b0 (parallel) b1 i0 [i1] j0 k i2 (vectorized) j1``. Shapes: A (B, M, K), B
-    (B, K, N), C (B, M, N).
+    Shapes: A (B, M, K), B (B, K, N), C (B, M, N).
 
     Raises
     ------
@@ -89,31 +247,30 @@ def schedule_batch_matmul(sch: Schedule, block: BlockRV, ctx: RuleContext) -> No
     """
     blk = sch.get(block)
     if len(blk.dims) != 4:
-        raise ScheduleError(f"default rule batch_matmul: '{blk.name}' has {len(blk.dims)} dims; "
+        raise ScheduleError(f"rule batch_matmul: '{blk.name}' has {len(blk.dims)} dims; "
                             "expected (b, i, j, k)")
     nb, m, n, k = (d.extent for d in blk.dims)
-    p = goto_params(ctx.target, m, n, k, ctx.threads, element_bits(blk))
-    tb = largest_divisor(nb, ctx.threads)
-    padding = batch_matmul_padding(ctx.target, nb, m, n, k, ctx.threads, element_bits(blk))
-    epi = []
-    if padding == [1, 1, 1, 1]:
-        epi = claim_epilogues(sch, blk, ctx)
-    else:
-        sch.pad_einsum(block, padding)
-        nb, m, n, k = (d.extent for d in blk.dims)
+    bits = element_bits(blk)
+    epi = pad_or_fuse_epilogues(sch, block, ctx, batch_matmul_padding(ctx.target, nb, m, n, k, ctx.threads, bits))
+    nb, m, n, k = (d.extent for d in blk.dims)
+    p = goto_params(ctx.target, m, n, k, ctx.threads, bits)
+    bound = register_tile_bounds(ctx.target, bits)
     b, i, j, kk = sch.get_loops(block)
-    ti = largest_divisor(m, ctx.threads) if tb == 1 else 1
-    mr = largest_divisor(m // ti, p.mr)
+    on_batch = largest_divisor(nb, ctx.threads) > 1
+    on_rows = not on_batch and largest_divisor(m, ctx.threads) > 1
+    tcands = thread_candidates(nb if on_batch else m, ctx.threads)
+    t = categorical(sch, tcands, tcands[-1]) if on_batch or on_rows else 1
+    b0, b1 = sch.split(b, [t if on_batch else 1, None])
+    i0, irest = sch.split(i, [t if on_rows else 1, None])
+    mt = m // t if on_rows else m
+    mr = largest_divisor(mt, p.mr)
+    i1, i2 = sch.split(irest, perfect_tile(sch, irest, 2, bound["mr"], [mt // mr, mr]))
     nr = largest_divisor(n, p.nr)
-    unroll = largest_divisor(k, p.unroll_k)
-    b0, b1 = sch.split(b, [tb, nb // tb])
-    i0, i1, i2 = sch.split(i, [ti, m // ti // mr, mr])
-    j0, j1 = sch.split(j, [n // nr, nr])
+    j0, j1 = sch.split(j, perfect_tile(sch, j, 2, bound["nr"], [n // nr, nr]))
+    unroll = unroll_factor(sch, k, p.unroll_k)
     sch.reorder(b0, i0, b1, i1, j0, kk, i2, j1)
-    if tb > 1:
-        sch.parallel(b0)
-    elif ti > 1:
-        sch.parallel(i0)
+    if on_batch or on_rows:
+        sch.parallel(b0 if on_batch else i0)
     for e in epi:
         sch.reverse_compute_at(e, j0)
     if unroll > 1:

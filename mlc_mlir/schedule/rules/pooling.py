@@ -1,4 +1,5 @@
-"""Default rules for pooling: ``linalg.pooling_nchw_{max,sum}`` vectorized along the output row,
+"""Rules for pooling (tiles, threads and window unrolling sampled, with target-derived defaults):
+``linalg.pooling_nchw_{max,sum}`` vectorized along the output row,
 the window unrolled, channels over the threads; ``linalg.pooling_nhwc_{max,sum}`` (made by
 ``graph.PropagateTransposes`` between NHWC convolutions) vectorized along the channels, which
 are contiguous, so strided windows need no gathers. Source: TVM TOPI x86 ``schedule_pool``
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 from ..schedule import Schedule
 from ..state import BlockRV
-from .common import RuleContext, element_bits, largest_divisor, parallelize_first, worth_threads
+from .common import RuleContext, categorical, element_bits, largest_divisor, parallelize_first, perfect_tile
 
 
 def schedule_pooling(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
@@ -21,25 +22,35 @@ def schedule_pooling(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
     3x3 stride 2 on 1x64x56x56: 1.67 ms unscheduled, 4.23 ms vectorized), so strided pooling
     gets the threads only. Stride 1 (same shape, 3x3): 2.46 -> 2.24 ms on one thread.
 
+    Decisions (defaults as above): the threads over channels
+    (:func:`~.common.parallelize_first`), ``[OW / WR, WR]`` (``sample_perfect_tile``), the
+    window unrolled or not (:func:`unroll_window`).
+
     Shapes: x (N, C, H, W) (already padded), window (KH, KW), out (N, C, OH, OW); float dtypes.
     """
     blk = sch.get(block)
     n, c, oh, ow, kh, kw = sch.get_loops(block)
     ext = [d.extent for d in blk.dims]
     lanes = ctx.target.vector_lanes(element_bits(blk))
-    wr = largest_divisor(ext[3], lanes * max(1, ctx.target.vector_registers // 2))
-    t = largest_divisor(ext[1], ctx.threads) if worth_threads(ctx, blk) else 1
-    if t > 1:
-        c0, c = sch.split(c, [t, ext[1] // t])
-        sch.parallel(c0)
+    split = parallelize_first(sch, ctx, blk, [c], [ext[1]])
+    if split is not None:
+        c = split[1]
     if blk.info.operand_shapes[0][3] != ext[3] + ext[5] - 1:
         return   # strided or dilated window: no vectorization (see above)
-    ow0, ow1 = sch.split(ow, [ext[3] // wr, wr])
+    bound = lanes * max(1, ctx.target.vector_registers // 2)
+    wr = largest_divisor(ext[3], bound)
+    ow0, ow1 = sch.split(ow, perfect_tile(sch, ow, 2, bound, [ext[3] // wr, wr]))
     sch.reorder(c, oh, ow0, kh, kw, ow1)
-    if ext[4] * ext[5] <= ctx.target.vector_registers:
+    unroll_window(sch, ctx, kh, kw, ext[4] * ext[5])
+    sch.vectorize(ow1)
+
+
+def unroll_window(sch: Schedule, ctx: RuleContext, kh, kw, taps: int) -> None:
+    """Unroll a pooling window's loops or not (a structural ``sample_categorical([0, 1])``;
+    default: when its ``taps`` do not exceed the vector registers)."""
+    if int(categorical(sch, [0, 1], int(taps <= ctx.target.vector_registers))):
         sch.unroll(kw)
         sch.unroll(kh)
-    sch.vectorize(ow1)
 
 
 def schedule_pooling_nhwc(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
@@ -48,6 +59,9 @@ def schedule_pooling_nhwc(sch: Schedule, block: BlockRV, ctx: RuleContext) -> No
     [ow1 c1]`` (vectorized), a tile of ``WR`` output columns x ``CR`` channels (a multiple of the
     vector lanes dividing C, at most half the vector registers in all) in registers across the
     window. Each tap loads ``WR`` contiguous channel vectors: any stride or dilation.
+    Decisions (defaults as above): ``CR`` among the multiples of the lanes dividing C within
+    half the vector registers, ``[OW / WR, WR]`` (``sample_perfect_tile``, bounded by the
+    registers left for the sampled ``CR``), the threads over rows, the window unrolled or not.
 
     Shapes: x (N, H, W, C) (already padded), window (KH, KW), out (N, OH, OW, C); float dtypes.
     """
@@ -56,13 +70,16 @@ def schedule_pooling_nhwc(sch: Schedule, block: BlockRV, ctx: RuleContext) -> No
     ext = [d.extent for d in blk.dims]
     lanes = ctx.target.vector_lanes(element_bits(blk))
     regs = max(1, ctx.target.vector_registers // 2)
-    cr = lanes * largest_divisor(ext[3] // lanes, regs) if ext[3] % lanes == 0 else ext[3]
-    wr = largest_divisor(ext[2], max(1, regs * lanes // cr))
-    ow0, ow1 = sch.split(ow, [ext[2] // wr, wr])
-    c0, c1 = sch.split(c, [ext[3] // cr, cr])
+    if ext[3] % lanes == 0:
+        crs = [lanes * k for k in range(1, regs + 1) if ext[3] % (lanes * k) == 0]
+        cr = categorical(sch, crs, lanes * largest_divisor(ext[3] // lanes, regs))
+    else:
+        cr = ext[3]
+    bound = max(1, regs * lanes // cr)
+    wr = largest_divisor(ext[2], bound)
+    ow0, ow1 = sch.split(ow, perfect_tile(sch, ow, 2, bound, [ext[2] // wr, wr]))
+    c0, c1 = sch.split(c, [None, cr])
     sch.reorder(n, oh, ow0, c0, kh, kw, ow1, c1)
     parallelize_first(sch, ctx, blk, [oh], [ext[1]])
-    if ext[4] * ext[5] <= ctx.target.vector_registers:
-        sch.unroll(kw)
-        sch.unroll(kh)
+    unroll_window(sch, ctx, kh, kw, ext[4] * ext[5])
     sch.vectorize(ow1)

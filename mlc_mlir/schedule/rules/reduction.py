@@ -1,7 +1,8 @@
-"""Default rule for reductions (sum/mean/max/min, the row reductions of softmax, log_softmax
-and layer_norm): parallel over the kept (parallel) dims, the reduced row vectorized. Source:
-TVM dlight's CPU reduction rule and TOPI x86 ``schedule_reduce`` (parallel outer, vectorize
-inner)."""
+"""Rule for reductions (sum/mean/max/min, the row reductions of softmax, log_softmax and
+layer_norm): parallel over the kept (parallel) dims, the reduced row vectorized; the vector tile
+and the thread count are sampled decisions with target-derived defaults. Source: TVM dlight's
+CPU reduction rule, TOPI x86 ``schedule_reduce`` (parallel outer, vectorize inner) and
+MetaSchedule's ``AddRFactor``."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Dict, List
 from ..loop_nest import Block
 from ..schedule import Schedule
 from ..state import BlockRV, LoopRV
-from .common import RuleContext, parallelize_first, split_by, vector_tile
+from .common import RuleContext, categorical, parallelize_first, split_by, vector_candidates, vector_tile
 
 
 @dataclasses.dataclass
@@ -46,8 +47,7 @@ def reduction_layout(sch: Schedule, block: BlockRV, ctx: RuleContext) -> Reducti
     """Reorder ``block``'s loops to kept dims then reduced dims and classify it (row or column
     reduction, or neither). Bodies that read iteration indices (``argmax``) or have several
     results are neither: the vectorizer does not recognize their reductions; nor are ops whose
-    maps are not all dims or zeros (a diagonal ``einsum('jij->j')``, ``d0`` twice in one map). Shared by the
-    default rule and the tuner's stochastic rule."""
+    maps are not all dims or zeros (a diagonal ``einsum('jij->j')``, ``d0`` twice in one map)."""
     blk = sch.get(block)
     fact = ctx.fact(blk)
     loops = sch.get_loops(block)
@@ -71,13 +71,19 @@ def schedule_reduction(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
     * Row reductions (the only reduction dim is the innermost dim of the first input, e.g.
       softmax's max/sum over the last axis): the row is split into ``(C / V, V)`` and
       factorized (``rfactor``): V partial results accumulate in one vector register tile
-      (vectorized), reduced to one value per row at the end. Reducing the whole row as one
+      (vectorized), reduced to one value per row at the end. ``V`` is sampled from
+      :func:`~.common.vector_candidates` below the row length, or 1 (a plain row loop; the
+      default when :func:`~.common.vector_tile` is the whole row). It is structural: the
+      emitter's ``tile_reduction_using_for`` takes static sizes, so ``V`` enters the split as
+      a constant and another decision is applied by running the rule again. Reducing the whole row as one
       ``vector.multi_reduction`` lowers to a serial scalar chain (measured 2x slower than
       plain loops for softmax 512x1000), so it is not used.
     * Other reductions (the innermost input dim is kept, e.g. a sum over axis 0): the kept
       innermost dim is split into vectors and moved inside the reduction loops, so each
-      reduction step is a vector accumulate.
-    * The outermost kept dim with work is split over the threads.
+      reduction step is a vector accumulate; ``V`` sampled from
+      :func:`~.common.vector_candidates` (default :func:`~.common.vector_tile`).
+    * The outermost kept dim with work is split over sampled threads
+      (:func:`~.common.parallelize_first`).
     * Dynamic extents (symbolic sizes): the vectorized dim is split into ``(None, V)``, its
       last tile partial (masked); a dynamic kept dim is made parallel as it is.
     * Bodies that read iteration indices (``argmax``/``argmin``) or have several results are
@@ -96,8 +102,9 @@ def schedule_reduction(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
     if lay.column:
         # column reduction: vectors along the kept innermost dim, reduction loops outside
         d = par[-1]
-        v = vector_tile(ctx, blk, dims[d].extent)
-        if v > 1:
+        cands = vector_candidates(ctx, blk, dims[d].extent)
+        if cands:
+            v = categorical(sch, cands, vector_tile(ctx, blk, dims[d].extent))
             o, i = split_by(sch, tiles[d], dims[d].extent, v)
             sch.reorder(*([o] + [tiles[r] for r in red] + [i]))
             tiles[d] = o
@@ -105,9 +112,12 @@ def schedule_reduction(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
     elif lay.row:
         # row reduction: partial results in one vector tile (rfactor), reduced once per row
         r = red[0]
-        v = vector_tile(ctx, blk, dims[r].extent)
-        if 1 < v and (dims[r].extent is None or v < dims[r].extent):
-            _, k1 = split_by(sch, tiles[r], dims[r].extent, v)
+        e = dims[r].extent
+        cands = [c for c in vector_candidates(ctx, blk, e) if e is None or c < e]
+        dv = vector_tile(ctx, blk, e)
+        v = int(categorical(sch, [1] + cands, dv if dv in cands else 1)) if cands else 1
+        if v > 1:
+            _, k1 = split_by(sch, tiles[r], e, v)
             sch.rfactor(k1)
             vec_loop = k1
     parallelize_first(sch, ctx, blk, [tiles[d] for d in par], [sch.get(tiles[d]).extent for d in par])
