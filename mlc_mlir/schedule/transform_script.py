@@ -151,8 +151,9 @@ class _Emitter:
         level = sum(1 for q in blk.loops[:pos] if q.dim == lp.dim) + 1
         extent = blk.dims[lp.dim].extent
         options = {1}
-        for q in inner:
-            options = {a * b for a in options for b in (q.options or (q.extent,)) if extent % (a * b) == 0}
+        for q in inner:   # a dynamic extent (None) takes any step: its last tile is partial
+            steps = [o for o in (q.options or (q.extent,)) if o is not None]
+            options = {a * b for a in options for b in steps if extent is None or extent % (a * b) == 0}
         options.add(step)
         name = f"{blk.name}.{blk.dims[lp.dim].name}.tile{level}"
         selected = None if self.design_space else ir.IntegerAttr.get(ir.IntegerType.get_signless(64), step)

@@ -86,10 +86,11 @@ def vector_tile(ctx: RuleContext, blk: Block, extent: Optional[int]) -> int:
     return whole[-1] if whole else largest_divisor(extent, vectors * lanes)
 
 
-def split_by(sch, loop, extent: Optional[int], v: int):
-    """``sch.split(loop, ...)`` into tiles of ``v``: ``[extent / v, v]`` (``v`` divides a static
-    extent) or ``[None, v]`` for a dynamic one (partial last tile). Returns ``(outer, inner)``."""
-    return sch.split(loop, [None if extent is None else extent // v, v])
+def split_by(sch, loop, extent: Optional[int], v):
+    """``sch.split(loop, [None, v])``: tiles of ``v`` (an int or a sampled ExprRV, so the outer
+    factor is inferred from the decision when a trace is replayed); a dynamic ``extent`` (None)
+    or one ``v`` does not divide gets a partial last tile. Returns ``(outer, inner)``."""
+    return sch.split(loop, [None, v])
 
 
 def worth_threads(ctx: RuleContext, blk: Block, forks: int = 1) -> bool:
