@@ -172,7 +172,7 @@ def run_demo(dump_ir: Optional[str] = None, seed: int = 0, out=print, tune_trial
     out("")
     if dump_ir:
         out(f"IR of each stage written to {dump_ir}/ (schedule.trace.py, schedule.transform.mlir, "
-            "00-graph.mlir = scheduled graph, ..., 05-lower.mlir, 06-denormals.mlir, 07-llvm.ll)")
+            "00-graph.mlir, 01-layout.*.mlir, 02-tasks.mlir, 03-schedule.mlir = scheduled graph, ..., 07-lower.mlir, 08-denormals.mlir, 09-llvm.ll)")
     else:
         out("IR of each stage (schedule trace and transform script, scheduled graph, prepare, "
             "lower, LLVM IR): rerun with --dump-ir DIR")
