@@ -213,7 +213,7 @@ class Database:
         Parameters
         ----------
         workload : str
-            ``workload_key(module, f)`` of a primitive function as ``FuseOps`` leaves it.
+            ``workload_key(module, f)`` of a unit's function (:func:`~mlc_mlir.pipeline.tasks.task_units`).
         target_key : str
             ``Target.key()`` of the compile target.
         names : dict of str to str, optional
@@ -221,7 +221,8 @@ class Database:
             (a record may come from another function of the same workload); without it the
             trace names the blocks of the function it was recorded on.
         func_name : str, optional
-            With ``names``: replaces the ``func_name`` of ``get_block`` instructions.
+            With ``names``: the ``func_name`` of every ``get_block`` instruction (the function
+            that holds the unit).
 
         Returns
         -------
