@@ -63,7 +63,7 @@ def tune(mod, target="cpu", trials: int = 64, work_dir: str = "tune/", space: Op
          strategy: Optional[SearchStrategy] = None, executor: Optional[Executor] = None,
          timeout_s: float = 30.0, threads: Optional[int] = None, progress: bool = True,
          batch_size: Optional[int] = None, seed: int = 0, finalists: int = 2) -> Database:
-    """Tune the primitive functions of ``mod`` for ``target`` (TVM MetaSchedule ``tune_tasks``).
+    """Tune the units of ``mod`` for ``target`` (TVM MetaSchedule ``tune_tasks``).
 
     Tasks come from :func:`extract_tasks`; for each, the first candidates are the empty trace (the
     compiler's default schedule, the baseline of the speedup column) and the default point of
@@ -79,7 +79,8 @@ def tune(mod, target="cpu", trials: int = 64, work_dir: str = "tune/", space: Op
     Parameters
     ----------
     mod : Module
-        A graph module (outlined with ``FuseOps``) or one with primitive functions.
+        A graph module; its tasks are the units of ``mlc.compile``'s ``tasks`` stage
+        (:func:`~.task.extract_tasks`).
     target : str or Target
     trials : int
         Total measured candidates over all tasks (records of earlier runs included).
@@ -116,7 +117,7 @@ def tune(mod, target="cpu", trials: int = 64, work_dir: str = "tune/", space: Op
     Raises
     ------
     TuningError
-        For invalid arguments, a module without primitive functions, or a space that applies to
+        For invalid arguments, a module without a unit to tune, or a space that applies to
         no sample of a task.
     """
     if type(trials) is not int or trials < 1:

@@ -4,6 +4,9 @@ Optimization" (``sch.get_block("C", "main")``, keyword arguments as in TVM) as t
 ``graph.FoldConstant()`` without an evaluator (the compiler registered when ``mlc_mlir`` is
 imported), each checked against numpy."""
 
+import importlib.util
+import os
+
 import numpy as np
 import pytest
 
@@ -13,27 +16,21 @@ from mlc_mlir.graph import fold_constant
 from mlc_mlir.target import host_target
 
 
-def my_module(n=64):
-    bb = mlc.GraphBuilder()
-    with bb.function("main") as f:
-        f.output(ops.matmul(f.arg("A", (n, n)), f.arg("B", (n, n)), name="C"))
-    return bb.finish()
-
-
-def stochastic_schedule_mm(sch: mlc.Schedule):
-    block_C = sch.get_block("C", "main")
-    i, j, k = sch.get_loops(block=block_C)
-    j_factors = sch.sample_perfect_tile(loop=j, n=2)
-    j_0, j_1 = sch.split(loop=j, factors=j_factors)
-    sch.reorder(i, j_0, k, j_1)
-    sch.decompose_reduction(block_C, k)
-    return sch
+def _walkthrough():
+    """``examples/01_schedule_walkthrough.py`` as a module: its schedule functions are the
+    course's, call for call."""
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "01_schedule_walkthrough.py")
+    spec = importlib.util.spec_from_file_location("walkthrough", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def test_tune_with_the_course_space_then_compile(tmp_path):
-    mod = my_module()
-    db = mlc.tune(mod, target="cpu", trials=4, space=stochastic_schedule_mm, work_dir=str(tmp_path),
-                  progress=False)
+    course = _walkthrough()
+    mod = course.build_matmul(64)
+    db = mlc.tune(mod, target="cpu", trials=4, space=course.stochastic_schedule_mm,
+                  work_dir=str(tmp_path), progress=False)
     best = db.best()
     assert best is not None and best.ok
     assert best == db.best("fused_C") == db.best(best.workload, host_target()) == db.best(target="cpu")
