@@ -141,5 +141,10 @@ def schedule_module(module: Module, target: Target, mode: str, threads: Optional
             apply_default_schedule(sch, target, threads, functions=todo)
         return sch.mod
     except ScheduleError as e:  # a rule could not schedule this op
+        if found:   # the records together with the default rules: the default schedule alone
+            warnings.warn(f"compile: the database records of {sorted(found)} do not apply with the "
+                          f"default schedules ({e}); compiling with the default schedules only",
+                          stacklevel=3)
+            return schedule_module(module, target, mode, threads, None)
         raise PipelineError(f"schedule: {e}; compile with schedule='none' to skip default "
                             "schedules") from None

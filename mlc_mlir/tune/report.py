@@ -52,7 +52,7 @@ class ProgressBar:
     def log(self, text: str) -> None:
         """A line above the bar."""
         if self.enabled:
-            self._progress.console.print(text)
+            self._progress.console.print(text, markup=False, highlight=False)
 
 
 def summary_rows(tasks: List[Task], db: Database, target_key: str) -> List[dict]:

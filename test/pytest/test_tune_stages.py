@@ -4,6 +4,7 @@ for stage; a candidate that wins the search but not the interleaved re-measureme
 executor decides the timings) never replaces the default, one that wins it does, and the
 result equals numpy; the table's speedup is over the default."""
 
+import json
 import re
 
 import numpy as np
@@ -123,3 +124,19 @@ def test_tuned_convnet_equals_numpy(tmp_path, rng):
     x = rng.standard_normal((1, 16, 12, 12)).astype(np.float32)
     np.testing.assert_allclose(mlc.compile(mod, database=db)(x), ref(x), rtol=1e-3, atol=1e-3)
     np.testing.assert_allclose(mlc.compile(mod)(x), ref(x), rtol=1e-3, atol=1e-3)
+
+
+class BrokenRecords:
+    """A database (the compiler's protocol) whose every unit has a record that cannot replay."""
+
+    def query_best_trace(self, workload, target_key, names=None, func_name=None):
+        return json.dumps({"format": "mlc-trace-v1", "decisions": {}, "insts": [
+            {"kind": "get_block", "inputs": ["no_such_block"], "attrs": {"func_name": func_name},
+             "outputs": ["b0"]}]})
+
+
+def test_a_record_that_does_not_replay_leaves_the_default(tmp_path, rng):
+    mod, ref = convnet(rng)
+    with pytest.warns(UserWarning, match="does not replay"):
+        got = _stages(mod, tmp_path, "broken", database=BrokenRecords())
+    assert got["07-lower.mlir"] == _stages(mod, tmp_path, "default")["07-lower.mlir"]
