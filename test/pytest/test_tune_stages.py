@@ -4,8 +4,10 @@ for stage; a candidate that wins the search but not the interleaved re-measureme
 executor decides the timings) never replaces the default, one that wins it does, and the
 result equals numpy; the table's speedup is over the default."""
 
+import hashlib
 import json
 import re
+import warnings
 
 import numpy as np
 import pytest
@@ -79,21 +81,25 @@ def test_empty_database_compiles_the_default_module(tmp_path, rng):
 class FakeTimes(Executor):
     """Measures nothing: every candidate without instructions (the default) takes 1 ms; the
     others ``search_ms`` during the search and ``final_ms`` in the re-measurement (recognised by
-    its full repeats)."""
+    its full repeats); with ``spread``, times a fixed pseudo-random factor of 1 to 1.1 of those,
+    per trace."""
 
     max_workers = 2
     shares_files = False
 
-    def __init__(self, search_ms, final_ms):
-        self.search_ms, self.final_ms = search_ms, final_ms
+    def __init__(self, search_ms, final_ms, spread=False):
+        self.search_ms, self.final_ms, self.spread = search_ms, final_ms, spread
         self.final_calls = 0
+
+    def _factor(self, trace):
+        return 1 + int(hashlib.sha256(trace.encode()).hexdigest()[:4], 16) % 100 / 1000 if self.spread else 1
 
     def measure(self, inputs, timeout_s):
         for i, inp in enumerate(inputs):
             final = inp.repeat == REMEASURE_REPEATS
             self.final_calls += final
             default = not mlc.Trace.from_json(inp.trace).insts
-            ms = 1.0 if default else (self.final_ms if final else self.search_ms)
+            ms = 1.0 if default else (self.final_ms if final else self.search_ms) * self._factor(inp.trace)
             yield i, MeasureResult((ms,) * inp.repeat)
 
 
@@ -140,3 +146,23 @@ def test_a_record_that_does_not_replay_leaves_the_default(tmp_path, rng):
     with pytest.warns(UserWarning, match="does not replay"):
         got = _stages(mod, tmp_path, "broken", database=BrokenRecords())
     assert got["07-lower.mlir"] == _stages(mod, tmp_path, "default")["07-lower.mlir"]
+
+
+def test_tuned_schedules_keep_the_in_place_writes(tmp_path, rng):
+    """Every unit replaced by a record of the default space (injected timings make each one
+    win): the scheduled module differs from the default's, and the writes across units in
+    place (Winograd outputs and residuals into padded buffers) are kept: no more
+    ``memrefCopy`` calls than the default compile makes; the result equals numpy."""
+    mod, ref = convnet(rng)
+    tasks = extract_tasks(mod)
+    db = mlc.tune(mod, trials=5 * len(tasks), work_dir=str(tmp_path / "t"),
+                  executor=FakeTimes(search_ms=0.5, final_ms=0.5, spread=True), progress=False)
+    assert sum(not db.best(t.workload).is_default for t in tasks) >= 2
+    default = _stages(mod, tmp_path, "default")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)   # every record replays in the graph
+        tuned = _stages(mod, tmp_path, "tuned", database=db)
+    assert tuned["03-schedule.mlir"] != default["03-schedule.mlir"]
+    assert tuned["09-llvm.ll"].count("memrefCopy") <= default["09-llvm.ll"].count("memrefCopy")
+    x = rng.standard_normal((1, 16, 12, 12)).astype(np.float32)
+    np.testing.assert_allclose(mlc.compile(mod, database=db)(x), ref(x), rtol=1e-3, atol=1e-3)
