@@ -32,6 +32,7 @@ compiled, the compiler never calls itself. Source: TVM Relay ``AlterOpLayout`` /
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Callable, List, Tuple
 
 from .._mlir import ir
@@ -80,11 +81,7 @@ def to_nhwc(module: Module, target: Target, functions: List[str], options: Compi
     """Step ``nhwc`` (see the module docstring)."""
     if not has_op(module, "linalg.conv_2d_nchw_fchw"):
         return module
-
-    def select(x_shape, w_shape, out_shape, dtype):
-        return prefers_nhwc(target, x_shape, w_shape, out_shape, dtype)
-
-    return PropagateTransposes(functions)(ConvToNHWC(select, functions)(module))
+    return PropagateTransposes(functions)(ConvToNHWC(partial(prefers_nhwc, target), functions)(module))
 
 
 def fold_filters(module: Module, target: Target, functions: List[str], options: CompileOptions) -> Module:
@@ -99,33 +96,21 @@ def to_winograd(module: Module, target: Target, functions: List[str], options: C
     """Step ``winograd`` (see the module docstring)."""
     if not options.winograd or not has_op(module, "linalg.conv_2d_nhwc_hwcf"):
         return module
-
-    def select_tile(x_shape, w_shape, out_shape, dtype):
-        return winograd_tile(target, x_shape, w_shape, out_shape, dtype)
-
-    return ConvToWinograd(select_tile, functions)(module)
+    return ConvToWinograd(partial(winograd_tile, target), functions)(module)
 
 
 def to_im2col(module: Module, target: Target, functions: List[str], options: CompileOptions) -> Module:
     """Step ``im2col`` (see the module docstring)."""
     if not has_op(module, "linalg.conv_2d_nhwc_hwcf"):
         return module
-
-    def select_gemm(x_shape, w_shape, out_shape, dtype):
-        return prefers_im2col(target, x_shape, w_shape, out_shape, dtype)
-
-    return ConvToIm2col(select_gemm, functions)(module)
+    return ConvToIm2col(partial(prefers_im2col, target), functions)(module)
 
 
 def pack_weights(module: Module, target: Target, functions: List[str], options: CompileOptions) -> Module:
     """Step ``pack-weights`` (see the module docstring)."""
     if not has_op(module, "linalg.matmul"):
         return module
-
-    def select_panel(m, n, k, dtype):
-        return packed_b_panel(target, m, n, k, dtype)
-
-    return PackMatmulWeights(select_panel, functions)(module)
+    return PackMatmulWeights(partial(packed_b_panel, target), functions)(module)
 
 
 def fold_constants(module: Module, target: Target, functions: List[str], options: CompileOptions) -> Module:
