@@ -2,12 +2,16 @@
 
 A 128x128x128 matmul built with the graph builder; a TVM-style schedule (split j by 4, reorder,
 decompose_reduction) recorded as a trace and emitted as a transform-dialect script; then a
-stochastic schedule (sample_perfect_tile) and a random search over its decisions, best of N.
+stochastic schedule (sample_perfect_tile), a random search over its decisions, best of N, and
+the same search by the tuner (the course's ``ms.tune_tir``: ``mlc.tune`` with the stochastic
+schedule as its space, ``db.best()``, ``mlc.compile(mod, database=db)``). The schedule functions
+are the course's, call for call.
 
 Run: python examples/01_schedule_walkthrough.py [--trials 8]
 """
 
 import argparse
+import tempfile
 
 import numpy as np
 
@@ -25,21 +29,21 @@ def build_matmul(n=128):
 
 
 def schedule_mm(sch: mlc.Schedule, jfactor=4):
-    block_c = sch.get_block("C", func_name="main")
-    i, j, k = sch.get_loops(block_c)
-    j_0, j_1 = sch.split(j, factors=[None, jfactor])
+    block_C = sch.get_block("C", "main")
+    i, j, k = sch.get_loops(block=block_C)
+    j_0, j_1 = sch.split(loop=j, factors=[None, jfactor])
     sch.reorder(i, j_0, k, j_1)
-    sch.decompose_reduction(block_c, k)
+    sch.decompose_reduction(block_C, k)
     return sch
 
 
 def stochastic_schedule_mm(sch: mlc.Schedule):
-    block_c = sch.get_block("C", func_name="main")
-    i, j, k = sch.get_loops(block_c)
-    j_factors = sch.sample_perfect_tile(j, n=2, max_innermost_factor=16)
-    j_0, j_1 = sch.split(j, factors=j_factors)
+    block_C = sch.get_block("C", "main")
+    i, j, k = sch.get_loops(block=block_C)
+    j_factors = sch.sample_perfect_tile(loop=j, n=2)
+    j_0, j_1 = sch.split(loop=j, factors=j_factors)
     sch.reorder(i, j_0, k, j_1)
-    sch.decompose_reduction(block_c, k)
+    sch.decompose_reduction(block_C, k)
     return sch
 
 
@@ -82,6 +86,17 @@ def main():
     # the best trace replays on a fresh module with the same result
     replayed = mlc.Schedule.from_trace(mod, mlc.Trace.from_json(best[1].as_json())).mod
     print(f"replayed best: {time_ms(replayed, a, b, c_ref):.3f} ms")
+
+    print(f"\n-- mlc.tune over stochastic_schedule_mm, {args.trials} trials (ms.tune_tir) --")
+    with tempfile.TemporaryDirectory() as work_dir:
+        db = mlc.tune(mod, target="cpu", trials=args.trials, space=stochastic_schedule_mm,
+                      work_dir=work_dir)
+        sch_tuned = mlc.Schedule.from_trace(mod, mlc.Trace.from_json(db.best().trace))
+        print(sch_tuned.trace)
+        exe = mlc.compile(mod, database=db)
+        np.testing.assert_allclose(exe(a, b), c_ref, rtol=1e-4, atol=1e-3)
+        print(f"tuned: {exe.benchmark(a, b, number=20, repeat=3).min_ms:.3f} ms (the default kept "
+              "unless a candidate beats it by more than 2% when measured again)")
 
 
 if __name__ == "__main__":

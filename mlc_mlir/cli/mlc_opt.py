@@ -22,7 +22,7 @@ from .._mlir import ir
 from ..errors import MlcError
 from ..graph import PASS_REGISTRY
 from ..ir.module import Module
-from ..pipeline import compile, lower
+from ..pipeline import lower
 from ..pipeline.registry import available
 from ..schedule import Schedule, Trace
 from ..schedule.transform_script import TransformScript, apply_transform_script
@@ -66,8 +66,6 @@ def _graph_pass(name: str, value) -> Callable[[Module], Module]:
             k, v = item.split("=", 1)
             mapping[k.strip()] = v.strip()
         return cls(mapping)
-    if getattr(cls, "needs_evaluator", False):
-        return cls(compile)
     return cls()
 
 

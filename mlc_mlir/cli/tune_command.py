@@ -1,4 +1,4 @@
-"""``mlc tune MODULE.mlir --trials N -o DIR``: tune a graph module's primitive functions and
+"""``mlc tune MODULE.mlir --trials N -o DIR``: tune a graph module's units (tasks) and
 keep the records in ``DIR/database.jsonl`` (resumable), then report the speedup of the compiled
 module with the tuned records over the default schedules.
 """

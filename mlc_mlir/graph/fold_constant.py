@@ -4,9 +4,10 @@ compile time and replace them by ``dense_resource`` constants (TVM Relay ``FoldC
 The constant subgraph of each function (ops fed only by tensor constants, ``tensor.empty`` and
 other foldable ops) is evaluated once: with numpy when it only moves data (transposes,
 reshapes, slices, pads: :mod:`~mlc_mlir.graph.constant_eval`), else outlined into one function,
-compiled and run by the ``evaluate`` callable the pass is given
-(``graph.FoldConstant(mlc.compile)``: the graph layer does not import the compiler above it);
-its results become constants. Typical use: layout
+compiled and run by an evaluator: the ``evaluate`` callable the pass is given, else the
+default one, which :mod:`mlc_mlir.pipeline` registers when it is imported
+(:func:`set_default_evaluator`: the graph layer never imports the compiler above it, so
+``graph.FoldConstant()`` works as written); its results become constants. Typical use: layout
 transforms of weights (``transpose(W)``) and arithmetic on constant tensors disappear from the
 runtime graph. A ``linalg.fill`` alone is never folded (it would turn an init into a constant);
 a reduction of a constant folds together with its init. An op's inputs are its operands and the
@@ -27,7 +28,7 @@ After::
 
 from __future__ import annotations
 
-from typing import Callable, Collection, Optional
+from typing import Callable, Collection, List, Optional
 
 from .._mlir import arith_d, func_d, ir
 from ..errors import PipelineError
@@ -37,6 +38,26 @@ from .constant_eval import evaluate_with_numpy
 from .ir_utils import clone_ops, has_uses, op_name, producer, used_values, users_in
 from .op_kinds import FREE_OPS
 from .pass_manager import Pass, register_pass
+
+
+#: The evaluator of ``FoldConstant()`` without one: ``[evaluate]`` once the pipeline layer is
+#: imported (it registers :func:`mlc_mlir.compile`), else empty.
+_DEFAULT_EVALUATOR: List[Callable] = []
+
+
+def set_default_evaluator(evaluate: Callable) -> None:
+    """Make ``evaluate(module) -> executable`` the evaluator of every ``FoldConstant`` built
+    without one. :mod:`mlc_mlir.pipeline` registers :func:`mlc_mlir.compile` when it is
+    imported (a dependency injected upward, so the layers stay one-way).
+
+    Raises
+    ------
+    PipelineError
+        If ``evaluate`` is not callable.
+    """
+    if not callable(evaluate):
+        raise PipelineError(f"set_default_evaluator: expected a callable, got {type(evaluate).__name__}")
+    _DEFAULT_EVALUATOR[:] = [evaluate]
 
 
 def _is_tensor_constant(op) -> bool:
@@ -71,9 +92,10 @@ class FoldConstant(Pass):
 
     Parameters
     ----------
-    evaluate : callable
+    evaluate : callable, optional
         ``evaluate(module) -> executable``, where ``executable["__fold"]()`` returns the numpy
-        values of the outlined subgraph's results; :func:`mlc_mlir.compile` is one.
+        values of the outlined subgraph's results; default: the registered evaluator
+        (:func:`set_default_evaluator`; :func:`mlc_mlir.compile` once ``mlc_mlir`` is imported).
     only : collection of str, optional
         Fold only ops of these names (e.g. :data:`~mlc_mlir.graph.constant_eval.NUMPY_OPS`, the
         data-movement ops numpy evaluates: ``mlc.compile`` folds weight layouts without ever
@@ -82,21 +104,16 @@ class FoldConstant(Pass):
     Raises
     ------
     PipelineError
-        When run without ``evaluate``.
+        When a subgraph needs compiling and there is no evaluator (neither given nor registered).
     """
 
     name = "mlc-fold-constants"
-    #: ``mlc-opt`` passes the compiler to passes that set this.
-    needs_evaluator = True
 
     def __init__(self, evaluate: Optional[Callable] = None, only: Optional[Collection[str]] = None):
         self.evaluate = evaluate
         self.only = None if only is None else frozenset(only)
 
     def transform(self, mod: Module) -> Module:
-        if self.evaluate is None:
-            raise PipelineError("mlc-fold-constants: FoldConstant needs an evaluator to run the "
-                                "constant subgraph: graph.FoldConstant(mlc.compile)")
         for f in mod.func_ops():
             if not f.is_external:
                 self._fold_function(mod, f)
@@ -179,5 +196,11 @@ class FoldConstant(Pass):
                 func_d.ReturnOp([mapping[r] for r in outputs])
         tmp = Module(m, mod.context)
         tmp._keepalive = mod._keepalive
-        res = self.evaluate(tmp.verify())["__fold"]()
+        evaluate = self.evaluate or next(iter(_DEFAULT_EVALUATOR), None)
+        if evaluate is None:
+            raise PipelineError("mlc-fold-constants: the constant subgraph of "
+                                f"{[op_name(o) for o in ops if OP_NAME_ATTR in o.attributes]} needs "
+                                "compiling and no evaluator is registered; import mlc_mlir or pass "
+                                "graph.FoldConstant(mlc.compile)")
+        res = evaluate(tmp.verify())["__fold"]()
         return list(res) if isinstance(res, tuple) else [res]

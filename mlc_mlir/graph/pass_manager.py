@@ -40,8 +40,6 @@ class Pass:
     """
 
     name = "pass"
-    #: True for passes constructed with an ``evaluate`` callable (``FoldConstant``).
-    needs_evaluator = False
 
     def transform(self, mod: Module) -> Module:
         """Transform ``mod`` (a copy the pass may mutate) and return the result. Runs with

@@ -2,16 +2,22 @@
 
 Stages run in the order of :data:`CPU_STAGES`, each a function ``(Module, CompileOptions) ->
 Module`` (tinygrad's flat rewrite list, Triton's named stages); with ``dump_ir=DIR`` stage ``n``
-writes ``DIR/<nn>-<name>.mlir``:
+writes ``DIR/<nn>-<name>.mlir``, and a stage made of steps also writes each step's output,
+``DIR/<nn>-<name>.<k>-<step>.mlir``:
 
 0. ``graph``     -- the verified input: ranked shapes (static or symbolic sizes), element types
-   the lowering supports;
-1. ``schedule``  -- functions nobody scheduled get the default schedule of the target (or the
-   tuning database's best): :mod:`mlc_mlir.pipeline.scheduling`;
-2. ``math``      -- with ``approximate_math``, f32 ``math.exp``/``math.erf`` become polynomials
+   the lowering supports; ops on zero-size tensors folded away;
+1. ``layout``    -- the layout and algorithm rewrites the default rules ask for (NHWC,
+   Winograd, im2col, packed weights), constant evaluation as steps of their own
+   (:mod:`mlc_mlir.pipeline.layout`, :data:`~mlc_mlir.pipeline.layout.LAYOUT_STEPS`);
+2. ``tasks``     -- the units of scheduling and tuning, marked ``mlc.task`` (never outlined:
+   :mod:`mlc_mlir.pipeline.tasks`);
+3. ``schedule``  -- each unit of a function nobody scheduled gets the tuning database's record
+   or the default schedule of the target: :mod:`mlc_mlir.pipeline.scheduling`;
+4. ``math``      -- with ``approximate_math``, f32 ``math.exp``/``math.erf`` become polynomials
    (:class:`~mlc_mlir.graph.math_approximation.ApproximateMath`), scalar or vectorized;
-3. ``library``   -- ``mlc.call_library`` ops lowered to calls of C symbols (:class:`LowerCallLibrary`);
-4. ``prepare``   -- top-level ``tensor.pad`` ops become fill + insert_slice
+5. ``library``   -- ``mlc.call_library`` ops lowered to calls of C symbols (:class:`LowerCallLibrary`);
+6. ``prepare``   -- top-level ``tensor.pad`` ops become fill + insert_slice
    (:class:`PadToInsertSlice`, so their producers write into the padded buffer), padded buffers
    are filled on their border only, before their interior is computed (:class:`FillPadBorder`),
    an argument inserted into a slice is copied by a ``linalg.generic`` (:class:`CopyIntoSlices`,
@@ -20,11 +26,11 @@ writes ``DIR/<nn>-<name>.mlir``:
    tensor arguments; with calls that return dynamically shaped tensors (``FuseOps``
    primitives of symbolic shapes), the callees are inlined (``lower-affine``, ``inline``: an
    out-param needs its size before the call);
-5. ``lower``     -- the target's pipeline file, e.g. ``pipelines/cpu.pipeline`` (threads applied),
+7. ``lower``     -- the target's pipeline file, e.g. ``pipelines/cpu.pipeline`` (threads applied),
    then the buffer cache linked in (:func:`~.buffer_cache.link_buffer_cache`);
-6. ``denormals`` -- with ``flush_denormals``, MXCSR FTZ|DAZ around each call and OpenMP region;
+8. ``denormals`` -- with ``flush_denormals``, MXCSR FTZ|DAZ around each call and OpenMP region;
 
-then ``llvm`` (LLVM IR, ``07-llvm.ll`` when dumping) and ``jit`` (MLIR ``ExecutionEngine`` at the
+then ``llvm`` (LLVM IR, ``09-llvm.ll`` when dumping) and ``jit`` (MLIR ``ExecutionEngine`` at the
 options' opt level, with the runtime libraries and registered Python kernels).
 A failing stage raises ``PipelineError`` with the ``mlir-opt`` command that reproduces it.
 """
@@ -38,6 +44,7 @@ from typing import Callable, Optional, Tuple
 from .._mlir import arith_d, ir, tensor_d
 from ..errors import IRError, PipelineError
 from ..graph.dispatch_library import LowerCallLibrary, runtime_bindings
+from ..graph.fold_constant import set_default_evaluator
 from ..graph.math_approximation import APPROXIMATED_OPS, ApproximateMath
 from ..graph.zero_size import fold_zero_size
 from ..graph.destination_style import (CopyIntoSlices, FillPadBorder, PadToInsertSlice,
@@ -55,16 +62,26 @@ from .cuda_compile import compile_cuda, export_cuda_library
 from .denormals import flush_denormals
 from .libraries import runtime_library_paths
 from .options import CompileOptions
+from .layout import LAYOUT_STEPS
 from .registry import load_pipeline, pipeline_path
-from .scheduling import schedule_module
+from .scheduling import schedule_module, unscheduled_functions
+from .tasks import mark_tasks
 
 
 @dataclasses.dataclass(frozen=True)
 class Stage:
-    """One named step of :func:`compile`: ``run(module, options) -> module``."""
+    """One named step of :func:`compile`: ``run(module, options) -> module``; a stage made of
+    ``steps`` runs them in order (``run`` is then unused) and each step's output is dumped."""
 
     name: str
-    run: Callable[[Module, CompileOptions], Module]
+    run: Optional[Callable[[Module, CompileOptions], Module]] = None
+    steps: Tuple["Stage", ...] = ()
+
+    def __call__(self, module: Module, options: CompileOptions) -> Module:
+        """Run the stage (its steps in order), without dumping."""
+        for step in self.steps:
+            module = step(module, options)
+        return self.run(module, options) if self.run is not None else module
 
 
 def lower(module: Module, pipeline: str, stage: str = "lower", threads: Optional[int] = None) -> Module:
@@ -132,13 +149,26 @@ def _graph(module: Module, options: CompileOptions) -> Module:
     return fold_zero_size(module)
 
 
-def _schedule(module: Module, options: CompileOptions) -> Module:
-    def evaluate(m: Module):  # folds constant subgraphs the layout rewrites create, here
-        runs_here = not host_mismatch(options.target.cpu, options.target.features)
-        return compile(m, options.target if runs_here else "cpu", threads=1, schedule="none")
+def _schedules(options: CompileOptions) -> bool:
+    """Whether the options schedule unscheduled functions (default rules or a database)."""
+    return options.schedule == "default" or options.database is not None
 
-    return schedule_module(module, options.target, options.schedule, options.threads, options.database,
-                           evaluate, winograd=options.winograd)
+
+def _layout_step(step):
+    def run(module: Module, options: CompileOptions) -> Module:
+        todo = unscheduled_functions(module) if _schedules(options) else []
+        return step(module, options.target, todo, options) if todo else module
+
+    return run
+
+
+def _tasks(module: Module, options: CompileOptions) -> Module:
+    todo = unscheduled_functions(module) if _schedules(options) else []
+    return mark_tasks(module, todo) if todo else module
+
+
+def _schedule(module: Module, options: CompileOptions) -> Module:
+    return schedule_module(module, options.target, options.schedule, options.threads, options.database)
 
 
 def _math(module: Module, options: CompileOptions) -> Module:
@@ -255,6 +285,8 @@ def _denormals(module: Module, options: CompileOptions) -> Module:
 #: The stages of a CPU compile, in order.
 CPU_STAGES: Tuple[Stage, ...] = (
     Stage("graph", _graph),
+    Stage("layout", steps=tuple(Stage(name, _layout_step(step)) for name, step in LAYOUT_STEPS)),
+    Stage("tasks", _tasks),
     Stage("schedule", _schedule),
     Stage("math", _math),
     Stage("library", _library),
@@ -270,15 +302,28 @@ def _dump(options: CompileOptions, filename: str, text_fn) -> None:
             f.write(text_fn())
 
 
-def run_stages(module: Module, options: CompileOptions, stages=CPU_STAGES) -> Tuple[Module, Module]:
-    """Run ``stages`` in order; returns ``(after 'library', final)`` (the former names the native
-    libraries and Python kernels the engine needs)."""
+def run_stage(stage: Stage, module: Module, options: CompileOptions, n: int = 0) -> Module:
+    """Run one stage (its steps in order, each dumped as ``<nn>-<stage>.<k>-<step>.mlir``)."""
+    if not stage.steps:
+        return stage(module, options)
+    for k, step in enumerate(stage.steps, 1):
+        module = step.run(module, options)
+        _dump(options, f"{n:02d}-{stage.name}.{k}-{step.name}.mlir", lambda m=module: str(m))
+    return module
+
+
+def run_stages(module: Module, options: CompileOptions, stages=CPU_STAGES,
+               until: Optional[str] = None) -> Tuple[Module, Module]:
+    """Run ``stages`` in order (through stage ``until`` if given); returns ``(after 'library',
+    final)`` (the former names the native libraries and Python kernels the engine needs)."""
     with_library = module
     for n, stage in enumerate(stages):
-        module = stage.run(module, options)
+        module = run_stage(stage, module, options, n)
         if stage.name == "library":
             with_library = module
         _dump(options, f"{n:02d}-{stage.name}.mlir", lambda m=module: str(m))
+        if stage.name == until:
+            return with_library, module
     _dump(options, f"{len(stages):02d}-llvm.ll", lambda: translate_to_llvmir(module))
     return with_library, module
 
@@ -353,6 +398,14 @@ def compile(module: Module, target="cpu", *, threads: Optional[int] = None, opt_
 
     export = None if callbacks else export  # Python kernels cannot be linked into a .so
     return Executable(functions, keepalive=(engine, lowered, module, cfuncs), export=export)
+
+
+def _evaluate_constants(module: Module) -> Executable:
+    """The default evaluator of ``graph.FoldConstant``: plain loops, one thread."""
+    return compile(module, "cpu", threads=1, schedule="none")
+
+
+set_default_evaluator(_evaluate_constants)
 
 
 def build_library(module: Module, path: str, target="cpu", *,

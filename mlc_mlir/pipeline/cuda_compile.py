@@ -2,7 +2,7 @@
 an :class:`~mlc_mlir.runtime.executable.Executable` on the MLIR ExecutionEngine with
 ``libmlir_cuda_runtime.so``.
 
-Stages: ``graph``, ``schedule`` and ``prepare`` as for the CPU (``compile.CPU_STAGES``),
+Stages: ``graph``, ``layout``, ``tasks``, ``schedule`` and ``prepare`` as for the CPU (``compile.CPU_STAGES``),
 then :func:`.cuda.lower_to_gpu` with host code (``cubin-format=bin`` when ``ptxas`` is on PATH,
 else ``isa``: PTX that the driver JIT-compiles). The driver is probed
 (:func:`mlc_mlir.runtime.cuda.require_cuda`) before the engine loads the CUDA runtime wrappers:
@@ -24,7 +24,7 @@ from .libraries import runtime_library_paths
 from .options import CompileOptions
 
 #: The CPU stages a CUDA compile shares (before lowering).
-SHARED_STAGES = ("graph", "schedule", "prepare")
+SHARED_STAGES = ("graph", "layout", "tasks", "schedule", "prepare")
 
 
 def lower_cuda(module: Module, options: CompileOptions, stages):
@@ -49,7 +49,7 @@ def lower_cuda(module: Module, options: CompileOptions, stages):
                             "f.arg(shape=(1, 128)), or compile for the CPU)")
     for stage in stages:
         if stage.name in SHARED_STAGES:
-            module = stage.run(module, options)
+            module = stage(module, options)
     fmt = "bin" if shutil.which("ptxas") else "isa"
     # host code that allocates gets the buffer cache, as CPU code does
     return signatures, link_buffer_cache(lower_to_gpu(module, chip=tgt.arch, fmt=fmt, host_code=True))

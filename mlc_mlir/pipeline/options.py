@@ -53,8 +53,9 @@ class CompileOptions:
         Overrides the target's lowering pipeline (a name in ``pipelines/``, a path, or
         ``builtin.module(...)`` text).
     database : object or None
-        A tuning database (``apply_best(module, target)``, e.g. from :func:`mlc_mlir.tune`):
-        its best records schedule the fused primitives; part of the key by identity.
+        A tuning database (``query_best_trace(workload, target_key, names=, func_name=)``, e.g.
+        from :func:`mlc_mlir.tune`): a record that beats the default schedule of a unit replaces
+        it, in place (:mod:`mlc_mlir.pipeline.scheduling`); part of the key by identity.
     dump_ir : str or None
         Folder that receives each stage's IR (``00-graph.mlir`` ...); not part of the key.
 

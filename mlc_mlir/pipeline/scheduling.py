@@ -1,44 +1,39 @@
-"""Stage ``schedule`` of :func:`mlc_mlir.compile`: every function that nobody scheduled gets the
-target's default schedule, or the tuning database's best schedule.
+"""Stage ``schedule`` of :func:`mlc_mlir.compile`: every function that nobody scheduled gets,
+unit by unit (the ``tasks`` stage's units, :mod:`mlc_mlir.pipeline.tasks`), the tuning
+database's record of the unit or the target's default schedule.
 
 A function is *already scheduled* when its body holds ``scf`` loops (it came from ``sch.mod``):
-it is compiled as given. The others are scheduled function by function:
+it is compiled as given. The others are scheduled in one :class:`~mlc_mlir.schedule.Schedule`
+of the whole module:
 
-* ``schedule="none"``: left as plain linalg (lowered to naive loops);
-* ``schedule="default"``: :func:`mlc_mlir.schedule.default_rules.default_schedule` with the
-  options' target and threads (TVM dlight's default rules), after the per-op layout rewrites the
-  default rules ask for (and ``graph.SpecializeUnitRows``: a matmul of dynamic M gets an
-  ``M == 1`` version chosen at run time): NCHW convolutions that
-  :func:`~mlc_mlir.schedule.rules.conv.prefers_nhwc` picks become NHWC ones between transposes
-  (``graph.ConvToNHWC``), and a constant filter's transpose is folded (``graph.FoldConstant``
-  with the ``evaluate`` callable ``mlc.compile`` passes);
-* with a ``database`` (any object with ``apply_best(module, target) -> Module``, e.g. the tuner's
-  :class:`~mlc_mlir.tune.database.Database`): the module is fused (``graph.FuseOps``), the
-  database replaces the primitive functions it has records for, and the default schedule takes
-  the rest (TVM's ``relax.build`` after ``MetaScheduleApplyDatabase``).
+* with a ``database`` (anything with ``query_best_trace(workload, target_key, names=,
+  func_name=)``, e.g. the tuner's :class:`~mlc_mlir.tune.database.Database`), each unit whose
+  workload has a record that beats the default gets that record's trace, replayed where the
+  unit is (:meth:`Schedule.apply_trace`); the unit's other blocks are left as the record left
+  them. A record that does not replay in the module is skipped with a warning (the unit then
+  gets its default schedule);
+* ``schedule="default"``: the rest gets :func:`mlc_mlir.schedule.default_rules.apply_default_schedule`
+  with the options' target and threads (TVM dlight's default rules); ``schedule="none"``: the
+  rest stays plain linalg (lowered to naive loops).
+
+With an empty database the result is the default compile's, op for op: a record replaces the
+default decisions of its unit and nothing else (TVM's ``MetaScheduleApplyDatabase``, on the
+unfused graph).
 """
 
 from __future__ import annotations
 
-from typing import Callable, List, Optional, Protocol
+import warnings
+from typing import Dict, List, Optional, Protocol, Tuple
 
 from .._mlir import ir
 from ..errors import PipelineError, ScheduleError
-from ..graph.constant_eval import NUMPY_OPS
-from ..graph.conv_im2col import ConvToIm2col
-from ..graph.conv_layout import ConvToNHWC
-from ..graph.conv_winograd import ConvToWinograd
-from ..graph.fold_constant import FoldConstant
-from ..graph.fuse_ops import FuseOps
-from ..graph.pack_matmul import PackMatmulWeights
-from ..graph.specialize_rows import SpecializeUnitRows
-from ..graph.transpose_propagation import PropagateTransposes
 from ..ir.module import OP_NAME_ATTR, Module
-from ..ir.walk import has_op
-from ..schedule.cpu_recipes import packed_b_panel
-from ..schedule.default_rules import default_schedule
-from ..schedule.rules.conv import prefers_im2col, prefers_nhwc, winograd_tile
+from ..schedule.default_rules import apply_default_schedule
+from ..schedule.schedule import Schedule
+from ..schedule.trace import Trace
 from ..target import Target
+from .tasks import TaskUnit, strip_task_marks, task_units
 
 #: Values of ``CompileOptions.schedule``.
 SCHEDULE_MODES = ("default", "none")
@@ -48,9 +43,11 @@ class ScheduleDatabase(Protocol):
     """What :func:`mlc_mlir.compile` needs from a tuning database (a protocol: the pipeline
     layer never imports the tuner)."""
 
-    def apply_best(self, module: Module, target: Target) -> Module:
-        """``module`` (fused) with each primitive function that has a record replaced by its
-        best scheduled version; other functions unchanged."""
+    def query_best_trace(self, workload: str, target_key: str, names: Optional[Dict[str, str]] = None,
+                         func_name: Optional[str] = None) -> Optional[str]:
+        """The trace JSON that replaces the default schedule of a unit of ``workload`` on
+        ``target_key``, its blocks renamed through ``names`` and ``func_name``; None when no
+        record beats the default."""
 
 
 def _has_loops(fn) -> bool:
@@ -79,120 +76,75 @@ def unscheduled_functions(module: Module) -> List[str]:
                 if not f.is_external and _has_named_ops(f) and not _has_loops(f)]
 
 
-def _constant_filter_transposed(module: Module) -> bool:
-    """Whether a filter transpose made by ``ConvToNHWC`` (``<conv>.w_hwcf``) reads a constant.
+def _replay(module: Module, traces: Dict[str, str], units: Dict[str, TaskUnit]) -> Schedule:
+    """A schedule of ``module`` with each unit's trace replayed; a trace that does not replay is
+    dropped with a warning and the schedule rebuilt without it."""
+    while True:
+        sch = Schedule(module)
+        try:
+            for name, text in traces.items():
+                failing = name
+                sch.apply_trace(Trace.from_json(text))
+                unit = units[name]
+                taken = {(b.func, b.name) for b in sch.model.blocks}
+                for b in unit.blocks:  # the record decided for every block of its unit
+                    if (unit.func, b) not in taken and (unit.func, b) in sch.model.ops:
+                        sch.get_block(b, func_name=unit.func)
+            return sch
+        except ScheduleError as e:
+            warnings.warn(f"compile: the database record of unit '{failing}' does not replay in "
+                          f"@{units[failing].func} ({e}); the unit gets its default schedule",
+                          stacklevel=3)
+            traces = {n: t for n, t in traces.items() if n != failing}
 
-    Only those are folded: folding the ``transpose(W)`` of imported ``Linear`` layers too made
-    the small BERT's LLVM compile 4x slower (23 s instead of 6 s; the matmuls then read
-    constant globals) for no measurable run-time gain (0.72 -> 0.74x onnxruntime, in noise)."""
-    found = []
 
-    def visit(op):
-        op = op.operation if hasattr(op, "operation") else op
-        if op.name == "linalg.transpose" and OP_NAME_ATTR in op.attributes and \
-                ir.StringAttr(op.attributes[OP_NAME_ATTR]).value.endswith(".w_hwcf"):
-            src = op.operands[0].owner
-            if not isinstance(src, ir.Block) and src.name == "arith.constant":
-                found.append(op)
-                return ir.WalkResult.INTERRUPT
-        return ir.WalkResult.ADVANCE
-
-    with module.context:
-        module.operation.walk(visit, ir.WalkOrder.PRE_ORDER)
-    return bool(found)
-
-
-def layout_rewrites(module: Module, target: Target, functions: List[str],
-                    evaluate: Optional[Callable] = None, winograd: bool = False) -> Module:
-    """The per-op layout rewrites of the default schedule on ``functions``: NCHW convolutions
-    that :func:`~mlc_mlir.schedule.rules.conv.prefers_nhwc` picks for ``target`` become NHWC
-    ones between transposes (``graph.ConvToNHWC``), and the transposes sink through
-    elementwise ops, pads and poolings until inverse pairs cancel
-    (``graph.PropagateTransposes``: consecutive convolutions stay NHWC); with ``winograd``,
-    stride-1 3x3 NHWC convolutions that :func:`~mlc_mlir.schedule.rules.conv.winograd_tile`
-    picks become Winograd ones (``graph.ConvToWinograd``; the constant filter transposes are
-    folded first, so their Winograd transforms are constants too); the other NHWC convolutions
-    with small output maps (:func:`~mlc_mlir.schedule.rules.conv.prefers_im2col`) become im2col +
-    ``linalg.matmul`` (``graph.ConvToIm2col``). With ``evaluate``
-    (``mlc.compile``), matmuls on a constant B that feed no elementwise op get B packed into
-    the panels of their register tile (``graph.PackMatmulWeights``,
-    :func:`~mlc_mlir.schedule.cpu_recipes.packed_b_panel`: a ``linalg.mmt4d``), and the
-    transposes of constant filters and packed weights are folded (``graph.FoldConstant``
-    restricted to the data-movement ops numpy evaluates: no constant subgraph is compiled).
-    ``module`` when there is nothing to rewrite."""
-    out = module
-    if has_op(module, "linalg.conv_2d_nchw_fchw"):
-        def select(x_shape, w_shape, out_shape, dtype):
-            return prefers_nhwc(target, x_shape, w_shape, out_shape, dtype)
-
-        out = PropagateTransposes(functions)(ConvToNHWC(select, functions)(module))
-    if winograd and has_op(out, "linalg.conv_2d_nhwc_hwcf"):
-        def select_tile(x_shape, w_shape, out_shape, dtype):
-            return winograd_tile(target, x_shape, w_shape, out_shape, dtype)
-        if evaluate is not None and _constant_filter_transposed(out):
-            # constant filters become constants first, so their Winograd transforms fold too
-            out = FoldConstant(evaluate, only=NUMPY_OPS)(out)
-        out = ConvToWinograd(select_tile, functions)(out)
-    if has_op(out, "linalg.conv_2d_nhwc_hwcf"):
-        def select_gemm(x_shape, w_shape, out_shape, dtype):
-            return prefers_im2col(target, x_shape, w_shape, out_shape, dtype)
-
-        out = ConvToIm2col(select_gemm, functions)(out)
-    packed = False
-    if evaluate is not None and has_op(out, "linalg.matmul"):
-        def select_panel(m, n, k, dtype):
-            return packed_b_panel(target, m, n, k, dtype)
-
-        out = PackMatmulWeights(select_panel, functions)(out)
-        packed = has_op(out, "linalg.mmt4d")
-    if evaluate is not None and (packed or _constant_filter_transposed(out)):
-        out = FoldConstant(evaluate, only=NUMPY_OPS)(out)
+def _records(module: Module, database: ScheduleDatabase, target: Target,
+             functions: List[str]) -> Dict[str, Tuple[str, TaskUnit]]:
+    """``{unit name: (trace JSON, unit)}`` for the units of ``functions`` whose workload has a record
+    that beats the default, renamed for the unit."""
+    tkey = target.key()
+    out = {}
+    for u in task_units(module, functions):
+        text = database.query_best_trace(u.workload, tkey, names=u.block_names, func_name=u.func)
+        if text is not None and Trace.from_json(text).insts:
+            out[u.name] = (text, u)
     return out
 
 
 def schedule_module(module: Module, target: Target, mode: str, threads: Optional[int],
-                    database: Optional[ScheduleDatabase] = None,
-                    evaluate: Optional[Callable] = None, winograd: bool = False) -> Module:
+                    database: Optional[ScheduleDatabase] = None) -> Module:
     """Schedule the functions of ``module`` that are not scheduled yet (see the module docstring).
-
-    ``evaluate`` (``mlc.compile``) lets the layout rewrites fold constant filters;
-    ``winograd`` (``CompileOptions.winograd``) lets them use Winograd convolutions.
 
     Raises
     ------
     PipelineError
-        For an unknown ``mode``, a database without ``apply_best``, or a default rule that fails
-        (the message names the rule, the op and the function).
+        For an unknown ``mode``, a database without ``query_best_trace``, or a default rule that
+        fails (the message names the rule, the op and the function).
     """
     if mode not in SCHEDULE_MODES:
         raise PipelineError(f"compile: schedule={mode!r}; expected one of {list(SCHEDULE_MODES)}")
-    if database is not None and not callable(getattr(database, "apply_best", None)):
-        raise PipelineError(f"compile: database {type(database).__name__} has no apply_best(module, "
-                            "target); pass an mlc.tune database")
+    if database is not None and not callable(getattr(database, "query_best_trace", None)):
+        raise PipelineError(f"compile: database {type(database).__name__} has no query_best_trace("
+                            "workload, target_key, names=, func_name=); pass an mlc.tune database")
+    module = strip_task_marks(module)
     if mode == "none" and database is None:
         return module
     todo = unscheduled_functions(module)
     if not todo:
         return module
-    if database is not None:
-        if len(todo) != len(module.function_names()):
-            raise PipelineError("compile: database= needs a graph module that nobody scheduled yet "
-                                f"(functions with loops: "
-                                f"{sorted(set(module.function_names()) - set(todo))})")
-        # the layout rewrites come before FuseOps, as in the tuner's task extraction
-        module = layout_rewrites(module, target, todo, evaluate, winograd)
-        module = database.apply_best(FuseOps()(module), target)
-        todo = unscheduled_functions(module)
-        if mode == "none" or not todo:
-            return module
-    module = layout_rewrites(module, target, todo, evaluate, winograd)
-    if has_op(module, "linalg.matmul"):
-        # matmuls of dynamic M get an M == 1 version (a GEMV) chosen at run time
-        before = set(module.function_names())
-        module = SpecializeUnitRows(todo)(module)
-        todo = [n for n in unscheduled_functions(module) if n in todo or n not in before]
+    found = _records(module, database, target, todo) if database is not None else {}
+    if mode == "none" and not found:
+        return module
+    sch = _replay(module, {n: t for n, (t, _) in found.items()}, {n: u for n, (_, u) in found.items()})
     try:
-        return default_schedule(module, target, threads, functions=todo)
+        if mode == "default":
+            apply_default_schedule(sch, target, threads, functions=todo)
+        return sch.mod
     except ScheduleError as e:  # a rule could not schedule this op
+        if found:   # the records together with the default rules: the default schedule alone
+            warnings.warn(f"compile: the database records of {sorted(found)} do not apply with the "
+                          f"default schedules ({e}); compiling with the default schedules only",
+                          stacklevel=3)
+            return schedule_module(module, target, mode, threads, None)
         raise PipelineError(f"schedule: {e}; compile with schedule='none' to skip default "
                             "schedules") from None

@@ -82,7 +82,34 @@ class Schedule(LoopPrimitives, PlacementPrimitives, PaddingPrimitives, SamplingP
         if not isinstance(trace, Trace):
             raise ScheduleError(f"Schedule.from_trace: argument 'trace' is {type(trace).__name__}; "
                                 "expected a Trace")
-        sch = cls(mod, seed)
+        return cls(mod, seed).apply_trace(trace, decisions)
+
+    def apply_trace(self, trace: Trace, decisions: Optional[Dict[int, Any]] = None) -> "Schedule":
+        """Replay the instructions of ``trace`` on this schedule, after what it holds already
+        (TVM ``Trace.apply_to_schedule``): a schedule of a whole module takes the trace of one of
+        its units (``mlc.compile`` with a tuning database).
+
+        Parameters
+        ----------
+        trace : Trace
+        decisions : dict of int to decision, optional
+            Overrides the recorded decisions (instruction index -> decision).
+
+        Returns
+        -------
+        Schedule
+            ``self``.
+
+        Raises
+        ------
+        ScheduleError
+            If ``trace`` is not a Trace, an instruction is malformed or does not apply (names
+            the instruction), or a decision violates its constraint.
+        """
+        if not isinstance(trace, Trace):
+            raise ScheduleError(f"Schedule.apply_trace: argument 'trace' is {type(trace).__name__}; "
+                                "expected a Trace")
+        sch = self
         dec = dict(trace.decisions)
         dec.update(decisions or {})
         env: Dict[str, Any] = {}

@@ -3,8 +3,15 @@
 Every :meth:`Database.commit` writes one line and ``fsync`` s it, so a run killed at any point
 keeps every record it finished; loading skips a torn last line (a write cut short by the kill),
 and the next commit truncates it away. :meth:`Database.query_best_trace` is the protocol the
-compiler calls, with :meth:`Database.apply_best` (``mlc.compile(mod, database=db)``; the pipeline
-layer receives the database object, it never imports ``tune``).
+compiler calls (``mlc.compile(mod, database=db)``; the pipeline layer receives the database
+object, it never imports ``tune``).
+
+Which record replaces the default schedule of a workload (:meth:`Database.best`): among the
+records of the latest re-measurement of the task's finalists when there is one (the tuner's
+last step: the default and the best candidates measured again with full repeats, interleaved),
+else among all records, the fastest; it replaces the default only if it is faster than the
+default by more than :data:`TIE_TOLERANCE` (ties, within noise, keep the default), and never
+when the default was measured and failed (nothing is known to beat it then).
 Source: TVM MetaSchedule ``JSONDatabase`` (``database_tuning_record.json``).
 """
 
@@ -13,11 +20,14 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-from typing import Dict, Iterator, List, Optional
+from typing import Dict, Iterator, List, Optional, Union
 
 from ..errors import TuningError
-from .apply import apply_best
+from ..target import Target, get_target
 from .record import TuningRecord, rename_blocks
+
+#: A record replaces the default schedule only when it is faster by more than this fraction.
+TIE_TOLERANCE = 0.02
 
 
 class Database:
@@ -37,8 +47,8 @@ class Database:
     Examples
     --------
     >>> db = mlc.tune(mod, trials=32, work_dir="tune/")
-    >>> db.best(task.workload, target.key()).latency_ms
-    >>> text = db.query_best_trace(workload_key(m, "fused_dense"), target.key())
+    >>> db.best().latency_ms                  # the only task, on the host
+    >>> db.best("fused_dense_relu").trace     # a task by name (or its workload key, or a Task)
     """
 
     def __init__(self, path):
@@ -155,11 +165,89 @@ class Database:
         return [r for r in self._records
                 if (workload is None or r.workload == workload) and (target is None or r.target == target)]
 
-    def best(self, workload: str, target_key: str) -> Optional[TuningRecord]:
-        """The fastest record without error of ``workload`` on exactly ``target_key`` (records
-        of another target are never returned); None if there is none."""
-        ok = [r for r in self.records(workload, target_key) if r.ok]
-        return min(ok, key=lambda r: r.latency_ms) if ok else None
+    def _target_key(self, target) -> str:
+        if isinstance(target, Target):
+            return target.key()
+        keys = {r.target for r in self._records}
+        if target is None:
+            return next(iter(keys)) if len(keys) == 1 else get_target("cpu").key()
+        if not isinstance(target, str):
+            raise TuningError(f"Database: target is {type(target).__name__}; expected a Target, "
+                              "a target key or a target name such as 'cpu'")
+        return target if target in keys or " " in target or "-" in target else get_target(target).key()
+
+    def _workload(self, workload, target_key: str) -> str:
+        recs = self.records(target=target_key)
+        workloads = list(dict.fromkeys(r.workload for r in recs))
+        if workload is None:
+            if len(workloads) == 1:
+                return workloads[0]
+            raise TuningError(f"Database.best: the database has {len(workloads)} workloads on "
+                              f"{target_key!r}; name one (a task name of "
+                              f"{sorted({r.task_name for r in recs})}, a workload key or a Task)")
+        workload = getattr(workload, "workload", workload)  # a Task
+        if not isinstance(workload, str):
+            raise TuningError(f"Database.best: workload is {type(workload).__name__}; expected a "
+                              "workload key, a task name or a Task")
+        if workload in workloads:
+            return workload
+        named = list(dict.fromkeys(r.workload for r in recs if r.task_name == workload))
+        return named[0] if len(named) == 1 else workload
+
+    def finalists(self, workload: str, target_key: str) -> List[TuningRecord]:
+        """The records :meth:`best` chooses from: those of the latest re-measurement of the
+        workload's finalists, or all records when it was never re-measured."""
+        recs = self.records(workload, target_key)
+        finals = [r for r in recs if r.final]
+        return [r for r in finals if r.final == finals[-1].final] if finals else recs
+
+    def best(self, workload: Union[str, object, None] = None,
+             target: Union[str, Target, None] = None) -> Optional[TuningRecord]:
+        """The record that schedules ``workload`` on ``target``: the fastest record without
+        error among :meth:`finalists`, if it beats the default schedule's by more than
+        :data:`TIE_TOLERANCE`; else the default's record (see the module docstring). Records of
+        another target are never returned.
+
+        Parameters
+        ----------
+        workload : str or Task, optional
+            A workload key, a task name (``fused_dense_relu``) or a :class:`Task`; default: the
+            only workload of the database.
+        target : str or Target, optional
+            A Target, its key, or a name (``"cpu"``: the host); default: the only target of the
+            database, else the host.
+
+        Returns
+        -------
+        TuningRecord or None
+            None if no record without error exists for this workload and target.
+
+        Raises
+        ------
+        TuningError
+            If ``workload`` is not given and the database has several workloads on the target.
+        """
+        tkey = self._target_key(target)
+        pool = self.finalists(self._workload(workload, tkey), tkey)
+        ok = [r for r in pool if r.ok]
+        if not ok:
+            return None
+        best = min(ok, key=lambda r: r.latency_ms)
+        defaults = [r for r in pool if r.is_default]
+        if not defaults or best.is_default:
+            return best
+        default = min(defaults, key=lambda r: r.latency_ms)
+        if not default.ok:
+            return default   # the default failed to measure: nothing is known to beat it
+        return best if best.latency_ms * (1 + TIE_TOLERANCE) < default.latency_ms else default
+
+    def default(self, workload: Union[str, object, None] = None,
+                target: Union[str, Target, None] = None) -> Optional[TuningRecord]:
+        """The fastest record of the default schedule (the empty trace) among
+        :meth:`finalists` (arguments as :meth:`best`); None if it was never measured."""
+        tkey = self._target_key(target)
+        pool = [r for r in self.finalists(self._workload(workload, tkey), tkey) if r.is_default]
+        return min(pool, key=lambda r: r.latency_ms) if pool else None
 
     def query_best_trace(self, workload: str, target_key: str, names: Optional[Dict[str, str]] = None,
                          func_name: Optional[str] = None) -> Optional[str]:
@@ -168,7 +256,7 @@ class Database:
         Parameters
         ----------
         workload : str
-            ``workload_key(module, f)`` of a primitive function as ``FuseOps`` leaves it.
+            ``workload_key(module, f)`` of a unit's function (:func:`~mlc_mlir.pipeline.tasks.task_units`).
         target_key : str
             ``Target.key()`` of the compile target.
         names : dict of str to str, optional
@@ -176,13 +264,15 @@ class Database:
             (a record may come from another function of the same workload); without it the
             trace names the blocks of the function it was recorded on.
         func_name : str, optional
-            With ``names``: replaces the ``func_name`` of ``get_block`` instructions.
+            With ``names``: the ``func_name`` of every ``get_block`` instruction (the function
+            that holds the unit).
 
         Returns
         -------
         str or None
             ``Trace.from_json`` input; replay it with ``Schedule.from_trace`` on a module that
-            holds ``f``. None if no record without error exists for this workload and target.
+            holds ``f``. None if no record without error exists for this workload and target,
+            or if the default schedule was measured and failed.
 
         Raises
         ------
@@ -190,19 +280,8 @@ class Database:
             If a block of the trace has no counterpart in ``names``.
         """
         rec = self.best(workload, target_key)
-        if rec is None:
+        if rec is None or not rec.ok:
             return None
         if names is None:
             return rec.trace
         return rename_blocks(rec.trace, rec.block_names, names, func_name)
-
-    def apply_best(self, module, target="cpu"):
-        """``module`` with the best schedule of every primitive function that has a record here
-        (see :func:`mlc_mlir.tune.apply.apply_best`); what ``mlc.compile(mod, database=db)`` calls.
-
-        Raises
-        ------
-        TuningError
-            If a best trace does not replay on its function.
-        """
-        return apply_best(module, self, target)

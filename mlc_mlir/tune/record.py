@@ -55,6 +55,10 @@ class TuningRecord:
         for another function of the same workload.
     flops : float
         Floating-point operations of one call (for GFLOP/s).
+    final : str
+        Empty for a candidate measured during the search; for a re-measurement of the task's
+        finalists (the default and the best candidates, full repeats, interleaved), the id of
+        that re-measurement: the database decides between the finals of the latest one.
     """
 
     workload: str
@@ -68,6 +72,15 @@ class TuningRecord:
     task_name: str = ""
     block_names: Dict[str, str] = dataclasses.field(default_factory=dict)
     flops: float = 0.0
+    final: str = ""
+
+    @property
+    def is_default(self) -> bool:
+        """Whether the trace is empty: the compiler's default schedule of the task."""
+        try:
+            return not json.loads(self.trace).get("insts")
+        except (ValueError, AttributeError):
+            return False
 
     @property
     def ok(self) -> bool:
@@ -91,7 +104,7 @@ class TuningRecord:
             "trace": self.trace, "decisions": {str(k): v for k, v in sorted(self.decisions.items())},
             "latencies_ms": list(self.latencies_ms), "error": self.error,
             "timestamp": self.timestamp, "candidate": self.candidate, "task_name": self.task_name,
-            "block_names": self.block_names, "flops": self.flops,
+            "block_names": self.block_names, "flops": self.flops, "final": self.final,
         }, separators=(",", ":"))
 
     @classmethod
@@ -116,7 +129,8 @@ class TuningRecord:
                       tuple(float(x) for x in d["latencies_ms"]),
                       None if d["error"] is None else str(d["error"]), float(d["timestamp"]),
                       str(d["candidate"]), str(d.get("task_name", "")),
-                      dict(d.get("block_names", {})), float(d.get("flops", 0.0)))
+                      dict(d.get("block_names", {})), float(d.get("flops", 0.0)),
+                      str(d.get("final", "")))
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise TuningError(f"TuningRecord.from_json: missing or mistyped field ({e!r})") from None
         return rec
@@ -134,7 +148,8 @@ def rename_blocks(trace_json: str, recorded: Dict[str, str], names: Dict[str, st
         ``canonical_names`` (``{mlc.name: "op<i>"}``) of the recorded function and of the
         function the trace will be replayed on.
     func_name : str, optional
-        Replaces the ``func_name`` of ``get_block`` instructions that name one.
+        The ``func_name`` of every ``get_block`` instruction (the function that holds the
+        blocks where the trace is replayed).
 
     Raises
     ------
@@ -155,6 +170,6 @@ def rename_blocks(trace_json: str, recorded: Dict[str, str], names: Dict[str, st
             raise TuningError(f"rename_blocks: instruction {idx} gets block {old!r}, which the "
                               f"target function does not have (its blocks: {sorted(names)})")
         inst["inputs"][0] = new
-        if func_name is not None and "func_name" in inst["attrs"]:
-            inst["attrs"]["func_name"] = func_name
+        if func_name is not None:
+            inst.setdefault("attrs", {})["func_name"] = func_name
     return json.dumps(d, indent=1)

@@ -1,6 +1,6 @@
 """What a person sees while tuning: a ``rich`` progress bar (task, trials, best ms and GFLOP/s,
-ETA), a table per task at the end (trials, best ms, GFLOP/s, speedup over the first candidate,
-the compiler's default schedule) and a tuning-curve PNG (matplotlib). ``rich`` is a dependency;
+ETA), a table per task at the end (trials, the ms and GFLOP/s of the record that schedules the
+task, its speedup over the compiler's default schedule: 1.00x when the default is kept) and a tuning-curve PNG (matplotlib). ``rich`` is a dependency;
 ``matplotlib`` comes with the extra ``mlc-mlir[tune]`` and is imported where used."""
 
 from __future__ import annotations
@@ -52,22 +52,26 @@ class ProgressBar:
     def log(self, text: str) -> None:
         """A line above the bar."""
         if self.enabled:
-            self._progress.console.print(text)
+            self._progress.console.print(text, markup=False, highlight=False)
 
 
 def summary_rows(tasks: List[Task], db: Database, target_key: str) -> List[dict]:
-    """Per task: name, weight, trials, errors, best ms, GFLOP/s, speedup over the first valid
-    candidate (the empty trace: the compiler's default schedule, which the tuner measures first)."""
+    """Per task: name, weight, trials (search records), errors, ``best_ms`` and GFLOP/s of the
+    record that schedules the task (:meth:`Database.best`: a candidate only if it beats the
+    default), ``default_ms`` and the speedup of the former over the latter (1.0 when the
+    default is kept; 0.0 when nothing ran)."""
     rows = []
     for t in tasks:
-        recs = db.records(t.workload, target_key)
-        ok = [r for r in recs if r.ok]
-        best = min((r.latency_ms for r in ok), default=math.inf)
-        first = ok[0].latency_ms if ok else math.inf
+        recs = [r for r in db.records(t.workload, target_key) if not r.final]
+        chosen = db.best(t.workload, target_key)
+        default = db.default(t.workload, target_key)
+        best = chosen.latency_ms if chosen is not None and chosen.ok else math.inf
+        base = default.latency_ms if default is not None and default.ok else math.inf
+        ok = not math.isinf(best)
         rows.append({"task": t.name, "weight": t.weight, "trials": len(recs),
-                     "errors": len(recs) - len(ok), "best_ms": best,
+                     "errors": sum(not r.ok for r in recs), "best_ms": best, "default_ms": base,
                      "gflops": t.flops / (best * 1e6) if ok else 0.0,
-                     "speedup": first / best if ok else 0.0})
+                     "speedup": base / best if ok and not math.isinf(base) else (1.0 if ok else 0.0)})
     return rows
 
 
@@ -77,7 +81,7 @@ def print_summary(tasks: List[Task], db: Database, target_key: str, enabled: boo
     if not enabled:
         return rows
     table = rich_table.Table(title="mlc-mlir tuning")
-    for col in ("task", "weight", "trials", "errors", "best ms", "GFLOP/s", "speedup"):
+    for col in ("task", "weight", "trials", "errors", "best ms", "GFLOP/s", "speedup over default"):
         table.add_column(col, justify="left" if col == "task" else "right")
     for r in rows:
         best = "-" if math.isinf(r["best_ms"]) else f"{r['best_ms']:.4f}"
@@ -105,7 +109,7 @@ def plot_curve(tasks: List[Task], db: Database, target_key: str, path: str) -> O
     fig, ax = plt.subplots(figsize=(7, 4))
     for t in tasks:
         best, xs, ys = math.inf, [], []
-        for n, r in enumerate(db.records(t.workload, target_key), 1):
+        for n, r in enumerate((r for r in db.records(t.workload, target_key) if not r.final), 1):
             best = min(best, r.latency_ms)
             if not math.isinf(best):
                 xs.append(n)

@@ -37,6 +37,10 @@ CUTOFF_RATIO = 2.0
 #: candidate's timeout, and at least ``REFERENCE_MIN_TIMEOUT_S`` s; it runs once per task.
 REFERENCE_TIMEOUT_RATIO = 10.0
 REFERENCE_MIN_TIMEOUT_S = 300.0
+#: The re-measurement of a task's finalists: rounds (each measures every finalist once, in a
+#: rotated order) and timed repeats per measurement.
+REMEASURE_ROUNDS = 2
+REMEASURE_REPEATS = 5
 
 
 def reference_path(work_dir: str, task: Task, inp: MeasureInput) -> str:
@@ -47,17 +51,19 @@ def reference_path(work_dir: str, task: Task, inp: MeasureInput) -> str:
     return os.path.join(work_dir, REFERENCE_DIR, f"{task.name}-{key}.npz")
 
 
-def _record(task: Task, names, tkey: str, trace_json: str, res: MeasureResult) -> TuningRecord:
+def _record(task: Task, names, tkey: str, trace_json: str, res: MeasureResult,
+            final: str = "") -> TuningRecord:
     return TuningRecord(task.workload, tkey, trace_json, Trace.from_json(trace_json).decisions,
                         res.latencies_ms, res.error, time.time(),
-                        candidate_id(task.workload, tkey, trace_json), task.name, names, task.flops)
+                        candidate_id(task.workload, tkey, trace_json), task.name, names, task.flops,
+                        final)
 
 
 def tune(mod, target="cpu", trials: int = 64, work_dir: str = "tune/", space: Optional[Space] = None,
          strategy: Optional[SearchStrategy] = None, executor: Optional[Executor] = None,
          timeout_s: float = 30.0, threads: Optional[int] = None, progress: bool = True,
-         batch_size: Optional[int] = None, seed: int = 0) -> Database:
-    """Tune the primitive functions of ``mod`` for ``target`` (TVM MetaSchedule ``tune_tasks``).
+         batch_size: Optional[int] = None, seed: int = 0, finalists: int = 2) -> Database:
+    """Tune the units of ``mod`` for ``target`` (TVM MetaSchedule ``tune_tasks``).
 
     Tasks come from :func:`extract_tasks`; for each, the first candidates are the empty trace (the
     compiler's default schedule, the baseline of the speedup column) and the default point of
@@ -73,7 +79,8 @@ def tune(mod, target="cpu", trials: int = 64, work_dir: str = "tune/", space: Op
     Parameters
     ----------
     mod : Module
-        A graph module (outlined with ``FuseOps``) or one with primitive functions.
+        A graph module; its tasks are the units of ``mlc.compile``'s ``tasks`` stage
+        (:func:`~.task.extract_tasks`).
     target : str or Target
     trials : int
         Total measured candidates over all tasks (records of earlier runs included).
@@ -99,6 +106,9 @@ def tune(mod, target="cpu", trials: int = 64, work_dir: str = "tune/", space: Op
         the trials per task, at least 2).
     seed : int
         Seed of the search (equal seeds propose the same candidates).
+    finalists : int
+        Candidates re-measured against the default at the end, per task (0: none; then the
+        search's own measurements decide, with the same tie rule).
 
     Returns
     -------
@@ -107,12 +117,14 @@ def tune(mod, target="cpu", trials: int = 64, work_dir: str = "tune/", space: Op
     Raises
     ------
     TuningError
-        For invalid arguments, a module without primitive functions, a space that applies to
-        no sample of a task, or a ``work_dir`` another tuner is using (the database's lock,
+        For invalid arguments, a module without a unit to tune, a space that applies to no
+        sample of a task, or a ``work_dir`` another tuner is using (the database's lock,
         :meth:`Database.exclusive`, is held for the whole run).
     """
     if type(trials) is not int or trials < 1:
         raise TuningError(f"tune: trials={trials!r}; expected an int >= 1")
+    if type(finalists) is not int or finalists < 0:
+        raise TuningError(f"tune: finalists={finalists!r}; expected an int >= 0")
     if not (isinstance(timeout_s, (int, float)) and timeout_s > 0):
         raise TuningError(f"tune: timeout_s={timeout_s!r}; expected a positive number of seconds")
     tgt = get_target(target)
@@ -133,14 +145,18 @@ def _tune(mod, tgt, trials, work_dir, space, strategy, executor, timeout_s, thre
     batch = batch_size or max(2, min(max(8, 4 * executor.max_workers), trials // len(tasks)))
     ctxs = []
     for t in tasks:
-        history = db.records(t.workload, tkey)  # a resumed run draws a fresh random stream
+        history = [r for r in db.records(t.workload, tkey) if not r.final]  # resumed: a fresh stream
         ctxs.append(TuneContext(t, space, tgt, random.Random(f"{seed}:{t.workload}:{len(history)}"), history))
     sched = TaskScheduler([t.weight for t in tasks], [c.history for c in ctxs])
     try:
         with ProgressBar(trials, min(trials, sum(len(c.history) for c in ctxs)), progress) as bar:
             try:
-                _loop(tasks, ctxs, sched, db, strategy, executor, tkey, trials, batch, timeout_s,
-                      threads, seed, bar, work_dir)
+                refs = _loop(tasks, ctxs, sched, db, strategy, executor, tkey, trials, batch,
+                             timeout_s, threads, seed, bar, work_dir)
+                if finalists:
+                    for task, ctx in zip(tasks, ctxs):
+                        _remeasure(task, ctx, db, executor, tkey, finalists, timeout_s, threads,
+                                   seed, refs.get(id(task)), bar)
             except KeyboardInterrupt:
                 bar.log(f"interrupted: {len(db)} records kept in {db.path}")
     finally:
@@ -174,7 +190,8 @@ def _reference(executor: Executor, task: Task, inp: MeasureInput, work_dir: str,
 
 def _loop(tasks: List[Task], ctxs: List[TuneContext], sched, db: Database, strategy: SearchStrategy,
           executor: Executor, tkey: str, trials: int, batch: int, timeout_s: float,
-          threads: Optional[int], seed: int, bar: ProgressBar, work_dir: str) -> None:
+          threads: Optional[int], seed: int, bar: ProgressBar, work_dir: str) -> Dict[int, Optional[str]]:
+    """The search; returns ``{id(task): reference path}`` of the tasks it measured."""
     used = sum(len(c.history) for c in ctxs)
     baseline = Trace().as_json()
     refs: Dict[int, Optional[str]] = {}
@@ -203,12 +220,12 @@ def _loop(tasks: List[Task], ctxs: List[TuneContext], sched, db: Database, strat
             continue
         proto = MeasureInput(task.func_name, str(task.module), baseline, ctx.target,
                              threads=threads, seed=seed)
-        if i not in refs:
-            refs[i] = _reference(executor, task, proto, work_dir, timeout_s, bar, prof)
+        if id(task) not in refs:
+            refs[id(task)] = _reference(executor, task, proto, work_dir, timeout_s, bar, prof)
         best = min((r.latency_ms for r in ctx.history if r.ok), default=float("inf"))
         cutoff = CUTOFF_RATIO * best if best < float("inf") else 0.0
         inputs = [MeasureInput(task.func_name, str(task.module), t, ctx.target, threads=threads,
-                               seed=seed, reference=refs[i], cutoff_ms=cutoff) for t in traces]
+                               seed=seed, reference=refs[id(task)], cutoff_ms=cutoff) for t in traces]
         names = canonical_names(task.module, task.func_name)
         new = []
         for j, res in executor.measure(inputs, timeout_s):
@@ -231,3 +248,40 @@ def _loop(tasks: List[Task], ctxs: List[TuneContext], sched, db: Database, strat
     if measured:
         parts = ", ".join(f"{k} {v / measured:.2f} s" for k, v in sorted(prof.items()))
         bar.log(f"{measured} candidates in {time.monotonic() - t_start:.1f} s; per candidate: {parts}")
+    return refs
+
+
+def _remeasure(task: Task, ctx: TuneContext, db: Database, executor: Executor, tkey: str, k: int,
+               timeout_s: float, threads: Optional[int], seed: int, reference: Optional[str],
+               bar: ProgressBar) -> None:
+    """Measure the default and the ``k`` fastest candidates that beat it again, interleaved,
+    and commit the results as final records of one re-measurement (see :func:`tune`)."""
+    ok = [r for r in ctx.history if r.ok]
+    default = min((r for r in ok if r.is_default), key=lambda r: r.latency_ms, default=None)
+    if default is None:
+        return   # never measured, or failed: the default is kept anyway
+    better = sorted((r for r in ok if not r.is_default and r.latency_ms < default.latency_ms),
+                    key=lambda r: r.latency_ms)
+    traces = list(dict.fromkeys([default.trace] + [r.trace for r in better]))[:k + 1]
+    if len(traces) < 2:
+        return
+    latencies: Dict[str, list] = {t: [] for t in traces}
+    errors: Dict[str, str] = {}
+    for rnd in range(REMEASURE_ROUNDS):
+        order = traces[rnd % len(traces):] + traces[:rnd % len(traces)]
+        inputs = [MeasureInput(task.func_name, str(task.module), t, ctx.target, threads=threads,
+                               seed=seed, repeat=REMEASURE_REPEATS, reference=reference)
+                  for t in order]
+        for j, res in executor.measure(inputs, timeout_s):
+            if res.error:
+                errors.setdefault(order[j], res.error)
+            latencies[order[j]].extend(res.latencies_ms)
+    batch = f"{time.time():.6f}"
+    names = canonical_names(task.module, task.func_name)
+    for t in traces:
+        res = MeasureResult((), errors[t]) if t in errors else MeasureResult(tuple(latencies[t]))
+        db.commit(_record(task, names, tkey, t, res, final=batch))
+    best = db.best(task.workload, tkey)
+    if best is not None and not best.is_default:
+        bar.log(f"[{task.name}] re-measured: {best.latency_ms:.4f} ms against the default's "
+                f"{db.default(task.workload, tkey).latency_ms:.4f} ms")

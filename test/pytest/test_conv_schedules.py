@@ -160,7 +160,7 @@ def test_constant_filter_is_folded(tmp_path):
     np.testing.assert_allclose(exe(x), ref, rtol=1e-4, atol=1e-4)
     # mlc.compile folds it too: no filter transpose runs per call (a 9x9 output runs as im2col +
     # GEMM, graph.ConvToIm2col: the GEMM's 2-D B is a view, collapse_shape, of the folded filter)
-    scheduled = (tmp_path / "01-schedule.mlir").read_text()
+    scheduled = (tmp_path / "03-schedule.mlir").read_text()
     assert "conv2d.w_hwcf.folded" in scheduled and 'mlc.name = "conv2d.w_hwcf"}' not in scheduled
     assert re.search(r'collapse_shape %\w+ \[\[0, 1, 2\], \[3\]\] {mlc.name = "conv2d.w_gemm"}', scheduled)
 

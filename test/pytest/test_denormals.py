@@ -65,7 +65,7 @@ def test_caller_mxcsr_is_restored():
 
 def test_stage_is_in_the_lowered_ir(tmp_path):
     mlc.compile(_multiply(parallel=True), flush_denormals=True, dump_ir=str(tmp_path))
-    text = (tmp_path / "06-denormals.mlir").read_text()
+    text = (tmp_path / "08-denormals.mlir").read_text()
     assert text.count('"llvm.x86.sse.ldmxcsr"') >= 4  # set + restore in main, its wrapper, omp.parallel
 
 

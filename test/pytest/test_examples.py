@@ -11,7 +11,7 @@ EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "..", "examples")
 
 
 @pytest.mark.parametrize("script, args, expect", [
-    ("01_schedule_walkthrough.py", ["--trials", "2"], "replayed best"),
+    ("01_schedule_walkthrough.py", ["--trials", "3"], "tuned: "),
     ("02_ewise_fma_rewrite.py", [], "numerics match numpy"),
     ("03_mixture_module.py", [], "sgemm from the JIT code: ok"),
     ("04_dense_add_fusor.py", [], "same logits as numpy"),

@@ -60,7 +60,7 @@ def test_compiled_pad_writes_in_place(tmp_path):
         x = f.arg("x", shape=(1, 6, 7, 16))
         f.output(ops.pad(ops.relu(x), [(0, 0), (1, 1), (2, 0), (0, 0)], -np.inf))
     exe = mlc.compile(bb.finish(), dump_ir=str(tmp_path))
-    assert "memrefCopy" not in open(os.path.join(tmp_path, "07-llvm.ll")).read()
+    assert "memrefCopy" not in open(os.path.join(tmp_path, "09-llvm.ll")).read()
     xn = np.random.default_rng(1).standard_normal((1, 6, 7, 16)).astype(np.float32)
     np.testing.assert_array_equal(exe(xn), _want(xn)[0])
 
@@ -88,7 +88,7 @@ def test_padded_argument_has_no_strided_copy(tmp_path):
     """``mlc.compile`` of a padded argument: the prepare stage copies it into the padded buffer
     with a ``linalg.generic`` (loops LLVM vectorizes), not the runtime's ``memrefCopy``."""
     exe = mlc.compile(_padded_argument_graph(), dump_ir=str(tmp_path))
-    assert "memrefCopy" not in open(os.path.join(tmp_path, "07-llvm.ll")).read()
+    assert "memrefCopy" not in open(os.path.join(tmp_path, "09-llvm.ll")).read()
     xn = np.random.default_rng(4).standard_normal((1, 6, 7, 16)).astype(np.float32)
     np.testing.assert_array_equal(exe(xn), np.pad(xn, [(0, 0), (1, 1), (1, 1), (0, 0)]))
 
@@ -201,7 +201,7 @@ def test_residual_outputs_are_written_into_their_padded_buffers(tmp_path):
     shapes = [(32, 32, 3, 3), (32, 32, 3, 3), (64, 32, 3, 3), (64, 64, 3, 3), (64, 32, 1, 1)]
     ws = [rng.standard_normal(s).astype(np.float32) * 0.1 for s in shapes]
     exe = mlc.compile(_downsampling_block(ws), dump_ir=str(tmp_path))
-    assert "memrefCopy" not in open(os.path.join(tmp_path, "07-llvm.ll")).read()
+    assert "memrefCopy" not in open(os.path.join(tmp_path, "09-llvm.ll")).read()
     x = rng.standard_normal((1, 32, 28, 28)).astype(np.float32)
     conv = lambda t, w, s=1, p=1: torch.nn.functional.conv2d(t, torch.from_numpy(w), stride=s, padding=p)  # noqa: E731
     with torch.no_grad():

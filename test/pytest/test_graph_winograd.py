@@ -14,7 +14,8 @@ import mlc_mlir as mlc
 from mlc_mlir.errors import PipelineError
 from mlc_mlir import graph, ops
 from mlc_mlir.graph.conv_winograd import WINOGRAD_MATRICES, winograd_applies
-from mlc_mlir.pipeline.scheduling import layout_rewrites
+from mlc_mlir.pipeline.layout import layout_rewrites
+from mlc_mlir.pipeline.options import CompileOptions
 from mlc_mlir.schedule.rules.conv import winograd_tile
 from mlc_mlir.target import Target, host_target
 from targets import AVX2, AVX512
@@ -129,8 +130,7 @@ def test_compile_folds_constant_filter_transforms():
     """``mlc.compile``'s layout rewrites: the constant filter's transform is a folded constant
     (computed in float64), no filter transform is left to run."""
     mod, args, ref = _conv_module((1, 64, 56, 56), (64, 64, 3, 3), True, True)
-    out = layout_rewrites(mod, AVX512, ["main"], evaluate=lambda m: mlc.compile(m, threads=1, schedule="none"),
-                          winograd=True)
+    out = layout_rewrites(mod, AVX512, ["main"], CompileOptions(AVX512, winograd=True))
     text = str(out)
     assert "winograd_filter.folded" in text and "winograd_filter\"" not in text
     assert "linalg.batch_matmul" in text
@@ -152,8 +152,8 @@ def test_output_is_written_into_the_next_padded_input(tmp_path):
     if winograd_tile(target, (1, 18, 18, 64), (3, 3, 64, 64), (1, 16, 16, 64), "float32") == 0:
         pytest.skip("the default rule keeps these convolutions direct on this target")
     exe = mlc.compile(mod, winograd=True, dump_ir=str(tmp_path))
-    assert open(os.path.join(tmp_path, "01-schedule.mlir")).read().count("winograd_output_4d") == 2
-    assert "memrefCopy" not in open(os.path.join(tmp_path, "07-llvm.ll")).read()
+    assert open(os.path.join(tmp_path, "03-schedule.mlir")).read().count("winograd_output_4d") == 2
+    assert "memrefCopy" not in open(os.path.join(tmp_path, "09-llvm.ll")).read()
     t = torch.from_numpy
     ref = F.relu(F.conv2d(F.relu(F.conv2d(t(x), t(w1), padding=1)), t(w2), padding=1)).numpy()
     assert np.abs(exe(x) - ref).max() / np.abs(ref).max() < 2e-5
@@ -210,7 +210,7 @@ def test_default_keeps_direct_convolutions(tmp_path):
     float64 sum); a non-bool value is refused."""
     mod, args, ref = _conv_module((1, 64, 28, 28), (64, 64, 3, 3), True, True)
     exe = mlc.compile(mod, dump_ir=str(tmp_path))
-    assert "winograd" not in open(os.path.join(tmp_path, "01-schedule.mlir")).read()
+    assert "winograd" not in open(os.path.join(tmp_path, "03-schedule.mlir")).read()
     assert np.abs(exe(*args) - ref).max() / np.abs(ref).max() < 5e-6
     with pytest.raises(PipelineError, match="winograd='no'; expected a bool"):
         mlc.compile(mod, winograd="no")

@@ -11,7 +11,9 @@ import pytest
 import mlc_mlir as mlc
 from mlc_mlir import graph, ops
 from mlc_mlir.errors import ScheduleError
-from mlc_mlir.pipeline.scheduling import layout_rewrites
+from mlc_mlir.graph import fold_constant
+from mlc_mlir.pipeline.layout import layout_rewrites
+from mlc_mlir.pipeline.options import CompileOptions
 from mlc_mlir.schedule.cpu_recipes import goto_padding, packed_b_panel, register_rows, schedule_mmt4d_goto
 from mlc_mlir.schedule.default_rules import apply_default_schedule, classify
 from mlc_mlir.tune.space_rules import default_space, generate, sampled_decisions
@@ -64,11 +66,12 @@ def test_packed_b_panel_decisions():
     assert packed_b_panel(AVX2, 49, 512, 64, "int32") == 0
 
 
-def test_layout_rewrites_fold_the_packed_weight_into_one_constant():
+def test_layout_rewrites_fold_the_packed_weight_into_one_constant(monkeypatch):
     mod, _, w = matmul_module(49, 64, 32)
     calls = []
-    out = str(layout_rewrites(mod, AVX2, ["main"], evaluate=lambda m: calls.append(m)))
-    assert not calls                           # data movement: folded with numpy
+    monkeypatch.setattr(fold_constant, "_DEFAULT_EVALUATOR", [calls.append])
+    out = str(layout_rewrites(mod, AVX2, ["main"], CompileOptions(AVX2)))
+    assert not calls                           # data movement: folded with numpy, never compiled
     assert "linalg.transpose" not in out and "w_packed.folded" in out
     # the trailing unit dim stays a view (expand_shape) of the folded 3-d constant
     assert "w_packed_4d" in out and "tensor<2x64x16xf32>" in out
@@ -78,7 +81,7 @@ def test_layout_rewrites_fold_the_packed_weight_into_one_constant():
                                               (64, 40, 32, 2)])
 def test_compiled_packed_matmul_matches_numpy(m, k, n, threads):
     mod, x, w = matmul_module(m, k, n)
-    sched = layout_rewrites(mod, AVX2, ["main"], evaluate=mlc.compile)
+    sched = layout_rewrites(mod, AVX2, ["main"], CompileOptions(AVX2))
     assert "linalg.mmt4d" in str(sched)
     exe = mlc.compile(sched, threads=threads)
     np.testing.assert_allclose(exe(x), x.astype(np.float64) @ w, **TOL)

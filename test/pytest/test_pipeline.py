@@ -36,7 +36,8 @@ def _run_isolated(code: str) -> subprocess.CompletedProcess:
 
 
 def test_stages_are_listed_once_in_order():
-    assert [s.name for s in CPU_STAGES] == ["graph", "schedule", "math", "library", "prepare", "lower", "denormals"]
+    assert [s.name for s in CPU_STAGES] == ["graph", "layout", "tasks", "schedule", "math", "library",
+                                            "prepare", "lower", "denormals"]
 
 
 def test_options_are_a_cache_key(tmp_path):
@@ -119,7 +120,7 @@ def test_threads_reach_the_openmp_lowering(tmp_path, rng):
     exe = mlc.compile(sch.mod, threads=2, dump_ir=str(tmp_path))
     a, b = (rng.standard_normal((64, 32)).astype(np.float32) for _ in range(2))
     np.testing.assert_allclose(exe(a, b), np.maximum(a + b, 0), rtol=1e-6)
-    lowered = (tmp_path / "05-lower.mlir").read_text()
+    lowered = (tmp_path / "07-lower.mlir").read_text()
     assert "omp.parallel num_threads" in lowered
 
 

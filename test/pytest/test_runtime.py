@@ -7,6 +7,8 @@ import pytest
 
 import mlc_mlir as mlc
 from mlc_mlir import ops
+from mlc_mlir.pipeline import CPU_STAGES
+from mlc_mlir.pipeline.layout import LAYOUT_STEPS
 
 
 def _mlp(rng, batch=2, params=False):
@@ -193,9 +195,16 @@ def test_dump_ir_writes_each_stage(rng, tmp_path):
     mod, _ = _mlp(rng)
     mlc.compile(mod, dump_ir=str(tmp_path))
     names = sorted(p.name for p in tmp_path.iterdir())
-    assert names == ["00-graph.mlir", "01-schedule.mlir", "02-math.mlir", "03-library.mlir", "04-prepare.mlir",
-                     "05-lower.mlir", "06-denormals.mlir", "07-llvm.ll"]
-    assert "llvm.func" in (tmp_path / "05-lower.mlir").read_text()
+    steps = [f"01-layout.{k}-{name}.mlir" for k, (name, _) in enumerate(LAYOUT_STEPS, 1)]
+    assert names == sorted(["00-graph.mlir", *steps, "01-layout.mlir", "02-tasks.mlir", "03-schedule.mlir",
+                            "04-math.mlir", "05-library.mlir", "06-prepare.mlir", "07-lower.mlir",
+                            "08-denormals.mlir", "09-llvm.ll"])
+    assert [s.name for s in CPU_STAGES] == ["graph", "layout", "tasks", "schedule", "math", "library",
+                                            "prepare", "lower", "denormals"]
+    # the tasks stage marks each op of a unit with its unit; the schedule stage drops the marks
+    assert 'mlc.task = "fused_' in (tmp_path / "02-tasks.mlir").read_text()
+    assert "mlc.task" not in (tmp_path / "03-schedule.mlir").read_text()
+    assert "llvm.func" in (tmp_path / "07-lower.mlir").read_text()
 
 
 def test_no_memory_leak_across_calls():

@@ -12,7 +12,11 @@ import pytest
 import mlc_mlir as mlc
 from mlc_mlir import ops
 from mlc_mlir._mlir import MLIR_BIN_DIR
-from mlc_mlir.ir.workload import canonical_names, workload_key
+from mlc_mlir._mlir import ir
+from mlc_mlir.ir.module import OP_NAME_ATTR
+from mlc_mlir.pipeline.compile import run_stages
+from mlc_mlir.pipeline.options import CompileOptions
+from mlc_mlir.pipeline.tasks import task_units
 from mlc_mlir.schedule.loop_nest import analyze_module
 from mlc_mlir.target import host_target
 from mlc_mlir.tune import Database, extract_tasks
@@ -57,13 +61,14 @@ def mlp(rng, hidden=16):
 def test_tune_matmul_apply_best_compile_numerics(tmp_path):
     mod = matmul()
     db = mlc.tune(mod, trials=8, work_dir=str(tmp_path), space=tile_matmuls, progress=True)
-    assert isinstance(db, Database) and len(db) == 8
+    assert isinstance(db, Database) and len([r for r in db.records() if not r.final]) == 8
     assert (tmp_path / "database.jsonl").exists() and (tmp_path / "tuning_curve.png").exists()
     task, = extract_tasks(mod)
     best = db.best(task.workload, host_target().key())
     assert best is not None and best.error is None
     row, = summary_rows([task], db, host_target().key())
     assert row["trials"] == 8 and row["best_ms"] == best.latency_ms and row["speedup"] >= 1.0
+    assert db.best() == best and db.best(task.name) == best and db.best(task) == best
     tuned = mlc.tune.apply_best(mod, db, "cpu")
     rng = np.random.default_rng(0)
     a, b = (rng.standard_normal((32, 32)).astype(np.float32) for _ in range(2))
@@ -72,8 +77,7 @@ def test_tune_matmul_apply_best_compile_numerics(tmp_path):
         assert "scf.for" in str(tuned)
     np.testing.assert_allclose(mlc.compile(mod, database=db)(a, b), a @ b, rtol=1e-4, atol=1e-4)
     # the database is the protocol the compiler calls
-    fused = mlc.tune.task.fused(mod)
-    assert db.query_best_trace(workload_key(fused, task.name), host_target().key()) == best.trace
+    assert db.query_best_trace(task.workload, host_target().key()) == best.trace
 
 
 def test_tune_mlp_shares_workloads_and_applies_to_every_function(tmp_path, rng):
@@ -82,32 +86,36 @@ def test_tune_mlp_shares_workloads_and_applies_to_every_function(tmp_path, rng):
     assert sorted(t.weight for t in tasks) == [1, 2]      # the two hidden layers are one workload
     assert sum(t.flops for t in tasks) > 0
     db = mlc.tune(mod, trials=8, work_dir=str(tmp_path), space=tile_matmuls, progress=False)
-    assert len(db) == 8 and {r.workload for r in db.records()} == {t.workload for t in tasks}
+    assert {r.workload for r in db.records()} == {t.workload for t in tasks}
     tuned = mlc.tune.apply_best(mod, db, host_target())
-    fused = mlc.tune.task.fused(mod)
     shared = next(t for t in tasks if t.weight == 2)
-    others = [n for n in mlc.tune.task.primitive_functions(fused)
-              if workload_key(fused, n) == shared.workload and n != shared.name]
-    assert len(others) == 1
-    # a scheduled record of the first layer alone in a database: applied to both layers
+    # a scheduled record of the first layer alone in a database: applied to both layers, where
+    # the graph function holds them (schedule="none": nothing else is scheduled)
     rec = next(r for r in db.records(shared.workload, host_target().key())
-               if r.ok and mlc.Trace.from_json(r.trace).insts)
+               if r.ok and mlc.Trace.from_json(r.trace).insts and not r.final)
     assert rec.task_name == shared.name
     only = Database(tmp_path / "only.jsonl")
     only.commit(rec)
-    text = only.query_best_trace(shared.workload, host_target().key(),
-                                 names=canonical_names(fused, others[0]))
-    assert text != rec.trace
-    one = mlc.tune.apply_best(mod, only, host_target())
-    for name in (shared.name, others[0]):
-        assert "scf.for" in str(one.extract(name))
+    one = run_stages(mod, CompileOptions(host_target(), schedule="none", database=only), until="schedule")[1]
+    laid = run_stages(mod, CompileOptions(host_target()), until="layout")[1]
+    kinds = {name: info.op_name for (_, name), info in analyze_module(laid).items()}
+    units = task_units(laid, ["main"])
+    assert sum(u.workload == shared.workload for u in units) == 2
+    top = {ir.StringAttr(o.attributes[OP_NAME_ATTR]).value
+           for o in one.get_function("main").regions[0].blocks[0].operations
+           if OP_NAME_ATTR in o.attributes and o.operation.name.startswith("linalg.")}
+    for u in units:
+        matmul_op = next(b for b in u.blocks if kinds[b] == "linalg.matmul")
+        assert (matmul_op in top) == (u.workload != shared.workload), u.name
     x = rng.standard_normal((4, 16)).astype(np.float32)
     np.testing.assert_allclose(mlc.compile(one)(x), ref(x), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(mlc.compile(mod, database=only)(x), ref(x), rtol=1e-4, atol=1e-4)
     x = rng.standard_normal((4, 16)).astype(np.float32)
     np.testing.assert_allclose(mlc.compile(tuned)(x), ref(x), rtol=1e-4, atol=1e-4)
-    # records of another target never apply
+    # records of another target never apply: the default compile's schedule
     other = mlc.tune.apply_best(mod, db, mlc.target.Target("cpu", cpu="x86-64"))
-    assert "scf.for" not in str(other)
+    empty = mlc.tune.apply_best(mod, Database(tmp_path / "empty.jsonl"), mlc.target.Target("cpu", cpu="x86-64"))
+    assert str(other) == str(empty)
 
 
 def test_best_trace_replays_in_mlir_opt(tmp_path):

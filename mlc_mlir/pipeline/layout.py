@@ -1,0 +1,152 @@
+"""Stage ``layout`` of :func:`mlc_mlir.compile`: the per-op layout and algorithm rewrites the
+default schedule rules ask for, as a flat list of named steps (:data:`LAYOUT_STEPS`), each
+dumped with ``dump_ir``.
+
+Each step rewrites the functions that nobody scheduled (no ``scf`` loops yet); it runs when the
+module gets default schedules or a tuning database's (``schedule="default"`` or a
+``database``), and is the identity otherwise:
+
+1. ``nhwc``           -- NCHW convolutions that :func:`~mlc_mlir.schedule.rules.conv.prefers_nhwc`
+   picks for the target become NHWC ones between transposes (``graph.ConvToNHWC``), and the
+   transposes sink through elementwise ops, pads and poolings until inverse pairs cancel
+   (``graph.PropagateTransposes``: consecutive convolutions stay NHWC);
+2. ``fold-filters``   -- the transposes of constant filters become constants (evaluated with
+   numpy), so that the Winograd transforms of step 3 are constants too;
+3. ``winograd``       -- with ``CompileOptions.winograd``, stride-1 3x3 NHWC convolutions that
+   :func:`~mlc_mlir.schedule.rules.conv.winograd_tile` picks become Winograd ones
+   (``graph.ConvToWinograd``);
+4. ``im2col``         -- the other NHWC convolutions with small output maps
+   (:func:`~mlc_mlir.schedule.rules.conv.prefers_im2col`) become im2col + ``linalg.matmul``
+   (``graph.ConvToIm2col``);
+5. ``pack-weights``   -- matmuls on a constant B that feed no elementwise op get B packed into
+   the panels of their register tile (``graph.PackMatmulWeights``,
+   :func:`~mlc_mlir.schedule.cpu_recipes.packed_b_panel`: a ``linalg.mmt4d``);
+6. ``fold-constants`` -- the packed weights and the remaining constant filter transposes become
+   constants;
+7. ``specialize-rows`` -- a matmul of dynamic M gets an ``M == 1`` version (a GEMV) chosen at
+   run time by ``scf.if`` (``graph.SpecializeUnitRows``, as Relax dispatches on symbolic
+   sizes).
+
+Constant evaluation (steps 2 and 6) is ``graph.FoldConstant`` restricted to the data-movement
+ops numpy evaluates (:data:`~mlc_mlir.graph.constant_eval.NUMPY_OPS`): no constant subgraph is
+compiled, the compiler never calls itself. Source: TVM Relay ``AlterOpLayout`` /
+``ConvertLayout`` before ``FoldConstant``; Triton's named stages.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Callable, List, Tuple
+
+from .._mlir import ir
+from ..graph.constant_eval import NUMPY_OPS
+from ..graph.conv_im2col import ConvToIm2col
+from ..graph.conv_layout import ConvToNHWC
+from ..graph.conv_winograd import ConvToWinograd
+from ..graph.fold_constant import FoldConstant
+from ..graph.pack_matmul import PackMatmulWeights
+from ..graph.specialize_rows import SpecializeUnitRows
+from ..graph.transpose_propagation import PropagateTransposes
+from ..ir.module import OP_NAME_ATTR, Module
+from ..ir.walk import has_op
+from ..schedule.cpu_recipes import packed_b_panel
+from ..schedule.rules.conv import prefers_im2col, prefers_nhwc, winograd_tile
+from ..target import Target
+from .options import CompileOptions
+
+#: ``step(module, target, functions, options) -> module``; ``functions``: the unscheduled ones.
+LayoutStep = Callable[[Module, Target, List[str], CompileOptions], Module]
+
+
+def _constant_filter_transposed(module: Module) -> bool:
+    """Whether a filter transpose made by ``ConvToNHWC`` (``<conv>.w_hwcf``) reads a constant.
+
+    Only those are folded: folding the ``transpose(W)`` of imported ``Linear`` layers too made
+    the small BERT's LLVM compile 4x slower (23 s instead of 6 s; the matmuls then read
+    constant globals) for no measurable run-time gain (0.72 -> 0.74x onnxruntime, in noise)."""
+    found = []
+
+    def visit(op):
+        op = op.operation if hasattr(op, "operation") else op
+        if op.name == "linalg.transpose" and OP_NAME_ATTR in op.attributes and \
+                ir.StringAttr(op.attributes[OP_NAME_ATTR]).value.endswith(".w_hwcf"):
+            src = op.operands[0].owner
+            if not isinstance(src, ir.Block) and src.name == "arith.constant":
+                found.append(op)
+                return ir.WalkResult.INTERRUPT
+        return ir.WalkResult.ADVANCE
+
+    with module.context:
+        module.operation.walk(visit, ir.WalkOrder.PRE_ORDER)
+    return bool(found)
+
+
+def to_nhwc(module: Module, target: Target, functions: List[str], options: CompileOptions) -> Module:
+    """Step ``nhwc`` (see the module docstring)."""
+    if not has_op(module, "linalg.conv_2d_nchw_fchw"):
+        return module
+    return PropagateTransposes(functions)(ConvToNHWC(partial(prefers_nhwc, target), functions)(module))
+
+
+def fold_filters(module: Module, target: Target, functions: List[str], options: CompileOptions) -> Module:
+    """Step ``fold-filters``: the constant filter transposes, before ``winograd`` reads them."""
+    if options.winograd and has_op(module, "linalg.conv_2d_nhwc_hwcf") and \
+            _constant_filter_transposed(module):
+        return FoldConstant(only=NUMPY_OPS)(module)
+    return module
+
+
+def to_winograd(module: Module, target: Target, functions: List[str], options: CompileOptions) -> Module:
+    """Step ``winograd`` (see the module docstring)."""
+    if not options.winograd or not has_op(module, "linalg.conv_2d_nhwc_hwcf"):
+        return module
+    return ConvToWinograd(partial(winograd_tile, target), functions)(module)
+
+
+def to_im2col(module: Module, target: Target, functions: List[str], options: CompileOptions) -> Module:
+    """Step ``im2col`` (see the module docstring)."""
+    if not has_op(module, "linalg.conv_2d_nhwc_hwcf"):
+        return module
+    return ConvToIm2col(partial(prefers_im2col, target), functions)(module)
+
+
+def pack_weights(module: Module, target: Target, functions: List[str], options: CompileOptions) -> Module:
+    """Step ``pack-weights`` (see the module docstring)."""
+    if not has_op(module, "linalg.matmul"):
+        return module
+    return PackMatmulWeights(partial(packed_b_panel, target), functions)(module)
+
+
+def fold_constants(module: Module, target: Target, functions: List[str], options: CompileOptions) -> Module:
+    """Step ``fold-constants``: packed weights and constant filter transposes."""
+    if has_op(module, "linalg.mmt4d") or _constant_filter_transposed(module):
+        return FoldConstant(only=NUMPY_OPS)(module)
+    return module
+
+
+#: The steps of the ``layout`` stage, in order.
+def specialize_rows(module: Module, target: Target, functions: List[str], options: CompileOptions) -> Module:
+    """Step ``specialize-rows`` (see the module docstring)."""
+    if not has_op(module, "linalg.matmul"):
+        return module
+    return SpecializeUnitRows(functions)(module)
+
+
+LAYOUT_STEPS: Tuple[Tuple[str, LayoutStep], ...] = (
+    ("nhwc", to_nhwc),
+    ("fold-filters", fold_filters),
+    ("winograd", to_winograd),
+    ("im2col", to_im2col),
+    ("pack-weights", pack_weights),
+    ("fold-constants", fold_constants),
+    ("specialize-rows", specialize_rows),
+)
+
+
+def layout_rewrites(module: Module, target: Target, functions: List[str],
+                    options: CompileOptions) -> Module:
+    """All :data:`LAYOUT_STEPS` on ``functions`` of ``module`` (``module`` itself when there is
+    nothing to rewrite)."""
+    for _, step in LAYOUT_STEPS:
+        module = step(module, target, functions, options)
+    return module
