@@ -126,6 +126,12 @@ def _callers(mod: Module) -> Dict[str, str]:
     return out
 
 
+def _static(f) -> bool:
+    """Whether function ``f`` has static shapes only."""
+    return all(not isinstance(t, ir.RankedTensorType) or ir.RankedTensorType(t).has_static_shape
+               for t in list(f.type.inputs) + list(f.type.results))
+
+
 def task_units(module: Module, functions: Sequence[str], details: bool = True) -> List[TaskUnit]:
     """The units of ``functions`` of ``module`` (see the module docstring), in program order;
     units without a named linalg op (views, slices alone) are left out: nothing schedules them.
@@ -137,7 +143,9 @@ def task_units(module: Module, functions: Sequence[str], details: bool = True) -
     functions : sequence of str
         The functions to divide (the unscheduled ones).
     details : bool
-        Also give each unit's ``module``, ``workload`` and ``block_names``.
+        Also give each unit's ``module``, ``workload`` and ``block_names``; units with symbolic
+        sizes are then left out (measuring needs concrete sizes; the default schedule serves
+        every size).
     """
     wanted = set(functions)
     clean = strip_task_marks(module)
@@ -157,6 +165,8 @@ def task_units(module: Module, functions: Sequence[str], details: bool = True) -
                 continue
             if not details:
                 units.append(TaskUnit(name, func, blocks))
+                continue
+            if not _static(f):   # symbolic sizes: no workload to measure or look up
                 continue
             units.append(TaskUnit(name, func, blocks, unit_module(fused, name, func),
                                   workload_key(fused, name), canonical_names(fused, name)))

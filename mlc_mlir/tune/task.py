@@ -15,7 +15,6 @@ import dataclasses
 import math
 from typing import Dict, List
 
-from .._mlir import ir
 from ..errors import TuningError
 from ..ir.module import Module
 from ..pipeline.compile import run_stages
@@ -70,14 +69,6 @@ def estimate_flops(mod: Module, func_name: str) -> float:
     return total
 
 
-def _static(unit: Module) -> bool:
-    """Whether a unit's function has static shapes only: a unit with symbolic sizes is not a
-    task (measuring needs concrete sizes; the default schedule serves every size)."""
-    with unit.context:
-        return all(not isinstance(t, ir.RankedTensorType) or ir.RankedTensorType(t).has_static_shape
-                   for f in unit.func_ops() for t in list(f.type.inputs) + list(f.type.results))
-
-
 def extract_tasks(mod: Module, target="cpu", winograd: bool = True) -> List[Task]:
     """One :class:`Task` per distinct workload among the units of ``mod``'s unscheduled
     functions, after the compiler's ``graph`` and ``layout`` stages for ``target``.
@@ -105,7 +96,7 @@ def extract_tasks(mod: Module, target="cpu", winograd: bool = True) -> List[Task
         raise TuningError(f"tune: expected an mlc.Module, got {type(mod).__name__}")
     options = CompileOptions(target=get_target(target), winograd=winograd)
     _, laid = run_stages(mod, options, until="layout")
-    units = [u for u in task_units(laid, unscheduled_functions(laid)) if _static(u.module)]
+    units = task_units(laid, unscheduled_functions(laid))
     if not units:
         raise TuningError(f"extract_tasks: the module has no unit to tune (no named linalg op "
                           f"with static shapes in an unscheduled function; functions: "

@@ -131,11 +131,11 @@ def tune(mod, target="cpu", trials: int = 64, work_dir: str = "tune/", space: Op
     db = Database(os.path.join(work_dir, DATABASE_FILE))
     with db.exclusive():
         return _tune(mod, tgt, trials, work_dir, space, strategy, executor, timeout_s, threads,
-                     progress, batch_size, seed, db)
+                     progress, batch_size, seed, finalists, db)
 
 
 def _tune(mod, tgt, trials, work_dir, space, strategy, executor, timeout_s, threads, progress,
-          batch_size, seed, db: Database) -> Database:
+          batch_size, seed, finalists, db: Database) -> Database:
     space = default_space(tgt, threads) if space is None else space
     tkey = tgt.key()
     tasks = extract_tasks(mod, tgt)

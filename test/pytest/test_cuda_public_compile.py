@@ -20,7 +20,7 @@ from mlc_mlir.schedule.schedule import Schedule
 from mlc_mlir.target import Target
 
 pytestmark = pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas not on PATH")
-CUDA = Target("cuda", cpu="generic-host", arch="sm_90")
+CUDA = Target("cuda", cpu="generic", arch="sm_90")
 rng = np.random.default_rng(0)
 
 

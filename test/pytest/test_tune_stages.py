@@ -71,7 +71,7 @@ def test_empty_database_compiles_the_default_module(tmp_path, rng):
     sch = mlc.Schedule(task.module)
     blk = sch.get_block(next(iter(sch.model.ops))[1], func_name=task.func_name)
     sch.get_loops(blk)
-    key = Target("cpu", cpu="generic-test").key()
+    key = Target("cpu", cpu="x86-64").key()
     other.commit(TuningRecord(task.workload, key, sch.trace.as_json(), {}, (0.001,), None, 0.0,
                               candidate_id(task.workload, key, sch.trace.as_json()), task.name,
                               canonical_names(task.module, task.func_name), task.flops))

@@ -124,6 +124,7 @@ def test_tune_sees_the_folded_module(tmp_path):
         f.output(ops.relu(ops.dense(x, np.ones((3, 0), np.float32), np.ones(3, np.float32))))
     mod = bb.finish()
     db = mlc.tune(mod, trials=2, work_dir=str(tmp_path), progress=False)
-    assert len(db) == 2 and all("goto_params" not in (r.error or "") for r in db.records())
+    trials = [r for r in db.records() if not r.final]   # the rest: re-measured finalists
+    assert len(trials) == 2 and all("goto_params" not in (r.error or "") for r in db.records())
     np.testing.assert_array_equal(mlc.compile(mod, database=db)(np.zeros((2, 0), np.float32)),
                                   np.ones((2, 3), np.float32))
