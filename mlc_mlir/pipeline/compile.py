@@ -43,6 +43,7 @@ from typing import Callable, Optional, Tuple
 
 from .._mlir import arith_d, ir, tensor_d
 from ..errors import IRError, PipelineError
+from ..graph.dce import DeadCodeElimination
 from ..graph.dispatch_library import LowerCallLibrary, runtime_bindings
 from ..graph.fold_constant import set_default_evaluator
 from ..graph.math_approximation import APPROXIMATED_OPS, ApproximateMath
@@ -122,9 +123,9 @@ def _graph(module: Module, options: CompileOptions) -> Module:
     """Verify, and refuse what the lowering would crash on: i1 tensors/memrefs (MLIR 22's
     memref-to-llvm asserts on sub-byte stores) and unranked tensors/memrefs. Dynamic sizes
     (``tensor<?x128xf32>``) are compiled; the runtime computes them from the arguments'
-    (the signature's symbolic shapes, :meth:`Module.signature`). Ops on zero-size tensors are
-    folded away (:func:`~mlc_mlir.graph.zero_size.fold_zero_size`): no later stage sees an
-    extent of 0."""
+    (the signature's symbolic shapes, :meth:`Module.signature`). Dead ops are erased
+    (:class:`~mlc_mlir.graph.dce.DeadCodeElimination`) and ops on zero-size tensors folded away
+    (:func:`~mlc_mlir.graph.zero_size.fold_zero_size`): no later stage sees an extent of 0."""
     module.verify()
     found = []
 
@@ -146,7 +147,9 @@ def _graph(module: Module, options: CompileOptions) -> Module:
     if found:
         more = f" ({len(found) - 1} more such values)" if len(found) > 1 else ""
         raise PipelineError(f"compile: {found[0]}{more}")
-    return fold_zero_size(module)
+    # dead ops would reach the schedule rules as blocks of their own unit (a dead int64 op fused
+    # with a live one of another rank got the other's tile sizes)
+    return fold_zero_size(DeadCodeElimination()(module))
 
 
 def _schedules(options: CompileOptions) -> bool:

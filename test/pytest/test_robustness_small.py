@@ -143,3 +143,18 @@ def test_demo_tuning_curve_stays_on_disk(capsys):
     for ln in lines:
         for path in re.findall(r"(/\S+\.png)", ln):
             assert os.path.isfile(path), ln
+
+
+def test_dead_ops_do_not_reach_the_schedule_rules():
+    """A dead int64 op beside a live one of another rank (ONNX Attention's unused causal offset)
+    aborted the schedule with "too many tiles provided"; the graph stage erases dead ops."""
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        n = f.arg("n", (2,), dtype="int64")
+        ops.subtract(ops.cast(n, "int64"), np.int64(4))       # dead
+        keys = np.arange(6).reshape(1, 1, 1, 6).astype(np.int64)
+        valid = ops.less(keys, ops.reshape(ops.cast(n, "int64"), (2, 1, 1, 1)))
+        f.output(ops.where(valid, np.zeros((), np.float32), np.full((), -np.inf, np.float32)))
+    nv = np.array([3, 5])
+    ref = np.where(np.arange(6).reshape(1, 1, 1, 6) < nv.reshape(2, 1, 1, 1), 0, -np.inf).astype(np.float32)
+    np.testing.assert_array_equal(mlc.compile(bb.finish())(nv), ref)
