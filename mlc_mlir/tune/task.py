@@ -69,7 +69,7 @@ def estimate_flops(mod: Module, func_name: str) -> float:
     return total
 
 
-def extract_tasks(mod: Module, target="cpu", winograd: bool = True) -> List[Task]:
+def extract_tasks(mod: Module, target="cpu", winograd: bool = False) -> List[Task]:
     """One :class:`Task` per distinct workload among the units of ``mod``'s unscheduled
     functions, after the compiler's ``graph`` and ``layout`` stages for ``target``.
 

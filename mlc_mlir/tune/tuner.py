@@ -62,7 +62,8 @@ def _record(task: Task, names, tkey: str, trace_json: str, res: MeasureResult,
 def tune(mod, target="cpu", trials: int = 64, work_dir: str = "tune/", space: Optional[Space] = None,
          strategy: Optional[SearchStrategy] = None, executor: Optional[Executor] = None,
          timeout_s: float = 30.0, threads: Optional[int] = None, progress: bool = True,
-         batch_size: Optional[int] = None, seed: int = 0, finalists: int = 2) -> Database:
+         batch_size: Optional[int] = None, seed: int = 0, finalists: int = 2,
+         winograd: bool = False) -> Database:
     """Tune the units of ``mod`` for ``target`` (TVM MetaSchedule ``tune_tasks``).
 
     Tasks come from :func:`extract_tasks`; for each, the first candidates are the empty trace (the
@@ -109,6 +110,9 @@ def tune(mod, target="cpu", trials: int = 64, work_dir: str = "tune/", space: Op
     finalists : int
         Candidates re-measured against the default at the end, per task (0: none; then the
         search's own measurements decide, with the same tie rule).
+    winograd : bool
+        Tune the units of a compile with ``winograd=True`` (its records are for that compile's
+        Winograd convolutions; default False, as ``mlc.compile``).
 
     Returns
     -------
@@ -131,14 +135,14 @@ def tune(mod, target="cpu", trials: int = 64, work_dir: str = "tune/", space: Op
     db = Database(os.path.join(work_dir, DATABASE_FILE))
     with db.exclusive():
         return _tune(mod, tgt, trials, work_dir, space, strategy, executor, timeout_s, threads,
-                     progress, batch_size, seed, finalists, db)
+                     progress, batch_size, seed, finalists, winograd, db)
 
 
 def _tune(mod, tgt, trials, work_dir, space, strategy, executor, timeout_s, threads, progress,
-          batch_size, seed, finalists, db: Database) -> Database:
+          batch_size, seed, finalists, winograd, db: Database) -> Database:
     space = default_space(tgt, threads) if space is None else space
     tkey = tgt.key()
-    tasks = extract_tasks(mod, tgt)
+    tasks = extract_tasks(mod, tgt, winograd)
     strategy = strategy if strategy is not None else EvolutionarySearch()
     own = executor is None
     executor = LocalExecutor() if own else executor

@@ -20,8 +20,10 @@ import pytest
 import mlc_mlir as mlc
 from mlc_mlir import ops, te
 from mlc_mlir.target import Target
+from mlc_mlir.graph import FuseOps
+from mlc_mlir.pipeline.compile import run_stages
+from mlc_mlir.pipeline.options import CompileOptions
 from mlc_mlir.tune.space_rules import default_space, generate
-from mlc_mlir.tune.task import fused
 
 THREADS = (1, 2, 3, 4)
 KINDS = ("matmul", "batch_matmul", "conv2d", "grouped_conv2d", "conv_transpose2d", "pooling",
@@ -149,6 +151,13 @@ def _build(c: dict, rs: np.random.RandomState):
     return bb.finish(), inputs, want
 
 
+def _fused(mod, target):
+    """The module as a tuner samples it: the compiler's layout stage (Winograd on), then the
+    units outlined (FuseOps)."""
+    _, laid = run_stages(mod, CompileOptions(target=target, winograd=True), until="layout")
+    return FuseOps()(laid)
+
+
 def run_cases(cs: list) -> None:
     """Compile and run each case, one JSON line per case on stdout (``"case"`` printed first,
     so a process that dies names the case it died in)."""
@@ -158,7 +167,7 @@ def run_cases(cs: list) -> None:
         try:
             if c["space"]:
                 target = Target.host()
-                mod = generate(default_space(target, c["threads"]), fused(mod, target), seed=c["seed"]).mod
+                mod = generate(default_space(target, c["threads"]), _fused(mod, target), seed=c["seed"]).mod
             got = mlc.compile(mod, threads=c["threads"])(*inputs)
             # relative to the output's scale: Winograd's float32 transforms lose ~1e-4 of it; a
             # wrong tile or a missed element is off by O(1)
