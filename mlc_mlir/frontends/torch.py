@@ -2,8 +2,10 @@
 (an ``fx.symbolic_trace`` graph, the MLC course's path).
 
 ``from_torch`` exports the model with ``torch.export.export(model, args).run_decompositions()``
-(the core ATen opset), then walks the graph once: parameters and buffers become module params
-(``f.param``, bindable with ``Module.bind_params``) named by their state_dict keys, user inputs
+(the core ATen opset), then walks the graph once: parameters and buffers become constants
+(named by their state_dict keys; as ``torch.compile``'s freezing and onnxruntime treat weights,
+so that constant folding, filter layout folding, Winograd and weight packing apply), or with
+``keep_params=True`` module params (``f.param``, arguments filled at call time), user inputs
 become arguments named like the model's ``forward`` parameters, and every ``call_function`` node
 goes through the converter registry of :mod:`.torch_converters`. Before building anything, every
 node is checked: a model with unsupported ops raises one ``BuildError`` listing each op, its count
@@ -28,6 +30,7 @@ from .. import ops
 from ..builder import GraphBuilder, Tensor
 from ..errors import BuildError
 from ..ir import Module
+from . import torch_converters_math, torch_converters_nn  # noqa: F401  (register their converters)
 from .torch_converters import CONVERTERS, TORCH_DTYPES, register_converter  # noqa: F401
 
 
@@ -151,7 +154,7 @@ def _getitem(node, seq, i):
     return v
 
 
-def from_torch(model, example_args, dynamic_shapes=None) -> Module:
+def from_torch(model, example_args, dynamic_shapes=None, keep_params: bool = False) -> Module:
     """Import a ``torch.nn.Module`` through ``torch.export`` and core ATen.
 
     Parameters
@@ -163,13 +166,17 @@ def from_torch(model, example_args, dynamic_shapes=None) -> Module:
         Example inputs; their shapes and dtypes become the function's argument types.
     dynamic_shapes : optional
         Passed to ``torch.export.export``; any dim left dynamic raises (static shapes only).
+    keep_params : bool
+        False (default): weights and buffers are constants of the module, named by their
+        state_dict keys. True: they are params, arguments of ``main`` held in ``Module.params``
+        (to swap weights without recompiling; ``Module.bind_params`` binds them later).
 
     Returns
     -------
     Module
-        One function ``main(<params>..., <inputs>...)``; params named by state_dict keys (only
-        those the graph uses), inputs by the graph's placeholder names; results in ``forward``'s
-        output order (nested outputs flattened).
+        One function ``main(<params>..., <inputs>...)`` (no params by default); params named by
+        state_dict keys (only those the graph uses), inputs by the graph's placeholder names;
+        results in ``forward``'s output order (nested outputs flattened).
 
     Raises
     ------
@@ -183,16 +190,17 @@ def from_torch(model, example_args, dynamic_shapes=None) -> Module:
     args = (example_args,) if isinstance(example_args, torch.Tensor) else tuple(example_args)
     with torch.no_grad():
         ep = torch.export.export(model, args, dynamic_shapes=dynamic_shapes).run_decompositions()
-    return from_exported_program(ep)
+    return from_exported_program(ep, keep_params=keep_params)
 
 
-def from_exported_program(ep) -> Module:
+def from_exported_program(ep, keep_params: bool = False) -> Module:
     """Convert a ``torch.export.ExportedProgram`` (already decomposed to the ops the registry
     knows, e.g. by ``run_decompositions()``); see :func:`from_torch`.
 
     Nodes that depend only on buffers and constants (attention-mask arithmetic, ``arange``,
     position ids) are computed with PyTorch at import time; their results enter the graph as
     constants, or as the buffer's param when a converter reads a buffer directly.
+    ``keep_params`` as :func:`from_torch`.
 
     Raises
     ------
@@ -264,7 +272,8 @@ def from_exported_program(ep) -> Module:
                 raise BuildError(f"{api}: node '{node.name}' has op {node.op!r}; expected placeholder, "
                                  "call_function or output in an exported graph")
         f.output(*outputs)
-    return bb.finish()
+    mod = bb.finish()
+    return mod if keep_params else mod.bind_params()
 
 
 def _flatten_outputs(api: str, out) -> List[Tensor]:
@@ -354,7 +363,7 @@ def _fetch_attr(gm, target: str):
 
 
 def from_fx(graph_module, input_shapes: Sequence[Sequence[int]],
-            input_dtypes: Optional[Sequence[str]] = None) -> Module:
+            input_dtypes: Optional[Sequence[str]] = None, keep_params: bool = False) -> Module:
     """Import an ``torch.fx.GraphModule`` (``fx.symbolic_trace(model)``), the MLC course's
     ``from_fx`` with its ``call_function`` / ``call_module`` maps built in; each fx target maps to
     the ATen converter of :func:`from_torch` that computes the same thing.
@@ -366,12 +375,15 @@ def from_fx(graph_module, input_shapes: Sequence[Sequence[int]],
         One static shape per placeholder, in order.
     input_dtypes : sequence of str, optional
         One dtype per placeholder (default ``float32``).
+    keep_params : bool
+        As :func:`from_torch`: weights are constants unless True (then params).
 
     Returns
     -------
     Module
-        ``main(<params>..., <inputs>...)``; ``get_attr`` tensors and module weights become params
-        named by their state_dict keys (``weight``, ``fc1.bias``); inputs by placeholder names.
+        ``main(<params>..., <inputs>...)``; ``get_attr`` tensors and module weights become
+        constants (params with ``keep_params=True``) named by their state_dict keys (``weight``,
+        ``fc1.bias``); inputs by placeholder names.
 
     Raises
     ------
@@ -434,4 +446,5 @@ def from_fx(graph_module, input_shapes: Sequence[Sequence[int]],
                 out = _convert(ctx, node, key, CONVERTERS[key], args, kwargs)
                 # a module's forward returns the multi-output op's primary result (BatchNorm2d)
                 ctx.values[node.name] = out[0] if node.op == "call_module" and isinstance(out, tuple) else out
-    return bb.finish()
+    mod = bb.finish()
+    return mod if keep_params else mod.bind_params()
