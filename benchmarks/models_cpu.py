@@ -150,7 +150,7 @@ def export_onnx(work: str) -> None:
 
 # ---------------------------------------------------------------------------- measurements
 def measure_mlc(name: str, work: str, threads, tune_trials: int = 0):
-    """Import, compile once (default schedules, params bound; with ``tune_trials``, tuned
+    """Import, compile once (default schedules, weights as constants; with ``tune_trials``, tuned
     first: ``mlc.tune`` in ``work/tune-<name>``, then ``mlc.compile(database=)``, the tuning
     time counted as compile time), time per OpenMP thread count. Returns (rows, CPU description)."""
     import ctypes
@@ -166,11 +166,10 @@ def measure_mlc(name: str, work: str, threads, tune_trials: int = 0):
         mod = mlc.from_onnx(onnx_path(name, work))
     t1 = time.perf_counter()
     if tune_trials:
-        bound = mod.bind_params()
-        db = mlc.tune(bound, trials=tune_trials, work_dir=os.path.join(work, f"tune-{name}"), progress=False)
-        exe = mlc.compile(bound, database=db)
+        db = mlc.tune(mod, trials=tune_trials, work_dir=os.path.join(work, f"tune-{name}"), progress=False)
+        exe = mlc.compile(mod, database=db)
     else:
-        exe = mlc.compile(mod.bind_params())
+        exe = mlc.compile(mod)
     t2 = time.perf_counter()
     xs = numpy_inputs(name)
     exe(*xs)
