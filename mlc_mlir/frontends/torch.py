@@ -176,7 +176,8 @@ def from_torch(model, example_args, dynamic_shapes=None, keep_params: bool = Fal
     Module
         One function ``main(<params>..., <inputs>...)`` (no params by default); params named by
         state_dict keys (only those the graph uses), inputs by the graph's placeholder names;
-        results in ``forward``'s output order (nested outputs flattened).
+        results in ``forward``'s output order (nested outputs flattened). Bool inputs and
+        results are int8 0/1 tensors (the builder's mask dtype: pass ``m.astype(np.int8)``).
 
     Raises
     ------
@@ -245,7 +246,7 @@ def from_exported_program(ep, keep_params: bool = False) -> Module:
                         raise BuildError(f"{api}: input '{node.name}' has dtype {val.dtype}; expected one "
                                          f"of {sorted(TORCH_DTYPES)}")
                     ctx.values[node.name] = f.arg(node.name, _static_shape(api, f"input '{node.name}'", val.shape),
-                                                  dtype)
+                                                  "int8" if dtype == "bool" else dtype)  # masks are int8 0/1
                 elif kind == "PARAMETER":
                     if node.users:  # unused state adds no argument
                         ctx.values[node.name] = ctx.param(spec.target, state[spec.target])

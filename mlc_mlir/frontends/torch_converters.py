@@ -189,8 +189,8 @@ _UNARY = {
 for _name, _fn in _BINARY.items():
     register_converter(_name, dtypes="float, int")(
         lambda ctx, node, args, _fn=_fn: _fn(*promote(out_dtype(node), args[0], args[1])))
-for _name, _fn in _UNARY.items():
-    register_converter(_name)(lambda ctx, node, args, _fn=_fn: _fn(args[0]))
+for _name, _fn in _UNARY.items():  # an int operand of a float function is cast first (PyTorch)
+    register_converter(_name)(lambda ctx, node, args, _fn=_fn: _fn(*promote(out_dtype(node), args[0])))
 
 
 @register_converter("aten.gelu.default")
@@ -450,14 +450,18 @@ def _dims(x: Tensor, dims) -> Optional[tuple]:
 
 @register_converter("aten.mean.dim", "aten.mean.default")
 def _mean(ctx, node, args):
-    return ops.mean(args[0], axis=_dims(args[0], arg(ctx, args, 1, "dim")),
+    """``ops.mean`` in the result dtype (``dtype=`` casts first)."""
+    x = promote(out_dtype(node), args[0])[0]
+    return ops.mean(x, axis=_dims(x, arg(ctx, args, 1, "dim")),
                     keepdims=bool(arg(ctx, args, 2, "keepdim", False)))
 
 
 @register_converter("aten.sum.dim_IntList", "aten.sum.default", dtypes="float, int")
 def _sum(ctx, node, args):
-    return ops.sum(args[0], axis=_dims(args[0], arg(ctx, args, 1, "dim")),
-                   keepdims=bool(arg(ctx, args, 2, "keepdim", False)))
+    """``ops.sum`` accumulating in the result dtype (ints and bools: int64; ``dtype=``)."""
+    dim = arg(ctx, args, 1, "dim") if str(node.target).endswith("dim_IntList") else None
+    return ops.sum(args[0], axis=_dims(args[0], dim), keepdims=bool(arg(ctx, args, 2, "keepdim", False)),
+                   dtype=out_dtype(node))
 
 
 @register_converter("aten.amax.default", dtypes="float, int")

@@ -226,13 +226,26 @@ def _keep(ctx, args, i: int) -> bool:
     return bool(arg(ctx, args, i, "keepdim", False))
 
 
+def _vector(x) -> Tensor:
+    """A 0-d tensor as shape (1,) (PyTorch reduces a scalar over dim 0 or -1)."""
+    x = _tensor("aten.reduce", "self", x)
+    return ops.reshape(x, [1]) if x.ndim == 0 else x
+
+
+def _scalar_back(x: Tensor, y: Tensor) -> Tensor:
+    return ops.reshape(y, []) if x.ndim == 0 else y
+
+
 @register_converter("aten.max.dim", "aten.min.dim", dtypes="float, int")
 def _max_dim(ctx, node, args):
     """``(values, indices)``: ``ops.max``/``min`` and ``ops.argmax``/``argmin`` (first index)."""
     x, dim, keep = args[0], int(args[1]), _keep(ctx, args, 2)
+    v = _vector(x)
     if str(node.target).startswith("aten.max"):
-        return ops.max(x, axis=dim, keepdims=keep), ops.argmax(x, axis=dim, keepdims=keep)
-    return ops.min(x, axis=dim, keepdims=keep), ops.argmin(x, axis=dim, keepdims=keep)
+        pair = ops.max(v, axis=dim, keepdims=keep), ops.argmax(v, axis=dim, keepdims=keep)
+    else:
+        pair = ops.min(v, axis=dim, keepdims=keep), ops.argmin(v, axis=dim, keepdims=keep)
+    return tuple(_scalar_back(x, y) for y in pair)
 
 
 @register_converter("aten.argmax.default", "aten.argmin.default", dtypes="float, int")
@@ -240,7 +253,8 @@ def _argmax(ctx, node, args):
     """First index of the extreme value (NaN wins) as int64; ``dim=None`` over all elements."""
     dim = arg(ctx, args, 1, "dim")
     fn = ops.argmax if str(node.target).startswith("aten.argmax") else ops.argmin
-    return fn(args[0], axis=None if dim is None else int(dim), keepdims=_keep(ctx, args, 2))
+    keep = _keep(ctx, args, 2)
+    return _scalar_back(args[0], fn(_vector(args[0]), axis=None if dim is None else int(dim), keepdims=keep))
 
 
 @register_converter("aten.amin.default", dtypes="float, int")
@@ -302,13 +316,14 @@ def _vector_norm(ctx, node, args):
 def _cumsum(ctx, node, args):
     """``ops.cumsum`` (blocked triangular matmuls); ints and bools sum to int64 (PyTorch)."""
     x = _tensor("aten.cumsum", "self", args[0])
-    return ops.cumsum(x, int(args[1]), dtype=out_dtype(node) or x.dtype)
+    return _scalar_back(x, ops.cumsum(_vector(x), int(args[1]), dtype=out_dtype(node) or x.dtype))
 
 
 @register_converter("aten.gather.default", dtypes="any")
 def _gather(ctx, node, args):
     """``ops.gather_elements`` along ``dim`` (``torch.gather``; ``sparse_grad`` ignored)."""
-    return ops.gather_elements(args[0], args[2], axis=int(args[1]))
+    x = _tensor("aten.gather", "self", args[0])
+    return _scalar_back(x, ops.gather_elements(_vector(x), _vector(args[2]), axis=int(args[1])))
 
 
 @register_converter("aten.repeat.default", dtypes="any")
