@@ -26,7 +26,7 @@ from .builder.shape import (  # noqa: F401,A004
 from .builder.indexing import expand, gather, split, squeeze, unsqueeze  # noqa: F401
 from .builder.math_ops import (  # noqa: F401,A004
     abs, ceil, equal, erf, expm1, floor, greater, greater_equal, less, less_equal, log1p, mod,
-    not_equal, power, where,
+    not_equal, power, round, trunc, where,
 )
 from .builder.take import gather_elements, take  # noqa: F401
 from .builder.resize import resize  # noqa: F401

@@ -1,5 +1,5 @@
 """More elementwise ops (ONNX/numpy names): ``erf``, ``power``, ``mod``, ``abs``, ``floor``,
-``ceil``, ``log1p``, ``expm1``, the comparisons ``equal``/``not_equal``/``less``/``less_equal``/
+``ceil``, ``round``, ``trunc``, ``log1p``, ``expm1``, the comparisons ``equal``/``not_equal``/``less``/``less_equal``/
 ``greater``/``greater_equal`` and ``where``; each one broadcasting
 ``linalg.generic`` built with :func:`mlc_mlir.builder.elementwise.elementwise`.
 
@@ -33,6 +33,8 @@ _UNARY = {
     "abs": {"float": lambda x, dt: math_d.absf(x), "int": lambda x, dt: _abs_int(x, dt)},
     "floor": {"float": lambda x, dt: math_d.floor(x)},
     "ceil": {"float": lambda x, dt: math_d.ceil(x)},
+    "round": {"float": lambda x, dt: math_d.roundeven(x)},
+    "trunc": {"float": lambda x, dt: math_d.trunc(x)},
     "log1p": {"float": lambda x, dt: math_d.log1p(x)},
     "expm1": {"float": lambda x, dt: math_d.expm1(x)},
 }
@@ -69,6 +71,16 @@ def floor(x, name: Optional[str] = None) -> Tensor:
 def ceil(x, name: Optional[str] = None) -> Tensor:
     """Round toward +inf (``math.ceil``); float Tensor."""
     return _unary("ceil", x, name)
+
+
+def round(x, name: Optional[str] = None) -> Tensor:  # noqa: A001
+    """Round half to even (``math.roundeven``, ``numpy.round``, ``torch.round``); float Tensor."""
+    return _unary("round", x, name)
+
+
+def trunc(x, name: Optional[str] = None) -> Tensor:
+    """Round toward zero (``math.trunc``); float Tensor."""
+    return _unary("trunc", x, name)
 
 
 def log1p(x, name: Optional[str] = None) -> Tensor:

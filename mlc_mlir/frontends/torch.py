@@ -30,7 +30,7 @@ from .. import ops
 from ..builder import GraphBuilder, Tensor
 from ..errors import BuildError
 from ..ir import Module
-from . import torch_converters_math, torch_converters_nn  # noqa: F401  (register their converters)
+from . import torch_converters_math, torch_converters_nn, torch_converters_shape  # noqa: F401  (registration)
 from .torch_converters import CONVERTERS, TORCH_DTYPES, register_converter  # noqa: F401
 
 

@@ -58,6 +58,65 @@ def _sign(ctx, node, args):
     return ops.cast(ops.subtract(ops.greater(x, 0), ops.less(x, 0)), x.dtype)
 
 
+_FLOAT_UNARY = {
+    "aten.erf.default": ops.erf, "aten.floor.default": ops.floor, "aten.ceil.default": ops.ceil,
+    "aten.round.default": ops.round, "aten.trunc.default": ops.trunc,
+}
+
+
+def _register_float_unary(name: str, fn) -> None:
+    def convert(ctx, node, args):
+        return fn(_float_in(node, args[0]))
+    convert.__doc__ = f"``ops.{fn.__name__}``; ints cast to float32."
+    register_converter(name)(convert)
+
+
+for _name, _fn in _FLOAT_UNARY.items():
+    _register_float_unary(_name, _fn)
+
+
+@register_converter("aten.log2.default", "aten.log10.default")
+def _log_base(ctx, node, args):
+    """``log(x) / log(base)``."""
+    base = 2.0 if str(node.target).startswith("aten.log2") else 10.0
+    return ops.multiply(ops.log(_float_in(node, args[0])), 1.0 / math.log(base))
+
+
+@register_converter("aten.exp2.default")
+def _exp2(ctx, node, args):
+    """``exp(x * log(2))``."""
+    return ops.exp(ops.multiply(_float_in(node, args[0]), math.log(2.0)))
+
+
+@register_converter("aten.isnan.default", dtypes="float, int")
+def _isnan(ctx, node, args):
+    """``x != x`` (an int tensor has no NaN)."""
+    x = _tensor("aten.isnan", "self", args[0])
+    return ops.not_equal(x, x) if x.dtype.startswith(("float", "bfloat")) else ops.multiply(ops.equal(x, x), 0)
+
+
+@register_converter("aten.isinf.default")
+def _isinf(ctx, node, args):
+    """``|x| == inf``."""
+    return ops.equal(ops.abs(args[0]), float("inf"))
+
+
+@register_converter("aten.hypot.default")
+def _hypot(ctx, node, args):
+    """``sqrt(a * a + b * b)``."""
+    a, b = promote(out_dtype(node), args[0], args[1])
+    return ops.sqrt(ops.add(ops.multiply(a, a), ops.multiply(b, b)))
+
+
+@register_converter("aten.clamp.Tensor", dtypes="float, int")
+def _clamp_tensor(ctx, node, args):
+    """``minimum(maximum(x, min), max)`` with tensor (or None) bounds."""
+    dt = out_dtype(node)
+    x, lo, hi = promote(dt, args[0], arg(ctx, args, 1, "min"), arg(ctx, args, 2, "max"))
+    y = x if lo is None else ops.maximum(x, lo)
+    return y if hi is None else ops.minimum(y, hi)
+
+
 @register_converter("aten.leaky_relu.default")
 def _leaky_relu(ctx, node, args):
     """``where(x > 0, x, negative_slope * x)``."""
@@ -257,6 +316,43 @@ def _argmax(ctx, node, args):
     return _scalar_back(args[0], fn(_vector(args[0]), axis=None if dim is None else int(dim), keepdims=keep))
 
 
+@register_converter("aten.max.default", "aten.min.default", dtypes="float, int")
+def _max_all(ctx, node, args):
+    """``ops.max`` / ``ops.min`` over every element."""
+    return (ops.max if str(node.target).startswith("aten.max") else ops.min)(args[0])
+
+
+@register_converter("aten.any.default", "aten.all.default", "aten.all.dim", "aten.all.dims",
+                    dtypes="float, int, bool")
+def _any_all(ctx, node, args):
+    """Max (any) or min (all) of the ``!= 0`` mask."""
+    m = _mask(args[0])
+    dim = arg(ctx, args, 1, "dim") if not str(node.target).endswith("default") else None
+    fn = ops.max if str(node.target).startswith("aten.any") else ops.min
+    return fn(m, axis=_dims(m, dim), keepdims=_keep(ctx, args, 2))
+
+
+@register_converter("aten.sort.default", dtypes="float, int")
+def _sort(ctx, node, args):
+    """``ops.topk`` with ``k`` the whole axis (``descending``: largest first); indices of equal
+    values may be in another order than PyTorch's (its sort is not stable either)."""
+    x = _tensor("aten.sort", "self", args[0])
+    dim = int(arg(ctx, args, 1, "dim", -1))
+    if x.ndim == 0:
+        return x, ops.cast(ops.multiply(x, 0), "int64")
+    v, i = ops.topk(x, x.shape[dim], axis=dim, largest=bool(arg(ctx, args, 2, "descending", False)))
+    return v, i
+
+
+@register_converter("aten.var_mean.correction")
+def _var_mean(ctx, node, args):
+    """``(var, mean)`` as ``aten.var.correction`` and ``aten.mean.dim``."""
+    x = _tensor("aten.var_mean", "self", args[0])
+    axes = _dims(x, arg(ctx, args, 1, "dim"))
+    keep = bool(ctx.kwargs.get("keepdim", False))
+    return _var(ctx, node, args), ops.mean(x, axis=axes, keepdims=keep)
+
+
 @register_converter("aten.amin.default", dtypes="float, int")
 def _amin(ctx, node, args):
     """``ops.min`` over ``dim``."""
@@ -325,17 +421,3 @@ def _gather(ctx, node, args):
     x = _tensor("aten.gather", "self", args[0])
     return _scalar_back(x, ops.gather_elements(_vector(x), _vector(args[2]), axis=int(args[1])))
 
-
-@register_converter("aten.repeat.default", dtypes="any")
-def _repeat(ctx, node, args):
-    """``torch.Tensor.repeat`` (numpy ``tile``): x viewed as ``(1, s0, 1, s1, ...)``, broadcast to
-    ``(r0, s0, r1, s1, ...)`` and merged pairwise."""
-    x = _tensor("aten.repeat", "self", args[0])
-    reps = [int(r) for r in args[1]]
-    if len(reps) < x.ndim:
-        raise BuildError(f"aten.repeat: argument 'repeats' is {reps}; expected at least {x.ndim} entries")
-    shape = [1] * (len(reps) - x.ndim) + list(x.shape)
-    inter = [d for s in shape for d in (1, s)]
-    full = [d for r, s in zip(reps, shape) for d in (r, s)]
-    y = ops.broadcast_to(ops.reshape(x, inter), full)
-    return ops.reshape(y, [r * s for r, s in zip(reps, shape)])

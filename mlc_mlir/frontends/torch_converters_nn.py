@@ -80,3 +80,20 @@ def _avg_pool3d(ctx, node, args):
         raise BuildError(f"aten.avg_pool3d: 'count_include_pad' is False with padding {pad}; expected "
                          "count_include_pad=True or no padding")
     return ops.avg_pool3d(args[0], k, strides=stride, padding=pad)
+
+
+@register_converter("aten.upsample_nearest2d.vec", "aten.upsample_bilinear2d.vec")
+def _upsample(ctx, node, args):
+    """``ops.resize`` of H, W: nearest as ONNX ``asymmetric`` + ``floor``; bilinear with
+    ``align_corners`` as ONNX ``align_corners``, else ``pytorch_half_pixel``. With
+    ``scale_factors`` the scales (PyTorch maps coordinates by them), else the output size."""
+    x = _tensor(str(node.target), "input", args[0])
+    bilinear = "bilinear" in str(node.target)
+    size = arg(ctx, args, 1, "output_size")
+    scales = arg(ctx, args, 3 if bilinear else 2, "scale_factors")
+    kw = dict(sizes=_ints(size)) if scales is None else dict(scales=[float(s) for s in scales])
+    if bilinear:
+        mode = "align_corners" if arg(ctx, args, 2, "align_corners", False) else "pytorch_half_pixel"
+        return ops.resize(x, mode="linear", coordinate_transformation_mode=mode, axes=[2, 3], **kw)
+    return ops.resize(x, mode="nearest", coordinate_transformation_mode="asymmetric", nearest_mode="floor",
+                      axes=[2, 3], **kw)

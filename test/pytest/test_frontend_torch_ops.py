@@ -1,7 +1,7 @@
 """from_torch converters, one small program per ATen op, against PyTorch eager: values (1e-5
 relative), shapes and dtypes (a bool result arrives as the builder's int8 0/1 mask), including
 PyTorch's type promotion for mixed int/float/bool operands. Also checks that every converter of
-:mod:`torch_converters_math` / :mod:`torch_converters_nn` is reached by some case, and that
+:mod:`torch_converters_math` / ``_nn`` / ``_shape`` is reached by some case, and that
 ``docs/torch_ops.md`` is the rendering of the current registry."""
 
 import pathlib
@@ -14,7 +14,8 @@ nn, F = torch.nn, torch.nn.functional
 
 import mlc_mlir as mlc  # noqa: E402
 from mlc_mlir.errors import BuildError  # noqa: E402
-from mlc_mlir.frontends import torch_converters_math, torch_converters_nn  # noqa: E402
+from mlc_mlir.frontends import torch_converters_math, torch_converters_nn, torch_converters_shape  # noqa: E402
+from mlc_mlir.frontends.torch import from_exported_program  # noqa: E402
 from mlc_mlir.frontends.torch_converters import CONVERTERS  # noqa: E402
 from mlc_mlir.frontends.torch_table import render_table  # noqa: E402
 
@@ -136,7 +137,39 @@ CASES = {
     "conv3d_strided": (nn.Conv3d(4, 6, (3, 1, 3), stride=(2, 1, 1), padding=(1, 0, 1), dilation=(1, 1, 2), groups=2),
                        (randn(2, 4, 7, 5, 8),)),
     "mse": (lambda a, b: ((a - b) ** 2).mean(), (randn(1000), randn(1000))),
+    "rounding": (lambda x: (torch.erf(x), x.floor(), x.ceil(), x.round(), x.trunc(), torch.frac(x)),
+                 (torch.tensor([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 0.3, -0.7]),)),
+    "logs_exp2": (lambda x: (x.abs().log2(), x.abs().log10(), torch.exp2(x)), (randn(3, 4),)),
+    "isnan_isinf": (lambda x: (x.isnan(), (x / 0.0).isinf()), (_with_nan(randn(4, 5)),)),
+    "hypot": (lambda x, y: torch.hypot(x, y), (randn(3, 4), randn(3, 4))),
+    "clamp_tensor": (lambda x, lo: x.clamp(lo, lo + 0.5), (randn(3, 4), randn(4))),
+    "max_min_all": (lambda x: (x.max(), x.min()), (randn(3, 4),)),
+    "any_all": (lambda x: ((x > 0).any(), (x > -3).all(), (x > 0).all(1), x.any(0)), (randn(3, 4),)),
+    "sort": (lambda x: x.sort(1), (randn(3, 6),)),
+    "sort_desc": (lambda x: x.sort(0, descending=True).values, (randn(5, 3),)),
+    "var_mean": (lambda x: torch.var_mean(x, 1, correction=0), (randn(3, 8),)),
+    "flip": (lambda x: x.flip(0, -1), (randn(3, 4, 2),)),
+    "index_select": (lambda x, i: x.index_select(1, i), (randn(3, 5), randint(0, 5, 7))),
+    "pad": (lambda x: F.pad(x, (1, 2, 0, 1), value=0.5), (randn(2, 3, 4),)),
+    "pad_crop": (lambda x: F.pad(x, (-1, 2, 1, -1)), (randn(2, 3, 4),)),
+    "upsample_nearest": (lambda x: F.interpolate(x, scale_factor=2, mode="nearest"), (randn(1, 2, 3, 4),)),
+    "upsample_nearest_size": (lambda x: F.interpolate(x, size=(5, 7), mode="nearest"), (randn(1, 2, 3, 4),)),
+    "upsample_bilinear": (lambda x: F.interpolate(x, scale_factor=2, mode="bilinear"), (randn(1, 2, 3, 4),)),
+    "upsample_bilinear_ac": (lambda x: F.interpolate(x, size=(5, 6), mode="bilinear", align_corners=True),
+                             (randn(1, 2, 3, 4),)),
 }
+
+
+_EXPORTED = {}  # case name -> decomposed ExportedProgram (shared by the tests below)
+
+
+def _export(name):
+    if name not in _EXPORTED:
+        f, inputs = CASES[name]
+        model = (f if isinstance(f, nn.Module) else Fn(f)).eval()
+        with torch.no_grad():
+            _EXPORTED[name] = torch.export.export(model, inputs).run_decompositions()
+    return _EXPORTED[name]
 
 
 def _reference(model, inputs):
@@ -150,8 +183,8 @@ def test_converter_matches_eager(name):
     f, inputs = CASES[name]
     model = (f if isinstance(f, nn.Module) else Fn(f)).eval()
     want = _reference(model, inputs)
-    got = mlc.compile(mlc.from_torch(model, inputs))(*[t.numpy().astype(np.int8) if t.dtype == torch.bool
-                                                       else t.numpy() for t in inputs])
+    args = [t.numpy().astype(np.int8) if t.dtype == torch.bool else t.numpy() for t in inputs]
+    got = mlc.compile(from_exported_program(_export(name)))(*args)
     got = got if isinstance(got, (tuple, list)) else (got,)
     assert len(got) == len(want)
     for gv, wv in zip(got, want):
@@ -166,12 +199,11 @@ def test_converter_matches_eager(name):
 def test_every_new_converter_has_a_case():
     """Each converter registered by the math/nn modules is reached by a case of CASES."""
     reached = set()
-    for f, inputs in CASES.values():
-        model = (f if isinstance(f, nn.Module) else Fn(f)).eval()
-        ep = torch.export.export(model, inputs).run_decompositions()
-        reached |= {str(n.target) for n in ep.graph.nodes if n.op == "call_function"}
+    for name in CASES:
+        reached |= {str(n.target) for n in _export(name).graph.nodes if n.op == "call_function"}
     mine = {name for name, fn in CONVERTERS.items()
-            if fn.__module__ in (torch_converters_math.__name__, torch_converters_nn.__name__)}
+            if fn.__module__ in (torch_converters_math.__name__, torch_converters_nn.__name__,
+                                 torch_converters_shape.__name__)}
     # overloads that eager programs reach only through other spellings
     aliases = {"aten.max_pool3d.default", "aten.var.dim", "aten.prod.default", "aten.pow.Scalar",
                "aten.fmod.Tensor", "aten.remainder.Tensor", "aten.lt.Scalar", "aten.le.Scalar",
