@@ -35,7 +35,18 @@ def _triple(op: str, arg: str, v, lo: int) -> List[int]:
     return t
 
 
-def _taps(op: str, x: Tensor, kd: int, sd: int, pd: int, dd: int, pad_value,
+def _pads(op: str, padding) -> List[int]:
+    """``(front, top, left, back, bottom, right)`` from an int, 3 ints (symmetric) or 6 ints."""
+    p = [int(padding)] * 3 if isinstance(padding, (int, np.integer)) else [int(e) for e in padding]
+    if len(p) in (1, 3):
+        p = (p * 3)[:3] * 2
+    if len(p) != 6 or min(p) < 0:
+        raise BuildError(f"{op}: argument 'padding' is {padding!r}; expected an int, 3 ints or 6 ints "
+                         "(front, top, left, back, bottom, right), each >= 0")
+    return p
+
+
+def _taps(op: str, x: Tensor, kd: int, sd: int, pd: Sequence[int], dd: int, pad_value,
           plane: Callable[[Tensor, int], Tensor], combine) -> Tensor:
     """Apply ``plane(slice, tap)`` to the depth slice of every tap and ``combine`` the results;
     returns ``(N, C', OD, OH, OW)``."""
@@ -43,13 +54,13 @@ def _taps(op: str, x: Tensor, kd: int, sd: int, pd: int, dd: int, pad_value,
         raise BuildError(f"{op}: argument 'x' has shape {format_shape(x.shape)}; expected rank 5 (N, C, D, H, W)")
     n, c, d = x.shape[:3]
     span = dd * (kd - 1) + 1
-    if span > d + 2 * pd:
+    if span > d + sum(pd):
         raise BuildError(f"{op}: the depth window spans {span} (kernel {kd}, dilation {dd}); expected at most "
-                         f"the padded input depth {d + 2 * pd}")
-    od = (d + 2 * pd - span) // sd + 1
+                         f"the padded input depth {d + sum(pd)}")
+    od = (d + sum(pd) - span) // sd + 1
     xt = permute(x, (0, 2, 1, 3, 4))  # (N, D, C, H, W): a depth slice is then a batch of planes
-    if pd:
-        xt = pad(xt, [(0, 0), (pd, pd), (0, 0), (0, 0), (0, 0)], pad_value)
+    if any(pd):
+        xt = pad(xt, [(0, 0), tuple(pd), (0, 0), (0, 0), (0, 0)], pad_value)
     acc = None
     for k in range(kd):
         s = slice(xt, [k * dd], [k * dd + (od - 1) * sd + 1], [sd], axes=[1])
@@ -92,6 +103,7 @@ def conv3d(x, weight, bias=None, strides=1, padding=0, dilation=1, groups: int =
         raise BuildError(f"{op}: argument 'weight' has shape {format_shape(ws)}; expected rank 5 "
                          "(F, C/groups, KD, KH, KW)")
     (sd, sh, sw), (pd, ph, pw) = _triple(op, "strides", strides, 1), _triple(op, "padding", padding, 0)
+    pd = (pd, pd)
     dd, dh, dw = _triple(op, "dilation", dilation, 1)
     nm = emit.op_name(x.fn, op, name)
 
@@ -120,7 +132,7 @@ def max_pool3d(x, kernel_size: Sequence[int], strides=None, padding=0, dilation=
     x : Tensor (N, C, D, H, W), float or int dtype
     kernel_size : int or 3 ints, >= 1
     strides : int or 3 ints (default ``kernel_size``)
-    padding : int or 3 ints, >= 0
+    padding : int, 3 ints (symmetric) or 6 ints (front, top, left, back, bottom, right), >= 0
     dilation : int or 3 ints, >= 1
 
     Returns
@@ -136,11 +148,12 @@ def max_pool3d(x, kernel_size: Sequence[int], strides=None, padding=0, dilation=
     x = emit.tensor_arg(op, "x", x)
     kd, kh, kw = _triple(op, "kernel_size", kernel_size, 1)
     sd, sh, sw = _triple(op, "strides", kernel_size if strides is None else strides, 1)
-    pd, ph, pw = _triple(op, "padding", padding, 0)
+    p = _pads(op, padding)
     dd, dh, dw = _triple(op, "dilation", dilation, 1)
     nm = emit.op_name(x.fn, op, name)
-    return _taps(op, x, kd, sd, pd, dd, _lowest(x.dtype),
-                 lambda s, k: max_pool2d(s, (kh, kw), (sh, sw), (ph, pw), (dh, dw), name=f"{nm}.tap{k}"),
+    return _taps(op, x, kd, sd, (p[0], p[3]), dd, _lowest(x.dtype),
+                 lambda s, k: max_pool2d(s, (kh, kw), (sh, sw), (p[1], p[2], p[4], p[5]), (dh, dw),
+                                         name=f"{nm}.tap{k}"),
                  maximum)
 
 
@@ -171,7 +184,7 @@ def avg_pool3d(x, kernel_size: Sequence[int], strides=None, padding=0, name: Opt
     sd, sh, sw = _triple(op, "strides", kernel_size if strides is None else strides, 1)
     pd, ph, pw = _triple(op, "padding", padding, 0)
     nm = emit.op_name(x.fn, op, name)
-    y = _taps(op, x, kd, sd, pd, 1, 0,
+    y = _taps(op, x, kd, sd, (pd, pd), 1, 0,
               lambda s, k: avg_pool2d(s, (kh, kw), (sh, sw), (ph, pw), count_include_pad=True,
                                       name=f"{nm}.tap{k}"), add)
     return multiply(y, 1.0 / kd, name=nm)

@@ -266,7 +266,9 @@ def from_exported_program(ep, keep_params: bool = False) -> Module:
                     ctx.values[node.name] = _getitem(node, *args)
                     continue
                 key = str(node.target)
-                ctx.values[node.name] = _convert(ctx, node, key, CONVERTERS[key], args, kwargs)
+                empty = _empty_result(node)
+                ctx.values[node.name] = empty if empty is not None else _convert(ctx, node, key, CONVERTERS[key],
+                                                                                 args, kwargs)
             elif node.op == "output":
                 outputs = _flatten_outputs(api, ctx.lookup(node.args[0]))
             else:
@@ -275,6 +277,18 @@ def from_exported_program(ep, keep_params: bool = False) -> Module:
         f.output(*outputs)
     mod = bb.finish()
     return mod if keep_params else mod.bind_params()
+
+
+def _empty_result(node) -> Optional[Tensor]:
+    """A node whose (single) result has no elements computes nothing: its value is an empty
+    constant of the result's shape and dtype (bool as int8); None for any other node."""
+    val = node.meta.get("val")
+    if not hasattr(val, "numel") or val.numel() != 0:
+        return None
+    dtype = TORCH_DTYPES.get(str(val.dtype))
+    if dtype is None:
+        return None
+    return ops.constant(np.empty([int(d) for d in val.shape], "int8" if dtype == "bool" else dtype))
 
 
 def _flatten_outputs(api: str, out) -> List[Tensor]:

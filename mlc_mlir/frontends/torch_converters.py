@@ -212,8 +212,11 @@ def _identity(ctx, node, args):
 
 @register_converter("aten._to_copy.default", "aten.to.dtype", dtypes="any")
 def _to_copy(ctx, node, args):
+    """``ops.cast``; to bool is the ``!= 0`` mask (int8 0/1)."""
     dt = arg(ctx, args, 1, "dtype")
     x = _tensor("aten._to_copy", "self", args[0])
+    if str(dt) == "torch.bool":
+        return ops.not_equal(x, 0)
     want = None if dt is None else torch_dtype("aten._to_copy", dt)
     return x if want is None or want == x.dtype else ops.cast(x, want)
 
@@ -390,6 +393,17 @@ def _conv_transpose2d(ctx, node, args):
                                 groups=arg(ctx, args, 6, "groups", 1), dilation=_pair(arg(ctx, args, 7, "dilation", 1)))
 
 
+def ceil_mode_pad(size: int, k: int, stride: int, pad: int, dil: int) -> int:
+    """Extra end padding that makes a floor-mode window op produce PyTorch's ``ceil_mode``
+    output length: ``ceil((size + 2 pad - dil (k - 1) - 1) / stride) + 1`` windows, less the last
+    one if it would start in the end padding."""
+    span = dil * (k - 1) + 1
+    out = -(-(size + 2 * pad - span) // stride) + 1
+    if (out - 1) * stride >= size + pad:
+        out -= 1
+    return max((out - 1) * stride + span - (size + 2 * pad), 0)
+
+
 def _ones_like_channels(x: Tensor, v) -> np.ndarray:
     return np.full((x.shape[1],), v, dtype=x.dtype)
 
@@ -405,12 +419,13 @@ def _batch_norm(ctx, node, args):
 
 @register_converter("aten.max_pool2d_with_indices.default", "aten.max_pool2d.default", dtypes="float, int")
 def _max_pool2d(ctx, node, args):
-    x, k = args[0], _pair(args[1])
+    """``ops.max_pool2d``; ``ceil_mode`` as extra end padding (:func:`ceil_mode_pad`)."""
+    x, k = _tensor("aten.max_pool2d", "self", args[0]), _pair(args[1])
     stride = _pair(arg(ctx, args, 2, "stride", []) or k)
     pad, dil = _pair(arg(ctx, args, 3, "padding", 0)), _pair(arg(ctx, args, 4, "dilation", 1))
-    if arg(ctx, args, 5, "ceil_mode", False):
-        raise BuildError("aten.max_pool2d: argument 'ceil_mode' is True; expected False")
-    y = ops.max_pool2d(x, k, strides=stride, padding=pad, dilation=dil)
+    end = [p + (ceil_mode_pad(x.shape[2 + i], k[i], stride[i], pad[i], dil[i])
+                if arg(ctx, args, 5, "ceil_mode", False) else 0) for i, p in enumerate(pad)]
+    y = ops.max_pool2d(x, k, strides=stride, padding=(pad[0], pad[1], end[0], end[1]), dilation=dil)
     return (y, None) if str(node.target).startswith("aten.max_pool2d_with_indices") else y
 
 
@@ -445,7 +460,10 @@ def _adaptive_avg_pool2d(ctx, node, args):
 
 
 def _dims(x: Tensor, dims) -> Optional[tuple]:
-    return None if dims is None or (not isinstance(dims, int) and list(dims) == []) else tuple(_ints(dims))
+    """ATen ``dim`` as builder axes: None for all (also for a 0-d tensor, whose dim 0 / -1 is itself)."""
+    if dims is None or (not isinstance(dims, int) and list(dims) == []) or getattr(x, "ndim", 1) == 0:
+        return None
+    return tuple(_ints(dims))
 
 
 @register_converter("aten.mean.dim", "aten.mean.default")
@@ -497,8 +515,8 @@ def _embedding(ctx, node, args):
 # ----------------------------------------------------------------------------- masks (int8 0/1)
 @register_converter("aten.logical_not.default", dtypes="float, int, bool")
 def _logical_not(ctx, node, args):
-    return ops.subtract(1, ops.equal(args[0], 0) if _tensor("aten.logical_not", "self", args[0]).dtype != "int8"
-                        else args[0])
+    """``x == 0`` (a mask, or any number: NaN is True, so its negation False)."""
+    return ops.equal(_tensor("aten.logical_not", "self", args[0]), 0)
 
 
 @register_converter("aten.any.dim", "aten.any.dims", dtypes="float, int, bool")

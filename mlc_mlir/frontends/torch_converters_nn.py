@@ -12,7 +12,7 @@ from __future__ import annotations
 from .. import ops
 from ..builder import Tensor
 from ..errors import BuildError
-from .torch_converters import _ints, _tensor, arg, register_converter
+from .torch_converters import _ints, _tensor, arg, ceil_mode_pad, register_converter
 
 
 def _affine(y: Tensor, w, b) -> Tensor:
@@ -62,11 +62,15 @@ def _window3d(ctx, args, i_stride: int, i_pad: int):
 
 @register_converter("aten.max_pool3d_with_indices.default", "aten.max_pool3d.default", dtypes="float, int")
 def _max_pool3d(ctx, node, args):
-    """``ops.max_pool3d`` (2-D pooling per depth tap); the indices output is not converted."""
-    k, stride, pad = _window3d(ctx, args, 2, 3)
-    if arg(ctx, args, 5, "ceil_mode", False):
-        raise BuildError("aten.max_pool3d: argument 'ceil_mode' is True; expected False")
-    y = ops.max_pool3d(args[0], k, strides=stride, padding=pad, dilation=_ints(arg(ctx, args, 4, "dilation", 1)))
+    """``ops.max_pool3d`` (2-D pooling per depth tap), ``ceil_mode`` as extra end padding; the
+    indices output is not converted."""
+    x = _tensor("aten.max_pool3d", "self", args[0])
+    k, stride, pad = (v * 3 if len(v) == 1 else v for v in _window3d(ctx, args, 2, 3))
+    dil = _ints(arg(ctx, args, 4, "dilation", 1))
+    dil = dil * 3 if len(dil) == 1 else dil
+    end = [p + (ceil_mode_pad(x.shape[2 + i], k[i], stride[i], p, dil[i]) if arg(ctx, args, 5, "ceil_mode", False)
+                else 0) for i, p in enumerate(pad)]
+    y = ops.max_pool3d(x, k, strides=stride, padding=list(pad) + end, dilation=dil)
     return (y, None) if str(node.target).startswith("aten.max_pool3d_with_indices") else y
 
 
