@@ -25,6 +25,7 @@ import os
 import re
 import signal
 import sys
+import warnings
 
 import numpy as np
 import torch
@@ -130,6 +131,7 @@ def run(include: str = ".*", max_samples: int = 8, timeout: int = 120) -> dict:
     from torch.testing._internal.common_methods_invocations import op_db
 
     torch.set_num_threads(1)  # no intra-op thread pool across fork
+    warnings.filterwarnings("ignore", category=FutureWarning)  # torch.export's pytree deprecations
     pattern = re.compile(include)
     results = {}
     for opinfo in op_db:

@@ -477,8 +477,7 @@ def _mean(ctx, node, args):
 @register_converter("aten.sum.dim_IntList", "aten.sum.default", dtypes="float, int")
 def _sum(ctx, node, args):
     """``ops.sum`` accumulating in the result dtype (ints and bools: int64; ``dtype=``)."""
-    dim = arg(ctx, args, 1, "dim") if str(node.target).endswith("dim_IntList") else None
-    return ops.sum(args[0], axis=_dims(args[0], dim), keepdims=bool(arg(ctx, args, 2, "keepdim", False)),
+    return ops.sum(args[0], axis=_dims(args[0], arg(ctx, args, 1, "dim")), keepdims=bool(arg(ctx, args, 2, "keepdim", False)),
                    dtype=out_dtype(node))
 
 
