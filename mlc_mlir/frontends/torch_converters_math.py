@@ -322,14 +322,10 @@ def _max_all(ctx, node, args):
     return (ops.max if str(node.target).startswith("aten.max") else ops.min)(args[0])
 
 
-@register_converter("aten.any.default", "aten.all.default", "aten.all.dim", "aten.all.dims",
-                    dtypes="float, int, bool")
-def _any_all(ctx, node, args):
-    """Max (any) or min (all) of the ``!= 0`` mask."""
-    m = _mask(args[0])
-    dim = arg(ctx, args, 1, "dim") if not str(node.target).endswith("default") else None
-    fn = ops.max if str(node.target).startswith("aten.any") else ops.min
-    return fn(m, axis=_dims(m, dim), keepdims=_keep(ctx, args, 2))
+@register_converter("aten.any.default", dtypes="float, int, bool")
+def _any_default(ctx, node, args):
+    """Max of the ``!= 0`` mask over every element (``all`` decomposes to ``any`` of the negation)."""
+    return ops.max(_mask(args[0]))
 
 
 @register_converter("aten.sort.default", dtypes="float, int")
