@@ -80,7 +80,7 @@ def model(name: str) -> dict:
 
     net, args = torch_model(name)
     t0 = time.perf_counter()
-    exe = mlc.compile(mlc.from_torch(net, args).bind_params(), target="cuda")
+    exe = mlc.compile(mlc.from_torch(net, args), target="cuda")
     compile_s = time.perf_counter() - t0
     xs = [t.numpy() for t in args]
     got = exe(*xs)

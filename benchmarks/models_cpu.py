@@ -154,7 +154,7 @@ def export_onnx(work: str) -> None:
 
 # ---------------------------------------------------------------------------- measurements
 def measure_mlc(name: str, work: str, threads, tune_trials: int = 0):
-    """Import, compile once (default schedules, params bound; with ``tune_trials``, tuned
+    """Import, compile once (default schedules, weights as constants; with ``tune_trials``, tuned
     first: ``mlc.tune`` in ``work/tune-<name>``, then ``mlc.compile(database=)``, the tuning
     time counted as compile time, and the default compile too, timed in turn with the tuned one
     in :data:`INTERLEAVED_ROUNDS` rounds: ``default_min_ms``), time per OpenMP thread count.
@@ -172,12 +172,11 @@ def measure_mlc(name: str, work: str, threads, tune_trials: int = 0):
         mod = mlc.from_onnx(onnx_path(name, work))
     t1 = time.perf_counter()
     if tune_trials:
-        bound = mod.bind_params()
-        db = mlc.tune(bound, trials=tune_trials, work_dir=os.path.join(work, f"tune-{name}"), progress=False)
-        exe = mlc.compile(bound, database=db)
-        default = mlc.compile(bound)   # timed in this process, interleaved with the tuned one
+        db = mlc.tune(mod, trials=tune_trials, work_dir=os.path.join(work, f"tune-{name}"), progress=False)
+        exe = mlc.compile(mod, database=db)
+        default = mlc.compile(mod)   # timed in this process, interleaved with the tuned one
     else:
-        exe, default = mlc.compile(mod.bind_params()), None
+        exe, default = mlc.compile(mod), None
     t2 = time.perf_counter()
     xs = numpy_inputs(name)
     exe(*xs)

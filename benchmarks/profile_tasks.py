@@ -28,10 +28,10 @@ def load(name: str, work: str):
     """The model ``name`` (one of :data:`models_cpu.MODELS`) as an mlc Module, params bound."""
     import mlc_mlir as mlc
     if name in ("resnet18", "bert"):
-        return mlc.from_torch(*torch_model(name)).bind_params()
+        return mlc.from_torch(*torch_model(name))
     if name != "resnet50-light":
         export_onnx(work)
-    return mlc.from_onnx(onnx_path(name, work)).bind_params()
+    return mlc.from_onnx(onnx_path(name, work))
 
 
 def profile(name: str, threads, pattern: str = ""):

@@ -17,13 +17,16 @@ from .builder.nn import (  # noqa: F401
     avg_pool2d, batch_matmul, conv2d, dense, global_avg_pool2d, matmul, max_pool2d,
 )
 from .builder.normalization import batch_norm, layer_norm, log_softmax, softmax  # noqa: F401
-from .builder.reduction import argmax, max, mean, min, sum  # noqa: F401,A004
+from .builder.reduction import argmax, argmin, max, mean, min, prod, sum  # noqa: F401,A004
+from .builder.scan import cumsum  # noqa: F401
+from .builder.volumetric import avg_pool3d, conv3d, max_pool3d  # noqa: F401
 from .builder.shape import (  # noqa: F401,A004
     broadcast_to, concat, flatten, pad, permute, reshape, slice, transpose,
 )
 from .builder.indexing import expand, gather, split, squeeze, unsqueeze  # noqa: F401
 from .builder.math_ops import (  # noqa: F401,A004
-    abs, ceil, equal, erf, floor, greater, less, mod, power, where,
+    abs, ceil, equal, erf, expm1, floor, greater, greater_equal, less, less_equal, log1p, mod,
+    not_equal, power, round, trunc, where,
 )
 from .builder.take import gather_elements, take  # noqa: F401
 from .builder.resize import resize  # noqa: F401

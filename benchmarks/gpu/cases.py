@@ -31,7 +31,7 @@ def _torch(layers, shape):
     torch.manual_seed(0)
     net = torch.nn.Sequential(*layers).eval()
     x = torch.randn(*shape)
-    got = mlc.compile(mlc.from_torch(net, (x,)).bind_params(), target="cuda")(x.numpy())
+    got = mlc.compile(mlc.from_torch(net, (x,)), target="cuda")(x.numpy())
     with torch.no_grad():
         return float(np.abs(got - net(x).numpy()).max())
 

@@ -1,5 +1,6 @@
 """More elementwise ops (ONNX/numpy names): ``erf``, ``power``, ``mod``, ``abs``, ``floor``,
-``ceil``, the comparisons ``equal``/``less``/``greater`` and ``where``; each one broadcasting
+``ceil``, ``round``, ``trunc``, ``log1p``, ``expm1``, the comparisons ``equal``/``not_equal``/``less``/``less_equal``/
+``greater``/``greater_equal`` and ``where``; each one broadcasting
 ``linalg.generic`` built with :func:`mlc_mlir.builder.elementwise.elementwise`.
 
 Comparisons return int8 0/1 masks, not bool: a tensor of i1 cannot be lowered (MLIR 22's
@@ -21,17 +22,30 @@ from . import linalg_emit as emit
 from .elementwise import _body_fn, _is_scalar, _operand_dtype, elementwise
 from .tensor import Tensor
 
+def _abs_int(x, dt):
+    """``x < 0 ? 0 - x : x`` (``math.absi`` has no vector lowering in MLIR 22's math-to-llvm)."""
+    zero = emit.scalar(0, dt)
+    return arith_d.select(arith_d.cmpi(arith_d.CmpIPredicate.slt, x, zero), arith_d.subi(zero, x), x)
+
+
 _UNARY = {
     "erf": {"float": lambda x, dt: math_d.erf(x)},
-    "abs": {"float": lambda x, dt: math_d.absf(x), "int": lambda x, dt: math_d.absi(x)},
+    "abs": {"float": lambda x, dt: math_d.absf(x), "int": lambda x, dt: _abs_int(x, dt)},
     "floor": {"float": lambda x, dt: math_d.floor(x)},
     "ceil": {"float": lambda x, dt: math_d.ceil(x)},
+    "round": {"float": lambda x, dt: math_d.roundeven(x)},
+    "trunc": {"float": lambda x, dt: math_d.trunc(x)},
+    "log1p": {"float": lambda x, dt: math_d.log1p(x)},
+    "expm1": {"float": lambda x, dt: math_d.expm1(x)},
 }
 
 _CMP = {
     "equal": (arith_d.CmpFPredicate.OEQ, arith_d.CmpIPredicate.eq),
     "less": (arith_d.CmpFPredicate.OLT, arith_d.CmpIPredicate.slt),
     "greater": (arith_d.CmpFPredicate.OGT, arith_d.CmpIPredicate.sgt),
+    "not_equal": (arith_d.CmpFPredicate.UNE, arith_d.CmpIPredicate.ne),
+    "less_equal": (arith_d.CmpFPredicate.OLE, arith_d.CmpIPredicate.sle),
+    "greater_equal": (arith_d.CmpFPredicate.OGE, arith_d.CmpIPredicate.sge),
 }
 
 
@@ -45,7 +59,7 @@ def erf(x, name: Optional[str] = None) -> Tensor:
 
 
 def abs(x, name: Optional[str] = None) -> Tensor:  # noqa: A001
-    """``|x|`` (``math.absf`` / ``math.absi``); float or int Tensor."""
+    """``|x|`` (``math.absf``; ints ``select(x < 0, -x, x)``, ``INT_MIN`` stays); float or int Tensor."""
     return _unary("abs", x, name)
 
 
@@ -57,6 +71,26 @@ def floor(x, name: Optional[str] = None) -> Tensor:
 def ceil(x, name: Optional[str] = None) -> Tensor:
     """Round toward +inf (``math.ceil``); float Tensor."""
     return _unary("ceil", x, name)
+
+
+def round(x, name: Optional[str] = None) -> Tensor:  # noqa: A001
+    """Round half to even (``math.roundeven``, ``numpy.round``, ``torch.round``); float Tensor."""
+    return _unary("round", x, name)
+
+
+def trunc(x, name: Optional[str] = None) -> Tensor:
+    """Round toward zero (``math.trunc``); float Tensor."""
+    return _unary("trunc", x, name)
+
+
+def log1p(x, name: Optional[str] = None) -> Tensor:
+    """``log(1 + x)``, accurate for small ``|x|`` (``math.log1p``); float Tensor."""
+    return _unary("log1p", x, name)
+
+
+def expm1(x, name: Optional[str] = None) -> Tensor:
+    """``exp(x) - 1``, accurate for small ``|x|`` (``math.expm1``); float Tensor."""
+    return _unary("expm1", x, name)
 
 
 def power(a, b, name: Optional[str] = None) -> Tensor:
@@ -179,6 +213,21 @@ def less(a, b, name: Optional[str] = None) -> Tensor:
 def greater(a, b, name: Optional[str] = None) -> Tensor:
     """``a > b`` with broadcasting (signed for ints); int8 0/1 result."""
     return _compare("greater", a, b, name)
+
+
+def not_equal(a, b, name: Optional[str] = None) -> Tensor:
+    """``a != b`` with broadcasting; int8 0/1 result (unordered compare for floats: NaN != x)."""
+    return _compare("not_equal", a, b, name)
+
+
+def less_equal(a, b, name: Optional[str] = None) -> Tensor:
+    """``a <= b`` with broadcasting (signed for ints; False with a NaN); int8 0/1 result."""
+    return _compare("less_equal", a, b, name)
+
+
+def greater_equal(a, b, name: Optional[str] = None) -> Tensor:
+    """``a >= b`` with broadcasting (signed for ints; False with a NaN); int8 0/1 result."""
+    return _compare("greater_equal", a, b, name)
 
 
 def where(cond, a, b, name: Optional[str] = None) -> Tensor:

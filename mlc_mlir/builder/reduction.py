@@ -1,6 +1,9 @@
 """Reductions (TOPI's ``reduction`` category): sum, mean, max, min, argmax over axes, each a
 ``linalg.generic`` with ``reduction`` iterators accumulating into a ``linalg.fill``-ed init;
-``keepdims`` reshapes the result with ``tensor.expand_shape``.
+``keepdims`` reshapes the result with ``tensor.expand_shape``. Float sums (and the means,
+variances and norms built on them) over more than :data:`SUM_DIRECT` elements accumulate in
+levels of at most :data:`SUM_BLOCK` elements (blocked summation), so their error grows with the
+logarithm of the length, as numpy's and PyTorch's pairwise sums.
 
 Semantics follow numpy: ``axis=None`` reduces every axis, ``axis=()`` none; negative axes count
 from the end; ``max``/``min`` propagate NaN; ``argmax`` returns int64 indices of the first
@@ -21,7 +24,7 @@ from ..ir import dtypes
 from ..ir.symbolic import SymDim
 from . import linalg_emit as emit
 from .elementwise import _cast_value, divide, multiply
-from .shape import reshape
+from .shape import pad, reshape
 from .tensor import Tensor
 
 Axis = Union[None, int, Sequence[int]]
@@ -85,7 +88,9 @@ def reduce(op: str, x, axis: Axis, keepdims: bool, init, combine, name: Optional
     """Emit a reduction of ``x`` over ``axis``: ``acc = combine(x_elem, acc, dtype)`` starting
     from ``init`` (``linalg.fill`` named ``<name>.init``; the generic is ``name``; keepdims adds
     ``<name>.keepdims``). With ``acc_dtype``, each element is converted to it (as
-    :func:`ops.cast`) before it is combined, and the result has that dtype.
+    :func:`ops.cast`) before it is combined, and the result has that dtype. A float ``sum``
+    over more than :data:`SUM_DIRECT` elements is a tree of short sums
+    (:func:`_blocked_sum`), whose error does not grow linearly with the length.
 
     Raises
     ------
@@ -98,8 +103,79 @@ def reduce(op: str, x, axis: Axis, keepdims: bool, init, combine, name: Optional
     if op in _NEEDS_ELEMENTS:
         _check_nonempty(op, x, axes)
     nm = emit.op_name(fn, op, name)
+    dt = acc_dtype or x.dtype
+    static = all(not isinstance(x.shape[a], SymDim) for a in axes)   # symbolic: one sequential sum
+    if op == "sum" and dtypes.is_float(dt) and static and _count(x, axes) > SUM_DIRECT:
+        out = _blocked_sum(x, axes, dt, nm)
+        return keep_dims(out, axes, f"{nm}.keepdims") if keepdims and axes else out
+    out = _reduce_generic(x, axes, init, combine, nm, dt)
+    return keep_dims(out, axes, f"{nm}.keepdims") if keepdims and axes else out
+
+
+#: float sums over at most this many elements are one sequential accumulation; longer ones are
+#: blocked (:func:`_blocked_sum`)
+SUM_DIRECT = 4096
+#: the longest block a level of a blocked sum adds up
+SUM_BLOCK = 256
+
+
+def _count(x: Tensor, axes: Tuple[int, ...]) -> int:
+    return int(np.prod([x.shape[a] for a in axes])) if axes else 1
+
+
+def _block_size(length: int) -> int:
+    """The block size of one level of a blocked sum over ``length`` elements: levels of about
+    equal length ``length ** (1 / levels)`` (each at most :data:`SUM_BLOCK`), preferring the
+    smallest divisor of ``length`` not below that (no padding), else that length."""
+    levels = int(np.ceil(np.log(length) / np.log(SUM_BLOCK)))
+    want = int(np.ceil(length ** (1.0 / levels)))
+    for b in range(want, SUM_BLOCK + 1):
+        if length % b == 0:
+            return b
+    return want
+
+
+def _blocked_sum(x: Tensor, axes: Tuple[int, ...], dt: str, nm: str) -> Tensor:
+    """The float sum of ``x`` over ``axes`` as a tree of short sequential sums: the axes are
+    reduced one at a time from the last, and an axis longer than :data:`SUM_BLOCK` is viewed as
+    ``(L / B, B)`` (``tensor.expand_shape``; zero padded when no block size divides it) and
+    summed over ``B`` first, then over the block sums (recursively). Each level is a
+    ``linalg.generic`` reduction (``<nm>.level<i>``, the last one ``nm``) of at most
+    ``SUM_BLOCK`` elements per output, so the rounding error grows with the number of levels
+    (``log(L) / log(SUM_BLOCK)``), not with ``L`` (pairwise summation's bound, Higham,
+    "The accuracy of floating point summation", 1993; numpy and PyTorch sum this way).
+
+    ``x`` is converted to ``dt`` as its elements are read by the first level."""
+    steps = []  # (axis of the current tensor, block size or None for the whole axis)
+    shape = list(x.shape)
+    for a in sorted(axes, reverse=True):
+        length = shape[a]
+        while length > SUM_BLOCK:
+            b = _block_size(length)
+            steps.append((a, b))
+            length = -(-length // b)
+        steps.append((a, None))
+        shape[a:a + 1] = []
+    y = x
+    for i, (a, b) in enumerate(steps):
+        name = nm if i == len(steps) - 1 else f"{nm}.level{i}"
+        if b is None:
+            y = _reduce_generic(y, (a,), 0, _add, name, dt)
+            continue
+        length = y.shape[a]
+        nb = -(-length // b)
+        if nb * b != length:
+            y = pad(y, [(0, 0)] * a + [(0, nb * b - length)] + [(0, 0)] * (y.ndim - a - 1), name=f"{name}.pad")
+        y = reshape(y, list(y.shape[:a]) + [nb, b] + list(y.shape[a + 1:]), name=f"{name}.blocks")
+        y = _reduce_generic(y, (a + 1,), 0, _add, name, dt)
+    return y
+
+
+def _reduce_generic(x: Tensor, axes: Tuple[int, ...], init, combine, nm: str, dt: str) -> Tensor:
+    """One ``linalg.generic`` (``nm``) folding ``combine`` over ``axes`` of ``x`` from a
+    ``linalg.fill`` of ``init`` (``<nm>.init``), elements converted to ``dt`` as read."""
+    fn = x.fn
     src = x.dtype
-    dt = acc_dtype or src
     out_shape = [d for i, d in enumerate(x.shape) if i not in axes]
     init_v = emit.filled(out_shape, dt, init, f"{nm}.init")
     rank = x.ndim
@@ -107,12 +183,11 @@ def reduce(op: str, x, axis: Axis, keepdims: bool, init, combine, name: Optional
     its = ["reduction" if i in axes else "parallel" for i in range(rank)]
     res = emit.generic(nm, [x.value], [emit.identity_map(rank)], [init_v], [out_map], its,
                        lambda a, acc: [combine(_cast_value(a, src, dt) if dt != src else a, acc, dt)])[0]
-    out = Tensor(res, fn)
-    return keep_dims(out, axes, f"{nm}.keepdims") if keepdims and axes else out
+    return Tensor(res, fn)
 
 
 #: reductions with no identity: numpy raises on a zero-size reduced axis
-_NEEDS_ELEMENTS = ("max", "min", "argmax")
+_NEEDS_ELEMENTS = ("max", "min", "argmax", "argmin")
 
 
 def _check_nonempty(op: str, x: Tensor, axes: Tuple[int, ...]) -> None:
@@ -275,6 +350,37 @@ def min(x, axis: Axis = None, keepdims: bool = False, name: Optional[str] = None
     return reduce("min", x, axis, keepdims, highest, _min, name)
 
 
+def _mul(a, b, dt):
+    return arith_d.mulf(a, b) if dtypes.is_float(dt) else arith_d.muli(a, b)
+
+
+def prod(x, axis: Axis = None, keepdims: bool = False, name: Optional[str] = None) -> Tensor:
+    """Product over ``axis`` (numpy ``prod``, ``torch.prod``): a ``linalg.generic`` (``name``)
+    of ``arith.mulf``/``muli`` from a ``linalg.fill`` of 1 (``<name>.init``); ints narrower than
+    int64 are multiplied in int64 (numpy's and PyTorch's result dtype).
+
+    Parameters
+    ----------
+    x : Tensor, any shape
+        dtype in {float16, bfloat16, float32, float64, int8, int16, int32, int64}.
+    axis : None, int or tuple of int
+    keepdims : bool
+
+    Returns
+    -------
+    Tensor
+        x's shape without (or with size 1 at) the reduced axes; x's dtype (int64 for ints).
+
+    Raises
+    ------
+    BuildError
+        For a non-Tensor or bool input or a bad axis.
+    """
+    x = _check_x("prod", x)
+    acc = "int64" if x.dtype in ("int8", "int16", "int32") else None
+    return reduce("prod", x, axis, keepdims, 1, _mul, name, acc_dtype=acc)
+
+
 def argmax(x, axis: Optional[int] = None, keepdims: bool = False, name: Optional[str] = None) -> Tensor:
     """Index of the first maximum along ``axis`` (numpy ``argmax``, TOPI ``argmax``).
 
@@ -302,7 +408,20 @@ def argmax(x, axis: Optional[int] = None, keepdims: bool = False, name: Optional
     BuildError
         For a non-Tensor or bool input, a tuple axis, or an axis out of range.
     """
-    op = "argmax"
+    return _arg_extreme("argmax", x, axis, keepdims, name)
+
+
+def argmin(x, axis: Optional[int] = None, keepdims: bool = False, name: Optional[str] = None) -> Tensor:
+    """Index of the first minimum along ``axis`` (numpy ``argmin``, ``torch.argmin``): as
+    :func:`argmax` with a strictly smaller element replacing the running minimum (init +inf or
+    the int maximum); the first NaN wins and sticks (numpy).
+
+    Parameters, returns and errors as :func:`argmax`.
+    """
+    return _arg_extreme("argmin", x, axis, keepdims, name)
+
+
+def _arg_extreme(op: str, x, axis: Optional[int], keepdims: bool, name: Optional[str]) -> Tensor:
     x = _check_x(op, x)
     fn = x.fn
     if axis is not None and (not isinstance(axis, (int, np.integer)) or isinstance(axis, bool)):
@@ -310,29 +429,33 @@ def argmax(x, axis: Optional[int] = None, keepdims: bool = False, name: Optional
     if axis is None:
         nm = emit.op_name(fn, op, name)
         flat = reshape(x, (int(np.prod(x.shape)),), name=f"{nm}.flatten")
-        out = argmax(flat, 0, False, nm)
+        out = _arg_extreme(op, flat, 0, False, nm)
         return reshape(out, (1,) * x.ndim, name=f"{nm}.keepdims") if keepdims else out
     (ax,) = normalize_axes(op, axis, x.ndim)
     _check_nonempty(op, x, (ax,))
     nm = emit.op_name(fn, op, name)
+    largest = op == "argmax"
     out_shape = [d for i, d in enumerate(x.shape) if i != ax]
-    vals = emit.filled(out_shape, x.dtype, _lowest(x.dtype), f"{nm}.init_value")
+    start = _lowest(x.dtype) if largest else _highest(x.dtype)
+    vals = emit.filled(out_shape, x.dtype, start, f"{nm}.init_value")
     idxs = emit.filled(out_shape, "int64", 0, f"{nm}.init")
     rank = x.ndim
     out_map = ir.AffineMap.get(rank, 0, [ir.AffineDimExpr.get(i) for i in range(rank) if i != ax])
     its = ["reduction" if i == ax else "parallel" for i in range(rank)]
     is_f = dtypes.is_float(x.dtype)
+    fpred = arith_d.CmpFPredicate.OGT if largest else arith_d.CmpFPredicate.OLT
+    ipred = arith_d.CmpIPredicate.sgt if largest else arith_d.CmpIPredicate.slt
 
     def body(a, best, best_i):
         i = arith_d.index_cast(ir.IntegerType.get_signless(64), linalg_d.IndexOp(ax).result)
         if is_f:
-            # take a if a > best, or a is the first NaN; once best is NaN it stays (numpy)
-            gt = arith_d.cmpf(arith_d.CmpFPredicate.OGT, a, best)
+            # take a if it beats best, or a is the first NaN; once best is NaN it stays (numpy)
+            better = arith_d.cmpf(fpred, a, best)
             a_nan = arith_d.cmpf(arith_d.CmpFPredicate.UNO, a, a)
             best_ok = arith_d.cmpf(arith_d.CmpFPredicate.ORD, best, best)
-            take = arith_d.andi(arith_d.ori(gt, a_nan), best_ok)
+            take = arith_d.andi(arith_d.ori(better, a_nan), best_ok)
         else:
-            take = arith_d.cmpi(arith_d.CmpIPredicate.sgt, a, best)
+            take = arith_d.cmpi(ipred, a, best)
         return [arith_d.select(take, a, best), arith_d.select(take, i, best_i)]
 
     res = emit.generic(nm, [x.value], [emit.identity_map(rank)], [vals, idxs], [out_map, out_map], its, body)

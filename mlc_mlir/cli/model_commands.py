@@ -65,7 +65,7 @@ def compile_model(model: str, output: str, target: str = "cpu",
         print("error: mlc compile imports ONNX models with the onnx package, which is not installed: "
               "pip install 'mlc-mlir[onnx]'", file=sys.stderr)
         return 2
-    mod = from_onnx(model, input_shapes=dict(input_shapes or [])).bind_params()
+    mod = from_onnx(model, input_shapes=dict(input_shapes or []))
     exe = compile_module(mod, target=target, winograd=winograd)
     path = exe.export_library(output)
     print(f"wrote {path}")

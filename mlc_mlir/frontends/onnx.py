@@ -143,7 +143,7 @@ def _fold(node, values, opset: int):
 
 
 def from_onnx(model_or_path: Union["onnx.ModelProto", str], input_shapes: Optional[Dict[str, Sequence[int]]] = None,
-              input_values: Optional[Dict[str, np.ndarray]] = None) -> Module:
+              input_values: Optional[Dict[str, np.ndarray]] = None, keep_params: bool = False) -> Module:
     """Import an ONNX model as a graph Module with one function ``main``.
 
     Parameters
@@ -157,12 +157,16 @@ def from_onnx(model_or_path: Union["onnx.ModelProto", str], input_shapes: Option
     input_values : dict of str -> numpy.ndarray, optional
         Inputs to specialize on: each becomes a constant and is not an argument of ``main``
         (for shape-like inputs such as Reshape's ``shape`` fed as a graph input).
+    keep_params : bool
+        False (default): initializers are constants (as onnxruntime treats them, so constant
+        folding, filter layout folding, Winograd and weight packing apply). True: initializers
+        used as tensors are params, arguments of ``main`` (``Module.bind_params`` binds them).
 
     Returns
     -------
     Module
-        ``main(inputs...) -> outputs...`` in graph order; initializers used as tensors are
-        params named by their initializer names (``mod.bind_params()`` makes them constants).
+        ``main(inputs...) -> outputs...`` in graph order; initializers named by their
+        initializer names.
         BOOL tensors are int8 (0/1).
 
     Raises
@@ -225,7 +229,8 @@ def from_onnx(model_or_path: Union["onnx.ModelProto", str], input_shapes: Option
                 if name:
                     env[name] = v
         f.output(*[_as_output(env[vo.name]) for vo in graph.output])
-    return bb.finish()
+    mod = bb.finish()
+    return mod if keep_params else mod.bind_params()
 
 
 def _initializer(numpy_helper, t) -> np.ndarray:

@@ -64,13 +64,13 @@ class MlcBackendRep(BackendRep):
         self.cache: Dict[tuple, Any] = {}
         check_model(model)  # unsupported ops fail at prepare even when the import waits for run
         if not self.static:
-            self.cache[()] = compile_fn(from_onnx(model).bind_params())
+            self.cache[()] = compile_fn(from_onnx(model))
 
     def _executable(self, feeds: Dict[str, np.ndarray]):
         key = tuple((n, feeds[n].tobytes()) for n in self.static)
         if key not in self.cache:
             values = {n: feeds[n] for n in self.static}
-            self.cache[key] = self.compile_fn(from_onnx(self.model, input_values=values).bind_params())
+            self.cache[key] = self.compile_fn(from_onnx(self.model, input_values=values))
         return self.cache[key]
 
     def run(self, inputs: Any, **kwargs: Any) -> Tuple[np.ndarray, ...]:

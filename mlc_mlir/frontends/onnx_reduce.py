@@ -95,25 +95,7 @@ def _argmax(n: NodeInputs) -> List[object]:
 
 @register("CumSum", opsets=(11, OPSETS[1]))
 def _cumsum(n: NodeInputs) -> List[object]:
-    """A matmul with a 0/1 triangular matrix along ``axis`` (moved last): inclusive or
-    ``exclusive``, forward or ``reverse``; integer inputs are summed in float64 and cast back
-    (exact below 2**53)."""
+    """``ops.cumsum`` along ``axis``: inclusive or ``exclusive``, forward or ``reverse``."""
     x = n.t(0)
-    shape = shape_of(x)
-    rank = len(shape)
-    axis = int(n.np(1, "axis").reshape(-1)[0]) % rank
-    length = shape[axis]
-    i, j = np.arange(length)[:, None], np.arange(length)[None, :]
-    rev, excl = bool(n.attr("reverse", 0)), bool(n.attr("exclusive", 0))
-    tri = (i > j if excl else i >= j) if rev else (i < j if excl else i <= j)  # tri[k, out]: k feeds out
-    dt = dtype_of(x)
-    work = dt if dt in ("float32", "float64") else "float64"
-    xf = x if work == dt else ops.cast(x, work)
-    perm = [d for d in range(rank) if d != axis] + [axis]
-    xt = ops.transpose(xf, perm) if axis != rank - 1 else xf
-    ts = shape_of(xt)
-    y = ops.matmul(ops.reshape(xt, (-1, length)), tri.astype(work))
-    y = ops.reshape(y, ts)
-    if axis != rank - 1:
-        y = ops.transpose(y, list(np.argsort(perm)))
-    return [y if work == dt else ops.cast(y, dt)]
+    axis = int(n.np(1, "axis").reshape(-1)[0])
+    return [ops.cumsum(x, axis, exclusive=bool(n.attr("exclusive", 0)), reverse=bool(n.attr("reverse", 0)))]

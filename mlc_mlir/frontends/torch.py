@@ -2,8 +2,10 @@
 (an ``fx.symbolic_trace`` graph, the MLC course's path).
 
 ``from_torch`` exports the model with ``torch.export.export(model, args).run_decompositions()``
-(the core ATen opset), then walks the graph once: parameters and buffers become module params
-(``f.param``, bindable with ``Module.bind_params``) named by their state_dict keys, user inputs
+(the core ATen opset), then walks the graph once: parameters and buffers become constants
+(named by their state_dict keys; as ``torch.compile``'s freezing and onnxruntime treat weights,
+so that constant folding, filter layout folding, Winograd and weight packing apply), or with
+``keep_params=True`` module params (``f.param``, arguments filled at call time), user inputs
 become arguments named like the model's ``forward`` parameters, and every ``call_function`` node
 goes through the converter registry of :mod:`.torch_converters`. Before building anything, every
 node is checked: a model with unsupported ops raises one ``BuildError`` listing each op, its count
@@ -29,6 +31,7 @@ from ..builder import GraphBuilder, Tensor
 from ..errors import BuildError
 from ..ir import Module
 from . import torch_symbolic  # noqa: F401  (registers the size-arithmetic converters)
+from . import torch_converters_math, torch_converters_nn, torch_converters_shape  # noqa: F401  (registration)
 from .torch_converters import CONVERTERS, TORCH_DTYPES, register_converter  # noqa: F401
 
 
@@ -198,7 +201,7 @@ def _getitem(node, seq, i):
     return v
 
 
-def from_torch(model, example_args, dynamic_shapes=None) -> Module:
+def from_torch(model, example_args, dynamic_shapes=None, keep_params: bool = False) -> Module:
     """Import a ``torch.nn.Module`` through ``torch.export`` and core ATen.
 
     Parameters
@@ -212,13 +215,18 @@ def from_torch(model, example_args, dynamic_shapes=None) -> Module:
         Passed to ``torch.export.export``: each ``torch.export.Dim`` stays a symbolic size of
         the function (named by the Dim, bounded by its ``min``/``max``; derived dims such as
         ``2 * seq`` stay expressions), so one compile serves every size in range.
+    keep_params : bool
+        False (default): weights and buffers are constants of the module, named by their
+        state_dict keys. True: they are params, arguments of ``main`` held in ``Module.params``
+        (to swap weights without recompiling; ``Module.bind_params`` binds them later).
 
     Returns
     -------
     Module
-        One function ``main(<params>..., <inputs>...)``; params named by state_dict keys (only
-        those the graph uses), inputs by the graph's placeholder names; results in ``forward``'s
-        output order (nested outputs flattened).
+        One function ``main(<params>..., <inputs>...)`` (no params by default); params named by
+        state_dict keys (only those the graph uses), inputs by the graph's placeholder names;
+        results in ``forward``'s output order (nested outputs flattened). Bool inputs and
+        results are int8 0/1 tensors (the builder's mask dtype: pass ``m.astype(np.int8)``).
 
     Raises
     ------
@@ -247,10 +255,10 @@ def from_torch(model, example_args, dynamic_shapes=None) -> Module:
         raise BuildError(f"from_torch: torch.export.export failed ({type(e).__name__}: {first}); "
                          f"expected {type(model).__name__}.forward to run on example_args and to be "
                          "traceable by torch.export (the chained exception has torch's full report)") from e
-    return from_exported_program(ep, _dim_names(ep, args, dynamic_shapes))
+    return from_exported_program(ep, _dim_names(ep, args, dynamic_shapes), keep_params=keep_params)
 
 
-def from_exported_program(ep, dim_names: Optional[Dict[str, str]] = None) -> Module:
+def from_exported_program(ep, dim_names: Optional[Dict[str, str]] = None, keep_params: bool = False) -> Module:
     """Convert a ``torch.export.ExportedProgram`` (already decomposed to the ops the registry
     knows, e.g. by ``run_decompositions()``); see :func:`from_torch`.
 
@@ -259,6 +267,7 @@ def from_exported_program(ep, dim_names: Optional[Dict[str, str]] = None) -> Mod
     constants, or as the buffer's param when a converter reads a buffer directly. Symbolic
     input dims become symbolic sizes named by ``dim_names`` (torch's symbol name -> name) or
     by torch's symbols, with the program's range constraints as bounds.
+    ``keep_params`` as :func:`from_torch`.
 
     Raises
     ------
@@ -306,7 +315,8 @@ def from_exported_program(ep, dim_names: Optional[Dict[str, str]] = None) -> Mod
                         raise BuildError(f"{api}: input '{node.name}' has dtype {val.dtype}; expected one "
                                          f"of {sorted(TORCH_DTYPES)}")
                     ctx.values[node.name] = f.arg(
-                        node.name, _input_shape(api, f"input '{node.name}'", val.shape, names), dtype)
+                        node.name, _input_shape(api, f"input '{node.name}'", val.shape, names),
+                        "int8" if dtype == "bool" else dtype)  # masks are int8 0/1
                 elif kind == "PARAMETER":
                     if node.users:  # unused state adds no argument
                         ctx.values[node.name] = ctx.param(spec.target, state[spec.target])
@@ -326,14 +336,29 @@ def from_exported_program(ep, dim_names: Optional[Dict[str, str]] = None) -> Mod
                     ctx.values[node.name] = _getitem(node, *args)
                     continue
                 key = str(node.target)
-                ctx.values[node.name] = _convert(ctx, node, key, CONVERTERS[key], args, kwargs)
+                empty = _empty_result(node)
+                ctx.values[node.name] = empty if empty is not None else _convert(ctx, node, key, CONVERTERS[key],
+                                                                                 args, kwargs)
             elif node.op == "output":
                 outputs = _flatten_outputs(api, ctx.lookup(node.args[0]))
             else:
                 raise BuildError(f"{api}: node '{node.name}' has op {node.op!r}; expected placeholder, "
                                  "call_function or output in an exported graph")
         f.output(*outputs)
-    return bb.finish()
+    mod = bb.finish()
+    return mod if keep_params else mod.bind_params()
+
+
+def _empty_result(node) -> Optional[Tensor]:
+    """A node whose (single) result has no elements computes nothing: its value is an empty
+    constant of the result's shape and dtype (bool as int8); None for any other node."""
+    val = node.meta.get("val")
+    if not hasattr(val, "numel") or val.numel() != 0:
+        return None
+    dtype = TORCH_DTYPES.get(str(val.dtype))
+    if dtype is None:
+        return None
+    return ops.constant(np.empty([int(d) for d in val.shape], "int8" if dtype == "bool" else dtype))
 
 
 def _flatten_outputs(api: str, out) -> List[Tensor]:
@@ -423,7 +448,7 @@ def _fetch_attr(gm, target: str):
 
 
 def from_fx(graph_module, input_shapes: Sequence[Sequence[int]],
-            input_dtypes: Optional[Sequence[str]] = None) -> Module:
+            input_dtypes: Optional[Sequence[str]] = None, keep_params: bool = False) -> Module:
     """Import an ``torch.fx.GraphModule`` (``fx.symbolic_trace(model)``), the MLC course's
     ``from_fx`` with its ``call_function`` / ``call_module`` maps built in; each fx target maps to
     the ATen converter of :func:`from_torch` that computes the same thing.
@@ -435,12 +460,15 @@ def from_fx(graph_module, input_shapes: Sequence[Sequence[int]],
         One static shape per placeholder, in order.
     input_dtypes : sequence of str, optional
         One dtype per placeholder (default ``float32``).
+    keep_params : bool
+        As :func:`from_torch`: weights are constants unless True (then params).
 
     Returns
     -------
     Module
-        ``main(<params>..., <inputs>...)``; ``get_attr`` tensors and module weights become params
-        named by their state_dict keys (``weight``, ``fc1.bias``); inputs by placeholder names.
+        ``main(<params>..., <inputs>...)``; ``get_attr`` tensors and module weights become
+        constants (params with ``keep_params=True``) named by their state_dict keys (``weight``,
+        ``fc1.bias``); inputs by placeholder names.
 
     Raises
     ------
@@ -503,4 +531,5 @@ def from_fx(graph_module, input_shapes: Sequence[Sequence[int]],
                 out = _convert(ctx, node, key, CONVERTERS[key], args, kwargs)
                 # a module's forward returns the multi-output op's primary result (BatchNorm2d)
                 ctx.values[node.name] = out[0] if node.op == "call_module" and isinstance(out, tuple) else out
-    return bb.finish()
+    mod = bb.finish()
+    return mod if keep_params else mod.bind_params()

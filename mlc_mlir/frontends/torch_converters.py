@@ -28,6 +28,9 @@ Converter = Callable[..., object]
 #: ATen overload name -> converter.
 CONVERTERS: Dict[str, Converter] = {}
 
+#: ATen overload name -> the input dtypes its converter takes (for the docs' table).
+CONVERTER_DTYPES: Dict[str, str] = {}
+
 #: ``str(torch.dtype)`` -> mlc-mlir dtype name (a table, not an if-chain).
 TORCH_DTYPES = {
     "torch.float32": "float32", "torch.float64": "float64", "torch.float16": "float16",
@@ -36,8 +39,10 @@ TORCH_DTYPES = {
 }
 
 
-def register_converter(*names: str) -> Callable[[Converter], Converter]:
-    """Decorator registering ``fn`` as the converter of each ATen overload in ``names``.
+def register_converter(*names: str, dtypes: str = "float") -> Callable[[Converter], Converter]:
+    """Decorator registering ``fn`` as the converter of each ATen overload in ``names``;
+    ``dtypes`` says which input dtypes it takes (``"float"``, ``"float, int"``, ``"any"``...,
+    shown in ``docs/torch_ops.md``).
 
     >>> @register_converter("aten.relu.default")
     ... def _relu(ctx, node, args):
@@ -48,6 +53,7 @@ def register_converter(*names: str) -> Callable[[Converter], Converter]:
     def deco(fn: Converter) -> Converter:
         for n in names:
             CONVERTERS[n] = fn
+            CONVERTER_DTYPES[n] = dtypes
         return fn
     return deco
 
@@ -73,6 +79,51 @@ def torch_dtype(op: str, dt) -> str:
     return name
 
 
+def _builder_dtype(t) -> Optional[str]:
+    """The builder dtype of a torch dtype (bool as int8, the builder's mask dtype)."""
+    name = TORCH_DTYPES.get(str(t))
+    return "int8" if name == "bool" else name
+
+
+def out_dtype(node, i: int = 0) -> Optional[str]:
+    """The builder dtype of output ``i`` of ``node`` from its fake value (``meta['val']``, what
+    PyTorch's type promotion gives); None where the graph carries none (``from_fx``)."""
+    val = node.meta.get("val") if hasattr(node, "meta") else None
+    if isinstance(val, (tuple, list)):
+        val = val[i]
+    return _builder_dtype(val.dtype) if hasattr(val, "dtype") else None
+
+
+def common_dtype(node, n: int = 2) -> Optional[str]:
+    """The dtype PyTorch computes an n-ary op in (``torch.result_type`` of the first ``n``
+    arguments' fake values and scalars, e.g. the compare dtype of ``int64 > 0.5`` is float32);
+    None without fake values (``from_fx``)."""
+    import torch
+
+    vals = []
+    for a in node.args[:n]:
+        v = a.meta.get("val") if hasattr(a, "meta") else a
+        if v is None:
+            return None
+        vals.append(v)
+    if not any(isinstance(v, torch.Tensor) for v in vals):
+        return None
+    return _builder_dtype(torch.result_type(*vals) if len(vals) == 2 else
+                          torch.result_type(vals[0], vals[0]))
+
+
+def promote(dt: Optional[str], *vals):
+    """``vals`` with each Tensor cast to ``dt`` and bool scalars as ints (no-op for ``dt`` None)."""
+    out = []
+    for v in vals:
+        if isinstance(v, bool):
+            v = int(v)
+        if dt is not None and isinstance(v, Tensor) and v.dtype != dt:
+            v = ops.cast(v, dt)
+        out.append(v)
+    return out
+
+
 def _tensor(op: str, argname: str, x) -> Tensor:
     if not isinstance(x, Tensor):
         raise BuildError(f"{op}: argument '{argname}' is {type(x).__name__}; expected a tensor")
@@ -95,42 +146,40 @@ def _scaled(y, alpha):
     return y if alpha == 1 else ops.multiply(y, alpha)
 
 
-@register_converter("aten.add.Tensor", "aten.add.Scalar")
+@register_converter("aten.add.Tensor", "aten.add.Scalar", dtypes="float, int")
 def _add(ctx, node, args):
-    return ops.add(args[0], _scaled(args[1], arg(ctx, args, 2, "alpha", 1)))
+    """Operands cast to the result dtype (PyTorch type promotion)."""
+    a, b = promote(out_dtype(node), args[0], args[1])
+    return ops.add(a, _scaled(b, arg(ctx, args, 2, "alpha", 1)))
 
 
-@register_converter("aten.sub.Tensor", "aten.sub.Scalar")
+@register_converter("aten.sub.Tensor", "aten.sub.Scalar", dtypes="float, int")
 def _sub(ctx, node, args):
-    return ops.subtract(args[0], _scaled(args[1], arg(ctx, args, 2, "alpha", 1)))
+    """Operands cast to the result dtype (PyTorch type promotion)."""
+    a, b = promote(out_dtype(node), args[0], args[1])
+    return ops.subtract(a, _scaled(b, arg(ctx, args, 2, "alpha", 1)))
 
 
-@register_converter("aten.rsub.Scalar", "aten.rsub.Tensor")
+@register_converter("aten.rsub.Scalar", "aten.rsub.Tensor", dtypes="float, int")
 def _rsub(ctx, node, args):
-    return ops.subtract(args[1], _scaled(args[0], arg(ctx, args, 2, "alpha", 1)))
+    """``other - alpha * self``, operands cast to the result dtype."""
+    a, b = promote(out_dtype(node), args[0], args[1])
+    return ops.subtract(b, _scaled(a, arg(ctx, args, 2, "alpha", 1)))
 
 
-@register_converter("aten.mul.Tensor", "aten.mul.Scalar")
+@register_converter("aten.mul.Tensor", "aten.mul.Scalar", dtypes="float, int")
 def _mul(ctx, node, args):
-    return ops.multiply(args[0], args[1])
+    """Operands cast to the result dtype (PyTorch type promotion)."""
+    return ops.multiply(*promote(out_dtype(node), args[0], args[1]))
 
 
-@register_converter("aten.div.Tensor", "aten.div.Scalar")
+@register_converter("aten.div.Tensor", "aten.div.Scalar", dtypes="float, int")
 def _div(ctx, node, args):
+    """True division: integer operands are cast to the float result dtype first."""
     mode = ctx.kwargs.get("rounding_mode")
     if mode is not None:
         raise BuildError(f"aten.div: argument 'rounding_mode' is {mode!r}; expected None")
-    return ops.divide(args[0], args[1])
-
-
-@register_converter("aten.pow.Tensor_Scalar")
-def _pow(ctx, node, args):
-    x, e = args
-    table = {1: lambda: x, 2: lambda: ops.multiply(x, x), 0.5: lambda: ops.sqrt(x),
-             -0.5: lambda: ops.rsqrt(x), -1: lambda: ops.divide(1.0, x)}
-    if e not in table:
-        raise BuildError(f"aten.pow: argument 'exponent' is {e!r}; expected one of {sorted(table)}")
-    return table[e]()
+    return ops.divide(*promote(out_dtype(node), args[0], args[1]))
 
 
 _BINARY = {"aten.maximum.default": ops.maximum, "aten.minimum.default": ops.minimum}
@@ -140,9 +189,10 @@ _UNARY = {
     "aten.rsqrt.default": ops.rsqrt, "aten.neg.default": ops.negative,
 }
 for _name, _fn in _BINARY.items():
-    register_converter(_name)(lambda ctx, node, args, _fn=_fn: _fn(args[0], args[1]))
-for _name, _fn in _UNARY.items():
-    register_converter(_name)(lambda ctx, node, args, _fn=_fn: _fn(args[0]))
+    register_converter(_name, dtypes="float, int")(
+        lambda ctx, node, args, _fn=_fn: _fn(*promote(out_dtype(node), args[0], args[1])))
+for _name, _fn in _UNARY.items():  # an int operand of a float function is cast first (PyTorch)
+    register_converter(_name)(lambda ctx, node, args, _fn=_fn: _fn(*promote(out_dtype(node), args[0])))
 
 
 @register_converter("aten.gelu.default")
@@ -150,44 +200,47 @@ def _gelu(ctx, node, args):
     return ops.gelu(args[0], approximate=arg(ctx, args, 1, "approximate", "none"))
 
 
-@register_converter("aten.clamp.default")
+@register_converter("aten.clamp.default", dtypes="float, int")
 def _clamp(ctx, node, args):
     lo, hi = arg(ctx, args, 1, "min"), arg(ctx, args, 2, "max")
     return ops.clip(args[0], -np.inf if lo is None else lo, np.inf if hi is None else hi)
 
 
 @register_converter("aten.clone.default", "aten.alias.default", "aten.detach.default",
-                    "aten.contiguous.default", "aten.lift_fresh_copy.default", "aten.dropout.default")
+                    "aten.contiguous.default", "aten.lift_fresh_copy.default", "aten.dropout.default", dtypes="any")
 def _identity(ctx, node, args):
     return args[0]
 
 
-@register_converter("aten._to_copy.default", "aten.to.dtype")
+@register_converter("aten._to_copy.default", "aten.to.dtype", dtypes="any")
 def _to_copy(ctx, node, args):
+    """``ops.cast``; to bool is the ``!= 0`` mask (int8 0/1)."""
     dt = arg(ctx, args, 1, "dtype")
     x = _tensor("aten._to_copy", "self", args[0])
+    if str(dt) == "torch.bool":
+        return ops.not_equal(x, 0)
     want = None if dt is None else torch_dtype("aten._to_copy", dt)
     return x if want is None or want == x.dtype else ops.cast(x, want)
 
 
 # ----------------------------------------------------------------------------- shape
-@register_converter("aten.view.default", "aten._unsafe_view.default", "aten.reshape.default")
+@register_converter("aten.view.default", "aten._unsafe_view.default", "aten.reshape.default", dtypes="any")
 def _view(ctx, node, args):
     return ops.reshape(args[0], _ints(args[1]))
 
 
-@register_converter("aten.permute.default")
+@register_converter("aten.permute.default", dtypes="any")
 def _permute(ctx, node, args):
     return ops.permute(args[0], _ints(args[1]))
 
 
-@register_converter("aten.t.default")
+@register_converter("aten.t.default", dtypes="any")
 def _t(ctx, node, args):
     x = _tensor("aten.t", "self", args[0])
     return x if x.ndim < 2 else ops.transpose(x)
 
 
-@register_converter("aten.transpose.int")
+@register_converter("aten.transpose.int", dtypes="any")
 def _transpose(ctx, node, args):
     x = _tensor("aten.transpose", "self", args[0])
     perm = list(range(x.ndim))
@@ -196,7 +249,7 @@ def _transpose(ctx, node, args):
     return ops.permute(x, perm)
 
 
-@register_converter("aten.expand.default")
+@register_converter("aten.expand.default", dtypes="any")
 def _expand(ctx, node, args):
     x = _tensor("aten.expand", "self", args[0])
     size = _ints(args[1])
@@ -208,14 +261,14 @@ def _expand(ctx, node, args):
     return x if tuple(shape) == tuple(x.shape) else ops.broadcast_to(x, shape)
 
 
-@register_converter("aten.unsqueeze.default")
+@register_converter("aten.unsqueeze.default", dtypes="any")
 def _unsqueeze(ctx, node, args):
     x = _tensor("aten.unsqueeze", "self", args[0])
     d = args[1] % (x.ndim + 1)
     return ops.reshape(x, list(x.shape[:d]) + [1] + list(x.shape[d:]))
 
 
-@register_converter("aten.squeeze.dim", "aten.squeeze.dims", "aten.squeeze.default")
+@register_converter("aten.squeeze.dim", "aten.squeeze.dims", "aten.squeeze.default", dtypes="any")
 def _squeeze(ctx, node, args):
     x = _tensor("aten.squeeze", "self", args[0])
     dims = range(x.ndim) if len(args) < 2 else [d % x.ndim for d in _ints(args[1])]
@@ -223,12 +276,12 @@ def _squeeze(ctx, node, args):
     return ops.reshape(x, [s for d, s in enumerate(x.shape) if d not in drop])
 
 
-@register_converter("aten.flatten.using_ints")
+@register_converter("aten.flatten.using_ints", dtypes="any")
 def _flatten(ctx, node, args):
     return ops.flatten(args[0], arg(ctx, args, 1, "start_dim", 0), arg(ctx, args, 2, "end_dim", -1))
 
 
-@register_converter("aten.slice.Tensor")
+@register_converter("aten.slice.Tensor", dtypes="any")
 def _slice(ctx, node, args):
     x = _tensor("aten.slice", "self", args[0])
     dim = arg(ctx, args, 1, "dim", 0) % x.ndim
@@ -238,7 +291,7 @@ def _slice(ctx, node, args):
     return ops.slice(x, [start], [end], [step], axes=[dim])
 
 
-@register_converter("aten.select.int")
+@register_converter("aten.select.int", dtypes="any")
 def _select(ctx, node, args):
     x = _tensor("aten.select", "self", args[0])
     dim, i = args[1] % x.ndim, args[2]
@@ -246,29 +299,29 @@ def _select(ctx, node, args):
     return ops.reshape(y, [s for d, s in enumerate(x.shape) if d != dim])
 
 
-@register_converter("aten.cat.default")
+@register_converter("aten.cat.default", dtypes="any")
 def _cat(ctx, node, args):
     return ops.concat(list(args[0]), axis=arg(ctx, args, 1, "dim", 0))
 
 
 # ----------------------------------------------------------------------------- linear algebra
-@register_converter("aten.mm.default")
+@register_converter("aten.mm.default", dtypes="float, int")
 def _mm(ctx, node, args):
     return ops.matmul(args[0], args[1])
 
 
-@register_converter("aten.bmm.default")
+@register_converter("aten.bmm.default", dtypes="float, int")
 def _bmm(ctx, node, args):
     return ops.batch_matmul(args[0], args[1])
 
 
-@register_converter("aten.addmm.default")
+@register_converter("aten.addmm.default", dtypes="float, int")
 def _addmm(ctx, node, args):
     beta, alpha = arg(ctx, args, 3, "beta", 1), arg(ctx, args, 4, "alpha", 1)
     return ops.add(_scaled(ops.matmul(args[1], args[2]), alpha), _scaled(args[0], beta))
 
 
-@register_converter("aten.linear.default")
+@register_converter("aten.linear.default", dtypes="float, int")
 def _linear(ctx, node, args):
     x, w, b = args[0], args[1], arg(ctx, args, 2, "bias")
     x = _tensor("aten.linear", "input", x)
@@ -278,7 +331,7 @@ def _linear(ctx, node, args):
     return ops.reshape(y, list(x.shape[:-1]) + [y.shape[-1]])
 
 
-@register_converter("aten.matmul.default")
+@register_converter("aten.matmul.default", dtypes="float, int")
 def _matmul(ctx, node, args):
     """``torch.matmul`` for 2-D @ 2-D, N-D @ 2-D and equal-batch N-D @ N-D (N >= 3)."""
     a, b = _tensor("aten.matmul", "self", args[0]), _tensor("aten.matmul", "other", args[1])
@@ -295,23 +348,41 @@ def _matmul(ctx, node, args):
 
 
 # ----------------------------------------------------------------------------- nn
-@register_converter("aten.convolution.default", "aten.conv2d.default")
+def _reshape(v, shape):
+    return ops.reshape(v, list(shape)) if isinstance(v, Tensor) else np.reshape(v, shape)
+
+
+@register_converter("aten.convolution.default", "aten.conv1d.default", "aten.conv2d.default",
+                    "aten.conv3d.default", dtypes="float, int")
 def _convolution(ctx, node, args):
+    """1-D (a 2-D convolution over ``(N, C, 1, L)``), 2-D and 3-D (``ops.conv3d``)
+    convolution; transposed for 1-D and 2-D."""
     x = _tensor("aten.convolution", "input", args[0])
-    if len(args) < 9:  # aten.conv2d: (input, weight, bias, stride, padding, dilation, groups)
+    if len(args) < 9:  # aten.convNd: (input, weight, bias, stride, padding, dilation, groups)
         w, b = args[1], arg(ctx, args, 2, "bias")
         stride, pad = arg(ctx, args, 3, "stride", 1), arg(ctx, args, 4, "padding", 0)
         dil = arg(ctx, args, 5, "dilation", 1)
-        transposed, groups = False, arg(ctx, args, 6, "groups", 1)
+        transposed, out_pad, groups = False, 0, arg(ctx, args, 6, "groups", 1)
     else:
         w, b, stride, pad, dil, transposed, out_pad, groups = args[1:9]
-    if x.ndim != 4:
-        raise BuildError(f"aten.convolution: argument 'input' has shape {format_shape(x.shape)}; "
-                         "expected rank 4 (NCHW; only 2-D convolution)")
+    if isinstance(pad, str):
+        raise BuildError(f"aten.convolution: argument 'padding' is {pad!r}; expected ints")
+    nd = x.ndim - 2
+    if nd == 3 and not transposed:
+        return ops.conv3d(x, w, b, strides=stride, padding=pad, dilation=dil, groups=groups)
+    if nd not in (1, 2):
+        raise BuildError(f"aten.convolution: argument 'input' has shape {format_shape(x.shape)}; expected "
+                         "rank 3, 4 or 5 (NCL, NCHW, NCDHW; transposed: NCL or NCHW)")
+    stride, pad, dil, out_pad = (_ints(v) * (nd if len(_ints(v)) == 1 else 1) for v in (stride, pad, dil, out_pad))
+    if nd == 1:
+        x, w = _reshape(x, x.shape[:2] + (1, x.shape[2])), _reshape(w, tuple(w.shape[:2]) + (1, w.shape[2]))
+        stride, pad, dil, out_pad = [1] + stride, [0] + pad, [1] + dil, [0] + out_pad
     if transposed:
-        return ops.conv_transpose2d(x, w, b, strides=_pair(stride), padding=_pair(pad),
-                                    output_padding=_pair(out_pad), dilation=_pair(dil), groups=groups)
-    return ops.conv2d(x, w, b, strides=_pair(stride), padding=_pair(pad), dilation=_pair(dil), groups=groups)
+        y = ops.conv_transpose2d(x, w, b, strides=stride, padding=pad, output_padding=out_pad, dilation=dil,
+                                 groups=groups)
+    else:
+        y = ops.conv2d(x, w, b, strides=stride, padding=pad, dilation=dil, groups=groups)
+    return _reshape(y, y.shape[:2] + (y.shape[3],)) if nd == 1 else y
 
 
 @register_converter("aten.conv_transpose2d.input")
@@ -322,6 +393,17 @@ def _conv_transpose2d(ctx, node, args):
                                 padding=_pair(arg(ctx, args, 4, "padding", 0)),
                                 output_padding=_pair(arg(ctx, args, 5, "output_padding", 0)),
                                 groups=arg(ctx, args, 6, "groups", 1), dilation=_pair(arg(ctx, args, 7, "dilation", 1)))
+
+
+def ceil_mode_pad(size: int, k: int, stride: int, pad: int, dil: int) -> int:
+    """Extra end padding that makes a floor-mode window op produce PyTorch's ``ceil_mode``
+    output length: ``ceil((size + 2 pad - dil (k - 1) - 1) / stride) + 1`` windows, less the last
+    one if it would start in the end padding."""
+    span = dil * (k - 1) + 1
+    out = -(-(size + 2 * pad - span) // stride) + 1
+    if (out - 1) * stride >= size + pad:
+        out -= 1
+    return max((out - 1) * stride + span - (size + 2 * pad), 0)
 
 
 def _ones_like_channels(x: Tensor, v) -> np.ndarray:
@@ -337,18 +419,19 @@ def _batch_norm(ctx, node, args):
     return ops.batch_norm(x, w, b, mean, var, eps=eps, axis=1), None, None
 
 
-@register_converter("aten.max_pool2d_with_indices.default", "aten.max_pool2d.default")
+@register_converter("aten.max_pool2d_with_indices.default", "aten.max_pool2d.default", dtypes="float, int")
 def _max_pool2d(ctx, node, args):
-    x, k = args[0], _pair(args[1])
+    """``ops.max_pool2d``; ``ceil_mode`` as extra end padding (:func:`ceil_mode_pad`)."""
+    x, k = _tensor("aten.max_pool2d", "self", args[0]), _pair(args[1])
     stride = _pair(arg(ctx, args, 2, "stride", []) or k)
     pad, dil = _pair(arg(ctx, args, 3, "padding", 0)), _pair(arg(ctx, args, 4, "dilation", 1))
-    if arg(ctx, args, 5, "ceil_mode", False):
-        raise BuildError("aten.max_pool2d: argument 'ceil_mode' is True; expected False")
-    y = ops.max_pool2d(x, k, strides=stride, padding=pad, dilation=dil)
+    end = [p + (ceil_mode_pad(x.shape[2 + i], k[i], stride[i], pad[i], dil[i])
+                if arg(ctx, args, 5, "ceil_mode", False) else 0) for i, p in enumerate(pad)]
+    y = ops.max_pool2d(x, k, strides=stride, padding=(pad[0], pad[1], end[0], end[1]), dilation=dil)
     return (y, None) if str(node.target).startswith("aten.max_pool2d_with_indices") else y
 
 
-@register_converter("aten.topk.default")
+@register_converter("aten.topk.default", dtypes="float, int")
 def _topk(ctx, node, args):
     return ops.topk(args[0], int(args[1]), axis=int(arg(ctx, args, 2, "dim", -1)),
                     largest=bool(arg(ctx, args, 3, "largest", True)),
@@ -379,22 +462,28 @@ def _adaptive_avg_pool2d(ctx, node, args):
 
 
 def _dims(x: Tensor, dims) -> Optional[tuple]:
-    return None if dims is None or (not isinstance(dims, int) and list(dims) == []) else tuple(_ints(dims))
+    """ATen ``dim`` as builder axes: None for all (also for a 0-d tensor, whose dim 0 / -1 is itself)."""
+    if dims is None or (not isinstance(dims, int) and list(dims) == []) or getattr(x, "ndim", 1) == 0:
+        return None
+    return tuple(_ints(dims))
 
 
 @register_converter("aten.mean.dim", "aten.mean.default")
 def _mean(ctx, node, args):
-    return ops.mean(args[0], axis=_dims(args[0], arg(ctx, args, 1, "dim")),
+    """``ops.mean`` in the result dtype (``dtype=`` casts first)."""
+    x = promote(out_dtype(node), args[0])[0]
+    return ops.mean(x, axis=_dims(x, arg(ctx, args, 1, "dim")),
                     keepdims=bool(arg(ctx, args, 2, "keepdim", False)))
 
 
-@register_converter("aten.sum.dim_IntList", "aten.sum.default")
+@register_converter("aten.sum.dim_IntList", "aten.sum.default", dtypes="float, int")
 def _sum(ctx, node, args):
-    return ops.sum(args[0], axis=_dims(args[0], arg(ctx, args, 1, "dim")),
-                   keepdims=bool(arg(ctx, args, 2, "keepdim", False)))
+    """``ops.sum`` accumulating in the result dtype (ints and bools: int64; ``dtype=``)."""
+    return ops.sum(args[0], axis=_dims(args[0], arg(ctx, args, 1, "dim")), keepdims=bool(arg(ctx, args, 2, "keepdim", False)),
+                   dtype=out_dtype(node))
 
 
-@register_converter("aten.amax.default")
+@register_converter("aten.amax.default", dtypes="float, int")
 def _amax(ctx, node, args):
     return ops.max(args[0], axis=_dims(args[0], arg(ctx, args, 1, "dim")),
                    keepdims=bool(arg(ctx, args, 2, "keepdim", False)))
@@ -419,37 +508,33 @@ def _layer_norm(ctx, node, args):
     return (y, None, None) if str(node.target).startswith("aten.native_layer_norm") else y
 
 
-@register_converter("aten.embedding.default")
+@register_converter("aten.embedding.default", dtypes="float, int")
 def _embedding(ctx, node, args):
     # PyTorch raises for any index outside [0, num_embeddings), negative ones included
     return ops.take(args[0], args[1], axis=0, negative_indices=False)
 
 
 # ----------------------------------------------------------------------------- masks (int8 0/1)
-@register_converter("aten.eq.Scalar", "aten.eq.Tensor")
-def _eq(ctx, node, args):
-    return ops.equal(args[0], args[1])
-
-
-@register_converter("aten.logical_not.default")
+@register_converter("aten.logical_not.default", dtypes="float, int, bool")
 def _logical_not(ctx, node, args):
-    return ops.subtract(1, ops.equal(args[0], 0) if _tensor("aten.logical_not", "self", args[0]).dtype != "int8"
-                        else args[0])
+    """``x == 0`` (a mask, or any number: NaN is True, so its negation False)."""
+    return ops.equal(_tensor("aten.logical_not", "self", args[0]), 0)
 
 
-@register_converter("aten.any.dim", "aten.any.dims")
+@register_converter("aten.any.dim", "aten.any.dims", dtypes="float, int, bool")
 def _any(ctx, node, args):
     x = _tensor("aten.any", "self", args[0])
     x = x if x.dtype == "int8" else ops.subtract(1, ops.equal(x, 0))
     return ops.max(x, axis=_dims(x, arg(ctx, args, 1, "dim")), keepdims=bool(arg(ctx, args, 2, "keepdim", False)))
 
 
-@register_converter("aten.where.self")
+@register_converter("aten.where.self", dtypes="any")
 def _where(ctx, node, args):
-    return ops.where(args[0], args[1], args[2])
+    """Branches cast to the result dtype (PyTorch type promotion)."""
+    return ops.where(args[0], *promote(out_dtype(node), args[1], args[2]))
 
 
-@register_converter("aten.full_like.default")
+@register_converter("aten.full_like.default", dtypes="any")
 def _full_like(ctx, node, args):
     x = _tensor("aten.full_like", "self", args[0])
     dt = ctx.kwargs.get("dtype")

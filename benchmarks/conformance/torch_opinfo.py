@@ -1,0 +1,195 @@
+"""Run PyTorch's OpInfo sample inputs (``torch.testing._internal.common_methods_invocations.op_db``,
+the suite PyTorch tests its backends with) through ``from_torch`` + ``compile`` and compare with
+eager at PyTorch's default float32 tolerances (``torch.testing.assert_close``: rtol 1.3e-6,
+atol 1e-5); print pass / fail / unsupported per OpInfo entry with grouped reasons.
+
+    python benchmarks/conformance/torch_opinfo.py [--include REGEX] [--max-samples N] [--json]
+
+Needs ``expecttest`` (``pip install 'mlc-mlir[test]'``) to import ``op_db``.
+
+Each float32 sample becomes a module whose ``forward`` takes the sample's tensors and calls the
+OpInfo's op with its other arguments as constants; it is exported (``torch.export`` +
+``run_decompositions``). unsupported: the export fails, the graph holds an ATen op with no
+converter (the reason names it), or the import refuses the sample (``BuildError``); fail:
+anything else (wrong values, shapes or dtypes, a compile error, a crash). "claimed": the samples
+whose exported graph has only ATen ops with a converter. Each sample runs in a forked child, so
+an abort or a hang (``--timeout``) is one failed sample.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import re
+import signal
+import sys
+import warnings
+
+import numpy as np
+import torch
+
+import mlc_mlir as mlc
+from mlc_mlir.frontends.torch import from_exported_program
+
+
+def _reason(err: str) -> str:
+    last = [ln for ln in err.strip().splitlines() if ln.strip()][-1] if err.strip() else err
+    last = re.sub(r" \(node '[^']*', .*?\): ", ": ", last)
+    last = re.sub(r"\d+(\.\d+)?(e-?\d+)?", "N", last)
+    return last[:160]
+
+
+class _Call(torch.nn.Module):
+    """``forward(*tensors)`` = ``op(*args, **kwargs)`` with the sample's tensors at their places."""
+
+    def __init__(self, op, spec, consts):
+        super().__init__()
+        self.op, self.spec, self.consts = op, spec, consts
+
+    def forward(self, *tensors):
+        it = iter(tensors)
+        leaves = [next(it) if c is _TENSOR else c for c in self.consts]
+        args, kwargs = torch.utils._pytree.tree_unflatten(leaves, self.spec)
+        return self.op(*args, **kwargs)
+
+
+_TENSOR = object()
+
+
+def _outputs(out):
+    outs = list(out) if isinstance(out, (tuple, list)) else [out]
+    if not outs or not all(isinstance(o, torch.Tensor) for o in outs):
+        return None
+    return outs
+
+
+def run_sample(opinfo, sample) -> tuple:
+    """(status, reason) of one OpInfo sample: ``pass``, ``fail`` or ``unsupported``."""
+    leaves, spec = torch.utils._pytree.tree_flatten(((sample.input,) + tuple(sample.args), dict(sample.kwargs)))
+    tensors = [x for x in leaves if isinstance(x, torch.Tensor)]
+    consts = [_TENSOR if isinstance(x, torch.Tensor) else x for x in leaves]
+    model = _Call(opinfo.op, spec, consts).eval()
+    with torch.no_grad():
+        want = _outputs(model(*tensors))
+    if want is None:
+        return "unsupported", "the op returns something other than tensors"
+    try:
+        with torch.no_grad():
+            ep = torch.export.export(model, tuple(tensors)).run_decompositions()
+    except Exception as e:  # noqa: BLE001  (any export failure is the sample's result)
+        return "unsupported", _reason(f"export: {type(e).__name__}: {e}")
+    try:
+        mod = from_exported_program(ep)
+    except mlc.BuildError as e:
+        missing = re.findall(r"^  (aten\.\S+) x\d+", str(e), re.M)  # the import's unsupported-op list
+        return "unsupported", ("no converter: " + ", ".join(missing)) if missing else _reason(f"BuildError: {e}")
+    try:
+        got = mlc.compile(mod)(*[t.numpy().astype(np.int8) if t.dtype == torch.bool else t.numpy()
+                                 for t in tensors])
+        got = list(got) if isinstance(got, (tuple, list)) else [got]
+        if len(got) != len(want):
+            return "fail", f"{len(got)} outputs; expected {len(want)}"
+        for g, w in zip(got, want):
+            g = np.asarray(g)
+            g = torch.from_numpy(g.astype(bool) if w.dtype == torch.bool else np.ascontiguousarray(g))
+            torch.testing.assert_close(g.reshape(w.shape) if g.numel() == w.numel() and g.dim() != w.dim() and
+                                       w.dim() == 0 else g, w.contiguous(), equal_nan=True)
+    except Exception as e:  # noqa: BLE001  (a wrong value or a compile error is a failed sample)
+        return "fail", _reason(f"{type(e).__name__}: {e}")
+    return "pass", ""
+
+
+def _isolated(fn, timeout: int) -> tuple:
+    """``fn()`` in a forked child: its (status, reason), or a failure naming a signal/timeout."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child
+        os.close(r)
+        signal.alarm(timeout)
+        try:
+            out = fn()
+        except Exception as e:  # noqa: BLE001
+            out = ("fail", _reason(f"{type(e).__name__}: {e}"))
+        os.write(w, json.dumps(out).encode())
+        os._exit(0)
+    os.close(w)
+    with os.fdopen(r) as f:
+        data = f.read()
+    _, status = os.waitpid(pid, 0)
+    if data:
+        return tuple(json.loads(data))
+    if os.WIFSIGNALED(status):
+        sig = signal.Signals(os.WTERMSIG(status)).name
+        return "fail", "timed out" if sig == "SIGALRM" else f"the process died with {sig} (compiler abort)"
+    return "fail", f"the child exited with {os.WEXITSTATUS(status)} and no result"
+
+
+def run(include: str = ".*", max_samples: int = 8, timeout: int = 120) -> dict:
+    """``{op name: [(status, reason), ...]}`` for the float32 samples of the selected entries."""
+    from torch.testing._internal.common_methods_invocations import op_db
+
+    torch.set_num_threads(1)  # no intra-op thread pool across fork
+    warnings.filterwarnings("ignore", category=FutureWarning)  # torch.export's pytree deprecations
+    pattern = re.compile(include)
+    results = {}
+    for opinfo in op_db:
+        name = opinfo.name + (f".{opinfo.variant_test_name}" if opinfo.variant_test_name else "")
+        if not pattern.search(name) or torch.float32 not in opinfo.supported_dtypes("cpu"):
+            continue
+        try:
+            samples = list(opinfo.sample_inputs("cpu", torch.float32, requires_grad=False))[:max_samples]
+        except Exception as e:  # noqa: BLE001
+            results[name] = [("unsupported", _reason(f"sample_inputs: {type(e).__name__}: {e}"))]
+            continue
+        results[name] = [_isolated(lambda s=s: run_sample(opinfo, s), timeout) for s in samples]
+    return results
+
+
+def table(results: dict) -> dict:
+    """Per entry: pass / fail / unsupported counts and reasons; totals over claimed samples."""
+    ops, total = {}, collections.Counter()
+    for name, outcomes in sorted(results.items()):
+        c = collections.Counter(s for s, _ in outcomes)
+        ops[name] = {**{k: c[k] for k in ("pass", "fail", "unsupported")},
+                     "reasons": dict(collections.Counter(f"{s}: {r}" for s, r in outcomes if r))}
+        total.update(c)
+    claimed = total["pass"] + total["fail"]
+    return {"ops": ops, "total": dict(total), "claimed_samples": claimed,
+            "claimed_pass_rate": total["pass"] / claimed if claimed else None,
+            "ops_with_a_claimed_sample": sum(1 for v in ops.values() if v["pass"] + v["fail"])}
+
+
+def _print(res: dict) -> None:
+    print(f"{'OpInfo entry':40s} {'pass':>5s} {'fail':>5s} {'unsup':>5s}")
+    for k, v in res["ops"].items():
+        print(f"{k[:40]:40s} {v['pass']:5d} {v['fail']:5d} {v['unsupported']:5d}")
+        for reason, n in collections.Counter(v["reasons"]).most_common(3):
+            print(f"    {n:3d} x {reason}")
+    t = collections.Counter(res["total"])
+    print(f"total: {t['pass']} pass, {t['fail']} fail, {t['unsupported']} unsupported of {sum(t.values())} samples "
+          f"of {len(res['ops'])} entries")
+    rate = res["claimed_pass_rate"]
+    print(f"claimed float32 samples: {t['pass']} pass of {res['claimed_samples']}"
+          + (f" ({100.0 * rate:.1f}%)" if rate is not None else "")
+          + f"; entries with a claimed sample: {res['ops_with_a_claimed_sample']}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--include", default=".*", help="regex of OpInfo names (default: every entry)")
+    ap.add_argument("--max-samples", type=int, default=8, help="samples per entry (default 8)")
+    ap.add_argument("--timeout", type=int, default=120, help="seconds per sample (default 120)")
+    ap.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    args = ap.parse_args()
+    res = table(run(args.include, args.max_samples, args.timeout))
+    if args.json:
+        print(json.dumps(res, indent=1))
+    else:
+        _print(res)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

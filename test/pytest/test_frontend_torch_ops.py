@@ -1,0 +1,235 @@
+"""from_torch converters, one small program per ATen op, against PyTorch eager: values (1e-5
+relative), shapes and dtypes (a bool result arrives as the builder's int8 0/1 mask), including
+PyTorch's type promotion for mixed int/float/bool operands. Also checks that every converter of
+:mod:`torch_converters_math` / ``_nn`` / ``_shape`` is reached by some case, and that
+``docs/torch_ops.md`` is the rendering of the current registry."""
+
+import pathlib
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+nn, F = torch.nn, torch.nn.functional
+
+import mlc_mlir as mlc  # noqa: E402
+from mlc_mlir.errors import BuildError  # noqa: E402
+from mlc_mlir.frontends import torch_converters_math, torch_converters_nn, torch_converters_shape  # noqa: E402
+from mlc_mlir.frontends.torch import from_exported_program  # noqa: E402
+from mlc_mlir.frontends.torch_converters import CONVERTERS  # noqa: E402
+from mlc_mlir.frontends.torch_table import render_table  # noqa: E402
+
+g = torch.Generator().manual_seed(0)
+
+
+def randn(*s):
+    return torch.randn(*s, generator=g)
+
+
+def randint(lo, hi, *s):
+    return torch.randint(lo, hi, s, generator=g)
+
+
+class Fn(nn.Module):
+    def __init__(self, f):
+        super().__init__()
+        self.f = f
+
+    def forward(self, *a):
+        return self.f(*a)
+
+
+def _with_nan(x):
+    x = x.clone()
+    x.view(-1)[::5] = float("nan")
+    return x
+
+
+# name -> (callable or module, inputs)
+CASES = {
+    "abs": (lambda x: x.abs(), (randn(3, 4),)),
+    "abs_int": (lambda x: x.abs(), (randint(-9, 9, 3, 4),)),
+    "log1p": (lambda x: torch.log1p(x.abs()), (randn(3, 4),)),
+    "log1p_tiny": (lambda x: torch.log1p(x), (randn(64) * 1e-7,)),
+    "expm1": (lambda x: torch.expm1(x), (randn(3, 4),)),
+    "reciprocal": (lambda x: torch.reciprocal(x), (randn(3, 4),)),
+    "sign": (lambda x: torch.sign(x), (_with_nan(randn(4, 5)),)),
+    "sign_int": (lambda x: torch.sign(x), (randint(-3, 3, 4, 5),)),
+    "leaky_relu": (lambda x: F.leaky_relu(x, 0.2), (randn(3, 4),)),
+    "elu": (lambda x: F.elu(x, 0.7), (randn(3, 4),)),
+    "selu": (lambda x: F.selu(x), (randn(3, 4),)),
+    "hardtanh": (lambda x: F.hardtanh(x, -0.5, 0.5), (randn(3, 4),)),
+    "pow3": (lambda x: x ** 3, (randn(3, 4),)),
+    "pow7": (lambda x: x ** 7, (randn(3, 4),)),
+    "pow_neg2": (lambda x: x ** -2, (randn(3, 4) + 3,)),
+    "pow0": (lambda x: x ** 0, (randn(3, 4),)),
+    "pow_2_5": (lambda x: x.abs() ** 2.5, (randn(3, 4),)),
+    "pow_sqrt": (lambda x: x.abs() ** 0.5, (randn(3, 4),)),
+    "pow_int": (lambda x: x ** 3, (randint(-5, 5, 3, 4),)),
+    "pow_tensor": (lambda x, y: x.abs() ** y, (randn(3, 4), randn(3, 4))),
+    "pow_scalar_base": (lambda x: 2.0 ** x, (randn(3, 4),)),
+    "gt_scalar": (lambda x: x > 0.5, (_with_nan(randn(3, 5)),)),
+    "ge_scalar": (lambda x: x >= 0.1, (randn(3, 4),)),
+    "lt_tensor": (lambda x, y: x < y, (randn(3, 4), randn(4))),
+    "le_tensor": (lambda x, y: x <= y, (_with_nan(randn(3, 5)), randn(3, 5))),
+    "eq_scalar": (lambda x: x == 2, (randint(0, 4, 3, 4),)),
+    "ne_scalar": (lambda x: x != 0, (_with_nan(randn(3, 5)),)),
+    "ne_tensor": (lambda x, y: x != y, (randint(0, 3, 3, 4), randint(0, 3, 3, 4))),
+    "gt_int_vs_float": (lambda x: x > 0.5, (randint(0, 3, 3, 4),)),
+    "eq_int_vs_float_tensor": (lambda x, y: x == y, (randint(0, 3, 3, 4), randint(0, 3, 3, 4).float())),
+    "and_or_xor_not": (lambda x: (((x > 0) & (x < 1)) | (x < -1)) ^ ~(x > 2), (randn(4, 5),)),
+    "logical": (lambda x, y: torch.logical_and(x, y) | torch.logical_xor(x > 0, y), (randn(3, 4), randn(3, 4))),
+    "mask_arith": (lambda x: (x > 0) * x + (x < 0).sum(), (randn(3, 4),)),
+    "bool_input": (lambda x, m: torch.where(m, x, 0.0) + m.sum(), (randn(3, 4), randn(3, 4) > 0)),
+    "sum_dtype_mean_dtype": (lambda x: (x.sum(dtype=torch.float64), x.mean(1, dtype=torch.float64)),
+                             (randn(3, 4),)),
+    "sqrt_of_int": (lambda x: torch.sqrt(x) + torch.exp(x), (randint(0, 5, 3, 4),)),
+    "int_plus_float": (lambda x: x + 1.5, (randint(0, 4, 3, 4),)),
+    "int_div_int": (lambda x, y: x / y, (randint(-9, 9, 3, 4), randint(1, 4, 3, 4))),
+    "int_times_float_tensor": (lambda x, y: x * y, (randint(0, 4, 3, 4), randn(3, 4))),
+    "where_int_float": (lambda x, y: torch.where(x > 0, x, y), (randint(-3, 3, 3, 4), randn(3, 4))),
+    "floor_div_int": (lambda x: x // 3, (randint(-9, 9, 3, 4),)),
+    "floor_div_float": (lambda x: x // 0.7, (randn(3, 4),)),
+    "trunc_div": (lambda x, y: torch.div(x, y, rounding_mode="trunc"), (randn(3, 4) * 4, randn(3, 4))),
+    "trunc_div_int": (lambda x: torch.div(x, 4, rounding_mode="trunc"), (randint(-9, 9, 3, 4),)),
+    "remainder": (lambda x: x % 0.7, (randn(3, 4),)),
+    "remainder_int": (lambda x: x % 3, (randint(-9, 9, 3, 4),)),
+    "fmod": (lambda x: torch.fmod(x, 0.7), (randn(3, 4),)),
+    "max_dim": (lambda x: x.max(dim=1), (randn(3, 4),)),
+    "max_dim_keep": (lambda x: x.max(dim=0, keepdim=True), (randint(0, 3, 5, 4),)),
+    "min_dim": (lambda x: x.min(dim=-1), (randn(3, 4),)),
+    "argmax": (lambda x: x.argmax(1), (randn(3, 4),)),
+    "argmax_all": (lambda x: x.argmax(), (randn(3, 4),)),
+    "argmin": (lambda x: x.argmin(0, keepdim=True), (randn(3, 4),)),
+    "argmin_int": (lambda x: x.argmin(1), (randint(-3, 3, 4, 6),)),
+    "argmax_0d": (lambda x: x.argmax(-1), (randn(()),)),
+    "max_dim_0d": (lambda x: x.max(0), (randn(()),)),
+    "cumsum_0d": (lambda x: x.cumsum(0), (randn(()),)),
+    "amin": (lambda x: x.amin((0, 2)), (randn(3, 4, 5),)),
+    "prod": (lambda x: x.prod(1), (randn(3, 4),)),
+    "prod_all": (lambda x: x.prod(), (randint(1, 3, 3, 4),)),
+    "var": (lambda x: x.var(1), (randn(3, 8),)),
+    "var_biased_keep": (lambda x: x.var(dim=(0, 2), unbiased=False, keepdim=True), (randn(3, 4, 5),)),
+    "std_all": (lambda x: x.std(), (randn(3, 8),)),
+    "norm2": (lambda x: x.norm(dim=1), (randn(3, 8),)),
+    "norm1": (lambda x: torch.linalg.vector_norm(x, 1, dim=0), (randn(3, 8),)),
+    "norm_inf": (lambda x: torch.linalg.vector_norm(x, float("inf")), (randn(3, 8),)),
+    "norm_3": (lambda x: torch.linalg.vector_norm(x, 3, dim=-1, keepdim=True), (randn(3, 8),)),
+    "norm_0": (lambda x: torch.linalg.vector_norm(x, 0), (torch.relu(randn(3, 8)),)),
+    "cumsum": (lambda x: x.cumsum(1), (randn(3, 7),)),
+    "cumsum_long": (lambda x: x.cumsum(0), (randn(1000, 2).abs(),)),  # no cancellation: rtol applies
+    "cumsum_int": (lambda x: x.cumsum(-1), (randint(-5, 5, 2, 600),)),
+    "cumsum_mask": (lambda x: (x > 0).cumsum(1), (randn(3, 9),)),
+    "gather": (lambda x, i: x.gather(1, i), (randn(3, 4), randint(0, 4, 3, 6))),
+    "gather_dim0": (lambda x, i: x.gather(0, i), (randn(5, 4), randint(0, 5, 2, 4))),
+    "repeat": (lambda x: x.repeat(2, 1, 3), (randn(3, 4),)),
+    "group_norm": (nn.GroupNorm(2, 4), (randn(2, 4, 5, 5),)),
+    "group_norm_1d": (nn.GroupNorm(3, 6, affine=False), (randn(2, 6, 7),)),
+    "instance_norm": (nn.InstanceNorm2d(4), (randn(2, 4, 5, 5),)),
+    "instance_norm_affine": (nn.InstanceNorm1d(3, affine=True), (randn(2, 3, 9),)),
+    "max_pool3d": (nn.MaxPool3d(2), (randn(1, 2, 4, 6, 6),)),
+    "max_pool3d_pad": (nn.MaxPool3d(3, stride=(1, 2, 2), padding=1, dilation=(2, 1, 1)), (randn(2, 3, 6, 7, 7),)),
+    "avg_pool3d": (nn.AvgPool3d((2, 3, 3), stride=2, padding=1), (randn(1, 2, 5, 7, 7),)),
+    "conv1d": (nn.Conv1d(2, 4, 3, stride=2, padding=1, dilation=2), (randn(2, 2, 17),)),
+    "conv1d_groups": (nn.Conv1d(4, 8, 5, groups=2, bias=False), (randn(1, 4, 12),)),
+    "conv_transpose1d": (nn.ConvTranspose1d(3, 2, 4, stride=2, padding=1), (randn(1, 3, 9),)),
+    "conv3d": (nn.Conv3d(2, 3, 3), (randn(1, 2, 5, 6, 6),)),
+    "conv3d_strided": (nn.Conv3d(4, 6, (3, 1, 3), stride=(2, 1, 1), padding=(1, 0, 1), dilation=(1, 1, 2), groups=2),
+                       (randn(2, 4, 7, 5, 8),)),
+    "mse": (lambda a, b: ((a - b) ** 2).mean(), (randn(1000), randn(1000))),
+    "empty_results": (lambda x: (torch.exp(x), x.sum(1), x[:, :2] * 2), (randn(0, 3),)),
+    "reductions_0d": (lambda x: (x.sum(0), x.amax(-1, keepdim=True), x.mean((0,))), (randn(()),)),
+    "logical_not_float": (lambda x: torch.logical_not(x), (torch.tensor([0.0, 1.5, -2.0, float("nan")]),)),
+    "max_pool2d_ceil": (nn.MaxPool2d(3, 2, 1, ceil_mode=True), (randn(1, 2, 8, 9),)),
+    "max_pool3d_ceil": (nn.MaxPool3d(2, 2, ceil_mode=True), (randn(1, 2, 5, 5, 7),)),
+    "rounding": (lambda x: (torch.erf(x), x.floor(), x.ceil(), x.round(), x.trunc(), torch.frac(x)),
+                 (torch.tensor([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 0.3, -0.7]),)),
+    "logs_exp2": (lambda x: (x.abs().log2(), x.abs().log10(), torch.exp2(x)), (randn(3, 4),)),
+    "isnan_isinf": (lambda x: (x.isnan(), (x / 0.0).isinf()), (_with_nan(randn(4, 5)),)),
+    "hypot": (lambda x, y: torch.hypot(x, y), (randn(3, 4), randn(3, 4))),
+    "clamp_tensor": (lambda x, lo: x.clamp(lo, lo + 0.5), (randn(3, 4), randn(4))),
+    "max_min_all": (lambda x: (x.max(), x.min()), (randn(3, 4),)),
+    "any_all": (lambda x: ((x > 0).any(), (x > -3).all(), (x > 0).all(1), x.any(0)), (randn(3, 4),)),
+    "sort": (lambda x: x.sort(1), (randn(3, 6),)),
+    "sort_desc": (lambda x: x.sort(0, descending=True).values, (randn(5, 3),)),
+    "var_mean": (lambda x: torch.var_mean(x, 1, correction=0), (randn(3, 8),)),
+    "flip": (lambda x: x.flip(0, -1), (randn(3, 4, 2),)),
+    "index_select": (lambda x, i: x.index_select(1, i), (randn(3, 5), randint(0, 5, 7))),
+    "pad": (lambda x: F.pad(x, (1, 2, 0, 1), value=0.5), (randn(2, 3, 4),)),
+    "pad_crop": (lambda x: F.pad(x, (-1, 2, 1, -1)), (randn(2, 3, 4),)),
+    "upsample_nearest": (lambda x: F.interpolate(x, scale_factor=2, mode="nearest"), (randn(1, 2, 3, 4),)),
+    "upsample_nearest_size": (lambda x: F.interpolate(x, size=(5, 7), mode="nearest"), (randn(1, 2, 3, 4),)),
+    "upsample_bilinear": (lambda x: F.interpolate(x, scale_factor=2, mode="bilinear"), (randn(1, 2, 3, 4),)),
+    "upsample_bilinear_ac": (lambda x: F.interpolate(x, size=(5, 6), mode="bilinear", align_corners=True),
+                             (randn(1, 2, 3, 4),)),
+}
+
+
+_EXPORTED = {}  # case name -> decomposed ExportedProgram (shared by the tests below)
+
+
+def _export(name):
+    if name not in _EXPORTED:
+        f, inputs = CASES[name]
+        model = (f if isinstance(f, nn.Module) else Fn(f)).eval()
+        with torch.no_grad():
+            _EXPORTED[name] = torch.export.export(model, inputs).run_decompositions()
+    return _EXPORTED[name]
+
+
+def _reference(model, inputs):
+    with torch.no_grad():
+        want = model(*inputs)
+    return [w.numpy() for w in (want if isinstance(want, (tuple, list)) else (want,))]
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_converter_matches_eager(name):
+    f, inputs = CASES[name]
+    model = (f if isinstance(f, nn.Module) else Fn(f)).eval()
+    want = _reference(model, inputs)
+    args = [t.numpy().astype(np.int8) if t.dtype == torch.bool else t.numpy() for t in inputs]
+    got = mlc.compile(from_exported_program(_export(name)))(*args)
+    got = got if isinstance(got, (tuple, list)) else (got,)
+    assert len(got) == len(want)
+    for gv, wv in zip(got, want):
+        gv = np.asarray(gv)
+        if wv.dtype == np.bool_:
+            assert gv.dtype == np.int8 and set(np.unique(gv)) <= {0, 1}, (gv.dtype, np.unique(gv))
+            gv = gv.astype(bool)
+        assert gv.shape == wv.shape and gv.dtype == wv.dtype, (gv.shape, gv.dtype, wv.shape, wv.dtype)
+        np.testing.assert_allclose(gv, wv, rtol=1e-5, atol=1e-6, equal_nan=True)
+
+
+def test_every_new_converter_has_a_case():
+    """Each converter registered by the math/nn modules is reached by a case of CASES."""
+    reached = set()
+    for name in CASES:
+        reached |= {str(n.target) for n in _export(name).graph.nodes if n.op == "call_function"}
+    mine = {name for name, fn in CONVERTERS.items()
+            if fn.__module__ in (torch_converters_math.__name__, torch_converters_nn.__name__,
+                                 torch_converters_shape.__name__)}
+    # overloads that eager programs reach only through other spellings
+    aliases = {"aten.max_pool3d.default", "aten.var.dim", "aten.prod.default", "aten.pow.Scalar",
+               "aten.fmod.Tensor", "aten.remainder.Tensor", "aten.lt.Scalar", "aten.le.Scalar",
+               "aten.gt.Tensor", "aten.ge.Tensor", "aten.eq.Tensor", "aten.bitwise_or.Tensor",
+               "aten.logical_or.default", "aten.bitwise_and.Tensor", "aten.logical_not.default",
+               "aten.logical_xor.default"}
+    assert not (mine - reached - aliases), sorted(mine - reached - aliases)
+
+
+def test_integer_bitwise_refused_by_name():
+    model = Fn(lambda x, y: x & y)
+    with pytest.raises(BuildError, match="aten.bitwise_and.Tensor: integer operands"):
+        mlc.from_torch(model, (randint(0, 4, 3), randint(0, 4, 3)))
+
+
+def test_negative_integer_power_refused():
+    with pytest.raises(BuildError, match="expected >= 0 for an integer tensor"):
+        mlc.from_torch(Fn(lambda x: x ** -2), (randint(1, 4, 3),))
+
+
+def test_docs_table_is_current():
+    """``docs/torch_ops.md`` is ``python -m mlc_mlir.frontends.torch_table`` of this registry."""
+    path = pathlib.Path(__file__).resolve().parents[2] / "docs" / "torch_ops.md"
+    assert path.read_text() == render_table(), "regenerate: python -m mlc_mlir.frontends.torch_table"
