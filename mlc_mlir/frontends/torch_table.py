@@ -49,6 +49,14 @@ def _notes(fn) -> str:
     return " ".join(doc.split("\n\n")[0].split()).replace("|", "\\|")
 
 
+def _label(key) -> str:
+    """A registry key as the table names it: an ATen overload's name, or ``operator.<fn>`` for
+    the Python size arithmetic of symbolic shapes (``operator.mul`` on ``sym_size`` values)."""
+    key = str(key)
+    prefix = "<built-in function "
+    return f"operator.{key[len(prefix):-1]}" if key.startswith(prefix) else key
+
+
 def render_table() -> str:
     """The Markdown text of ``docs/torch_ops.md``: one row per registered ATen overload,
     sorted by name."""
@@ -60,15 +68,16 @@ def render_table() -> str:
         "int8 0/1 masks (the builder's mask dtype); operands are cast to the dtype PyTorch's type promotion "
         "gives.",
         "",
-        f"{len(CONVERTERS)} ATen overloads.",
+        f"{sum(not _label(k).startswith('operator.') for k in CONVERTERS)} ATen overloads and "
+        f"{sum(_label(k).startswith('operator.') for k in CONVERTERS)} Python size operators (symbolic shapes).",
         "",
         "| ATen op | builder ops | dtypes | notes |",
         "|---|---|---|---|",
     ]
-    for name in sorted(CONVERTERS):
-        fn = CONVERTERS[name]
+    for key in sorted(CONVERTERS, key=_label):
+        fn = CONVERTERS[key]
         built = ", ".join(f"`{n}`" for n in sorted(_builder_ops(fn, set()))) or "(none: a view or identity)"
-        lines.append(f"| `{name}` | {built} | {CONVERTER_DTYPES.get(name, 'float')} | {_notes(fn)} |")
+        lines.append(f"| `{_label(key)}` | {built} | {CONVERTER_DTYPES.get(key, 'float')} | {_notes(fn)} |")
     return "\n".join(lines) + "\n"
 
 

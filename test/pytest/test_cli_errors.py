@@ -31,6 +31,7 @@ def files(tmp_path_factory):
     d = tmp_path_factory.mktemp("cli")
     onnx.save(_model(), d / "good.onnx")
     onnx.save(_model(("n", 3)), d / "dyn.onnx")
+    onnx.save(_model((None, 3)), d / "unnamed.onnx")    # a dynamic dim without a name
     data = (d / "good.onnx").read_bytes()
     (d / "trunc.onnx").write_bytes(data[:len(data) // 2])
     (d / "garbage.onnx").write_bytes(b"\x8f\xff not a protobuf" * 8)
@@ -50,7 +51,7 @@ PROBES = {
     "truncated model": ("compile", "{d}/trunc.onnx", "-o", "{d}/o.so"),
     "directory model": ("compile", "{d}/dir.onnx", "-o", "{d}/o.so"),
     "not .onnx": ("compile", "{d}/x.npy", "-o", "{d}/o.so"),
-    "dynamic dim": ("compile", "{d}/dyn.onnx", "-o", "{d}/o.so"),
+    "unnamed dynamic dim": ("compile", "{d}/unnamed.onnx", "-o", "{d}/o.so"),
     "bad shape spec": ("compile", "{d}/dyn.onnx", "-o", "{d}/o.so", "--input-shape", "x=a,b"),
     "unknown input": ("compile", "{d}/dyn.onnx", "-o", "{d}/o.so", "--input-shape", "zz=2,3"),
     "bad target": ("compile", "{d}/good.onnx", "-o", "{d}/o.so", "--target", "nope"),
