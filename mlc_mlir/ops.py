@@ -21,9 +21,9 @@ from .builder.reduction import argmax, max, mean, min, sum  # noqa: F401,A004
 from .builder.shape import (  # noqa: F401,A004
     broadcast_to, concat, flatten, pad, permute, reshape, slice, transpose,
 )
-from .builder.indexing import expand, gather, split, squeeze, unsqueeze  # noqa: F401
+from .builder.indexing import expand, gather, split, squeeze, unsqueeze, update_slice  # noqa: F401
 from .builder.math_ops import (  # noqa: F401,A004
-    abs, ceil, equal, erf, floor, greater, less, mod, power, where,
+    abs, ceil, cos, equal, erf, floor, greater, less, mod, power, sin, where,
 )
 from .builder.take import gather_elements, take  # noqa: F401
 from .builder.resize import resize  # noqa: F401

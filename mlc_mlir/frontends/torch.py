@@ -29,6 +29,7 @@ from ..builder import GraphBuilder, Tensor
 from ..errors import BuildError
 from ..ir import Module
 from .torch_converters import CONVERTERS, TORCH_DTYPES, register_converter  # noqa: F401
+from . import torch_converters_llm  # noqa: F401  (registers the decoder-LLM converters)
 
 
 class ConvertContext:
@@ -169,14 +170,16 @@ def from_torch(model, example_args, dynamic_shapes=None) -> Module:
     Module
         One function ``main(<params>..., <inputs>...)``; params named by state_dict keys (only
         those the graph uses), inputs by the graph's placeholder names; results in ``forward``'s
-        output order (nested outputs flattened).
+        output order (nested outputs flattened). An input the model mutates in place (a static
+        KV cache's ``index_copy_``) is an in/out argument: the call writes the caller's array
+        (:meth:`~mlc_mlir.builder.graph_builder.FunctionBuilder.write_argument`).
 
     Raises
     ------
     BuildError
         Listing every unsupported ATen op with its count and first source location; for a dynamic
-        dim, a non-tensor input, buffer mutation outputs, or a converter's failure (naming the
-        node and its source line).
+        dim, a non-tensor input, buffer mutation outputs, an input mutation other than slice
+        writes, or a converter's failure (naming the node and its source line).
     """
     import torch
 
@@ -214,10 +217,12 @@ def from_exported_program(ep) -> Module:
     _report_unsupported(api, missing, first)
 
     specs = {s.arg.name: s for s in ep.graph_signature.input_specs}
+    out_kinds = [s.kind.name for s in ep.graph_signature.output_specs]
     for s in ep.graph_signature.output_specs:
-        if s.kind.name != "USER_OUTPUT":
+        if s.kind.name not in ("USER_OUTPUT", "USER_INPUT_MUTATION"):
             raise BuildError(f"{api}: output '{s.arg.name}' is a {s.kind.name}; expected only user "
-                             "outputs (call model.eval() so batch norm does not update its buffers)")
+                             "outputs and input mutations (call model.eval() so batch norm does not "
+                             "update its buffers)")
     state = dict(ep.state_dict)
     state.update(ep.constants)
     bb = GraphBuilder()
@@ -259,12 +264,29 @@ def from_exported_program(ep) -> Module:
                 key = str(node.target)
                 ctx.values[node.name] = _convert(ctx, node, key, CONVERTERS[key], args, kwargs)
             elif node.op == "output":
-                outputs = _flatten_outputs(api, ctx.lookup(node.args[0]))
+                outputs = _write_mutated_inputs(api, f, ctx, ep, list(node.args[0]), out_kinds)
             else:
                 raise BuildError(f"{api}: node '{node.name}' has op {node.op!r}; expected placeholder, "
                                  "call_function or output in an exported graph")
         f.output(*outputs)
     return bb.finish()
+
+
+def _write_mutated_inputs(api: str, f, ctx: ConvertContext, ep, outs: list, kinds: List[str]) -> List[Tensor]:
+    """The user outputs of the output node's ``outs`` (one per output spec); each input mutation
+    (``x.index_copy_(...)`` on an input, a static KV cache's write) becomes an in/out argument
+    written in place (:meth:`FunctionBuilder.write_argument`)."""
+    user = []
+    for spec, kind, o in zip(ep.graph_signature.output_specs, kinds, outs):
+        if kind == "USER_OUTPUT":
+            user.append(o)
+            continue
+        x, v = ctx.values[spec.target], ctx.lookup(o)
+        try:
+            f.write_argument(x, v)
+        except BuildError as e:
+            raise BuildError(f"{api}: input '{spec.target}' is mutated in place: {e}") from e
+    return _flatten_outputs(api, ctx.lookup(user))
 
 
 def _flatten_outputs(api: str, out) -> List[Tensor]:

@@ -443,7 +443,11 @@ def _any(ctx, node, args):
 
 @register_converter("aten.where.self")
 def _where(ctx, node, args):
-    return ops.where(args[0], args[1], args[2])
+    a, b = args[1], args[2]
+    if not isinstance(a, Tensor) and not isinstance(b, Tensor):  # two folded 0-d tensors
+        dt = TORCH_DTYPES.get(str(node.meta["val"].dtype), "float32")
+        a = np.asarray(a, dtype=np.int8 if dt == "bool" else dt)
+    return ops.where(args[0], a, b)
 
 
 @register_converter("aten.full_like.default")
