@@ -46,7 +46,7 @@ class FunctionBuilder:
         self._arg_attrs: List[ir.DictAttr] = []
         self._op_names: Dict[str, int] = {}
         self._outputs: Optional[List[Tensor]] = None
-        self._written: List[tuple] = []  # (message prefix, value) of write_argument
+        self._written: List[tuple] = []  # (message prefix, arg, value) of write_argument
         self._open = True
 
     # ----------------------------------------------------------------- arguments
@@ -263,11 +263,7 @@ class FunctionBuilder:
         if v is None:
             raise BuildError(f"{what}: 'value' is not the argument updated by update_slice ops; "
                              "expected a chain of update_slice(arg, ...)")
-        readers = list(arg.value.uses)
-        if len(readers) != 1 or readers[0].owner.name != "tensor.insert_slice" or readers[0].operand_number != 1:
-            raise BuildError(f"{what}: the argument has {len(readers)} readers; expected only the "
-                             "update_slice that writes it (a later reader would see the new values)")
-        self._written.append((what, value))
+        self._written.append((what, arg, value))
         with self.builder.context:
             d = {a.name: a.attr for a in self._arg_attrs[i]}
             d["bufferization.writable"] = ir.BoolAttr.get(True)
@@ -305,7 +301,11 @@ class FunctionBuilder:
     def _finish(self) -> None:
         if self._outputs is None:
             raise BuildError(f"function '{self.name}': no outputs; call f.output(...)")
-        for what, value in self._written:
+        for what, arg, value in self._written:
+            readers = list(arg.value.uses)
+            if len(readers) != 1 or readers[0].owner.name != "tensor.insert_slice" or readers[0].operand_number != 1:
+                raise BuildError(f"{what}: the argument has {len(readers)} readers; expected only the "
+                                 "update_slice that writes it (a later reader would see the new values)")
             if not list(value.value.uses):
                 raise BuildError(f"{what}: the updated value is never read; expected a later op to "
                                  "read it (an unread update is dead code)")

@@ -110,7 +110,12 @@ def _rsub(ctx, node, args):
 
 @register_converter("aten.mul.Tensor", "aten.mul.Scalar")
 def _mul(ctx, node, args):
-    return ops.multiply(args[0], args[1])
+    a, b = args[0], args[1]
+    if isinstance(a, Tensor) and not isinstance(b, Tensor) and b == 1:  # folds away in schedules
+        return a
+    if isinstance(b, Tensor) and not isinstance(a, Tensor) and a == 1:
+        return b
+    return ops.multiply(a, b)
 
 
 @register_converter("aten.div.Tensor", "aten.div.Scalar")

@@ -14,6 +14,7 @@ Source: PyTorch core ATen IR (``native_functions.yaml``); transformers ``StaticL
 from __future__ import annotations
 
 from .. import ops
+from .._mlir import ir
 from ..builder import Tensor
 from ..errors import BuildError, format_shape
 from .torch_converters import CONVERTERS, _tensor, arg, register_converter
@@ -151,3 +152,27 @@ def _index(ctx, node, args):
         raise BuildError(f"aten.index: argument 'indices' indexes dims {dims}; expected one dim "
                          "(advanced indexing with several index tensors is not converted)")
     return ops.take(x, _tensor("aten.index", f"indices[{dims[0]}]", indices[dims[0]]), axis=dims[0])
+
+
+_BASE_MM = CONVERTERS["aten.mm.default"]
+
+
+def _transposed_source(b: Tensor):
+    """``W`` when ``b`` is ``linalg.transpose(W)`` with permutation ``[1, 0]``, else None."""
+    op = b.value.owner
+    if isinstance(op, ir.Block) or op.name != "linalg.transpose":
+        return None
+    if list(ir.DenseI64ArrayAttr(op.attributes["permutation"])) != [1, 0]:
+        return None
+    return Tensor(op.operands[0], b.fn)
+
+
+@register_converter("aten.mm.default")
+def _mm(ctx, node, args):
+    """``x @ W.T`` (``nn.Linear`` after decomposition: ``mm(x, permute(W, [1, 0]))``) is
+    ``ops.dense(x, W)``, which reads ``W`` through a transposed map: no transposed copy of the
+    weight per call (the unused transpose is dead code). Other products go to the base
+    converter."""
+    a, b = args[0], args[1]
+    w = _transposed_source(b) if isinstance(b, Tensor) and isinstance(a, Tensor) and a.ndim == 2 else None
+    return _BASE_MM(ctx, node, args) if w is None else ops.dense(a, w)
