@@ -27,6 +27,7 @@ import numpy as np
 from .. import ops
 from ..builder import GraphBuilder, Tensor
 from ..errors import BuildError
+from ..graph.dce import DeadCodeElimination
 from ..ir import Module
 from .torch_converters import CONVERTERS, TORCH_DTYPES, register_converter  # noqa: F401
 from . import torch_converters_llm  # noqa: F401  (registers the decoder-LLM converters)
@@ -269,7 +270,9 @@ def from_exported_program(ep) -> Module:
                 raise BuildError(f"{api}: node '{node.name}' has op {node.op!r}; expected placeholder, "
                                  "call_function or output in an exported graph")
         f.output(*outputs)
-    return bb.finish()
+    # converters that read through an op (mm of a transposed weight, a cache write at its
+    # position) leave it dead; default schedules must not see dead named ops
+    return DeadCodeElimination()(bb.finish())
 
 
 def _write_mutated_inputs(api: str, f, ctx: ConvertContext, ep, outs: list, kinds: List[str]) -> List[Tensor]:

@@ -24,7 +24,6 @@ from typing import List, Tuple
 
 from ..errors import BuildError
 from ..frontends.torch import from_exported_program
-from ..graph.dce import DeadCodeElimination
 from ..ir import Module
 
 
@@ -129,5 +128,4 @@ def import_step(hf_model, max_seq_len: int, query_len: int) -> Module:
             torch.tensor([query_len - 1]), *[torch.zeros(s, dtype=dtype) for s in shapes])
     with torch.no_grad():
         ep = torch.export.export(step_module(hf_model, max_seq_len), args).run_decompositions()
-    # the converted cache index (arange + position) is dead once the write reads the position
-    return DeadCodeElimination()(from_exported_program(ep))
+    return from_exported_program(ep)
