@@ -51,12 +51,23 @@ class ConvertContext:
         self.folded: Dict[str, object] = {}  # node name -> torch.Tensor computed at import time
         self.state_names: Dict[str, str] = {}  # buffer placeholder -> state_dict key
         self._params: Dict[str, Tensor] = {}
+        self._param_values: Dict[str, np.ndarray] = {}
 
     def param(self, name: str, value) -> Tensor:
-        """The module param ``name`` holding ``value`` (a torch tensor), created on first use."""
+        """The module param ``name`` holding ``value`` (a torch tensor or numpy array), created on
+        first use."""
         if name not in self._params:
-            self._params[name] = self.fn.param(name, _to_numpy(value))
+            arr = value if isinstance(value, np.ndarray) else _to_numpy(value)
+            self._params[name] = self.fn.param(name, arr)
+            self._param_values[name] = arr
         return self._params[name]
+
+    def param_of(self, x: Tensor):
+        """``(name, numpy value)`` when ``x`` is a module param made by :meth:`param`, else None."""
+        for name, t in self._params.items():
+            if t.value == x.value:
+                return name, self._param_values[name]
+        return None
 
     def lookup(self, a):
         """``a`` with fx nodes replaced by their converted values (recursively in lists/tuples)."""

@@ -1,7 +1,8 @@
 """Converters for the core ATen ops of decoder LLMs (HF GPT-2, Llama, Qwen2, Mistral) that the
 base registry (:mod:`.torch_converters`) lacks: runtime asserts, ``split_with_sizes``, the
 comparisons and boolean ops of attention masks, ``sin``/``cos`` of rotary embeddings, and
-``index_put`` of a static KV cache (a run-time-offset :func:`~mlc_mlir.ops.update_slice`).
+``index_put`` of a static KV cache (a run-time-offset :func:`~mlc_mlir.ops.update_slice`),
+``index.Tensor`` with one index, and transposes of 2-D weights folded into transposed params.
 
 Masks are int8 0/1 (see :mod:`mlc_mlir.builder.math_ops`): ``bool`` tensors of torch arrive as
 int8, so ``bitwise_and``/``bitwise_or`` of masks are ``minimum``/``maximum``.
@@ -13,8 +14,9 @@ Source: PyTorch core ATen IR (``native_functions.yaml``); transformers ``StaticL
 
 from __future__ import annotations
 
+import numpy as np
+
 from .. import ops
-from .._mlir import ir
 from ..builder import Tensor
 from ..errors import BuildError, format_shape
 from .torch_converters import CONVERTERS, _tensor, arg, register_converter
@@ -154,25 +156,23 @@ def _index(ctx, node, args):
     return ops.take(x, _tensor("aten.index", f"indices[{dims[0]}]", indices[dims[0]]), axis=dims[0])
 
 
-_BASE_MM = CONVERTERS["aten.mm.default"]
+_BASE_TRANSPOSES = {k: CONVERTERS[k] for k in ("aten.permute.default", "aten.t.default", "aten.transpose.int")}
 
 
-def _transposed_source(b: Tensor):
-    """``W`` when ``b`` is ``linalg.transpose(W)`` with permutation ``[1, 0]``, else None."""
-    op = b.value.owner
-    if isinstance(op, ir.Block) or op.name != "linalg.transpose":
-        return None
-    if list(ir.DenseI64ArrayAttr(op.attributes["permutation"])) != [1, 0]:
-        return None
-    return Tensor(op.operands[0], b.fn)
-
-
-@register_converter("aten.mm.default")
-def _mm(ctx, node, args):
-    """``x @ W.T`` (``nn.Linear`` after decomposition: ``mm(x, permute(W, [1, 0]))``) is
-    ``ops.dense(x, W)``, which reads ``W`` through a transposed map: no transposed copy of the
-    weight per call (the unused transpose is dead code). Other products go to the base
-    converter."""
-    a, b = args[0], args[1]
-    w = _transposed_source(b) if isinstance(b, Tensor) and isinstance(a, Tensor) and a.ndim == 2 else None
-    return _BASE_MM(ctx, node, args) if w is None else ops.dense(a, w)
+@register_converter(*_BASE_TRANSPOSES)
+def _transpose_param(ctx, node, args):
+    """The transpose of a 2-D weight (``nn.Linear``'s ``W`` in ``x @ W.T`` after
+    decomposition) is a param holding ``W.T`` (made once, at import), so the product is a
+    ``linalg.matmul`` with a (K, N) B whose rows stream contiguously (the M == 1 GEMV rule of
+    the default schedule) and no call transposes a weight. Other transposes go to the base
+    converters."""
+    key = str(node.target)
+    x = args[0]
+    swap = isinstance(x, Tensor) and x.ndim == 2 and (
+        key == "aten.t.default" or (key == "aten.permute.default" and list(args[1]) == [1, 0])
+        or (key == "aten.transpose.int" and {args[1] % 2, args[2] % 2} == {0, 1}))
+    found = ctx.param_of(x) if swap else None
+    if found is None:
+        return _BASE_TRANSPOSES[key](ctx, node, args)
+    name, value = found
+    return ctx.param(f"{name}.T", np.ascontiguousarray(value.T))
