@@ -29,6 +29,7 @@ from ..builder import GraphBuilder, Tensor
 from ..errors import BuildError
 from ..graph.dce import DeadCodeElimination
 from ..ir import Module
+from ..ir.module import drop_unused_params
 from .torch_converters import CONVERTERS, TORCH_DTYPES, register_converter  # noqa: F401
 from . import torch_converters_llm  # noqa: F401  (registers the decoder-LLM converters)
 
@@ -181,7 +182,8 @@ def from_torch(model, example_args, dynamic_shapes=None) -> Module:
     -------
     Module
         One function ``main(<params>..., <inputs>...)``; params named by state_dict keys (only
-        those the graph uses), inputs by the graph's placeholder names; results in ``forward``'s
+        those the graph uses; a 2-D weight read only transposed, as ``nn.Linear``'s, is the
+        param ``<key>.T`` holding its transpose), inputs by the graph's placeholder names; results in ``forward``'s
         output order (nested outputs flattened). An input the model mutates in place (a static
         KV cache's ``index_copy_``) is an in/out argument: the call writes the caller's array
         (:meth:`~mlc_mlir.builder.graph_builder.FunctionBuilder.write_argument`).
@@ -281,9 +283,9 @@ def from_exported_program(ep) -> Module:
                 raise BuildError(f"{api}: node '{node.name}' has op {node.op!r}; expected placeholder, "
                                  "call_function or output in an exported graph")
         f.output(*outputs)
-    # converters that read through an op (mm of a transposed weight, a cache write at its
-    # position) leave it dead; default schedules must not see dead named ops
-    return DeadCodeElimination()(bb.finish())
+    # converters that read through an op (a cache write at its position, a transposed weight)
+    # leave it dead; default schedules must not see dead named ops
+    return drop_unused_params(DeadCodeElimination()(bb.finish()))
 
 
 def _write_mutated_inputs(api: str, f, ctx: ConvertContext, ep, outs: list, kinds: List[str]) -> List[Tensor]:

@@ -435,10 +435,39 @@ def _bind_param_arguments(mod: Module, values: Mapping[str, np.ndarray]) -> None
                 block.arguments[i].replace_all_uses_with(cst.result)
                 block.erase_argument(i)
             keep.reverse()
-            ftype = ir.FunctionType(ir.TypeAttr(f.attributes["function_type"]).value)
-            f.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(
-                [ftype.inputs[i] for i in keep], list(ftype.results)))
-            f.attributes["arg_attrs"] = ir.ArrayAttr.get([f.arg_attrs[i] for i in keep])
+            _keep_arguments(f, keep)
+
+
+def _keep_arguments(f, keep) -> None:
+    """Give ``f``'s type and ``arg_attrs`` only the arguments ``keep`` (indices, in order) after
+    the block's other arguments were erased."""
+    ftype = ir.FunctionType(ir.TypeAttr(f.attributes["function_type"]).value)
+    f.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(
+        [ftype.inputs[i] for i in keep], list(ftype.results)))
+    f.attributes["arg_attrs"] = ir.ArrayAttr.get([f.arg_attrs[i] for i in keep])
+
+
+def drop_unused_params(mod: Module) -> Module:
+    """In place: erase the ``{mlc.param}`` arguments nothing reads (a weight an importer
+    replaced, e.g. by its transpose) and their values; returns ``mod``."""
+    used = set()
+    with mod.context:
+        for f in mod.func_ops():
+            if f.is_external or "arg_attrs" not in f.attributes:
+                continue
+            sig = mod.signature(f.sym_name.value)
+            block = f.regions[0].blocks[0]
+            keep = []
+            for i in reversed(range(len(sig.args))):
+                if sig.args[i].is_param and not list(block.arguments[i].uses):
+                    block.erase_argument(i)
+                else:
+                    keep.append(i)
+                    used.add(sig.args[i].name)
+            keep.reverse()
+            _keep_arguments(f, keep)
+    mod.params = {k: v for k, v in mod.params.items() if k in used}
+    return mod
 
 
 def _diagnostics(e: "ir.MLIRError") -> str:
