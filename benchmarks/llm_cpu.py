@@ -81,25 +81,27 @@ def worker(name: str, threads: int, chunk: int) -> dict:
     lm = mlc.llm.compile_causal_lm(model, max_seq_len=max_len, threads=threads, prefill_chunk=chunk)
     row = {"model": name, "threads": threads, "params_M": round(sum(p.numel() for p in model.parameters()) / 1e6, 1),
            "weight_MB": round(weight_bytes / 1e6, 1), "compile_s": round(lm.compile_seconds, 1)}
-    eager = {}
+    ids_pf = {n: rng.integers(0, vocab, (1, n)) for n in PREFILL}
+    ids_ctx = {c: rng.integers(0, vocab, (1, c)) for c in contexts}
+    # ours first, then eager: torch's thread pool must not spin while ours runs
     for n in PREFILL:
-        ids = rng.integers(0, vocab, (1, n))
-        row[f"prefill{n}_ms"] = round(min(_timed(lambda: lm.prefill(ids)) for _ in range(3)) * 1e3, 2)
-        t = torch.from_numpy(ids)
-        with torch.no_grad():
-            eager[f"prefill{n}_ms"] = round(min(_timed(lambda: model(t)) for _ in range(3)) * 1e3, 2)
+        row[f"prefill{n}_ms"] = round(min(_timed(lambda: lm.prefill(ids_pf[n])) for _ in range(3)) * 1e3, 2)
     row["contexts"] = contexts
     for label, ctx in zip(CONTEXTS, contexts):
-        ids = rng.integers(0, vocab, (1, ctx))
-        lm.generate(ids, max_new_tokens=NEW)
+        lm.generate(ids_ctx[ctx], max_new_tokens=NEW)
         t = lm.last_timings
         row[f"decode{label}_tok_s"] = round((t["new_tokens"] - 1) / t["decode_s"], 1)
-        tid = torch.from_numpy(ids)
-        with torch.no_grad():
+    eager = {}
+    with torch.no_grad():
+        for n in PREFILL:
+            t = torch.from_numpy(ids_pf[n])
+            eager[f"prefill{n}_ms"] = round(min(_timed(lambda: model(t)) for _ in range(3)) * 1e3, 2)
+        for label, ctx in zip(CONTEXTS, contexts):
+            tid = torch.from_numpy(ids_ctx[ctx])
             pre = min(_timed(lambda: model(tid, use_cache=True)) for _ in range(2))
             gen = _timed(lambda: model.generate(tid, max_new_tokens=NEW, min_new_tokens=NEW, do_sample=False,
                                                 pad_token_id=0))
-        eager[f"decode{label}_tok_s"] = round((NEW - 1) / max(gen - pre, 1e-9), 1)
+            eager[f"decode{label}_tok_s"] = round((NEW - 1) / max(gen - pre, 1e-9), 1)
     row["peak_rss_MB"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 0)
     row["eager"] = eager
     row["weight_bytes"] = weight_bytes
@@ -111,7 +113,7 @@ def main(argv=None) -> int:
     p.add_argument("--models", default=",".join(MODELS), help="comma-separated: " + ",".join(MODELS))
     p.add_argument("--threads", default="1,2", help="comma-separated thread counts")
     p.add_argument("--chunk", type=int, default=32, help="prefill chunk (tokens per prefill call)")
-    p.add_argument("--json", action="store_true", help="print one JSON object per row")
+    p.add_argument("--json", action="store_true", help="also print each row as JSON (a '# ' line)")
     p.add_argument("--worker", nargs=2, metavar=("MODEL", "THREADS"), help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     if a.worker:
@@ -119,12 +121,13 @@ def main(argv=None) -> int:
         return 0
     cpu = subprocess.run("lscpu | grep 'Model name'", shell=True, capture_output=True, text=True).stdout.strip()
     bw = read_bandwidth()
-    print(f"# {cpu}; read bandwidth {bw / 1e9:.1f} GB/s (numpy sum over 1 GiB, 1 thread)")
+    print(f"# {cpu}; read bandwidth {bw / 1e9:.1f} GB/s (numpy sum or BLAS GEMV over 1 GiB, best of 5)")
     print(f"# prefill: ours in chunks of {a.chunk} tokens; decode: {NEW} new tokens after a prompt of "
           "the context length; roofline = weight bytes / bandwidth per token")
     hdr = (f"{'model':11s} {'thr':>3s} {'impl':6s} {'compile s':>9s} " +
            " ".join(f"{'pf' + str(n) + ' ms':>9s}" for n in PREFILL) + " " +
-           " ".join(f"{'dec' + str(c) + ' t/s':>12s}" for c in CONTEXTS) + f" {'roofline':>8s} {'RSS MB':>7s}")
+           " ".join(f"{'dec' + str(c) + ' t/s':>12s}" for c in CONTEXTS) + " " +
+           " ".join(f"{'roof' + str(c):>8s}" for c in CONTEXTS) + f" {'RSS MB':>7s}")
     print(hdr)
     for name in a.models.split(","):
         for threads in [int(t) for t in a.threads.split(",")]:
@@ -139,14 +142,13 @@ def main(argv=None) -> int:
             roof = bw / row["weight_bytes"]
             row["roofline_tok_s"] = round(roof, 1)
             if a.json:
-                print(json.dumps(row))
-                continue
+                print("# " + json.dumps(row))
             for impl, vals in (("mlc", row), ("eager", row["eager"])):
-                share = vals[f"decode{CONTEXTS[0]}_tok_s"] / roof
+                shares = " ".join(f"{vals[f'decode{c}_tok_s'] / roof * 100:7.0f}%" for c in CONTEXTS)
                 print(f"{name:11s} {threads:3d} {impl:6s} {row['compile_s'] if impl == 'mlc' else 0:9.1f} " +
                       " ".join(f"{vals[f'prefill{n}_ms']:9.2f}" for n in PREFILL) + " " +
                       " ".join(f"{vals[f'decode{c}_tok_s']:12.1f}" for c in CONTEXTS) +
-                      f" {share * 100:7.0f}% {row['peak_rss_MB'] if impl == 'mlc' else 0:7.0f}")
+                      f" {shares} {row['peak_rss_MB'] if impl == 'mlc' else 0:7.0f}")
             sys.stdout.flush()
     return 0
 
