@@ -161,3 +161,29 @@ def test_next_token_filters_like_transformers():
     # top_p=0.5: token 1 alone has p ~0.44 < 0.5, so token 2 joins; nothing else
     draws = {next_token(logits, True, top_p=0.5, rng=rng) for _ in range(200)}
     assert draws == {1, 2}
+
+
+def test_cli_generate_prints_rate_and_transformers_tokens(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    from mlc_mlir.cli.generate_command import model_from_config
+
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({"model_type": "llama", "num_hidden_layers": 1, "hidden_size": 64,
+                               "intermediate_size": 128, "num_attention_heads": 4,
+                               "num_key_value_heads": 2, "vocab_size": 500}))
+    r = subprocess.run([sys.executable, "-m", "mlc_mlir.cli.mlc", "generate", str(cfg), "--prompt-len", "8",
+                        "--new-tokens", "6", "--threads", "1"], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"decode: [0-9.]+ tokens/s", r.stdout), r.stdout
+    tokens = json.loads(re.search(r"tokens: (\[.*\])", r.stdout).group(1))
+    model = model_from_config(str(cfg), seed=0)
+    ids = torch.from_numpy(np.random.default_rng(0).integers(0, 500, (1, 8)))
+    with torch.no_grad():
+        want = model.generate(ids, max_new_tokens=6, min_new_tokens=6, do_sample=False, pad_token_id=0)
+    assert tokens == want[0, 8:].tolist()
+    bad = subprocess.run([sys.executable, "-m", "mlc_mlir.cli.mlc", "generate", str(tmp_path / "none.json")],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 1 and "cannot read config" in bad.stderr
