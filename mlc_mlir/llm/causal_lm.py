@@ -23,6 +23,7 @@ import numpy as np
 
 from ..errors import ExecutionError
 from ..pipeline import compile as compile_module
+from ..target import get_target
 from .export import cache_shapes, import_step
 from .sampling import check_sampling, next_token
 
@@ -150,6 +151,7 @@ def compile_causal_lm(hf_model, max_seq_len: int = 1024, threads: Optional[int] 
     prefill_chunk : int
         Tokens per prefill call (prompts are padded to a multiple; see the module docstring).
     target : str or Target
+        A CPU target (``"cpu"``: the host).
 
     Returns
     -------
@@ -160,13 +162,17 @@ def compile_causal_lm(hf_model, max_seq_len: int = 1024, threads: Optional[int] 
     BuildError
         For a model the step cannot express or an unsupported op.
     ExecutionError
-        For ``max_seq_len`` < 1 or ``prefill_chunk`` outside ``1 .. max_seq_len``.
+        For ``max_seq_len`` < 1, ``prefill_chunk`` outside ``1 .. max_seq_len``, or a target
+        other than a CPU.
     """
     if not isinstance(max_seq_len, int) or max_seq_len < 1:
         raise ExecutionError(f"compile_causal_lm: argument 'max_seq_len' is {max_seq_len!r}; expected an int >= 1")
     if not isinstance(prefill_chunk, int) or not 1 <= prefill_chunk <= max_seq_len:
         raise ExecutionError(f"compile_causal_lm: argument 'prefill_chunk' is {prefill_chunk!r}; expected "
                              f"1..{max_seq_len}")
+    if get_target(target).kind != "cpu":
+        raise ExecutionError(f"compile_causal_lm: target {target!r}; expected a CPU target (the CUDA "
+                             "runtime does not copy in/out cache arguments back to the host yet)")
     t = time.perf_counter()
     decode = compile_module(import_step(hf_model, max_seq_len, 1), target, threads=threads)["main"]
     prefill = decode if prefill_chunk == 1 else \

@@ -187,3 +187,13 @@ def test_cli_generate_prints_rate_and_transformers_tokens(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "mlc_mlir.cli.mlc", "generate", str(tmp_path / "none.json")],
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 1 and "cannot read config" in bad.stderr
+
+
+def test_compile_causal_lm_refuses_bad_arguments():
+    model = _tiny("gpt2")
+    with pytest.raises(ExecutionError, match="CPU target"):
+        mlc.llm.compile_causal_lm(model, target="cuda")
+    with pytest.raises(ExecutionError, match="prefill_chunk"):
+        mlc.llm.compile_causal_lm(model, max_seq_len=16, prefill_chunk=32)
+    with pytest.raises(ExecutionError, match="max_seq_len"):
+        mlc.llm.compile_causal_lm(model, max_seq_len=0)
