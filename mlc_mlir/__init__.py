@@ -19,7 +19,7 @@ from .pipeline import build_library, compile  # noqa: F401
 from .runtime import DeviceArray, Executable  # noqa: F401
 from .schedule import Schedule, Trace  # noqa: F401
 from .runtime.registry import register_func  # noqa: F401
-from . import ops, te, tune  # noqa: F401
+from . import llm, ops, te, tune  # noqa: F401
 from .tune import apply_best  # noqa: F401
 from .ops import constant  # noqa: F401
 from .frontends.onnx import from_onnx  # noqa: F401  (imports onnx only when called)

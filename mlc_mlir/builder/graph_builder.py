@@ -49,6 +49,7 @@ class FunctionBuilder:
         self._op_names: Dict[str, int] = {}
         self._outputs: Optional[List[Tensor]] = None
         self._checks: List[Tuple[Tensor, str]] = []
+        self._written: List[tuple] = []  # (message prefix, arg, value) of write_argument
         self._open = True
         self.symbols = SymbolScope(self.block)
 
@@ -271,6 +272,45 @@ class FunctionBuilder:
             outs.append(t)
         self._outputs = outs
 
+    def write_argument(self, arg: Tensor, value: Tensor) -> None:
+        """Make ``arg`` an in/out argument: the call writes ``value`` into the caller's array of
+        ``arg`` in place (a donated input, as XLA's ``donate_argnums``; TVM Relax's in-place
+        ``call_tir_inplace``), e.g. a KV cache updated at one position per decode step.
+
+        ``value`` must be ``arg`` updated by a chain of :func:`~mlc_mlir.ops.update_slice`
+        (``tensor.insert_slice``) ops, ``arg``'s only reader, and be read by a later op: then
+        One-Shot Bufferize writes each slice into ``arg``'s buffer and nothing copies the rest.
+        The argument gets ``bufferization.writable = true``.
+
+        Raises
+        ------
+        BuildError
+            If ``arg`` is not an argument of this function, ``value`` is not such a chain, ``arg``
+            has another reader, or (when the function is finished) ``value`` is unused: the write
+        would be dead code.
+        """
+        self._check_open("write_argument")
+        if not isinstance(arg, Tensor) or arg.fn is not self or not isinstance(arg.value.owner, ir.Block):
+            raise BuildError(f"write_argument: argument 'arg' is {arg!r}; expected an argument of "
+                             f"function '{self.name}'")
+        i = arg.value.arg_number
+        what = f"write_argument: argument {i} of '{self.name}'"
+        v = value.value if isinstance(value, Tensor) else None
+        while v is not None and v != arg.value:
+            op = v.owner
+            if isinstance(op, ir.Block) or op.name != "tensor.insert_slice":
+                v = None
+            else:
+                v = op.operands[1]  # the destination
+        if v is None:
+            raise BuildError(f"{what}: 'value' is not the argument updated by update_slice ops; "
+                             "expected a chain of update_slice(arg, ...)")
+        self._written.append((what, arg, value))
+        with self.builder.context:
+            d = {a.name: a.attr for a in self._arg_attrs[i]}
+            d["bufferization.writable"] = ir.BoolAttr.get(True)
+            self._arg_attrs[i] = ir.DictAttr.get(d)
+
     # ----------------------------------------------------------------- helpers for ops
     def add_check(self, status: Tensor, message: str) -> None:
         """Register a run-time precondition of an op (an index in range...): ``status`` is an
@@ -323,6 +363,14 @@ class FunctionBuilder:
     def _finish(self) -> None:
         if self._outputs is None:
             raise BuildError(f"function '{self.name}': no outputs; call f.output(...)")
+        for what, arg, value in self._written:
+            readers = list(arg.value.uses)
+            if len(readers) != 1 or readers[0].owner.name != "tensor.insert_slice" or readers[0].operand_number != 1:
+                raise BuildError(f"{what}: the argument has {len(readers)} readers; expected only the "
+                                 "update_slice that writes it (a later reader would see the new values)")
+            if not list(value.value.uses):
+                raise BuildError(f"{what}: the updated value is never read; expected a later op to "
+                                 "read it (an unread update is dead code)")
         with self.builder.context, ir.Location.unknown(), ir.InsertionPoint(self.block):
             results = [t.value for t in self._outputs] + [c.value for c, _ in self._checks]
             func_d.ReturnOp(results)

@@ -1,14 +1,17 @@
 """ONNX-style shape/indexing ops: ``gather`` (ONNX's name for :func:`~.take.take`), ``squeeze``,
-``unsqueeze``, ``expand``, ``split``; each composes :mod:`.shape` / :mod:`.take` ops.
+``unsqueeze``, ``expand``, ``split``; each composes :mod:`.shape` / :mod:`.take` ops; and
+``update_slice``, a ``tensor.insert_slice`` at offsets read from tensors at run time.
 
 Source: ONNX operator spec (Gather, Squeeze, Unsqueeze, Expand, Split), numpy
-``take``/``squeeze``/``expand_dims``/``split``, TVM Relax ``expand_dims``/``squeeze``/``split``.
+``take``/``squeeze``/``expand_dims``/``split``, TVM Relax ``expand_dims``/``squeeze``/``split``;
+XLA ``DynamicUpdateSlice`` (``jax.lax.dynamic_update_slice``) for ``update_slice``.
 """
 
 from __future__ import annotations
 
 from typing import List, Optional, Sequence
 
+from .._mlir import arith_d, ir, tensor_d
 from ..errors import BuildError, format_shape
 from . import linalg_emit as emit
 from .shape import broadcast_to, reshape
@@ -84,3 +87,70 @@ def split(x, sizes: Sequence[int], axis: int = 0, name: Optional[str] = None) ->
         outs.append(shape_slice(x, [start], [start + s], axes=[axis]))
         start += s
     return outs
+
+
+def _dynamic_offset(op: str, i: int, off, x: Tensor, update: Tensor) -> ir.Value:
+    """Run-time offset ``i`` of :func:`update_slice` as an ``index`` value clamped to
+    ``[0, x.shape[i] - update.shape[i]]``."""
+    hi = x.shape[i] - update.shape[i]
+    if not isinstance(off, Tensor) or off.dtype not in ("int32", "int64") or any(d != 1 for d in off.shape):
+        got = f"{off.dtype}{format_shape(off.shape)}" if isinstance(off, Tensor) else type(off).__name__
+        raise BuildError(f"{op}: offsets[{i}] is {got}; expected an int or a one-element int32/int64 Tensor")
+    zero = arith_d.constant(ir.IndexType.get(), 0)
+    v = tensor_d.extract(off.value, [zero] * off.ndim)
+    v = arith_d.index_cast(ir.IndexType.get(), v)
+    v = arith_d.maxsi(v, zero)
+    return arith_d.minsi(v, arith_d.constant(ir.IndexType.get(), hi))
+
+
+def update_slice(x, update, offsets: Sequence, name: Optional[str] = None) -> Tensor:
+    """``x`` with ``update`` written at ``offsets`` (XLA ``DynamicUpdateSlice``): one
+    ``tensor.insert_slice`` whose offsets may be read from tensors at run time, so a KV cache
+    gets one new row per step without copying the rest (bufferized in place when ``x`` is
+    writable and not read afterwards).
+
+    Parameters
+    ----------
+    x : Tensor, rank >= 1, any dtype
+    update : Tensor, same rank and dtype, ``update.shape[d] <= x.shape[d]``
+    offsets : sequence of int or Tensor
+        One per axis: a Python int, or a one-element int32/int64 Tensor read at run time. As in
+        XLA, a run-time offset is clamped to ``[0, x.shape[d] - update.shape[d]]`` so the write
+        stays inside ``x``.
+    name : str, optional
+
+    Returns
+    -------
+    Tensor, ``x``'s shape and dtype.
+
+    Raises
+    ------
+    BuildError
+        For ranks, dtypes or shapes that differ, a constant offset out of range, or an offset
+        that is neither an int nor a one-element int Tensor.
+    """
+    op = "update_slice"
+    x = emit.tensor_arg(op, "x", x)
+    update = emit.tensor_arg(op, "update", update)
+    if update.ndim != x.ndim or update.dtype != x.dtype or any(u > s for u, s in zip(update.shape, x.shape)):
+        raise BuildError(f"{op}: argument 'update' is {update.dtype}{format_shape(update.shape)}; expected "
+                         f"{x.dtype} of rank {x.ndim} with dims <= x {format_shape(x.shape)}")
+    offsets = list(offsets)
+    if len(offsets) != x.ndim:
+        raise BuildError(f"{op}: argument 'offsets' has {len(offsets)} entries; expected {x.ndim}")
+    nm = emit.op_name(x.fn, op, name)
+    dyn = ir.ShapedType.get_dynamic_size()
+    static, values = [], []
+    for i, off in enumerate(offsets):
+        if isinstance(off, int):
+            if not 0 <= off <= x.shape[i] - update.shape[i]:
+                raise BuildError(f"{op}: offsets[{i}] is {off}; expected 0..{x.shape[i] - update.shape[i]} "
+                                 f"(x {format_shape(x.shape)}, update {format_shape(update.shape)})")
+            static.append(off)
+        else:
+            static.append(dyn)
+            values.append(_dynamic_offset(op, i, off, x, update))
+    res = tensor_d.InsertSliceOp(update.value, x.value, values, [], [], static, list(update.shape),
+                                 [1] * x.ndim).result
+    emit.set_name(res.owner, nm)
+    return Tensor(res, x.fn)

@@ -1,12 +1,12 @@
 """More elementwise ops (ONNX/numpy names): ``erf``, ``power``, ``mod``, ``abs``, ``floor``,
-``ceil``, ``round``, ``trunc``, ``log1p``, ``expm1``, the comparisons ``equal``/``not_equal``/``less``/``less_equal``/
-``greater``/``greater_equal`` and ``where``; each one broadcasting
+``ceil``, ``round``, ``trunc``, ``log1p``, ``expm1``, ``sin``, ``cos``, the comparisons
+``equal``/``not_equal``/``less``/``less_equal``/``greater``/``greater_equal`` and ``where``; each one broadcasting
 ``linalg.generic`` built with :func:`mlc_mlir.builder.elementwise.elementwise`.
 
 Comparisons return int8 0/1 masks, not bool: a tensor of i1 cannot be lowered (MLIR 22's
 memref-to-llvm aborts on sub-byte stores), so masks are int8 like the pipeline asks.
 
-Source: ONNX operator spec (Erf, Pow, Mod, Abs, Floor, Ceil, Equal, Less, Greater, Where), numpy.
+Source: ONNX operator spec (Erf, Pow, Mod, Abs, Floor, Ceil, Sin, Cos, Equal, Less, Greater, Where), numpy.
 """
 
 from __future__ import annotations
@@ -37,6 +37,8 @@ _UNARY = {
     "trunc": {"float": lambda x, dt: math_d.trunc(x)},
     "log1p": {"float": lambda x, dt: math_d.log1p(x)},
     "expm1": {"float": lambda x, dt: math_d.expm1(x)},
+    "sin": {"float": lambda x, dt: math_d.sin(x)},
+    "cos": {"float": lambda x, dt: math_d.cos(x)},
 }
 
 _CMP = {
@@ -106,6 +108,16 @@ def power(a, b, name: Optional[str] = None) -> Tensor:
     if not dtypes.is_float(dt):
         raise BuildError(f"power: dtype {dt} is not supported; expected a float dtype")
     return elementwise("power", [a, b], lambda x, y, _dt: math_d.powf(x, y), name=name)
+
+
+def sin(x, name: Optional[str] = None) -> Tensor:
+    """Sine in radians (``math.sin``, libm's ``sinf`` after lowering); float Tensor."""
+    return _unary("sin", x, name)
+
+
+def cos(x, name: Optional[str] = None) -> Tensor:
+    """Cosine in radians (``math.cos``); float Tensor."""
+    return _unary("cos", x, name)
 
 
 def _safe_divisor(b, dt):

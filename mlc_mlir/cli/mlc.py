@@ -1,4 +1,4 @@
-"""``mlc``: the project's command line (``mlc demo``; more subcommands join as they land)."""
+"""``mlc``: the project's command line (``mlc demo``, ``tune``, ``compile``, ``run``, ``generate``)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import List, Optional
 
 from ..errors import MlcError
 from .demo import run_demo
+from .generate_command import add_generate_command
 from .model_commands import add_model_commands
 from .tune_command import run_tune
 
@@ -98,6 +99,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     t.add_argument("--timeout", type=float, default=30.0, help="limit per candidate build/run, s")
     t.set_defaults(fn=lambda a: run_tune(a.module, a.trials, a.work_dir, a.timeout))
     add_model_commands(sub)
+    add_generate_command(sub, _positive_int)
     for cmd in sub.choices.values():  # `mlc compile --debug ...` as well as `mlc --debug compile ...`
         cmd.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                          help="on an error, print the full message and traceback")

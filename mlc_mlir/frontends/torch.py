@@ -29,10 +29,13 @@ import numpy as np
 from .. import ops
 from ..builder import GraphBuilder, Tensor
 from ..errors import BuildError
+from ..graph.dce import DeadCodeElimination
 from ..ir import Module
 from . import torch_symbolic  # noqa: F401  (registers the size-arithmetic converters)
 from . import torch_converters_math, torch_converters_nn, torch_converters_shape  # noqa: F401  (registration)
+from ..ir.module import drop_unused_params
 from .torch_converters import CONVERTERS, TORCH_DTYPES, register_converter  # noqa: F401
+from . import torch_converters_llm  # noqa: F401  (registers the decoder-LLM converters)
 
 
 class ConvertContext:
@@ -53,12 +56,23 @@ class ConvertContext:
         self.folded: Dict[str, object] = {}  # node name -> torch.Tensor computed at import time
         self.state_names: Dict[str, str] = {}  # buffer placeholder -> state_dict key
         self._params: Dict[str, Tensor] = {}
+        self._param_values: Dict[str, np.ndarray] = {}
 
     def param(self, name: str, value) -> Tensor:
-        """The module param ``name`` holding ``value`` (a torch tensor), created on first use."""
+        """The module param ``name`` holding ``value`` (a torch tensor or numpy array), created on
+        first use."""
         if name not in self._params:
-            self._params[name] = self.fn.param(name, _to_numpy(value))
+            arr = value if isinstance(value, np.ndarray) else _to_numpy(value)
+            self._params[name] = self.fn.param(name, arr)
+            self._param_values[name] = arr
         return self._params[name]
+
+    def param_of(self, x: Tensor):
+        """``(name, numpy value)`` when ``x`` is a module param made by :meth:`param`, else None."""
+        for name, t in self._params.items():
+            if t.value == x.value:
+                return name, self._param_values[name]
+        return None
 
     def lookup(self, a):
         """``a`` with fx nodes replaced by their converted values (recursively in lists/tuples)."""
@@ -224,16 +238,21 @@ def from_torch(model, example_args, dynamic_shapes=None, keep_params: bool = Fal
     -------
     Module
         One function ``main(<params>..., <inputs>...)`` (no params by default); params named by
-        state_dict keys (only those the graph uses), inputs by the graph's placeholder names;
-        results in ``forward``'s output order (nested outputs flattened). Bool inputs and
-        results are int8 0/1 tensors (the builder's mask dtype: pass ``m.astype(np.int8)``).
+        state_dict keys (only those the graph uses; a 2-D weight read only transposed, as
+        ``nn.Linear``'s, is the param ``<key>.T`` holding its transpose), inputs by the graph's
+        placeholder names; results in ``forward``'s output order (nested outputs flattened).
+        Bool inputs and results are int8 0/1 tensors (the builder's mask dtype: pass
+        ``m.astype(np.int8)``). An input the model mutates in place (a static KV cache's
+        ``index_copy_``) is an in/out argument: the call writes the caller's array
+        (:meth:`~mlc_mlir.builder.graph_builder.FunctionBuilder.write_argument`).
 
     Raises
     ------
     BuildError
         Listing every unsupported ATen op with its count and first source location; for a
         symbolic dim that is not a polynomial of Dims, a non-tensor input, buffer mutation
-        outputs, or a converter's failure (naming the node and its source line); when ``model`` is not an ``nn.Module`` or
+        outputs, an input mutation other than slice writes, or a converter's failure (naming the
+        node and its source line); when ``model`` is not an ``nn.Module`` or
         ``torch.export.export`` fails (the model does not run on ``example_args`` or cannot be
         traced), chained to torch's exception.
     """
@@ -289,10 +308,12 @@ def from_exported_program(ep, dim_names: Optional[Dict[str, str]] = None, keep_p
     _report_unsupported(api, missing, first)
 
     specs = {s.arg.name: s for s in ep.graph_signature.input_specs}
+    out_kinds = [s.kind.name for s in ep.graph_signature.output_specs]
     for s in ep.graph_signature.output_specs:
-        if s.kind.name != "USER_OUTPUT":
+        if s.kind.name not in ("USER_OUTPUT", "USER_INPUT_MUTATION"):
             raise BuildError(f"{api}: output '{s.arg.name}' is a {s.kind.name}; expected only user "
-                             "outputs (call model.eval() so batch norm does not update its buffers)")
+                             "outputs and input mutations (call model.eval() so batch norm does not "
+                             "update its buffers)")
     state = dict(ep.state_dict)
     state.update(ep.constants)
     names = dict(dim_names or {})
@@ -340,12 +361,14 @@ def from_exported_program(ep, dim_names: Optional[Dict[str, str]] = None, keep_p
                 ctx.values[node.name] = empty if empty is not None else _convert(ctx, node, key, CONVERTERS[key],
                                                                                  args, kwargs)
             elif node.op == "output":
-                outputs = _flatten_outputs(api, ctx.lookup(node.args[0]))
+                outputs = _write_mutated_inputs(api, f, ctx, ep, list(node.args[0]), out_kinds)
             else:
                 raise BuildError(f"{api}: node '{node.name}' has op {node.op!r}; expected placeholder, "
                                  "call_function or output in an exported graph")
         f.output(*outputs)
-    mod = bb.finish()
+    # converters that read through an op (a cache write at its position, a transposed weight)
+    # leave it dead; default schedules must not see dead named ops
+    mod = drop_unused_params(DeadCodeElimination()(bb.finish()))
     return mod if keep_params else mod.bind_params()
 
 
@@ -359,6 +382,23 @@ def _empty_result(node) -> Optional[Tensor]:
     if dtype is None:
         return None
     return ops.constant(np.empty([int(d) for d in val.shape], "int8" if dtype == "bool" else dtype))
+
+
+def _write_mutated_inputs(api: str, f, ctx: ConvertContext, ep, outs: list, kinds: List[str]) -> List[Tensor]:
+    """The user outputs of the output node's ``outs`` (one per output spec); each input mutation
+    (``x.index_copy_(...)`` on an input, a static KV cache's write) becomes an in/out argument
+    written in place (:meth:`FunctionBuilder.write_argument`)."""
+    user = []
+    for spec, kind, o in zip(ep.graph_signature.output_specs, kinds, outs):
+        if kind == "USER_OUTPUT":
+            user.append(o)
+            continue
+        x, v = ctx.values[spec.target], ctx.lookup(o)
+        try:
+            f.write_argument(x, v)
+        except BuildError as e:
+            raise BuildError(f"{api}: input '{spec.target}' is mutated in place: {e}") from e
+    return _flatten_outputs(api, ctx.lookup(user))
 
 
 def _flatten_outputs(api: str, out) -> List[Tensor]:

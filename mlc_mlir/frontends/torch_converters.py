@@ -169,8 +169,14 @@ def _rsub(ctx, node, args):
 
 @register_converter("aten.mul.Tensor", "aten.mul.Scalar", dtypes="float, int")
 def _mul(ctx, node, args):
-    """Operands cast to the result dtype (PyTorch type promotion)."""
-    return ops.multiply(*promote(out_dtype(node), args[0], args[1]))
+    """Operands cast to the result dtype (PyTorch type promotion); ``x * 1`` is ``x`` (it folds
+    away in schedules)."""
+    a, b = promote(out_dtype(node), args[0], args[1])
+    if isinstance(a, Tensor) and not isinstance(b, Tensor) and np.ndim(b) == 0 and b == 1:
+        return a
+    if isinstance(b, Tensor) and not isinstance(a, Tensor) and np.ndim(a) == 0 and a == 1:
+        return b
+    return ops.multiply(a, b)
 
 
 @register_converter("aten.div.Tensor", "aten.div.Scalar", dtypes="float, int")
@@ -531,7 +537,11 @@ def _any(ctx, node, args):
 @register_converter("aten.where.self", dtypes="any")
 def _where(ctx, node, args):
     """Branches cast to the result dtype (PyTorch type promotion)."""
-    return ops.where(args[0], *promote(out_dtype(node), args[1], args[2]))
+    a, b = promote(out_dtype(node), args[1], args[2])
+    if not isinstance(a, Tensor) and not isinstance(b, Tensor):  # two folded 0-d tensors
+        dt = out_dtype(node) or "float32"
+        a = np.asarray(a, dtype=np.int8 if dt in ("bool", "int8") else dt)
+    return ops.where(args[0], a, b)
 
 
 @register_converter("aten.full_like.default", dtypes="any")

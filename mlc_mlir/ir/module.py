@@ -466,8 +466,11 @@ class Module:
         return out.verify()
 
 
-def _bind_param_arguments(mod: Module, values: Mapping[str, np.ndarray]) -> None:
-    """In place: replace each ``{mlc.param}`` argument named in ``values`` by a constant."""
+def _erase_arguments(mod: Module, erase) -> set:
+    """In place: erase each function argument ``i`` for which ``erase(sig, spec, block, i)`` is
+    true (the callback first rewires the argument's uses if it has any); returns the names of
+    the arguments kept."""
+    kept = set()
     with mod.context, ir.Location.unknown():
         for f in mod.func_ops():
             if f.is_external or "arg_attrs" not in f.attributes:
@@ -476,27 +479,46 @@ def _bind_param_arguments(mod: Module, values: Mapping[str, np.ndarray]) -> None
             block = f.regions[0].blocks[0]
             keep = []
             for i in reversed(range(len(sig.args))):
-                spec = sig.args[i]
-                if not (spec.is_param and spec.name in values):
+                if erase(sig, sig.args[i], block, i):
+                    block.erase_argument(i)
+                else:
                     keep.append(i)
-                    continue
-                value = values[spec.name]
-                if tuple(value.shape) != spec.shape or dtypes.canonical_dtype(value.dtype) != spec.dtype:
-                    raise IRError(f"bind_params: parameter '{spec.name}' is {value.dtype}"
-                                  f"{format_shape(value.shape)}; expected {spec.dtype}"
-                                  f"{format_shape(spec.shape)}")
-                attr = elements_attr(value, f"{sig.name}_{spec.name}")
-                mod._keepalive.add(value, attr)
-                with ir.InsertionPoint.at_block_begin(block):
-                    cst = arith_d.ConstantOp(block.arguments[i].type, attr)
-                    cst.operation.attributes[OP_NAME_ATTR] = ir.StringAttr.get(spec.name)
-                block.arguments[i].replace_all_uses_with(cst.result)
-                block.erase_argument(i)
+                    kept.add(sig.args[i].name)
             keep.reverse()
             ftype = ir.FunctionType(ir.TypeAttr(f.attributes["function_type"]).value)
             f.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(
                 [ftype.inputs[i] for i in keep], list(ftype.results)))
             f.attributes["arg_attrs"] = ir.ArrayAttr.get([f.arg_attrs[i] for i in keep])
+    return kept
+
+
+def _bind_param_arguments(mod: Module, values: Mapping[str, np.ndarray]) -> None:
+    """In place: replace each ``{mlc.param}`` argument named in ``values`` by a constant."""
+    def bind(sig, spec, block, i) -> bool:
+        if not (spec.is_param and spec.name in values):
+            return False
+        value = values[spec.name]
+        if tuple(value.shape) != spec.shape or dtypes.canonical_dtype(value.dtype) != spec.dtype:
+            raise IRError(f"bind_params: parameter '{spec.name}' is {value.dtype}"
+                          f"{format_shape(value.shape)}; expected {spec.dtype}"
+                          f"{format_shape(spec.shape)}")
+        attr = elements_attr(value, f"{sig.name}_{spec.name}")
+        mod._keepalive.add(value, attr)
+        with ir.InsertionPoint.at_block_begin(block):
+            cst = arith_d.ConstantOp(block.arguments[i].type, attr)
+            cst.operation.attributes[OP_NAME_ATTR] = ir.StringAttr.get(spec.name)
+        block.arguments[i].replace_all_uses_with(cst.result)
+        return True
+
+    _erase_arguments(mod, bind)
+
+
+def drop_unused_params(mod: Module) -> Module:
+    """In place: erase the ``{mlc.param}`` arguments nothing reads (a weight an importer
+    replaced, e.g. by its transpose) and their values; returns ``mod``."""
+    used = _erase_arguments(mod, lambda sig, spec, block, i: spec.is_param and not list(block.arguments[i].uses))
+    mod.params = {k: v for k, v in mod.params.items() if k in used}
+    return mod
 
 
 def _diagnostics(e: "ir.MLIRError") -> str:

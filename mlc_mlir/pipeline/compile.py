@@ -210,14 +210,15 @@ def _read_only_arguments(f) -> None:
     """Mark the tensor arguments of a public function ``bufferization.writable = false``: an op
     that accumulates into an argument (``linalg.matmul outs(%arg)``) then writes a copy, and the
     caller's numpy array is never modified (One-Shot Bufferize treats arguments as writable by
-    default)."""
+    default). An argument the graph already marks (``FunctionBuilder.write_argument``, an in/out
+    argument) keeps its mark."""
     n = len(f.type.inputs)
     old = list(ir.ArrayAttr(f.attributes["arg_attrs"])) if "arg_attrs" in f.attributes else \
         [ir.DictAttr.get({}) for _ in range(n)]
     new = []
     for t, attrs in zip(f.type.inputs, old):
         d = {a.name: a.attr for a in ir.DictAttr(attrs)}
-        if isinstance(t, ir.RankedTensorType):
+        if isinstance(t, ir.RankedTensorType) and "bufferization.writable" not in d:
             d["bufferization.writable"] = ir.BoolAttr.get(False)
         new.append(ir.DictAttr.get(d))
     f.attributes["arg_attrs"] = ir.ArrayAttr.get(new)

@@ -11,7 +11,7 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "mlc_mlir"
 #: Third-party packages that are optional extras, imported only where used.
-OPTIONAL = {"sklearn", "torch", "onnx", "onnxruntime", "threadpoolctl", "llvm", "ray", "matplotlib", "xgboost"}
+OPTIONAL = {"sklearn", "torch", "transformers", "onnx", "onnxruntime", "threadpoolctl", "llvm", "ray", "matplotlib", "xgboost"}
 
 
 def _modules():

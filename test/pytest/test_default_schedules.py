@@ -310,3 +310,25 @@ def test_dense_epilogue_zeroes_its_tile_in_place(rng, tmp_path, threads):
     assert "memrefCopy" not in lowered
     y = _ln(x.astype(np.float64), 1.0, 0.0) @ w.T.astype(np.float64) + b
     np.testing.assert_allclose(exe(x), 0.5 * y * (1 + erf(y / np.sqrt(2))), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("n,threads", [(3072, 1), (2304, 2), (1000, 2), (40, 1)])
+def test_gemv_rule_for_one_row_matmuls(n, threads):
+    """(1, K) @ (K, N): the GEMV recipe (k innermost over a vectorized tile of N columns,
+    parallel over N) where N splits into vector multiples per thread, else the Goto recipe;
+    both match numpy."""
+    k = 96
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        x, w = f.arg("x", (1, k)), f.arg("w", (k, n))
+        f.output(ops.matmul(x, w))
+    mod = bb.finish()
+    sch = apply_default_schedule(mlc.Schedule(mod), AVX512, threads)
+    text = str(sch.trace)
+    lanes = AVX512.vector_lanes(32)
+    gemv = (n // threads) % lanes == 0
+    assert ("sch.reorder(l1, l4, l5, l3, l6)" in text) == gemv, text
+    rng = np.random.default_rng(0)
+    xa, wa = rng.random((1, k), dtype=np.float32), rng.random((k, n), dtype=np.float32)
+    got = mlc.compile(mod, threads=threads)(xa, wa)
+    np.testing.assert_allclose(got, xa @ wa, rtol=1e-5)

@@ -1,0 +1,178 @@
+"""Converters for the core ATen ops of decoder LLMs (HF GPT-2, Llama, Qwen2, Mistral) that the
+base registry (:mod:`.torch_converters`) lacks: runtime asserts, ``split_with_sizes``, the
+comparisons and boolean ops of attention masks, ``sin``/``cos`` of rotary embeddings, and
+``index_put`` of a static KV cache (a run-time-offset :func:`~mlc_mlir.ops.update_slice`),
+``index.Tensor`` with one index, and transposes of 2-D weights folded into transposed params.
+
+Masks are int8 0/1 (see :mod:`mlc_mlir.builder.math_ops`): ``bool`` tensors of torch arrive as
+int8, so ``bitwise_and``/``bitwise_or`` of masks are ``minimum``/``maximum``.
+
+Source: PyTorch core ATen IR (``native_functions.yaml``); transformers ``StaticLayer.update``
+(``index_copy_``/``index_put_`` at ``arange(q) + cumulative_length``); TVM Relax
+``frontend/torch/base_fx_graph_translator.py``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import ops
+from ..builder import Tensor
+from ..errors import BuildError, format_shape
+from .torch_converters import CONVERTERS, _tensor, arg, register_converter
+
+
+@register_converter("aten._assert_tensor_metadata.default", "aten._assert_scalar.default",
+                    "aten.sym_constrain_range_for_size.default")
+def _assert(ctx, node, args):
+    """Export-time metadata checks: the builder already checked dtypes and shapes."""
+    return None
+
+
+@register_converter("aten.split_with_sizes.default", "aten.split.Tensor")
+def _split(ctx, node, args):
+    x = _tensor(str(node.target), "self", args[0])
+    dim = arg(ctx, args, 2, "dim", 0) % x.ndim
+    sizes = args[1]
+    if isinstance(sizes, int):  # aten.split.Tensor: chunks of `sizes`, the last one shorter
+        n = x.shape[dim]
+        sizes = [min(sizes, n - s) for s in range(0, n, sizes)]
+    return tuple(ops.split(x, [int(s) for s in sizes], axis=dim))
+
+
+# ----------------------------------------------------------------------------- masks and comparisons
+def _not(m):
+    return ops.subtract(1, m)
+
+
+_COMPARE = {
+    "lt": lambda a, b: ops.less(a, b), "gt": lambda a, b: ops.greater(a, b),
+    "le": lambda a, b: _not(ops.greater(a, b)), "ge": lambda a, b: _not(ops.less(a, b)),
+    "ne": lambda a, b: _not(ops.equal(a, b)),
+}
+for _name, _fn in _COMPARE.items():
+    register_converter(f"aten.{_name}.Tensor", f"aten.{_name}.Scalar")(
+        lambda ctx, node, args, _fn=_fn: _fn(args[0], args[1]))
+
+
+def _masks(op: str, args):
+    a, b = _tensor(op, "self", args[0]), _tensor(op, "other", args[1])
+    if a.dtype != "int8" or b.dtype != "int8":
+        raise BuildError(f"{op}: arguments have dtypes {a.dtype} and {b.dtype}; expected bool "
+                         "masks (int8 0/1)")
+    return a, b
+
+
+@register_converter("aten.bitwise_and.Tensor", "aten.logical_and.default")
+def _and(ctx, node, args):
+    return ops.minimum(*_masks(str(node.target), args))
+
+
+@register_converter("aten.bitwise_or.Tensor", "aten.logical_or.default")
+def _or(ctx, node, args):
+    return ops.maximum(*_masks(str(node.target), args))
+
+
+_BASE_POW = CONVERTERS["aten.pow.Tensor_Scalar"]
+
+
+@register_converter("aten.pow.Tensor_Scalar")
+def _pow(ctx, node, args):
+    """``x ** n`` for an integral exponent 3..8 (GPT-2's tanh GELU cubes) as repeated products
+    (exact, as PyTorch's ``pow`` is for small integral exponents); other exponents go to the
+    base converter."""
+    e = args[1]
+    if isinstance(e, (int, float)) and float(e).is_integer() and 3 <= e <= 8:
+        x = _tensor("aten.pow", "self", args[0])
+        y = x
+        for _ in range(int(e) - 1):
+            y = ops.multiply(y, x)
+        return y
+    return _BASE_POW(ctx, node, args)
+
+
+register_converter("aten.sin.default")(lambda ctx, node, args: ops.sin(args[0]))
+register_converter("aten.cos.default")(lambda ctx, node, args: ops.cos(args[0]))
+
+
+# ----------------------------------------------------------------------------- KV cache writes
+@register_converter("aten.index_put.default", "aten.index_copy.default")
+def _index_put(ctx, node, args):
+    """``x[..., idx, ...] = values`` along one dim where ``idx`` is a run of consecutive positions
+    (``start + arange(n)``: a static KV cache's write): one :func:`ops.update_slice` at
+    ``start``. ``index_copy(x, dim, idx, values)`` is the same write."""
+    op = str(node.target)
+    x = _tensor(op, "self", args[0])
+    if op.startswith("aten.index_copy"):
+        dim, index, values = args[1] % x.ndim, args[2], args[3]
+        node_index = node.args[2]
+    else:
+        indices, values = list(args[1]), args[2]
+        if arg(ctx, args, 3, "accumulate", False):
+            raise BuildError(f"{op}: argument 'accumulate' is True; expected False")
+        dims = [i for i, e in enumerate(indices) if e is not None]
+        if len(dims) != 1:
+            raise BuildError(f"{op}: argument 'indices' indexes dims {dims}; expected one dim")
+        dim, index = dims[0], indices[dims[0]]
+        node_index = node.args[1][dim]
+    values = _tensor(op, "values", values)
+    if not isinstance(index, Tensor) or index.ndim != 1 or values.ndim != x.ndim \
+            or values.shape[dim] != index.shape[0] \
+            or any(v != s for d, (v, s) in enumerate(zip(values.shape, x.shape)) if d != dim):
+        raise BuildError(f"{op}: index {index!r} and values {format_shape(getattr(values, 'shape', ()))} do not "
+                         f"write whole slices of dim {dim} of self {format_shape(x.shape)}")
+    start = index if index.shape[0] == 1 else _arange_offset(ctx, node_index, index.shape[0])
+    if start is None:
+        raise BuildError(f"{op}: the index of dim {dim} is not provably consecutive positions; "
+                         "expected a one-element index or arange(0, n) + start")
+    start = start if isinstance(start, int) else ops.reshape(start, [1]) if start.ndim == 0 else start
+    if isinstance(start, Tensor) and start.dtype not in ("int32", "int64"):
+        raise BuildError(f"{op}: the start position has dtype {start.dtype}; expected int32/int64")
+    return ops.update_slice(x, values, [start if d == dim else 0 for d in range(x.ndim)])
+
+
+def _arange_offset(ctx, src, n: int):
+    """``s`` when the fx node ``src`` is ``aten.add.Tensor(arange(0, n), s)`` (either order),
+    converted; else None."""
+    if str(getattr(src, "target", "")) != "aten.add.Tensor":
+        return None
+    for a, s in (src.args[:2], src.args[1::-1]):
+        if str(getattr(a, "target", "")) == "aten.arange.start_step" and list(a.args[:2]) == [0, n] \
+                and (len(a.args) < 3 or a.args[2] == 1):
+            return ctx.lookup(s)
+    return None
+
+
+@register_converter("aten.index.Tensor")
+def _index(ctx, node, args):
+    """``x[:, ..., idx]``: one index tensor at dim ``d`` (the others ``None``) is
+    ``take(x, idx, axis=d)`` (transformers' ``logits_to_keep`` tensor, gathers of masks)."""
+    x = _tensor("aten.index", "self", args[0])
+    indices = list(args[1])
+    dims = [i for i, e in enumerate(indices) if e is not None]
+    if len(dims) != 1:
+        raise BuildError(f"aten.index: argument 'indices' indexes dims {dims}; expected one dim "
+                         "(advanced indexing with several index tensors is not converted)")
+    return ops.take(x, _tensor("aten.index", f"indices[{dims[0]}]", indices[dims[0]]), axis=dims[0])
+
+
+_BASE_TRANSPOSES = {k: CONVERTERS[k] for k in ("aten.permute.default", "aten.t.default", "aten.transpose.int")}
+
+
+@register_converter(*_BASE_TRANSPOSES)
+def _transpose_param(ctx, node, args):
+    """The transpose of a 2-D weight (``nn.Linear``'s ``W`` in ``x @ W.T`` after
+    decomposition) is a param holding ``W.T`` (made once, at import), so the product is a
+    ``linalg.matmul`` with a (K, N) B whose rows stream contiguously (the M == 1 GEMV rule of
+    the default schedule) and no call transposes a weight. Other transposes go to the base
+    converters."""
+    key = str(node.target)
+    x = args[0]
+    swap = isinstance(x, Tensor) and x.ndim == 2 and (
+        key == "aten.t.default" or (key == "aten.permute.default" and list(args[1]) == [1, 0])
+        or (key == "aten.transpose.int" and {args[1] % 2, args[2] % 2} == {0, 1}))
+    found = ctx.param_of(x) if swap else None
+    if found is None:
+        return _BASE_TRANSPOSES[key](ctx, node, args)
+    name, value = found
+    return ctx.param(f"{name}.T", np.ascontiguousarray(value.T))

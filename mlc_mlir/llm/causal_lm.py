@@ -1,0 +1,182 @@
+"""``compile_causal_lm``: a transformers causal LM compiled into a prefill step and a decode step
+over one preallocated KV cache, and ``generate`` on top of them.
+
+Both steps are :func:`~mlc_mlir.llm.export.import_step` functions with static shapes: decode
+takes 1 token, prefill a chunk of ``prefill_chunk`` tokens. A prompt is prefilled chunk by
+chunk; the last chunk is padded with token 0 past the prompt's end, and its logits are read at
+the prompt's last token (the step's ``last`` input). The padded positions write cache rows
+beyond the prompt; every later step writes its own row before attending and masks the rows
+after it, so those rows are never read. Each step writes its rows of the caches in place
+(in/out arguments): no step copies a cache.
+
+Source: MLC-LLM / TVM Relax (``prefill`` and ``decode`` functions of one compiled module over a
+preallocated KV cache); llama.cpp's batched prompt processing in fixed-size chunks
+(``n_batch``); transformers ``generate`` (greedy / sampling semantics).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import List, Optional
+
+import numpy as np
+
+from ..errors import ExecutionError
+from ..pipeline import compile as compile_module
+from ..target import get_target
+from .export import cache_shapes, import_step
+from .sampling import check_sampling, next_token
+
+
+class CausalLM:
+    """A compiled causal LM: ``prefill``/``decode`` steps and their KV cache.
+
+    Attributes
+    ----------
+    max_seq_len : int
+        Prompt plus generated tokens at most.
+    prefill_chunk : int
+        Tokens per prefill call.
+    caches : list of numpy.ndarray
+        ``k_0, v_0, k_1, ...``, each ``(1, kv_heads, max_seq_len, head_dim)``, written in place.
+    compile_seconds : float
+        Wall time of the import and both compiles.
+    """
+
+    def __init__(self, prefill, decode, shapes, dtype, max_seq_len: int, prefill_chunk: int,
+                 compile_seconds: float):
+        self._prefill, self._decode = prefill, decode
+        self.max_seq_len, self.prefill_chunk = max_seq_len, prefill_chunk
+        self.caches = [np.zeros(s, dtype) for s in shapes]
+        self.compile_seconds = compile_seconds
+
+    def prefill(self, input_ids) -> np.ndarray:
+        """Run the prompt ``input_ids`` (``(1, n)`` or ``(n,)`` ints) from position 0; returns the
+        logits ``(vocab,)`` after its last token. The caches then hold its keys and values.
+
+        Raises
+        ------
+        ExecutionError
+            For an empty prompt, a batch other than 1, or one whose padded length exceeds
+            ``max_seq_len``.
+        """
+        ids = np.asarray(input_ids, dtype=np.int64).reshape(-1) if np.ndim(input_ids) < 2 else \
+            np.asarray(input_ids, dtype=np.int64)
+        if ids.ndim == 2:
+            if ids.shape[0] != 1:
+                raise ExecutionError(f"prefill: argument 'input_ids' has shape {ids.shape}; expected "
+                                     "batch 1, (1, n)")
+            ids = ids[0]
+        n, c = ids.size, self.prefill_chunk
+        padded = -(-n // c) * c
+        if n == 0 or padded > self.max_seq_len:
+            raise ExecutionError(f"prefill: the prompt has {n} tokens ({padded} padded to chunks of "
+                                 f"{c}); expected 1..{self.max_seq_len} after padding (max_seq_len)")
+        buf = np.zeros((1, padded), np.int64)
+        buf[0, :n] = ids
+        logits = None
+        for start in range(0, padded, c):
+            last = np.array([min(n - 1 - start, c - 1)], np.int64)
+            logits = self._prefill(np.ascontiguousarray(buf[:, start:start + c]), np.array(start, np.int64),
+                                   last, *self.caches)
+        return logits.reshape(-1)
+
+    def decode(self, token: int, position: int) -> np.ndarray:
+        """Run one token at ``position`` (the cache holds positions ``0 .. position - 1``);
+        returns the logits ``(vocab,)``.
+
+        Raises
+        ------
+        ExecutionError
+            If ``position`` is outside ``0 .. max_seq_len - 1``.
+        """
+        if not 0 <= position < self.max_seq_len:
+            raise ExecutionError(f"decode: argument 'position' is {position}; expected 0.."
+                                 f"{self.max_seq_len - 1} (max_seq_len {self.max_seq_len})")
+        return self._decode(np.array([[token]], np.int64), np.array(position, np.int64),
+                            np.zeros(1, np.int64), *self.caches).reshape(-1)
+
+    def generate(self, input_ids, max_new_tokens: int = 64, do_sample: bool = False,
+                 temperature: float = 1.0, top_k: Optional[int] = None, top_p: Optional[float] = None,
+                 seed: Optional[int] = None, eos_token_id: Optional[int] = None) -> np.ndarray:
+        """Prompt plus up to ``max_new_tokens`` generated tokens, ``(1, n + new)`` int64, as
+        transformers' ``generate`` (greedy by default; stops after ``eos_token_id`` if given).
+
+        Sampling (``do_sample=True``) draws from the softmax of logits / ``temperature`` after
+        top-k and top-p filtering (:func:`~mlc_mlir.llm.sampling.next_token`) with a
+        ``numpy.random.default_rng(seed)``. Timings of the last call are in ``last_timings``
+        (``prefill_s``, ``decode_s``, ``new_tokens``).
+
+        Raises
+        ------
+        ExecutionError
+            For invalid sampling arguments, ``max_new_tokens < 0``, or a prompt plus new tokens
+            longer than ``max_seq_len``.
+        """
+        check_sampling(temperature, top_k, top_p)
+        ids = np.asarray(input_ids, dtype=np.int64).reshape(1, -1)
+        n = ids.shape[1]
+        if not isinstance(max_new_tokens, int) or max_new_tokens < 0 or n + max_new_tokens > self.max_seq_len:
+            raise ExecutionError(f"generate: prompt {n} + max_new_tokens {max_new_tokens} tokens; "
+                                 f"expected max_new_tokens >= 0 and at most max_seq_len={self.max_seq_len} "
+                                 "in all")
+        rng = np.random.default_rng(seed)
+        out: List[int] = []
+        t0 = time.perf_counter()
+        logits = self.prefill(ids) if max_new_tokens else None
+        t1 = time.perf_counter()
+        for i in range(max_new_tokens):
+            tok = next_token(logits, do_sample, temperature, top_k, top_p, rng)
+            out.append(tok)
+            if tok == eos_token_id or i == max_new_tokens - 1:
+                break
+            logits = self.decode(tok, n + i)
+        t2 = time.perf_counter()
+        self.last_timings = {"prefill_s": t1 - t0, "decode_s": t2 - t1, "new_tokens": len(out)}
+        return np.concatenate([ids, np.array([out], np.int64).reshape(1, -1)], axis=1)
+
+
+def compile_causal_lm(hf_model, max_seq_len: int = 1024, threads: Optional[int] = None,
+                      prefill_chunk: int = 32, target="cpu") -> CausalLM:
+    """Compile a transformers causal LM (float32, batch 1) into a :class:`CausalLM`.
+
+    Parameters
+    ----------
+    hf_model : transformers.PreTrainedModel
+        A ``...ForCausalLM`` whose attention uses the cache API (GPT-2, Llama, Qwen2, Mistral).
+    max_seq_len : int
+        Cache length: prompt plus generated tokens at most.
+    threads : int, optional
+        Threads per step (default: the target's cores).
+    prefill_chunk : int
+        Tokens per prefill call (prompts are padded to a multiple; see the module docstring).
+    target : str or Target
+        A CPU target (``"cpu"``: the host).
+
+    Returns
+    -------
+    CausalLM
+
+    Raises
+    ------
+    BuildError
+        For a model the step cannot express or an unsupported op.
+    ExecutionError
+        For ``max_seq_len`` < 1, ``prefill_chunk`` outside ``1 .. max_seq_len``, or a target
+        other than a CPU.
+    """
+    if not isinstance(max_seq_len, int) or max_seq_len < 1:
+        raise ExecutionError(f"compile_causal_lm: argument 'max_seq_len' is {max_seq_len!r}; expected an int >= 1")
+    if not isinstance(prefill_chunk, int) or not 1 <= prefill_chunk <= max_seq_len:
+        raise ExecutionError(f"compile_causal_lm: argument 'prefill_chunk' is {prefill_chunk!r}; expected "
+                             f"1..{max_seq_len}")
+    if get_target(target).kind != "cpu":
+        raise ExecutionError(f"compile_causal_lm: target {target!r}; expected a CPU target (the CUDA "
+                             "runtime does not copy in/out cache arguments back to the host yet)")
+    t = time.perf_counter()
+    decode = compile_module(import_step(hf_model, max_seq_len, 1), target, threads=threads)["main"]
+    prefill = decode if prefill_chunk == 1 else \
+        compile_module(import_step(hf_model, max_seq_len, prefill_chunk), target, threads=threads)["main"]
+    dtype = next(hf_model.parameters()).detach().numpy().dtype
+    return CausalLM(prefill, decode, cache_shapes(hf_model, max_seq_len), dtype, max_seq_len, prefill_chunk,
+                    time.perf_counter() - t)

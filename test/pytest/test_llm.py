@@ -1,0 +1,199 @@
+"""Decoder LLMs: tiny GPT-2 / Llama / Qwen2 / Mistral logits vs transformers (static import),
+``ops.update_slice`` and in/out arguments vs numpy, the KV-cache decode step never copying a
+cache (bufferized IR), and ``mlc.llm`` generation token-exact with transformers' ``generate``."""
+
+import re
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+import mlc_mlir as mlc  # noqa: E402
+from mlc_mlir import ops  # noqa: E402
+from mlc_mlir.errors import BuildError, ExecutionError  # noqa: E402
+from mlc_mlir.pipeline.compile import lower  # noqa: E402
+
+RTOL = 1e-4
+
+
+def _tiny(name: str):
+    torch.manual_seed(0)
+    t = transformers
+    gqa = dict(num_hidden_layers=2, hidden_size=128, intermediate_size=344, num_attention_heads=4,
+               num_key_value_heads=2, vocab_size=1000)
+    model = {
+        "gpt2": lambda: t.GPT2LMHeadModel(t.GPT2Config(n_layer=2, n_embd=128, n_head=4, vocab_size=1000)),
+        "llama": lambda: t.LlamaForCausalLM(t.LlamaConfig(**gqa)),
+        "qwen2": lambda: t.Qwen2ForCausalLM(t.Qwen2Config(**gqa)),
+        "mistral": lambda: t.MistralForCausalLM(t.MistralConfig(**gqa)),
+    }[name]()
+    return model.eval()
+
+
+class _Logits(torch.nn.Module):
+    def __init__(self, lm):
+        super().__init__()
+        self.lm = lm
+
+    def forward(self, ids):
+        return self.lm(input_ids=ids, use_cache=False).logits
+
+
+@pytest.mark.parametrize("name", ["gpt2", "llama", "qwen2", "mistral"])
+def test_decoder_logits_match_transformers(name):
+    lm = _Logits(_tiny(name))
+    ids = torch.randint(0, 1000, (1, 32), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        want = lm(ids).numpy()
+    got = mlc.compile(mlc.from_torch(lm, (ids,)))(ids.numpy())
+    err = np.abs(got - want).max() / np.abs(want).max()
+    assert got.shape == want.shape and err < RTOL, err
+
+
+def _update_module(shape, upd, writable):
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        c = f.arg("c", shape)
+        u = f.arg("u", upd)
+        p = f.arg("p", (1,), "int64")
+        new = ops.update_slice(c, u, [0, p, 0])
+        if writable:
+            f.write_argument(c, new)
+        f.output(ops.sum(new, axis=1))
+    return bb.finish()
+
+
+@pytest.mark.parametrize("writable", [False, True])
+def test_update_slice_matches_numpy_and_clamps(writable):
+    exe = mlc.compile(_update_module((2, 40, 8), (2, 3, 8), writable))
+    rng = np.random.default_rng(0)
+    u = rng.random((2, 3, 8), dtype=np.float32)
+    for p, at in ((0, 0), (5, 5), (37, 37), (39, 37), (-4, 0)):   # offsets clamp as in XLA
+        c = rng.random((2, 40, 8), dtype=np.float32)
+        want = c.copy()
+        want[:, at:at + 3] = u
+        before = c.copy()
+        got = exe(c, u, np.array([p]))
+        np.testing.assert_allclose(got, want.sum(1), rtol=1e-5)
+        np.testing.assert_array_equal(c, want if writable else before)   # in/out vs read-only
+
+
+def test_write_argument_refuses_other_readers_and_dead_writes():
+    bb = mlc.GraphBuilder()
+    with pytest.raises(BuildError, match="readers"):
+        with bb.function("main") as f:
+            c, u = f.arg("c", (4, 8)), f.arg("u", (1, 8))
+            new = ops.update_slice(c, u, [1, 0])
+            f.write_argument(c, new)
+            f.output(ops.add(new, c))
+    bb = mlc.GraphBuilder()
+    with pytest.raises(BuildError, match="never read"):
+        with bb.function("main") as f:
+            c, u = f.arg("c", (4, 8)), f.arg("u", (1, 8))
+            f.write_argument(c, ops.update_slice(c, u, [1, 0]))
+            f.output(ops.relu(u))
+    bb = mlc.GraphBuilder()
+    with pytest.raises(BuildError, match="update_slice"):
+        with bb.function("main") as f:
+            c = f.arg("c", (4, 8))
+            f.write_argument(c, ops.relu(c))
+
+
+_BUFFERIZE = ("builtin.module(eliminate-empty-tensors, one-shot-bufferize{bufferize-function-boundaries "
+              "function-boundary-type-conversion=identity-layout-map}, canonicalize, cse, canonicalize, "
+              "buffer-results-to-out-params{hoist-static-allocs modify-public-functions})")
+
+
+def test_decode_step_never_copies_a_cache(tmp_path):
+    """The decode step of the tiny Llama, bufferized as cpu.pipeline does: no memref.copy and no
+    allocation has a cache's shape (each step writes its K/V row into the caller's arrays)."""
+    model = _tiny("llama")
+    max_len = 96
+    shape = mlc.llm.cache_shapes(model, max_len)[0]
+    mod = mlc.llm.import_step(model, max_len, 1)
+    mlc.compile(mod, dump_ir=str(tmp_path))
+    text = str(lower(mlc.Module.parse((tmp_path / "04-prepare.mlir").read_text()), _BUFFERIZE))
+    cache_type = "x".join(str(d) for d in shape) + "xf32"
+    assert re.search(r"memref<" + cache_type, text)          # the caches are there...
+    copies = re.findall(r"memref\.copy [^\n]*", text) + re.findall(r"linalg\.copy [^\n]*", text)
+    allocs = re.findall(r"memref\.alloca?\([^\n]*", text)
+    assert not [c for c in copies + allocs if cache_type in c], copies + allocs   # ...never copied
+
+
+@pytest.mark.parametrize("name", ["gpt2", "llama"])
+def test_generate_is_token_exact_with_transformers(name):
+    model = _tiny(name)
+    lm = mlc.llm.compile_causal_lm(model, max_seq_len=128, prefill_chunk=16)
+    ids = torch.randint(0, 1000, (1, 21), generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        want = model.generate(ids, max_new_tokens=64, min_new_tokens=64, do_sample=False,
+                              pad_token_id=0).numpy()
+    got = lm.generate(ids.numpy(), max_new_tokens=64)
+    np.testing.assert_array_equal(got, want)
+    # a second prompt reuses the caches from position 0
+    got2 = lm.generate(ids.numpy()[:, :5], max_new_tokens=8)
+    with torch.no_grad():
+        want2 = model.generate(ids[:, :5], max_new_tokens=8, min_new_tokens=8, do_sample=False,
+                               pad_token_id=0).numpy()
+    np.testing.assert_array_equal(got2, want2)
+    # seeded sampling is reproducible and stays in the vocabulary
+    s1 = lm.generate(ids.numpy(), max_new_tokens=8, do_sample=True, temperature=0.8, top_k=50, top_p=0.9, seed=3)
+    s2 = lm.generate(ids.numpy(), max_new_tokens=8, do_sample=True, temperature=0.8, top_k=50, top_p=0.9, seed=3)
+    np.testing.assert_array_equal(s1, s2)
+    assert s1.shape == (1, 29) and (s1 >= 0).all() and (s1 < 1000).all()
+    with pytest.raises(ExecutionError, match="max_seq_len"):
+        lm.generate(ids.numpy(), max_new_tokens=120)
+    with pytest.raises(ExecutionError, match="temperature"):
+        lm.generate(ids.numpy(), do_sample=True, temperature=0)
+
+
+def test_next_token_filters_like_transformers():
+    from mlc_mlir.llm.sampling import next_token
+    logits = np.array([0.0, 3.0, 2.9, -1.0, 2.0], np.float32)
+    assert next_token(logits) == 1
+    rng = np.random.default_rng(0)
+    draws = {next_token(logits, True, top_k=2, rng=rng) for _ in range(200)}
+    assert draws == {1, 2}                     # top-k keeps the two largest only
+    draws = {next_token(logits, True, temperature=1e-3, rng=rng) for _ in range(50)}
+    assert draws == {1}                        # a tiny temperature is greedy
+    # top_p=0.5: token 1 alone has p ~0.44 < 0.5, so token 2 joins; nothing else
+    draws = {next_token(logits, True, top_p=0.5, rng=rng) for _ in range(200)}
+    assert draws == {1, 2}
+
+
+def test_cli_generate_prints_rate_and_transformers_tokens(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    from mlc_mlir.cli.generate_command import model_from_config
+
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({"model_type": "llama", "num_hidden_layers": 1, "hidden_size": 64,
+                               "intermediate_size": 128, "num_attention_heads": 4,
+                               "num_key_value_heads": 2, "vocab_size": 500}))
+    r = subprocess.run([sys.executable, "-m", "mlc_mlir.cli.mlc", "generate", str(cfg), "--prompt-len", "8",
+                        "--new-tokens", "6", "--threads", "1"], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"decode: [0-9.]+ tokens/s", r.stdout), r.stdout
+    tokens = json.loads(re.search(r"tokens: (\[.*\])", r.stdout).group(1))
+    model = model_from_config(str(cfg), seed=0)
+    ids = torch.from_numpy(np.random.default_rng(0).integers(0, 500, (1, 8)))
+    with torch.no_grad():
+        want = model.generate(ids, max_new_tokens=6, min_new_tokens=6, do_sample=False, pad_token_id=0)
+    assert tokens == want[0, 8:].tolist()
+    bad = subprocess.run([sys.executable, "-m", "mlc_mlir.cli.mlc", "generate", str(tmp_path / "none.json")],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 1 and "cannot read config" in bad.stderr
+
+
+def test_compile_causal_lm_refuses_bad_arguments():
+    model = _tiny("gpt2")
+    with pytest.raises(ExecutionError, match="CPU target"):
+        mlc.llm.compile_causal_lm(model, target="cuda")
+    with pytest.raises(ExecutionError, match="prefill_chunk"):
+        mlc.llm.compile_causal_lm(model, max_seq_len=16, prefill_chunk=32)
+    with pytest.raises(ExecutionError, match="max_seq_len"):
+        mlc.llm.compile_causal_lm(model, max_seq_len=0)
