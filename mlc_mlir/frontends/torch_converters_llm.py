@@ -40,57 +40,8 @@ def _split(ctx, node, args):
     return tuple(ops.split(x, [int(s) for s in sizes], axis=dim))
 
 
-# ----------------------------------------------------------------------------- masks and comparisons
-def _not(m):
-    return ops.subtract(1, m)
-
-
-_COMPARE = {
-    "lt": lambda a, b: ops.less(a, b), "gt": lambda a, b: ops.greater(a, b),
-    "le": lambda a, b: _not(ops.greater(a, b)), "ge": lambda a, b: _not(ops.less(a, b)),
-    "ne": lambda a, b: _not(ops.equal(a, b)),
-}
-for _name, _fn in _COMPARE.items():
-    register_converter(f"aten.{_name}.Tensor", f"aten.{_name}.Scalar")(
-        lambda ctx, node, args, _fn=_fn: _fn(args[0], args[1]))
-
-
-def _masks(op: str, args):
-    a, b = _tensor(op, "self", args[0]), _tensor(op, "other", args[1])
-    if a.dtype != "int8" or b.dtype != "int8":
-        raise BuildError(f"{op}: arguments have dtypes {a.dtype} and {b.dtype}; expected bool "
-                         "masks (int8 0/1)")
-    return a, b
-
-
-@register_converter("aten.bitwise_and.Tensor", "aten.logical_and.default")
-def _and(ctx, node, args):
-    return ops.minimum(*_masks(str(node.target), args))
-
-
-@register_converter("aten.bitwise_or.Tensor", "aten.logical_or.default")
-def _or(ctx, node, args):
-    return ops.maximum(*_masks(str(node.target), args))
-
-
-_BASE_POW = CONVERTERS["aten.pow.Tensor_Scalar"]
-
-
-@register_converter("aten.pow.Tensor_Scalar")
-def _pow(ctx, node, args):
-    """``x ** n`` for an integral exponent 3..8 (GPT-2's tanh GELU cubes) as repeated products
-    (exact, as PyTorch's ``pow`` is for small integral exponents); other exponents go to the
-    base converter."""
-    e = args[1]
-    if isinstance(e, (int, float)) and float(e).is_integer() and 3 <= e <= 8:
-        x = _tensor("aten.pow", "self", args[0])
-        y = x
-        for _ in range(int(e) - 1):
-            y = ops.multiply(y, x)
-        return y
-    return _BASE_POW(ctx, node, args)
-
-
+# ----------------------------------------------------------------------------- RoPE
+# (comparisons, logical ops and pow live with the other math converters: torch_converters_math)
 register_converter("aten.sin.default")(lambda ctx, node, args: ops.sin(args[0]))
 register_converter("aten.cos.default")(lambda ctx, node, args: ops.cos(args[0]))
 
