@@ -12,7 +12,8 @@ import pytest
 import mlc_mlir as mlc
 from mlc_mlir import ops
 from mlc_mlir.errors import ScheduleError, TuningError
-from mlc_mlir.pipeline.scheduling import layout_rewrites
+from mlc_mlir.pipeline.layout import layout_rewrites
+from mlc_mlir.pipeline.options import CompileOptions
 from mlc_mlir.schedule.cpu_recipes import goto_padding, register_tile_shapes
 from mlc_mlir.schedule.default_rules import apply_default_schedule
 from mlc_mlir.schedule.sampling import perfect_tilings
@@ -145,7 +146,7 @@ def test_nhwc_conv_space(target):
     their default decisions are the default schedule, and samples compile and match numpy
     (SMALL's 1 KiB L1d blocks the channels)."""
     mod = build("conv2d_s2")
-    mod = layout_rewrites(mod, target, mod.function_names())
+    mod = layout_rewrites(mod, target, mod.function_names(), CompileOptions(target))
     assert "linalg.conv_2d_nhwc_hwcf" in str(mod) and "linalg.pooling_nhwc_max" in str(mod)
     space = default_space(target)
     dflt = apply_default_schedule(mlc.Schedule(mod), target)
