@@ -186,7 +186,7 @@ def test_cli_generate_prints_rate_and_transformers_tokens(tmp_path):
     assert tokens == want[0, 8:].tolist()
     bad = subprocess.run([sys.executable, "-m", "mlc_mlir.cli.mlc", "generate", str(tmp_path / "none.json")],
                          capture_output=True, text=True, timeout=120)
-    assert bad.returncode == 1 and "cannot read config" in bad.stderr
+    assert bad.returncode == 2 and "cannot read config" in bad.stderr   # a user error: exit 2
 
 
 def test_compile_causal_lm_refuses_bad_arguments():
