@@ -22,6 +22,7 @@ from .._mlir import PassManager, ir
 from ..errors import ScheduleError
 from ..ir import dtypes
 from ..ir.module import OP_NAME_ATTR, Module
+from .tileability import tiling_blocker
 
 #: Names given to the iteration dims of an op, in order (TVM prints i, j, k for matmul).
 DIM_NAMES = "ijklmnopqrstuvwxyz"
@@ -318,37 +319,6 @@ class Tiling:
 def _affine_dim(expr) -> Optional[int]:
     if isinstance(expr, ir.AffineDimExpr):
         return expr.position
-    return None
-
-
-def _sliceable(e) -> bool:
-    """Whether an indexing-map result is a sum of dims times positive constants plus a
-    constant: the form whose tiles linalg tiling slices as ``[e(lb), e(lb + ts - 1) + 1)``."""
-    if isinstance(e, (ir.AffineDimExpr, ir.AffineConstantExpr)):
-        return True
-    if isinstance(e, ir.AffineAddExpr):
-        return _sliceable(e.lhs) and _sliceable(e.rhs)
-    if isinstance(e, ir.AffineMulExpr):
-        return isinstance(e.rhs, ir.AffineConstantExpr) and e.rhs.value > 0 and _sliceable(e.lhs)
-    return False   # floordiv, mod, ceildiv, symbols
-
-
-def tiling_blocker(maps: List[ir.AffineMap]) -> Optional[str]:
-    """Why linalg tiling (``tile_using_for``/``forall``, ``fuse_into_containing_op``) cannot
-    take an op with indexing ``maps``, or None: a result with a non-positive multiplier
-    (``-d3 + 3``; MLIR's ``TileCheck`` asserts, the process aborts) or a ``floordiv`` /
-    ``mod`` / ``ceildiv`` (its tiles are sliced as if the expression were monotone and
-    unit-stepped: wrong elements unless tiles align).
-
-    Parameters
-    ----------
-    maps : list of ir.AffineMap
-        The op's indexing maps, inputs then outputs.
-    """
-    for k, m in enumerate(maps):
-        for e in m.results:
-            if not _sliceable(e):
-                return f"operand {k} is indexed by '{e}'"
     return None
 
 

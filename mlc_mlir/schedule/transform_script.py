@@ -24,7 +24,7 @@ import math
 from typing import Dict, List, Optional
 
 from .._mlir import (ir, loop_transform_d, structured_transform_d, tensor_transform_d, transform_d,
-                     transform_interpreter, tune_transform_d, vector_transform_d)
+                     transform_interpreter, tune_transform_d)
 from ..ir.transform_values import any_op, param_constant
 from ..errors import ScheduleError
 from ..ir import dtypes
@@ -32,6 +32,8 @@ from ..ir.module import Module, OP_NAME_ATTR, diagnostics
 from .factors import largest_divisor
 from .gpu_script import GpuEmitter, gpu_owned, is_gpu_block
 from .loop_nest import Block, LoopNestModel, Tiling, materializes
+from .tileability import check_tileable
+from .vector_lowering import lower_vectors
 
 
 #: Longest vector (in elements) an init or epilogue row is written with. Longer rows are written
@@ -463,7 +465,7 @@ class _Emitter:
                     transform_d.AnnotateOp(self.op_handles[b.id], k, param=param_constant(v))
             self.annotate_loops(b, lambda lp: lp.id not in fused_ids)
         for fname in sorted(self.vectorized_funcs):
-            self.lower_vectors(self.func(fname), self.unit_reduction_loops.get(fname, ()),
+            lower_vectors(self.func(fname), self.unit_reduction_loops.get(fname, ()),
                                fname in self.masked_funcs)
         for fname in sorted(set(self.funcs) - self.vectorized_funcs):
             self.cleanup(self.funcs[fname])
@@ -493,80 +495,11 @@ class _Emitter:
             for k, v in lp.annotations.items():
                 transform_d.AnnotateOp(h, k, param=param_constant(v))
 
-    def lower_vectors(self, func: ir.Value, unit_reduction_loops=(), masked: bool = False) -> None:
-        """Fold tensor slices into vector transfers, hoist loop-invariant subsets (the C tile
-        becomes a vector iter_arg of the reduction loop, kept in registers), then lower
-        contractions to outer products (FMAs). No canonicalization after the lowering: MLIR 22's
-        canonicalizer scalarizes the rows of the accumulator (benchmarks/recipe/NOTES.md).
-
-        ``unit_reduction_loops`` (handles of the ops around vectorized ``linalg.mmt4d`` tiles):
-        there, contractions are lowered first to elementwise FMAs on broadcast operands
-        (``ParallelArith``: every reduction dim of the tile has size 1). The outer-product
-        lowering does not take the tile's extra unit dims (``m0``, ``k0``) and falls back to one
-        ``vector<1xf32>`` dot product per element (45 ms instead of 5.7 ms for a 52 x 4608 x 512
-        mmt4d); elsewhere (direct convolutions) outer products make the smaller code."""
-        if masked:   # masks move into the transfers before canonicalization touches them
-            p = transform_d.ApplyPatternsOp(func)
-            with ir.InsertionPoint(p.patterns):
-                vector_transform_d.ApplyLowerMaskedTransfersPatternsOp()
-        p = transform_d.ApplyPatternsOp(func)
-        with ir.InsertionPoint(p.patterns):
-            tensor_transform_d.ApplyFoldTensorSubsetOpsIntoVectorTransfersPatternsOp()
-            transform_d.ApplyCanonicalizationPatternsOp()
-        transform_d.ApplyCommonSubexpressionEliminationOp(func)
-        loops = structured_transform_d.MatchOp(
-            any_op(), func, ops=ir.ArrayAttr.get([ir.StringAttr.get("scf.for")])).result
-        loop_transform_d.HoistLoopInvariantSubsetsOp(loops)
-        for loop in unit_reduction_loops:
-            p = transform_d.ApplyPatternsOp(loop)
-            with ir.InsertionPoint(p.patterns):
-                vector_transform_d.ApplyLowerContractionPatternsOp(
-                    lowering_strategy=vector_transform_d.VectorContractLowering.ParallelArith)
-        p = transform_d.ApplyPatternsOp(func)
-        with ir.InsertionPoint(p.patterns):
-            vector_transform_d.ApplyLowerContractionPatternsOp(
-                lowering_strategy=vector_transform_d.VectorContractLowering.OuterProduct)
-            vector_transform_d.ApplyLowerMultiReductionPatternsOp(
-                lowering_strategy=vector_transform_d.VectorMultiReductionLowering.InnerParallel)
-            vector_transform_d.ApplyTransferPermutationPatternsOp()
-            vector_transform_d.ApplyLowerOuterProductPatternsOp()
-            vector_transform_d.ApplyLowerTransposePatternsOp(
-                lowering_strategy=vector_transform_d.VectorTransposeLowering.Shuffle1D)
-
 
 #: Side of the square blocks a transposed packing copy is vectorized in: an 8 x 8 block of
 #: 32-bit elements is one ``vector.transpose`` of 8 registers on AVX2 (shuffles), half a
 #: register row on AVX-512; larger blocks unroll into spills. A code-shape choice.
 _TRANSPOSE_BLOCK = 8
-
-
-def check_tileable(model: LoopNestModel, blk: Block) -> None:
-    """Refuse a schedule that would transform a block whose payload linalg tiling cannot slice
-    (:attr:`~.loop_nest.OpInfo.tiling_blocker`: a negative index coefficient aborts the process
-    in MLIR's ``TileCheck``, a ``floordiv``/``mod`` index is sliced wrongly): such a block takes
-    no materialized, parallel, vectorized, bound or unrolled loop, no attachment, cache,
-    padding, ``rfactor`` or ``decompose_reduction``; left as it is, it lowers to plain loops.
-
-    Raises
-    ------
-    ScheduleError
-        ``schedule: block 'flip' (linalg.generic) in @main cannot be tiled: operand 0 is
-        indexed by '-d0 + 7' ...``.
-    """
-    reason = blk.info.tiling_blocker
-    if reason is None or blk.kind != "compute":
-        return
-    moved = [blk.label(p) for p, lp in enumerate(blk.loops)
-             if lp.kind != "serial" or lp.unroll is not None or lp.annotations or lp.fused_group is not None]
-    touched = moved or model.materialized_loop_ids(blk) or model.epilogues(blk) or \
-        model.attached(blk) or blk.compute_at is not None or blk.reverse_compute_at is not None or \
-        blk.cache_reads or blk.cache_writes or blk.rfactor is not None or \
-        blk.decomposed_at is not None or model.padding_of(blk) is not None
-    if touched:
-        raise ScheduleError(f"schedule: block '{blk.name}' ({blk.op_name}) in @{blk.func} cannot be "
-                            f"tiled: {reason}; linalg tiling slices only sums of dims times positive "
-                            "constants, so this block takes no loop transformation (leave its loops "
-                            "as get_loops returns them)")
 
 
 def _pack_transpose(blk: Block, idx: int):
