@@ -554,27 +554,3 @@ def refusing_invoker(name: str, reason: str) -> Callable[[PackedArgs], None]:
         raise ExecutionError(f"{name}: {reason}")
 
     return invoke
-
-
-def engine_invoker(engine, name: str, errors: Optional[list] = None) -> Callable[[PackedArgs], None]:
-    """Invoker for function ``name`` of an ``ExecutionEngine`` (its packed C-interface wrapper).
-
-    ``errors`` collects exceptions raised by Python kernels called back from the native code;
-    they are raised here as ``ExecutionError`` once the call returns."""
-    addr = engine.raw_lookup("_mlir_ciface_" + name)
-    if not addr:
-        raise ExecutionError(f"executable: symbol _mlir_ciface_{name} not found in the JIT")
-    cfunc = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(addr)
-
-    def invoke(packed: PackedArgs) -> None:
-        cfunc(packed.packed)
-        if errors:
-            kernel, exc = errors.pop(0)
-            errors.clear()
-            raise ExecutionError(f"{name}: kernel '{kernel}' raised {type(exc).__name__}: {exc}") from exc
-
-    # the native code lives as long as the engine: a Function taken from a temporary
-    # Executable (compile(mod)["f"]) must keep it alive
-    invoke._cfunc = cfunc
-    invoke._engine = engine
-    return invoke
