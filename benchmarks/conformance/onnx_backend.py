@@ -23,7 +23,6 @@ import argparse
 import collections
 import json
 import os
-import signal
 import re
 import sys
 import unittest
@@ -33,6 +32,7 @@ import onnx.backend.test
 from onnx.backend.test.loader import load_model_tests
 
 import mlc_mlir as mlc
+from forked import run_forked  # benchmarks/conformance/forked.py; this folder is on sys.path
 from mlc_mlir.frontends.onnx_backend import make_backend
 from mlc_mlir.frontends.onnx_registry import CONVERTERS
 
@@ -111,29 +111,17 @@ def _tests(suite):
 
 
 def _run_isolated(test, timeout: int):
-    """Run one case in a forked child; returns (name, status, reason) (None status = skipped)."""
+    """Run one case in a forked child (:func:`forked.run_forked`); returns (name, status,
+    reason) (None status = skipped)."""
     name = test._testMethodName
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # child
-        os.close(r)
+
+    def case():
         res = _Result()
-        signal.alarm(timeout)
         test.run(res)
-        out = res.outcomes[0] if res.outcomes else (name, "skipped", "")
-        os.write(w, json.dumps(out).encode())
-        os._exit(0)
-    os.close(w)
-    with os.fdopen(r) as f:
-        data = f.read()
-    _, status = os.waitpid(pid, 0)
-    if data:
-        return tuple(json.loads(data))
-    if os.WIFSIGNALED(status):
-        sig = signal.Signals(os.WTERMSIG(status)).name
-        why = "timed out" if sig == "SIGALRM" else f"the process died with {sig} (compiler abort)"
-        return (name, "fail", why)
-    return (name, "fail", f"the child exited with {os.WEXITSTATUS(status)} and no result")
+        return res.outcomes[0] if res.outcomes else (name, "skipped", "")
+
+    out = run_forked(case, timeout)
+    return out if len(out) == 3 else (name,) + out
 
 
 def _run_suite(suite: str, include, timeout: int):

@@ -21,9 +21,7 @@ from __future__ import annotations
 import argparse
 import collections
 import json
-import os
 import re
-import signal
 import sys
 import warnings
 
@@ -31,6 +29,7 @@ import numpy as np
 import torch
 
 import mlc_mlir as mlc
+from forked import run_forked  # benchmarks/conformance/forked.py; this folder is on sys.path
 from mlc_mlir.frontends.torch import from_exported_program
 
 
@@ -102,28 +101,15 @@ def run_sample(opinfo, sample) -> tuple:
 
 
 def _isolated(fn, timeout: int) -> tuple:
-    """``fn()`` in a forked child: its (status, reason), or a failure naming a signal/timeout."""
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # child
-        os.close(r)
-        signal.alarm(timeout)
+    """``fn()`` in a forked child (:func:`forked.run_forked`): its (status, reason), an exception
+    as a failed sample, or a failure naming a signal/timeout."""
+    def sample():
         try:
-            out = fn()
+            return fn()
         except Exception as e:  # noqa: BLE001
-            out = ("fail", _reason(f"{type(e).__name__}: {e}"))
-        os.write(w, json.dumps(out).encode())
-        os._exit(0)
-    os.close(w)
-    with os.fdopen(r) as f:
-        data = f.read()
-    _, status = os.waitpid(pid, 0)
-    if data:
-        return tuple(json.loads(data))
-    if os.WIFSIGNALED(status):
-        sig = signal.Signals(os.WTERMSIG(status)).name
-        return "fail", "timed out" if sig == "SIGALRM" else f"the process died with {sig} (compiler abort)"
-    return "fail", f"the child exited with {os.WEXITSTATUS(status)} and no result"
+            return "fail", _reason(f"{type(e).__name__}: {e}")
+
+    return run_forked(sample, timeout)
 
 
 def run(include: str = ".*", max_samples: int = 8, timeout: int = 120) -> dict:

@@ -4,6 +4,7 @@ float32 tolerances (the full run is the script)."""
 
 import importlib.util
 import pathlib
+import sys
 
 import pytest
 
@@ -11,6 +12,7 @@ pytest.importorskip("torch")
 pytest.importorskip("expecttest")  # torch.testing._internal imports it
 
 _SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "conformance" / "torch_opinfo.py"
+sys.path.insert(0, str(_SCRIPT.parent))   # the script imports its sibling forked.py
 _spec = importlib.util.spec_from_file_location("torch_opinfo", _SCRIPT)
 torch_opinfo = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(torch_opinfo)
