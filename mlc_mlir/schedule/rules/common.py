@@ -77,20 +77,13 @@ def vector_tile(ctx: RuleContext, blk: Block, extent: Optional[int]) -> int:
     vectors, and at most one vector register per operand in all (a Winograd transform's 36
     inputs and 16 outputs get one vector: 4 spilled), that divides the extent; else the largest divisor up to that size (a partial
     vector); 1: do not vectorize. A dynamic extent (None) gets the whole size: its last tile is
-    partial (masked, see :func:`split_by`)."""
+    partial (a ``[None, V]`` split, vectorized with masks)."""
     lanes = ctx.target.vector_lanes(element_bits(blk))
     vectors = max(1, min(VECTORS_PER_TILE, ctx.target.vector_registers // max(1, len(blk.info.operand_dims))))
     if extent is None:
         return vectors * lanes
     whole = [v for v in range(lanes, vectors * lanes + 1, lanes) if extent % v == 0]
     return whole[-1] if whole else largest_divisor(extent, vectors * lanes)
-
-
-def split_by(sch, loop, extent: Optional[int], v):
-    """``sch.split(loop, [None, v])``: tiles of ``v`` (an int or a sampled ExprRV, so the outer
-    factor is inferred from the decision when a trace is replayed); a dynamic ``extent`` (None)
-    or one ``v`` does not divide gets a partial last tile. Returns ``(outer, inner)``."""
-    return sch.split(loop, [None, v])
 
 
 def worth_threads(ctx: RuleContext, blk: Block, forks: int = 1) -> bool:

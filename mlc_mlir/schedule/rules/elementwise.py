@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from ..schedule import Schedule
 from ..state import BlockRV
-from .common import (RuleContext, categorical, element_bits, parallelize_first, split_by,
-                     vector_candidates, vector_tile)
+from .common import (RuleContext, categorical, element_bits, parallelize_first, vector_candidates,
+                     vector_tile)
 
 
 def contiguous_last(blk) -> bool:
@@ -56,7 +56,7 @@ def schedule_elementwise(sch: Schedule, block: BlockRV, ctx: RuleContext) -> Non
     inner = None
     if cands:
         v = categorical(sch, cands, vector_tile(ctx, blk, extents[-1]))
-        outer_last, inner = split_by(sch, loops[-1], extents[-1], v)
+        outer_last, inner = sch.split(loops[-1], [None, v])   # dynamic: a partial last tile
         loops[-1] = outer_last
         extents[-1] = None if extents[-1] is None else extents[-1] // v
     parallelize_first(sch, ctx, blk, loops, extents)

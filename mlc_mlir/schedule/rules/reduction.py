@@ -12,7 +12,7 @@ from typing import Dict, List
 from ..loop_nest import Block
 from ..schedule import Schedule
 from ..state import BlockRV, LoopRV
-from .common import RuleContext, categorical, parallelize_first, split_by, vector_candidates, vector_tile
+from .common import RuleContext, categorical, parallelize_first, vector_candidates, vector_tile
 
 
 @dataclasses.dataclass
@@ -105,7 +105,7 @@ def schedule_reduction(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
         cands = vector_candidates(ctx, blk, dims[d].extent)
         if cands:
             v = categorical(sch, cands, vector_tile(ctx, blk, dims[d].extent))
-            o, i = split_by(sch, tiles[d], dims[d].extent, v)
+            o, i = sch.split(tiles[d], [None, v])
             sch.reorder(*([o] + [tiles[r] for r in red] + [i]))
             tiles[d] = o
             vec_loop = i
@@ -117,7 +117,7 @@ def schedule_reduction(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
         dv = vector_tile(ctx, blk, e)
         v = int(categorical(sch, [1] + cands, dv if dv in cands else 1)) if cands else 1
         if v > 1:
-            _, k1 = split_by(sch, tiles[r], e, v)
+            _, k1 = sch.split(tiles[r], [None, v])   # a dynamic row: a partial last tile
             sch.rfactor(k1)
             vec_loop = k1
     parallelize_first(sch, ctx, blk, [tiles[d] for d in par], [sch.get(tiles[d]).extent for d in par])
