@@ -31,11 +31,11 @@ from ..builder import GraphBuilder, Tensor
 from ..errors import BuildError
 from ..graph.dce import DeadCodeElimination
 from ..ir import Module
-from . import torch_symbolic  # noqa: F401  (registers the size-arithmetic converters)
-from . import torch_converters_math, torch_converters_nn, torch_converters_shape  # noqa: F401  (registration)
 from ..ir.module import drop_unused_params
 from .torch_converters import CONVERTERS, TORCH_DTYPES, register_converter  # noqa: F401
-from . import torch_converters_llm  # noqa: F401  (registers the decoder-LLM converters)
+# the converter modules register themselves: math, nn, shape, decoder LLMs, size arithmetic
+from . import (torch_converters_llm, torch_converters_math, torch_converters_nn,  # noqa: F401
+               torch_converters_shape, torch_symbolic)
 
 
 class ConvertContext:

@@ -51,7 +51,6 @@ def cache_shapes(hf_model, max_seq_len: int) -> List[Tuple[int, ...]]:
 def _static_cache(hf_model, max_seq_len: int, position, caches):
     """A transformers ``StaticCache`` whose layers hold ``caches`` and whose length is
     ``position``; a sliding-window layer whose window covers ``max_seq_len`` is a full one."""
-    import torch
     from transformers import StaticCache
     from transformers.cache_utils import StaticLayer
 
