@@ -192,9 +192,9 @@ class Function:
             if bad.size:
                 raise ExecutionError(f"{self.name}: {msg.replace('{value}', str(int(bad[0])))}")
 
-    def _outputs(self, out) -> List[np.ndarray]:
+    def _outputs(self, out, shapes: List[tuple]) -> List[np.ndarray]:
+        """The result arrays (``out``'s, validated, or new ones) for the results' ``shapes``."""
         results = self._results
-        shapes = self._result_shapes()[:len(results)]
         if out is None:
             return [np.empty(s, d) for s, d in zip(shapes, self._out_dtypes)]
         outs = [out] if isinstance(out, np.ndarray) else list(out)
@@ -237,11 +237,12 @@ class Function:
             arrays, or an exception raised by a Python kernel.
         """
         full = self.validate(args, kwargs)
-        outs = self._outputs(out)
+        shapes = self._result_shapes()   # the results', then the run-time checks'
+        outs = self._outputs(out, shapes[:len(self._results)])
         # an out array aliasing an input would be overwritten while the input is still read
         run = [np.empty_like(o) if any(np.may_share_memory(o, a) and np.shares_memory(o, a) for a in full)
                else o for o in outs]
-        statuses = [np.empty(s, np.int64) for s in self._result_shapes()[len(self._results):]]
+        statuses = [np.empty(s, np.int64) for s in shapes[len(self._results):]]
         packed = self._packed()
         packed.bind(full + run + statuses)
         self._invoke(packed)
