@@ -367,7 +367,7 @@ def from_exported_program(ep, dim_names: Optional[Dict[str, str]] = None, keep_p
                                  "call_function or output in an exported graph")
         f.output(*outputs)
     # converters that read through an op (a cache write at its position, a transposed weight)
-    # leave it dead; default schedules must not see dead named ops
+    # leave it dead: erased here so the params only it read are dropped too
     mod = drop_unused_params(DeadCodeElimination()(bb.finish()))
     return mod if keep_params else mod.bind_params()
 
