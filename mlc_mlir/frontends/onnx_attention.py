@@ -42,6 +42,12 @@ def _where(cond, a, b):
     return ops.where(cond, a, b)
 
 
+def _bias(allowed, dtype: str):
+    """The additive bias of a mask: 0 where ``allowed`` (numpy bool or int8 0/1 Tensor), -inf
+    elsewhere."""
+    return _where(allowed, np.zeros((), dtype), np.full((), _NEG_INF, dtype))
+
+
 def _heads_first(x, heads: int, n: NodeInputs, arg: str):
     """(B, S, heads * D) -> (B, heads, S, D)."""
     b, s, hidden = shape_of(x)
@@ -71,16 +77,18 @@ def _mask_bias(mask, kv_len: int, dtype: str):
         mask = np.pad(mask, widths, constant_values=fill) if _is_static(mask) \
             else ops.pad(mask, widths, constant_value=fill)
     if is_bool:
-        return _where(mask, np.zeros((), dtype), np.full((), _NEG_INF, dtype))
+        return _bias(mask, dtype)
     return mask
 
 
 def _frontier(offset, q_len: int, kv_len: int, lo: Optional[int], hi: Optional[int], dtype: str):
     """The bias (0 allowed, -inf not) of keys ``j`` that query ``i`` may attend:
     ``i + offset - lo <= j <= i + offset + hi`` (a bound of None is open). ``offset`` is an int
-    or a run-time (B,) int64 Tensor; the result is (q, kv) or (B, 1, q, kv)."""
+    (result (q, kv)), a static (B,) array of per-batch offsets or a run-time (B,) int64 Tensor
+    (result (B, 1, q, kv))."""
+    if _is_static(offset) and np.ndim(offset) == 1:
+        return np.stack([_frontier(int(o), q_len, kv_len, lo, hi, dtype) for o in offset])[:, None]
     diff = np.arange(q_len).reshape(q_len, 1) - np.arange(kv_len).reshape(1, kv_len)  # i - j
-    zero, ninf = np.zeros((), dtype), np.full((), _NEG_INF, dtype)
     if _is_static(offset):
         d = diff + int(offset)
         allowed = np.ones_like(d, dtype=bool)
@@ -88,13 +96,13 @@ def _frontier(offset, q_len: int, kv_len: int, lo: Optional[int], hi: Optional[i
             allowed &= -d <= hi
         if lo is not None:
             allowed &= d <= lo
-        return np.where(allowed, zero, ninf)
+        return _bias(allowed, dtype)
     off = ops.reshape(offset, (shape_of(offset)[0], 1, 1, 1))
     bias = None
     if hi is not None:   # j - i - hi <= offset  <=>  (j - i - hi - 1) < offset
-        bias = _add(bias, _where(ops.less((-diff - hi - 1).astype(np.int64), off), zero, ninf))
+        bias = _add(bias, _bias(ops.less((-diff - hi - 1).astype(np.int64), off), dtype))
     if lo is not None:   # i - j - lo <= -offset <=> offset < (j - i + lo + 1)
-        bias = _add(bias, _where(ops.less(off, (-diff + lo + 1).astype(np.int64)), zero, ninf))
+        bias = _add(bias, _bias(ops.less(off, (-diff + lo + 1).astype(np.int64)), dtype))
     return bias
 
 
@@ -144,16 +152,16 @@ def _attention(n: NodeInputs) -> List[object]:
             if isinstance(nonpad, Tensor) else np.asarray(nonpad, np.int64).reshape(-1) - q_len
     bias = _mask_bias(n.t(3), kv_len, dtype) if n.has(3) else None
     if causal:
-        bias = _add(bias, _per_batch(_frontier, offset, q_len, kv_len, None, 0, dtype))
+        bias = _add(bias, _frontier(offset, q_len, kv_len, None, 0, dtype))
     if window:
-        bias = _add(bias, _per_batch(_frontier, offset, q_len, kv_len, left if left >= 0 else None,
-                                     right if right >= 0 else None, dtype))
+        bias = _add(bias, _frontier(offset, q_len, kv_len, left if left >= 0 else None,
+                                    right if right >= 0 else None, dtype))
     if nonpad is not None:
         keys = np.arange(kv_len).reshape(1, 1, 1, kv_len)
         limit = ops.reshape(ops.cast(nonpad, "int64"), (batch, 1, 1, 1)) \
             if isinstance(nonpad, Tensor) else np.asarray(nonpad, np.int64).reshape(batch, 1, 1, 1)
         valid = ops.less(keys.astype(np.int64), limit) if isinstance(limit, Tensor) else keys < limit
-        bias = _add(bias, _where(valid, np.zeros((), dtype), np.full((), _NEG_INF, dtype)))
+        bias = _add(bias, _bias(valid, dtype))
 
     kt = ops.transpose(ops.multiply(k, s), (0, 1, 3, 2))
     qk = _bmm(ops.multiply(q, s), kt)
@@ -187,14 +195,6 @@ def _attention(n: NodeInputs) -> List[object]:
 
 def _as_dtype(x, dtype: str):
     return np.asarray(x, dtype) if _is_static(x) else x
-
-
-def _per_batch(fn, offset, q_len, kv_len, lo, hi, dtype):
-    """``fn``'s frontier bias for a scalar offset, a static per-batch offset array (stacked to
-    (B, 1, q, kv)) or a run-time (B,) Tensor."""
-    if _is_static(offset) and np.ndim(offset) == 1:
-        return np.stack([fn(int(o), q_len, kv_len, lo, hi, dtype) for o in offset])[:, None]
-    return fn(offset, q_len, kv_len, lo, hi, dtype)
 
 
 @register("RotaryEmbedding", opsets=(23, OPSETS[1]))
