@@ -4,7 +4,8 @@ passes and schedules.
     mlc-opt [INPUT|-] [-o OUT] [--pipeline NAME|FILE] [--pass-pipeline STR]
             [--schedule TRACE.json|SCRIPT.mlir] [--mlc-fuse-ops] [--mlc-fold-constants]
             [--mlc-dce] [--mlc-cse] [--mlc-dispatch-library=relu=env.relu,...]
-            [--mlc-lower-call-library] [--print-ir-after-all] [--timing]
+            [--mlc-lower-call-library] [--mlc-pack-matmul-weights[=NR]] [--mlc-<pass> ...]
+            [--print-ir-after-all] [--timing]
 
 Stages run in command-line order, each on the previous one's output; the result is printed
 (weights included, so the output parses again). Errors print one line (``mlc-opt: error: ...``)
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from functools import partial
 from typing import Callable, List, Optional, Tuple
 
 from .._mlir import ir
@@ -24,7 +26,9 @@ from ..graph import PASS_REGISTRY
 from ..ir.module import Module
 from ..pipeline import lower
 from ..pipeline.registry import available
+from ..target import get_target
 from ..schedule import Schedule, Trace
+from ..schedule.cpu_recipes import packed_b_panel
 from ..schedule.transform_script import TransformScript, apply_transform_script
 
 
@@ -66,7 +70,29 @@ def _graph_pass(name: str, value) -> Callable[[Module], Module]:
             k, v = item.split("=", 1)
             mapping[k.strip()] = v.strip()
         return cls(mapping)
+    if name == "mlc-pack-matmul-weights":
+        return cls(_panel_select(value))
     return cls()
+
+
+def _panel_select(value: Optional[str]) -> Callable[[int, int, int, str], int]:
+    """The ``select`` of ``--mlc-pack-matmul-weights[=NR]``: a fixed panel width ``NR`` (kept
+    where it divides N), or the host target's (:func:`~mlc_mlir.schedule.cpu_recipes.packed_b_panel`).
+
+    Raises
+    ------
+    MlcError
+        If ``NR`` is not a positive int.
+    """
+    if value is None:
+        return partial(packed_b_panel, get_target("cpu"))
+    try:
+        nr = int(value)
+    except ValueError:
+        nr = 0
+    if nr < 1:
+        raise MlcError(f"--mlc-pack-matmul-weights: expected a positive panel width NR, got {value!r}")
+    return lambda m, n, k, dtype: nr if n % nr == 0 else 0
 
 
 def _schedule(path: str) -> Callable[[Module], Module]:
@@ -114,6 +140,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         doc = (cls.__doc__ or "").strip().splitlines()[0]
         if name == "mlc-dispatch-library":
             p.add_argument(f"--{name}", action=_Stage, dest=name.replace("-", "_"), metavar="OP=KERNEL,...", help=doc)
+        elif name == "mlc-pack-matmul-weights":
+            p.add_argument(f"--{name}", action=_Stage, dest=name.replace("-", "_"), nargs="?", metavar="NR",
+                           help=doc + " (NR: panel width; default: the host CPU's)")
         else:
             p.add_argument(f"--{name}", action=_Stage, dest=name.replace("-", "_"), nargs=0, help=doc)
     p.add_argument("--list-pipelines", action="store_true", help="print the pipeline names and exit")
