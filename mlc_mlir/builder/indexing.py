@@ -1,6 +1,7 @@
 """ONNX-style shape/indexing ops: ``gather`` (ONNX's name for :func:`~.take.take`), ``squeeze``,
-``unsqueeze``, ``expand``, ``split``; each composes :mod:`.shape` / :mod:`.take` ops; and
-``update_slice``, a ``tensor.insert_slice`` at offsets read from tensors at run time.
+``unsqueeze``, ``expand``, ``split``, ``pad`` (numpy's modes: reflect/edge/wrap as index maps);
+each composes :mod:`.shape` / :mod:`.take` ops; and ``update_slice``, a ``tensor.insert_slice``
+at offsets read from tensors at run time.
 
 Source: ONNX operator spec (Gather, Squeeze, Unsqueeze, Expand, Split), numpy
 ``take``/``squeeze``/``expand_dims``/``split``, TVM Relax ``expand_dims``/``squeeze``/``split``;
@@ -11,10 +12,13 @@ from __future__ import annotations
 
 from typing import List, Optional, Sequence
 
+import numpy as np
+
 from .._mlir import arith_d, ir, tensor_d
 from ..errors import BuildError, format_shape
 from . import linalg_emit as emit
 from .shape import broadcast_to, reshape
+from .shape import pad as shape_pad
 from .shape import slice as shape_slice
 from .take import take
 from .tensor import Tensor
@@ -154,3 +158,56 @@ def update_slice(x, update, offsets: Sequence, name: Optional[str] = None) -> Te
                                  [1] * x.ndim).result
     emit.set_name(res.owner, nm)
     return Tensor(res, x.fn)
+
+
+#: numpy ``pad`` modes other than ``constant``: each padded position reads the source index
+#: ``numpy.pad(arange(n), (before, after), mode)``.
+INDEXED_PAD_MODES = ("reflect", "edge", "wrap")
+
+
+def pad(x, pad_width, constant_value=0, mode: str = "constant", name: Optional[str] = None) -> Tensor:
+    """numpy ``pad`` with ``mode`` ``constant`` (:func:`~mlc_mlir.builder.shape.pad`, a
+    ``tensor.pad``), ``reflect`` (mirror without the edge: PyTorch ``reflection_pad``), ``edge``
+    (repeat the edge: PyTorch ``replication_pad``) or ``wrap`` (circular): for the last three,
+    one :func:`take` per padded axis of the positions ``numpy.pad(arange(n), (b, a), mode)``.
+
+    Parameters
+    ----------
+    x : Tensor, any shape and dtype
+    pad_width : as :func:`~mlc_mlir.builder.shape.pad` (``(before, after)`` per axis, >= 0)
+    constant_value : int or float
+        Only for ``mode="constant"``.
+    mode : str
+
+    Returns
+    -------
+    Tensor of shape ``x.shape[i] + before_i + after_i``, x's dtype.
+
+    Raises
+    ------
+    BuildError
+        For an unknown mode, widths as :func:`~mlc_mlir.builder.shape.pad` rejects them, a
+        padded symbolic axis, ``reflect`` widths not below the axis length (numpy and PyTorch
+        refuse them too) or a padded axis of length 0.
+    """
+    if mode == "constant":
+        return shape_pad(x, pad_width, constant_value, name=name)
+    x = emit.tensor_arg("pad", "x", x)
+    if mode not in INDEXED_PAD_MODES:
+        raise BuildError(f"pad: argument 'mode' is {mode!r}; expected 'constant' or one of {INDEXED_PAD_MODES}")
+    try:
+        pw = np.broadcast_to(np.asarray(pad_width, dtype=np.int64).reshape(-1, 2), (x.ndim, 2))
+    except ValueError:
+        raise BuildError(f"pad: argument 'pad_width' is {pad_width!r}; expected (before, after) for each of "
+                         f"the {x.ndim} axes of x {format_shape(x.shape)}") from None
+    if (pw < 0).any():
+        raise BuildError(f"pad: argument 'pad_width' is {pad_width!r}; expected widths >= 0")
+    for ax, (b, a) in enumerate(pw.tolist()):
+        if b == 0 and a == 0:
+            continue
+        n = x.shape[ax]
+        if not isinstance(n, int) or n == 0 or (mode == "reflect" and max(b, a) >= n):
+            raise BuildError(f"pad: {mode} widths ({b}, {a}) on axis {ax} of x {format_shape(x.shape)}; "
+                             f"expected a static nonempty axis{' longer than each width' if mode == 'reflect' else ''}")
+        x = take(x, np.pad(np.arange(n, dtype=np.int64), (b, a), mode=mode), axis=ax, name=name)
+    return x

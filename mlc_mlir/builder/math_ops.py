@@ -1,12 +1,13 @@
 """More elementwise ops (ONNX/numpy names): ``erf``, ``power``, ``mod``, ``abs``, ``floor``,
-``ceil``, ``round``, ``trunc``, ``log1p``, ``expm1``, ``sin``, ``cos``, the comparisons
+``ceil``, ``round``, ``trunc``, ``log1p``, ``expm1``, ``sin``, ``cos``, ``tan``, the inverse and
+hyperbolic trigonometric functions and ``atan2``, the comparisons
 ``equal``/``not_equal``/``less``/``less_equal``/``greater``/``greater_equal`` and ``where``; each one broadcasting
 ``linalg.generic`` built with :func:`mlc_mlir.builder.elementwise.elementwise`.
 
 Comparisons return int8 0/1 masks, not bool: a tensor of i1 cannot be lowered (MLIR 22's
 memref-to-llvm aborts on sub-byte stores), so masks are int8 like the pipeline asks.
 
-Source: ONNX operator spec (Erf, Pow, Mod, Abs, Floor, Ceil, Sin, Cos, Equal, Less, Greater, Where), numpy.
+Source: ONNX operator spec (Erf, Pow, Mod, Abs, Floor, Ceil, Sin, Cos, Tan, Asin, ..., Atanh, Equal, Less, Greater, Where), numpy.
 """
 
 from __future__ import annotations
@@ -39,6 +40,15 @@ _UNARY = {
     "expm1": {"float": lambda x, dt: math_d.expm1(x)},
     "sin": {"float": lambda x, dt: math_d.sin(x)},
     "cos": {"float": lambda x, dt: math_d.cos(x)},
+    "tan": {"float": lambda x, dt: math_d.tan(x)},
+    "asin": {"float": lambda x, dt: math_d.asin(x)},
+    "acos": {"float": lambda x, dt: math_d.acos(x)},
+    "atan": {"float": lambda x, dt: math_d.atan(x)},
+    "sinh": {"float": lambda x, dt: math_d.sinh(x)},
+    "cosh": {"float": lambda x, dt: math_d.cosh(x)},
+    "asinh": {"float": lambda x, dt: math_d.asinh(x)},
+    "acosh": {"float": lambda x, dt: math_d.acosh(x)},
+    "atanh": {"float": lambda x, dt: math_d.atanh(x)},
 }
 
 _CMP = {
@@ -118,6 +128,42 @@ def sin(x, name: Optional[str] = None) -> Tensor:
 def cos(x, name: Optional[str] = None) -> Tensor:
     """Cosine in radians (``math.cos``); float Tensor."""
     return _unary("cos", x, name)
+
+
+def _trig(op: str, what: str):
+    def fn(x, name: Optional[str] = None) -> Tensor:
+        return _unary(op, x, name)
+    fn.__name__ = fn.__qualname__ = op
+    fn.__doc__ = (f"{what} (``math.{op}``, libm's ``{op}f`` after ``convert-math-to-libm``); float "
+                  "Tensor, same shape and dtype. numpy's ``{op}`` semantics (nan outside the domain).\n\n"
+                  "    Raises\n    ------\n    BuildError\n        For an integer dtype.\n    ").replace("{op}", op)
+    return fn
+
+
+tan = _trig("tan", "Tangent in radians")
+asin = _trig("asin", "Inverse sine, in radians")
+acos = _trig("acos", "Inverse cosine, in radians")
+atan = _trig("atan", "Inverse tangent, in radians")
+sinh = _trig("sinh", "Hyperbolic sine")
+cosh = _trig("cosh", "Hyperbolic cosine")
+asinh = _trig("asinh", "Inverse hyperbolic sine")
+acosh = _trig("acosh", "Inverse hyperbolic cosine")
+atanh = _trig("atanh", "Inverse hyperbolic tangent")
+
+
+def atan2(y, x, name: Optional[str] = None) -> Tensor:
+    """``atan2(y, x)``: the angle of the point ``(x, y)`` in ``[-pi, pi]`` (``math.atan2``,
+    ``numpy.arctan2``) with numpy broadcasting; float operands of one dtype.
+
+    Raises
+    ------
+    BuildError
+        For integer dtypes, mismatched dtypes or shapes.
+    """
+    dt = _operand_dtype("atan2", y, x)
+    if not dtypes.is_float(dt):
+        raise BuildError(f"atan2: dtype {dt} is not supported; expected a float dtype")
+    return elementwise("atan2", [y, x], lambda a, b, _dt: math_d.atan2(a, b), name=name)
 
 
 def _safe_divisor(b, dt):

@@ -107,7 +107,9 @@ def _variadic(n: NodeInputs) -> List[object]:
 
 _UNARY = {"Relu": ops.relu, "Exp": ops.exp, "Log": ops.log, "Sqrt": ops.sqrt, "Tanh": ops.tanh,
           "Sigmoid": ops.sigmoid, "Neg": ops.negative, "Abs": ops.abs, "Erf": ops.erf,
-          "Floor": ops.floor, "Ceil": ops.ceil}
+          "Floor": ops.floor, "Ceil": ops.ceil, "Sin": ops.sin, "Cos": ops.cos, "Tan": ops.tan,
+          "Asin": ops.asin, "Acos": ops.acos, "Atan": ops.atan, "Sinh": ops.sinh, "Cosh": ops.cosh,
+          "Asinh": ops.asinh, "Acosh": ops.acosh, "Atanh": ops.atanh}
 
 
 @register(*_UNARY)

@@ -1,5 +1,5 @@
 """ONNX converters, shape family: Transpose, Reshape, Flatten, Concat, Squeeze/Unsqueeze,
-Gather, GatherElements, Expand, Split, Slice, Pad, Shape, Size, Constant, ConstantOfShape,
+Gather, GatherElements, ScatterElements, Expand, Split, Slice, Pad, Shape, Size, Constant, ConstantOfShape,
 Range, Trilu.
 Conventions as in :mod:`.onnx_ops`; operands the converters need at import time (shapes, axes)
 come from ``NodeInputs.np``.
@@ -82,6 +82,20 @@ def _gather_elements(n: NodeInputs) -> List[object]:
     return [ops.gather_elements(n.t(0), idx, axis=int(n.attr("axis", 0)))]
 
 
+@register("ScatterElements", opsets=(11, OPSETS[1]))
+def _scatter_elements(n: NodeInputs) -> List[object]:
+    """``ops.scatter_elements`` (negative indices count from the end, as ONNX allows);
+    ``reduction`` none/add/mul/max/min (opset 16/18)."""
+    idx = n.t(1)
+    if not isinstance(idx, Tensor):
+        idx = np.asarray(idx).astype(np.int64)
+    reduction = n.attr("reduction", b"none").decode()
+    if reduction not in ("none", "add", "mul", "max", "min"):
+        raise n.fail(f"attribute 'reduction' is {reduction!r}; expected none, add, mul, max or min")
+    return [ops.scatter_elements(n.t(0), idx, n.t(2), axis=int(n.attr("axis", 0)), reduction=reduction,
+                                 negative_indices=True)]
+
+
 @register("Expand")
 def _expand(n: NodeInputs) -> List[object]:
     return [ops.expand(n.t(0), [int(d) for d in n.np(1, "shape")])]
@@ -140,26 +154,7 @@ def _pad(n: NodeInputs) -> List[object]:
             pads = full
     if min(pads) < 0:
         raise n.fail(f"input 'pads' is {pads}; expected non-negative pads")
-    if mode != "constant":
-        return [_pad_by_gather(n, x, pads, mode)]
-    return [ops.pad(x, [(pads[i], pads[i + rank]) for i in range(rank)], constant_value=value)]
-
-
-def _pad_by_gather(n: NodeInputs, x, pads, mode: str):
-    """reflect / edge / wrap padding: one gather per padded axis with the numpy index map
-    (``np.pad(np.arange(L), (b, e), mode)``)."""
-    rank = len(shape_of(x))
-    np_mode = {"reflect": "reflect", "edge": "edge", "wrap": "wrap"}[mode]
-    for ax in range(rank):
-        b, e = pads[ax], pads[ax + rank]
-        if b == 0 and e == 0:
-            continue
-        length = shape_of(x)[ax]
-        if mode == "reflect" and max(b, e) >= length:
-            raise n.fail(f"input 'pads' is {pads}; expected reflect pads below the axis length {length}")
-        idx = np.pad(np.arange(length, dtype=np.int64), (b, e), mode=np_mode)
-        x = ops.gather(x, idx, axis=ax)
-    return x
+    return [ops.pad(x, [(pads[i], pads[i + rank]) for i in range(rank)], constant_value=value, mode=mode)]
 
 
 @register("Shape")

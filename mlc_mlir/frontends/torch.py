@@ -32,10 +32,10 @@ from ..errors import BuildError
 from ..graph.dce import DeadCodeElimination
 from ..ir import Module
 from ..ir.module import drop_unused_params
-from .torch_converters import CONVERTERS, TORCH_DTYPES, register_converter  # noqa: F401
-# the converter modules register themselves: math, nn, shape, decoder LLMs, size arithmetic
-from . import (torch_converters_llm, torch_converters_math, torch_converters_nn,  # noqa: F401
-               torch_converters_shape, torch_symbolic)
+from .torch_converters import CONVERTERS, REFUSED, TORCH_DTYPES, register_converter  # noqa: F401
+# the converter modules register themselves: creation, math, nn, shape, decoder LLMs, size arithmetic
+from . import (torch_converters_create, torch_converters_llm, torch_converters_math,  # noqa: F401
+               torch_converters_nn, torch_converters_shape, torch_symbolic)
 
 
 class ConvertContext:
@@ -110,7 +110,8 @@ def _foldable(ep) -> set:
         if node.op == "placeholder":
             if kinds.get(node.name) in ("BUFFER", "CONSTANT_TENSOR"):
                 out.add(node.name)
-        elif node.op == "call_function" and all(n.name in out for n in node.all_input_nodes):
+        elif node.op == "call_function" and str(node.target) not in REFUSED and \
+                all(n.name in out for n in node.all_input_nodes):
             out.add(node.name)
     return out
 
@@ -139,7 +140,8 @@ def _location(node) -> str:
 def _report_unsupported(api: str, missing: Counter, first: Dict[str, str]) -> None:
     """Raise one BuildError listing every unsupported op (count, first location), if any."""
     if missing:
-        lines = [f"  {op} x{n}, first at {first[op]}" for op, n in sorted(missing.items())]
+        lines = [f"  {op} x{n}, first at {first[op]}" + (f": {REFUSED[op]}" if op in REFUSED else "")
+                 for op, n in sorted(missing.items())]
         raise BuildError(f"{api}: {len(missing)} unsupported op(s) (register a converter with "
                          f"mlc_mlir.frontends.torch.register_converter):\n" + "\n".join(lines))
 

@@ -39,6 +39,24 @@ TORCH_DTYPES = {
 }
 
 
+#: Core ATen ops refused on purpose, with the reason ``from_torch`` prints for them.
+REFUSED: Dict[str, str] = {
+    **{f"aten.{n}": "draws random numbers (a compiled graph has no RNG state): create the tensor "
+       "outside and pass it as an input" for n in ("rand.default", "randn.default", "randperm.default")},
+    "aten.nonzero.default": "its result's length depends on the data (no static or symbolic size)",
+    "aten._local_scalar_dense.default": "reads a tensor element into Python (.item()): data-dependent "
+                                        "control flow",
+    **{f"aten.{n}": "a training (autograd) op: from_torch compiles inference graphs" for n in (
+        "_adaptive_avg_pool2d_backward.default", "avg_pool2d_backward.default", "convolution_backward.default",
+        "embedding_dense_backward.default", "max_pool2d_with_indices_backward.default",
+        "native_group_norm_backward.default", "native_layer_norm_backward.default")},
+    "aten._native_batch_norm_legit.default": "training-mode batch norm updates its running statistics: "
+                                             "export the model after model.eval()",
+    **{f"aten.{n}": "complex-valued (no complex dtype)" for n in ("_fft_r2c.default", "_fft_c2r.default")},
+    "aten.resize_.default": "resizes a tensor's storage in place (tensor sizes are fixed by the graph's types)",
+}
+
+
 def register_converter(*names: str, dtypes: str = "float") -> Callable[[Converter], Converter]:
     """Decorator registering ``fn`` as the converter of each ATen overload in ``names``;
     ``dtypes`` says which input dtypes it takes (``"float"``, ``"float, int"``, ``"any"``...,
@@ -452,19 +470,6 @@ def _avg_pool2d(ctx, node, args):
         raise BuildError("aten.avg_pool2d: 'ceil_mode'/'divisor_override' are set; expected False/None")
     return ops.avg_pool2d(x, k, strides=stride, padding=pad,
                           count_include_pad=arg(ctx, args, 5, "count_include_pad", True))
-
-
-@register_converter("aten._adaptive_avg_pool2d.default", "aten.adaptive_avg_pool2d.default")
-def _adaptive_avg_pool2d(ctx, node, args):
-    x = _tensor("aten.adaptive_avg_pool2d", "self", args[0])
-    oh, ow = _pair(args[1])
-    h, w = x.shape[2:]
-    if (oh, ow) == (1, 1):
-        return ops.global_avg_pool2d(x)
-    if h % oh or w % ow:
-        raise BuildError(f"aten.adaptive_avg_pool2d: argument 'output_size' is {(oh, ow)}; expected "
-                         f"divisors of the input's (H, W) = {(h, w)}")
-    return ops.avg_pool2d(x, (h // oh, w // ow))
 
 
 def _dims(x: Tensor, dims) -> Optional[tuple]:

@@ -61,6 +61,8 @@ def _sign(ctx, node, args):
 _FLOAT_UNARY = {
     "aten.erf.default": ops.erf, "aten.floor.default": ops.floor, "aten.ceil.default": ops.ceil,
     "aten.round.default": ops.round, "aten.trunc.default": ops.trunc,
+    **{f"aten.{f}.default": getattr(ops, f)
+       for f in ("tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh")},
 }
 
 
@@ -73,6 +75,14 @@ def _register_float_unary(name: str, fn) -> None:
 
 for _name, _fn in _FLOAT_UNARY.items():
     _register_float_unary(_name, _fn)
+
+
+@register_converter("aten.atan2.default", "aten.atan2.out")
+def _atan2(ctx, node, args):
+    """``ops.atan2`` with both operands cast to the result dtype (ints to float32); the ``out=``
+    overload returns the value (a functional graph has no out buffer to write)."""
+    y, x = promote(out_dtype(node) or "float32", args[0], args[1])
+    return ops.atan2(y, x)
 
 
 @register_converter("aten.log2.default", "aten.log10.default")
@@ -205,27 +215,32 @@ for _name, _fn in _COMPARE.items():
     _register_compare(_name, _fn)
 
 
-def _mask(x) -> Tensor:
-    """A bool operand as an int8 0/1 mask (any nonzero is True)."""
+def _mask(x):
+    """A bool operand as an int8 0/1 mask (any nonzero is True); a Python scalar as 0 or 1."""
+    if isinstance(x, (bool, int, float)):
+        return int(bool(x))
     x = _tensor("aten.logical", "self", x)
     return ops.not_equal(x, 0)
 
 
-@register_converter("aten.logical_and.default", "aten.bitwise_and.Tensor", dtypes="bool")
+@register_converter("aten.logical_and.default", "aten.bitwise_and.Tensor",
+                    "aten.bitwise_and.Scalar", dtypes="bool")
 def _and(ctx, node, args):
     """Masks multiplied; ``bitwise_and`` only of bool tensors."""
     _bool_only(node)
     return ops.multiply(_mask(args[0]), _mask(args[1]))
 
 
-@register_converter("aten.logical_or.default", "aten.bitwise_or.Tensor", dtypes="bool")
+@register_converter("aten.logical_or.default", "aten.bitwise_or.Tensor",
+                    "aten.bitwise_or.Scalar", dtypes="bool")
 def _or(ctx, node, args):
     """Maximum of masks; ``bitwise_or`` only of bool tensors."""
     _bool_only(node)
     return ops.maximum(_mask(args[0]), _mask(args[1]))
 
 
-@register_converter("aten.logical_xor.default", "aten.bitwise_xor.Tensor", dtypes="bool")
+@register_converter("aten.logical_xor.default", "aten.bitwise_xor.Tensor",
+                    "aten.bitwise_xor.Scalar", dtypes="bool")
 def _xor(ctx, node, args):
     """Masks compared with ``!=``; ``bitwise_xor`` only of bool tensors."""
     _bool_only(node)
@@ -241,14 +256,15 @@ def _not(ctx, node, args):
 
 def _bool_only(node) -> None:
     """Bitwise ops of integers have no builder op: refuse them by name."""
-    if str(node.target).startswith("aten.bitwise") and any(
+    result = str(getattr(node.meta.get("val"), "dtype", "torch.bool")) if hasattr(node, "meta") else "torch.bool"
+    if str(node.target).startswith("aten.bitwise") and (result != "torch.bool" or any(
             str(getattr(a.meta.get("val"), "dtype", "torch.bool")) != "torch.bool"
-            for a in node.args if hasattr(a, "meta")):
+            for a in node.args if hasattr(a, "meta"))):
         raise BuildError(f"{node.target}: integer operands are not supported; expected bool tensors")
 
 
 # ----------------------------------------------------------------------------- division
-@register_converter("aten.div.Tensor_mode", dtypes="float, int")
+@register_converter("aten.div.Tensor_mode", "aten.div.Scalar_mode", dtypes="float, int")
 def _div_mode(ctx, node, args):
     """``rounding_mode='trunc'``: ``trunc(a / b)`` (integer division truncates already);
     ``'floor'``: ``floor(a / b)``, for ints ``(a - mod(a, b)) / b``."""
@@ -382,16 +398,10 @@ def _var(ctx, node, args):
     return ops.multiply(s, 1.0 / (count - corr) if count > corr else float("nan"))
 
 
-@register_converter("aten.linalg_vector_norm.default")
-def _vector_norm(ctx, node, args):
-    """``ord`` 2: ``sqrt(sum(x*x))``; 1: ``sum(|x|)``; inf / -inf: ``max`` / ``min(|x|)``;
-    0: the count of nonzeros; other p: ``sum(|x|**p) ** (1/p)``."""
-    x = _tensor("aten.linalg_vector_norm", "self", args[0])
-    p = float(arg(ctx, args, 1, "ord", 2))
-    axes, keep = _dims(x, arg(ctx, args, 2, "dim")), _keep(ctx, args, 3)
-    dt = ctx.kwargs.get("dtype")
-    if dt is not None:
-        x = ops.cast(x, torch_dtype("aten.linalg_vector_norm", dt))
+def p_norm(x: Tensor, p: float, axes, keep: bool) -> Tensor:
+    """The p-norm of ``x`` over ``axes`` as PyTorch computes it: ``p`` 2: ``sqrt(sum(x*x))``;
+    1: ``sum(|x|)``; inf / -inf: ``max`` / ``min(|x|)``; 0: the count of nonzeros; other p:
+    ``sum(|x|**p) ** (1/p)``."""
     a = ops.abs(x)
     if p == 2:
         return ops.sqrt(ops.sum(ops.multiply(x, x), axis=axes, keepdims=keep))
@@ -402,6 +412,44 @@ def _vector_norm(ctx, node, args):
     if p == 0:
         return ops.sum(ops.cast(ops.not_equal(x, 0.0), x.dtype), axis=axes, keepdims=keep)
     return ops.power(ops.sum(ops.power(a, p), axis=axes, keepdims=keep), 1.0 / p)
+
+
+@register_converter("aten.linalg_vector_norm.default")
+def _vector_norm(ctx, node, args):
+    """:func:`p_norm` of ``ord`` over ``dim`` (``dtype=`` casts first)."""
+    x = _tensor("aten.linalg_vector_norm", "self", args[0])
+    p = float(arg(ctx, args, 1, "ord", 2))
+    axes, keep = _dims(x, arg(ctx, args, 2, "dim")), _keep(ctx, args, 3)
+    dt = ctx.kwargs.get("dtype")
+    if dt is not None:
+        x = ops.cast(x, torch_dtype("aten.linalg_vector_norm", dt))
+    return p_norm(x, p, axes, keep)
+
+
+@register_converter("aten._cdist_forward.default")
+def _cdist(ctx, node, args):
+    """``cdist(x1 (..., P, M), x2 (..., R, M), p)``: :func:`p_norm` over M of the broadcast
+    differences ``(..., P, R, M)`` (the direct formula; PyTorch's matrix-product shortcut for
+    p = 2 differs from it by rounding only)."""
+    x1 = _tensor("aten._cdist_forward", "x1", args[0])
+    x2 = _tensor("aten._cdist_forward", "x2", args[1])
+    d = ops.subtract(ops.unsqueeze(x1, [x1.ndim - 1]), ops.unsqueeze(x2, [x2.ndim - 2]))
+    return p_norm(d, float(args[2]), (d.ndim - 1,), False)
+
+
+@register_converter("aten._pdist_forward.default")
+def _pdist(ctx, node, args):
+    """``pdist(x (N, M), p)``: :func:`p_norm` of ``x[i] - x[j]`` for every ``i < j`` in
+    row-major order (``N (N - 1) / 2`` distances)."""
+    x = _tensor("aten._pdist_forward", "self", args[0])
+    if x.ndim != 2 or not isinstance(x.shape[0], int):
+        raise BuildError(f"aten._pdist_forward: argument 'self' has shape {tuple(x.shape)}; expected a "
+                         "static (N, M) matrix")
+    i, j = np.triu_indices(x.shape[0], k=1)
+    if i.size == 0:
+        return ops.full([0], 0, x.dtype)
+    d = ops.subtract(ops.take(x, i.astype(np.int64), axis=0), ops.take(x, j.astype(np.int64), axis=0))
+    return p_norm(d, float(arg(ctx, args, 1, "p", 2)), (1,), False)
 
 
 @register_converter("aten.cumsum.default", dtypes="float, int, bool")

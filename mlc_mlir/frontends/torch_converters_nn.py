@@ -1,5 +1,6 @@
 """Converters of core ATen nn ops beyond :mod:`.torch_converters`: group and instance
-normalization (statistics of the input itself) and 3-D pooling. Conventions as in
+normalization (statistics of the input itself), 3-D pooling and adaptive average pooling of
+any output size (2-D and 3-D). Conventions as in
 :mod:`.torch_converters`; the statistics outputs of the ``native_*`` ops are None.
 
 Source: PyTorch ``native_functions.yaml`` (``native_group_norm``,
@@ -9,10 +10,12 @@ Wu & He, "Group Normalization" (2018); Ulyanov et al., "Instance Normalization" 
 
 from __future__ import annotations
 
+import numpy as np
+
 from .. import ops
 from ..builder import Tensor
 from ..errors import BuildError
-from .torch_converters import _ints, _tensor, arg, ceil_mode_pad, register_converter
+from .torch_converters import _ints, _pair, _tensor, arg, ceil_mode_pad, register_converter
 
 
 def _affine(y: Tensor, w, b) -> Tensor:
@@ -101,3 +104,87 @@ def _upsample(ctx, node, args):
         return ops.resize(x, mode="linear", coordinate_transformation_mode=mode, axes=[2, 3], **kw)
     return ops.resize(x, mode="nearest", coordinate_transformation_mode="asymmetric", nearest_mode="floor",
                       axes=[2, 3], **kw)
+
+
+def _adaptive_matrix(n: int, out: int) -> np.ndarray:
+    """``(out, n)`` float32 rows averaging PyTorch's adaptive windows ``[floor(o n / out),
+    ceil((o + 1) n / out))``."""
+    a = np.zeros((out, n), np.float32)
+    for o in range(out):
+        lo, hi = (o * n) // out, -((-(o + 1) * n) // out)
+        a[o, lo:hi] = 1.0 / (hi - lo)
+    return a
+
+
+def adaptive_avg_pool(op: str, x: Tensor, output_size, dims: int) -> Tensor:
+    """Adaptive average pooling of the last ``dims`` dims to ``output_size``: a box average is
+    separable, so one ``ops.einsum`` per pooled dim with the window-averaging matrix
+    (:func:`_adaptive_matrix`); windows of different sizes and overlapping ones included.
+
+    Raises
+    ------
+    BuildError
+        For a rank below ``dims + 1``, a symbolic pooled dim or an output size < 1.
+    """
+    out = _ints(output_size)
+    out = out * dims if len(out) == 1 else out
+    if x.ndim < dims + 1 or len(out) != dims or any(o is None or o < 1 for o in out):
+        raise BuildError(f"{op}: argument 'output_size' is {out} for input {tuple(x.shape)}; expected {dims} "
+                         f"sizes >= 1 for the last {dims} dims")
+    letters = "abcdefgh"[:x.ndim]
+    for i in range(dims):
+        d = x.ndim - dims + i
+        n = x.shape[d]
+        if not isinstance(n, int):
+            raise BuildError(f"{op}: dim {d} of the input is symbolic ({n}); expected a static size")
+        if out[i] == n:
+            continue
+        if out[i] == 1:
+            x = ops.mean(x, axis=(d,), keepdims=True)
+            continue
+        a = ops.constant(_adaptive_matrix(n, out[i]).astype(x.dtype))
+        x = ops.einsum(f"{letters},z{letters[d]}->{letters[:d]}z{letters[d + 1:]}", x, a)
+    return x
+
+
+@register_converter("aten._adaptive_avg_pool3d.default", "aten.adaptive_avg_pool3d.default")
+def _adaptive_avg_pool3d(ctx, node, args):
+    """:func:`adaptive_avg_pool` of D, H, W."""
+    return adaptive_avg_pool(str(node.target), _tensor(str(node.target), "self", args[0]), args[1], 3)
+
+
+@register_converter("aten._adaptive_avg_pool2d.default", "aten.adaptive_avg_pool2d.default")
+def _adaptive_avg_pool2d(ctx, node, args):
+    """``global_avg_pool2d`` for 1x1, ``avg_pool2d`` when the output divides (H, W), else
+    :func:`adaptive_avg_pool`; an unbatched ``(C, H, W)`` input gets a batch dim of 1."""
+    x = _tensor("aten.adaptive_avg_pool2d", "self", args[0])
+    if x.ndim == 3:
+        return ops.squeeze(_adaptive_avg_pool2d(ctx, node, [ops.unsqueeze(x, [0])] + list(args[1:])), [0])
+    oh, ow = _pair(args[1])
+    h, w = x.shape[2:]
+    if (oh, ow) == (1, 1):
+        return ops.global_avg_pool2d(x)
+    if isinstance(h, int) and isinstance(w, int) and h % oh == 0 and w % ow == 0:
+        return ops.avg_pool2d(x, (h // oh, w // ow))
+    return adaptive_avg_pool("aten.adaptive_avg_pool2d", x, [oh, ow], 2)
+
+
+@register_converter("aten.avg_pool1d.default")
+def _avg_pool1d(ctx, node, args):
+    """``ops.avg_pool2d`` of ``(N, C, 1, L)`` with a ``(1, k)`` window."""
+    x = _tensor("aten.avg_pool1d", "self", args[0])
+    k = _ints(args[1])[0]
+    stride = (_ints(arg(ctx, args, 2, "stride", []) or [k]))[0]
+    pad = _ints(arg(ctx, args, 3, "padding", 0))[0]
+    if arg(ctx, args, 4, "ceil_mode", False):
+        raise BuildError("aten.avg_pool1d: 'ceil_mode' is True; expected False")
+    y = ops.avg_pool2d(ops.unsqueeze(x, [x.ndim - 1]), (1, k), strides=(1, stride), padding=(0, pad),
+                       count_include_pad=bool(arg(ctx, args, 5, "count_include_pad", True)))
+    return ops.squeeze(y, [y.ndim - 2])
+
+
+@register_converter("aten.adaptive_avg_pool1d.default")
+def _adaptive_avg_pool1d(ctx, node, args):
+    """:func:`adaptive_avg_pool` of the last dim."""
+    return adaptive_avg_pool("aten.adaptive_avg_pool1d", _tensor("aten.adaptive_avg_pool1d", "self", args[0]),
+                             args[1], 1)

@@ -17,7 +17,7 @@ from typing import List, Set
 
 from .. import ops
 from . import torch as _torch_frontend  # noqa: F401  (imports every converter module)
-from .torch_converters import CONVERTER_DTYPES, CONVERTERS
+from .torch_converters import CONVERTER_DTYPES, CONVERTERS, REFUSED
 
 _OPS = {n for n in dir(ops) if not n.startswith("_") and callable(getattr(ops, n))}
 
@@ -57,6 +57,41 @@ def _label(key) -> str:
     return f"operator.{key[len(prefix):-1]}" if key.startswith(prefix) else key
 
 
+def core_aten_ops() -> List[str]:
+    """The overloads PyTorch tags ``torch.Tag.core`` (Core ATen IR: what ``torch.export``
+    decompositions bottom out in), sorted."""
+    import torch
+
+    found = set()
+    for full in torch._C._dispatch_get_all_op_names():  # every registered schema, loaded or not
+        if not full.startswith("aten::"):
+            continue
+        base, _, overload = full[len("aten::"):].partition(".")
+        try:
+            op = getattr(getattr(torch.ops.aten, base), overload or "default")
+        except (AttributeError, RuntimeError):
+            continue
+        if torch.Tag.core in op.tags:
+            found.add(str(op))
+    return sorted(found)
+
+
+def _coverage() -> List[str]:
+    """The Core ATen coverage paragraph and the refusal table."""
+    import torch
+
+    core = core_aten_ops()
+    have = [o for o in core if o in CONVERTERS]
+    refused = [o for o in core if o in REFUSED]
+    rest = [o for o in core if o not in CONVERTERS and o not in REFUSED]
+    lines = [f"Core ATen (the {len(core)} overloads tagged `torch.Tag.core` in torch {torch.__version__.split('+')[0]}): "
+             f"{len(have)} converted ({100 * len(have) / len(core):.0f}%), {len(refused)} refused with a reason "
+             f"(below), {len(rest)} not converted yet: " + ", ".join(f"`{o}`" for o in rest) + ".",
+             "", "| refused ATen op | why |", "|---|---|"]
+    lines += [f"| `{o}` | {REFUSED[o]} |" for o in sorted(REFUSED)]
+    return lines + [""]
+
+
 def render_table() -> str:
     """The Markdown text of ``docs/torch_ops.md``: one row per registered ATen overload,
     sorted by name."""
@@ -71,6 +106,7 @@ def render_table() -> str:
         f"{sum(not _label(k).startswith('operator.') for k in CONVERTERS)} ATen overloads and "
         f"{sum(_label(k).startswith('operator.') for k in CONVERTERS)} Python size operators (symbolic shapes).",
         "",
+        *_coverage(),
         "| ATen op | builder ops | dtypes | notes |",
         "|---|---|---|---|",
     ]
