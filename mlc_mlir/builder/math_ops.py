@@ -114,10 +114,15 @@ def power(a, b, name: Optional[str] = None) -> Tensor:
     BuildError
         For integer dtypes, mismatched dtypes or shapes.
     """
-    dt = _operand_dtype("power", a, b)
+    return _float_binary("power", a, b, math_d.powf, name)
+
+
+def _float_binary(op: str, a, b, fn, name: Optional[str]) -> Tensor:
+    """A broadcasting float binary op ``fn(a, b)`` (one ``math`` op)."""
+    dt = _operand_dtype(op, a, b)
     if not dtypes.is_float(dt):
-        raise BuildError(f"power: dtype {dt} is not supported; expected a float dtype")
-    return elementwise("power", [a, b], lambda x, y, _dt: math_d.powf(x, y), name=name)
+        raise BuildError(f"{op}: dtype {dt} is not supported; expected a float dtype")
+    return elementwise(op, [a, b], lambda x, y, _dt: fn(x, y), name=name)
 
 
 def sin(x, name: Optional[str] = None) -> Tensor:
@@ -160,10 +165,7 @@ def atan2(y, x, name: Optional[str] = None) -> Tensor:
     BuildError
         For integer dtypes, mismatched dtypes or shapes.
     """
-    dt = _operand_dtype("atan2", y, x)
-    if not dtypes.is_float(dt):
-        raise BuildError(f"atan2: dtype {dt} is not supported; expected a float dtype")
-    return elementwise("atan2", [y, x], lambda a, b, _dt: math_d.atan2(a, b), name=name)
+    return _float_binary("atan2", y, x, math_d.atan2, name)
 
 
 def _safe_divisor(b, dt):
