@@ -1,17 +1,22 @@
 """ONNX-style shape/indexing ops: ``gather`` (ONNX's name for :func:`~.take.take`), ``squeeze``,
-``unsqueeze``, ``expand``, ``split``; each composes :mod:`.shape` / :mod:`.take` ops; and
-``update_slice``, a ``tensor.insert_slice`` at offsets read from tensors at run time.
+``unsqueeze``, ``expand``, ``split``; each composes :mod:`.shape` / :mod:`.take` ops;
+``update_slice``, a ``tensor.insert_slice`` at offsets read from tensors at run time; and
+``arange`` (ONNX Range) whose length may be symbolic, computed by a ``linalg.generic`` from
+``linalg.index``.
 
 Source: ONNX operator spec (Gather, Squeeze, Unsqueeze, Expand, Split), numpy
 ``take``/``squeeze``/``expand_dims``/``split``, TVM Relax ``expand_dims``/``squeeze``/``split``;
-XLA ``DynamicUpdateSlice`` (``jax.lax.dynamic_update_slice``) for ``update_slice``.
+XLA ``DynamicUpdateSlice`` (``jax.lax.dynamic_update_slice``) for ``update_slice``; numpy
+``arange`` / TVM Relax ``arange`` (a ``PrimExpr`` length) for ``arange``.
 """
 
 from __future__ import annotations
 
 from typing import List, Optional, Sequence
 
-from .._mlir import arith_d, ir, tensor_d
+from .._mlir import arith_d, ir, linalg_d, tensor_d
+from ..ir import dtypes
+from ..ir.symbolic import SymDim
 from ..errors import BuildError, format_shape
 from . import linalg_emit as emit
 from .shape import broadcast_to, reshape
@@ -100,7 +105,16 @@ def _dynamic_offset(op: str, i: int, off, x: Tensor, update: Tensor) -> ir.Value
     v = tensor_d.extract(off.value, [zero] * off.ndim)
     v = arith_d.index_cast(ir.IndexType.get(), v)
     v = arith_d.maxsi(v, zero)
-    return arith_d.minsi(v, arith_d.constant(ir.IndexType.get(), hi))
+    return arith_d.minsi(v, hi.materialize() if isinstance(hi, SymDim) else arith_d.constant(ir.IndexType.get(), hi))
+
+
+def _fits(u, s) -> bool:
+    """Whether a dim of size ``u`` provably fits in one of size ``s``: equal sizes, or ``u``'s
+    upper bound (its symbols' declared bounds) at most a static ``s``."""
+    if u == s:
+        return True
+    hi = u.scope.upper_bound(u) if isinstance(u, SymDim) and u.scope is not None else u
+    return isinstance(s, int) and isinstance(hi, int) and hi <= s
 
 
 def update_slice(x, update, offsets: Sequence, name: Optional[str] = None) -> Tensor:
@@ -113,6 +127,8 @@ def update_slice(x, update, offsets: Sequence, name: Optional[str] = None) -> Te
     ----------
     x : Tensor, rank >= 1, any dtype
     update : Tensor, same rank and dtype, ``update.shape[d] <= x.shape[d]``
+        A symbolic dim of ``update`` (a prompt's length) must be bounded by ``x``'s static dim
+        through its declared maximum.
     offsets : sequence of int or Tensor
         One per axis: a Python int, or a one-element int32/int64 Tensor read at run time. As in
         XLA, a run-time offset is clamped to ``[0, x.shape[d] - update.shape[d]]`` so the write
@@ -132,7 +148,7 @@ def update_slice(x, update, offsets: Sequence, name: Optional[str] = None) -> Te
     op = "update_slice"
     x = emit.tensor_arg(op, "x", x)
     update = emit.tensor_arg(op, "update", update)
-    if update.ndim != x.ndim or update.dtype != x.dtype or any(u > s for u, s in zip(update.shape, x.shape)):
+    if update.ndim != x.ndim or update.dtype != x.dtype or not all(map(_fits, update.shape, x.shape)):
         raise BuildError(f"{op}: argument 'update' is {update.dtype}{format_shape(update.shape)}; expected "
                          f"{x.dtype} of rank {x.ndim} with dims <= x {format_shape(x.shape)}")
     offsets = list(offsets)
@@ -143,14 +159,73 @@ def update_slice(x, update, offsets: Sequence, name: Optional[str] = None) -> Te
     static, values = [], []
     for i, off in enumerate(offsets):
         if isinstance(off, int):
-            if not 0 <= off <= x.shape[i] - update.shape[i]:
+            if not (off == 0 or isinstance(update.shape[i], int) and 0 <= off <= x.shape[i] - update.shape[i]):
                 raise BuildError(f"{op}: offsets[{i}] is {off}; expected 0..{x.shape[i] - update.shape[i]} "
                                  f"(x {format_shape(x.shape)}, update {format_shape(update.shape)})")
             static.append(off)
         else:
             static.append(dyn)
             values.append(_dynamic_offset(op, i, off, x, update))
-    res = tensor_d.InsertSliceOp(update.value, x.value, values, [], [], static, list(update.shape),
+    sizes, static_sizes = emit.mixed(update.shape)
+    res = tensor_d.InsertSliceOp(update.value, x.value, values, sizes, [], static, static_sizes,
                                  [1] * x.ndim).result
     emit.set_name(res.owner, nm)
     return Tensor(res, x.fn)
+
+
+def arange(start, end, step: int = 1, dtype: str = "int64", name: Optional[str] = None) -> Tensor:
+    """``numpy.arange(start, end, step)`` as a 1-D tensor of ``dtype`` whose length may be
+    symbolic (``end`` a :class:`~mlc_mlir.ir.symbolic.SymDim`, e.g. a prompt's length): a
+    ``linalg.generic`` writing ``start + step * linalg.index(0)``, so nothing is stored.
+
+    Parameters
+    ----------
+    start, end : int or SymDim
+        With ``step == 1`` either may be symbolic (length ``end - start``); otherwise both are ints.
+    step : int
+        Non-zero.
+    dtype : str
+        An int or float dtype of the result.
+    name : str, optional
+
+    Returns
+    -------
+    Tensor, shape ``(n,)`` with ``n = max(0, ceil((end - start) / step))``.
+
+    Raises
+    ------
+    BuildError
+        For a zero or non-int step, a symbolic bound with ``step != 1``, a dtype that is not
+        int or float, or no function open.
+    """
+    op = "arange"
+    bounds_ok = all(isinstance(v, (int, SymDim)) and not isinstance(v, bool) for v in (start, end))
+    if not isinstance(step, int) or step == 0 or not bounds_ok:
+        raise BuildError(f"{op}: arguments (start, end, step) are ({start!r}, {end!r}, {step!r}); expected "
+                         "ints or sizes and a non-zero int step")
+    if dtype not in dtypes.FLOAT_DTYPES | dtypes.INT_DTYPES:
+        raise BuildError(f"{op}: argument 'dtype' is {dtype!r}; expected an int or float dtype")
+    if isinstance(start, int) and isinstance(end, int):
+        n = max(0, -(-(end - start) // step))
+    elif step == 1:
+        n = end - start
+    else:
+        raise BuildError(f"{op}: a symbolic bound ({start!r}, {end!r}) needs step 1, got {step}")
+    fn = emit.function_of(op)
+    i64 = ir.IntegerType.get_signless(64)
+    first = start if isinstance(start, int) else None
+
+    def body(_):
+        v = arith_d.index_cast(i64, linalg_d.IndexOp(0).result)
+        if step != 1:
+            v = arith_d.muli(v, arith_d.constant(i64, step))
+        base = arith_d.constant(i64, first) if first is not None else \
+            arith_d.index_cast(i64, start.materialize())
+        v = arith_d.addi(v, base) if first != 0 else v
+        if dtypes.is_float(dtype):
+            return [arith_d.sitofp(dtypes.to_ir_type(dtype), v)]
+        return [v if dtype == "int64" else arith_d.trunci(dtypes.to_ir_type(dtype), v)]
+
+    (r,) = emit.generic(emit.op_name(fn, op, name), [], [], [emit.empty((n,), dtype)],
+                        [emit.identity_map(1)], ["parallel"], body)
+    return Tensor(r, fn)
