@@ -1,8 +1,8 @@
 """Decoder LLMs on the CPU: ``mlc.llm.compile_causal_lm`` vs transformers eager (its KV cache),
 models from configs with seeded random weights, one row per (model, threads).
 
-Columns: compile s (import + both steps), prefill ms at 32/128/512 prompt tokens (ours: chunks
-of ``--chunk`` tokens of the prefill step), decode tokens/s at context 128 and 1024 over 64 new
+Columns: compile s (import + both steps), prefill ms at 32/128/512 prompt tokens (ours: one
+call of the prefill step, symbolic in the prompt length, compiled once for all three), decode tokens/s at context 128 and 1024 over 64 new
 tokens, the decode's share of the bandwidth roofline (weight bytes per token / measured read
 bandwidth = the fastest a step that reads every weight once can go), peak RSS of the worker.
 The read bandwidth is the faster of a numpy sum and a BLAS GEMV over 1 GiB (best of 5). GPT-2
@@ -66,7 +66,7 @@ def _model(name):
     return getattr(transformers, cls)(getattr(transformers, cfg_cls)(**kw)).eval()
 
 
-def worker(name: str, threads: int, chunk: int) -> dict:
+def worker(name: str, threads: int) -> dict:
     import torch
     import mlc_mlir as mlc
 
@@ -78,7 +78,7 @@ def worker(name: str, threads: int, chunk: int) -> dict:
     positions = getattr(model.config, "n_positions", None) or model.config.max_position_embeddings
     max_len = min(max(CONTEXTS) + NEW, positions)
     contexts = [min(c, max_len - NEW) for c in CONTEXTS]   # GPT-2: 1024 positions in all
-    lm = mlc.llm.compile_causal_lm(model, max_seq_len=max_len, threads=threads, prefill_chunk=chunk)
+    lm = mlc.llm.compile_causal_lm(model, max_seq_len=max_len, threads=threads)
     row = {"model": name, "threads": threads, "params_M": round(sum(p.numel() for p in model.parameters()) / 1e6, 1),
            "weight_MB": round(weight_bytes / 1e6, 1), "compile_s": round(lm.compile_seconds, 1)}
     ids_pf = {n: rng.integers(0, vocab, (1, n)) for n in PREFILL}
@@ -112,17 +112,16 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--models", default=",".join(MODELS), help="comma-separated: " + ",".join(MODELS))
     p.add_argument("--threads", default="1,2", help="comma-separated thread counts")
-    p.add_argument("--chunk", type=int, default=32, help="prefill chunk (tokens per prefill call)")
     p.add_argument("--json", action="store_true", help="also print each row as JSON (a '# ' line)")
     p.add_argument("--worker", nargs=2, metavar=("MODEL", "THREADS"), help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     if a.worker:
-        print("ROW " + json.dumps(worker(a.worker[0], int(a.worker[1]), a.chunk)))
+        print("ROW " + json.dumps(worker(a.worker[0], int(a.worker[1]))))
         return 0
     cpu = subprocess.run("lscpu | grep 'Model name'", shell=True, capture_output=True, text=True).stdout.strip()
     bw = read_bandwidth()
     print(f"# {cpu}; read bandwidth {bw / 1e9:.1f} GB/s (numpy sum or BLAS GEMV over 1 GiB, best of 5)")
-    print(f"# prefill: ours in chunks of {a.chunk} tokens; decode: {NEW} new tokens after a prompt of "
+    print(f"# prefill: ours in one call of the symbolic step; decode: {NEW} new tokens after a prompt of "
           "the context length; roofline = weight bytes / bandwidth per token")
     hdr = (f"{'model':11s} {'thr':>3s} {'impl':6s} {'compile s':>9s} " +
            " ".join(f"{'pf' + str(n) + ' ms':>9s}" for n in PREFILL) + " " +
@@ -132,7 +131,7 @@ def main(argv=None) -> int:
     for name in a.models.split(","):
         for threads in [int(t) for t in a.threads.split(",")]:
             env = dict(os.environ, OMP_NUM_THREADS=str(threads))
-            r = subprocess.run([sys.executable, __file__, "--worker", name, str(threads), "--chunk", str(a.chunk)],
+            r = subprocess.run([sys.executable, __file__, "--worker", name, str(threads)],
                                env=env, capture_output=True, text=True)
             rows = [json.loads(ln[4:]) for ln in r.stdout.splitlines() if ln.startswith("ROW ")]
             if not rows:

@@ -16,6 +16,7 @@ import numpy as np
 
 from .._mlir import arith_d, ir, tensor_d
 from ..errors import BuildError, format_shape
+from ..ir.symbolic import SymDim
 from . import linalg_emit as emit
 from .shape import broadcast_to, reshape
 from .shape import pad as shape_pad
@@ -104,7 +105,16 @@ def _dynamic_offset(op: str, i: int, off, x: Tensor, update: Tensor) -> ir.Value
     v = tensor_d.extract(off.value, [zero] * off.ndim)
     v = arith_d.index_cast(ir.IndexType.get(), v)
     v = arith_d.maxsi(v, zero)
-    return arith_d.minsi(v, arith_d.constant(ir.IndexType.get(), hi))
+    return arith_d.minsi(v, hi.materialize() if isinstance(hi, SymDim) else arith_d.constant(ir.IndexType.get(), hi))
+
+
+def _fits(u, s) -> bool:
+    """Whether a dim of size ``u`` provably fits in one of size ``s``: equal sizes, or ``u``'s
+    upper bound (its symbols' declared bounds) at most a static ``s``."""
+    if u == s:
+        return True
+    hi = u.scope.upper_bound(u) if isinstance(u, SymDim) and u.scope is not None else u
+    return isinstance(s, int) and isinstance(hi, int) and hi <= s
 
 
 def update_slice(x, update, offsets: Sequence, name: Optional[str] = None) -> Tensor:
@@ -117,6 +127,8 @@ def update_slice(x, update, offsets: Sequence, name: Optional[str] = None) -> Te
     ----------
     x : Tensor, rank >= 1, any dtype
     update : Tensor, same rank and dtype, ``update.shape[d] <= x.shape[d]``
+        A symbolic dim of ``update`` (a prompt's length) must be bounded by ``x``'s static dim
+        through its declared maximum.
     offsets : sequence of int or Tensor
         One per axis: a Python int, or a one-element int32/int64 Tensor read at run time. As in
         XLA, a run-time offset is clamped to ``[0, x.shape[d] - update.shape[d]]`` so the write
@@ -136,7 +148,7 @@ def update_slice(x, update, offsets: Sequence, name: Optional[str] = None) -> Te
     op = "update_slice"
     x = emit.tensor_arg(op, "x", x)
     update = emit.tensor_arg(op, "update", update)
-    if update.ndim != x.ndim or update.dtype != x.dtype or any(u > s for u, s in zip(update.shape, x.shape)):
+    if update.ndim != x.ndim or update.dtype != x.dtype or not all(map(_fits, update.shape, x.shape)):
         raise BuildError(f"{op}: argument 'update' is {update.dtype}{format_shape(update.shape)}; expected "
                          f"{x.dtype} of rank {x.ndim} with dims <= x {format_shape(x.shape)}")
     offsets = list(offsets)
@@ -147,14 +159,15 @@ def update_slice(x, update, offsets: Sequence, name: Optional[str] = None) -> Te
     static, values = [], []
     for i, off in enumerate(offsets):
         if isinstance(off, int):
-            if not 0 <= off <= x.shape[i] - update.shape[i]:
+            if not (off == 0 or isinstance(update.shape[i], int) and 0 <= off <= x.shape[i] - update.shape[i]):
                 raise BuildError(f"{op}: offsets[{i}] is {off}; expected 0..{x.shape[i] - update.shape[i]} "
                                  f"(x {format_shape(x.shape)}, update {format_shape(update.shape)})")
             static.append(off)
         else:
             static.append(dyn)
             values.append(_dynamic_offset(op, i, off, x, update))
-    res = tensor_d.InsertSliceOp(update.value, x.value, values, [], [], static, list(update.shape),
+    sizes, static_sizes = emit.mixed(update.shape)
+    res = tensor_d.InsertSliceOp(update.value, x.value, values, sizes, [], static, static_sizes,
                                  [1] * x.ndim).result
     emit.set_name(res.owner, nm)
     return Tensor(res, x.fn)

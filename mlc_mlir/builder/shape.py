@@ -76,11 +76,7 @@ def reshape(x, shape: Sequence[int], name: Optional[str] = None) -> Tensor:
     shape = _shape_arg(op, "shape", shape, allow_minus_one=True)
     size = emit.prod(x.shape)
     if any(isinstance(d, int) and d == -1 for d in shape):
-        rest = emit.prod([d for d in shape if not (isinstance(d, int) and d == -1)])
-        if isinstance(rest, SymDim) or rest == 0 or (isinstance(size, int) and size % rest):
-            raise BuildError(f"{op}: cannot reshape {format_shape(x.shape)} into {format_shape(shape)}"
-                             + ("; give the symbolic sizes instead of -1" if isinstance(rest, SymDim) else ""))
-        shape[shape.index(-1)] = size // rest
+        shape[shape.index(-1)] = _inferred_dim(op, x.shape, shape)
     if emit.prod(shape) != size:
         raise BuildError(f"{op}: cannot reshape {format_shape(x.shape)} into {format_shape(shape)}"
                          + ("" if isinstance(size, int) else " (element counts not provably equal)"))
@@ -102,6 +98,32 @@ def reshape(x, shape: Sequence[int], name: Optional[str] = None) -> Tensor:
     r = tensor_d.ExpandShapeOp(out_t, flat, [list(range(len(shape)))], *emit.mixed(shape)).result
     emit.set_name(r.owner, nm)
     return Tensor(r, fn)
+
+
+def _inferred_dim(op: str, src: tuple, shape: list):
+    """The size of the ``-1`` in ``shape`` for a tensor of shape ``src``: the element count of
+    ``src`` over the other dims of ``shape``, where each symbolic dim of ``shape`` cancels an equal
+    dim of ``src`` (``(1, seq) -> (-1, seq)`` infers 1).
+
+    Raises
+    ------
+    BuildError
+        If the division is not exact or a symbolic dim of ``shape`` cancels no dim of ``src``.
+    """
+    left = list(src)
+    rest = 1
+    for d in shape:
+        if isinstance(d, SymDim):
+            if d not in left:
+                raise BuildError(f"{op}: cannot reshape {format_shape(src)} into {format_shape(shape)}; "
+                                 "give the symbolic sizes instead of -1")
+            left.remove(d)
+        elif d != -1:
+            rest *= d
+    size = emit.prod(left)
+    if rest == 0 or (isinstance(size, int) and size % rest):
+        raise BuildError(f"{op}: cannot reshape {format_shape(src)} into {format_shape(shape)}")
+    return size // rest
 
 
 def _reassociation(src: tuple, dst: tuple) -> Optional[List[List[int]]]:
@@ -373,22 +395,24 @@ def slice(x, begin: Sequence[Optional[int]], end: Sequence[Optional[int]],  # no
 
 def _symbolic_slice(op: str, x: Tensor, a: int, b, e, s: int):
     """``(start, size, step)`` of ``b:e:s`` along the symbolic axis ``a`` of ``x`` (size ``n``):
-    ``b`` is None or >= 0, ``e`` None (``n``) or an int (negative: ``n + e``); no clamping, so
-    the bounds of ``n`` (``f.dim(name, min=...)``) must prove ``start <= stop <= n``.
+    ``b`` and ``e`` are None (0 and ``n``) or ints (negative: counted from the end, ``n + b``:
+    ``x[-1:]`` is the last row whatever ``n`` is); no clamping, so the bounds of ``n``
+    (``f.dim(name, min=...)``) must prove ``0 <= start <= stop <= n``.
 
     Raises
     ------
     BuildError
-        For a negative ``b``, or bounds that do not prove the slice in range.
+        For bounds that do not prove the slice in range.
     """
     n = x.shape[a]
-    if b is not None and b < 0:
-        raise BuildError(f"{op}: begin {b} counts from the end of the symbolic axis {a} ({n}); "
-                         "expected None or an int >= 0")
-    start = 0 if b is None else int(b)
+    start = 0 if b is None else (n + int(b) if b < 0 else int(b))
     stop = n if e is None else (n + int(e) if e < 0 else int(e))
     lo = x.fn.symbols.lower_bound(n - stop)
-    if start > 0 or e is not None:
+    start_lo = x.fn.symbols.lower_bound(start)
+    if start_lo is None or start_lo < 0:
+        raise BuildError(f"{op}: axis {a} of x {format_shape(x.shape)}: begin {b} is not provably "
+                         f"within the size {n}; declare its bounds (f.dim('{n}', min=...))")
+    if start != 0 or e is not None:
         need_lo = x.fn.symbols.lower_bound(stop - start)
         if lo is None or lo < 0 or need_lo is None or need_lo < 0:
             raise BuildError(f"{op}: axis {a} of x {format_shape(x.shape)}: {b}:{e} is not provably "

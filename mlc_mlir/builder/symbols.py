@@ -93,6 +93,11 @@ class SymbolScope:
         is >= 0), or None when the bounds do not give one."""
         return self._range(d)[0]
 
+    def upper_bound(self, d: Dim) -> Optional[int]:
+        """An upper bound of ``d`` from the symbols' declared bounds, or None when a symbol it
+        grows with is unbounded."""
+        return self._range(d)[1]
+
     def _range(self, d: Dim) -> Tuple[Optional[int], Optional[int]]:
         if isinstance(d, int):
             return d, d

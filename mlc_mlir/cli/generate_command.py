@@ -47,8 +47,7 @@ def run_generate(config: str, prompt_len: int, new_tokens: int, threads=None, se
     """Build, compile and generate (see the module docstring); returns the exit code."""
     model = model_from_config(config, seed)
     max_len = max_seq_len or prompt_len + new_tokens
-    lm = compile_causal_lm(model, max_seq_len=max_len, threads=threads,
-                           prefill_chunk=min(prompt_len, max_len))
+    lm = compile_causal_lm(model, max_seq_len=max_len, threads=threads)
     vocab = model.config.get_text_config(decoder=True).vocab_size
     ids = np.random.default_rng(seed).integers(0, vocab, (1, prompt_len))
     out = lm.generate(ids, max_new_tokens=new_tokens)

@@ -21,7 +21,7 @@ import numpy as np
 from .. import ops
 from ..builder import Tensor
 from ..errors import BuildError, format_shape
-from ..ir.symbolic import SymDim
+from ..ir.symbolic import SymDim, is_static
 
 Converter = Callable[..., object]
 
@@ -310,8 +310,12 @@ def _slice(ctx, node, args):
     x = _tensor("aten.slice", "self", args[0])
     dim = arg(ctx, args, 1, "dim", 0) % x.ndim
     start, end, step = arg(ctx, args, 2, "start"), arg(ctx, args, 3, "end"), arg(ctx, args, 4, "step", 1)
-    start = None if start is None else max(min(start, x.shape[dim]), -x.shape[dim])
-    end = None if end is None else max(min(end, x.shape[dim]), -x.shape[dim])  # end=INT64_MAX
+    n = x.shape[dim]
+    if isinstance(n, SymDim):   # the slice's bounds are proved by the size's declared bounds
+        end = None if end is not None and end >= np.iinfo(np.int64).max else end
+    else:
+        start = None if start is None else max(min(start, n), -n)
+        end = None if end is None else max(min(end, n), -n)  # end=INT64_MAX
     return ops.slice(x, [start], [end], [step], axes=[dim])
 
 
@@ -554,4 +558,6 @@ def _full_like(ctx, node, args):
     x = _tensor("aten.full_like", "self", args[0])
     dt = ctx.kwargs.get("dtype")
     dt = x.dtype if dt is None else torch_dtype("aten.full_like", dt)
+    if not is_static(x.shape):   # a symbolic shape: a fill at run time
+        return ops.full(x.shape, args[1], dt)
     return ops.constant(np.full(x.shape, args[1], dtype=np.int8 if dt == "bool" else dt))

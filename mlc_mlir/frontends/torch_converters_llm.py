@@ -82,13 +82,13 @@ def _index_put(ctx, node, args):
     return ops.update_slice(x, values, [start if d == dim else 0 for d in range(x.ndim)])
 
 
-def _arange_offset(ctx, src, n: int):
+def _arange_offset(ctx, src, n):
     """``s`` when the fx node ``src`` is ``aten.add.Tensor(arange(0, n), s)`` (either order),
     converted; else None."""
     if str(getattr(src, "target", "")) != "aten.add.Tensor":
         return None
     for a, s in (src.args[:2], src.args[1::-1]):
-        if str(getattr(a, "target", "")) == "aten.arange.start_step" and list(a.args[:2]) == [0, n] \
+        if str(getattr(a, "target", "")) == "aten.arange.start_step" and list(ctx.lookup(a.args[:2])) == [0, n] \
                 and (len(a.args) < 3 or a.args[2] == 1):
             return ctx.lookup(s)
     return None

@@ -1,17 +1,19 @@
 """``compile_causal_lm``: a transformers causal LM compiled into a prefill step and a decode step
 over one preallocated KV cache, and ``generate`` on top of them.
 
-Both steps are :func:`~mlc_mlir.llm.export.import_step` functions with static shapes: decode
-takes 1 token, prefill a chunk of ``prefill_chunk`` tokens. A prompt is prefilled chunk by
-chunk; the last chunk is padded with token 0 past the prompt's end, and its logits are read at
-the prompt's last token (the step's ``last`` input). The padded positions write cache rows
-beyond the prompt; every later step writes its own row before attending and masks the rows
-after it, so those rows are never read. Each step writes its rows of the caches in place
-(in/out arguments): no step copies a cache.
+Both steps are :func:`~mlc_mlir.llm.export.import_step` functions. The prefill step is symbolic
+in the query length (``seq`` in ``1 .. max_seq_len``): one compile runs a prompt of any length
+in one call, nothing padded. The decode step is static at one token (the schedules of its
+matrix-vector products are chosen for ``M = 1`` at compile time). Each step writes its rows of
+the caches in place (in/out arguments): no step copies a cache. On request
+(``prefill_chunk``), a long prompt is prefilled in pieces of at most that many tokens through
+the same symbolic step (bounded scratch memory: the attention scores of a piece are
+``piece x max_seq_len``).
 
 Source: MLC-LLM / TVM Relax (``prefill`` and ``decode`` functions of one compiled module over a
-preallocated KV cache); llama.cpp's batched prompt processing in fixed-size chunks
-(``n_batch``); transformers ``generate`` (greedy / sampling semantics).
+preallocated KV cache, the prefill symbolic in the sequence length); llama.cpp's batched prompt
+processing in pieces of ``n_batch`` tokens; transformers ``generate`` (greedy / sampling
+semantics).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import numpy as np
 from ..errors import ExecutionError
 from ..pipeline import compile as compile_module
 from ..target import get_target
-from .export import cache_shapes, import_step
+from .export import SEQ, cache_shapes, import_step
 from .sampling import check_sampling, next_token
 
 
@@ -35,17 +37,20 @@ class CausalLM:
     ----------
     max_seq_len : int
         Prompt plus generated tokens at most.
-    prefill_chunk : int
-        Tokens per prefill call.
+    prefill_chunk : int or None
+        Tokens per prefill call at most (None: the whole prompt in one call).
+    prefill_step, decode_step : Function
+        The compiled steps: ``prefill_step`` symbolic in ``seq`` (its ``signature.dims`` hold
+        ``{"seq": (1, max_seq_len)}``), ``decode_step`` static at one token.
     caches : list of numpy.ndarray
         ``k_0, v_0, k_1, ...``, each ``(1, kv_heads, max_seq_len, head_dim)``, written in place.
     compile_seconds : float
         Wall time of the import and both compiles.
     """
 
-    def __init__(self, prefill, decode, shapes, dtype, max_seq_len: int, prefill_chunk: int,
+    def __init__(self, prefill, decode, shapes, dtype, max_seq_len: int, prefill_chunk: Optional[int],
                  compile_seconds: float):
-        self._prefill, self._decode = prefill, decode
+        self.prefill_step, self.decode_step = prefill, decode
         self.max_seq_len, self.prefill_chunk = max_seq_len, prefill_chunk
         self.caches = [np.zeros(s, dtype) for s in shapes]
         self.compile_seconds = compile_seconds
@@ -57,28 +62,24 @@ class CausalLM:
         Raises
         ------
         ExecutionError
-            For an empty prompt, a batch other than 1, or one whose padded length exceeds
-            ``max_seq_len``.
+            For a batch other than 1, or a length ``n`` (the size ``seq``) outside
+            ``1 .. max_seq_len``.
         """
-        ids = np.asarray(input_ids, dtype=np.int64).reshape(-1) if np.ndim(input_ids) < 2 else \
-            np.asarray(input_ids, dtype=np.int64)
-        if ids.ndim == 2:
-            if ids.shape[0] != 1:
-                raise ExecutionError(f"prefill: argument 'input_ids' has shape {ids.shape}; expected "
-                                     "batch 1, (1, n)")
-            ids = ids[0]
-        n, c = ids.size, self.prefill_chunk
-        padded = -(-n // c) * c
-        if n == 0 or padded > self.max_seq_len:
-            raise ExecutionError(f"prefill: the prompt has {n} tokens ({padded} padded to chunks of "
-                                 f"{c}); expected 1..{self.max_seq_len} after padding (max_seq_len)")
-        buf = np.zeros((1, padded), np.int64)
-        buf[0, :n] = ids
+        ids = np.asarray(input_ids, dtype=np.int64)
+        if ids.ndim == 2 and ids.shape[0] != 1:
+            raise ExecutionError(f"prefill: argument 'input_ids' has shape {ids.shape}; expected "
+                                 "batch 1, (1, n)")
+        ids = ids.reshape(1, -1)
+        n, c = ids.shape[1], self.prefill_chunk
+        if c is None:   # the step checks 1 <= seq <= max_seq_len itself
+            return self.prefill_step(ids, np.array(0, np.int64), *self.caches).reshape(-1)
+        if not 1 <= n <= self.max_seq_len:
+            raise ExecutionError(f"prefill: size '{SEQ}' (the prompt's length) is {n}; expected "
+                                 f"1..{self.max_seq_len} (max_seq_len)")
         logits = None
-        for start in range(0, padded, c):
-            last = np.array([min(n - 1 - start, c - 1)], np.int64)
-            logits = self._prefill(np.ascontiguousarray(buf[:, start:start + c]), np.array(start, np.int64),
-                                   last, *self.caches)
+        for start in range(0, n, c):
+            logits = self.prefill_step(np.ascontiguousarray(ids[:, start:start + c]),
+                                       np.array(start, np.int64), *self.caches)
         return logits.reshape(-1)
 
     def decode(self, token: int, position: int) -> np.ndarray:
@@ -93,8 +94,8 @@ class CausalLM:
         if not 0 <= position < self.max_seq_len:
             raise ExecutionError(f"decode: argument 'position' is {position}; expected 0.."
                                  f"{self.max_seq_len - 1} (max_seq_len {self.max_seq_len})")
-        return self._decode(np.array([[token]], np.int64), np.array(position, np.int64),
-                            np.zeros(1, np.int64), *self.caches).reshape(-1)
+        return self.decode_step(np.array([[token]], np.int64), np.array(position, np.int64),
+                                *self.caches).reshape(-1)
 
     def generate(self, input_ids, max_new_tokens: int = 64, do_sample: bool = False,
                  temperature: float = 1.0, top_k: Optional[int] = None, top_p: Optional[float] = None,
@@ -137,8 +138,10 @@ class CausalLM:
 
 
 def compile_causal_lm(hf_model, max_seq_len: int = 1024, threads: Optional[int] = None,
-                      prefill_chunk: int = 32, target="cpu") -> CausalLM:
-    """Compile a transformers causal LM (float32, batch 1) into a :class:`CausalLM`.
+                      prefill_chunk: Optional[int] = None, target="cpu") -> CausalLM:
+    """Compile a transformers causal LM (float32, batch 1) into a :class:`CausalLM`: one
+    symbolic prefill step serving every prompt length ``1 .. max_seq_len`` and a one-token
+    decode step, each compiled once.
 
     Parameters
     ----------
@@ -148,8 +151,8 @@ def compile_causal_lm(hf_model, max_seq_len: int = 1024, threads: Optional[int] 
         Cache length: prompt plus generated tokens at most.
     threads : int, optional
         Threads per step (default: the target's cores).
-    prefill_chunk : int
-        Tokens per prefill call (prompts are padded to a multiple; see the module docstring).
+    prefill_chunk : int, optional
+        Prefill a prompt in pieces of at most this many tokens (default: in one call).
     target : str or Target
         A CPU target (``"cpu"``: the host).
 
@@ -167,16 +170,16 @@ def compile_causal_lm(hf_model, max_seq_len: int = 1024, threads: Optional[int] 
     """
     if not isinstance(max_seq_len, int) or max_seq_len < 1:
         raise ExecutionError(f"compile_causal_lm: argument 'max_seq_len' is {max_seq_len!r}; expected an int >= 1")
-    if not isinstance(prefill_chunk, int) or not 1 <= prefill_chunk <= max_seq_len:
+    if prefill_chunk is not None and (not isinstance(prefill_chunk, int) or not 1 <= prefill_chunk <= max_seq_len):
         raise ExecutionError(f"compile_causal_lm: argument 'prefill_chunk' is {prefill_chunk!r}; expected "
-                             f"1..{max_seq_len}")
+                             f"1..{max_seq_len} or None")
     if get_target(target).kind != "cpu":
         raise ExecutionError(f"compile_causal_lm: target {target!r}; expected a CPU target (the CUDA "
                              "runtime does not copy in/out cache arguments back to the host yet)")
     t = time.perf_counter()
     decode = compile_module(import_step(hf_model, max_seq_len, 1), target, threads=threads)["main"]
-    prefill = decode if prefill_chunk == 1 else \
-        compile_module(import_step(hf_model, max_seq_len, prefill_chunk), target, threads=threads)["main"]
+    prefill = decode if max_seq_len == 1 else \
+        compile_module(import_step(hf_model, max_seq_len), target, threads=threads)["main"]
     dtype = next(hf_model.parameters()).detach().numpy().dtype
     return CausalLM(prefill, decode, cache_shapes(hf_model, max_seq_len), dtype, max_seq_len, prefill_chunk,
                     time.perf_counter() - t)

@@ -1,13 +1,18 @@
-"""A transformers causal LM as one static-shape step function with a preallocated KV cache.
+"""A transformers causal LM as one step function with a preallocated KV cache.
 
-:func:`import_step` exports ``step(input_ids (1, q) int64, position () int64, last (1,) int64,
-k_0, v_0, k_1, v_1, ...) -> logits (1, 1, vocab)`` with ``torch.export``: the caches are the
-wrapper's inputs, installed as the layers of a transformers ``StaticCache`` whose length is
-``position``, so the model writes the new keys/values with its own ``index_copy_`` at positions
-``position .. position + q - 1`` (an input mutation, imported as an in/out argument written in
-place, :meth:`~mlc_mlir.builder.graph_builder.FunctionBuilder.write_argument`) and attends over
-the cache with its own causal mask (keys at positions <= the query's). Only the hidden state at
-index ``last`` goes through the LM head (transformers' ``logits_to_keep`` tensor).
+:func:`import_step` exports ``step(input_ids (1, q) int64, position () int64, k_0, v_0, k_1,
+v_1, ...) -> logits (1, 1, vocab)`` with ``torch.export``: the caches are the wrapper's inputs,
+installed as the layers of a transformers ``StaticCache`` whose length is ``position``, so the
+model writes the new keys/values with its own ``index_copy_`` at positions ``position ..
+position + q - 1`` (an input mutation, imported as an in/out argument written in place,
+:meth:`~mlc_mlir.builder.graph_builder.FunctionBuilder.write_argument`) and attends over the
+cache with its own causal mask (keys at positions <= the query's). Only the last token's hidden
+state goes through the LM head (transformers' ``logits_to_keep=1``).
+
+The query length ``q`` is static (a decode step: ``q = 1``) or symbolic: a ``torch.export.Dim``
+``seq`` in ``1 .. max_seq_len`` on ``input_ids``' dim 1, imported as the symbolic size ``seq``,
+so one compiled function prefills a prompt of any length and a call with a longer one raises
+``ExecutionError`` naming ``seq``.
 
 Any decoder whose attention layers use the cache API (``past_key_values.update``) works:
 GPT-2, Llama, Qwen2, Mistral, ... Cache ``i`` has shape ``(1, kv_heads, max_seq_len, head_dim)``
@@ -15,15 +20,16 @@ GPT-2, Llama, Qwen2, Mistral, ... Cache ``i`` has shape ``(1, kv_heads, max_seq_
 
 Source: transformers ``StaticCache``/``StaticLayer`` (the static-address cache built for
 ``torch.compile`` and ExecuTorch export, ``integrations/executorch.py``); TVM Relax / MLC-LLM's
-paged KV cache functions (prefill and decode entry points over one preallocated cache).
+prefill and decode functions over one preallocated cache, the prefill symbolic in the sequence
+length.
 """
 
 from __future__ import annotations
 
-from typing import List, Tuple
+from typing import List, Optional, Tuple
 
 from ..errors import BuildError
-from ..frontends.torch import from_exported_program
+from ..frontends.torch import from_torch
 from ..ir import Module
 
 
@@ -73,9 +79,9 @@ def _static_cache(hf_model, max_seq_len: int, position, caches):
 
 
 def step_module(hf_model, max_seq_len: int):
-    """The ``torch.nn.Module`` whose ``forward(input_ids, position, last, *caches)`` is one step
+    """The ``torch.nn.Module`` whose ``forward(input_ids, position, *caches)`` is one step
     (see the module docstring); it writes the caches in place, as transformers' static cache
-    does, and returns ``logits`` ``(1, 1, vocab)`` of the token at index ``last``."""
+    does, and returns the ``logits`` ``(1, 1, vocab)`` of the last token."""
     import torch
 
     class StaticCacheStep(torch.nn.Module):
@@ -83,18 +89,22 @@ def step_module(hf_model, max_seq_len: int):
             super().__init__()
             self.lm = hf_model
 
-        def forward(self, input_ids, position, last, *caches):
+        def forward(self, input_ids, position, *caches):
             cache = _static_cache(self.lm, max_seq_len, position, caches)
             where = torch.arange(input_ids.shape[1]) + position
             out = self.lm(input_ids=input_ids, past_key_values=cache, use_cache=True,
-                          cache_position=where, position_ids=where[None], logits_to_keep=last)
+                          cache_position=where, position_ids=where[None], logits_to_keep=1)
             return out.logits
 
     return StaticCacheStep().eval()
 
 
-def import_step(hf_model, max_seq_len: int, query_len: int) -> Module:
-    """Export one step of ``hf_model`` for ``query_len`` new tokens and import it.
+#: The name of the symbolic query length of a prefill step.
+SEQ = "seq"
+
+
+def import_step(hf_model, max_seq_len: int, query_len: Optional[int] = None) -> Module:
+    """Export one step of ``hf_model`` and import it.
 
     Parameters
     ----------
@@ -102,29 +112,38 @@ def import_step(hf_model, max_seq_len: int, query_len: int) -> Module:
         A causal LM (``...ForCausalLM``) in float32, batch 1.
     max_seq_len : int
         The cache length (the longest prompt + generation).
-    query_len : int
-        Tokens per call: 1 for decode, the prefill chunk for prefill.
+    query_len : int, optional
+        Tokens per call: an int for a static step (1: decode); None (default) for the symbolic
+        size :data:`SEQ` in ``1 .. max_seq_len`` (prefill of any prompt length; with
+        ``max_seq_len == 1`` the static one-token step).
 
     Returns
     -------
     Module
-        ``main(<weights>..., input_ids, position, last, k_0, v_0, ...)`` returning logits
+        ``main(input_ids, position, caches_0, caches_1, ...)`` returning logits
         ``(1, 1, vocab)``; the cache arguments are in/out (written at ``position``).
 
     Raises
     ------
     BuildError
         For a model the step cannot express (see :func:`cache_shapes`, sliding windows shorter
-        than ``max_seq_len``) or an op the importer does not convert.
+        than ``max_seq_len``), an op the importer does not convert, or ``query_len`` outside
+        ``1 .. max_seq_len``.
     """
     import torch
 
-    if not 1 <= query_len <= max_seq_len:
-        raise BuildError(f"import_step: argument 'query_len' is {query_len}; expected 1..{max_seq_len}")
+    if query_len is not None and not 1 <= query_len <= max_seq_len:
+        raise BuildError(f"import_step: argument 'query_len' is {query_len}; expected 1..{max_seq_len} or None")
+    if max_seq_len == 1:
+        query_len = 1
     shapes = cache_shapes(hf_model, max_seq_len)
     dtype = next(hf_model.parameters()).dtype
-    args = (torch.zeros((1, query_len), dtype=torch.int64), torch.tensor(0),
-            torch.tensor([query_len - 1]), *[torch.zeros(s, dtype=dtype) for s in shapes])
-    with torch.no_grad():
-        ep = torch.export.export(step_module(hf_model, max_seq_len), args).run_decompositions()
-    return from_exported_program(ep)
+    # the example length of a symbolic step: not 0 or 1, which torch.export specializes
+    example = query_len or 2
+    args = (torch.zeros((1, example), dtype=torch.int64), torch.tensor(0),
+            *[torch.zeros(s, dtype=dtype) for s in shapes])
+    dynamic = None
+    if query_len is None:
+        seq = torch.export.Dim(SEQ, min=1, max=max_seq_len)
+        dynamic = {"input_ids": {1: seq}, "position": None, "caches": (None,) * len(shapes)}
+    return from_torch(step_module(hf_model, max_seq_len), args, dynamic_shapes=dynamic)

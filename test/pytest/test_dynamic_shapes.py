@@ -50,6 +50,12 @@ def _bounded(lo):
     return build
 
 
+def _last_row(f, x):
+    """``x[-1:]``: a begin counted from the end of a symbolic axis (bounds prove n >= 1)."""
+    f.dim("n", min=1, max=64)
+    return ops.slice(x, [-1], [None]) + 1.0
+
+
 #: name -> (build(f, *args), numpy reference, argument shapes)
 CASES = {
     "elementwise": (lambda f, x, b: ops.relu(x + b) * 2.0, lambda x, b: np.maximum(x + b, 0) * 2,
@@ -81,6 +87,11 @@ CASES = {
                           [("n", 5)]),
     "slice_from": (_bounded(2), lambda x: x[1:], [("n", 3)]),
     "slice_to_end_minus_1": (_bounded(1), lambda x: x[:-1], [("n", 3)]),
+    "slice_last_row": (_last_row, lambda x: x[-1:] + 1, [("n", 3)]),
+    "reshape_minus1_beside_symbolic": (lambda f, x: ops.reshape(x, (-1, x.shape[1])) * 2.0,
+                                       lambda x: x.reshape(-1, x.shape[1]) * 2, [(2, "n", 3)]),
+    "arange_rows": (lambda f, x: x + ops.reshape(ops.arange(1, x.shape[0] + 1, dtype="float32"), (x.shape[0], 1)),
+                    lambda x: x + np.arange(1, x.shape[0] + 1)[:, None], [("n", 3)]),
     "transpose": (lambda f, x: ops.transpose(x), lambda x: x.T, [("n", "m")]),
     "conv2d_batch": (lambda f, x: ops.relu(ops.conv2d(x, CONV_W, padding=(1, 1))), _conv_relu,
                      [("n", 3, 6, 6)]),
@@ -116,6 +127,42 @@ def test_one_compile_serves_every_size(case, schedule):
         arrays = [RNG.standard_normal(_concrete(s, sz)).astype(np.float32) for s in shapes]
         np.testing.assert_allclose(exe(*arrays), ref(*arrays), rtol=2e-4, atol=2e-4,
                                    err_msg=f"{case} at {sz}")
+
+
+def test_update_slice_of_a_symbolic_length_and_arange_steps():
+    """A symbolic-length update (a prompt's keys) written at a run-time offset into a static
+    buffer (a KV cache) vs numpy at lengths 1, odd and the maximum; integer aranges with steps."""
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        f.dim("n", min=1, max=40)
+        c, u, p = f.arg("c", (40, 8)), f.arg("u", ("n", 8)), f.arg("p", (1,), "int64")
+        new = ops.update_slice(c, u, [p, 0])
+        f.write_argument(c, new)
+        f.output(ops.sum(new, axis=0))
+    exe = mlc.compile(bb.finish())
+    for n, at in ((1, 39), (7, 5), (40, 0), (9, 35)):   # 35 + 9 > 40: clamped to 31, as XLA
+        c = RNG.standard_normal((40, 8)).astype(np.float32)
+        u = RNG.standard_normal((n, 8)).astype(np.float32)
+        want = c.copy()
+        start = min(at, 40 - n)
+        want[start:start + n] = u
+        np.testing.assert_allclose(exe(c, u, np.array([at])), want.sum(0), rtol=1e-5, atol=1e-5)
+        np.testing.assert_array_equal(c, want)
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        x = f.arg("x", (5,), "int64")
+        f.output(ops.add(x, ops.arange(10, 0, -2)), ops.arange(0, 5, 1, "int32"))
+    got = mlc.compile(bb.finish())(np.zeros(5, np.int64))
+    np.testing.assert_array_equal(got[0], np.arange(10, 0, -2))
+    np.testing.assert_array_equal(got[1], np.arange(5, dtype=np.int32))
+    with pytest.raises(BuildError, match="with symbolic bounds .*expected 1 or -1"):
+        with mlc.GraphBuilder().function("main") as f:
+            ops.arange(0, f.arg("y", ("m",)).shape[0], 2)
+    bb = mlc.GraphBuilder()
+    with pytest.raises(BuildError, match="update_slice: argument 'update'"):
+        with bb.function("main") as f:   # an unbounded length may not fit the buffer
+            c, u = f.arg("c", (40, 8)), f.arg("u", ("m", 8))
+            f.output(ops.update_slice(c, u, [0, 0]))
 
 
 def test_types_and_signature():

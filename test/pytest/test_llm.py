@@ -122,31 +122,51 @@ def test_decode_step_never_copies_a_cache(tmp_path):
     assert not [c for c in copies + allocs if cache_type in c], copies + allocs   # ...never copied
 
 
-@pytest.mark.parametrize("name", ["gpt2", "llama"])
-def test_generate_is_token_exact_with_transformers(name):
+def _want(model, ids, new):
+    with torch.no_grad():
+        return model.generate(ids, max_new_tokens=new, min_new_tokens=new, do_sample=False, pad_token_id=0).numpy()
+
+
+@pytest.mark.parametrize("name", ["gpt2", "llama", "qwen2"])
+def test_generate_is_token_exact_with_transformers(name, monkeypatch):
+    """One compile of the symbolic prefill serves prompts of 1, 2, 7, 21 and 64 tokens (and the
+    same prompts in pieces of 8), token-exact with transformers' greedy ``generate``."""
+    import mlc_mlir.llm.causal_lm as causal_lm
+
+    compiled = []
+    real = causal_lm.compile_module
+    monkeypatch.setattr(causal_lm, "compile_module", lambda mod, *a, **k: compiled.append(mod) or real(mod, *a, **k))
     model = _tiny(name)
-    lm = mlc.llm.compile_causal_lm(model, max_seq_len=128, prefill_chunk=16)
-    ids = torch.randint(0, 1000, (1, 21), generator=torch.Generator().manual_seed(2))
-    with torch.no_grad():
-        want = model.generate(ids, max_new_tokens=64, min_new_tokens=64, do_sample=False,
-                              pad_token_id=0).numpy()
-    got = lm.generate(ids.numpy(), max_new_tokens=64)
-    np.testing.assert_array_equal(got, want)
-    # a second prompt reuses the caches from position 0
-    got2 = lm.generate(ids.numpy()[:, :5], max_new_tokens=8)
-    with torch.no_grad():
-        want2 = model.generate(ids[:, :5], max_new_tokens=8, min_new_tokens=8, do_sample=False,
-                               pad_token_id=0).numpy()
-    np.testing.assert_array_equal(got2, want2)
+    lm = mlc.llm.compile_causal_lm(model, max_seq_len=128)
+    assert len(compiled) == 2                                    # decode, then prefill: once each
+    assert lm.prefill_step.signature.dims == {"seq": (1, 128)}    # symbolic in the prompt length
+    assert lm.decode_step.signature.dims == {}
+    ids = torch.randint(0, 1000, (1, 64), generator=torch.Generator().manual_seed(2))
+    np.testing.assert_array_equal(lm.generate(ids.numpy()[:, :21], max_new_tokens=64), _want(model, ids[:, :21], 64))
+    for n in (1, 2, 7, 64):   # the caches are reused from position 0
+        np.testing.assert_array_equal(lm.generate(ids.numpy()[:, :n], max_new_tokens=6), _want(model, ids[:, :n], 6))
+    lm.prefill_chunk = 8      # pieces of 8 (the last one 5 or 1 tokens) through the same step
+    for n in (21, 57):
+        np.testing.assert_array_equal(lm.generate(ids.numpy()[:, :n], max_new_tokens=4), _want(model, ids[:, :n], 4))
+    assert len(compiled) == 2
+    lm.prefill_chunk = None
     # seeded sampling is reproducible and stays in the vocabulary
-    s1 = lm.generate(ids.numpy(), max_new_tokens=8, do_sample=True, temperature=0.8, top_k=50, top_p=0.9, seed=3)
-    s2 = lm.generate(ids.numpy(), max_new_tokens=8, do_sample=True, temperature=0.8, top_k=50, top_p=0.9, seed=3)
+    kw = dict(max_new_tokens=8, do_sample=True, temperature=0.8, top_k=50, top_p=0.9, seed=3)
+    s1, s2 = lm.generate(ids.numpy()[:, :21], **kw), lm.generate(ids.numpy()[:, :21], **kw)
     np.testing.assert_array_equal(s1, s2)
     assert s1.shape == (1, 29) and (s1 >= 0).all() and (s1 < 1000).all()
     with pytest.raises(ExecutionError, match="max_seq_len"):
-        lm.generate(ids.numpy(), max_new_tokens=120)
+        lm.generate(ids.numpy()[:, :21], max_new_tokens=120)
     with pytest.raises(ExecutionError, match="temperature"):
-        lm.generate(ids.numpy(), do_sample=True, temperature=0)
+        lm.generate(ids.numpy()[:, :21], do_sample=True, temperature=0)
+    long = np.zeros((1, 129), np.int64)
+    with pytest.raises(ExecutionError, match=r"size 'seq' is 129 \(input_ids.shape\[1\]\); expected at most 128"):
+        lm.prefill(long)          # the compiled step checks its symbolic size
+    with pytest.raises(ExecutionError, match="size 'seq' is 0"):
+        lm.prefill(long[:, :0])
+    lm.prefill_chunk = 8
+    with pytest.raises(ExecutionError, match="size 'seq'.* is 129"):
+        lm.prefill(long)
 
 
 def test_next_token_filters_like_transformers():
