@@ -9,8 +9,8 @@ apply) of the input cropped or padded to the rows it reads, and its result is in
 strides ``(SH, SW)`` at offset ``(rh, rw)`` into the output (``tensor.insert_slice``). No
 multiply touches an inserted zero, unlike a convolution over the input dilated by the stride.
 The phase filters are read from the weight by one ``linalg.generic`` each (``tensor.extract``
-at ``start - m * step``: flipped and strided, in/out channels swapped per group), which
-constant folding evaluates when the weight is a constant.
+at ``first - m * step``: flipped and strided, in/out channels swapped per group; together one
+pass over the weight).
 Source: Shi et al., "Real-Time Single Image and Video Super-Resolution Using an Efficient
 Sub-Pixel Convolutional Neural Network" (CVPR 2016) and "Is the deconvolution layer the same
 as a convolutional layer?" (2016); Dumoulin & Visin, "A guide to convolution arithmetic for
@@ -65,9 +65,9 @@ class Phase:
         return self.count + self.dilation * (self.taps - 1)
 
 
-def phases(size: int, k: int, stride: int, dil: int, pad: int, out: int):
+def phases(k: int, stride: int, dil: int, pad: int, out: int):
     """The ``stride`` phases (:class:`Phase`, ``r = 0 .. stride - 1``) of one spatial axis with
-    input ``size``, kernel ``k``, leading padding ``pad`` and output ``out``."""
+    kernel ``k``, ``stride``, dilation ``dil``, leading padding ``pad`` and ``out`` outputs."""
     step = stride // math.gcd(dil, stride)
     res = []
     for r in range(stride):
@@ -149,8 +149,8 @@ def conv_transpose2d(x, weight, bias=None, strides=1, padding=0, output_padding=
     we = reshape(w, [groups, cg, fg, kh, kw], name=f"{nm}.w_groups")
     if bias is not None:
         bias = emit.operand(op, "bias", fn, bias, x.dtype, f"{nm}.bias")
-    rows = phases(h, kh, sh, dh, top, oh)
-    cols = phases(wd, kw, sw, dw, left, ow)
+    rows = phases(kh, sh, dh, top, oh)
+    cols = phases(kw, sw, dw, left, ow)
     live = [(rh, rw) for rh, ph in enumerate(rows) for rw, pw in enumerate(cols)
             if _reaches(ph, h) and _reaches(pw, wd)]
     # every output element in some phase's convolution: the bias is its epilogue
