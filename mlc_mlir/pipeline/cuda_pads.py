@@ -1,7 +1,8 @@
 """Padding on the GPU: each ``tensor.pad`` left outside the kernels (conv2d's ``<name>.pad``)
 becomes two kernels that materialize the padded tensor in global memory before its consumer;
-so does each ``tensor.insert_slice`` there (conv_transpose2d's ``<name>.dilate``: the input
-inserted with strides into a zero ``linalg.fill``), which is a pad already in step 1's form.
+so does each ``tensor.insert_slice`` there (conv_transpose2d's ``<name>.phase<r>.insert``: a
+phase's result inserted with strides into the output, a ``tensor.empty`` or a zero
+``linalg.fill``), which is a pad already in step 1's form.
 
 ``fuse_into_containing_op`` of a ``tensor.pad`` into a block-mapped ``scf.forall`` aborts MLIR
 22, so a scheduled conv2d reads its padded input from a producer outside the kernel. Left

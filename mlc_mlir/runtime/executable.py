@@ -99,11 +99,11 @@ class Function:
         keyword arguments name any argument (TVM ``set_input(name, value)``); parameters left out
         take their bound values."""
         sig = self.signature
+        if not kwargs and len(args) == len(sig.args):
+            return list(args)
         kwargs = dict(kwargs or {})
         names = [a.name for a in sig.args]
         inputs = [i for i, a in enumerate(sig.args) if not a.is_param]
-        if not kwargs and len(args) == len(sig.args):
-            return list(args)
         unknown = [k for k in kwargs if k not in names]
         if unknown:
             raise ExecutionError(f"{sig.name}: unknown argument name(s) {unknown}; expected names: "
@@ -162,22 +162,31 @@ class Function:
             argument name, and the like.
         """
         full = self._complete(args, kwargs)
+        dynamic = self._dynamic
         for spec, npd, a in zip(self.signature.args, self._np_dtypes, full):
-            where = f"{self.signature.name}: argument '{spec.name}'"
-            if not isinstance(a, np.ndarray):
-                raise ExecutionError(f"{where} is {type(a).__name__}; expected numpy.ndarray "
-                                     f"{spec.dtype}{format_shape(spec.shape)}")
-            if a.dtype != npd:
-                raise ExecutionError(f"{where} has dtype {a.dtype}; expected {spec.dtype}")
-            if a.shape != spec.shape and not (self._dynamic and a.ndim == len(spec.shape)):
-                raise ExecutionError(f"{where} has shape {format_shape(a.shape)}; expected "
-                                     f"{format_shape(spec.shape)}")
-            if not a.flags.c_contiguous:
-                raise ExecutionError(f"{where} is not C-contiguous; pass numpy.ascontiguousarray(...)"
-                                     " (inputs are never copied)")
+            # the message is built only for a bad argument (this loop runs on every call)
+            if not (isinstance(a, np.ndarray) and (a.dtype is npd or a.dtype == npd)
+                    and a.flags.c_contiguous
+                    and (a.shape == spec.shape or (dynamic and a.ndim == len(spec.shape)))):
+                raise self._argument_error(spec, a)
         if self._dynamic:
             self._local.sizes = self._binder(full)
         return full
+
+    def _argument_error(self, spec, a) -> ExecutionError:
+        """The ``ExecutionError`` naming what is wrong with argument ``a`` for ``spec``: its
+        type, dtype, shape or C-contiguity."""
+        where = f"{self.signature.name}: argument '{spec.name}'"
+        if not isinstance(a, np.ndarray):
+            return ExecutionError(f"{where} is {type(a).__name__}; expected numpy.ndarray "
+                                  f"{spec.dtype}{format_shape(spec.shape)}")
+        if a.dtype != dtypes.to_numpy_dtype(spec.dtype):
+            return ExecutionError(f"{where} has dtype {a.dtype}; expected {spec.dtype}")
+        if a.shape != spec.shape and not (self._dynamic and a.ndim == len(spec.shape)):
+            return ExecutionError(f"{where} has shape {format_shape(a.shape)}; expected "
+                                  f"{format_shape(spec.shape)}")
+        return ExecutionError(f"{where} is not C-contiguous; pass numpy.ascontiguousarray(...)"
+                              " (inputs are never copied)")
 
     def _result_shapes(self) -> List[tuple]:
         """The results' shapes for the sizes bound by the last :meth:`validate` on this thread."""
@@ -240,16 +249,19 @@ class Function:
         shapes = self._result_shapes()   # the results', then the run-time checks'
         outs = self._outputs(out, shapes[:len(self._results)])
         # an out array aliasing an input would be overwritten while the input is still read
-        run = [np.empty_like(o) if any(np.may_share_memory(o, a) and np.shares_memory(o, a) for a in full)
-               else o for o in outs]
+        run = outs if out is None else [
+            np.empty_like(o) if any(np.may_share_memory(o, a) and np.shares_memory(o, a) for a in full)
+            else o for o in outs]
         statuses = [np.empty(s, np.int64) for s in shapes[len(self._results):]]
         packed = self._packed()
         packed.bind(full + run + statuses)
         self._invoke(packed)
-        self._raise_failed_checks(statuses)
-        for o, r in zip(outs, run):
-            if r is not o:
-                np.copyto(o, r)
+        if statuses:
+            self._raise_failed_checks(statuses)
+        if run is not outs:
+            for o, r in zip(outs, run):
+                if r is not o:
+                    np.copyto(o, r)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     def _device_args(self, args, kwargs, out) -> List[DeviceArray]:

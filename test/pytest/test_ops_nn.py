@@ -111,6 +111,10 @@ CONV_T_CASES = [
     ((2, 4, 5, 6), (4, 2, 3, 3), dict(strides=2, padding=1, output_padding=1)),
     ((1, 6, 7, 7), (6, 2, 3, 2), dict(strides=(2, 3), padding=(1, 0), dilation=2, groups=3)),
     ((1, 2, 4, 4), (2, 5, 4, 4), dict(padding=3)),                  # padding > k - 1: cropped
+    ((2, 3, 4, 5), (3, 2, 1, 2), dict(strides=3)),                  # kernel < stride: bias-only rows
+    ((1, 2, 5, 4), (2, 3, 3, 3), dict(strides=(4, 2), dilation=(2, 3), padding=(2, 1),
+                                      output_padding=(1, 2))),     # gcd(dilation, stride) > 1
+    ((1, 4, 3, 3), (4, 1, 5, 5), dict(strides=2, padding=4, groups=4)),   # phases reading no input
 ]
 
 

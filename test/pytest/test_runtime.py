@@ -57,6 +57,19 @@ def test_input_validation(rng, bad, match):
         exe(*bad(x))
 
 
+def test_read_only_and_offset_inputs(rng):
+    """Inputs are passed by address: a read-only array (``a.ctypes.data``) and a C-contiguous
+    view into a larger buffer (a writable buffer's ctypes view) give numpy's result."""
+    mod, ref = _mlp(rng)
+    exe = mlc.compile(mod)
+    base = rng.standard_normal((5, 8)).astype(np.float32)
+    view = base[3:]
+    frozen = base[1:3].copy()
+    frozen.flags.writeable = False
+    np.testing.assert_allclose(exe(view), ref(view), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(exe(frozen), ref(frozen), rtol=1e-5, atol=1e-5)
+
+
 def test_out_accepts_a_single_array_or_a_list(rng):
     mod, ref = _mlp(rng)
     exe = mlc.compile(mod)
