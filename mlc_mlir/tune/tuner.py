@@ -69,8 +69,8 @@ def tune(mod, target="cpu", trials: int = 64, work_dir: str = "tune/", space: Op
 
     First the algorithm of each convolution (direct, im2col, Winograd F(2x2, 3x3) or
     F(4x4, 3x3); :mod:`.conv_algorithm`): every candidate of each distinct convolution is
-    measured in its unit, checked against the unit's plain loops, and the finalists are
-    re-measured against the compile's default choice (ties keep the default). Then the
+    measured in its unit, checked against the unit's plain loops, and all of them are
+    re-measured, interleaved, against the compile's default choice (ties keep the default). Then the
     schedules: tasks come from :func:`extract_tasks` on the layout those choices give; for each, the first candidates are the empty trace (the
     compiler's default schedule, the baseline of the speedup column) and the default point of
     the space (:func:`~.space_rules.default_point`: the same schedule as decisions the search can
@@ -281,17 +281,19 @@ def _loop(tasks: List[Task], ctxs: List[TuneContext], sched, db: Database, strat
 
 def _remeasure(task: Task, ctx: TuneContext, db: Database, executor: Executor, tkey: str, k: int,
                timeout_s: float, threads: Optional[int], seed: int, reference: Optional[str],
-               bar: ProgressBar, candidate: Optional[Callable[[str], Tuple[str, str]]] = None) -> None:
+               bar: ProgressBar, candidate: Optional[Callable[[str], Tuple[str, str]]] = None,
+               every: bool = False) -> None:
     """Measure the default and the ``k`` fastest candidates that beat it again, interleaved,
     and commit the results as final records of one re-measurement (see :func:`tune`).
     ``candidate(trace) -> (module text, trace to replay)``: what a record measures (default:
-    the task's module and the record's trace)."""
+    the task's module and the record's trace); ``every``: the ``k`` fastest candidates
+    whether or not they beat the default in the search (a few candidates, far apart)."""
     candidate = candidate or (lambda t: (str(task.module), t))
     ok = [r for r in ctx.history if r.ok]
     default = min((r for r in ok if r.is_default), key=lambda r: r.latency_ms, default=None)
     if default is None:
         return   # never measured, or failed: the default is kept anyway
-    better = sorted((r for r in ok if not r.is_default and r.latency_ms < default.latency_ms),
+    better = sorted((r for r in ok if not r.is_default and (every or r.latency_ms < default.latency_ms)),
                     key=lambda r: r.latency_ms)
     traces = list(dict.fromkeys([default.trace] + [r.trace for r in better]))[:k + 1]
     if len(traces) < 2:
@@ -351,6 +353,7 @@ def _tune_algorithms(algorithms: List[AlgorithmTask], db: Database, executor: Ex
             if rec.error:
                 bar.log(f"[{task.name} algorithm {by_trace[todo[j]]}] {rec.error.splitlines()[0][:200]}")
         if finalists and todo:
-            _remeasure(task, ctx, db, executor, tkey, finalists, timeout_s, threads, seed, ref, bar,
-                       candidate)
+            # every candidate: the search measured each once, 3 repeats, under the same noise
+            _remeasure(task, ctx, db, executor, tkey, len(a.candidates), timeout_s, threads, seed,
+                       ref, bar, candidate, every=True)
     return spent
