@@ -36,6 +36,9 @@ from ..schedule.trace import Trace
 from ..target import Target
 from .task import Task, estimate_flops
 
+#: The convolutions that have an algorithm decision (NCHW ones become NHWC in the ``nhwc`` step).
+CONV_OPS = ("linalg.conv_2d_nchw_fchw", "linalg.conv_2d_nhwc_hwcf")
+
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class AlgorithmTask:
@@ -83,9 +86,11 @@ def extract_algorithm_tasks(mod: Module, target: Target, winograd: Optional[bool
     :func:`~mlc_mlir.schedule.rules.conv.conv_algorithms`)."""
     options = CompileOptions(target=target)
     _, graph = run_stages(mod, options, until="graph")
+    if not any(has_op(graph, o) for o in CONV_OPS):
+        return []
     by_key: Dict[str, AlgorithmTask] = {}
     for u in task_units(graph, unscheduled_functions(graph)):
-        if not (has_op(u.module, "linalg.conv_2d_nchw_fchw") or has_op(u.module, "linalg.conv_2d_nhwc_hwcf")):
+        if not any(has_op(u.module, o) for o in CONV_OPS):
             continue
         unit = to_nhwc(u.module, target, [u.func], options)
         for _, key, cands, default in conv_choices(unit, target, [u.func], winograd):
