@@ -30,7 +30,8 @@ Method
 * The digits MLP (``mlc_mlir.cli.demo``: 64-128-10, dense+relu, dense) is trained once with
   scikit-learn and its weights cached in ``benchmarks/.tune_cache/digits_mlp.npz``; batch 360 is
   the whole test split, batch 1 its first image.
-* ``matmul1000x999x1023`` is (1000 x 999) @ (999 x 1023) (M x K x N).
+* ``matmul1000x999x1023`` is (1000 x 999) @ (999 x 1023) (M x K x N), ``matmul777x513x1029``
+  (777 x 513) @ (513 x 1029).
 
     python benchmarks/tune_cpu.py [--trials 64,256] [--threads 1,2] [--workloads ...]
         [--tune-workloads ...] [--impls numpy,torch,default,tuned,tvm] [--json] [--quick]
@@ -65,6 +66,7 @@ WORKLOADS = {
     "matmul1024": ([(1024, 1024), (1024, 1024)], 2 * 1024 ** 3),
     "matmul2048": ([(2048, 2048), (2048, 2048)], 2 * 2048 ** 3),
     "matmul1000x999x1023": ([(1000, 999), (999, 1023)], 2 * 1000 * 999 * 1023),
+    "matmul777x513x1029": ([(777, 513), (513, 1029)], 2 * 777 * 513 * 1029),
     "dense128x784x128+bias+relu": ([(128, 784), (128, 784), (128,)], 2 * 128 * 784 * 128),
     "conv2d1x64x56x56k3": ([(1, 64, 56, 56), (64, 64, 3, 3)], 2 * 64 * 64 * 9 * 56 * 56),
     "conv2d1x256x14x14k3": ([(1, 256, 14, 14), (256, 256, 3, 3)], 2 * 256 * 256 * 9 * 14 * 14),

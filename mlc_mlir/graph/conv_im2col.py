@@ -35,8 +35,8 @@ from typing import Optional, Sequence
 
 from .._mlir import ir, linalg_d
 from ..ir import dtypes, emitters
-from ..ir.module import OP_NAME_ATTR, Module
-from .ir_utils import (ConvSelect, conv_signature, int_list, named_ops, replace_contraction, reshape,
+from ..ir.module import CONV_IM2COL, OP_NAME_ATTR, Module
+from .ir_utils import (ConvSelect, chosen_algorithm, conv_signature, int_list, named_ops, replace_contraction, reshape,
                        reshaped_accumulator, tensor_shape)
 from .pass_manager import Pass, register_pass
 
@@ -76,7 +76,9 @@ class ConvToIm2col(Pass):
         ``select(x_shape, w_shape, out_shape, dtype) -> bool`` with the (padded) input
         ``(N, H, W, C)``, filter ``(KH, KW, C, F)`` and output ``(N, OH, OW, F)`` shapes and the
         element dtype name; default: every convolution. The default schedule passes
-        :func:`mlc_mlir.schedule.rules.conv.prefers_im2col` for its target.
+        :func:`mlc_mlir.schedule.rules.conv.prefers_im2col` for its target. A convolution with
+        an ``mlc.conv_algorithm`` attribute (a tuned choice) is rewritten when it says
+        ``CONV_IM2COL``, whatever ``select`` says.
     functions : sequence of str, optional
         Only rewrite in these functions (default: all).
     """
@@ -89,6 +91,8 @@ class ConvToIm2col(Pass):
 
     def transform(self, mod: Module) -> Module:
         for op in named_ops(mod, "linalg.conv_2d_nhwc_hwcf", self.functions):
-            if self.select is None or self.select(*conv_signature(op)):
+            chosen = chosen_algorithm(op)
+            if chosen == CONV_IM2COL if chosen is not None else \
+                    self.select is None or self.select(*conv_signature(op)):
                 _rewrite(op)
         return mod

@@ -64,7 +64,7 @@ from ..errors import PipelineError
 from ..ir import dtypes, emitters
 from ..ir.constants import elements_attr
 from ..ir.module import OP_NAME_ATTR, Module
-from .ir_utils import (clone_ops, conv_signature, int_list, is_projected_map, named_fill, named_ops,
+from .ir_utils import (chosen_algorithm, clone_ops, conv_signature, int_list, is_projected_map, named_fill, named_ops,
                        producer, replace_contraction, reshape, static_slice, tensor_shape)
 from .pass_manager import Pass, register_pass
 
@@ -390,7 +390,9 @@ class ConvToWinograd(Pass):
         ``(N, H, W, C)``, filter ``(3, 3, C, F)`` and output ``(N, OH, OW, F)`` shapes and the
         element dtype: the output tile ``m`` (2 or 4), or 0 to keep the convolution. Default:
         ``m = 4`` for every convolution of that form. The default schedule passes
-        :func:`mlc_mlir.schedule.rules.conv.winograd_tile` for its target.
+        :func:`mlc_mlir.schedule.rules.conv.winograd_tile` for its target. A convolution with
+        an ``mlc.conv_algorithm`` attribute (a tuned choice) takes its tile from it (2 or 4;
+        any other value keeps the convolution), whatever ``select`` says.
     functions : sequence of str, optional
         Only rewrite in these functions (default: all).
 
@@ -412,7 +414,11 @@ class ConvToWinograd(Pass):
             if not dtypes.is_float(dtype) or named_fill(op.operands[2]) is None or not winograd_applies(
                     *shapes, int_list(op.attributes["strides"]), int_list(op.attributes["dilations"])):
                 continue
-            m = 4 if self.select is None else self.select(*shapes, dtype)
+            m = chosen_algorithm(op)
+            if m is None:
+                m = 4 if self.select is None else self.select(*shapes, dtype)
+            elif m not in (2, 4):
+                m = 0
             if m not in (0, 2, 4):
                 raise PipelineError(f"mlc-conv-to-winograd: select returned m={m!r} for "
                                     f"{ir.StringAttr(op.attributes[OP_NAME_ATTR]).value}; expected 0, 2 or 4")

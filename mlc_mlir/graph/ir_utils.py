@@ -11,7 +11,7 @@ from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from .._mlir import arith_d, ir, linalg_d, tensor_d
 from ..ir import dtypes, emitters
-from ..ir.module import OP_NAME_ATTR
+from ..ir.module import CONV_ALGORITHM_ATTR, OP_NAME_ATTR
 
 
 def producer(value) -> Optional[ir.Operation]:
@@ -191,6 +191,13 @@ def reshape(v, groups: Sequence[Sequence[int]], shape: Sequence[int], name: str)
         r = tensor_d.CollapseShapeOp(t, v, groups).result
     emitters.set_name(r.owner, name)
     return r
+
+
+def chosen_algorithm(op) -> Optional[int]:
+    """The :data:`~mlc_mlir.ir.module.CONV_ALGORITHM_ATTR` of a convolution op, or None."""
+    if CONV_ALGORITHM_ATTR not in op.attributes:
+        return None
+    return ir.IntegerAttr(op.attributes[CONV_ALGORITHM_ATTR]).value
 
 
 def named_fill(init) -> Optional[ir.Operation]:

@@ -25,6 +25,12 @@ ARG_NAME_ATTR = "mlc.arg_name"
 PARAM_ATTR = "mlc.param"
 #: Op attribute carrying the stable op name (the TensorIR block name).
 OP_NAME_ATTR = "mlc.name"
+#: Attribute of a ``linalg.conv_2d_nhwc_hwcf`` op: the algorithm chosen for it (a tuning
+#: record's decision), which the ``layout`` stage's rewrites follow instead of the target's
+#: default rule: :data:`CONV_DIRECT`, :data:`CONV_IM2COL`, or the Winograd output tile 2 or 4.
+CONV_ALGORITHM_ATTR = "mlc.conv_algorithm"
+#: Values of :data:`CONV_ALGORITHM_ATTR` besides the Winograd tiles.
+CONV_DIRECT, CONV_IM2COL = 0, 1
 #: Result attribute marking a run-time check (the message of its failure, with ``{value}``): an
 #: int64 result whose elements hold ``CHECK_PASSED`` where the check holds, else the offending
 #: value; the runtime drops it from the results and raises ``ExecutionError`` when one failed.

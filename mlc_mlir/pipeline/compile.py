@@ -7,8 +7,9 @@ writes ``DIR/<nn>-<name>.mlir``, and a stage made of steps also writes each step
 
 0. ``graph``     -- the verified input: ranked shapes (static or symbolic sizes), element types
    the lowering supports; ops on zero-size tensors folded away;
-1. ``layout``    -- the layout and algorithm rewrites the default rules ask for (NHWC,
-   Winograd, im2col, packed weights), constant evaluation as steps of their own
+1. ``layout``    -- the layout and algorithm rewrites the default rules (or, per
+   convolution, the tuning database's algorithm records) ask for (NHWC, Winograd, im2col,
+   packed weights), constant evaluation as steps of their own
    (:mod:`mlc_mlir.pipeline.layout`, :data:`~mlc_mlir.pipeline.layout.LAYOUT_STEPS`);
 2. ``tasks``     -- the units of scheduling and tuning, marked ``mlc.task`` (never outlined:
    :mod:`mlc_mlir.pipeline.tasks`);

@@ -10,24 +10,28 @@ module gets default schedules or a tuning database's (``schedule="default"`` or 
    picks for the target become NHWC ones between transposes (``graph.ConvToNHWC``), and the
    transposes sink through elementwise ops, pads and poolings until inverse pairs cancel
    (``graph.PropagateTransposes``: consecutive convolutions stay NHWC);
-2. ``fold-filters``   -- the transposes of constant filters become constants (evaluated with
-   numpy), so that the Winograd transforms of step 3 are constants too;
-3. ``winograd``       -- with ``CompileOptions.winograd``, stride-1 3x3 NHWC convolutions that
-   :func:`~mlc_mlir.schedule.rules.conv.winograd_tile` picks become Winograd ones
-   (``graph.ConvToWinograd``);
-4. ``im2col``         -- the other NHWC convolutions with small output maps
-   (:func:`~mlc_mlir.schedule.rules.conv.prefers_im2col`) become im2col + ``linalg.matmul``
-   (``graph.ConvToIm2col``);
-5. ``pack-weights``   -- matmuls on a constant B that feed no elementwise op get B packed into
+2. ``algorithm``      -- with a tuning database, each NHWC convolution whose algorithm record
+   (key :func:`conv_algorithm_key`) beats the default gets the record's decision as its
+   ``mlc.conv_algorithm`` attribute (:func:`~mlc_mlir.schedule.rules.conv.conv_algorithms`:
+   direct, im2col, Winograd F(2x2, 3x3) or F(4x4, 3x3)); the steps below follow it;
+3. ``fold-filters``   -- the transposes of constant filters become constants (evaluated with
+   numpy), so that the Winograd transforms of step 4 are constants too;
+4. ``winograd``       -- stride-1 3x3 NHWC convolutions become Winograd ones
+   (``graph.ConvToWinograd``) where step 2 chose it, or with ``CompileOptions.winograd``
+   where :func:`~mlc_mlir.schedule.rules.conv.winograd_tile` picks them;
+5. ``im2col``         -- the NHWC convolutions step 2 chose im2col for, and without a choice
+   those with small output maps (:func:`~mlc_mlir.schedule.rules.conv.prefers_im2col`), become
+   im2col + ``linalg.matmul`` (``graph.ConvToIm2col``);
+6. ``pack-weights``   -- matmuls on a constant B that feed no elementwise op get B packed into
    the panels of their register tile (``graph.PackMatmulWeights``,
    :func:`~mlc_mlir.schedule.cpu_recipes.packed_b_panel`: a ``linalg.mmt4d``);
-6. ``fold-constants`` -- the packed weights and the remaining constant filter transposes become
+7. ``fold-constants`` -- the packed weights and the remaining constant filter transposes become
    constants;
-7. ``specialize-rows`` -- a matmul of dynamic M gets an ``M == 1`` version (a GEMV) chosen at
+8. ``specialize-rows`` -- a matmul of dynamic M gets an ``M == 1`` version (a GEMV) chosen at
    run time by ``scf.if`` (``graph.SpecializeUnitRows``, as Relax dispatches on symbolic
    sizes).
 
-Constant evaluation (steps 2 and 6) is ``graph.FoldConstant`` restricted to the data-movement
+Constant evaluation (steps 3 and 7) is ``graph.FoldConstant`` restricted to the data-movement
 ops numpy evaluates (:data:`~mlc_mlir.graph.constant_eval.NUMPY_OPS`): no constant subgraph is
 compiled, the compiler never calls itself. Source: TVM Relay ``AlterOpLayout`` /
 ``ConvertLayout`` before ``FoldConstant``; Triton's named stages.
@@ -36,21 +40,24 @@ compiled, the compiler never calls itself. Source: TVM Relay ``AlterOpLayout`` /
 from __future__ import annotations
 
 from functools import partial
-from typing import Callable, List, Tuple
+from typing import Callable, List, Optional, Tuple
 
 from .._mlir import ir
 from ..graph.constant_eval import NUMPY_OPS
 from ..graph.conv_im2col import ConvToIm2col
 from ..graph.conv_layout import ConvToNHWC
-from ..graph.conv_winograd import ConvToWinograd
+from ..graph.conv_winograd import ConvToWinograd, winograd_applies
 from ..graph.fold_constant import FoldConstant
 from ..graph.pack_matmul import PackMatmulWeights
 from ..graph.specialize_rows import SpecializeUnitRows
 from ..graph.transpose_propagation import PropagateTransposes
-from ..ir.module import OP_NAME_ATTR, Module
+from ..graph.ir_utils import chosen_algorithm, conv_signature, int_list, named_fill, named_ops
+from ..ir.module import CONV_ALGORITHM_ATTR, OP_NAME_ATTR, Module
 from ..ir.walk import has_op
 from ..schedule.cpu_recipes import packed_b_panel
-from ..schedule.rules.conv import prefers_im2col, prefers_nhwc, winograd_tile
+from ..schedule.rules.conv import (conv_algorithms, decided_algorithm, prefers_im2col, prefers_nhwc,
+                                   winograd_tile)
+from ..schedule.trace import Trace
 from ..target import Target
 from .options import CompileOptions
 
@@ -88,19 +95,89 @@ def to_nhwc(module: Module, target: Target, functions: List[str], options: Compi
     return PropagateTransposes(functions)(ConvToNHWC(partial(prefers_nhwc, target), functions)(module))
 
 
+def conv_algorithm_key(op: ir.Operation) -> str:
+    """The database key of the algorithm decision of a ``linalg.conv_2d_nhwc_hwcf`` op: its
+    shapes, dtype, strides, dilations and whether its output starts from a named fill (what the
+    rewrites and :func:`~mlc_mlir.schedule.rules.conv.conv_algorithms` read)."""
+    x, w, out, dtype = conv_signature(op)
+    dims = " ".join("x".join(map(str, s)) for s in (x, w, out))
+    return (f"conv2d_nhwc_hwcf algorithm {dims} {dtype} strides {int_list(op.attributes['strides'])} "
+            f"dilations {int_list(op.attributes['dilations'])} "
+            f"{'fill' if named_fill(op.operands[2]) is not None else 'accumulate'}")
+
+
+def conv_choices(module: Module, target: Target, functions: List[str],
+                 winograd: Optional[bool]) -> List[Tuple[ir.Operation, str, List[int], int]]:
+    """``(op, key, candidates, default)`` of each NHWC convolution of ``functions``
+    (:func:`conv_algorithm_key`, :func:`~mlc_mlir.schedule.rules.conv.conv_algorithms` with
+    ``winograd``), in program order."""
+    out = []
+    with module.context:
+        for op in named_ops(module, "linalg.conv_2d_nhwc_hwcf", set(functions)):
+            *shapes, dtype = conv_signature(op)
+            fits = named_fill(op.operands[2]) is not None and winograd_applies(
+                *shapes, int_list(op.attributes["strides"]), int_list(op.attributes["dilations"]))
+            cands, default = conv_algorithms(target, *shapes, dtype, fits, winograd)
+            out.append((op, conv_algorithm_key(op), cands, default))
+    return out
+
+
+def set_conv_algorithm(op: ir.Operation, algorithm: int) -> None:
+    """Give a convolution op its ``mlc.conv_algorithm`` (the steps after ``algorithm`` follow
+    it)."""
+    with op.context:
+        op.attributes[CONV_ALGORITHM_ATTR] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), algorithm)
+
+
+def choose_algorithms(module: Module, target: Target, functions: List[str], options: CompileOptions) -> Module:
+    """Step ``algorithm`` (see the module docstring): a copy of ``module`` with the database's
+    decisions, or ``module`` itself when no record beats a default. A record is replayed only
+    when its choice is a candidate of the convolution (a Winograd choice even when
+    ``options.winograd`` is False: the tuner measured and checked it, see :func:`mlc_mlir.tune`)."""
+    if options.database is None or not has_op(module, "linalg.conv_2d_nhwc_hwcf"):
+        return module
+    tkey = target.key()
+    chosen = {}
+    for op, key, cands, default in conv_choices(module, target, functions, options.winograd or None):
+        text = options.database.query_best_trace(key, tkey)
+        code = decided_algorithm(Trace.from_json(text)) if text is not None else None
+        if code is not None and code in cands and code != default and chosen_algorithm(op) is None:
+            chosen[key] = code
+    if not chosen:
+        return module
+    out = module.clone()
+    for op, key, _, _ in conv_choices(out, target, functions, options.winograd or None):
+        if key in chosen:
+            set_conv_algorithm(op, chosen[key])
+    return out
+
+
+def _chooses_winograd(module: Module, functions: List[str]) -> bool:
+    with module.context:
+        return any(chosen_algorithm(op) in (2, 4)
+                   for op in named_ops(module, "linalg.conv_2d_nhwc_hwcf", set(functions)))
+
+
 def fold_filters(module: Module, target: Target, functions: List[str], options: CompileOptions) -> Module:
     """Step ``fold-filters``: the constant filter transposes, before ``winograd`` reads them."""
-    if options.winograd and has_op(module, "linalg.conv_2d_nhwc_hwcf") and \
+    if has_op(module, "linalg.conv_2d_nhwc_hwcf") and \
+            (options.winograd or _chooses_winograd(module, functions)) and \
             _constant_filter_transposed(module):
         return FoldConstant(only=NUMPY_OPS)(module)
     return module
 
 
+def _no_winograd(*_) -> int:
+    return 0
+
+
 def to_winograd(module: Module, target: Target, functions: List[str], options: CompileOptions) -> Module:
     """Step ``winograd`` (see the module docstring)."""
-    if not options.winograd or not has_op(module, "linalg.conv_2d_nhwc_hwcf"):
+    if not has_op(module, "linalg.conv_2d_nhwc_hwcf") or \
+            not (options.winograd or _chooses_winograd(module, functions)):
         return module
-    return ConvToWinograd(partial(winograd_tile, target), functions)(module)
+    return ConvToWinograd(partial(winograd_tile, target) if options.winograd else _no_winograd,
+                          functions)(module)
 
 
 def to_im2col(module: Module, target: Target, functions: List[str], options: CompileOptions) -> Module:
@@ -134,6 +211,7 @@ def specialize_rows(module: Module, target: Target, functions: List[str], option
 
 LAYOUT_STEPS: Tuple[Tuple[str, LayoutStep], ...] = (
     ("nhwc", to_nhwc),
+    ("algorithm", choose_algorithms),
     ("fold-filters", fold_filters),
     ("winograd", to_winograd),
     ("im2col", to_im2col),

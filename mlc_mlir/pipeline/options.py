@@ -43,7 +43,10 @@ class CompileOptions:
         reads it), and a pixel of huge magnitude (1e30) adds an error proportional to it to
         outputs that do not read it. Default False: direct convolutions, whose outputs depend
         only on their windows (PyTorch's semantics); use True for inputs known to be finite
-        and of moderate range.
+        and of moderate range. A tuning ``database`` whose record chose Winograd for a
+        convolution (``mlc.tune``'s algorithm decision, checked against the direct loops within
+        ``rtol = atol = 1e-3``) applies it even with False, with these semantics for that
+        convolution; tune with ``winograd=False`` to keep every convolution direct.
     opt_level : int
         LLVM optimization level of the JIT and of ``llc``: 0, 1, 2 or 3.
     schedule : str

@@ -69,7 +69,7 @@ def estimate_flops(mod: Module, func_name: str) -> float:
     return total
 
 
-def extract_tasks(mod: Module, target="cpu", winograd: bool = False) -> List[Task]:
+def extract_tasks(mod: Module, target="cpu", winograd: bool = False, database=None) -> List[Task]:
     """One :class:`Task` per distinct workload among the units of ``mod``'s unscheduled
     functions, after the compiler's ``graph`` and ``layout`` stages for ``target``.
 
@@ -81,6 +81,9 @@ def extract_tasks(mod: Module, target="cpu", winograd: bool = False) -> List[Tas
         The layout rewrites depend on it (NHWC, Winograd, packed weights).
     winograd : bool
         ``CompileOptions.winograd`` of the compile the records are for.
+    database : optional
+        ``CompileOptions.database``: its convolution algorithm records shape the layout (the
+        tuner passes the database its algorithm tasks filled).
 
     Returns
     -------
@@ -94,7 +97,7 @@ def extract_tasks(mod: Module, target="cpu", winograd: bool = False) -> List[Tas
     """
     if not isinstance(mod, Module):
         raise TuningError(f"tune: expected an mlc.Module, got {type(mod).__name__}")
-    options = CompileOptions(target=get_target(target), winograd=winograd)
+    options = CompileOptions(target=get_target(target), winograd=winograd, database=database)
     _, laid = run_stages(mod, options, until="layout")
     units = task_units(laid, unscheduled_functions(laid))
     if not units:

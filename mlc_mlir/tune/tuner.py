@@ -8,12 +8,13 @@ import hashlib
 import os
 import random
 import time
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 from ..errors import TuningError
 from ..ir.workload import canonical_names
 from ..schedule.trace import Trace
 from ..target import get_target
+from .conv_algorithm import AlgorithmTask, extract_algorithm_tasks
 from .database import Database
 from .evolutionary import EvolutionarySearch
 from .executor import Executor, LocalExecutor
@@ -63,10 +64,14 @@ def tune(mod, target="cpu", trials: int = 64, work_dir: str = "tune/", space: Op
          strategy: Optional[SearchStrategy] = None, executor: Optional[Executor] = None,
          timeout_s: float = 30.0, threads: Optional[int] = None, progress: bool = True,
          batch_size: Optional[int] = None, seed: int = 0, finalists: int = 2,
-         winograd: bool = False) -> Database:
+         winograd: Optional[bool] = None) -> Database:
     """Tune the units of ``mod`` for ``target`` (TVM MetaSchedule ``tune_tasks``).
 
-    Tasks come from :func:`extract_tasks`; for each, the first candidates are the empty trace (the
+    First the algorithm of each convolution (direct, im2col, Winograd F(2x2, 3x3) or
+    F(4x4, 3x3); :mod:`.conv_algorithm`): every candidate of each distinct convolution is
+    measured in its unit, checked against the unit's plain loops, and all of them are
+    re-measured, interleaved, against the compile's default choice (ties keep the default). Then the
+    schedules: tasks come from :func:`extract_tasks` on the layout those choices give; for each, the first candidates are the empty trace (the
     compiler's default schedule, the baseline of the speedup column) and the default point of
     the space (:func:`~.space_rules.default_point`: the same schedule as decisions the search can
     mutate), the rest come from ``strategy`` over ``space``. Every candidate is checked against
@@ -110,9 +115,18 @@ def tune(mod, target="cpu", trials: int = 64, work_dir: str = "tune/", space: Op
     finalists : int
         Candidates re-measured against the default at the end, per task (0: none; then the
         search's own measurements decide, with the same tie rule).
-    winograd : bool
-        Tune the units of a compile with ``winograd=True`` (its records are for that compile's
-        Winograd convolutions; default False, as ``mlc.compile``).
+    winograd : bool or None
+        Winograd in the algorithm decision of the convolutions. None (default): a candidate,
+        never the default; it is kept only when it beats the default's time by more than the
+        database's tie tolerance and its outputs match the unit's direct loops within
+        ``rtol = atol = 1e-3`` on random inputs (:class:`~.measure.MeasureInput`), the
+        tolerance the model tests use against onnxruntime and PyTorch. Its results then
+        differ from a direct convolution's as ``CompileOptions.winograd`` describes: a NaN or
+        infinity in the input spreads to the whole output tile, and an input of huge magnitude
+        (1e30) perturbs outputs that do not read it; tune with ``winograd=False`` for inputs
+        that may hold such values. True: also the default where ``mlc.compile(winograd=True)``
+        takes it (the records are for that compile). ``mlc.compile(mod, database=db)`` replays
+        the recorded choice either way.
 
     Returns
     -------
@@ -142,21 +156,28 @@ def _tune(mod, tgt, trials, work_dir, space, strategy, executor, timeout_s, thre
           batch_size, seed, finalists, winograd, db: Database) -> Database:
     space = default_space(tgt, threads) if space is None else space
     tkey = tgt.key()
-    tasks = extract_tasks(mod, tgt, winograd)
+    algorithms = extract_algorithm_tasks(mod, tgt, winograd)
     strategy = strategy if strategy is not None else EvolutionarySearch()
     own = executor is None
     executor = LocalExecutor() if own else executor
-    batch = batch_size or max(2, min(max(8, 4 * executor.max_workers), trials // len(tasks)))
-    ctxs = []
-    for t in tasks:
-        history = [r for r in db.records(t.workload, tkey) if not r.final]  # resumed: a fresh stream
-        ctxs.append(TuneContext(t, space, tgt, random.Random(f"{seed}:{t.workload}:{len(history)}"), history))
-    sched = TaskScheduler([t.weight for t in tasks], [c.history for c in ctxs])
+    spent = sum(len([r for r in db.records(a.task.workload, tkey) if not r.final]) for a in algorithms)
+    tasks: List[Task] = []
     try:
-        with ProgressBar(trials, min(trials, sum(len(c.history) for c in ctxs)), progress) as bar:
+        with ProgressBar(trials, min(trials, spent), progress) as bar:
             try:
+                spent = _tune_algorithms(algorithms, db, executor, tkey, trials, spent, timeout_s,
+                                         threads, seed, finalists, bar, work_dir)
+                tasks = extract_tasks(mod, tgt, bool(winograd), database=db)
+                batch = batch_size or max(2, min(max(8, 4 * executor.max_workers),
+                                                 max(1, trials - spent) // len(tasks)))
+                ctxs = []
+                for t in tasks:
+                    history = [r for r in db.records(t.workload, tkey) if not r.final]  # resumed: a fresh stream
+                    ctxs.append(TuneContext(t, space, tgt, random.Random(f"{seed}:{t.workload}:{len(history)}"),
+                                            history))
+                sched = TaskScheduler([t.weight for t in tasks], [c.history for c in ctxs])
                 refs = _loop(tasks, ctxs, sched, db, strategy, executor, tkey, trials, batch,
-                             timeout_s, threads, seed, bar, work_dir)
+                             timeout_s, threads, seed, bar, work_dir, spent)
                 if finalists:
                     for task, ctx in zip(tasks, ctxs):
                         _remeasure(task, ctx, db, executor, tkey, finalists, timeout_s, threads,
@@ -166,6 +187,7 @@ def _tune(mod, tgt, trials, work_dir, space, strategy, executor, timeout_s, thre
     finally:
         if own:
             executor.close()
+    tasks = [a.task for a in algorithms] + tasks
     print_summary(tasks, db, tkey, progress)
     if progress:
         png = plot_curve(tasks, db, tkey, os.path.join(work_dir, CURVE_FILE))
@@ -194,9 +216,11 @@ def _reference(executor: Executor, task: Task, inp: MeasureInput, work_dir: str,
 
 def _loop(tasks: List[Task], ctxs: List[TuneContext], sched, db: Database, strategy: SearchStrategy,
           executor: Executor, tkey: str, trials: int, batch: int, timeout_s: float,
-          threads: Optional[int], seed: int, bar: ProgressBar, work_dir: str) -> Dict[int, Optional[str]]:
-    """The search; returns ``{id(task): reference path}`` of the tasks it measured."""
-    used = sum(len(c.history) for c in ctxs)
+          threads: Optional[int], seed: int, bar: ProgressBar, work_dir: str,
+          spent: int = 0) -> Dict[int, Optional[str]]:
+    """The search (``spent``: trials used by the algorithm tasks); returns ``{id(task):
+    reference path}`` of the tasks it measured."""
+    used = spent + sum(len(c.history) for c in ctxs)
     baseline = Trace().as_json()
     refs: Dict[int, Optional[str]] = {}
     prof: Dict[str, float] = collections.defaultdict(float)
@@ -257,14 +281,19 @@ def _loop(tasks: List[Task], ctxs: List[TuneContext], sched, db: Database, strat
 
 def _remeasure(task: Task, ctx: TuneContext, db: Database, executor: Executor, tkey: str, k: int,
                timeout_s: float, threads: Optional[int], seed: int, reference: Optional[str],
-               bar: ProgressBar) -> None:
+               bar: ProgressBar, candidate: Optional[Callable[[str], Tuple[str, str]]] = None,
+               every: bool = False) -> None:
     """Measure the default and the ``k`` fastest candidates that beat it again, interleaved,
-    and commit the results as final records of one re-measurement (see :func:`tune`)."""
+    and commit the results as final records of one re-measurement (see :func:`tune`).
+    ``candidate(trace) -> (module text, trace to replay)``: what a record measures (default:
+    the task's module and the record's trace); ``every``: the ``k`` fastest candidates
+    whether or not they beat the default in the search (a few candidates, far apart)."""
+    candidate = candidate or (lambda t: (str(task.module), t))
     ok = [r for r in ctx.history if r.ok]
     default = min((r for r in ok if r.is_default), key=lambda r: r.latency_ms, default=None)
     if default is None:
         return   # never measured, or failed: the default is kept anyway
-    better = sorted((r for r in ok if not r.is_default and r.latency_ms < default.latency_ms),
+    better = sorted((r for r in ok if not r.is_default and (every or r.latency_ms < default.latency_ms)),
                     key=lambda r: r.latency_ms)
     traces = list(dict.fromkeys([default.trace] + [r.trace for r in better]))[:k + 1]
     if len(traces) < 2:
@@ -273,7 +302,7 @@ def _remeasure(task: Task, ctx: TuneContext, db: Database, executor: Executor, t
     errors: Dict[str, str] = {}
     for rnd in range(REMEASURE_ROUNDS):
         order = traces[rnd % len(traces):] + traces[:rnd % len(traces)]
-        inputs = [MeasureInput(task.func_name, str(task.module), t, ctx.target, threads=threads,
+        inputs = [MeasureInput(task.func_name, *candidate(t), ctx.target, threads=threads,
                                seed=seed, repeat=REMEASURE_REPEATS, reference=reference)
                   for t in order]
         for j, res in executor.measure(inputs, timeout_s):
@@ -289,3 +318,42 @@ def _remeasure(task: Task, ctx: TuneContext, db: Database, executor: Executor, t
     if best is not None and not best.is_default:
         bar.log(f"[{task.name}] re-measured: {best.latency_ms:.4f} ms against the default's "
                 f"{db.default(task.workload, tkey).latency_ms:.4f} ms")
+
+
+def _tune_algorithms(algorithms: List[AlgorithmTask], db: Database, executor: Executor, tkey: str,
+                     trials: int, spent: int, timeout_s: float, threads: Optional[int], seed: int,
+                     finalists: int, bar: ProgressBar, work_dir: str) -> int:
+    """Measure every candidate of each algorithm task not measured yet (within ``trials``),
+    then re-measure each task's finalists against its default; returns the trials used."""
+    empty = Trace().as_json()
+    for a in algorithms:
+        task = a.task
+        ctx = TuneContext(task, None, a.target, random.Random(seed),
+                          [r for r in db.records(task.workload, tkey) if not r.final])
+        by_trace = {a.trace_for(c): c for c in (a.default,) + tuple(c for c in a.candidates if c != a.default)}
+        todo = [t for t in by_trace if not db.has_candidate(candidate_id(task.workload, tkey, t))]
+        todo = todo[:max(0, trials - spent)]
+        proto = MeasureInput(task.func_name, str(task.module), empty, a.target, threads=threads, seed=seed)
+        ref = _reference(executor, task, proto, work_dir, timeout_s, bar, collections.defaultdict(float)) \
+            if todo or finalists else None
+        names = canonical_names(task.module, task.func_name)
+
+        def candidate(t: str, a=a, by_trace=by_trace) -> Tuple[str, str]:
+            return a.module_for(by_trace[t]), empty
+
+        inputs = [MeasureInput(task.func_name, *candidate(t), a.target, threads=threads, seed=seed,
+                               reference=ref) for t in todo]
+        for j, res in executor.measure(inputs, timeout_s) if inputs else ():
+            rec = _record(task, names, tkey, todo[j], res)
+            db.commit(rec)
+            ctx.history.append(rec)
+            spent += 1
+            best = min((r.latency_ms for r in ctx.history if r.ok), default=float("inf"))
+            bar.update(task.name, min(spent, trials), best, task.flops / (best * 1e6))
+            if rec.error:
+                bar.log(f"[{task.name} algorithm {by_trace[todo[j]]}] {rec.error.splitlines()[0][:200]}")
+        if finalists and todo:
+            # every candidate: the search measured each once, 3 repeats, under the same noise
+            _remeasure(task, ctx, db, executor, tkey, len(a.candidates), timeout_s, threads, seed,
+                       ref, bar, candidate, every=True)
+    return spent

@@ -47,13 +47,15 @@ cost about 0.2 ms each for the first layer. Two threads could not be judged on t
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import List, Optional, Sequence, Tuple
 
 from ...ir import dtypes
+from ...ir.module import CONV_DIRECT, CONV_IM2COL
 from ...target import Target
 from ..cpu_recipes import goto_params
 from ..schedule import Schedule
 from ..state import BlockRV
+from ..trace import Trace
 from .common import (
     RuleContext, categorical, element_bits, largest_divisor, near_divisors, parallelize_first,
     perfect_tile, thread_candidates, worth_threads,
@@ -357,3 +359,54 @@ def winograd_tile(target: Target, x_shape: Sequence[int], w_shape: Sequence[int]
         if rows >= 2 * mr and saving >= best_saving:
             best, best_saving = m, saving
     return best
+
+
+def conv_algorithms(target: Target, x_shape: Sequence[int], w_shape: Sequence[int],
+                    out_shape: Sequence[int], dtype: str, winograd_fits: bool,
+                    winograd: Optional[bool]) -> Tuple[List[int], int]:
+    """``(candidates, default)`` of the algorithm decision of an NHWC convolution (input
+    ``(N, H, W, C)`` padded, filter ``(KH, KW, C, F)``, output ``(N, OH, OW, F)``), the values
+    of ``mlc.conv_algorithm``: ``CONV_DIRECT`` (0, :func:`schedule_conv2d_nhwc`),
+    ``CONV_IM2COL`` (1, ``graph.ConvToIm2col`` + the matmul rule) and the Winograd output tiles
+    2 and 4 (``graph.ConvToWinograd`` + the batch_matmul and elementwise rules) where
+    ``winograd_fits`` (a float32 stride-1 3x3 window over an input padded by the compiler,
+    ``graph.conv_winograd.winograd_applies``) and ``winograd`` is not False.
+
+    The default is the compile's own choice: :func:`winograd_tile` when ``winograd`` is True
+    and it picks a tile, else im2col where :func:`prefers_im2col`, else direct. With
+    ``winograd=None`` the Winograd tiles are candidates but never the default (the tuner may
+    pick them; see :func:`mlc_mlir.tune.tune` for their numerics). Non-float dtypes and GPU
+    targets have the one candidate the rewrites leave them (direct).
+    Source: TVM's per-op strategies (``conv2d_nchwc`` / ``conv2d_winograd`` implementations
+    chosen by measurement, Relay ``OpStrategy``); Ansor/MetaSchedule's layout and algorithm
+    choices as decisions of the search.
+    """
+    if target.kind != "cpu" or not dtypes.is_float(dtype):
+        return [CONV_DIRECT], CONV_DIRECT
+    wino = winograd_fits and dtype == "float32" and winograd is not False
+    candidates = [CONV_DIRECT, CONV_IM2COL] + ([2, 4] if wino else [])
+    default = winograd_tile(target, x_shape, w_shape, out_shape, dtype) if wino and winograd else 0
+    if not default:
+        default = CONV_IM2COL if prefers_im2col(target, x_shape, w_shape, out_shape, dtype) else CONV_DIRECT
+    return candidates, default
+
+
+def sample_conv_algorithm(sch: Schedule, candidates: Sequence[int], default: int,
+                          decision: Optional[int] = None) -> int:
+    """The algorithm decision of :func:`conv_algorithms` as ``sample_categorical`` on ``sch``
+    (``decision``: the candidate to record, else the default or a draw as ``sch`` takes
+    them); returns the chosen candidate. The trace of ``sch`` then records it; a tuning record
+    holding that trace is read back by :func:`decided_algorithm`."""
+    cands = [int(c) for c in candidates]
+    if decision is None:
+        return int(categorical(sch, cands, default))
+    return int(sch.sample_categorical(cands, [1.0 / len(cands)] * len(cands), decision=cands.index(decision)))
+
+
+def decided_algorithm(trace: Trace) -> Optional[int]:
+    """The candidate chosen by the ``sample_categorical`` of :func:`sample_conv_algorithm` in
+    ``trace`` (the first such instruction), or None when the trace has none (the default)."""
+    for i, inst in enumerate(trace.insts):
+        if inst.kind == "sample_categorical" and i in trace.decisions:
+            return int(inst.attrs["candidates"][trace.decisions[i]])
+    return None
