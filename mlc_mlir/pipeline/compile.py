@@ -33,7 +33,8 @@ writes ``DIR/<nn>-<name>.mlir``, and a stage made of steps also writes each step
 8. ``denormals`` -- with ``flush_denormals``, MXCSR FTZ|DAZ around each call and OpenMP region;
 
 then ``llvm`` (LLVM IR, ``09-llvm.ll`` when dumping) and ``jit`` (MLIR ``ExecutionEngine`` at the
-options' opt level, with the runtime libraries and registered Python kernels).
+options' opt level, with the runtime libraries and registered Python kernels; large weights are
+linked from their numpy buffers, :mod:`mlc_mlir.pipeline.jit_weights`).
 A compile that runs longer than a few seconds shows its current stage on one line of standard
 error (:class:`~mlc_mlir.pipeline.progress.CompileProgress`).
 A failing stage raises ``PipelineError`` with the ``mlir-opt`` command that reproduces it.
@@ -66,6 +67,7 @@ from .buffer_cache import link_buffer_cache
 from .cuda_compile import compile_cuda, export_cuda_library
 from .denormals import flush_denormals
 from .libraries import runtime_library_paths
+from .jit_weights import link_weights
 from .options import CompileOptions
 from .progress import CompileProgress
 from .layout import LAYOUT_STEPS
@@ -409,7 +411,10 @@ def compile(module: Module, target="cpu", *, threads: Optional[int] = None, opt_
         # code for features this machine lacks is compiled (to export) but never loaded or run
         foreign = host_mismatch(tgt.cpu, tgt.features)
         progress.stage(len(CPU_STAGES), "jit")
-        engine = None if foreign else load_engine(lowered, options.opt_level, libs, cfuncs)
+        engine = None
+        if not foreign:   # large weights are linked from their buffers, not compiled
+            jit_module, weights = link_weights(lowered)
+            engine = load_engine(jit_module, options.opt_level, libs, cfuncs, weights)
     functions = {n: Function(sig, refusing_invoker(n, foreign) if foreign else
                              engine_invoker(engine, n, errors), module.params)
                  for n, sig in signatures.items()}

@@ -183,3 +183,25 @@ def test_progress_line_is_rewritten_on_a_terminal_and_logged_elsewhere(caplog):
         with CompileProgress(2, stream=io.StringIO(), show_after=0.0) as p:
             p.stage(1, "lower")
     assert any("[2/2] lower" in r.getMessage() for r in caplog.records)
+
+
+def test_large_weights_are_linked_not_compiled():
+    from mlc_mlir.pipeline.jit_weights import LINK_MIN_BYTES, link_weights
+
+    mod, reference = _mlp(2, width=128)   # 64 KiB weights
+    lowered = _compile.run_stages(mod, CompileOptions(target="cpu", threads=1))[1]
+    linked, symbols = link_weights(lowered)
+
+    def globals_(m):
+        with m.context:
+            return {str(op.operation.attributes["sym_name"]): "value" in op.operation.attributes
+                    for op in m.ir_module.body.operations if op.operation.name == "llvm.mlir.global"}
+
+    before, after = globals_(lowered), globals_(linked)
+    assert before.keys() == after.keys()
+    declared = [name for name, init in after.items() if before[name] and not init]
+    assert len(declared) == len(symbols) == 2 and {n for n, _ in symbols} == {n.strip('"') for n in declared}
+    assert all(addr.value % 16 == 0 for _, addr in symbols)
+    assert 128 * 128 * 4 >= LINK_MIN_BYTES
+    x = np.random.default_rng(4).standard_normal((4, 128)).astype(np.float32)
+    np.testing.assert_allclose(mlc.compile(mod, threads=1)(x), reference(x), rtol=1e-4, atol=1e-4)
