@@ -411,13 +411,19 @@ def compile(module: Module, target="cpu", *, threads: Optional[int] = None, opt_
         # code for features this machine lacks is compiled (to export) but never loaded or run
         foreign = host_mismatch(tgt.cpu, tgt.features)
         progress.stage(len(CPU_STAGES), "jit")
-        engine = None
+        engine, weights = None, []
         if not foreign:   # large weights are linked from their buffers, not compiled
-            jit_module, weights = link_weights(lowered)
-            engine = load_engine(jit_module, options.opt_level, libs, cfuncs, weights)
-    functions = {n: Function(sig, refusing_invoker(n, foreign) if foreign else
-                             engine_invoker(engine, n, errors), module.params)
-                 for n, sig in signatures.items()}
+            jit_module, symbols, weights = link_weights(lowered)
+            engine = load_engine(jit_module, options.opt_level, libs, cfuncs, symbols)
+
+    def invoker(name: str):
+        if foreign:
+            return refusing_invoker(name, foreign)
+        invoke = engine_invoker(engine, name, errors)
+        invoke._weights = weights   # the engine reads them: they live as long as any Function
+        return invoke
+
+    functions = {n: Function(sig, invoker(n), module.params) for n, sig in signatures.items()}
 
     def export(path: str) -> str:
         return export_library(lowered, signatures, module.params, libs, path, target=tgt)

@@ -22,6 +22,8 @@ from __future__ import annotations
 import ctypes
 from typing import List, Tuple
 
+import numpy as np
+
 from .._mlir import ir
 from ..ir.constants import resource_name
 from ..ir.module import Module
@@ -40,14 +42,16 @@ def _alignment(address: int) -> int:
     return align
 
 
-def link_weights(lowered: Module) -> Tuple[Module, List[Tuple[str, ctypes.c_void_p]]]:
+def link_weights(lowered: Module) -> Tuple[Module, List[Tuple[str, ctypes.c_void_p]], List[np.ndarray]]:
     """A copy of ``lowered`` (LLVM dialect) whose large weight globals are external declarations,
-    and the ``(symbol, address)`` pairs the engine must bind them to (``load_engine``'s
-    ``native_symbols``); ``lowered`` itself and no pairs when there is none. A global whose
-    bytes this module does not know (a blob parsed from text) keeps its initializer.
+    the ``(symbol, address)`` pairs the engine must bind them to (``load_engine``'s
+    ``native_symbols``) and the arrays at those addresses; ``lowered`` itself and empty lists
+    when there is none. A global whose bytes this module does not know (a blob parsed from text)
+    keeps its initializer.
 
-    The addresses point into the weights of ``lowered`` (:meth:`Module.constant_value`): keep
-    ``lowered`` alive as long as the engine.
+    The addresses point into the weights of ``lowered`` (:meth:`Module.constant_value`): whatever
+    calls the engine must hold the returned arrays as long as the engine lives (the module and
+    its context may be gone by then).
     """
     found = []
     with lowered.context:
@@ -57,9 +61,10 @@ def link_weights(lowered: Module) -> Tuple[Module, List[Tuple[str, ctypes.c_void
                     resource_name(op.attributes["value"]):
                 found.append(ir.StringAttr(op.attributes["sym_name"]).value)
     if not found:
-        return lowered, []
+        return lowered, [], []
     out = lowered.clone()
     symbols: List[Tuple[str, ctypes.c_void_p]] = []
+    arrays: List[np.ndarray] = []
     wanted = set(found)
     with out.context:
         external = ir.Attribute.parse("#llvm.linkage<external>")
@@ -79,4 +84,5 @@ def link_weights(lowered: Module) -> Tuple[Module, List[Tuple[str, ctypes.c_void
             op.attributes["linkage"] = external
             op.attributes["alignment"] = ir.IntegerAttr.get(i64, _alignment(address))
             symbols.append((name, ctypes.c_void_p(address)))
-    return (out, symbols) if symbols else (lowered, [])
+            arrays.append(value)
+    return (out, symbols, arrays) if symbols else (lowered, [], [])

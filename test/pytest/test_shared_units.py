@@ -3,6 +3,7 @@ more than once into one function called from every site (weights passed as argum
 result matches numpy / transformers, and units with in-place writes across their boundary stay
 in the graph function; the progress line of a long compile."""
 
+import gc
 import io
 import logging
 import sys
@@ -190,7 +191,7 @@ def test_large_weights_are_linked_not_compiled():
 
     mod, reference = _mlp(2, width=128)   # 64 KiB weights
     lowered = _compile.run_stages(mod, CompileOptions(target="cpu", threads=1))[1]
-    linked, symbols = link_weights(lowered)
+    linked, symbols, arrays = link_weights(lowered)
 
     def globals_(m):
         with m.context:
@@ -201,7 +202,13 @@ def test_large_weights_are_linked_not_compiled():
     assert before.keys() == after.keys()
     declared = [name for name, init in after.items() if before[name] and not init]
     assert len(declared) == len(symbols) == 2 and {n for n, _ in symbols} == {n.strip('"') for n in declared}
-    assert all(addr.value % 16 == 0 for _, addr in symbols)
+    assert all(addr.value == a.ctypes.data and addr.value % 16 == 0 for (_, addr), a in zip(symbols, arrays))
     assert 128 * 128 * 4 >= LINK_MIN_BYTES
     x = np.random.default_rng(4).standard_normal((4, 128)).astype(np.float32)
-    np.testing.assert_allclose(mlc.compile(mod, threads=1)(x), reference(x), rtol=1e-4, atol=1e-4)
+    # a Function outlives its Executable, module and context: the linked weights live with it
+    fn = mlc.compile(mod, threads=1)["main"]
+    del mod, lowered, linked, symbols, arrays
+    gc.collect()
+    junk = [np.full((128, 128), np.nan, np.float32) for _ in range(64)]   # reuse of freed memory
+    np.testing.assert_allclose(fn(x), reference(x), rtol=1e-4, atol=1e-4)
+    del junk
