@@ -12,7 +12,8 @@ constant values included) are one function: the second site calls the first one'
 
 Only units whose boundary is plain values are shared (:func:`shareable`); a unit that writes
 into a buffer of its caller (a KV cache row ``tensor.insert_slice``-d into an in/out argument, an
-op accumulating into a value it does not create), that pads a value it reads, or whose result is
+op accumulating into a value it does not create), that pads a value it reads or inserts it into a
+buffer of its own (a padded convolution input after the layout stage), or whose result is
 inserted into a slice or padded by its caller (a padded convolution input, a concatenation)
 stays where it is, so the ``prepare`` stage's in-place writes across units (producers writing
 into the next padded buffer or their slice of a concatenation) hold as before. A unit that occurs
@@ -96,8 +97,8 @@ def _feeds_in_place(v, block, seen=None) -> bool:
 
 def shareable(group: Sequence[ir.Operation]) -> bool:
     """Whether the unit ``group`` (ops of one graph function) has static shapes and a plain
-    boundary: it creates every buffer it writes, pads nothing it reads, and none of its results
-    is copied into a buffer by its caller (see the module docstring)."""
+    boundary: it creates every buffer it writes, pads or inserts nothing it reads, and none of
+    its results is copied into a buffer by its caller (see the module docstring)."""
     members = set(group)
     block = group[0].block
     for op in group:
@@ -106,8 +107,8 @@ def shareable(group: Sequence[ir.Operation]) -> bool:
             return False   # symbolic sizes: the prepare stage inlines such calls again
         if any(not _made_inside(d, members) for d in _destinations(op)):
             return False
-        if op.name == "tensor.pad" and not _made_inside(op.operands[0], members):
-            return False
+        if op.name in ("tensor.pad", "tensor.insert_slice") and not _made_inside(op.operands[0], members):
+            return False   # a value of the caller copied into a (padded) buffer
         for r in op.results:
             outside = [u for u in users_in(r, block) if u not in members]
             if outside and _feeds_in_place(r, block):
