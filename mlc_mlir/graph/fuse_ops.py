@@ -38,7 +38,7 @@ After::
 
 from __future__ import annotations
 
-from typing import Dict, List
+from typing import Callable, Dict, List, Optional
 
 from .._mlir import PassManager, func_d, ir
 from ..ir.module import OP_NAME_ATTR, Module
@@ -103,6 +103,60 @@ def _can_fuse(pk: str, ck: str, producer_name: str = "") -> bool:
     return False
 
 
+def fusion_groups(f) -> List[List[ir.Operation]]:
+    """The groups ``FuseOps`` outlines from graph function ``f`` (see the module docstring), each
+    in program order, ordered by their last op; groups of reshapes alone are left out (views).
+    Free ops (constants, ``tensor.empty``, inits) belong to no group: :func:`outline` clones
+    them into every group that reads them."""
+    block = f.regions[0].blocks[0]
+    ops = [o.operation for o in block.operations]
+    index = {op: i for i, op in enumerate(ops)}
+    kinds = [op_kind(op) if not _is_free(op) and op.name != "func.return" else None
+             for op in ops]
+    uf = _UnionFind(len(ops))
+    master = {i: is_master(k) for i, k in enumerate(kinds) if k is not None}
+    # per group: holds a named contraction (linalg.matmul, conv, mmt4d: not a generic) /
+    # holds a reshape; the two never share a group (see the module docstring)
+    named = {i: master[i] and ops[i].name != "linalg.generic" for i in master}
+    reshaped = {i: ops[i].name in _RESHAPES for i in master}
+    for ci, cop in enumerate(ops):
+        ck = kinds[ci]
+        if ck is None:
+            continue
+        for v in cop.operands:
+            p = _producer(v)
+            if p is None or p not in index:
+                continue
+            pi = index[p]
+            pk = kinds[pi]
+            if pk is None:
+                continue
+            users = {u.owner for u in v.uses}
+            if len(list(p.results[0].uses)) != 1 or len(users) != 1:
+                continue                            # a multi-use producer is materialized
+            is_init = p.name == "linalg.fill"
+            if not (is_init or _can_fuse(pk, ck, p.name)):
+                continue
+            gp, gc = uf.find(pi), uf.find(ci)
+            if gp == gc:
+                continue
+            if master.get(gp) and master.get(gc):
+                continue                            # one matmul/conv/reduction per group
+            if (named.get(gp) and reshaped.get(gc)) or (named.get(gc) and reshaped.get(gp)):
+                continue                            # a reshape never joins a named contraction
+            m = master.get(gp) or master.get(gc)
+            nm, rs = named.get(gp) or named.get(gc), reshaped.get(gp) or reshaped.get(gc)
+            uf.union(pi, ci)
+            root = uf.find(ci)
+            master[root], named[root], reshaped[root] = m, nm, rs
+    groups: Dict[int, List[int]] = {}
+    for i, k in enumerate(kinds):
+        if k is not None and k != OPAQUE:
+            groups.setdefault(uf.find(i), []).append(i)
+    return [[ops[i] for i in members] for members in sorted(groups.values(), key=lambda m: m[-1])
+            if not all(ops[i].name in _RESHAPES for i in members)]   # reshapes alone: a view
+
+
 @register_pass
 class FuseOps(Pass):
     """Fuse ops into primitive functions by pattern kind (see module docstring).
@@ -142,55 +196,8 @@ class FuseOps(Pass):
 
     # ------------------------------------------------------------------ grouping
     def _fuse_function(self, mod: Module, f, used_names) -> None:
-        block = f.regions[0].blocks[0]
-        ops = [o.operation for o in block.operations]
-        index = {op: i for i, op in enumerate(ops)}
-        kinds = [op_kind(op) if not _is_free(op) and op.name != "func.return" else None
-                 for op in ops]
-        uf = _UnionFind(len(ops))
-        master = {i: is_master(k) for i, k in enumerate(kinds) if k is not None}
-        # per group: holds a named contraction (linalg.matmul, conv, mmt4d: not a generic) /
-        # holds a reshape; the two never share a group (see the module docstring)
-        named = {i: master[i] and ops[i].name != "linalg.generic" for i in master}
-        reshaped = {i: ops[i].name in _RESHAPES for i in master}
-        for ci, cop in enumerate(ops):
-            ck = kinds[ci]
-            if ck is None:
-                continue
-            for v in cop.operands:
-                p = _producer(v)
-                if p is None or p not in index:
-                    continue
-                pi = index[p]
-                pk = kinds[pi]
-                if pk is None:
-                    continue
-                users = {u.owner for u in v.uses}
-                if len(list(p.results[0].uses)) != 1 or len(users) != 1:
-                    continue                            # a multi-use producer is materialized
-                is_init = p.name == "linalg.fill"
-                if not (is_init or _can_fuse(pk, ck, p.name)):
-                    continue
-                gp, gc = uf.find(pi), uf.find(ci)
-                if gp == gc:
-                    continue
-                if master.get(gp) and master.get(gc):
-                    continue                            # one matmul/conv/reduction per group
-                if (named.get(gp) and reshaped.get(gc)) or (named.get(gc) and reshaped.get(gp)):
-                    continue                            # a reshape never joins a named contraction
-                m = master.get(gp) or master.get(gc)
-                nm, rs = named.get(gp) or named.get(gc), reshaped.get(gp) or reshaped.get(gc)
-                uf.union(pi, ci)
-                root = uf.find(ci)
-                master[root], named[root], reshaped[root] = m, nm, rs
-        groups: Dict[int, List[int]] = {}
-        for i, k in enumerate(kinds):
-            if k is not None and k != OPAQUE:
-                groups.setdefault(uf.find(i), []).append(i)
-        for members in sorted(groups.values(), key=lambda m: m[-1]):
-            if all(ops[i].name in _RESHAPES for i in members):
-                continue                                # a view: nothing to schedule
-            outline(mod, f, [ops[i] for i in members], used_names=used_names)
+        for group in fusion_groups(f):
+            outline(mod, f, group, used_names=used_names)
 
     # ------------------------------------------------------------------ elementwise chains
     def _merge_elementwise(self, mod: Module) -> None:
@@ -211,7 +218,8 @@ class FuseOps(Pass):
                         o.attributes[OP_NAME_ATTR] = ir.StringAttr.get(f"{base}.fused")
 
 
-def outline(mod: Module, f, group: List, name: str = None, used_names=None):
+def outline(mod: Module, f, group: List, name: str = None, used_names=None,
+            keep_outside: Optional[Callable[[ir.Operation], bool]] = None):
     """Outline ``group`` into a private primitive function called from ``f``.
 
     Constants, ``tensor.empty`` and inits the group reads (as operands or captured by its ops'
@@ -232,6 +240,10 @@ def outline(mod: Module, f, group: List, name: str = None, used_names=None):
         Symbol of the primitive (default ``fused_<op names>``, made unique).
     used_names : set of str, optional
         Symbols already taken (updated); default: the module's function names.
+    keep_outside : callable, optional
+        ``keep_outside(free_op)``: a free op (e.g. a weight constant) for which it is true is
+        not cloned; its value becomes an argument like any other (a function shared by several
+        call sites then takes each site's weights).
 
     Returns
     -------
@@ -247,12 +259,15 @@ def outline(mod: Module, f, group: List, name: str = None, used_names=None):
     block = group[0].block
     inputs, free = [], []
 
+    def cloned(q):
+        return q is not None and _is_free(q) and not (keep_outside and keep_outside(q))
+
     def take_free(p):
         for v in used_values(p):  # a fill's scalar and tensor.empty come first
             q = _producer(v)
-            if q is not None and _is_free(q) and q not in free:
+            if cloned(q) and q not in free:
                 take_free(q)
-            elif (q is None or q not in members) and not (q is not None and _is_free(q)) \
+            elif (q is None or q not in members) and not cloned(q) \
                     and all(v != x for x in inputs):
                 inputs.append(v)   # e.g. the tensor whose tensor.dim gives a dynamic size
         if p not in free:
@@ -263,7 +278,7 @@ def outline(mod: Module, f, group: List, name: str = None, used_names=None):
             p = _producer(v)
             if p is not None and p in members:
                 continue
-            if p is not None and _is_free(p):
+            if cloned(p):
                 take_free(p)
             elif all(v != x for x in inputs):
                 inputs.append(v)

@@ -41,6 +41,44 @@ def canonical_names(module: Module, func_name: str) -> Dict[str, str]:
     return names
 
 
+def _canonical_text(module: Module, func_name: str, zero_weights: bool) -> str:
+    """Function ``func_name`` alone (cloned into a scratch module, so the cost does not grow with
+    the rest of ``module``), named ``main``, its ops renamed by :func:`canonical_names`, printed
+    without locations; with ``zero_weights`` every non-scalar static tensor constant holds
+    zeros and large ones are elided."""
+    names = canonical_names(module, func_name)
+    fn = module.get_function(func_name)
+    calls = []
+
+    def rename(op):
+        op = op.operation if hasattr(op, "operation") else op
+        if op.name == "func.call":
+            calls.append(op)
+        if OP_NAME_ATTR in op.attributes:
+            old = ir.StringAttr(op.attributes[OP_NAME_ATTR]).value
+            op.attributes[OP_NAME_ATTR] = ir.StringAttr.get(names[old])
+        if zero_weights and op.name == "arith.constant" and isinstance(op.results[0].type, ir.RankedTensorType):
+            t = op.results[0].type
+            if t.has_static_shape and t.rank > 0:  # weights: only their type is part of the key
+                zero = ir.FloatAttr.get(t.element_type, 0.0) if not isinstance(t.element_type, ir.IntegerType) \
+                    else ir.IntegerAttr.get(t.element_type, 0)
+                op.attributes["value"] = ir.DenseElementsAttr.get_splat(t, zero)
+        return ir.WalkResult.ADVANCE
+
+    with module.context, ir.Location.unknown():
+        scratch = ir.Module.create()
+        with ir.InsertionPoint(scratch.body):
+            one = fn.operation.clone()
+        one.walk(rename, ir.WalkOrder.PRE_ORDER)
+        if calls:
+            raise IRError(f"workload_key: function '{func_name}' calls other functions; a workload "
+                          "is one self-contained function (outline with graph.FuseOps first)")
+        one.attributes["sym_name"] = ir.StringAttr.get("main")
+        if zero_weights:
+            return one.get_asm(large_elements_limit=16, large_resource_limit=0, enable_debug_info=False)
+        return one.get_asm(enable_debug_info=False)
+
+
 def workload_key(module: Module, func_name: str) -> str:
     """The structural hash (hex SHA-256) of function ``func_name`` of ``module``, up to names and
     weight values (see the module docstring).
@@ -51,32 +89,18 @@ def workload_key(module: Module, func_name: str) -> str:
         If ``module`` has no function ``func_name``, or it calls other functions (a workload is
         one self-contained function).
     """
-    names = canonical_names(module, func_name)
-    one = module.extract(func_name)
-    fn = one.get_function(func_name)
-    calls = []
+    return hashlib.sha256(_canonical_text(module, func_name, True).encode()).hexdigest()
 
-    def rename(op):
-        op = op.operation if hasattr(op, "operation") else op
-        if op.name == "func.call":
-            calls.append(op)
-        if OP_NAME_ATTR in op.attributes:
-            old = ir.StringAttr(op.attributes[OP_NAME_ATTR]).value
-            op.attributes[OP_NAME_ATTR] = ir.StringAttr.get(names[old])
-        if op.name == "arith.constant" and isinstance(op.results[0].type, ir.RankedTensorType):
-            t = op.results[0].type
-            if t.has_static_shape and t.rank > 0:  # weights: only their type is part of the key
-                zero = ir.FloatAttr.get(t.element_type, 0.0) if not isinstance(t.element_type, ir.IntegerType) \
-                    else ir.IntegerAttr.get(t.element_type, 0)
-                op.attributes["value"] = ir.DenseElementsAttr.get_splat(t, zero)
-        return ir.WalkResult.ADVANCE
 
-    with one.context, ir.Location.unknown():
-        fn.operation.walk(rename, ir.WalkOrder.PRE_ORDER)
-        if calls:
-            raise IRError(f"workload_key: function '{func_name}' calls other functions; a workload "
-                          "is one self-contained function (outline with graph.FuseOps first)")
-        fn.attributes["sym_name"] = ir.StringAttr.get("main")
-        text = fn.operation.get_asm(large_elements_limit=16, large_resource_limit=0,
-                                    enable_debug_info=False)
-    return hashlib.sha256(text.encode()).hexdigest()
+def structural_key(module: Module, func_name: str) -> str:
+    """The hash (hex SHA-256) of function ``func_name`` up to names only: unlike
+    :func:`workload_key`, constant values count, so two functions of one key compute the same
+    thing from the same arguments and one can replace the other at every call site (TVM Relax's
+    structural equality of PrimFuncs, used to deduplicate them).
+
+    Raises
+    ------
+    IRError
+        As :func:`workload_key`.
+    """
+    return hashlib.sha256(_canonical_text(module, func_name, False).encode()).hexdigest()

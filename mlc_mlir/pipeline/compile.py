@@ -11,8 +11,10 @@ writes ``DIR/<nn>-<name>.mlir``, and a stage made of steps also writes each step
    convolution, the tuning database's algorithm records) ask for (NHWC, Winograd, im2col,
    packed weights), constant evaluation as steps of their own
    (:mod:`mlc_mlir.pipeline.layout`, :data:`~mlc_mlir.pipeline.layout.LAYOUT_STEPS`);
-2. ``tasks``     -- the units of scheduling and tuning, marked ``mlc.task`` (never outlined:
-   :mod:`mlc_mlir.pipeline.tasks`);
+2. ``tasks``     -- the units of scheduling and tuning, marked ``mlc.task``
+   (:mod:`mlc_mlir.pipeline.tasks`); on the CPU, a unit that occurs more than once becomes a
+   call of one function per distinct unit (:mod:`mlc_mlir.pipeline.shared_units`), so later
+   stages and LLVM work once per distinct kernel;
 3. ``schedule``  -- each unit of a function nobody scheduled gets the tuning database's record
    or the default schedule of the target: :mod:`mlc_mlir.pipeline.scheduling`;
 4. ``math``      -- with ``approximate_math``, f32 ``math.exp``/``math.erf`` become polynomials
@@ -32,7 +34,10 @@ writes ``DIR/<nn>-<name>.mlir``, and a stage made of steps also writes each step
 8. ``denormals`` -- with ``flush_denormals``, MXCSR FTZ|DAZ around each call and OpenMP region;
 
 then ``llvm`` (LLVM IR, ``09-llvm.ll`` when dumping) and ``jit`` (MLIR ``ExecutionEngine`` at the
-options' opt level, with the runtime libraries and registered Python kernels).
+options' opt level, with the runtime libraries and registered Python kernels; large weights are
+linked from their numpy buffers, :mod:`mlc_mlir.pipeline.jit_weights`).
+A compile that runs longer than a few seconds shows its current stage on one line of standard
+error (:class:`~mlc_mlir.pipeline.progress.CompileProgress`).
 A failing stage raises ``PipelineError`` with the ``mlir-opt`` command that reproduces it.
 """
 
@@ -63,10 +68,13 @@ from .buffer_cache import link_buffer_cache
 from .cuda_compile import compile_cuda, export_cuda_library
 from .denormals import flush_denormals
 from .libraries import runtime_library_paths
+from .jit_weights import link_weights
 from .options import CompileOptions
+from .progress import CompileProgress
 from .layout import LAYOUT_STEPS
 from .registry import load_pipeline, pipeline_path
 from .scheduling import schedule_module, unscheduled_functions
+from .shared_units import share_repeated_units
 from .tasks import mark_tasks
 
 
@@ -168,7 +176,12 @@ def _layout_step(step):
 
 def _tasks(module: Module, options: CompileOptions) -> Module:
     todo = unscheduled_functions(module) if _schedules(options) else []
-    return mark_tasks(module, todo) if todo else module
+    if not todo:
+        return module
+    if options.target.kind == "cpu":
+        module = share_repeated_units(module, todo)
+        todo = unscheduled_functions(module)
+    return mark_tasks(module, todo)
 
 
 def _schedule(module: Module, options: CompileOptions) -> Module:
@@ -318,11 +331,15 @@ def run_stage(stage: Stage, module: Module, options: CompileOptions, n: int = 0)
 
 
 def run_stages(module: Module, options: CompileOptions, stages=CPU_STAGES,
-               until: Optional[str] = None) -> Tuple[Module, Module]:
-    """Run ``stages`` in order (through stage ``until`` if given); returns ``(after 'library',
-    final)`` (the former names the native libraries and Python kernels the engine needs)."""
+               until: Optional[str] = None,
+               progress: Optional[CompileProgress] = None) -> Tuple[Module, Module]:
+    """Run ``stages`` in order (through stage ``until`` if given), reporting each to
+    ``progress``; returns ``(after 'library', final)`` (the former names the native libraries
+    and Python kernels the engine needs)."""
     with_library = module
     for n, stage in enumerate(stages):
+        if progress is not None:
+            progress.stage(n, stage.name)
         module = run_stage(stage, module, options, n)
         if stage.name == "library":
             with_library = module
@@ -386,17 +403,28 @@ def compile(module: Module, target="cpu", *, threads: Optional[int] = None, opt_
     if tgt.kind == "cuda":
         return compile_cuda(module, options, CPU_STAGES)
     signatures = {n: module.signature(n) for n in module.function_names(public_only=True)}
-    with_library, lowered = run_stages(module, options)
-    native_libs, callbacks = runtime_bindings(with_library)
-    libs = runtime_library_paths(tgt) + tuple(native_libs)
-    errors: list = []
-    cfuncs = [(sym, make_callback(kernel, specs, errors)) for sym, kernel, specs in callbacks]
-    # code for features this machine lacks is compiled (to export) but never loaded or run
-    foreign = host_mismatch(tgt.cpu, tgt.features)
-    engine = None if foreign else load_engine(lowered, options.opt_level, libs, cfuncs)
-    functions = {n: Function(sig, refusing_invoker(n, foreign) if foreign else
-                             engine_invoker(engine, n, errors), module.params)
-                 for n, sig in signatures.items()}
+    with CompileProgress(len(CPU_STAGES) + 1) as progress:
+        with_library, lowered = run_stages(module, options, progress=progress)
+        native_libs, callbacks = runtime_bindings(with_library)
+        libs = runtime_library_paths(tgt) + tuple(native_libs)
+        errors: list = []
+        cfuncs = [(sym, make_callback(kernel, specs, errors)) for sym, kernel, specs in callbacks]
+        # code for features this machine lacks is compiled (to export) but never loaded or run
+        foreign = host_mismatch(tgt.cpu, tgt.features)
+        progress.stage(len(CPU_STAGES), "jit")
+        engine, weights = None, []
+        if not foreign:   # large weights are linked from their buffers, not compiled
+            jit_module, symbols, weights = link_weights(lowered)
+            engine = load_engine(jit_module, options.opt_level, libs, cfuncs, symbols)
+
+    def invoker(name: str):
+        if foreign:
+            return refusing_invoker(name, foreign)
+        invoke = engine_invoker(engine, name, errors)
+        invoke._weights = weights   # the engine reads them: they live as long as any Function
+        return invoke
+
+    functions = {n: Function(sig, invoker(n), module.params) for n, sig in signatures.items()}
 
     def export(path: str) -> str:
         return export_library(lowered, signatures, module.params, libs, path, target=tgt)
