@@ -258,7 +258,7 @@ def log_softmax(x, axis: int = -1, name: Optional[str] = None) -> Tensor:
         y = (x - max(x)) - log(sum(exp(x - max(x))))
 
     Emitted as row ops: the reductions ``<name>.max`` and ``<name>.sum`` (of ``exp(x - max)``),
-    the per-row ``<name>.log`` (``max + log(sum)``) and ``name``: ``x - <name>.log``.
+    the per-row ``<name>.log`` (``log(sum)``) and ``name``: ``(x - max) - <name>.log``.
 
     Parameters
     ----------
@@ -278,5 +278,5 @@ def log_softmax(x, axis: int = -1, name: Optional[str] = None) -> Tensor:
     x, m, s, axes, nm = _max_exp_sum("log_softmax", x, axis, name)
     if m is None:
         return elementwise.negative(x, name=nm)
-    lse = elementwise.add(m, elementwise.log(s, name=f"{nm}.logsum"), name=f"{nm}.log")
-    return _row_map(nm, x, [lse], axes, lambda a, c: arith_d.subf(a, c))
+    ls = elementwise.log(s, name=f"{nm}.log")
+    return _row_map(nm, x, [m, ls], axes, lambda a, mx, c: arith_d.subf(arith_d.subf(a, mx), c))
