@@ -313,9 +313,12 @@ class _Emitter:
         self.op_handles[blk.id] = self.emit_loops(blk, op, pos + 1)
 
     def emit_attached(self, blk: Block) -> None:
+        """Fuse ``blk`` into the loops of its ``compute_at`` target, then tile what it keeps
+        of its own loops (a reduction dim split and factorized inside the tile)."""
         owner = self.model.owner_of_loop(blk.compute_at)
         handles = self.enclosing_handles(owner, blk.compute_at)
-        self.op_handles[blk.id] = self.fuse_into(self.match(blk), handles)
+        op = self.fuse_into(self.match(blk), handles)
+        self.op_handles[blk.id] = self.emit_loops(blk, op) if len(blk.loops) > len(blk.dims) else op
 
     def emit_cache_reads(self) -> None:
         """Hoist each packing out of the loops inside its compute_at loop (``hoist_pad``, after
@@ -425,9 +428,10 @@ class _Emitter:
                 self.funcs_gpu.add(b.func)
             else:
                 self.emit_block(b)
-        for b in blocks:
-            if b.compute_at is not None and b.kind == "compute":
-                self.emit_attached(b)
+        # consumers first: a producer of an attached block is fused after it, into its tiles
+        for b in sorted((b for b in blocks if b.compute_at is not None and b.kind == "compute"),
+                        key=lambda b: b.attach_order):
+            self.emit_attached(b)
         self.emit_cache_reads()
         for b in blocks:
             if b.kind == "compute" and any(lp.kind == "vectorized" for lp in b.loops):
