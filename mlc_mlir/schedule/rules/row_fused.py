@@ -24,7 +24,7 @@ def row_chain(sch: Schedule, out: Block, ctx: RuleContext) -> Optional[List[Bloc
     """The other named ops of ``out``'s function, in program order, when they and ``out`` form a
     row chain, else None. ``out`` is an all-parallel op of rank ``n`` read and written along its
     innermost dim, consumed by no other op of its function; every other op (``linalg.fill``
-    inits aside) is unclaimed and is either a reduction over exactly that innermost dim (the
+    inits aside) feeds ``out`` (through named ops), is unclaimed and is either a reduction over exactly that innermost dim (the
     innermost dim of its first input, the others kept in order) or an all-parallel op of rank
     ``n - 1`` (a per-row value); at least one is a reduction."""
     n = len(out.dims)
@@ -50,6 +50,16 @@ def row_chain(sch: Schedule, out: Block, ctx: RuleContext) -> Optional[List[Bloc
             return None
         reductions += 1
     if not reductions:
+        return None
+    # every op of the chain feeds the output through named ops (not through a reshape)
+    infos = {info.name: info for info in ops}
+    reached, todo = set(), list(out.info.producers)
+    while todo:
+        nm = todo.pop()
+        if nm in infos and nm not in reached:
+            reached.add(nm)
+            todo.extend(infos[nm].producers)
+    if reached != set(infos):
         return None
     return [sch.get(sch.get_block(info.name, func_name=out.func)) for info in ops]
 
