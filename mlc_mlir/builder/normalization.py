@@ -226,9 +226,11 @@ def softmax(x, axis: int = -1, name: Optional[str] = None) -> Tensor:
         y = exp(x - max(x)) / sum(exp(x - max(x)))
 
     Emitted as row ops: the reductions ``<name>.max`` and ``<name>.sum`` (of ``exp(x - max)``)
-    and ``name``: ``exp(x - max) / sum`` in one elementwise op; the exponential is computed
-    again rather than stored (a row is read three times and written once, nothing else of x's
-    size is written), as PyTorch's and oneDNN's CPU softmax kernels do per row.
+    the per-row ``<name>.inv`` (``1 / sum``) and ``name``: ``exp(x - max) * inv`` in one
+    elementwise op (a multiply per element, not a division). The exponential is computed
+    again rather than stored: a row is read three times and written once, nothing else of x's
+    size is written (PyTorch's CPU kernel stores ``exp`` in the output and scales it in place;
+    a linalg reduction has no second, elementwise result to store it in).
 
     Parameters
     ----------
@@ -248,8 +250,9 @@ def softmax(x, axis: int = -1, name: Optional[str] = None) -> Tensor:
     x, m, s, axes, nm = _max_exp_sum("softmax", x, axis, name)
     if m is None:
         return elementwise.exp(x, name=nm)
-    return _row_map(nm, x, [m, s], axes,
-                    lambda a, mx, sm: arith_d.divf(math_d.exp(arith_d.subf(a, mx)), sm))
+    inv = elementwise.divide(1.0, s, name=f"{nm}.inv")
+    return _row_map(nm, x, [m, inv], axes,
+                    lambda a, mx, r: arith_d.mulf(math_d.exp(arith_d.subf(a, mx)), r))
 
 
 def log_softmax(x, axis: int = -1, name: Optional[str] = None) -> Tensor:

@@ -26,10 +26,11 @@ def row_chain(sch: Schedule, out: Block, ctx: RuleContext) -> Optional[List[Bloc
     innermost dim, consumed by no other op of its function; every other op (``linalg.fill``
     inits aside) feeds ``out`` (through named ops), is unclaimed and is either a reduction over exactly that innermost dim (the
     innermost dim of its first input, the others kept in order) or an all-parallel op of rank
-    ``n - 1`` (a per-row value); at least one is a reduction."""
+    ``n - 1`` (a per-row value); at least one is a reduction. The row length is static (the
+    row count may be dynamic)."""
     n = len(out.dims)
-    if n < 2 or sch.model.consumers(out) or not contiguous_last(out):
-        return None
+    if n < 2 or sch.model.consumers(out) or not contiguous_last(out) or out.dims[-1].extent is None:
+        return None   # a dynamic row length: the ops are scheduled one by one
     ops = [info for (f, _), info in sch.model.ops.items()
            if f == out.func and info.name != out.name and info.op_name != "linalg.fill"]
     reductions = 0
@@ -78,7 +79,7 @@ def schedule_row_fused(sch: Schedule, block: BlockRV, ctx: RuleContext) -> bool:
     * Every op of the chain is computed at the output's innermost row loop (``compute_at``),
       consumers first, so a row's passes run back to back on the row while it is in the cache.
 
-    Shapes: rank >= 2, any row count (static or dynamic) and row length; dtypes: floats.
+    Shapes: rank >= 2, any row count (static or dynamic), a static row length; dtypes: floats.
     """
     out = sch.get(block)
     chain = row_chain(sch, out, ctx)
