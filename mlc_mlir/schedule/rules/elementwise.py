@@ -33,10 +33,11 @@ def lane_tile(ctx: RuleContext, blk, extent) -> Optional[int]:
     """For a static innermost ``extent`` above the target's lanes that they do not divide (a
     700-wide row with 16 lanes): the vector tile of whole vectors, up to
     :func:`~.common.vector_tile`'s size, with a partial last tile (peeled), instead of the
-    largest divisor (a 50-lane tile is 3 full vectors and a masked one each step); else None."""
+    largest divisor (a 50-lane tile is 3 full vectors and a masked one each step), for ops of
+    rank >= 2 (their rows go to the threads); else None."""
     lanes = ctx.target.vector_lanes(element_bits(blk))
-    if extent is None or extent <= lanes or extent % lanes == 0:
-        return None
+    if extent is None or extent <= lanes or extent % lanes == 0 or len(blk.dims) < 2:
+        return None   # rank 1: threads split the vector loop itself, which is then not peeled
     return min(vector_tile(ctx, blk, None), extent // lanes * lanes)
 
 
