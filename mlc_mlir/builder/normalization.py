@@ -9,6 +9,7 @@ from typing import Optional
 
 from .._mlir import arith_d, ir, math_d
 from ..errors import BuildError, format_shape
+from ..ir.symbolic import SymDim
 from . import elementwise, reduction
 from . import linalg_emit as emit
 from .nn import _check_x
@@ -98,9 +99,10 @@ def layer_norm(x, gamma, beta, axis=-1, eps: float = 1e-5, name: Optional[str] =
 
         y = (x - mean) * rsqrt(mean((x - mean)**2) + eps) * gamma + beta
 
-    Emits ``linalg.generic`` reductions (``<name>.mean.sum``, ``<name>.var.sum``) and
-    elementwise generics (``<name>.center``, ``<name>.square``, ``<name>.rsqrt``,
-    ``<name>.normalize``, ``<name>.scale``); the last one (``+ beta``) is ``name``.
+    Emitted as row ops (:func:`_row_reduce`, :func:`_row_map`): the reductions
+    ``<name>.mean.sum`` (of x) and ``<name>.var.sum`` (of ``(x - mean)**2``, two-pass variance,
+    read from x), the per-row ops ``<name>.mean``, ``<name>.var``, ``<name>.eps``,
+    ``<name>.rsqrt``, and ``name``: ``(x - mean) * rsqrt * gamma + beta`` in one elementwise op.
 
     Parameters
     ----------
@@ -137,35 +139,85 @@ def layer_norm(x, gamma, beta, axis=-1, eps: float = 1e-5, name: Optional[str] =
     nm = emit.op_name(fn, op, name)
     g = None if gamma is None else emit.operand(op, "gamma", fn, gamma, x.dtype, f"{nm}.gamma")
     b = None if beta is None else emit.operand(op, "beta", fn, beta, x.dtype, f"{nm}.beta")
-    mu = reduction.mean(x, axes, keepdims=True, name=f"{nm}.mean")
-    centered = elementwise.subtract(x, mu, name=f"{nm}.center")
-    var = reduction.mean(elementwise.multiply(centered, centered, name=f"{nm}.square"), axes, keepdims=True,
-                         name=f"{nm}.var")
+    count = emit.prod(nshape)
+    msum = _row_reduce(f"{nm}.mean.sum", x, [], axes, 0.0, lambda a, acc: arith_d.addf(acc, a))
+    mu = _per_row_mean(msum, count, f"{nm}.mean")
+    sq = _row_reduce(f"{nm}.var.sum", x, [mu], axes, 0.0,
+                     lambda a, m, acc: arith_d.addf(acc, _square(arith_d.subf(a, m))))
+    var = _per_row_mean(sq, count, f"{nm}.var")
     inv = elementwise.rsqrt(elementwise.add(var, eps, name=f"{nm}.eps"), name=f"{nm}.rsqrt")
-    last = "normalize" if g is None and b is None else ("scale" if b is None else "shift")
-    y = elementwise.multiply(centered, inv, name=nm if last == "normalize" else f"{nm}.normalize")
-    if g is not None:
-        y = elementwise.multiply(y, g, name=nm if last == "scale" else f"{nm}.scale")
-    if b is not None:
-        y = elementwise.add(y, b, name=nm)
-    return y
+    rank, k = x.ndim, len(axes)
+    norm_map = ir.AffineMap.get(rank, 0, [ir.AffineDimExpr.get(i) for i in range(rank - k, rank)])
+    extra = [(t.value, norm_map) for t in (g, b) if t is not None]
+
+    def body(a, m, r, *rest):
+        y = arith_d.mulf(arith_d.subf(a, m), r)
+        if g is not None:
+            y = arith_d.mulf(y, rest[0])
+        if b is not None:
+            y = arith_d.addf(y, rest[-1])
+        return y
+
+    return _row_map(nm, x, [mu, inv], axes, body, extra)
 
 
-def _shifted_exp_sum(op: str, x, axis: int, name: Optional[str]):
-    """The shared part of softmax and log_softmax: ``shifted = x - max(x)`` (``<name>.max``,
-    ``<name>.shift``), ``e = exp(shifted)`` (``<name>.exp``) and ``s = sum(e)`` with keepdims
-    (``<name>.sum``); returns ``(shifted, e, s, name)``."""
+def _row_reduce(nm: str, x: Tensor, stats, axes, init: float, body) -> Tensor:
+    """One ``linalg.generic`` (``nm``) reducing ``body(x, *stats, acc)`` over ``axes`` of x from
+    a ``linalg.fill`` of ``init`` (``<nm>.init``); each of ``stats`` has x's shape without
+    ``axes`` (one value per row, read through the map that drops them). The elementwise part
+    runs inside the reduction, so a row is read once and nothing of x's size is written.
+    Sums accumulate sequentially per element of the vector tile the schedule gives the row
+    (rows longer than ``reduction.SUM_DIRECT`` are not blocked: the error of a sum of ``C``
+    elements over ``V`` lanes grows with ``C / V``)."""
+    rank = x.ndim
+    row = ir.AffineMap.get(rank, 0, [ir.AffineDimExpr.get(i) for i in range(rank) if i not in axes])
+    out_shape = [d for i, d in enumerate(x.shape) if i not in axes]
+    init_v = emit.filled(out_shape, x.dtype, init, f"{nm}.init")
+    its = ["reduction" if i in axes else "parallel" for i in range(rank)]
+    res = emit.generic(nm, [x.value] + [t.value for t in stats], [emit.identity_map(rank)] + [row] * len(stats),
+                       [init_v], [row], its, lambda *args: [body(*args)])[0]
+    return Tensor(res, x.fn)
+
+
+def _row_map(nm: str, x: Tensor, stats, axes, body, extra=()) -> Tensor:
+    """One elementwise ``linalg.generic`` (``nm``) of x's shape: ``body(x, *stats, *extra)``,
+    each of ``stats`` read per row (x's shape without ``axes``), ``extra`` given as
+    ``(value, map)`` pairs."""
+    rank = x.ndim
+    row = ir.AffineMap.get(rank, 0, [ir.AffineDimExpr.get(i) for i in range(rank) if i not in axes])
+    ins = [x.value] + [t.value for t in stats] + [v for v, _ in extra]
+    maps = [emit.identity_map(rank)] + [row] * len(stats) + [m for _, m in extra]
+    res = emit.generic(nm, ins, maps, [emit.empty(x.shape, x.dtype)], [emit.identity_map(rank)],
+                       ["parallel"] * rank, lambda *args: [body(*args[:-1])])[0]
+    return Tensor(res, x.fn)
+
+
+def _per_row_mean(total: Tensor, count, nm: str) -> Tensor:
+    """``total / count`` per row (``nm``); a symbolic count is read at run time, and a mean
+    over no elements is NaN (numpy)."""
+    if isinstance(count, SymDim):
+        return elementwise.divide(total, emit.size_tensor(total.fn, count, total.dtype), name=nm)
+    return elementwise.multiply(total, 1.0 / count if count else float("nan"), name=nm)
+
+
+def _square(v):
+    return arith_d.mulf(v, v)
+
+
+def _max_exp_sum(op: str, x, axis: int, name: Optional[str]):
+    """The shared part of softmax and log_softmax: the row max ``m`` (``<name>.max``) and
+    ``s = sum(exp(x - m))`` (``<name>.sum``, the exp inside the reduction); returns
+    ``(x, m, s, axes, name)``, or ``(x, None, None, axes, name)`` for an empty axis."""
     emit.function_of(op, x)
     x = _check_x(op, x, None, "", float_only=True)
     ax = emit.normalize_axis(op, axis, x.ndim)
     nm = emit.op_name(x.fn, op, name)
     if x.shape[ax] == 0:  # an empty axis has no max; the result is empty like x (numpy, torch)
-        shifted = x
-    else:
-        shifted = elementwise.subtract(x, reduction.max(x, ax, keepdims=True, name=f"{nm}.max"),
-                                       name=f"{nm}.shift")
-    e = elementwise.exp(shifted, name=f"{nm}.exp")
-    return shifted, e, reduction.sum(e, ax, keepdims=True, name=f"{nm}.sum"), nm
+        return x, None, None, (ax,), nm
+    m = _row_reduce(f"{nm}.max", x, [], (ax,), -float("inf"), lambda a, acc: arith_d.maximumf(acc, a))
+    s = _row_reduce(f"{nm}.sum", x, [m], (ax,), 0.0,
+                    lambda a, mx, acc: arith_d.addf(acc, math_d.exp(arith_d.subf(a, mx))))
+    return x, m, s, (ax,), nm
 
 
 def softmax(x, axis: int = -1, name: Optional[str] = None) -> Tensor:
@@ -173,9 +225,12 @@ def softmax(x, axis: int = -1, name: Optional[str] = None) -> Tensor:
 
         y = exp(x - max(x)) / sum(exp(x - max(x)))
 
-    Emits a ``linalg.generic`` max reduction (``<name>.max``), elementwise generics
-    (``<name>.shift``, ``<name>.exp``), a sum reduction (``<name>.sum``), the keepdims
-    ``tensor.expand_shape`` ops, and the divide (``name``).
+    Emitted as row ops: the reductions ``<name>.max`` and ``<name>.sum`` (of ``exp(x - max)``)
+    the per-row ``<name>.inv`` (``1 / sum``) and ``name``: ``exp(x - max) * inv`` in one
+    elementwise op (a multiply per element, not a division). The exponential is computed
+    again rather than stored: a row is read three times and written once, nothing else of x's
+    size is written (PyTorch's CPU kernel stores ``exp`` in the output and scales it in place;
+    a linalg reduction has no second, elementwise result to store it in).
 
     Parameters
     ----------
@@ -192,8 +247,12 @@ def softmax(x, axis: int = -1, name: Optional[str] = None) -> Tensor:
     BuildError
         For a non-float input or an axis out of range.
     """
-    _, e, s, nm = _shifted_exp_sum("softmax", x, axis, name)
-    return elementwise.divide(e, s, name=nm)
+    x, m, s, axes, nm = _max_exp_sum("softmax", x, axis, name)
+    if m is None:
+        return elementwise.exp(x, name=nm)
+    inv = elementwise.divide(1.0, s, name=f"{nm}.inv")
+    return _row_map(nm, x, [m, inv], axes,
+                    lambda a, mx, r: arith_d.mulf(math_d.exp(arith_d.subf(a, mx)), r))
 
 
 def log_softmax(x, axis: int = -1, name: Optional[str] = None) -> Tensor:
@@ -201,8 +260,8 @@ def log_softmax(x, axis: int = -1, name: Optional[str] = None) -> Tensor:
 
         y = (x - max(x)) - log(sum(exp(x - max(x))))
 
-    Emits the reductions ``<name>.max``, ``<name>.sum`` and the elementwise generics
-    ``<name>.shift``, ``<name>.exp``, ``<name>.log``; the final subtract is ``name``.
+    Emitted as row ops: the reductions ``<name>.max`` and ``<name>.sum`` (of ``exp(x - max)``),
+    the per-row ``<name>.log`` (``log(sum)``) and ``name``: ``(x - max) - <name>.log``.
 
     Parameters
     ----------
@@ -219,5 +278,8 @@ def log_softmax(x, axis: int = -1, name: Optional[str] = None) -> Tensor:
     BuildError
         For a non-float input or an axis out of range.
     """
-    shifted, _, s, nm = _shifted_exp_sum("log_softmax", x, axis, name)
-    return elementwise.subtract(shifted, elementwise.log(s, name=f"{nm}.log"), name=nm)
+    x, m, s, axes, nm = _max_exp_sum("log_softmax", x, axis, name)
+    if m is None:
+        return elementwise.negative(x, name=nm)
+    ls = elementwise.log(s, name=f"{nm}.log")
+    return _row_map(nm, x, [m, ls], axes, lambda a, mx, c: arith_d.subf(arith_d.subf(a, mx), c))

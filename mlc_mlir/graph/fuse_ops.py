@@ -103,6 +103,37 @@ def _can_fuse(pk: str, ck: str, producer_name: str = "") -> bool:
     return False
 
 
+def _row_edge(p, users) -> bool:
+    """Whether ``p`` computes per-row values (a row max, sum or mean, or an elementwise op on
+    them) that every user, a ``linalg.generic``, reads broadcast along its other dims (through
+    an indexing map with fewer results than it has loops): softmax's max read by its exp-sum
+    and its output, layer_norm's mean read by its variance and its output. Such a producer
+    joins its users' group even when it has several users or its users hold a reduction, so a
+    row's chain of reductions is one unit that a schedule can run row by row
+    (``schedule.rules.row_fused``)."""
+    if p.name != "linalg.generic" or len(p.results) != 1 or not users:
+        return False
+    for u in users:
+        if u.name != "linalg.generic":
+            return False
+        maps = ir.ArrayAttr(u.attributes["indexing_maps"])
+        nloops = len(ir.ArrayAttr(u.attributes["iterator_types"]))
+        for i, operand in enumerate(u.operands):
+            if operand == p.results[0] and len(ir.AffineMapAttr(maps[i]).value.results) >= nloops:
+                return False
+    return True
+
+
+def _reductions(f) -> int:
+    """Number of ``linalg.generic`` ops with a reduction iterator in ``f``'s body."""
+    n = 0
+    for o in f.regions[0].blocks[0].operations:
+        if o.operation.name == "linalg.generic" and \
+                "reduction" in str(o.operation.attributes["iterator_types"]):
+            n += 1
+    return n
+
+
 def fusion_groups(f) -> List[List[ir.Operation]]:
     """The groups ``FuseOps`` outlines from graph function ``f`` (see the module docstring), each
     in program order, ordered by their last op; groups of reshapes alone are left out (views).
@@ -132,15 +163,16 @@ def fusion_groups(f) -> List[List[ir.Operation]]:
             if pk is None:
                 continue
             users = {u.owner for u in v.uses}
-            if len(list(p.results[0].uses)) != 1 or len(users) != 1:
+            row = _row_edge(p, users)
+            if not row and (len(list(p.results[0].uses)) != 1 or len(users) != 1):
                 continue                            # a multi-use producer is materialized
             is_init = p.name == "linalg.fill"
-            if not (is_init or _can_fuse(pk, ck, p.name)):
+            if not (is_init or row or _can_fuse(pk, ck, p.name)):
                 continue
             gp, gc = uf.find(pi), uf.find(ci)
             if gp == gc:
                 continue
-            if master.get(gp) and master.get(gc):
+            if master.get(gp) and master.get(gc) and not row:
                 continue                            # one matmul/conv/reduction per group
             if (named.get(gp) and reshaped.get(gc)) or (named.get(gc) and reshaped.get(gp)):
                 continue                            # a reshape never joins a named contraction
@@ -204,8 +236,8 @@ class FuseOps(Pass):
         """Run ``linalg-fuse-elementwise-ops`` in primitive functions and name the results."""
         with mod.context, ir.Location.unknown():
             for f in mod.func_ops():
-                if PRIMITIVE_ATTR not in f.attributes:
-                    continue
+                if PRIMITIVE_ATTR not in f.attributes or _reductions(f) > 1:
+                    continue   # a row chain (_row_edge) keeps its per-row ops apart
                 names = [_name(o) for o in f.regions[0].blocks[0].operations
                          if o.operation.name == "linalg.generic" and OP_NAME_ATTR in o.attributes]
                 PassManager.parse("func.func(linalg-fuse-elementwise-ops)").run(f.operation)

@@ -29,12 +29,12 @@ from .loop_nest import OpInfo
 from .rules.common import RuleContext
 from .rules.conv import schedule_conv2d, schedule_conv2d_nhwc, schedule_grouped_conv2d
 from .rules.dynamic_matmul import schedule_dynamic_matmul
-from .rules.elementwise import schedule_elementwise
 from .rules.gpu_rules import apply_gpu_default_schedule
 from .rules.matmul import schedule_batch_matmul, schedule_matmul, schedule_mmt4d
 from .rules.payload import payload_facts
 from .rules.pooling import schedule_pooling, schedule_pooling_nhwc
 from .rules.reduction import schedule_reduction
+from .rules.row_fused import schedule_rows_or_elementwise
 from .schedule import Schedule
 from .state import BlockRV
 
@@ -52,8 +52,8 @@ RULES: Dict[str, Rule] = {
     "grouped_conv2d": schedule_grouped_conv2d,
     "pooling": schedule_pooling,
     "pooling_nhwc": schedule_pooling_nhwc,
+    "elementwise": schedule_rows_or_elementwise,
     "reduction": schedule_reduction,
-    "elementwise": schedule_elementwise,
 }
 
 #: Op kinds deliberately left unscheduled, with the reason.

@@ -60,6 +60,7 @@ class PlacementPrimitives(ScheduleState):
                 raise ScheduleError(f"compute_at: block '{blk.name}' is an init block; expected a compute block")
             self._attach_checks("compute_at", blk, cblk, producer=True)
         blk.compute_at = lp.id
+        blk.attach_order = next(self._ids)
         self._record("compute_at", [block, loop], {}, [])
 
     def reverse_compute_at(self, block: BlockRV, loop: LoopRV) -> None:
@@ -118,9 +119,16 @@ class PlacementPrimitives(ScheduleState):
         if blk.func != other.func:
             raise ScheduleError(f"{prim}: blocks '{blk.name}' and '{other.name}' are in different functions")
         self._check_untouched(prim, blk)
+        # a producer may have split, factorized (rfactor) and vectorized its reduction dims
+        # first: they stay inside the tile it computes (a row's max or sum computed per row)
+        inner = [l_ for l_ in blk.loops if producer and blk.dims[l_.dim].kind == "reduction"]
+        outer = [l_ for l_ in blk.loops if all(l_ is not q for q in inner)]
         if any(l_.kind != "serial" or l_.unroll is not None or l_.annotations or l_.fused_group is not None
-               for l_ in blk.loops) or len(blk.loops) != len(blk.dims) or blk.cache_reads or \
-                blk.cache_writes or blk.rfactor is not None or blk.decomposed_at is not None:
+               for l_ in outer) or len(outer) != len(blk.dims) - len({q.dim for q in inner}) or \
+                any(l_.kind not in ("serial", "vectorized") or l_.unroll is not None or l_.annotations
+                    or l_.fused_group is not None for l_ in inner) or blk.cache_reads or \
+                blk.cache_writes or blk.decomposed_at is not None or \
+                (blk.rfactor is not None and not producer):
             raise ScheduleError(f"{prim}: block '{blk.name}' already has loop transformations; "
                                 "expected an untouched block")
         if self._model.attached(blk) or self._model.epilogues(blk):
@@ -132,6 +140,9 @@ class PlacementPrimitives(ScheduleState):
     def _is_producer(self, prod: Block, cons: Block) -> bool:
         names = cons.info.producers
         if prod.name in names:
+            return True
+        # a producer of a producer already computed at a loop of cons (a chain computed per tile)
+        if any(prod.name in b.info.producers for b in self._model.attached(cons)):
             return True
         # an epilogue of an epilogue: cons reads a block already attached to prod's loops
         return any(b.name in names for b in self._model.epilogues(prod))

@@ -124,6 +124,7 @@ class _Emitter:
         self.funcs_gpu = set()
         self.coalesce = []                                 # (block, positions, outer loop handle)
         self.pads = []                                     # (func, pad handle, loops to hoist, tile)
+        self.merges: Dict[str, list] = {}                  # func -> rfactor combining ops
 
     # ---------------------------------------------------------------- matching
     def func(self, name: str) -> ir.Value:
@@ -182,6 +183,7 @@ class _Emitter:
             r = structured_transform_d.TileReductionUsingForOp(
                 [any_op()], any_op(), any_op(), any_op(), op, tile_sizes=static)
             op, loops = r.split_op, [r.for_op]
+            self.merges.setdefault(blk.func, []).append(r.combining_op)
         elif fuse_producers:
             # tile and fuse the init (linalg.fill) through the loop's destination
             r = structured_transform_d.FuseOp(op, tile_sizes=sizes, use_forall=lp.kind == "parallel")
@@ -313,9 +315,12 @@ class _Emitter:
         self.op_handles[blk.id] = self.emit_loops(blk, op, pos + 1)
 
     def emit_attached(self, blk: Block) -> None:
+        """Fuse ``blk`` into the loops of its ``compute_at`` target, then tile what it keeps
+        of its own loops (a reduction dim split and factorized inside the tile)."""
         owner = self.model.owner_of_loop(blk.compute_at)
         handles = self.enclosing_handles(owner, blk.compute_at)
-        self.op_handles[blk.id] = self.fuse_into(self.match(blk), handles)
+        op = self.fuse_into(self.match(blk), handles)
+        self.op_handles[blk.id] = self.emit_loops(blk, op) if len(blk.loops) > len(blk.dims) else op
 
     def emit_cache_reads(self) -> None:
         """Hoist each packing out of the loops inside its compute_at loop (``hoist_pad``, after
@@ -361,8 +366,9 @@ class _Emitter:
         a materialized ``scf.for`` outside the vectorized tile (the innermost such loop per
         dim, with static loops inside it) gets those loops peeled, innermost first
         (``transform.loop.peel``: the main loop's tiles are full, static after
-        canonicalization) and each remainder's tiles split into slices of 1 along the peeled
-        dim (static, unmasked); returns the handle of every copy of the op and None. Otherwise
+        canonicalization) and, where the dim's extent is dynamic, each remainder's tiles split
+        into slices of 1 along the peeled dim (static, unmasked; a static extent's remainder is
+        one static tile, vectorized whole); returns the handle of every copy of the op and None. Otherwise
         returns ``h`` and the full tile's sizes (masked vectorization)."""
         vpos = next(i for i, lp in enumerate(b.loops) if lp.kind == "vectorized")
         sizes = b.vector_sizes(vpos)
@@ -384,6 +390,8 @@ class _Emitter:
             loop = transform_d.CastOp(transform_d.OperationType.get("scf.for"),
                                       self.loop_handles[b.loops[p].id]).result
             rem = loop_transform_d.LoopPeelOp(any_op(), any_op(), loop)
+            if b.dims[d].extent is not None:
+                continue   # a static extent: the remainder tile is static too (one vector op)
             rop = structured_transform_d.MatchOp(
                 any_op(), rem.remainder_loop,
                 op_attrs=ir.DictAttr.get({OP_NAME_ATTR: ir.StringAttr.get(b.name)})).result
@@ -425,9 +433,10 @@ class _Emitter:
                 self.funcs_gpu.add(b.func)
             else:
                 self.emit_block(b)
-        for b in blocks:
-            if b.compute_at is not None and b.kind == "compute":
-                self.emit_attached(b)
+        # consumers first: a producer of an attached block is fused after it, into its tiles
+        for b in sorted((b for b in blocks if b.compute_at is not None and b.kind == "compute"),
+                        key=lambda b: b.attach_order):
+            self.emit_attached(b)
         self.emit_cache_reads()
         for b in blocks:
             if b.kind == "compute" and any(lp.kind == "vectorized" for lp in b.loops):
@@ -465,8 +474,12 @@ class _Emitter:
                     transform_d.AnnotateOp(self.op_handles[b.id], k, param=param_constant(v))
             self.annotate_loops(b, lambda lp: lp.id not in fused_ids)
         for fname in sorted(self.vectorized_funcs):
+            merges = self.merges.get(fname, ())
+            for m in merges:
+                # the V partial results of an rfactor, summed as a tree (lower_vectors)
+                structured_transform_d.VectorizeOp(m)
             lower_vectors(self.func(fname), self.unit_reduction_loops.get(fname, ()),
-                               fname in self.masked_funcs)
+                          fname in self.masked_funcs, tree_reductions=bool(merges))
         for fname in sorted(set(self.funcs) - self.vectorized_funcs):
             self.cleanup(self.funcs[fname])
         for b in blocks:

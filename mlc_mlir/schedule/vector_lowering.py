@@ -11,7 +11,14 @@ from .._mlir import (ir, loop_transform_d, structured_transform_d, tensor_transf
 from ..ir.transform_values import any_op
 
 
-def lower_vectors(func: ir.Value, unit_reduction_loops=(), masked: bool = False) -> None:
+#: ``fastmath`` of the horizontal reductions of an rfactor's partial results: ``reassoc`` lets
+#: LLVM sum a vector as a tree of shuffles (log2 of the lanes deep) instead of one lane after
+#: the other, which is also the more accurate order (pairwise summation).
+TREE_FASTMATH = "#arith.fastmath<reassoc>"
+
+
+def lower_vectors(func: ir.Value, unit_reduction_loops=(), masked: bool = False,
+                  tree_reductions: bool = False) -> None:
     """Fold tensor slices into vector transfers, hoist loop-invariant subsets (the C tile
     becomes a vector iter_arg of the reduction loop, kept in registers), then lower
     contractions to outer products (FMAs). No canonicalization after the lowering: MLIR 22's
@@ -25,7 +32,10 @@ def lower_vectors(func: ir.Value, unit_reduction_loops=(), masked: bool = False)
     mmt4d); elsewhere (direct convolutions) outer products make the smaller code.
 
     ``func``: the transform handle of the payload function; ``masked``: the function has masked
-    vector transfers (partial tiles of dynamic extents)."""
+    vector transfers (partial tiles of dynamic extents); ``tree_reductions``: the function has
+    vectorized rfactor merges (``vector.multi_reduction`` over the partial results' lanes):
+    they are lowered first to ``vector.reduction`` ops (``InnerReduction``) marked
+    :data:`TREE_FASTMATH`."""
     if masked:   # masks move into the transfers before canonicalization touches them
         p = transform_d.ApplyPatternsOp(func)
         with ir.InsertionPoint(p.patterns):
@@ -43,6 +53,16 @@ def lower_vectors(func: ir.Value, unit_reduction_loops=(), masked: bool = False)
         with ir.InsertionPoint(p.patterns):
             vector_transform_d.ApplyLowerContractionPatternsOp(
                 lowering_strategy=vector_transform_d.VectorContractLowering.ParallelArith)
+    if tree_reductions:
+        p = transform_d.ApplyPatternsOp(func)
+        with ir.InsertionPoint(p.patterns):
+            vector_transform_d.ApplyLowerMultiReductionPatternsOp(
+                lowering_strategy=vector_transform_d.VectorMultiReductionLowering.InnerReduction)
+        reds = structured_transform_d.MatchOp(
+            any_op(), func, ops=ir.ArrayAttr.get([ir.StringAttr.get("vector.reduction")])).result
+        tree = transform_d.ParamConstantOp(transform_d.AnyParamType.get(),
+                                           ir.Attribute.parse(TREE_FASTMATH)).result
+        transform_d.AnnotateOp(reds, "fastmath", param=tree)
     p = transform_d.ApplyPatternsOp(func)
     with ir.InsertionPoint(p.patterns):
         vector_transform_d.ApplyLowerContractionPatternsOp(

@@ -6,6 +6,8 @@ MetaSchedule's ``ParallelizeVectorizeUnroll``."""
 
 from __future__ import annotations
 
+from typing import Optional
+
 from ..schedule import Schedule
 from ..state import BlockRV
 from .common import (RuleContext, categorical, element_bits, parallelize_first, vector_candidates,
@@ -27,6 +29,18 @@ def vectorizable(blk, ctx: RuleContext) -> bool:
     return contiguous_last(blk) and (facts is None or facts.simple_maps)
 
 
+def lane_tile(ctx: RuleContext, blk, extent) -> Optional[int]:
+    """For a static innermost ``extent`` above the target's lanes that they do not divide (a
+    700-wide row with 16 lanes): the vector tile of whole vectors, up to
+    :func:`~.common.vector_tile`'s size, with a partial last tile (peeled), instead of the
+    largest divisor (a 50-lane tile is 3 full vectors and a masked one each step), for ops of
+    rank >= 2 (their rows go to the threads); else None."""
+    lanes = ctx.target.vector_lanes(element_bits(blk))
+    if extent is None or extent <= lanes or extent % lanes == 0 or len(blk.dims) < 2:
+        return None   # rank 1: threads split the vector loop itself, which is then not peeled
+    return min(vector_tile(ctx, blk, None), extent // lanes * lanes)
+
+
 def schedule_elementwise(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
     """Schedule an all-parallel block: ``d0 .. [dp0 (parallel) dp1] .. dn0, dn1 (vectorized)``.
 
@@ -35,8 +49,9 @@ def schedule_elementwise(sch: Schedule, block: BlockRV, ctx: RuleContext) -> Non
     ``V`` sampled from :func:`~.common.vector_candidates` (default: up to 4 vectors of the
     target's lanes, :func:`~.common.vector_tile`); the outermost dim with an extent above 1 is
     split over sampled threads (a divisor of its extent; default: the most) when the block moves
-    at least an L1d per thread (:func:`~.common.parallelize_first`). A dynamic innermost dim is
-    split into ``(None, V)`` (the last tile partial, vectorized with masks); a dynamic outermost
+    at least an L1d per thread (:func:`~.common.parallelize_first`). A static innermost dim that
+    the lanes do not divide gets whole vectors and a peeled partial last tile (:func:`lane_tile`).
+    A dynamic innermost dim is split into ``(None, V)`` (the last tile partial, vectorized with masks); a dynamic outermost
     dim is made parallel as it is. Shapes: any rank >= 1; dtypes: any the vectorizer accepts
     (float16/32/64, int8..64).
 
@@ -55,10 +70,14 @@ def schedule_elementwise(sch: Schedule, block: BlockRV, ctx: RuleContext) -> Non
     cands = vector_candidates(ctx, blk, extents[-1]) if vectorizable(blk, ctx) else []
     inner = None
     if cands:
-        v = categorical(sch, cands, vector_tile(ctx, blk, extents[-1]))
-        outer_last, inner = sch.split(loops[-1], [None, v])   # dynamic: a partial last tile
+        default = vector_tile(ctx, blk, extents[-1])
+        whole = lane_tile(ctx, blk, extents[-1])
+        if whole is not None:
+            cands, default = sorted(set(cands) | {whole}), whole
+        v = categorical(sch, cands, default)
+        outer_last, inner = sch.split(loops[-1], [None, v])   # dynamic or ragged: a partial last tile
         loops[-1] = outer_last
-        extents[-1] = None if extents[-1] is None else extents[-1] // v
+        extents[-1] = None if extents[-1] is None else -(-extents[-1] // v)
     parallelize_first(sch, ctx, blk, loops, extents)
     if inner is not None:
         sch.vectorize(inner)
