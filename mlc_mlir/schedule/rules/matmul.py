@@ -23,13 +23,20 @@ from ..schedule import Schedule
 from ..state import BlockRV
 from .common import (
     TILE_VECTORS, RuleContext, block_size, categorical, element_bits, largest_divisor, perfect_tile,
-    thread_candidates, worth_threads,
+    thread_candidates, vector_tile, worth_threads,
 )
 from .epilogue import claim_epilogues
 
 #: Unroll factors of a contraction's k loop the rules sample (code-size choices, not machine
 #: constants; the default is Goto's ``UNROLL_K`` shrunk to a divisor).
 UNROLL_FACTORS = (1, 2, 4, 8)
+
+#: Rows of B a GEMV step reads together (:func:`schedule_gemv`): that many concurrent
+#: sequential streams, and one accumulator update per that many rows (OpenBLAS's ``sgemv_n``
+#: kernels take 4 or 8 columns of A per step). 8 measured ahead of 4 and 1 on a 768 x 50257 B
+#: (1 thread of a loaded 2-core Zen 5: 21.8, 24.3 and 54 ms); the tuner samples
+#: :data:`UNROLL_FACTORS`.
+GEMV_ROWS = 8
 
 def register_tile_bounds(target: Target, bits: int) -> Dict[str, int]:
     """Bounds of the register tile and cache blocks derived from the target.
@@ -204,36 +211,53 @@ def goto_decisions(sch: Schedule, ctx: RuleContext, m: int, n: int, k: int, thre
 
 
 def schedule_gemv(sch: Schedule, block: BlockRV, ctx: RuleContext, threads: int) -> bool:
-    """``(1, K) @ (K, N)``: each thread takes ``N / threads`` columns; per tile of ``nr``
-    columns the k loop runs innermost, accumulating ``nr / lanes`` vector registers (half the
-    target's registers: enough independent FMAs to hide their latency) while B streams row
-    segments of ``nr`` contiguous elements, so every weight is read once. The Goto recipe's
-    row padding to MR and its KC x NC panels would read B for rows that do not exist and hop
-    between rows (a 4x slower GEMV: 18 against 77 GB/s on a 768 x 3072 float32 B, 1 thread of
-    a Zen 5). Returns False (nothing scheduled) when B is (N, K) or N has no multiple of the
-    vector lanes per thread.
+    """``(1, K) @ (K, N)`` with B stored ``(K, N)``: B streams row by row, so every weight is
+    read once and in address order. Loops ``i j0 (parallel) j1 k0 j2 (k1 j3: one vector tile)``:
+    each of the threads takes ``N / threads`` columns, cut into chunks of ``NB`` columns whose
+    accumulators (``C``'s chunk) take at most half the L1d; for each chunk the k0 loop walks the
+    rows of B :data:`GEMV_ROWS` at a time (``k1``, a sampled divisor of K), reading the ``NB``
+    contiguous weights of each of those rows as ``NB / V`` tiles of ``V``
+    (:func:`~.common.vector_tile` lanes) that update the chunk's accumulators in L1 once per
+    group of rows (the ``rows x V`` tile is one vector contraction).
 
-    Source: the GEMV kernels of BLAS (``sgemv`` with a transposed-row access), TVM Relax's
-    dlight ``GEMV`` rule (a decode step at batch 1 reads each weight once).
+    Holding the accumulators of an ``NR``-column tile in registers and running k innermost
+    instead reads ``NR`` elements of each row in turn, one new page per row: the hardware
+    prefetchers stop at page boundaries, so the loads wait on DRAM (LM head ``768 x 50257``,
+    1 thread of a loaded 2-core Zen 5: 40 ms against numpy's 21 ms). Chunks and thread
+    slices that do not divide ``N`` end in a partial tile (peeled). Returns False (nothing
+    scheduled) when B's contiguous dim is K (``dense`` on a runtime B) or N is below one
+    vector.
+
+    Source: BLAS ``sgemv`` on a row-major ``A^T x`` (row-wise axpy updates of a cached ``y``
+    block, as OpenBLAS's ``sgemv_t`` kernels), TVM Relax's dlight ``GEMV`` rule (a decode step
+    at batch 1 reads each weight once).
     """
     blk = sch.get(block)
-    _, n, _ = (d.extent for d in blk.dims)
+    _, n, k = (d.extent for d in blk.dims)
     if blk.info.operand_dims[1][-1] != 1:      # B's contiguous dim is K (dense): not this recipe
         return False
-    lanes = ctx.target.vector_lanes(element_bits(blk))
-    cap = lanes * max(1, ctx.target.vector_registers // 2)
-    threads = largest_divisor(n, threads)
-    per = n // threads
-    tiles = [t for t in range(lanes, min(per, cap) + 1, lanes) if per % t == 0]
-    if not tiles:
+    bits = element_bits(blk)
+    lanes = ctx.target.vector_lanes(bits)
+    if n < lanes:
         return False
-    nr = tiles[-1]
+    v = vector_tile(ctx, blk, None)            # the vectors of a tile; a partial last one peeled
+    v = v if n >= v else lanes
+    threads = max(1, min(threads, n // v))
+    per = -(-n // threads)
+    while threads > 1 and -(-n // (-(-per // v) * v)) != threads:
+        threads -= 1
+        per = -(-n // threads)
+    l1 = ctx.target.l1d_bytes or (32 << 10)
+    nb = max(v, min(-(-per // v) * v, l1 // 2 // max(1, bits // 8) // v * v))
+    rows = int(categorical(sch, sorted({r for r in UNROLL_FACTORS if k % r == 0} | {largest_divisor(k, GEMV_ROWS)}),
+                           largest_divisor(k, GEMV_ROWS)))
     i, j, kk = sch.get_loops(block)
-    j0, j1, j2 = sch.split(j, [threads, per // nr, nr])
-    sch.reorder(i, j0, j1, kk, j2)
+    j0, j1, j2, j3 = sch.split(j, [threads, None, nb // v, v])
+    k0, k1 = sch.split(kk, [None, rows])
+    sch.reorder(i, j0, j1, k0, j2, k1, j3)
     if threads > 1:
         sch.parallel(j0)
-    sch.vectorize(j2)
+    sch.vectorize(k1 if rows > 1 else j3)
     return True
 
 
