@@ -181,11 +181,13 @@ def _dim_names(ep, args, dynamic_shapes) -> Dict[str, str]:
               next(s for s in ep.graph_signature.input_specs if s.arg.name == n.name).kind.name == "USER_INPUT"]
     for node, spec in zip(inputs, specs):
         dims = spec.items() if isinstance(spec, dict) else enumerate(spec or ())
+        shape = node.meta["val"].shape
         for axis, dim in dims:
             name = getattr(dim, "__name__", None)
-            d = node.meta["val"].shape[axis]
-            expr = getattr(getattr(d, "node", None), "expr", None)
-            if name and expr is not None and expr.is_Symbol and name.isidentifier():
+            if not name or not isinstance(axis, int) or not -len(shape) <= axis < len(shape):
+                continue   # a static dim, or a spec of several inputs (a *args tuple)
+            expr = getattr(getattr(shape[axis], "node", None), "expr", None)
+            if expr is not None and expr.is_Symbol and name.isidentifier():
                 names[str(expr)] = name
     return names
 

@@ -398,6 +398,15 @@ def test_from_torch_keeps_export_dims_symbolic():
         x = torch.randn(2, s, 16)
         np.testing.assert_allclose(exe(x.numpy()), block(x).detach().numpy(), rtol=1e-4, atol=1e-5)
 
+    class Sum(torch.nn.Module):   # *args: one spec tuple covers more inputs than x has dims
+        def forward(self, x, *ys):
+            return x.sum(1) + sum(ys)
+
+    ys = tuple(torch.randn(3) for _ in range(4))
+    mod = mlc.from_torch(Sum(), (torch.randn(3, 5), *ys),
+                         dynamic_shapes={"x": {1: Dim("cols", min=1, max=9)}, "ys": (None,) * 4})
+    assert mod.signature("main").dims == {"cols": (1, 9)}
+
 
 def test_from_onnx_keeps_dim_params_symbolic():
     """An ONNX dim_param stays a symbolic size (Shape -> Reshape included) unless input_shapes
