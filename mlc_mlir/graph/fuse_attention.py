@@ -97,9 +97,16 @@ class _View:
 
 
 def _trace(v: ir.Value) -> _View:
+    """The farthest of :func:`_views`."""
+    return _views(v)[-1]
+
+
+def _views(v: ir.Value) -> List[_View]:
     """Walk back from ``v`` through reshapes, transposes, broadcasts (a copy body) and scalar
-    scales (``x * c``); see :func:`_replay`."""
+    scales (``x * c``): the views of ``v`` on every value of the way, nearest first (``v``
+    itself with no ops); see :func:`_replay`."""
     ops, scale = [], 1.0
+    out = [_View(v, [], 1.0)]
     while True:
         op = producer(v)
         if op is None:
@@ -107,6 +114,7 @@ def _trace(v: ir.Value) -> _View:
         if op.name in ("tensor.collapse_shape", "tensor.expand_shape", "linalg.transpose"):
             ops.append(op)
             v = op.operands[0]
+            out.append(_View(v, ops[::-1], scale))
             continue
         if op.name == "linalg.generic" and len(op.operands) == 2 and \
                 all(i == "parallel" for i in iterator_types(op)):
@@ -118,14 +126,16 @@ def _trace(v: ir.Value) -> _View:
                        for e in maps[0].results):
                     ops.append(op)    # a broadcast
                     v = op.operands[0]
+                    out.append(_View(v, ops[::-1], scale))
                     continue
             c = _in_body_constant(op) if _identity(maps[0]) and _identity(maps[1]) else None
             if c is not None:
                 scale *= c
                 v = op.operands[0]
+                out.append(_View(v, ops[::-1], scale))
                 continue
         break
-    return _View(v, ops[::-1], scale)
+    return out
 
 
 def _concrete(t: ir.RankedTensorType) -> Tuple[int, ...]:
@@ -173,6 +183,20 @@ def _replay(x: np.ndarray, ops: Sequence[ir.Operation]) -> Optional[np.ndarray]:
 def _reaches(view: _View, expected: np.ndarray, src: np.ndarray) -> bool:
     got = _replay(src, view.ops)
     return got is not None and got.shape == expected.shape and np.array_equal(got, expected)
+
+
+def _first_reaching(views: Sequence[_View], layout) -> Optional[_View]:
+    """The farthest of ``views`` whose source is a rank-4 tensor ``t`` that the view ops carry
+    to ``layout(shape, index array of t)`` (None: no such layout for that shape)."""
+    for w in reversed(views):
+        t = ir.RankedTensorType(w.source.type)
+        if t.rank != 4:
+            continue
+        src = _index_array(t)
+        expected = layout(src.shape, src)
+        if expected is not None and _reaches(w, expected, src):
+            return w
+    return None
 
 
 def _index_array(t: ir.RankedTensorType, shape=None) -> np.ndarray:
@@ -291,8 +315,8 @@ def match_attention(o: ir.Operation, mod: Module) -> Optional[_Match]:
     f32 = ir.F32Type.get()
     if ir.RankedTensorType(o.results[0].type).element_type != f32 or not _zero_init(o):
         return None
-    pv, vv = _trace(o.operands[0]), _trace(o.operands[1])
-    if pv.scale != 1.0 or vv.scale != 1.0:
+    pv, vvs = _trace(o.operands[0]), [w for w in _views(o.operands[1]) if w.scale == 1.0]
+    if pv.scale != 1.0:
         return None
     x = _softmax_input(_unguarded(pv.source, mod))
     if x is None:
@@ -302,25 +326,34 @@ def match_attention(o: ir.Operation, mod: Module) -> Optional[_Match]:
     s = producer(sv.source)
     if s is None or s.name != "linalg.batch_matmul" or not _zero_init(s):
         return None
-    qv, kv = _trace(s.operands[0]), _trace(s.operands[1])
-    qt, kt, vt = (ir.RankedTensorType(w.source.type) for w in (qv, kv, vv))
-    if qt.rank != 4 or kt.rank != 4 or vt.rank != 4 or any(t.element_type != f32 for t in (qt, kt, vt)):
-        return None
-    (b, h, sq, d), (bk, hkv, skv, dk) = _concrete(qt), _concrete(kt)
-    if any(qt.is_dynamic_dim(i) for i in (0, 1, 3)) or any(kt.is_dynamic_dim(i) for i in range(4)) or \
-            kt.shape != vt.shape or bk != b or dk != d or h % hkv:
-        return None
     xt = ir.RankedTensorType(x.type)
-    qi, ki, vi = _index_array(qt), _index_array(kt), _index_array(vt)
+    qv = _first_reaching(_views(s.operands[0]), lambda t, i: i.reshape(t[0] * t[1], t[2], t[3]))
+    if qv is None:
+        return None
+    qt = ir.RankedTensorType(qv.source.type)
+    b, h, sq, d = _concrete(qt)
+    if any(qt.is_dynamic_dim(i) for i in (0, 1, 3)):
+        return None
+
+    def kv_layout(t, i):   # (B, Hkv, Skv, D) read by heads h // (H / Hkv)
+        if t[0] != b or t[3] != d or h % t[1]:
+            return None
+        return np.repeat(i, h // t[1], axis=1).reshape(b * h, t[2], d)
+
+    kv = _first_reaching(_views(s.operands[1]), lambda t, i: None if kv_layout(t, i) is None
+                         else kv_layout(t, i).transpose(0, 2, 1))
+    vv = _first_reaching(vvs, kv_layout)
+    if kv is None or vv is None:
+        return None
+    kt, vt = (ir.RankedTensorType(w.source.type) for w in (kv, vv))
+    if kt.shape != vt.shape or any(kt.is_dynamic_dim(i) for i in range(4)) or \
+            any(t.element_type != f32 for t in (qt, kt, vt)):
+        return None
+    skv = kt.shape[2]
     sidx = _index_array(ir.RankedTensorType(s.results[0].type), (b * h, sq, skv))
     pshape = (b, h, sq, skv) if xt.rank == 4 else (b * h, sq, skv)
     pidx = np.arange(b * h * sq * skv).reshape(pshape)
-    rep = h // hkv
-    if not (_reaches(qv, qi.reshape(b * h, sq, d), qi)
-            and _reaches(kv, np.repeat(ki, rep, axis=1).reshape(b * h, skv, d).transpose(0, 2, 1), ki)
-            and _reaches(vv, np.repeat(vi, rep, axis=1).reshape(b * h, skv, d), vi)
-            and _reaches(sv, sidx.reshape(pshape), sidx)
-            and _reaches(pv, pidx.reshape(b * h, sq, skv), pidx)):
+    if not (_reaches(sv, sidx.reshape(pshape), sidx) and _reaches(pv, pidx.reshape(b * h, sq, skv), pidx)):
         return None
     if bias is not None and xt.rank != 4:
         return None
