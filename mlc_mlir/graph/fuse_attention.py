@@ -39,7 +39,8 @@ from typing import Callable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .._mlir import func_d, ir
+from .._mlir import arith_d, func_d, ir, tensor_d
+from ..ir import emitters
 from ..ir.module import OP_NAME_ATTR, Module
 from .ir_utils import indexing_maps, iterator_types, named_fill, named_ops, producer, reshape
 from .pass_manager import Pass, register_pass
@@ -186,17 +187,38 @@ def _reaches(view: _View, expected: np.ndarray, src: np.ndarray) -> bool:
 
 
 def _first_reaching(views: Sequence[_View], layout) -> Optional[_View]:
-    """The farthest of ``views`` whose source is a rank-4 tensor ``t`` that the view ops carry
-    to ``layout(shape, index array of t)`` (None: no such layout for that shape)."""
+    """The farthest of ``views`` whose source ``t`` (rank 4, or rank 3 read as ``(1, ...)``) the
+    view ops carry to ``layout(4-D shape, 4-D index array of t)`` (None: no such layout)."""
     for w in reversed(views):
         t = ir.RankedTensorType(w.source.type)
-        if t.rank != 4:
+        if t.rank not in (3, 4) or (t.rank == 3 and t.is_dynamic_dim(0)):
             continue
         src = _index_array(t)
-        expected = layout(src.shape, src)
+        src4 = src.reshape((1,) * (4 - t.rank) + src.shape)
+        expected = layout(src4.shape, src4)
         if expected is not None and _reaches(w, expected, src):
             return w
     return None
+
+
+def _dims4(t: ir.RankedTensorType) -> Tuple[List[int], List[bool]]:
+    """The concrete sizes (:func:`_concrete`) and dynamic flags of ``t`` read as rank 4."""
+    pad = 4 - t.rank
+    return [1] * pad + list(_concrete(t)), [False] * pad + [t.is_dynamic_dim(d) for d in range(t.rank)]
+
+
+def _as_4d(v: ir.Value, name: str) -> ir.Value:
+    """``v`` itself (rank 4) or expanded from ``(N, S, D)`` to ``(1, N, S, D)``."""
+    t = ir.RankedTensorType(v.type)
+    if t.rank == 4:
+        return v
+    sizes = [tensor_d.dim(v, arith_d.ConstantOp(ir.IndexType.get(), d).result) if t.is_dynamic_dim(d)
+             else t.shape[d] for d in range(3)]
+    t4 = ir.RankedTensorType.get([1] + list(t.shape), t.element_type)
+    r = tensor_d.ExpandShapeOp(t4, v, [[0, 1], [2], [3]], [x for x in sizes if not isinstance(x, int)],
+                               [1] + [x if isinstance(x, int) else ir.ShapedType.get_dynamic_size() for x in sizes]).result
+    emitters.set_name(r.owner, name)
+    return r
 
 
 def _index_array(t: ir.RankedTensorType, shape=None) -> np.ndarray:
@@ -331,8 +353,8 @@ def match_attention(o: ir.Operation, mod: Module) -> Optional[_Match]:
     if qv is None:
         return None
     qt = ir.RankedTensorType(qv.source.type)
-    b, h, sq, d = _concrete(qt)
-    if any(qt.is_dynamic_dim(i) for i in (0, 1, 3)):
+    (b, h, sq, d), qdyn = _dims4(qt)
+    if qdyn[0] or qdyn[1] or qdyn[3]:
         return None
 
     def kv_layout(t, i):   # (B, Hkv, Skv, D) read by heads h // (H / Hkv)
@@ -346,10 +368,9 @@ def match_attention(o: ir.Operation, mod: Module) -> Optional[_Match]:
     if kv is None or vv is None:
         return None
     kt, vt = (ir.RankedTensorType(w.source.type) for w in (kv, vv))
-    if kt.shape != vt.shape or any(kt.is_dynamic_dim(i) for i in range(4)) or \
-            any(t.element_type != f32 for t in (qt, kt, vt)):
+    if kt.shape != vt.shape or not kt.has_static_shape or any(t.element_type != f32 for t in (qt, kt, vt)):
         return None
-    skv = kt.shape[2]
+    skv = kt.shape[-2]
     sidx = _index_array(ir.RankedTensorType(s.results[0].type), (b * h, sq, skv))
     pshape = (b, h, sq, skv) if xt.rank == 4 else (b * h, sq, skv)
     pidx = np.arange(b * h * sq * skv).reshape(pshape)
@@ -401,7 +422,8 @@ class FuseAttention(Pass):
                     for i, g in enumerate(m.bias_groups):
                         shape[g[-1]] = bt.shape[i]
                     bias = reshape(bias, m.bias_groups, shape, f"{label}.bias_4d")
-                args = [m.q, m.k, m.v] + ([bias] if bias is not None else [])
+                args = [_as_4d(x, f"{label}.{n}_4d") for x, n in ((m.q, "q"), (m.k, "k"), (m.v, "v"))] + \
+                    ([bias] if bias is not None else [])
                 fn = self.kernel(body, name, *[ir.RankedTensorType(a.type) for a in args[:3]],
                                  ir.RankedTensorType(bias.type) if bias is not None else None, m.scale)
                 call = func_d.CallOp(fn, args)
