@@ -76,17 +76,43 @@ class _Row:
             bt = ir.RankedTensorType(bias.type)
             self.bias_at = [(x if bt.shape[n] != 1 else _idx(0)) for n, x in enumerate((b, h, i))]
 
+    def scores(self, j0: ir.Value, n: int) -> ir.Value:
+        """``vector<n>`` of ``q . k_j`` for keys ``j0 .. j0 + n - 1``. With ``n`` a power of two
+        dividing ``D``, each key's products are first summed chunk-wise into one ``vector<n>``
+        and the ``n`` vectors are reduced together by a butterfly of shuffles and adds (``n - 1``
+        adds of pairs, log2(n) levels: the transpose-reduce of ``hadd`` networks) instead of one
+        horizontal reduction per key."""
+        f32 = ir.F32Type.get()
+        vt = ir.VectorType.get([n], f32)
+        keys = [arith_d.addi(j0, _idx(t)) if t else j0 for t in range(n)]
+        if n == 1 or n & (n - 1) or self.d % n:
+            return vector_d.from_elements(vt, [vector_d.reduction(
+                f32, vector_d.CombiningKind.ADD,
+                arith_d.mulf(self.q, _read(self.k, [self.b, self.hk, j, _idx(0)], self.d)),
+                fastmath=_fast()) for j in keys])
+        chunks = [vector_d.extract_strided_slice(vt, self.q, [c], [n], [1]) for c in range(0, self.d, n)]
+        parts = []
+        for j in keys:
+            w = None
+            for c, qc in zip(range(0, self.d, n), chunks):
+                kc = _read(self.k, [self.b, self.hk, j, _idx(c)], n)
+                w = arith_d.mulf(qc, kc) if w is None else vector_d.fma(qc, kc, w)
+            parts.append(w)
+        h = n // 2
+        while len(parts) > 1:   # each vector: keys of 2h lanes each -> twice the keys of h lanes
+            lo = [i + g for g in range(0, n, 2 * h) for i in range(h)]
+            lo = lo + [n + i for i in lo]
+            hi = [i + h for i in lo]
+            parts = [arith_d.addf(vector_d.shuffle(a, b, lo), vector_d.shuffle(a, b, hi))
+                     for a, b in zip(parts[::2], parts[1::2])]
+            h //= 2
+        return parts[0]
+
     def block(self, j0: ir.Value, n: int, m, l, acc):
         """Emit the update of ``(m, l, acc)`` by keys ``j0 .. j0 + n - 1``; returns the new triple."""
         f32 = ir.F32Type.get()
         vt = ir.VectorType.get([n], f32)
-        scores = []
-        for t in range(n):
-            j = arith_d.addi(j0, _idx(t)) if t else j0
-            kv = _read(self.k, [self.b, self.hk, j, _idx(0)], self.d)
-            scores.append(vector_d.reduction(f32, vector_d.CombiningKind.ADD, arith_d.mulf(self.q, kv),
-                                             fastmath=_fast()))
-        s = vector_d.from_elements(vt, scores)
+        s = self.scores(j0, n)
         if self.bias is not None:
             s = arith_d.addf(s, _read(self.bias, self.bias_at + [j0], n))
         m_new = arith_d.maximumf(m, vector_d.reduction(f32, vector_d.CombiningKind.MAXIMUMF, s))
