@@ -37,9 +37,10 @@ CASES = [  # q (B, H, Sq, D), k (B, Hkv, Skv, D), causal, mask, gqa
     ((2, 4, 17, 32), (2, 4, 17, 32), False, None, False),
     ((1, 4, 19, 32), (1, 4, 19, 32), True, None, False),
     ((1, 4, 1, 64), (1, 4, 37, 64), False, None, False),           # decode: one query row
-    ((2, 4, 13, 16), (2, 2, 29, 16), False, "bool", True),         # GQA, a boolean mask
+    ((2, 4, 21, 16), (2, 2, 29, 16), False, "bool", True),         # GQA, a boolean mask
     ((1, 6, 1, 64), (1, 2, 50, 64), False, None, True),            # GQA decode
-    ((1, 4, 7, 24), (1, 4, 40, 24), False, "float", False),        # additive mask per head
+    ((1, 4, 23, 24), (1, 4, 40, 24), False, "float", False),       # additive mask per head
+    ((1, 2, 5, 8), (1, 2, 9, 8), False, "float", False),            # fewer rows and keys than a block
 ]
 
 
