@@ -141,27 +141,32 @@ class _Row:
             acc = vector_d.fma(pt, vv, acc)
         return m_new, l_new, acc
 
-    def loop(self, lo: ir.Value, hi: ir.Value, n: int, init):
-        """``scf.for`` over blocks of ``n`` keys in ``[lo, hi)`` (``hi - lo`` a multiple of ``n``)
-        carrying ``(m, l, acc)``; a block whose bias is all ``-inf`` is skipped (``scf.if``)."""
-        loop = scf_d.ForOp(lo, hi, _idx(n), list(init))
-        with ir.InsertionPoint(loop.body):
-            j0 = loop.induction_variable
-            carried = list(loop.inner_iter_args)
-            if self.bias is None:
-                scf_d.YieldOp(list(self.block(j0, n, *carried)))
-            else:
-                f32 = ir.F32Type.get()
-                bmax = vector_d.reduction(f32, vector_d.CombiningKind.MAXIMUMF,
-                                          _read(self.bias, self.bias_at + [j0], n))
-                live = arith_d.cmpf(arith_d.CmpFPredicate.ONE, bmax, _f32(float("-inf")))
-                branch = scf_d.IfOp(live, [c.type for c in carried], has_else=True)
-                with ir.InsertionPoint(branch.then_block):
-                    scf_d.YieldOp(list(self.block(j0, n, *carried)))
-                with ir.InsertionPoint(branch.else_block):
-                    scf_d.YieldOp(carried)
-                scf_d.YieldOp(list(branch.results))
-        return list(loop.results)
+    def bias_max(self, j0: ir.Value, n: int) -> ir.Value:
+        """The largest bias of keys ``j0 .. j0 + n - 1``."""
+        return vector_d.reduction(ir.F32Type.get(), vector_d.CombiningKind.MAXIMUMF,
+                                  _read(self.bias, self.bias_at + [j0], n))
+
+
+def _key_loop(rows, lo: ir.Value, hi: ir.Value, n: int, init) -> List[ir.Value]:
+    """``scf.for`` over blocks of ``n`` keys in ``[lo, hi)`` (``hi - lo`` a multiple of ``n``)
+    carrying ``init``, each block emitted by ``rows.block(j0, n, *carried)`` (a :class:`_Row` or
+    :class:`_RowBlock`); with a bias, a block whose ``rows.bias_max`` is ``-inf`` is skipped
+    (``scf.if``)."""
+    loop = scf_d.ForOp(lo, hi, _idx(n), list(init))
+    with ir.InsertionPoint(loop.body):
+        j0 = loop.induction_variable
+        carried = list(loop.inner_iter_args)
+        if rows.bias is None:
+            scf_d.YieldOp(list(rows.block(j0, n, *carried)))
+        else:
+            live = arith_d.cmpf(arith_d.CmpFPredicate.ONE, rows.bias_max(j0, n), _f32(float("-inf")))
+            branch = scf_d.IfOp(live, [c.type for c in carried], has_else=True)
+            with ir.InsertionPoint(branch.then_block):
+                scf_d.YieldOp(list(rows.block(j0, n, *carried)))
+            with ir.InsertionPoint(branch.else_block):
+                scf_d.YieldOp(carried)
+            scf_d.YieldOp(list(branch.results))
+    return list(loop.results)
 
 
 
@@ -204,6 +209,10 @@ class _RowBlock:
             self.bias_rows = bt.shape[2] != 1
             self.bias_at = [(x if bt.shape[n] != 1 else _idx(0)) for n, x in enumerate((b, h, i0))]
 
+    def _element(self, src: ir.Value, j: ir.Value, dd: ir.Value) -> ir.Value:
+        """``src[b, hk, j, dd]`` (a key or value element) broadcast to ``vector<L>``."""
+        return vector_d.broadcast(self.vt, tensor_d.extract(src, [self.b, self.hk, j, dd]))
+
     def _bias(self, j: ir.Value) -> ir.Value:
         if self.bias_rows:
             return _read_col(self.bias, self.bias_at + [j], self.n)
@@ -217,7 +226,7 @@ class _RowBlock:
         with ir.InsertionPoint(loop.body):
             dd = loop.induction_variable
             qv = vector_d.load(self.vt, self.qt, [dd, _idx(0)])
-            scf_d.YieldOp([vector_d.fma(qv, vector_d.broadcast(self.vt, tensor_d.extract(self.k, [self.b, self.hk, j, dd])), s)
+            scf_d.YieldOp([vector_d.fma(qv, self._element(self.k, j, dd), s)
                            for j, s in zip(keys, loop.inner_iter_args)])
         cols = list(loop.results)
         if self.bias is not None:
@@ -236,34 +245,17 @@ class _RowBlock:
             rows = [arith_d.addi(base, _idx(r)) if r else base for r in range(u)]
             accs = [arith_d.mulf(vector_d.load(self.vt, self.acc, [dd, _idx(0)]), alpha) for dd in rows]
             for j, pj in zip(keys, p):
-                accs = [vector_d.fma(pj, vector_d.broadcast(self.vt, tensor_d.extract(self.v, [self.b, self.hk, j, dd])), a)
-                        for dd, a in zip(rows, accs)]
+                accs = [vector_d.fma(pj, self._element(self.v, j, dd), a) for dd, a in zip(rows, accs)]
             for dd, a in zip(rows, accs):
                 vector_d.store(a, self.acc, [dd, _idx(0)])
             scf_d.YieldOp([])
         return m_new, l_new
 
-    def loop(self, lo: ir.Value, hi: ir.Value, n: int, init):
-        """``scf.for`` over blocks of ``n`` keys in ``[lo, hi)`` carrying ``(m, l)``; a block whose
-        bias is ``-inf`` for every row is skipped."""
-        loop = scf_d.ForOp(lo, hi, _idx(n), list(init))
-        with ir.InsertionPoint(loop.body):
-            j0 = loop.induction_variable
-            carried = list(loop.inner_iter_args)
-            if self.bias is None:
-                scf_d.YieldOp(list(self.block(j0, n, *carried)))
-            else:
-                keys = [arith_d.addi(j0, _idx(t)) if t else j0 for t in range(n)]
-                bmax = vector_d.reduction(ir.F32Type.get(), vector_d.CombiningKind.MAXIMUMF,
-                                          _tree([self._bias(j) for j in keys], arith_d.maximumf))
-                live = arith_d.cmpf(arith_d.CmpFPredicate.ONE, bmax, _f32(float("-inf")))
-                branch = scf_d.IfOp(live, [c.type for c in carried], has_else=True)
-                with ir.InsertionPoint(branch.then_block):
-                    scf_d.YieldOp(list(self.block(j0, n, *carried)))
-                with ir.InsertionPoint(branch.else_block):
-                    scf_d.YieldOp(carried)
-                scf_d.YieldOp(list(branch.results))
-        return list(loop.results)
+    def bias_max(self, j0: ir.Value, n: int) -> ir.Value:
+        """The largest bias of keys ``j0 .. j0 + n - 1`` over the block's rows."""
+        keys = [arith_d.addi(j0, _idx(t)) if t else j0 for t in range(n)]
+        return vector_d.reduction(ir.F32Type.get(), vector_d.CombiningKind.MAXIMUMF,
+                                  _tree([self._bias(j) for j in keys], arith_d.maximumf))
 
     def write(self, tile: ir.Value, l: ir.Value) -> ir.Value:
         """``tile`` (``(1, 1, L, D)``) holding ``acc^T / l`` transposed back (0 for rows with
@@ -353,8 +345,8 @@ def emit_flash_attention(module_body, name: str, q_type: ir.RankedTensorType, k_
             rows = _RowBlock(q, k, v, bias, b, hh, hk, i0, scale, d, lanes, unroll)
             vt = ir.VectorType.get([lanes], f32)
             carried = [vector_d.broadcast(vt, _f32(float("-inf"))), vector_d.broadcast(vt, _f32(0.0))]
-            carried = rows.loop(_idx(0), full_kv, lanes, carried)
-            _, l = rows.loop(full_kv, n_kv, 1, carried)
+            carried = _key_loop(rows, _idx(0), full_kv, lanes, carried)
+            _, l = _key_loop(rows, full_kv, n_kv, 1, carried)
             tile = tensor_d.extract_slice(tile_t, shared, [b, hh, i0], [], [], [dyn, dyn, dyn, 0],
                                           [1, 1, lanes, d], strides)
             tile = rows.write(tile, l)
@@ -373,8 +365,8 @@ def emit_flash_attention(module_body, name: str, q_type: ir.RankedTensorType, k_
             row = _Row(q, k, v, bias, b, hh, hk, i, scale, d)
             dvt = ir.VectorType.get([d], f32)
             carried = [_f32(float("-inf")), _f32(0.0), vector_d.broadcast(dvt, _f32(0.0))]
-            carried = row.loop(_idx(0), full_kv, lanes, carried)
-            m, l, acc = row.loop(full_kv, n_kv, 1, carried)
+            carried = _key_loop(row, _idx(0), full_kv, lanes, carried)
+            _, l, acc = _key_loop(row, full_kv, n_kv, 1, carried)
             empty_row = arith_d.cmpf(arith_d.CmpFPredicate.OEQ, l, _f32(0.0))
             inv = arith_d.select(empty_row, _f32(0.0), arith_d.divf(_f32(1.0), l))
             res = arith_d.mulf(acc, vector_d.broadcast(dvt, inv))
