@@ -44,6 +44,7 @@ from ..ir import emitters
 from ..ir.module import OP_NAME_ATTR, Module
 from .ir_utils import indexing_maps, iterator_types, named_fill, named_ops, producer, reshape
 from .pass_manager import Pass, register_pass
+from .rewrite import body_ops
 
 #: ``kernel(module_body, name, q_type, k_type, v_type, bias_type or None, scale) -> func.FuncOp``.
 AttentionKernel = Callable[..., func_d.FuncOp]
@@ -243,7 +244,7 @@ def _softmax_input(p: ir.Value) -> Optional[ir.Value]:
     e, total = div.operands[0], _trace(div.operands[1])
     red = producer(total.source)
     if red is None or red.name != "linalg.generic" or red.operands[0] != e or \
-            [o.name for o in _body(red)] != ["arith.addf"] or iterator_types(red)[-1] != "reduction":
+            body_ops(red) != ["arith.addf"] or iterator_types(red)[-1] != "reduction":
         return None
     ex = _generic(e, ["math.exp"], 1)
     shift = ex and _generic(ex.operands[0], ["arith.subf"], 2)
@@ -251,7 +252,7 @@ def _softmax_input(p: ir.Value) -> Optional[ir.Value]:
         return None
     x, mx = shift.operands[0], producer(_trace(shift.operands[1]).source)
     if mx is None or mx.name != "linalg.generic" or mx.operands[0] != x or \
-            [o.name for o in _body(mx)] != ["arith.maximumf"] or iterator_types(mx)[-1] != "reduction":
+            body_ops(mx) != ["arith.maximumf"] or iterator_types(mx)[-1] != "reduction":
         return None
     rank = ir.RankedTensorType(x.type).rank
     if iterator_types(red).count("reduction") != 1 or iterator_types(mx).count("reduction") != 1 or \
@@ -274,7 +275,7 @@ def _unguarded(p: ir.Value, mod: Module) -> ir.Value:
     cond = _trace(w.operands[0]).source      # eq(max(eq(eq(x, -inf), 0)), 0): no finite score
     c1 = _generic(cond, ["arith.cmpi", "arith.extui"], 1)
     red = c1 and producer(_trace(c1.operands[0]).source)
-    if not red or red.name != "linalg.generic" or [o.name for o in _body(red)] != ["arith.maxsi"]:
+    if not red or red.name != "linalg.generic" or body_ops(red) != ["arith.maxsi"]:
         return p
     c2 = _generic(red.operands[0], ["arith.cmpi", "arith.extui"], 1)
     c3 = c2 and _generic(c2.operands[0], ["arith.cmpf", "arith.extui"], 1)
