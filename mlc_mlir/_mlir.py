@@ -17,6 +17,7 @@ from mlir.dialects import math as math_d  # noqa: F401
 from mlir.dialects import memref as memref_d  # noqa: F401
 from mlir.dialects import scf as scf_d  # noqa: F401
 from mlir.dialects import tensor as tensor_d  # noqa: F401
+from mlir.dialects import vector as vector_d  # noqa: F401
 from mlir.dialects import transform as transform_d  # noqa: F401
 from mlir.dialects.transform import structured as structured_transform_d  # noqa: F401
 from mlir.dialects.transform import loop as loop_transform_d  # noqa: F401

@@ -8,6 +8,7 @@ from .conv_im2col import ConvToIm2col  # noqa: F401
 from .conv_winograd import ConvToWinograd  # noqa: F401
 from .pack_matmul import PackMatmulWeights  # noqa: F401
 from .specialize_rows import SpecializeUnitRows  # noqa: F401
+from .fuse_attention import FuseAttention  # noqa: F401
 from .math_approximation import ApproximateMath  # noqa: F401
 from .destination_style import (CopyIntoSlices, FillPadBorder, PadToInsertSlice,  # noqa: F401
                                 ReadInsertedSlices, WriteReshapedIntoSlices)

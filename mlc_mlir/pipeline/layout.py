@@ -6,6 +6,10 @@ Each step rewrites the functions that nobody scheduled (no ``scf`` loops yet); i
 module gets default schedules or a tuning database's (``schedule="default"`` or a
 ``database``), and is the identity otherwise:
 
+0. ``attention``      -- ``batch_matmul -> softmax -> batch_matmul`` attentions become calls of
+   one fused function each (``graph.FuseAttention`` with
+   :func:`~mlc_mlir.schedule.rules.attention.emit_flash_attention`: an online softmax over
+   key blocks, K/V read in place);
 1. ``nhwc``           -- NCHW convolutions that :func:`~mlc_mlir.schedule.rules.conv.prefers_nhwc`
    picks for the target become NHWC ones between transposes (``graph.ConvToNHWC``), and the
    transposes sink through elementwise ops, pads and poolings until inverse pairs cancel
@@ -47,7 +51,9 @@ from ..graph.constant_eval import NUMPY_OPS
 from ..graph.conv_im2col import ConvToIm2col
 from ..graph.conv_layout import ConvToNHWC
 from ..graph.conv_winograd import ConvToWinograd, winograd_applies
+from ..graph.dce import DeadCodeElimination
 from ..graph.fold_constant import FoldConstant
+from ..graph.fuse_attention import FuseAttention
 from ..graph.pack_matmul import PackMatmulWeights
 from ..graph.specialize_rows import SpecializeUnitRows
 from ..graph.transpose_propagation import PropagateTransposes
@@ -55,6 +61,7 @@ from ..graph.ir_utils import chosen_algorithm, conv_signature, int_list, named_f
 from ..ir.module import CONV_ALGORITHM_ATTR, OP_NAME_ATTR, Module
 from ..ir.walk import has_op
 from ..schedule.cpu_recipes import packed_b_panel
+from ..schedule.rules.attention import emit_flash_attention
 from ..schedule.rules.conv import (conv_algorithms, decided_algorithm, prefers_im2col, prefers_nhwc,
                                    winograd_tile)
 from ..schedule.trace import Trace
@@ -86,6 +93,15 @@ def _constant_filter_transposed(module: Module) -> bool:
     with module.context:
         module.operation.walk(visit, ir.WalkOrder.PRE_ORDER)
     return bool(found)
+
+
+def fuse_attention(module: Module, target: Target, functions: List[str], options: CompileOptions) -> Module:
+    """Step ``attention`` (see the module docstring); the ops the fused calls replace are erased."""
+    if not has_op(module, "linalg.batch_matmul"):
+        return module
+    fused = FuseAttention(partial(emit_flash_attention, target=target), functions)(module)
+    added = len(fused.function_names()) > len(module.function_names())
+    return DeadCodeElimination()(fused) if added else fused
 
 
 def to_nhwc(module: Module, target: Target, functions: List[str], options: CompileOptions) -> Module:
@@ -210,6 +226,7 @@ def specialize_rows(module: Module, target: Target, functions: List[str], option
 
 
 LAYOUT_STEPS: Tuple[Tuple[str, LayoutStep], ...] = (
+    ("attention", fuse_attention),
     ("nhwc", to_nhwc),
     ("algorithm", choose_algorithms),
     ("fold-filters", fold_filters),

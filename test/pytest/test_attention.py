@@ -1,0 +1,131 @@
+"""Fused attention (``graph.FuseAttention`` + ``schedule.rules.attention``): torch's
+``scaled_dot_product_attention`` (causal, boolean and additive masks, grouped-query heads, one
+query row, odd lengths) and a dynamic-length builder attention vs PyTorch / numpy, each
+checked to have been fused; the decode step of the tiny LLMs reads its caches in place."""
+
+import re
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+F = torch.nn.functional
+
+import mlc_mlir as mlc  # noqa: E402
+from mlc_mlir import ops  # noqa: E402
+from mlc_mlir.pipeline.compile import lower  # noqa: E402
+
+
+class _SDPA(torch.nn.Module):
+    def __init__(self, causal=False, gqa=False):
+        super().__init__()
+        self.causal, self.gqa = causal, gqa
+
+    def forward(self, q, k, v, mask=None):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=self.causal,
+                                              enable_gqa=self.gqa)
+
+
+def _fused(tmp_path) -> str:
+    """The scheduled IR after compile with dump_ir, asserting one fused call is there."""
+    text = (tmp_path / "03-schedule.mlir").read_text()
+    assert re.search(r"call @main_attention", text), "attention was not fused"
+    return text
+
+
+CASES = [  # q (B, H, Sq, D), k (B, Hkv, Skv, D), causal, mask, gqa
+    ((2, 4, 17, 32), (2, 4, 17, 32), False, None, False),
+    ((1, 4, 19, 32), (1, 4, 19, 32), True, None, False),
+    ((1, 4, 1, 64), (1, 4, 37, 64), False, None, False),           # decode: one query row
+    ((2, 4, 21, 16), (2, 2, 29, 16), False, "bool", True),         # GQA, a boolean mask
+    ((1, 6, 1, 64), (1, 2, 50, 64), False, None, True),            # GQA decode
+    ((1, 4, 23, 24), (1, 4, 40, 24), False, "float", False),       # additive mask per head
+    ((1, 2, 5, 8), (1, 2, 9, 8), False, "float", False),            # fewer rows and keys than a block
+]
+
+
+@pytest.mark.parametrize("qs,ks,causal,mask,gqa", CASES)
+def test_sdpa_is_fused_and_matches_torch(tmp_path, qs, ks, causal, mask, gqa):
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(s, generator=g) for s in (qs, ks, ks))
+    args = (q, k, v)
+    if mask == "bool":
+        m = torch.rand(qs[2], ks[2], generator=g) > 0.5
+        m[:, 0] = True
+        m[3, :] = False                 # a row with no key: 0, as torch's safe softmax
+        args += (m,)
+    elif mask == "float":
+        args += (torch.randn(1, qs[1], qs[2], ks[2], generator=g),)
+    with torch.no_grad():
+        want = _SDPA(causal, gqa)(*args).numpy()
+    exe = mlc.compile(mlc.from_torch(_SDPA(causal, gqa), args), dump_ir=str(tmp_path))
+    _fused(tmp_path)
+    got = exe(*[a.numpy().astype(np.int8) if a.dtype == torch.bool else a.numpy() for a in args])
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_dynamic_query_length_attention_matches_numpy(tmp_path):
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        q, k, v = f.arg("q", (4, "seq", 32)), f.arg("k", (4, 45, 32)), f.arg("v", (4, 45, 32))
+        s = ops.multiply(ops.batch_matmul(q, ops.transpose(k, [0, 2, 1])), np.float32(0.3))
+        f.output(ops.batch_matmul(ops.softmax(s), v))
+    exe = mlc.compile(bb.finish(), dump_ir=str(tmp_path))
+    _fused(tmp_path)
+    rng = np.random.default_rng(0)
+    k, v = (rng.standard_normal((4, 45, 32), dtype=np.float32) for _ in range(2))
+    for n in (1, 7, 16, 45):
+        q = rng.standard_normal((4, n, 32), dtype=np.float32)
+        s = 0.3 * q @ k.transpose(0, 2, 1)
+        p = np.exp(s - s.max(-1, keepdims=True))
+        want = (p / p.sum(-1, keepdims=True)) @ v
+        np.testing.assert_allclose(exe(q, k, v), want, rtol=1e-5, atol=1e-5)
+
+
+def test_other_contractions_are_left_alone(tmp_path):
+    """softmax(A B) C where the first product is no Q K^T of the same heads (B's batch is read
+    transposed): no fusion, and the result is still right."""
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        a, b, c = f.arg("a", (3, 5, 8)), f.arg("b", (8, 3, 6)), f.arg("c", (3, 6, 8))
+        f.output(ops.batch_matmul(ops.softmax(ops.batch_matmul(a, ops.transpose(b, [1, 0, 2]))), c))
+    exe = mlc.compile(bb.finish(), dump_ir=str(tmp_path))
+    assert "call @main_attention" not in (tmp_path / "03-schedule.mlir").read_text()
+    rng = np.random.default_rng(1)
+    a, b, c = (rng.standard_normal(s, dtype=np.float32) for s in ((3, 5, 8), (8, 3, 6), (3, 6, 8)))
+    s = a @ b.transpose(1, 0, 2)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    np.testing.assert_allclose(exe(a, b, c), (p / p.sum(-1, keepdims=True)) @ c, rtol=1e-5, atol=1e-5)
+
+
+_BUFFERIZE = ("builtin.module(eliminate-empty-tensors, one-shot-bufferize{bufferize-function-boundaries "
+              "function-boundary-type-conversion=identity-layout-map}, canonicalize, cse, canonicalize, "
+              "buffer-results-to-out-params{hoist-static-allocs modify-public-functions})")
+
+
+@pytest.mark.parametrize("name", ["gpt2", "llama"])
+def test_decode_step_attends_to_the_caches_in_place(tmp_path, name):
+    """The decode step of the tiny GPT-2 / Llama (2 KV heads for 4: grouped-query) fuses each
+    layer's attention into one call that reads the cache arguments themselves; after
+    bufferization nothing of a cache's size (nor of its repeat_kv broadcast) is copied or
+    allocated."""
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    t = transformers
+    model = (t.GPT2LMHeadModel(t.GPT2Config(n_layer=2, n_embd=128, n_head=4, vocab_size=1000)) if name == "gpt2"
+             else t.LlamaForCausalLM(t.LlamaConfig(num_hidden_layers=2, hidden_size=128, intermediate_size=344,
+                                                   num_attention_heads=4, num_key_value_heads=2,
+                                                   vocab_size=1000))).eval()
+    max_len = 96
+    kv, d = mlc.llm.cache_shapes(model, max_len)[0][1], 32
+    mlc.compile(mlc.llm.import_step(model, max_len, 1), dump_ir=str(tmp_path))
+    text = (tmp_path / "03-schedule.mlir").read_text()
+    calls = re.findall(r"call @main_attention\w*\([^)]*\) [^:]*: \(([^)]*)\)", text)
+    assert len(calls) == 2, calls                                   # one per layer
+    cache = f"tensor<1x{kv}x{max_len}x{d}xf32>"
+    assert all(c.count(cache) == 2 for c in calls), calls          # K and V: the caches, not copies
+    lowered = str(lower(mlc.Module.parse((tmp_path / "06-prepare.mlir").read_text()), _BUFFERIZE))
+    sizes = {f"1x{kv}x{max_len}x{d}xf32", f"1x4x{max_len}x{d}xf32", f"1x2x2x{max_len}x{d}xf32",
+             f"4x{d}x{max_len}xf32", f"4x{max_len}x{d}xf32"}
+    moved = re.findall(r"memref\.copy [^\n]*", lowered) + re.findall(r"memref\.alloca?\([^\n]*", lowered)
+    assert not [m for m in moved if any(s in m for s in sizes)], moved
