@@ -235,9 +235,34 @@ def _zero_init(mm: ir.Operation) -> bool:
     return c is not None and c.name == "arith.constant" and ir.FloatAttr(c.attributes["value"]).value == 0.0
 
 
+def _row_reduction(op: Optional[ir.Operation], body: Sequence[str], inputs: Sequence[ir.Value]) -> bool:
+    """Whether ``op`` is a ``linalg.generic`` reducing the last axis only, with body ops ``body``
+    and inputs ``inputs``."""
+    return op is not None and op.name == "linalg.generic" and list(op.operands[:-1]) == list(inputs) and \
+        body_ops(op) == list(body) and iterator_types(op)[-1] == "reduction" and \
+        iterator_types(op).count("reduction") == 1
+
+
+def _row_softmax_input(p: ir.Value) -> Optional[ir.Value]:
+    """``x`` if ``p`` is ``ops.softmax``'s row form ``exp(x - m) * inv`` with ``m`` the row max of
+    x, ``inv = 1 / s`` and ``s`` the row sum of ``exp(x - m)``, else None."""
+    out = _generic(p, ["arith.subf", "math.exp", "arith.mulf"], 3)
+    if out is None:
+        return None
+    x, m, inv_v = out.operands[0], out.operands[1], out.operands[2]
+    inv = _generic(inv_v, ["arith.divf"], 1)
+    if inv is None or not _row_reduction(producer(m), ["arith.maximumf"], [x]):
+        return None
+    s = producer(inv.operands[0])
+    return x if _row_reduction(s, ["arith.subf", "math.exp", "arith.addf"], [x, m]) else None
+
+
 def _softmax_input(p: ir.Value) -> Optional[ir.Value]:
     """``x`` if ``p`` is ``exp(x - max(x)) / sum(exp(x - max(x)))`` over the last axis (the
-    decomposed softmax), else None."""
+    decomposed softmax, or ``ops.softmax``'s row form: :func:`_row_softmax_input`), else None."""
+    row = _row_softmax_input(p)
+    if row is not None:
+        return row
     div = _generic(p, ["arith.divf"], 2)
     if div is None:
         return None

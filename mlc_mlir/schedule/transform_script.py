@@ -366,9 +366,9 @@ class _Emitter:
         a materialized ``scf.for`` outside the vectorized tile (the innermost such loop per
         dim, with static loops inside it) gets those loops peeled, innermost first
         (``transform.loop.peel``: the main loop's tiles are full, static after
-        canonicalization) and, where the dim's extent is dynamic, each remainder's tiles split
-        into slices of 1 along the peeled dim (static, unmasked; a static extent's remainder is
-        one static tile, vectorized whole); returns the handle of every copy of the op and None. Otherwise
+        canonicalization) and, where the dim's extent is dynamic or tiled by an outer loop too, each
+        remainder's tiles split into slices of 1 along the peeled dim (static, unmasked; the
+        remainder of a static extent tiled once is one static tile, vectorized whole); returns the handle of every copy of the op and None. Otherwise
         returns ``h`` and the full tile's sizes (masked vectorization)."""
         vpos = next(i for i, lp in enumerate(b.loops) if lp.kind == "vectorized")
         sizes = b.vector_sizes(vpos)
@@ -390,8 +390,8 @@ class _Emitter:
             loop = transform_d.CastOp(transform_d.OperationType.get("scf.for"),
                                       self.loop_handles[b.loops[p].id]).result
             rem = loop_transform_d.LoopPeelOp(any_op(), any_op(), loop)
-            if b.dims[d].extent is not None:
-                continue   # a static extent: the remainder tile is static too (one vector op)
+            if b.dims[d].extent is not None and not any(q.dim == d for q in b.loops[:p]):
+                continue   # a static extent tiled once: the remainder tile is static (one vector op)
             rop = structured_transform_d.MatchOp(
                 any_op(), rem.remainder_loop,
                 op_attrs=ir.DictAttr.get({OP_NAME_ATTR: ir.StringAttr.get(b.name)})).result
