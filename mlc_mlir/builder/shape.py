@@ -12,7 +12,7 @@ from typing import List, Optional, Sequence
 
 import numpy as np
 
-from .._mlir import ir, linalg_d, tensor_d
+from .._mlir import arith_d, ir, linalg_d, tensor_d
 from ..errors import BuildError, format_shape
 from . import linalg_emit as emit
 from ..ir.symbolic import SymDim, is_static
@@ -91,6 +91,17 @@ def reshape(x, shape: Sequence[int], name: Optional[str] = None) -> Tensor:
     et = x.type.element_type
     out_t = ir.RankedTensorType.get(emit.ir_shape(shape), et)
     groups = _reassociation(x.shape, tuple(shape))
+    expand_groups = [list(range(len(shape)))] if groups is None else groups if len(shape) > x.ndim else []
+    if any(sum(isinstance(shape[i], SymDim) for i in g) > 1 for g in expand_groups):
+        # expand_shape splitting one dim into several symbolic ones (batch*seq -> batch, seq) has
+        # no memref lowering (expand-strided-metadata takes one dynamic size per group)
+        idx = ir.IndexType.get()
+        dims = [d.materialize() if isinstance(d, SymDim) else arith_d.ConstantOp(idx, int(d)).result
+                for d in shape]
+        shape_t = tensor_d.from_elements(ir.RankedTensorType.get([len(shape)], idx), dims)
+        r = tensor_d.reshape(out_t, x.value, shape_t)
+        emit.set_name(r.owner, nm)
+        return Tensor(r, fn)
     if groups is not None:     # one collapse_shape (fewer dims) or expand_shape (more dims)
         r = (tensor_d.CollapseShapeOp(out_t, x.value, groups) if len(shape) < x.ndim
              else tensor_d.ExpandShapeOp(out_t, x.value, groups, *emit.mixed(shape))).result
@@ -347,6 +358,8 @@ def slice(x, begin: Sequence[Optional[int]], end: Sequence[Optional[int]],  # no
     offs, sizes, steps = [0] * x.ndim, list(x.shape), [1] * x.ndim
     for a, b, e, s in zip(axes, begin, end, strides):
         for arg, v in (("begin", b), ("end", e), ("strides", s)):
+            if arg == "end" and isinstance(v, SymDim) and isinstance(x.shape[a], SymDim):
+                continue  # a symbolic end on a symbolic axis: proved in range below
             if v is not None and (not isinstance(v, (int, np.integer)) or isinstance(v, bool)):
                 raise BuildError(f"{op}: argument '{arg}' has {v!r} for axis {a}; expected an int or None")
         s = 1 if s is None else int(s)
@@ -373,7 +386,8 @@ def slice(x, begin: Sequence[Optional[int]], end: Sequence[Optional[int]],  # no
 
 def _symbolic_slice(op: str, x: Tensor, a: int, b, e, s: int):
     """``(start, size, step)`` of ``b:e:s`` along the symbolic axis ``a`` of ``x`` (size ``n``):
-    ``b`` is None or >= 0, ``e`` None (``n``) or an int (negative: ``n + e``); no clamping, so
+    ``b`` is None or >= 0, ``e`` None (``n``), an int (negative: ``n + e``) or a symbolic size
+    (``seq + 1``); no clamping, so
     the bounds of ``n`` (``f.dim(name, min=...)``) must prove ``start <= stop <= n``.
 
     Raises
@@ -386,7 +400,7 @@ def _symbolic_slice(op: str, x: Tensor, a: int, b, e, s: int):
         raise BuildError(f"{op}: begin {b} counts from the end of the symbolic axis {a} ({n}); "
                          "expected None or an int >= 0")
     start = 0 if b is None else int(b)
-    stop = n if e is None else (n + int(e) if e < 0 else int(e))
+    stop = n if e is None else e if isinstance(e, SymDim) else (n + int(e) if e < 0 else int(e))
     lo = x.fn.symbols.lower_bound(n - stop)
     if start > 0 or e is not None:
         need_lo = x.fn.symbols.lower_bound(stop - start)
