@@ -23,7 +23,9 @@ from .builder.volumetric import avg_pool3d, conv3d, max_pool3d  # noqa: F401
 from .builder.shape import (  # noqa: F401,A004
     broadcast_to, concat, flatten, pad, permute, reshape, slice, transpose,
 )
-from .builder.indexing import arange, expand, gather, split, squeeze, unsqueeze, update_slice  # noqa: F401
+from .builder.indexing import (  # noqa: F401
+    arange, expand, gather, size_array, split, squeeze, unsqueeze, update_slice,
+)
 from .builder.math_ops import (  # noqa: F401,A004
     abs, ceil, cos, equal, erf, expm1, floor, greater, greater_equal, less, less_equal, log1p, mod,
     not_equal, power, round, sin, trunc, where,

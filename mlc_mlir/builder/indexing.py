@@ -1,7 +1,7 @@
 """ONNX-style shape/indexing ops: ``gather`` (ONNX's name for :func:`~.take.take`), ``squeeze``,
 ``unsqueeze``, ``expand``, ``split``; each composes :mod:`.shape` / :mod:`.take` ops; and
 ``update_slice``, a ``tensor.insert_slice`` at offsets read from tensors at run time; ``arange``
-over a static or symbolic length.
+over a static or symbolic length; ``size_array``, symbolic sizes as a tensor of values.
 
 Source: ONNX operator spec (Gather, Squeeze, Unsqueeze, Expand, Split), numpy
 ``take``/``squeeze``/``expand_dims``/``split``, TVM Relax ``expand_dims``/``squeeze``/``split``;
@@ -14,6 +14,8 @@ from __future__ import annotations
 from typing import List, Optional, Sequence
 
 import math
+
+import numpy as np
 
 from .._mlir import arith_d, ir, linalg_d, tensor_d
 from ..errors import BuildError, format_shape
@@ -223,4 +225,48 @@ def arange(start, limit, delta=1, dtype: Optional[str] = None, name: Optional[st
 
     (r,) = emit.generic(emit.op_name(fn, op, name), [], [], [emit.empty((length,), dtype)],
                         [emit.identity_map(1)], ["parallel"], body)
+    return Tensor(r, fn)
+
+
+def size_array(values, dtype: str = "int64", name: Optional[str] = None) -> Tensor:
+    """Sizes (ints and symbolic sizes, e.g. a numpy object array from ONNX ``Shape``) as a
+    tensor of their run-time values: ``tensor.from_elements`` of the sizes' ``index`` values
+    (:meth:`~mlc_mlir.ir.symbolic.SymDim.materialize`) cast to ``dtype``, row-major. How a size
+    enters arithmetic on tensors (``arange(seq) + past``). Source: TVM Relax
+    ``R.shape_to_tensor``.
+
+    Parameters
+    ----------
+    values : array-like of int / SymDim, any static shape (0-d allowed)
+    dtype : str
+        int8/16/32/64 or a float dtype.
+
+    Returns
+    -------
+    Tensor of ``values``' shape, ``dtype``.
+
+    Raises
+    ------
+    BuildError
+        For an element that is neither an int nor a SymDim, or a dtype that is not int/float.
+    """
+    op = "size_array"
+    arr = np.asarray(values, dtype=object)
+    if dtype not in dtypes.ALL_DTYPES or dtype == "bool" or not all(
+            isinstance(v, (int, np.integer, SymDim)) and not isinstance(v, bool) for v in arr.flat):
+        raise BuildError(f"{op}: values {arr.tolist()}, dtype {dtype}; expected ints and symbolic sizes "
+                         "and an int or float dtype")
+    fn = emit.function_of(op)
+    et = dtypes.to_ir_type(dtype)
+    i64 = ir.IntegerType.get_signless(64)
+    elems = []
+    for v in arr.flat:
+        if isinstance(v, SymDim):
+            x = arith_d.index_cast(i64, v.materialize())
+            x = arith_d.sitofp(et, x) if dtypes.is_float(dtype) else x if dtype == "int64" else arith_d.trunci(et, x)
+        else:
+            x = emitters.scalar(int(v), dtype)
+        elems.append(x)
+    r = tensor_d.from_elements(ir.RankedTensorType.get(list(arr.shape), et), elems)
+    emit.set_name(r.owner, emit.op_name(fn, op, name))
     return Tensor(r, fn)

@@ -116,15 +116,17 @@ def test_shape_arithmetic_over_dynamic_dims_vs_onnxruntime():
     _check(m, feeds)
 
 
-def test_arange_symbolic_start_and_float():
+def test_arange_and_size_array_symbolic():
     bb = mlc.GraphBuilder()
     with bb.function("main") as f:
         x = f.arg("x", ("n",), "float32")
         n = f.dim("n")
-        f.output(ops.arange(n, 2 * n + 1), ops.arange(0, n, 2, dtype="float32"), ops.arange(1.5, 4.0, 0.5))
+        f.output(ops.arange(n, 2 * n + 1), ops.arange(0, n, 2, dtype="float32"), ops.arange(1.5, 4.0, 0.5),
+                 ops.size_array(np.array([n, 3, 2 * n], dtype=object)))
     exe = mlc.compile(bb.finish())
     for n in (1, 4, 7):
-        a, b, c = (np.asarray(v) for v in exe(np.zeros(n, np.float32)))
+        a, b, c, d = (np.asarray(v) for v in exe(np.zeros(n, np.float32)))
+        np.testing.assert_array_equal(d, [n, 3, 2 * n])
         np.testing.assert_array_equal(a, np.arange(n, 2 * n + 1))
         np.testing.assert_array_equal(b, np.arange(0, n, 2, dtype=np.float32))
         np.testing.assert_allclose(c, np.arange(1.5, 4.0, 0.5))
@@ -136,36 +138,32 @@ def _decoder(kind):
     transformers = pytest.importorskip("transformers")
     torch.manual_seed(0)
     if kind == "gpt2":
-        cfg = transformers.GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=100)
+        cfg = transformers.GPT2Config(n_layer=1, n_embd=64, n_head=4, vocab_size=100)
         return transformers.GPT2LMHeadModel(cfg).eval()
-    cfg = transformers.LlamaConfig(num_hidden_layers=2, hidden_size=64, intermediate_size=172,
+    cfg = transformers.LlamaConfig(num_hidden_layers=1, hidden_size=64, intermediate_size=172,
                                    num_attention_heads=4, num_key_value_heads=2, vocab_size=100)
     return transformers.LlamaForCausalLM(cfg).eval()
 
 
-@pytest.mark.parametrize("kind", ["gpt2", "llama"])
-def test_exported_decoder_dynamic_vs_onnxruntime(kind, tmp_path):
-    """``torch.onnx.export`` (dynamo) of a tiny transformers decoder with dynamic batch and
-    sequence axes: one import with symbolic ``batch``/``seq``, one compile, logits equal to
-    onnxruntime's on the same file at sequence lengths 1, 7 and 33."""
+@pytest.mark.parametrize("kind,past", [("gpt2", False), ("llama", False), ("gpt2", True), ("llama", True)])
+def test_exported_decoder_dynamic_vs_onnxruntime(kind, past, tmp_path):
+    """A tiny transformers decoder through ``export_decoder`` (``torch.onnx.export``, dynamo,
+    dynamic batch/seq/past axes; logits only or the decoder with past): one import with the
+    dims symbolic, one compile, every output (logits, ``present.*``) equal to onnxruntime's on
+    the same file at sequence lengths 1, 7 and 33 (and past lengths 1, 5, 20)."""
     pytest.importorskip("onnxscript")
-    import torch
+    from mlc_mlir.frontends.onnx_decoder import export_decoder
     model = _decoder(kind)
-
-    class Logits(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.m = model
-
-        def forward(self, ids):
-            return self.m(input_ids=ids, use_cache=False).logits
-
-    path = tmp_path / f"{kind}.onnx"
-    dims = {"ids": {0: torch.export.Dim("batch", max=64), 1: torch.export.Dim("seq", max=512)}}
-    torch.onnx.export(Logits(), (torch.zeros((2, 5), dtype=torch.int64),), str(path), dynamo=True,
-                      dynamic_shapes=dims, input_names=["input_ids"], output_names=["logits"],
-                      verbose=False)
-    m = onnx.load(str(path))
+    path = str(tmp_path / f"{kind}.onnx")
+    inputs, outputs = export_decoder(model, path, past=past)
+    m = onnx.load(path)
     assert [d.dim_param for d in m.graph.input[0].type.tensor_type.shape.dim] == ["batch", "seq"]
-    feeds = [{"input_ids": RNG.integers(0, 100, (b, s))} for b, s in [(1, 1), (2, 7), (1, 33)]]
+    assert [o.name for o in m.graph.output] == outputs
+    kv = (2 if kind == "llama" else 4, 16)
+    feeds = []
+    for b, s, p in [(1, 1, 1), (2, 7, 5), (1, 33, 20)]:
+        f = {"input_ids": RNG.integers(0, 100, (b, s))}
+        for name in inputs[1:]:
+            f[name] = RNG.standard_normal((b, kv[0], p, kv[1])).astype(np.float32)
+        feeds.append(f)
     _check(m, feeds, rtol=1e-4, atol=1e-4)
