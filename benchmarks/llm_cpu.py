@@ -14,9 +14,9 @@ Peers (``--peers``), each in its own subprocess killed after ``--peer-timeout`` 
 ``compile``: transformers' static cache + ``torch.compile`` (inductor on the CPU): decode is
 ``generate(cache_implementation="static")`` with its compiled decode step
 (``CompileConfig(fullgraph=True, mode="default")`` with ``_compile_all_devices`` set),
-prefill a ``torch.compile``-d forward (one compile per prompt length); its compile s is the first generate's extra time plus the
-prefill compiles. ``ort``: onnxruntime on the decoder-with-past exported by
-``mlc_mlir.frontends.onnx_decoder.export_decoder`` (``torch.onnx.export``, dynamo, dynamic
+prefill a ``torch.compile``-d forward (one compile per prompt length); its compile s is the
+first generate's extra time plus the prefill compiles. ``ort``: onnxruntime on the decoder-with-past exported by
+``mlc_mlir.llm.onnx_export.export_decoder`` (``torch.onnx.export``, dynamo, dynamic
 batch/sequence/past axes): prefill with an empty past, decode feeding ``present`` back as
 ``past`` (the optimum / onnxruntime-genai form; each step's graph concatenates the cache); its
 compile s is the export plus the session build.
@@ -164,14 +164,14 @@ def peer_compile(name: str, threads: int) -> dict:
 
 def peer_ort(name: str, threads: int) -> dict:
     """onnxruntime on the decoder-with-past exported by
-    :func:`mlc_mlir.frontends.onnx_decoder.export_decoder`: prefill ms with an empty past,
+    :func:`mlc_mlir.llm.onnx_export.export_decoder`: prefill ms with an empty past,
     decode tokens/s feeding each step's ``present`` back as ``past`` (greedy)."""
     import tempfile
 
     import onnxruntime as ort
     import torch
 
-    from mlc_mlir.frontends.onnx_decoder import export_decoder
+    from mlc_mlir.llm.onnx_export import export_decoder
 
     torch.set_num_threads(threads)
     model = _model(name)

@@ -231,7 +231,7 @@ def from_onnx(model_or_path: Union["onnx.ModelProto", str], input_shapes: Option
         or a converter's check
         (naming the node, op, argument, expected vs actual).
     """
-    from onnx import helper, numpy_helper, shape_inference
+    from onnx import numpy_helper, shape_inference
     model = _load(model_or_path)
     opset = _opset(model)
     input_shapes = dict(input_shapes or {})

@@ -119,7 +119,7 @@ def test_shape_arithmetic_over_dynamic_dims_vs_onnxruntime():
 def test_arange_and_size_array_symbolic():
     bb = mlc.GraphBuilder()
     with bb.function("main") as f:
-        x = f.arg("x", ("n",), "float32")
+        f.arg("x", ("n",), "float32")
         n = f.dim("n")
         f.output(ops.arange(n, 2 * n + 1), ops.arange(0, n, 2, dtype="float32"), ops.arange(1.5, 4.0, 0.5),
                  ops.size_array(np.array([n, 3, 2 * n], dtype=object)))
@@ -152,7 +152,7 @@ def test_exported_decoder_dynamic_vs_onnxruntime(kind, past, tmp_path):
     dims symbolic, one compile, every output (logits, ``present.*``) equal to onnxruntime's on
     the same file at sequence lengths 1, 7 and 33 (and past lengths 1, 5, 20)."""
     pytest.importorskip("onnxscript")
-    from mlc_mlir.frontends.onnx_decoder import export_decoder
+    from mlc_mlir.llm.onnx_export import export_decoder
     model = _decoder(kind)
     path = str(tmp_path / f"{kind}.onnx")
     inputs, outputs = export_decoder(model, path, past=past)

@@ -21,18 +21,14 @@ from __future__ import annotations
 from typing import List, Tuple
 
 from ..errors import BuildError
+from .export import cache_shapes
 
 
 def _cache_dims(hf_model) -> Tuple[int, int, int]:
-    """``(layers, kv_heads, head_dim)`` of a transformers decoder config."""
-    cfg = hf_model.config.get_text_config(decoder=True)
-    try:
-        layers, heads, hidden = cfg.num_hidden_layers, cfg.num_attention_heads, cfg.hidden_size
-    except AttributeError as e:
-        raise BuildError(f"export_decoder: the model config has no attention sizes ({e}); expected a "
-                         "transformers decoder config") from None
-    kv = getattr(cfg, "num_key_value_heads", None) or heads
-    return layers, kv, getattr(cfg, "head_dim", None) or hidden // heads
+    """``(layers, kv_heads, head_dim)`` of a transformers decoder config (from
+    :func:`~mlc_mlir.llm.export.cache_shapes`)."""
+    shapes = cache_shapes(hf_model, 1)
+    return len(shapes) // 2, shapes[0][1], shapes[0][3]
 
 
 def io_names(hf_model, past: bool) -> Tuple[List[str], List[str]]:
@@ -70,7 +66,7 @@ def export_decoder(hf_model, path: str, past: bool = True, max_len: int = 4096) 
     Raises
     ------
     BuildError
-        If the config lacks the attention sizes, or ``torch.onnx.export`` fails (its message
+        If the config lacks the attention sizes (see ``cache_shapes``), or ``torch.onnx.export`` fails (its message
         included).
     """
     import torch
