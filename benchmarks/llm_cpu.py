@@ -19,10 +19,12 @@ first generate's extra time plus the prefill compiles. ``ort``: onnxruntime on t
 ``mlc_mlir.llm.onnx_export.export_decoder`` (``torch.onnx.export``, dynamo, dynamic
 batch/sequence/past axes): prefill with an empty past, decode feeding ``present`` back as
 ``past`` (the optimum / onnxruntime-genai form; each step's graph concatenates the cache); its
-compile s is the export plus the session build.
+compile s is the export plus the session build. ``mlc-onnx``: the same file through
+``mlc.from_onnx`` (batch/seq/past symbolic, ``dim_bounds`` letting past be 0) and one
+``mlc.compile``, run the same way (the ONNX path, next to ``mlc.llm``'s in-place cache).
 
     python benchmarks/llm_cpu.py [--models tiny-gpt2,gpt2-124m] [--threads 1,2] [--json]
-                                 [--peers compile,ort] [--peer-timeout 1200]
+                                 [--peers compile,ort,mlc-onnx] [--peer-timeout 1200]
 """
 
 from __future__ import annotations
@@ -172,15 +174,18 @@ def peer_compile(name: str, threads: int) -> dict:
     return row
 
 
-def peer_ort(name: str, threads: int) -> dict:
-    """onnxruntime on the decoder-with-past exported by
-    :func:`mlc_mlir.llm.onnx_export.export_decoder`: prefill ms with an empty past,
-    decode tokens/s feeding each step's ``present`` back as ``past`` (greedy)."""
+def _peer_onnx(name: str, threads: int, runtime: str) -> dict:
+    """A runtime on the decoder-with-past exported by
+    :func:`mlc_mlir.llm.onnx_export.export_decoder`: prefill ms with an empty past, decode
+    tokens/s feeding each step's ``present`` back as ``past`` (greedy). ``runtime``: ``ort``
+    (onnxruntime) or ``mlc-onnx`` (``mlc.from_onnx`` with batch/seq/past symbolic, one
+    ``mlc.compile``)."""
     import tempfile
 
     import onnxruntime as ort
     import torch
 
+    import mlc_mlir as mlc
     from mlc_mlir.llm.onnx_export import export_decoder
 
     torch.set_num_threads(threads)
@@ -191,24 +196,27 @@ def peer_ort(name: str, threads: int) -> dict:
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, f"{name}.onnx")
         inputs, _ = export_decoder(model, path, past=True)
-        so = ort.SessionOptions()
-        so.intra_op_num_threads, so.inter_op_num_threads = threads, 1
-        sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
-    row = {"impl": "ort", "compile_s": round(time.perf_counter() - t0, 1)}
-    shape = sess.get_inputs()[1].shape
-    empty = np.zeros((1, shape[1], 0, shape[3]), np.float32)
+        if runtime == "ort":
+            so = ort.SessionOptions()
+            so.intra_op_num_threads, so.inter_op_num_threads = threads, 1
+            sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+            run = lambda args: sess.run(None, dict(zip(inputs, args)))  # noqa: E731
+        else:
+            exe = mlc.compile(mlc.from_onnx(path, dim_bounds={"past": (0, None)}), threads=threads)
+            run = lambda args: [np.asarray(o) for o in exe(*args)]  # noqa: E731
+    row = {"impl": runtime, "compile_s": round(time.perf_counter() - t0, 1)}
+    _, kv_heads, _, head_dim = mlc.llm.cache_shapes(model, 1)[0]
+    no_past = [np.zeros((1, kv_heads, 0, head_dim), np.float32)] * (len(inputs) - 1)
 
     def step(ids, past):
-        out = sess.run(None, {"input_ids": ids, **dict(zip(inputs[1:], past))})
+        out = run([ids, *past])
         return out[0], out[1:]
-    no_past = [empty] * (len(inputs) - 1)
     for n in PREFILL:
         ids = rng.integers(0, vocab, (1, n))
         step(ids, no_past)
         row[f"prefill{n}_ms"] = round(min(_timed(lambda: step(ids, no_past)) for _ in range(3)) * 1e3, 2)
     for label, ctx in zip(CONTEXTS, _contexts(model)):
         ids = rng.integers(0, vocab, (1, ctx))
-
         first = step(ids, no_past)   # the prefill, not timed
 
         def decode(logits=first[0], past=first[1]):
@@ -219,7 +227,8 @@ def peer_ort(name: str, threads: int) -> dict:
     return row
 
 
-PEERS = {"compile": peer_compile, "ort": peer_ort}
+PEERS = {"compile": peer_compile, "ort": lambda name, threads: _peer_onnx(name, threads, "ort"),
+         "mlc-onnx": lambda name, threads: _peer_onnx(name, threads, "mlc-onnx")}
 
 
 def _peer_rows(name: str, threads: int, peers, timeout: float) -> list:
@@ -260,7 +269,7 @@ def main(argv=None) -> int:
     p.add_argument("--chunk", type=int, default=32, help="prefill chunk (tokens per prefill call)")
     p.add_argument("--json", action="store_true", help="also print each row as JSON (a '# ' line)")
     p.add_argument("--worker", nargs=2, metavar=("MODEL", "THREADS"), help=argparse.SUPPRESS)
-    p.add_argument("--peers", default="compile,ort", help="comma-separated peers besides eager: "
+    p.add_argument("--peers", default="compile,ort,mlc-onnx", help="comma-separated peers besides eager: "
                    + ",".join(PEERS) + " ('' for none)")
     p.add_argument("--peer-timeout", type=float, default=1200.0, help="seconds per peer subprocess")
     p.add_argument("--peer-worker", nargs=3, metavar=("PEER", "MODEL", "THREADS"), help=argparse.SUPPRESS)

@@ -197,7 +197,8 @@ def _fold_sizes(node, values):
 
 
 def from_onnx(model_or_path: Union["onnx.ModelProto", str], input_shapes: Optional[Dict[str, Sequence[int]]] = None,
-              input_values: Optional[Dict[str, np.ndarray]] = None, keep_params: bool = False) -> Module:
+              input_values: Optional[Dict[str, np.ndarray]] = None, keep_params: bool = False,
+              dim_bounds: Optional[Dict[str, Sequence[Optional[int]]]] = None) -> Module:
     """Import an ONNX model as a graph Module with one function ``main``.
 
     Parameters
@@ -207,10 +208,15 @@ def from_onnx(model_or_path: Union["onnx.ModelProto", str], input_shapes: Option
     input_shapes : dict of str -> sequence of int, optional
         Static shapes for inputs (overrides the model's; specializes dynamic dims). Dims left
         dynamic stay symbolic sizes named by their ``dim_param`` (one compile serves every
-        size >= 1; a call with a 0 there raises ``ExecutionError``).
+        size within ``dim_bounds``).
     input_values : dict of str -> numpy.ndarray, optional
         Inputs to specialize on: each becomes a constant and is not an argument of ``main``
         (for shape-like inputs such as Reshape's ``shape`` fed as a graph input).
+    dim_bounds : dict of str -> (min, max), optional
+        Bounds of symbolic sizes by ``dim_param`` name (``None``: unbounded above); default
+        ``(1, None)``. A size of 0 (an empty past cache) needs ``min=0`` and a graph whose
+        slices stay provably in range with it. A call outside the bounds raises
+        ``ExecutionError``.
     keep_params : bool
         False (default): initializers are constants (as onnxruntime treats them, so constant
         folding, filter layout folding, Winograd and weight packing apply). True: initializers
@@ -235,6 +241,7 @@ def from_onnx(model_or_path: Union["onnx.ModelProto", str], input_shapes: Option
     model = _load(model_or_path)
     opset = _opset(model)
     input_shapes = dict(input_shapes or {})
+    bounds = dict(dim_bounds or {})
     names = [vi.name for vi in model.graph.input if vi.name not in {t.name for t in model.graph.initializer}]
     for kind, given in (("input_shapes", input_shapes), ("input_values", input_values or {})):
         unknown = sorted(set(given) - set(names))
@@ -261,7 +268,8 @@ def from_onnx(model_or_path: Union["onnx.ModelProto", str], input_shapes: Option
             shape, dtype = _input_spec(vi, input_shapes)
             for d in shape:  # a dim_param is at least 1, so slices such as x[:, :1] are in range
                 if isinstance(d, str):
-                    f.dim(d, min=1)
+                    lo, hi = tuple(bounds.get(d, (1, None)))
+                    f.dim(d, min=lo, max=hi)
             env[vi.name] = f.arg(vi.name, shape, dtype)
         for node in graph.node:
             for n in node.input:

@@ -24,10 +24,10 @@ def _model(nodes, inputs, outputs, inits=(), opset=18):
     return m
 
 
-def _check(model, feeds_list, rtol=1e-5, atol=1e-5):
+def _check(model, feeds_list, rtol=1e-5, atol=1e-5, **import_args):
     """Import ``model`` once (dims stay symbolic), compile once, compare every output with
     onnxruntime for each feeds dict."""
-    exe = mlc.compile(mlc.from_onnx(model))
+    exe = mlc.compile(mlc.from_onnx(model, **import_args))
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     for feeds in feeds_list:
         want = sess.run(None, feeds)
@@ -116,6 +116,19 @@ def test_shape_arithmetic_over_dynamic_dims_vs_onnxruntime():
     _check(m, feeds)
 
 
+def test_dim_param_bounds():
+    """A dim_param is >= 1 unless ``dim_bounds`` says otherwise; a call outside raises."""
+    m = _model([helper.make_node("Relu", ["x"], ["y"])], [helper.make_tensor_value_info("x", TP.FLOAT, ["s", 2])],
+               [helper.make_tensor_value_info("y", TP.FLOAT, ["s", 2])])
+    exe = mlc.compile(mlc.from_onnx(m))
+    with pytest.raises(ExecutionError, match="s"):
+        exe(np.zeros((0, 2), np.float32))
+    exe = mlc.compile(mlc.from_onnx(m, dim_bounds={"s": (0, 4)}))
+    assert np.asarray(exe(np.zeros((0, 2), np.float32))).shape == (0, 2)
+    with pytest.raises(ExecutionError, match="s"):
+        exe(np.zeros((5, 2), np.float32))
+
+
 def test_arange_and_size_array_symbolic():
     bb = mlc.GraphBuilder()
     with bb.function("main") as f:
@@ -150,7 +163,8 @@ def test_exported_decoder_dynamic_vs_onnxruntime(kind, past, tmp_path):
     """A tiny transformers decoder through ``export_decoder`` (``torch.onnx.export``, dynamo,
     dynamic batch/seq/past axes; logits only or the decoder with past): one import with the
     dims symbolic, one compile, every output (logits, ``present.*``) equal to onnxruntime's on
-    the same file at sequence lengths 1, 7 and 33 (and past lengths 1, 5, 20)."""
+    the same file at sequence lengths 1, 7 and 33 (and past lengths 1, 5, 20 and an empty
+    past: ``dim_bounds`` allows 0)."""
     pytest.importorskip("onnxscript")
     from mlc_mlir.llm.onnx_export import export_decoder
     model = _decoder(kind)
@@ -161,9 +175,9 @@ def test_exported_decoder_dynamic_vs_onnxruntime(kind, past, tmp_path):
     assert [o.name for o in m.graph.output] == outputs
     kv = (2 if kind == "llama" else 4, 16)
     feeds = []
-    for b, s, p in [(1, 1, 1), (2, 7, 5), (1, 33, 20)]:
+    for b, s, p in [(1, 1, 1), (2, 7, 5), (1, 33, 20)] + ([(1, 6, 0)] if past else []):
         f = {"input_ids": RNG.integers(0, 100, (b, s))}
         for name in inputs[1:]:
             f[name] = RNG.standard_normal((b, kv[0], p, kv[1])).astype(np.float32)
         feeds.append(f)
-    _check(m, feeds, rtol=1e-4, atol=1e-4)
+    _check(m, feeds, rtol=1e-4, atol=1e-4, dim_bounds={"past": (0, None)} if past else None)
