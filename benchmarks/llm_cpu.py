@@ -9,9 +9,22 @@ The read bandwidth is the faster of a numpy sum and a BLAS GEMV over 1 GiB (best
 has 1024 positions in all: its "1024" context is 1024 - 64 = 960 tokens.
 
 Each (model, threads) runs in its own subprocess (``OMP_NUM_THREADS``, ``torch.set_num_threads``).
-torch.compile is not run (its CPU inductor build of a generate loop takes minutes per shape here).
+
+Peers (``--peers``), each in its own subprocess killed after ``--peer-timeout`` s:
+``compile``: transformers' static cache + ``torch.compile`` (inductor on the CPU): decode is
+``generate(cache_implementation="static")`` with its compiled decode step
+(``CompileConfig(fullgraph=True, mode="default")`` with ``_compile_all_devices`` set),
+prefill a ``torch.compile``-d forward (one compile per prompt length); its compile s is the
+first generate's extra time plus the prefill compiles. ``ort``: onnxruntime on the decoder-with-past exported by
+``mlc_mlir.llm.onnx_export.export_decoder`` (``torch.onnx.export``, dynamo, dynamic
+batch/sequence/past axes): prefill with an empty past, decode feeding ``present`` back as
+``past`` (the optimum / onnxruntime-genai form; each step's graph concatenates the cache); its
+compile s is the export plus the session build. ``mlc-onnx``: the same file through
+``mlc.from_onnx`` (batch/seq/past symbolic, ``dim_bounds`` letting past be 0) and one
+``mlc.compile``, run the same way (the ONNX path, next to ``mlc.llm``'s in-place cache).
 
     python benchmarks/llm_cpu.py [--models tiny-gpt2,gpt2-124m] [--threads 1,2] [--json]
+                                 [--peers compile,ort,mlc-onnx] [--peer-timeout 1200]
 """
 
 from __future__ import annotations
@@ -102,10 +115,151 @@ def worker(name: str, threads: int) -> dict:
             gen = _timed(lambda: model.generate(tid, max_new_tokens=NEW, min_new_tokens=NEW, do_sample=False,
                                                 pad_token_id=0))
             eager[f"decode{label}_tok_s"] = round((NEW - 1) / max(gen - pre, 1e-9), 1)
-    row["peak_rss_MB"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 0)
+    row["peak_rss_MB"] = _peak_rss_mb()
     row["eager"] = eager
     row["weight_bytes"] = weight_bytes
     return row
+
+
+def _peak_rss_mb() -> float:
+    """This process's peak resident set (``VmHWM``, MB): unlike ``ru_maxrss``, which Linux keeps
+    across ``execve``, it does not include the parent's peak (the 1 GiB bandwidth buffer)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return round(int(line.split()[1]) / 1024, 0)
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 0)
+
+
+def _contexts(model):
+    positions = getattr(model.config, "n_positions", None) or model.config.max_position_embeddings
+    max_len = min(max(CONTEXTS) + NEW, positions)
+    return [min(c, max_len - NEW) for c in CONTEXTS]
+
+
+def peer_compile(name: str, threads: int) -> dict:
+    """transformers + ``torch.compile``: prefill ms of a compiled forward, decode tokens/s of
+    ``generate`` with a static cache and its compiled decode step (see the module docstring)."""
+    import torch
+    from transformers import CompileConfig
+
+    torch.set_num_threads(threads)
+    model = _model(name)
+    rng = np.random.default_rng(0)
+    vocab = model.config.vocab_size
+    row, compile_s = {"impl": "compile"}, 0.0
+    fwd = torch.compile(model)
+    with torch.no_grad():
+        for n in PREFILL:
+            t = torch.from_numpy(rng.integers(0, vocab, (1, n)))
+            compile_s += _timed(lambda: fwd(t, use_cache=False))
+            times = [_timed(lambda: fwd(t, use_cache=False)) for _ in range(3)]
+            compile_s -= min(times)
+            row[f"prefill{n}_ms"] = round(min(times) * 1e3, 2)
+        cfg = CompileConfig(fullgraph=True, mode="default")  # reduce-overhead's CUDA graphs do not apply
+        cfg._compile_all_devices = True  # a class attribute: generate compiles on CUDA only otherwise
+        for label, ctx in zip(CONTEXTS, _contexts(model)):
+            tid = torch.from_numpy(rng.integers(0, vocab, (1, ctx)))
+
+            def gen(k):
+                return model.generate(tid, max_new_tokens=k, min_new_tokens=k, do_sample=False, pad_token_id=0,
+                                      cache_implementation="static", compile_config=cfg)
+            first = _timed(lambda: gen(NEW))            # compiles the decode step
+            pre = min(_timed(lambda: gen(1)) for _ in range(2))
+            full = min(_timed(lambda: gen(NEW)) for _ in range(2))
+            compile_s += first - full
+            row[f"decode{label}_tok_s"] = round((NEW - 1) / max(full - pre, 1e-9), 1)
+    row["compile_s"] = round(compile_s, 1)
+    row["peak_rss_MB"] = _peak_rss_mb()
+    return row
+
+
+def _peer_onnx(name: str, threads: int, runtime: str) -> dict:
+    """A runtime on the decoder-with-past exported by
+    :func:`mlc_mlir.llm.onnx_export.export_decoder`: prefill ms with an empty past, decode
+    tokens/s feeding each step's ``present`` back as ``past`` (greedy). ``runtime``: ``ort``
+    (onnxruntime) or ``mlc-onnx`` (``mlc.from_onnx`` with batch/seq/past symbolic, one
+    ``mlc.compile``)."""
+    import tempfile
+
+    import onnxruntime as ort
+    import torch
+
+    import mlc_mlir as mlc
+    from mlc_mlir.llm.onnx_export import export_decoder
+
+    torch.set_num_threads(threads)
+    model = _model(name)
+    rng = np.random.default_rng(0)
+    vocab = model.config.vocab_size
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, f"{name}.onnx")
+        inputs, _ = export_decoder(model, path, past=True)
+        if runtime == "ort":
+            so = ort.SessionOptions()
+            so.intra_op_num_threads, so.inter_op_num_threads = threads, 1
+            sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+            run = lambda args: sess.run(None, dict(zip(inputs, args)))  # noqa: E731
+        else:
+            exe = mlc.compile(mlc.from_onnx(path, dim_bounds={"past": (0, None)}), threads=threads)
+            run = lambda args: [np.asarray(o) for o in exe(*args)]  # noqa: E731
+    row = {"impl": runtime, "compile_s": round(time.perf_counter() - t0, 1)}
+    _, kv_heads, _, head_dim = mlc.llm.cache_shapes(model, 1)[0]
+    no_past = [np.zeros((1, kv_heads, 0, head_dim), np.float32)] * (len(inputs) - 1)
+
+    def step(ids, past):
+        out = run([ids, *past])
+        return out[0], out[1:]
+    for n in PREFILL:
+        ids = rng.integers(0, vocab, (1, n))
+        step(ids, no_past)
+        row[f"prefill{n}_ms"] = round(min(_timed(lambda: step(ids, no_past)) for _ in range(3)) * 1e3, 2)
+    for label, ctx in zip(CONTEXTS, _contexts(model)):
+        ids = rng.integers(0, vocab, (1, ctx))
+        first = step(ids, no_past)   # the prefill, not timed
+
+        def decode(logits=first[0], past=first[1]):
+            for _ in range(NEW - 1):
+                logits, past = step(logits[:, -1:].argmax(-1), past)
+        row[f"decode{label}_tok_s"] = round((NEW - 1) / _timed(decode), 1)
+    row["peak_rss_MB"] = _peak_rss_mb()
+    return row
+
+
+PEERS = {"compile": peer_compile, "ort": lambda name, threads: _peer_onnx(name, threads, "ort"),
+         "mlc-onnx": lambda name, threads: _peer_onnx(name, threads, "mlc-onnx")}
+
+
+def _peer_rows(name: str, threads: int, peers, timeout: float) -> list:
+    """One subprocess per peer; a peer that fails or runs past ``timeout`` gives a row saying why."""
+    rows = []
+    for peer in peers:
+        env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+        try:
+            r = subprocess.run([sys.executable, __file__, "--peer-worker", peer, name, str(threads)],
+                               env=env, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            rows.append({"impl": peer, "failed": f"did not finish in {timeout:.0f} s"})
+            continue
+        got = [json.loads(ln[4:]) for ln in r.stdout.splitlines() if ln.startswith("ROW ")]
+        rows.append(got[0] if got else {"impl": peer, "failed": (r.stderr.strip().splitlines() or ["?"])[-1][:160]})
+    return rows
+
+
+def _print_peer(name: str, threads: int, peer: dict, roof: float, as_json: bool) -> None:
+    if as_json:
+        print("# " + json.dumps(dict(peer, model=name, threads=threads)))
+    if "failed" in peer:
+        print(f"{name:11s} {threads:3d} {peer['impl']:6s} failed: {peer['failed']}")
+        return
+    shares = " ".join(f"{peer[f'decode{c}_tok_s'] / roof * 100:7.0f}%" for c in CONTEXTS)
+    note = f"  (decode: {peer['decode']})" if "decode" in peer else ""
+    print(f"{name:11s} {threads:3d} {peer['impl']:6s} {peer['compile_s']:9.1f} " +
+          " ".join(f"{peer[f'prefill{n}_ms']:9.2f}" for n in PREFILL) + " " +
+          " ".join(f"{peer[f'decode{c}_tok_s']:12.1f}" for c in CONTEXTS) +
+          f" {shares} {peer['peak_rss_MB']:7.0f}{note}")
+    sys.stdout.flush()
 
 
 def main(argv=None) -> int:
@@ -114,7 +268,14 @@ def main(argv=None) -> int:
     p.add_argument("--threads", default="1,2", help="comma-separated thread counts")
     p.add_argument("--json", action="store_true", help="also print each row as JSON (a '# ' line)")
     p.add_argument("--worker", nargs=2, metavar=("MODEL", "THREADS"), help=argparse.SUPPRESS)
+    p.add_argument("--peers", default="compile,ort,mlc-onnx", help="comma-separated peers besides eager: "
+                   + ",".join(PEERS) + " ('' for none)")
+    p.add_argument("--peer-timeout", type=float, default=1200.0, help="seconds per peer subprocess")
+    p.add_argument("--peer-worker", nargs=3, metavar=("PEER", "MODEL", "THREADS"), help=argparse.SUPPRESS)
     a = p.parse_args(argv)
+    if a.peer_worker:
+        print("ROW " + json.dumps(PEERS[a.peer_worker[0]](a.peer_worker[1], int(a.peer_worker[2]))))
+        return 0
     if a.worker:
         print("ROW " + json.dumps(worker(a.worker[0], int(a.worker[1]))))
         return 0
@@ -149,6 +310,8 @@ def main(argv=None) -> int:
                       " ".join(f"{vals[f'decode{c}_tok_s']:12.1f}" for c in CONTEXTS) +
                       f" {shares} {row['peak_rss_MB'] if impl == 'mlc' else 0:7.0f}")
             sys.stdout.flush()
+            for peer in _peer_rows(name, threads, [q for q in a.peers.split(",") if q], a.peer_timeout):
+                _print_peer(name, threads, peer, roof, a.json)
     return 0
 
 

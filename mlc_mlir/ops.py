@@ -23,13 +23,15 @@ from .builder.volumetric import avg_pool3d, conv3d, max_pool3d  # noqa: F401
 from .builder.shape import (  # noqa: F401,A004
     broadcast_to, concat, flatten, permute, reshape, slice, transpose,
 )
-from .builder.indexing import expand, gather, pad, split, squeeze, unsqueeze, update_slice  # noqa: F401
+from .builder.indexing import (  # noqa: F401
+    arange, expand, gather, pad, size_array, split, squeeze, unsqueeze, update_slice,
+)
 from .builder.math_ops import (  # noqa: F401,A004
     abs, acos, acosh, asin, asinh, atan, atan2, atanh, ceil, cos, cosh, equal, erf, expm1, floor, greater,
     greater_equal, less, less_equal, log1p, mod, not_equal, power, round, sin, sinh, tan, trunc, where,
 )
-from .builder.take import gather_elements, take  # noqa: F401
-from .builder.generators import arange, full  # noqa: F401
+from .builder.take import gather_elements, gather_nd, take  # noqa: F401
+from .builder.generators import full  # noqa: F401
 from .builder.scatter import scatter_elements  # noqa: F401
 from .builder.resize import resize  # noqa: F401
 from .builder.topk import topk  # noqa: F401

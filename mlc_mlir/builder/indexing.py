@@ -1,21 +1,26 @@
 """ONNX-style shape/indexing ops: ``gather`` (ONNX's name for :func:`~.take.take`), ``squeeze``,
 ``unsqueeze``, ``expand``, ``split``, ``pad`` (numpy's modes: reflect/edge/wrap as index maps);
 each composes :mod:`.shape` / :mod:`.take` ops; and ``update_slice``, a ``tensor.insert_slice``
-at offsets read from tensors at run time.
+at offsets read from tensors at run time; ``arange`` over a static or symbolic length;
+``size_array``, symbolic sizes as a tensor of values.
 
 Source: ONNX operator spec (Gather, Squeeze, Unsqueeze, Expand, Split), numpy
 ``take``/``squeeze``/``expand_dims``/``split``, TVM Relax ``expand_dims``/``squeeze``/``split``;
-XLA ``DynamicUpdateSlice`` (``jax.lax.dynamic_update_slice``) for ``update_slice``.
+XLA ``DynamicUpdateSlice`` (``jax.lax.dynamic_update_slice``) for ``update_slice``; ONNX
+``Range`` / ``numpy.arange`` / TVM Relax ``arange`` (a ``PrimExpr`` length) for ``arange``.
 """
 
 from __future__ import annotations
 
 from typing import List, Optional, Sequence
 
+import math
+
 import numpy as np
 
-from .._mlir import arith_d, ir, tensor_d
+from .._mlir import arith_d, ir, linalg_d, tensor_d
 from ..errors import BuildError, format_shape
+from ..ir import dtypes, emitters
 from ..ir.symbolic import SymDim
 from . import linalg_emit as emit
 from .shape import broadcast_to, reshape
@@ -66,12 +71,14 @@ def unsqueeze(x, axes: Sequence[int], name: Optional[str] = None) -> Tensor:
 
 def expand(x, shape: Sequence[int], name: Optional[str] = None) -> Tensor:
     """ONNX Expand: broadcast ``x`` against ``shape`` in both directions (result shape
-    ``broadcast(x.shape, shape)``, so a 1 in ``shape`` keeps x's dim).
+    ``broadcast(x.shape, shape)``, so a 1 in ``shape`` keeps x's dim); ``shape`` may hold
+    symbolic sizes.
 
     Raises BuildError when the shapes do not broadcast.
     """
     x = emit.tensor_arg("expand", "x", x)
-    out = emit.broadcast_shapes("expand", tuple(x.shape), tuple(int(d) for d in shape))
+    out = emit.broadcast_shapes("expand", tuple(x.shape),
+                                tuple(d if isinstance(d, SymDim) else int(d) for d in shape))
     return x if tuple(out) == tuple(x.shape) else broadcast_to(x, out, name=name)
 
 
@@ -224,3 +231,109 @@ def pad(x, pad_width, constant_value=0, mode: str = "constant", name: Optional[s
                              f"expected a static nonempty axis{' longer than each width' if mode == 'reflect' else ''}")
         x = take(x, np.pad(np.arange(n, dtype=np.int64), (b, a), mode=mode), axis=ax, name=name)
     return x
+
+
+def arange(start, limit, delta=1, dtype: Optional[str] = None, name: Optional[str] = None) -> Tensor:
+    """``numpy.arange(start, limit, delta)`` (ONNX ``Range``) whose bounds may be symbolic sizes:
+    ``out[i] = start + i * delta`` for ``i < max(ceil((limit - start) / delta), 0)``.
+
+    Emits one ``linalg.generic`` with no inputs computing each element from ``linalg.index``
+    (and ``start``'s ``index`` value when it is symbolic), not a stored constant.
+
+    Parameters
+    ----------
+    start, limit : int, float or SymDim
+        A SymDim (a dynamic size, e.g. ``x.shape[1]``) needs int ``start``/``limit``/``delta``;
+        the length is then ``(limit - start + delta - 1) // delta`` (``delta > 0``), a size
+        the caller guarantees non-negative (as a dim of a tensor is).
+    delta : int or float, static, non-zero
+    dtype : str, optional
+        An int or float dtype; default float32 when a bound or ``delta`` is a float, else int64.
+
+    Returns
+    -------
+    Tensor of shape ``(length,)``, ``dtype``.
+
+    Raises
+    ------
+    BuildError
+        For a zero or symbolic ``delta``, a float bound next to a symbolic one, or a dtype that
+        is not int/float.
+    """
+    op = "arange"
+    fn = emit.function_of(op)
+    if dtype is None:
+        dtype = "float32" if any(isinstance(v, float) for v in (start, limit, delta)) else "int64"
+    sym = isinstance(start, SymDim) or isinstance(limit, SymDim)
+    if isinstance(delta, SymDim) or not delta or (sym and not all(
+            isinstance(v, (int, SymDim)) for v in (start, limit, delta))) or dtype not in dtypes.ALL_DTYPES:
+        raise BuildError(f"{op}: start {start}, limit {limit}, delta {delta}, dtype {dtype}; expected a "
+                         "static non-zero delta, int bounds where one is symbolic, and an int or float dtype")
+    if sym:
+        length = (limit - start + delta - 1) // delta if delta > 0 else (start - limit - delta - 1) // (-delta)
+    else:
+        length = max(int(math.ceil((limit - start) / delta)), 0)
+    first = start.materialize() if isinstance(start, SymDim) else start
+    i64 = ir.IntegerType.get_signless(64)
+    et = dtypes.to_ir_type(dtype)
+    is_float = dtypes.is_float(dtype)
+
+    def body(_out):
+        i = arith_d.index_cast(i64, linalg_d.IndexOp(0).result)
+        if isinstance(first, ir.Value):
+            base = arith_d.index_cast(i64, first)
+            v = arith_d.addi(base, arith_d.muli(i, emitters.scalar(delta, "int64")))
+            return [arith_d.sitofp(et, v) if is_float else arith_d.trunci(et, v) if dtype != "int64" else v]
+        if is_float:
+            return [arith_d.addf(arith_d.mulf(arith_d.sitofp(et, i), emitters.scalar(delta, dtype)),
+                                 emitters.scalar(first, dtype))]
+        v = arith_d.addi(arith_d.muli(i, emitters.scalar(delta, "int64")), emitters.scalar(first, "int64"))
+        return [v if dtype == "int64" else arith_d.trunci(et, v)]
+
+    (r,) = emit.generic(emit.op_name(fn, op, name), [], [], [emit.empty((length,), dtype)],
+                        [emit.identity_map(1)], ["parallel"], body)
+    return Tensor(r, fn)
+
+
+def size_array(values, dtype: str = "int64", name: Optional[str] = None) -> Tensor:
+    """Sizes (ints and symbolic sizes, e.g. a numpy object array from ONNX ``Shape``) as a
+    tensor of their run-time values: ``tensor.from_elements`` of the sizes' ``index`` values
+    (:meth:`~mlc_mlir.ir.symbolic.SymDim.materialize`) cast to ``dtype``, row-major. How a size
+    enters arithmetic on tensors (``arange(seq) + past``). Source: TVM Relax
+    ``R.shape_to_tensor``.
+
+    Parameters
+    ----------
+    values : array-like of int / SymDim, any static shape (0-d allowed)
+    dtype : str
+        int8/16/32/64 or a float dtype.
+
+    Returns
+    -------
+    Tensor of ``values``' shape, ``dtype``.
+
+    Raises
+    ------
+    BuildError
+        For an element that is neither an int nor a SymDim, or a dtype that is not int/float.
+    """
+    op = "size_array"
+    arr = np.asarray(values, dtype=object)
+    if dtype not in dtypes.ALL_DTYPES or dtype == "bool" or not all(
+            isinstance(v, (int, np.integer, SymDim)) and not isinstance(v, bool) for v in arr.flat):
+        raise BuildError(f"{op}: values {arr.tolist()}, dtype {dtype}; expected ints and symbolic sizes "
+                         "and an int or float dtype")
+    fn = emit.function_of(op)
+    et = dtypes.to_ir_type(dtype)
+    i64 = ir.IntegerType.get_signless(64)
+    elems = []
+    for v in arr.flat:
+        if isinstance(v, SymDim):
+            x = arith_d.index_cast(i64, v.materialize())
+            x = arith_d.sitofp(et, x) if dtypes.is_float(dtype) else x if dtype == "int64" else arith_d.trunci(et, x)
+        else:
+            x = emitters.scalar(int(v), dtype)
+        elems.append(x)
+    r = tensor_d.from_elements(ir.RankedTensorType.get(list(arr.shape), et), elems)
+    emit.set_name(r.owner, emit.op_name(fn, op, name))
+    return Tensor(r, fn)

@@ -12,7 +12,7 @@ from typing import List, Optional, Sequence
 
 import numpy as np
 
-from .._mlir import ir, linalg_d, tensor_d
+from .._mlir import arith_d, ir, linalg_d, tensor_d
 from ..errors import BuildError, format_shape
 from . import linalg_emit as emit
 from ..ir.symbolic import SymDim, is_static
@@ -87,6 +87,17 @@ def reshape(x, shape: Sequence[int], name: Optional[str] = None) -> Tensor:
     et = x.type.element_type
     out_t = ir.RankedTensorType.get(emit.ir_shape(shape), et)
     groups = _reassociation(x.shape, tuple(shape))
+    expand_groups = [list(range(len(shape)))] if groups is None else groups if len(shape) > x.ndim else []
+    if any(sum(isinstance(shape[i], SymDim) for i in g) > 1 for g in expand_groups):
+        # expand_shape splitting one dim into several symbolic ones (batch*seq -> batch, seq) has
+        # no memref lowering (expand-strided-metadata takes one dynamic size per group)
+        idx = ir.IndexType.get()
+        dims = [d.materialize() if isinstance(d, SymDim) else arith_d.ConstantOp(idx, int(d)).result
+                for d in shape]
+        shape_t = tensor_d.from_elements(ir.RankedTensorType.get([len(shape)], idx), dims)
+        r = tensor_d.reshape(out_t, x.value, shape_t)
+        emit.set_name(r.owner, nm)
+        return Tensor(r, fn)
     if groups is not None:     # one collapse_shape (fewer dims) or expand_shape (more dims)
         r = (tensor_d.CollapseShapeOp(out_t, x.value, groups) if len(shape) < x.ndim
              else tensor_d.ExpandShapeOp(out_t, x.value, groups, *emit.mixed(shape))).result
@@ -369,6 +380,8 @@ def slice(x, begin: Sequence[Optional[int]], end: Sequence[Optional[int]],  # no
     offs, sizes, steps = [0] * x.ndim, list(x.shape), [1] * x.ndim
     for a, b, e, s in zip(axes, begin, end, strides):
         for arg, v in (("begin", b), ("end", e), ("strides", s)):
+            if arg == "end" and isinstance(v, SymDim) and isinstance(x.shape[a], SymDim):
+                continue  # a symbolic end on a symbolic axis: proved in range below
             if v is not None and (not isinstance(v, (int, np.integer)) or isinstance(v, bool)):
                 raise BuildError(f"{op}: argument '{arg}' has {v!r} for axis {a}; expected an int or None")
         s = 1 if s is None else int(s)
@@ -395,9 +408,10 @@ def slice(x, begin: Sequence[Optional[int]], end: Sequence[Optional[int]],  # no
 
 def _symbolic_slice(op: str, x: Tensor, a: int, b, e, s: int):
     """``(start, size, step)`` of ``b:e:s`` along the symbolic axis ``a`` of ``x`` (size ``n``):
-    ``b`` and ``e`` are None (0 and ``n``) or ints (negative: counted from the end, ``n + b``:
-    ``x[-1:]`` is the last row whatever ``n`` is); no clamping, so the bounds of ``n``
-    (``f.dim(name, min=...)``) must prove ``0 <= start <= stop <= n``.
+    ``b`` is None (0) or an int (negative: counted from the end, ``n + b``: ``x[-1:]`` is the
+    last row whatever ``n`` is); ``e`` None (``n``), an int (negative: ``n + e``) or a symbolic
+    size (``seq + 1``); no clamping, so the bounds of ``n`` (``f.dim(name, min=...)``) must prove
+    ``0 <= start <= stop <= n``.
 
     Raises
     ------
@@ -406,7 +420,7 @@ def _symbolic_slice(op: str, x: Tensor, a: int, b, e, s: int):
     """
     n = x.shape[a]
     start = 0 if b is None else (n + int(b) if b < 0 else int(b))
-    stop = n if e is None else (n + int(e) if e < 0 else int(e))
+    stop = n if e is None else e if isinstance(e, SymDim) else (n + int(e) if e < 0 else int(e))
     lo = x.fn.symbols.lower_bound(n - stop)
     start_lo = x.fn.symbols.lower_bound(start)
     if start_lo is None or start_lo < 0:

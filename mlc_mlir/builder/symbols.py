@@ -195,6 +195,9 @@ class SymbolScope:
             return self._dynamic_operand(op, ir.RankedTensorType(value.type), i, list(op.operands)[1:])
         if name == "tensor.extract_slice":
             return self._slice_size(op, i)
+        if name == "tensor.reshape":  # its shape operand: a tensor.from_elements of index values
+            shape_op = op.operands[1].owner
+            return self.index_expr(list(shape_op.operands)[i])
         if name == "tensor.collapse_shape":
             src = self.shape_of(op.operands[0])
             groups = [list(ir.ArrayAttr(g)) for g in ir.ArrayAttr(op.attributes["reassociation"])]

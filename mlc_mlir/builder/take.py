@@ -19,24 +19,38 @@ from .._mlir import arith_d, ir, linalg_d, tensor_d
 from ..errors import BuildError, format_shape
 from ..ir import dtypes, emitters
 from ..ir.module import CHECK_PASSED
+from ..ir.symbolic import SymDim
 from . import linalg_emit as emit
-from .shape import reshape
+from .shape import reshape, slice as slice_
 from .tensor import Tensor
 
 
-def _wrap_and_clamp(i: ir.Value, n: int) -> ir.Value:
-    """An integer index as an ``index`` in ``[0, n)``: ``i + n`` if ``i < 0``, then clamped."""
+def size_value(n):
+    """An axis size as :func:`_wrap_and_clamp` and :func:`_check_indices` take it: an int as is,
+    a :class:`~mlc_mlir.ir.symbolic.SymDim` as its ``index`` value, emitted at the current
+    insertion point (call it before the generic whose body uses it)."""
+    return n.materialize() if isinstance(n, SymDim) else n
+
+
+def _index(n) -> ir.Value:
+    """An ``index`` value of ``n`` (an int, or an ``index`` value from :func:`size_value`)."""
+    return n if isinstance(n, ir.Value) else arith_d.ConstantOp(ir.IndexType.get(), n).result
+
+
+def _wrap_and_clamp(i: ir.Value, n) -> ir.Value:
+    """An integer index as an ``index`` in ``[0, n)``: ``i + n`` if ``i < 0``, then clamped
+    (``n``: an int or an ``index`` value from :func:`size_value`)."""
     idx_type = ir.IndexType.get()
     j = arith_d.index_cast(idx_type, i)
     zero = arith_d.ConstantOp(idx_type, 0).result
-    j = arith_d.select(arith_d.cmpi(arith_d.CmpIPredicate.slt, j, zero),
-                       arith_d.addi(j, arith_d.ConstantOp(idx_type, n).result), j)
-    return arith_d.maxsi(arith_d.minsi(j, arith_d.ConstantOp(idx_type, n - 1).result), zero)
+    nv = _index(n)
+    j = arith_d.select(arith_d.cmpi(arith_d.CmpIPredicate.slt, j, zero), arith_d.addi(j, nv), j)
+    return arith_d.maxsi(arith_d.minsi(j, arith_d.subi(nv, arith_d.ConstantOp(idx_type, 1).result)), zero)
 
 
-def _check_indices(op: str, nm: str, x: Tensor, indices, ax: int, negative: bool):
+def _check_indices(op: str, nm: str, x: Tensor, indices, ax: int, negative: bool, n=None):
     """Check that every index lies in ``[-n, n)`` (``[0, n)`` without ``negative``), ``n =
-    x.shape[ax]``: a numpy array now, a Tensor at run time (an elementwise ``linalg.generic``
+    x.shape[ax]`` unless given): a numpy array now, a Tensor at run time (an elementwise ``linalg.generic``
     mapping each index to INT64_MIN where valid, else to itself, registered with
     ``add_check``: elementwise, it is scheduled like the gather on every target).
 
@@ -45,22 +59,26 @@ def _check_indices(op: str, nm: str, x: Tensor, indices, ax: int, negative: bool
     BuildError
         For a numpy array holding an index out of range.
     """
-    n = x.shape[ax]
+    n = x.shape[ax] if n is None else n
     lo = -n if negative else 0
     where = (f"{op} '{nm}': argument 'indices' holds {{value}}, outside [{lo}, {n}) (axis {ax} of x "
              f"{format_shape(x.shape)})")
     if isinstance(indices, np.ndarray):
-        if indices.dtype.kind in "iu" and indices.size:
+        if indices.dtype.kind in "iu" and indices.size and not isinstance(n, SymDim):
             bad = indices[(indices < lo) | (indices >= n)]
             if bad.size:
                 raise BuildError(where.replace("{value}", str(int(bad.flat[0]))))
         return
     rank = indices.ndim
     i64 = ir.IntegerType.get_signless(64)
+    if isinstance(indices, np.ndarray):  # checked at run time against a symbolic size
+        indices = emit.tensor_arg(op, "indices", indices)
+    nv = size_value(n)
 
     def body(i, _out):
         v = i if indices.dtype == "int64" else arith_d.extsi(i64, i)
-        lo_c, n_c = emitters.scalar(lo, "int64"), emitters.scalar(n, "int64")
+        n_c = arith_d.index_cast(i64, _index(nv))
+        lo_c = arith_d.subi(emitters.scalar(0, "int64"), n_c) if negative else emitters.scalar(0, "int64")
         bad = arith_d.ori(arith_d.cmpi(arith_d.CmpIPredicate.slt, v, lo_c),
                           arith_d.cmpi(arith_d.CmpIPredicate.sge, v, n_c))
         # INT64_MIN itself would read as "passed": reported as INT64_MIN + 1
@@ -140,6 +158,7 @@ def take(x, indices, axis: int = 0, name: Optional[str] = None, negative_indices
                          f"non-empty axis to gather from")
     nm = emit.op_name(fn, op, name)
     _check_indices(op, nm, x, raw if isinstance(raw, np.ndarray) else indices, ax, negative_indices)
+    n = size_value(n)
     out_shape = tuple(x.shape[:ax]) + tuple(indices.shape) + tuple(x.shape[ax + 1:])
     xu = reshape(x, tuple(x.shape) + (1, 1), name=f"{nm}.expand")
     rank = len(out_shape) + 2
@@ -212,6 +231,7 @@ def gather_elements(x, indices, axis: int = 0, name: Optional[str] = None) -> Te
                          f"non-empty axis to gather from")
     nm = emit.op_name(fn, op, name)
     _check_indices(op, nm, x, raw if isinstance(raw, np.ndarray) else indices, ax, True)
+    n = size_value(n)
 
     def body(i, _out):
         pos = [linalg_d.IndexOp(d).result for d in range(rank)]
@@ -219,6 +239,77 @@ def gather_elements(x, indices, axis: int = 0, name: Optional[str] = None) -> Te
         return [tensor_d.ExtractOp(x.value, pos).result]
 
     res = emit.generic(nm, [indices.value], [emit.identity_map(rank)], [emit.empty(indices.shape, x.dtype)],
+                       [emit.identity_map(rank)], ["parallel"] * rank, body)
+    return Tensor(res[0], fn)
+
+
+def gather_nd(x, indices, batch_dims: int = 0, name: Optional[str] = None) -> Tensor:
+    """ONNX ``GatherND`` / TOPI ``gather_nd``: the last axis of ``indices`` (length ``K``) holds
+    coordinates into ``K`` axes of ``x`` after ``b = batch_dims`` shared batch axes::
+
+        out[i0.., j0..] = x[i0..i{b-1}, wrap(indices[i0.., 0]), .., wrap(indices[i0.., K-1]), j0..]
+
+    (``i`` over ``indices.shape[:-1]``, ``j`` over ``x.shape[b+K:]``). An index ``i < 0`` reads
+    ``i + n``; one outside ``[-n, n)`` raises (a numpy ``indices`` when the op is built, a Tensor
+    when the function runs, see the module docstring), ``n`` the size of its axis, static or
+    symbolic.
+
+    Emits one ``linalg.generic`` (``name``) over the output that reads ``indices`` ``K`` times,
+    through maps ending in the constant ``k``, and ``x`` with ``tensor.extract``.
+
+    Parameters
+    ----------
+    x : Tensor or numpy.ndarray, rank r >= 1, any dtype
+    indices : Tensor or numpy.ndarray, rank q >= 1, int8/16/32/64
+        ``indices.shape[:b] == x.shape[:b]``, ``1 <= K = indices.shape[-1] <= r - b`` (static).
+    batch_dims : int
+        Leading axes shared by ``x`` and ``indices``.
+
+    Returns
+    -------
+    Tensor ``indices.shape[:-1] + x.shape[b+K:]``, x's dtype.
+
+    Raises
+    ------
+    BuildError
+        For a bad ``batch_dims``, a ``K`` out of range or symbolic, mismatched batch axes,
+        non-integer indices, or a numpy ``indices`` holding an index out of range.
+
+    Source: ONNX operator spec (GatherND-11/12/13), TVM TOPI ``gather_nd``.
+    """
+    op = "gather_nd"
+    fn = emit.function_of(op, x, indices)
+    x = emit.tensor_arg(op, "x", x)
+    raw = indices
+    idx = emit.tensor_arg(op, "indices", indices)
+    if idx.dtype not in dtypes.INT_DTYPES:
+        raise BuildError(f"{op}: argument 'indices' has dtype {idx.dtype}; expected one of "
+                         f"{', '.join(sorted(dtypes.INT_DTYPES))}")
+    b, q, r = int(batch_dims), idx.ndim, x.ndim
+    k = idx.shape[-1] if q else None
+    if not 0 <= b < min(q, r) or not isinstance(k, int) or not 1 <= k <= r - b or \
+            tuple(idx.shape[:b]) != tuple(x.shape[:b]):
+        raise BuildError(f"{op}: x {format_shape(x.shape)}, indices {format_shape(idx.shape)}, "
+                         f"batch_dims {batch_dims}; expected 0 <= batch_dims < min(ranks), the "
+                         f"batch axes equal and indices.shape[-1] a static int in [1, {r - b}]")
+    nm = emit.op_name(fn, op, name)
+    for c in range(k):  # each coordinate against its own axis
+        col = raw[..., c] if isinstance(raw, np.ndarray) else \
+            (idx if k == 1 else slice_(idx, [c], [c + 1], axes=[q - 1], name=f"{nm}.col{c}"))
+        _check_indices(op, nm, x, col, b + c, True)
+    sizes = [size_value(x.shape[b + c]) for c in range(k)]
+    out_shape = tuple(idx.shape[:-1]) + tuple(x.shape[b + k:])
+    rank = len(out_shape)
+    maps = [ir.AffineMap.get(rank, 0, [ir.AffineDimExpr.get(d) for d in range(q - 1)] +
+                             [ir.AffineConstantExpr.get(c)]) for c in range(k)]
+
+    def body(*args):
+        pos = [linalg_d.IndexOp(d).result for d in range(b)] + \
+              [_wrap_and_clamp(v, n) for v, n in zip(args[:k], sizes)] + \
+              [linalg_d.IndexOp(d).result for d in range(q - 1, rank)]
+        return [tensor_d.ExtractOp(x.value, pos).result]
+
+    res = emit.generic(nm, [idx.value] * k, maps, [emit.empty(out_shape, x.dtype)],
                        [emit.identity_map(rank)], ["parallel"] * rank, body)
     return Tensor(res[0], fn)
 

@@ -142,8 +142,63 @@ def _fold(node, values, opset: int):
         return None     # choices in GatherElements (or a malformed node): the converter decides
 
 
+#: Elementwise arithmetic on symbolic sizes (object arrays of ints and SymDims from Shape):
+#: numpy applies the Python operators element by element. ONNX integer Div truncates; sizes
+#: are non-negative, so it is floor division.
+_SIZE_ARITH = {"Add": lambda a, b: a + b, "Sub": lambda a, b: a - b, "Mul": lambda a, b: a * b,
+               "Div": lambda a, b: a // b}
+
+
+def _fold_sizes(node, values):
+    """A node on symbolic sizes evaluated at import time with numpy on object arrays: Add/Sub/
+    Mul/Div (the divisor static), Neg, Cast/Identity (sizes are integers already), Squeeze,
+    Unsqueeze, Concat, Gather, Slice, Reshape; ``None`` for other ops (their converters take the
+    object arrays, e.g. Reshape's or Expand's ``shape``).
+
+    Results whose elements are all ints come back as int64 arrays."""
+    from onnx import helper
+    op = node.op_type
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    x = values[0]
+    axes = ([int(a) for a in values[1]] if op in ("Squeeze", "Unsqueeze") and len(values) > 1 and
+            values[1] is not None else attrs.get("axes"))
+    try:
+        if op in _SIZE_ARITH and len(values) == 2:
+            out = _SIZE_ARITH[op](values[0].astype(object), values[1].astype(object))
+        elif op == "Neg":
+            out = -x
+        elif op in ("Cast", "Identity"):
+            out = x
+        elif op == "Squeeze":
+            out = x.squeeze(tuple(axes)) if axes is not None else x.squeeze()
+        elif op == "Unsqueeze":
+            out = np.expand_dims(x, tuple(axes))
+        elif op == "Concat":
+            out = np.concatenate([v.astype(object) for v in values if v is not None], axis=attrs["axis"])
+        elif op == "Gather":
+            out = np.take(x, values[1].astype(np.int64), axis=attrs.get("axis", 0))
+        elif op == "Slice" and len(values) >= 3 and all(v is None or v.dtype != object for v in values[1:]):
+            sl = [slice(None)] * x.ndim
+            axes = values[3] if len(values) > 3 and values[3] is not None else range(len(values[1]))
+            steps = values[4] if len(values) > 4 and values[4] is not None else [1] * len(values[1])
+            for a, b, e, st in zip(axes, values[1], values[2], steps):
+                sl[int(a)] = slice(int(b), int(e), int(st))
+            out = x[tuple(sl)]
+        elif op == "Reshape" and values[1].dtype != object:
+            out = x.reshape([int(d) for d in values[1]])
+        else:
+            return None
+    except (TypeError, ValueError, IndexError):  # e.g. a SymDim divided by a SymDim: the converter reports it
+        return None
+    out = np.asarray(out, dtype=object)
+    if all(isinstance(v, (int, np.integer)) for v in out.flat):
+        out = out.astype(np.int64)
+    return [out]
+
+
 def from_onnx(model_or_path: Union["onnx.ModelProto", str], input_shapes: Optional[Dict[str, Sequence[int]]] = None,
-              input_values: Optional[Dict[str, np.ndarray]] = None, keep_params: bool = False) -> Module:
+              input_values: Optional[Dict[str, np.ndarray]] = None, keep_params: bool = False,
+              dim_bounds: Optional[Dict[str, Sequence[Optional[int]]]] = None) -> Module:
     """Import an ONNX model as a graph Module with one function ``main``.
 
     Parameters
@@ -153,10 +208,15 @@ def from_onnx(model_or_path: Union["onnx.ModelProto", str], input_shapes: Option
     input_shapes : dict of str -> sequence of int, optional
         Static shapes for inputs (overrides the model's; specializes dynamic dims). Dims left
         dynamic stay symbolic sizes named by their ``dim_param`` (one compile serves every
-        size).
+        size within ``dim_bounds``).
     input_values : dict of str -> numpy.ndarray, optional
         Inputs to specialize on: each becomes a constant and is not an argument of ``main``
         (for shape-like inputs such as Reshape's ``shape`` fed as a graph input).
+    dim_bounds : dict of str -> (min, max), optional
+        Bounds of symbolic sizes by ``dim_param`` name (``None``: unbounded above); default
+        ``(1, None)``. A size of 0 (an empty past cache) needs ``min=0`` and a graph whose
+        slices stay provably in range with it. A call outside the bounds raises
+        ``ExecutionError``.
     keep_params : bool
         False (default): initializers are constants (as onnxruntime treats them, so constant
         folding, filter layout folding, Winograd and weight packing apply). True: initializers
@@ -177,10 +237,11 @@ def from_onnx(model_or_path: Union["onnx.ModelProto", str], input_shapes: Option
         or a converter's check
         (naming the node, op, argument, expected vs actual).
     """
-    from onnx import helper, numpy_helper, shape_inference
+    from onnx import numpy_helper, shape_inference
     model = _load(model_or_path)
     opset = _opset(model)
     input_shapes = dict(input_shapes or {})
+    bounds = dict(dim_bounds or {})
     names = [vi.name for vi in model.graph.input if vi.name not in {t.name for t in model.graph.initializer}]
     for kind, given in (("input_shapes", input_shapes), ("input_values", input_values or {})):
         unknown = sorted(set(given) - set(names))
@@ -205,6 +266,10 @@ def from_onnx(model_or_path: Union["onnx.ModelProto", str], input_shapes: Option
                 env[vi.name] = np.asarray(input_values[vi.name])
                 continue
             shape, dtype = _input_spec(vi, input_shapes)
+            for d in shape:  # a dim_param is at least 1, so slices such as x[:, :1] are in range
+                if isinstance(d, str):
+                    lo, hi = tuple(bounds.get(d, (1, None)))
+                    f.dim(d, min=lo, max=hi)
             env[vi.name] = f.arg(vi.name, shape, dtype)
         for node in graph.node:
             for n in node.input:
@@ -222,7 +287,8 @@ def from_onnx(model_or_path: Union["onnx.ModelProto", str], input_shapes: Option
 
             outs = None
             if node.op_type not in _NO_FOLD and all(isinstance(v, np.ndarray) or v is None for v in values):
-                outs = _fold(node, values, opset)
+                outs = _fold_sizes(node, values) if any(v is not None and v.dtype == object for v in values) \
+                    else _fold(node, values, opset)
             if outs is None:
                 outs = _convert(node, values, opset, as_param)
             for name, v in zip(node.output, outs):
@@ -235,7 +301,8 @@ def from_onnx(model_or_path: Union["onnx.ModelProto", str], input_shapes: Option
 
 def _initializer(numpy_helper, t) -> np.ndarray:
     try:
-        return numpy_helper.to_array(t)
+        v = numpy_helper.to_array(t)
+        return v.astype(np.int8) if v.dtype == np.bool_ else v  # BOOL is carried as int8 0/1
     except Exception as e:  # noqa: BLE001  (raw data of the wrong size, external data missing)
         raise BuildError(f"from_onnx: initializer {t.name!r} cannot be read ({type(e).__name__}: {e}); "
                          "expected its data in the model or next to it (external data)") from e

@@ -26,12 +26,33 @@ def _matmul(n: NodeInputs, a, b):
     if len(sa) == 2 and len(sb) == 2:
         return ops.matmul(a, b)
     if len(sb) == 2:  # (..., M, K) @ (K, N): fold the batch into M
-        y = ops.matmul(ops.reshape(a, (-1, sa[-1])), b)
+        y = ops.matmul(ops.reshape(a, (_prod(sa[:-1]), sa[-1])), b)
         return ops.reshape(y, sa[:-1] + (sb[-1],))
-    batch = tuple(np.broadcast_shapes(sa[:-2], sb[:-2]))
-    a = ops.reshape(ops.expand(a, batch + sa[-2:]), (-1,) + sa[-2:])
-    b = ops.reshape(ops.expand(b, batch + sb[-2:]), (-1,) + sb[-2:])
+    batch = _broadcast(n, sa[:-2], sb[:-2])
+    a = ops.reshape(ops.expand(a, batch + sa[-2:]), (_prod(batch),) + sa[-2:])
+    b = ops.reshape(ops.expand(b, batch + sb[-2:]), (_prod(batch),) + sb[-2:])
     return ops.reshape(ops.batch_matmul(a, b), batch + (sa[-2], sb[-1]))
+
+
+def _prod(dims):
+    """The product of sizes (ints and symbolic sizes)."""
+    out = 1
+    for d in dims:
+        out = out * d
+    return out
+
+
+def _broadcast(n: NodeInputs, sa, sb) -> tuple:
+    """numpy broadcasting of two batch shapes whose sizes may be symbolic (a symbolic size
+    broadcasts against 1 and itself)."""
+    r = max(len(sa), len(sb))
+    sa, sb = (1,) * (r - len(sa)) + tuple(sa), (1,) * (r - len(sb)) + tuple(sb)
+    out = []
+    for x, y in zip(sa, sb):
+        if not (x == y or (isinstance(x, int) and x == 1) or (isinstance(y, int) and y == 1)):
+            raise n.fail(f"batch dims {sa} and {sb} do not broadcast")
+        out.append(y if isinstance(x, int) and x == 1 else x)
+    return tuple(out)
 
 
 @register("MatMul")

@@ -67,14 +67,19 @@ def _cmp_or_equal(n: NodeInputs) -> List[object]:
     return [ops.subtract(1, strict)]
 
 
+def _mask(v):
+    """A BOOL operand as the int8 0/1 carrier (a numpy bool array from a folded node)."""
+    return v.astype(np.int8) if isinstance(v, np.ndarray) and v.dtype == np.bool_ else v
+
+
 @register("Not")
 def _not(n: NodeInputs) -> List[object]:
-    return [ops.subtract(1, n.t(0))]
+    return [ops.subtract(1, _mask(n.t(0)))]
 
 
 @register("And", "Or", "Xor")
 def _logic(n: NodeInputs) -> List[object]:
-    a, b = n.t(0), n.t(1)
+    a, b = _mask(n.t(0)), _mask(n.t(1))
     if n.node.op_type == "And":
         return [ops.multiply(a, b)]
     if n.node.op_type == "Or":
@@ -275,3 +280,10 @@ def _cast_like(n: NodeInputs) -> List[object]:
     if dtype_of(x) == to:
         return [x]
     return [ops.cast(x, to)]
+
+
+@register("IsNaN", opsets=(9, OPSETS[1]))
+def _isnan(n: NodeInputs) -> List[object]:
+    """``x != x`` (0/1 int8, the BOOL carrier)."""
+    x = n.t(0)
+    return [ops.not_equal(x, x)]

@@ -12,6 +12,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
+from .. import ops
 from ..builder import Tensor
 from ..errors import BuildError
 
@@ -80,10 +81,14 @@ class NodeInputs:
 
     def t(self, i: int):
         """Input ``i`` as a Tensor operand (an initializer becomes a param); a value computed
-        at import time (Shape, Constant) stays a numpy array, which every op accepts."""
+        at import time (Shape, Constant) stays a numpy array, which every op accepts; sizes
+        that are symbolic (an object array from Shape) become a tensor of their run-time values
+        (:func:`ops.size_array`, int64)."""
         if not self.has(i):
             raise BuildError(f"{self.where()}: input {i} is missing; expected a tensor")
         v = self.values[i]
+        if isinstance(v, np.ndarray) and v.dtype == object:
+            return ops.size_array(v)
         if isinstance(v, np.ndarray):
             p = self._as_param(i)
             return v if p is None else p

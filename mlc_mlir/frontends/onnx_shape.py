@@ -1,5 +1,5 @@
 """ONNX converters, shape family: Transpose, Reshape, Flatten, Concat, Squeeze/Unsqueeze,
-Gather, GatherElements, ScatterElements, Expand, Split, Slice, Pad, Shape, Size, Constant, ConstantOfShape,
+Gather, GatherElements, GatherND, ScatterElements, Expand, Split, Slice, Pad, Shape, Size, Constant, ConstantOfShape,
 Range, Trilu.
 Conventions as in :mod:`.onnx_ops`; operands the converters need at import time (shapes, axes)
 come from ``NodeInputs.np``.
@@ -35,7 +35,33 @@ def _reshape(n: NodeInputs) -> List[object]:
     shape = [d if isinstance(d, SymDim) else int(d) for d in (n.np(1, "shape") if n.opset >= 5 else n.attr("shape"))]
     if not n.attr("allowzero", 0):
         shape = [shape_of(x)[i] if isinstance(d, int) and d == 0 else d for i, d in enumerate(shape)]
-    return [ops.reshape(x, shape)]
+    return [ops.reshape(x, _infer_minus_one(shape_of(x), shape))]
+
+
+def _infer_minus_one(src, shape):
+    """``shape`` with a -1 replaced by its size when symbolic sizes are involved: the source
+    dims left after cancelling the symbolic target dims equal to one of them, divided by the
+    product of the target's static dims (``(batch, seq) -> (-1, seq)`` gives ``batch``).
+    Static shapes and shapes this cannot resolve are returned as they are (``ops.reshape``
+    infers or rejects them)."""
+    if -1 not in [d for d in shape if isinstance(d, int)] or \
+            not any(isinstance(d, SymDim) for d in list(src) + list(shape)):
+        return shape
+    left, static = list(src), 1
+    for d in shape:
+        if isinstance(d, SymDim):
+            if d not in left:
+                return shape
+            left.remove(d)
+        elif d != -1:
+            static *= int(d)
+    rest = 1
+    for d in left:
+        rest = rest * d
+    if static == 0 or (isinstance(rest, int) and rest % static):
+        return shape
+    size = rest // static
+    return [size if isinstance(d, int) and d == -1 else d for d in shape]
 
 
 @register("Flatten")
@@ -96,9 +122,17 @@ def _scatter_elements(n: NodeInputs) -> List[object]:
                                  negative_indices=True)]
 
 
+@register("GatherND", opsets=(11, OPSETS[1]))
+def _gather_nd(n: NodeInputs) -> List[object]:
+    idx = n.t(1)
+    if not isinstance(idx, Tensor):
+        idx = np.asarray(idx).astype(np.int64)
+    return [ops.gather_nd(n.t(0), idx, batch_dims=int(n.attr("batch_dims", 0)))]
+
+
 @register("Expand")
 def _expand(n: NodeInputs) -> List[object]:
-    return [ops.expand(n.t(0), [int(d) for d in n.np(1, "shape")])]
+    return [ops.expand(n.t(0), [d if isinstance(d, SymDim) else int(d) for d in n.np(1, "shape")])]
 
 
 @register("Split")
@@ -131,7 +165,18 @@ def _slice(n: NodeInputs) -> List[object]:
     if any(s <= 0 for s in steps):
         raise n.fail(f"input 'steps' is {steps}; expected positive steps")
     lim = lambda v: int(max(min(int(v), 2**62), -2**62))  # noqa: E731
-    return [ops.slice(x, [lim(s) for s in starts], [lim(e) for e in ends], strides=steps, axes=axes)]
+    ends = [_end_from(n, shape_of(x)[a], e) if isinstance(e, SymDim) else lim(e) for a, e in zip(axes, ends)]
+    return [ops.slice(x, [lim(s) for s in starts], ends, strides=steps, axes=axes)]
+
+
+def _end_from(n: NodeInputs, size, end):
+    """A symbolic Slice end as ``ops.slice`` takes it: None where it is the axis size (or
+    provably beyond it by a constant), ``k < 0`` where it is ``size + k``, else the symbolic end
+    itself (``ops.slice`` then proves it within the size from the dims' bounds)."""
+    diff = end - size
+    if not isinstance(diff, int):
+        return end
+    return None if diff >= 0 else diff
 
 
 @register("Pad")
@@ -214,7 +259,14 @@ def _tile(n: NodeInputs) -> List[object]:
 
 @register("Range", opsets=(11, OPSETS[1]))
 def _range(n: NodeInputs) -> List[object]:
+    """``numpy.arange`` at import time; a symbolic bound (a size from Shape) gives
+    :func:`ops.arange` over a symbolic length."""
     start, limit, delta = (n.np(i, a) for i, a in enumerate(("start", "limit", "delta")))
+    vals = [v.reshape(()).item() if v.dtype == object else v.reshape(()) for v in (start, limit, delta)]
+    if any(isinstance(v, SymDim) for v in vals):
+        dtype = next(str(v.dtype) for v in (start, limit, delta) if v.dtype != object) \
+            if any(v.dtype != object for v in (start, limit, delta)) else "int64"
+        return [ops.arange(*[v if isinstance(v, SymDim) else v.item() for v in vals], dtype=dtype)]
     return [np.arange(start, limit, delta).astype(start.dtype)]
 
 

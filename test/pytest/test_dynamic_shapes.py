@@ -155,9 +155,16 @@ def test_update_slice_of_a_symbolic_length_and_arange_steps():
     got = mlc.compile(bb.finish())(np.zeros(5, np.int64))
     np.testing.assert_array_equal(got[0], np.arange(10, 0, -2))
     np.testing.assert_array_equal(got[1], np.arange(5, dtype=np.int32))
-    with pytest.raises(BuildError, match="with symbolic bounds .*expected 1 or -1"):
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:   # a step over a symbolic length: ceil(m / 2) elements
+        y = f.arg("y", ("m",))
+        f.output(ops.add(ops.cast(ops.arange(1, y.shape[0], 2), "float32"), 0.5))
+    exe = mlc.compile(bb.finish())
+    for m in (1, 2, 7):
+        np.testing.assert_array_equal(exe(np.zeros(m, np.float32)), np.arange(1, m, 2) + 0.5)
+    with pytest.raises(BuildError, match="arange: .*non-zero delta"):
         with mlc.GraphBuilder().function("main") as f:
-            ops.arange(0, f.arg("y", ("m",)).shape[0], 2)
+            ops.arange(0, f.arg("y", ("m",)).shape[0], 0)
     bb = mlc.GraphBuilder()
     with pytest.raises(BuildError, match="update_slice: argument 'update'"):
         with bb.function("main") as f:   # an unbounded length may not fit the buffer
