@@ -1,5 +1,5 @@
 """ONNX converters, reduction family: ReduceSum/Mean/Max/Min (and the derived ReduceL1/L2,
-ReduceProd, ReduceLogSum...), ArgMax/ArgMin, CumSum. Conventions as in :mod:`.onnx_ops`.
+ReduceProd, ReduceLogSum...), LpNormalization, ArgMax/ArgMin, CumSum. Conventions as in :mod:`.onnx_ops`.
 
 Source: ONNX operator spec (Operators.md), TVM Relax ``onnx_frontend.py``.
 """
@@ -15,7 +15,8 @@ from .onnx_registry import OPSETS, NodeInputs, axes_input, dtype_of, register, s
 
 
 # ------------------------------------------------------------------------------- reductions
-_REDUCE = {"ReduceSum": ops.sum, "ReduceMean": ops.mean, "ReduceMax": ops.max, "ReduceMin": ops.min}
+_REDUCE = {"ReduceSum": ops.sum, "ReduceMean": ops.mean, "ReduceMax": ops.max, "ReduceMin": ops.min,
+           "ReduceProd": ops.prod}
 #: derived reductions: (pre-map, base reduction, post-map)
 _DERIVED = {
     "ReduceL1": (ops.abs, "ReduceSum", None),
@@ -39,7 +40,8 @@ def _reduce_args(n: NodeInputs):
 def _base(op: str, x, axes, keep):
     if op == "ReduceSum":
         return ops.sum(x, axis=axes, keepdims=keep, dtype=dtype_of(x))
-    return _REDUCE[op](x, axis=axes, keepdims=keep)
+    y = _REDUCE[op](x, axis=axes, keepdims=keep)
+    return ops.cast(y, dtype_of(x)) if dtype_of(y) != dtype_of(x) else y  # int prod is int64
 
 
 @register(*_REDUCE)
@@ -75,6 +77,21 @@ def _reduce_log_sum_exp(n: NodeInputs) -> List[object]:
         drop = range(rank) if axes is None else sorted(a % rank for a in axes)
         y = ops.squeeze(y, list(drop))
     return [y]
+
+
+@register("LpNormalization")
+def _lp_normalization(n: NodeInputs) -> List[object]:
+    """``x / ||x||_p`` along ``axis`` (p 1 or 2); a zero norm gives 0, as the ONNX reference."""
+    x = n.t(0)
+    p = int(n.attr("p", 2))
+    if p not in (1, 2):
+        raise n.fail(f"attribute 'p' is {p}; expected 1 or 2")
+    axis = int(n.attr("axis", -1))
+    norm = ops.sum(ops.abs(x) if p == 1 else ops.multiply(x, x), axis=(axis,), keepdims=True)
+    norm = norm if p == 1 else ops.sqrt(norm)
+    zero = np.zeros((), dtype_of(x))
+    is_zero = ops.equal(norm, zero)
+    return [ops.where(is_zero, zero, ops.divide(x, ops.where(is_zero, np.ones((), dtype_of(x)), norm)))]
 
 
 @register("ArgMax", "ArgMin")
