@@ -1,5 +1,5 @@
 """ONNX converters, reduction family: ReduceSum/Mean/Max/Min (and the derived ReduceL1/L2,
-ReduceProd, ReduceLogSum...), LpNormalization, ArgMax/ArgMin, CumSum. Conventions as in :mod:`.onnx_ops`.
+ReduceProd, ReduceLogSum...), LpNormalization, ArgMax/ArgMin, CumSum, CumProd. Conventions as in :mod:`.onnx_ops`.
 
 Source: ONNX operator spec (Operators.md), TVM Relax ``onnx_frontend.py``.
 """
@@ -11,7 +11,7 @@ from typing import List
 import numpy as np
 
 from .. import ops
-from .onnx_registry import OPSETS, NodeInputs, axes_input, dtype_of, register, shape_of
+from .onnx_registry import OPSETS, NodeInputs, axes_input, dtype_of, np_dtype, register, shape_of
 
 
 # ------------------------------------------------------------------------------- reductions
@@ -116,3 +116,35 @@ def _cumsum(n: NodeInputs) -> List[object]:
     x = n.t(0)
     axis = int(n.np(1, "axis").reshape(-1)[0])
     return [ops.cumsum(x, axis, exclusive=bool(n.attr("exclusive", 0)), reverse=bool(n.attr("reverse", 0)))]
+
+
+def _shifted(x, axis: int, by: int, reverse: bool):
+    """``x`` moved ``by`` positions along ``axis`` (toward the end, or the start when
+    ``reverse``), the vacated positions filled with 1 (the product's identity)."""
+    shape = shape_of(x)
+    length = shape[axis]
+    ones = np.ones(shape[:axis] + (by,) + shape[axis + 1:], np_dtype(x))
+    if reverse:
+        return ops.concat([ops.slice(x, [by], [length], axes=[axis]), ones], axis=axis)
+    return ops.concat([ones, ops.slice(x, [0], [length - by], axes=[axis])], axis=axis)
+
+
+@register("CumProd", opsets=(26, OPSETS[1]))
+def _cumprod(n: NodeInputs) -> List[object]:
+    """Cumulative product along ``axis`` (``exclusive``, ``reverse``) as a Hillis-Steele scan:
+    ``ceil(log2 L)`` rounds of ``y *= shift(y, 2^k)`` (Hillis & Steele 1986, "Data parallel
+    algorithms"); exact for zeros and signs, unlike ``exp(cumsum(log x))``."""
+    x = n.t(0)
+    rank = len(shape_of(x))
+    axis = int(n.np(1, "axis").reshape(-1)[0])
+    if not -rank <= axis < rank:
+        raise n.fail(f"input 'axis' is {axis}; expected in [{-rank}, {rank})")
+    axis %= rank
+    reverse = bool(n.attr("reverse", 0))
+    length = shape_of(x)[axis]
+    y = _shifted(x, axis, 1, reverse) if n.attr("exclusive", 0) and length > 0 else x
+    by = 1
+    while by < length:
+        y = ops.multiply(y, _shifted(y, axis, by, reverse))
+        by *= 2
+    return [y]

@@ -1,6 +1,6 @@
 """ONNX converters, shape family: Transpose, Reshape, Flatten, Concat, Squeeze/Unsqueeze,
 Gather, GatherElements, ScatterElements, Expand, Split, Slice, Pad, Shape, Size, Constant, ConstantOfShape,
-Range, Trilu.
+Range, Trilu, CenterCropPad.
 Conventions as in :mod:`.onnx_ops`; operands the converters need at import time (shapes, axes)
 come from ``NodeInputs.np``.
 
@@ -132,6 +132,29 @@ def _slice(n: NodeInputs) -> List[object]:
         raise n.fail(f"input 'steps' is {steps}; expected positive steps")
     lim = lambda v: int(max(min(int(v), 2**62), -2**62))  # noqa: E731
     return [ops.slice(x, [lim(s) for s in starts], [lim(e) for e in ends], strides=steps, axes=axes)]
+
+
+@register("CenterCropPad", opsets=(18, OPSETS[1]))
+def _center_crop_pad(n: NodeInputs) -> List[object]:
+    """Each of ``axes`` (default all) cropped or zero-padded to ``shape`` about its center: a
+    crop starts at ``(in - out) // 2``, a pad puts ``(out - in) // 2`` before (ONNX spec)."""
+    x = n.t(0)
+    shape = shape_of(x)
+    rank = len(shape)
+    target = [int(v) for v in n.np(1, "shape").reshape(-1)]
+    axes = [int(a) for a in n.attr("axes", range(rank))]
+    if len(axes) != len(target) or any(not -rank <= a < rank for a in axes):
+        raise n.fail(f"'axes' {axes} and 'shape' {target}; expected one size per axis in [{-rank}, {rank})")
+    begin, end, widths = [None] * rank, [None] * rank, [(0, 0)] * rank
+    for a, t in zip(axes, target):
+        a %= rank
+        if t < shape[a]:
+            begin[a], end[a] = (shape[a] - t) // 2, (shape[a] - t) // 2 + t
+        elif t > shape[a]:
+            widths[a] = ((t - shape[a]) // 2, t - shape[a] - (t - shape[a]) // 2)
+    if any(b is not None for b in begin):
+        x = ops.slice(x, begin, end)
+    return [ops.pad(x, widths) if any(w != (0, 0) for w in widths) else x]
 
 
 @register("Pad")
