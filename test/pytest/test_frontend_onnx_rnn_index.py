@@ -4,15 +4,12 @@ wheel's own backend node cases (reference outputs from ``onnx.reference``), and 
 the oracle for what those cases leave out (uneven ``sequence_lens``, bidirectional with biases
 and initial states, ``linear_before_reset``, ``clip`` and parameterised activations)."""
 
-import unittest
-
 import numpy as np
-import onnx.backend.test
 import pytest
 from onnx import TensorProto, helper
+from test_frontend_onnx_models import _run_backend_cases
 
 import mlc_mlir as mlc
-from mlc_mlir.frontends.onnx_backend import make_backend
 
 CASES = ["test_lstm_with_peepholes", "test_lstm_batchwise", "test_lstm_bidirectional", "test_gru_reverse",
          "test_gru_with_initial_bias", "test_gru_batchwise", "test_simple_rnn_bidirectional",
@@ -25,14 +22,7 @@ CASES = ["test_lstm_with_peepholes", "test_lstm_batchwise", "test_lstm_bidirecti
 
 @pytest.mark.parametrize("name", CASES)
 def test_backend_case(name):
-    bt = onnx.backend.test.BackendTest(make_backend(mlc.compile), __name__)
-    bt.include(f"^{name}_cpu$")
-    suite = unittest.TestSuite()
-    suite.addTests(unittest.TestLoader().loadTestsFromTestCase(bt.test_cases["OnnxBackendNodeModelTest"]))
-    result = unittest.TestResult()
-    suite.run(result)
-    bad = [f"{t}: {e.strip().splitlines()[-1]}" for t, e in result.failures + result.errors]
-    assert result.testsRun - len(result.skipped) == 1 and not bad, "\n".join(bad)
+    _run_backend_cases("OnnxBackendNodeModelTest", [name])
 
 
 def _recurrent_model(op, gates, seq, batch, size, hidden, attrs, with_c):
