@@ -1,4 +1,4 @@
-"""ONNX converters, nn family: MatMul/Gemm/Einsum, Conv, pooling, normalization
+"""ONNX converters, nn family: MatMul/Gemm/Einsum, Conv, pooling (Max, Average, Lp), normalization
 (BatchNormalization, LayerNormalization, LRN), Softmax/LogSoftmax. Conventions as in
 :mod:`.onnx_ops`.
 
@@ -13,7 +13,7 @@ import numpy as np
 
 from .. import ops
 from ..builder import Tensor
-from .onnx_registry import OPSETS, NodeInputs, register, same_dtype, shape_of
+from .onnx_registry import OPSETS, NodeInputs, np_dtype, register, same_dtype, shape_of
 
 
 # ---------------------------------------------------------------------------------- linear
@@ -231,6 +231,25 @@ def _avg_pool(n: NodeInputs) -> List[object]:
         raise n.fail(f"attribute 'dilations' is {win.dil}; expected all 1")
     return [win.back(ops.avg_pool2d(win.x, win.k, strides=win.strides, padding=win.pads,
                                     count_include_pad=include))]
+
+
+@register("LpPool")
+def _lp_pool(n: NodeInputs) -> List[object]:
+    """``(sum over the window of |x|^p)^(1/p)``: the window sum is a depthwise ``conv2d`` with
+    a ones kernel (zero padding, dilations and ``ceil_mode`` as for the other window ops)."""
+    x = n.t(0)
+    p = float(n.attr("p", 2))
+    if p <= 0:
+        raise n.fail(f"attribute 'p' is {p}; expected > 0")
+    win = _Window(n, x, n.attr("kernel_shape"), ceil_mode=bool(n.attr("ceil_mode", 0)))
+    dt = np_dtype(x)
+    c = shape_of(win.x)[1]
+    a = ops.abs(win.x)
+    xp = a if p == 1 else ops.multiply(a, a) if p == 2 else ops.power(a, np.asarray(p, dt))
+    s = ops.conv2d(xp, np.ones((c, 1) + tuple(win.k), dt), None, strides=win.strides, padding=win.pads,
+                   dilation=win.dil, groups=c)
+    y = s if p == 1 else ops.sqrt(s) if p == 2 else ops.power(s, np.asarray(1.0 / p, dt))
+    return [win.back(y)]
 
 
 @register("GlobalAveragePool", "GlobalMaxPool")

@@ -1,5 +1,5 @@
 """ONNX converters, reduction family: ReduceSum/Mean/Max/Min (and the derived ReduceL1/L2,
-ReduceProd, ReduceLogSum...), ArgMax/ArgMin, CumSum. Conventions as in :mod:`.onnx_ops`.
+ReduceProd, ReduceLogSum...), LpNormalization, ArgMax/ArgMin, CumSum, CumProd. Conventions as in :mod:`.onnx_ops`.
 
 Source: ONNX operator spec (Operators.md), TVM Relax ``onnx_frontend.py``.
 """
@@ -11,11 +11,12 @@ from typing import List
 import numpy as np
 
 from .. import ops
-from .onnx_registry import OPSETS, NodeInputs, axes_input, dtype_of, register, shape_of
+from .onnx_registry import OPSETS, NodeInputs, axes_input, dtype_of, np_dtype, register, shape_of
 
 
 # ------------------------------------------------------------------------------- reductions
-_REDUCE = {"ReduceSum": ops.sum, "ReduceMean": ops.mean, "ReduceMax": ops.max, "ReduceMin": ops.min}
+_REDUCE = {"ReduceSum": ops.sum, "ReduceMean": ops.mean, "ReduceMax": ops.max, "ReduceMin": ops.min,
+           "ReduceProd": ops.prod}
 #: derived reductions: (pre-map, base reduction, post-map)
 _DERIVED = {
     "ReduceL1": (ops.abs, "ReduceSum", None),
@@ -39,7 +40,8 @@ def _reduce_args(n: NodeInputs):
 def _base(op: str, x, axes, keep):
     if op == "ReduceSum":
         return ops.sum(x, axis=axes, keepdims=keep, dtype=dtype_of(x))
-    return _REDUCE[op](x, axis=axes, keepdims=keep)
+    y = _REDUCE[op](x, axis=axes, keepdims=keep)
+    return ops.cast(y, dtype_of(x)) if dtype_of(y) != dtype_of(x) else y  # int prod is int64
 
 
 @register(*_REDUCE)
@@ -77,6 +79,21 @@ def _reduce_log_sum_exp(n: NodeInputs) -> List[object]:
     return [y]
 
 
+@register("LpNormalization")
+def _lp_normalization(n: NodeInputs) -> List[object]:
+    """``x / ||x||_p`` along ``axis`` (p 1 or 2); a zero norm gives 0, as the ONNX reference."""
+    x = n.t(0)
+    p = int(n.attr("p", 2))
+    if p not in (1, 2):
+        raise n.fail(f"attribute 'p' is {p}; expected 1 or 2")
+    axis = int(n.attr("axis", -1))
+    norm = ops.sum(ops.abs(x) if p == 1 else ops.multiply(x, x), axis=(axis,), keepdims=True)
+    norm = norm if p == 1 else ops.sqrt(norm)
+    zero = np.zeros((), dtype_of(x))
+    is_zero = ops.equal(norm, zero)
+    return [ops.where(is_zero, zero, ops.divide(x, ops.where(is_zero, np.ones((), dtype_of(x)), norm)))]
+
+
 @register("ArgMax", "ArgMin")
 def _argmax(n: NodeInputs) -> List[object]:
     """ArgMin is ArgMax of ``-x``; ``select_last_index`` is ArgMax of ``x`` reversed along
@@ -99,3 +116,35 @@ def _cumsum(n: NodeInputs) -> List[object]:
     x = n.t(0)
     axis = int(n.np(1, "axis").reshape(-1)[0])
     return [ops.cumsum(x, axis, exclusive=bool(n.attr("exclusive", 0)), reverse=bool(n.attr("reverse", 0)))]
+
+
+def _shifted(x, axis: int, by: int, reverse: bool):
+    """``x`` moved ``by`` positions along ``axis`` (toward the end, or the start when
+    ``reverse``), the vacated positions filled with 1 (the product's identity)."""
+    shape = shape_of(x)
+    length = shape[axis]
+    ones = np.ones(shape[:axis] + (by,) + shape[axis + 1:], np_dtype(x))
+    if reverse:
+        return ops.concat([ops.slice(x, [by], [length], axes=[axis]), ones], axis=axis)
+    return ops.concat([ones, ops.slice(x, [0], [length - by], axes=[axis])], axis=axis)
+
+
+@register("CumProd", opsets=(26, OPSETS[1]))
+def _cumprod(n: NodeInputs) -> List[object]:
+    """Cumulative product along ``axis`` (``exclusive``, ``reverse``) as a Hillis-Steele scan:
+    ``ceil(log2 L)`` rounds of ``y *= shift(y, 2^k)`` (Hillis & Steele 1986, "Data parallel
+    algorithms"); exact for zeros and signs, unlike ``exp(cumsum(log x))``."""
+    x = n.t(0)
+    rank = len(shape_of(x))
+    axis = int(n.np(1, "axis").reshape(-1)[0])
+    if not -rank <= axis < rank:
+        raise n.fail(f"input 'axis' is {axis}; expected in [{-rank}, {rank})")
+    axis %= rank
+    reverse = bool(n.attr("reverse", 0))
+    length = shape_of(x)[axis]
+    y = _shifted(x, axis, 1, reverse) if n.attr("exclusive", 0) and length > 0 else x
+    by = 1
+    while by < length:
+        y = ops.multiply(y, _shifted(y, axis, by, reverse))
+        by *= 2
+    return [y]

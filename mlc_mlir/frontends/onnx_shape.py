@@ -1,6 +1,6 @@
 """ONNX converters, shape family: Transpose, Reshape, Flatten, Concat, Squeeze/Unsqueeze,
 Gather, GatherElements, GatherND, ScatterElements, Expand, Split, Slice, Pad, Shape, Size, Constant, ConstantOfShape,
-Range, Trilu.
+Range, Trilu, CenterCropPad.
 Conventions as in :mod:`.onnx_ops`; operands the converters need at import time (shapes, axes)
 come from ``NodeInputs.np``.
 
@@ -177,6 +177,29 @@ def _end_from(n: NodeInputs, size, end):
     if not isinstance(diff, int):
         return end
     return None if diff >= 0 else diff
+
+
+@register("CenterCropPad", opsets=(18, OPSETS[1]))
+def _center_crop_pad(n: NodeInputs) -> List[object]:
+    """Each of ``axes`` (default all) cropped or zero-padded to ``shape`` about its center: a
+    crop starts at ``(in - out) // 2``, a pad puts ``(out - in) // 2`` before (ONNX spec)."""
+    x = n.t(0)
+    shape = shape_of(x)
+    rank = len(shape)
+    target = [int(v) for v in n.np(1, "shape").reshape(-1)]
+    axes = [int(a) for a in n.attr("axes", range(rank))]
+    if len(axes) != len(target) or any(not -rank <= a < rank for a in axes):
+        raise n.fail(f"'axes' {axes} and 'shape' {target}; expected one size per axis in [{-rank}, {rank})")
+    begin, end, widths = [None] * rank, [None] * rank, [(0, 0)] * rank
+    for a, t in zip(axes, target):
+        a %= rank
+        if t < shape[a]:
+            begin[a], end[a] = (shape[a] - t) // 2, (shape[a] - t) // 2 + t
+        elif t > shape[a]:
+            widths[a] = ((t - shape[a]) // 2, t - shape[a] - (t - shape[a]) // 2)
+    if any(b is not None for b in begin):
+        x = ops.slice(x, begin, end)
+    return [ops.pad(x, widths) if any(w != (0, 0) for w in widths) else x]
 
 
 @register("Pad")
