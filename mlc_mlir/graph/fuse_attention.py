@@ -410,7 +410,8 @@ def match_attention(o: ir.Operation, mod: Module) -> Optional[_Match]:
 @register_pass
 class FuseAttention(Pass):
     """Replace each recognized attention by a call of a fused attention function (see the module
-    docstring).
+    docstring); attentions of the same operand types and scale (the layers of a transformer)
+    call one function.
 
     Parameters
     ----------
@@ -430,15 +431,12 @@ class FuseAttention(Pass):
     def transform(self, mod: Module) -> Module:
         used = set(mod.function_names())
         body = mod.ir_module.body
+        kernels = {}    # (operand types, scale) -> the fused function: one per distinct attention
         for o in named_ops(mod, "linalg.batch_matmul", self.functions):
             m = match_attention(o, mod)
             if m is None:
                 continue
             fname = o.parent.opview.sym_name.value
-            name, k = f"{fname}_attention", 1
-            while name in used:
-                name, k = f"{fname}_attention_{k}", k + 1
-            used.add(name)
             label = ir.StringAttr(o.attributes[OP_NAME_ATTR]).value
             with ir.InsertionPoint(o), o.location:
                 bias = m.bias
@@ -450,8 +448,16 @@ class FuseAttention(Pass):
                     bias = reshape(bias, m.bias_groups, shape, f"{label}.bias_4d")
                 args = [_as_4d(x, f"{label}.{n}_4d") for x, n in ((m.q, "q"), (m.k, "k"), (m.v, "v"))] + \
                     ([bias] if bias is not None else [])
-                fn = self.kernel(body, name, *[ir.RankedTensorType(a.type) for a in args[:3]],
-                                 ir.RankedTensorType(bias.type) if bias is not None else None, m.scale)
+                types = [ir.RankedTensorType(a.type) for a in args[:3]] + \
+                    [ir.RankedTensorType(bias.type) if bias is not None else None]
+                key = (tuple(str(t) for t in types), m.scale)
+                if key not in kernels:
+                    name, k = f"{fname}_attention", 1
+                    while name in used:
+                        name, k = f"{fname}_attention_{k}", k + 1
+                    used.add(name)
+                    kernels[key] = self.kernel(body, name, *types, m.scale)
+                fn = kernels[key]
                 call = func_d.CallOp(fn, args)
                 call.attributes[OP_NAME_ATTR] = ir.StringAttr.get(f"{label}.attention")
                 out = reshape(call.results[0], [[0, 1], [2], [3]], ir.RankedTensorType(o.results[0].type).shape, label)
