@@ -324,7 +324,8 @@ def _cast_value(v, src: str, dst: str):
 
 def cast(x, dtype, name: Optional[str] = None) -> Tensor:
     """Convert to ``dtype`` like ``numpy.astype`` (float->int truncates toward zero; to bool is
-    ``!= 0``); any pair of :data:`~mlc_mlir.ir.dtypes.ALL_DTYPES`.
+    ``!= 0``); any pair of :data:`~mlc_mlir.ir.dtypes.ALL_DTYPES`. ``x`` itself when it has
+    ``dtype`` already and no ``name`` is asked for.
 
     Raises
     ------
@@ -334,6 +335,8 @@ def cast(x, dtype, name: Optional[str] = None) -> Tensor:
     x = emit.tensor_arg("cast", "x", x)
     dst = dtypes.canonical_dtype(dtype)
     src = x.dtype
+    if src == dst and name is None:
+        return x   # no op: an identity generic would only be folded away later
     return elementwise("cast", [x], lambda v, dt: _cast_value(v, src, dst), out_dtype=dst, name=name)
 
 

@@ -42,8 +42,9 @@ _VIEW = ctypes.c_char * 0
 def data_address(a: np.ndarray) -> int:
     """The address of ``a``'s first element. A writable array's comes from a ctypes view of
     its buffer (``from_buffer``, a few hundred nanoseconds: the per-call cost of a small
-    function); a read-only one's from ``a.ctypes.data`` (several times slower)."""
-    if a.flags.writeable:
+    function); a read-only one's, and one whose dtype the buffer protocol cannot export
+    (``ml_dtypes.bfloat16``), from ``a.ctypes.data`` (several times slower)."""
+    if a.flags.writeable and a.dtype.isbuiltin == 1:
         return ctypes.addressof(_VIEW.from_buffer(a))
     return a.ctypes.data
 
