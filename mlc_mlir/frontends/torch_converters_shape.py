@@ -63,9 +63,7 @@ def _constant_pad_nd(ctx, node, args):
     value = arg(ctx, args, 2, "value", 0)
     if len(pad) % 2 or len(pad) // 2 > x.ndim:
         raise BuildError(f"aten.constant_pad_nd: argument 'pad' is {pad}; expected pairs for at most {x.ndim} dims")
-    widths = [[0, 0] for _ in range(x.ndim)]
-    for i in range(len(pad) // 2):
-        widths[x.ndim - 1 - i] = [pad[2 * i], pad[2 * i + 1]]
+    widths = _padding_pairs("aten.constant_pad_nd", x, pad, len(pad) // 2)
     crop = [(max(-b, 0), x.shape[d] - max(-a, 0)) for d, (b, a) in enumerate(widths)]
     if any(b or e != x.shape[d] for d, (b, e) in enumerate(crop)):
         x = ops.slice(x, [b for b, _ in crop], [e for _, e in crop])
