@@ -39,6 +39,18 @@ def _pow2_floor(x: int) -> int:
     return 1 << max(0, int(x).bit_length() - 1)
 
 
+def tile_width(n: int, nr: int) -> int:
+    """Columns of the register tile of an ``n``-column matmul whose tile is at most ``nr``
+    wide: the largest power of two that divides ``n`` and is at most ``nr``. A power of two
+    because LLVM legalizes a ``vector<W x f32>`` of another length by splitting it into
+    registers of unequal width and shuffling between them: an 8 x 30 tile (dense 64 x 900 ->
+    300) ran at 0.2x numpy where the same dense padded to an 8 x 32 tile ran at 1.3x, and
+    8 x 48 tiles (three AVX-512 vectors) 10-20x slower than 8 x 32 (one thread, loaded 2-core
+    Zen 5). Source: LLVM's type legalization (``TargetLowering::getTypeConversion``: widen or
+    split to a legal power-of-two vector type)."""
+    return min(n & -n, _pow2_floor(nr))
+
+
 @dataclasses.dataclass(frozen=True)
 class GotoParams:
     """Blocking of :func:`schedule_matmul_goto` (before shrinking to divisors of the extents).
@@ -130,28 +142,30 @@ def goto_params(target: Target, m: int, n: int, k: int, threads: Optional[int] =
     nc = max(nr, _pow2_floor(l2 // (kc * nbytes)))
     mc = mr * max(1, (l2 // 4) // (kc * nbytes) // mr)
     t = threads
-    # the recipes' NR tile: a divisor of an N that is not padded (a GEMV: 1000 -> 25 wide)
-    while t > 1 and not any(thread_splits(m, n, t, mr, largest_divisor(n, nr))):
+    # the recipes' NR tile: a divisor of an N that is not padded (a GEMV: 1000 -> 8 wide)
+    while t > 1 and not any(thread_splits(m, n, t, mr, tile_width(n, nr))):
         t -= 1
     return GotoParams(threads=t, mr=mr, nr=nr, kc=kc, nc=nc, mc=mc)
 
 
 def register_tile_shapes(target: Target, dtype_bits: int = 32) -> List[Tuple[int, int]]:
     """Register tiles ``(MR, NR)`` a matmul rule may pad its extents for: Goto's tile of
-    :func:`goto_params` first (the default), then for ``NR`` of 2 and 3 vectors the most rows
-    whose ``MR * NR / lanes`` accumulators, ``NR / lanes`` B vectors and one A broadcast fit the
-    vector registers (6 x 16 on AVX2; 14 x 32 and 9 x 48 on AVX-512), and the 3/4-height
-    variant of each (fewer registers live across an unrolled k: 4 x 16, 10 x 32, 6 x 48).
+    :func:`goto_params` first (the default), then for ``NR`` of 2 and 4 vectors (a power of
+    two: :func:`tile_width`) the most rows whose ``MR * NR / lanes`` accumulators, ``NR /
+    lanes`` B vectors and one A broadcast fit the vector registers (6 x 16 and 2 x 32 on AVX2;
+    14 x 32 and 6 x 64 on AVX-512), and the 3/4-height variant of each (fewer registers live
+    across an unrolled k: 5 x 16, 11 x 32, 5 x 64), each with at least a quarter of the
+    registers as accumulators (enough independent FMAs to hide their latency).
     Source: BLIS's micro-kernel shapes (Low et al., TOMS 2016: ``MR * NR / lanes`` accumulators
     within the register file)."""
     lanes = target.vector_lanes(dtype_bits)
     regs = target.vector_registers
     base = goto_params(target, 1, 1, 1, 1, dtype_bits)
     out = [(base.mr, base.nr)]
-    for v in (2, 3):
+    for v in (2, 4):
         full = (regs - v - 1) // v
         for mr in (full, -(-3 * full // 4)):
-            if mr >= 1 and (mr, v * lanes) not in out:
+            if mr * v >= max(1, regs // 4) and (mr, v * lanes) not in out:
                 out.append((mr, v * lanes))
     return out
 
@@ -222,7 +236,7 @@ def goto_padding(target: Target, m: int, n: int, k: int, threads: Optional[int] 
     t = target.cores if threads is None else threads
     t = max(1, min(t, m // p.mr))
     lanes = target.vector_lanes(dtype_bits)
-    d = largest_divisor(n, p.nr)
+    d = tile_width(n, p.nr)
     # pad N when the padded columns waste less than the partial vectors of a divisor tile would
     nn = p.nr if n / (-(-n // p.nr) * p.nr) > d / (-(-d // lanes) * lanes) else 1
     np_ = -(-n // nn) * nn
@@ -342,7 +356,7 @@ def schedule_matmul_goto(sch: Schedule, block: BlockRV, threads: Optional[int] =
     mr, nr, kc, nc, mc = (p.mr if mr is None else mr, p.nr if nr is None else nr,
                           p.kc if kc is None else kc, p.nc if nc is None else nc,
                           p.mc if mc is None else mc)
-    nr = largest_divisor(n, nr)
+    nr = tile_width(n, nr)
     kc = largest_divisor(kk, kc)
     unroll_k = largest_divisor(kc, p.unroll_k if unroll_k is None else unroll_k)
     if split_n is None:

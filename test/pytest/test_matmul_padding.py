@@ -12,7 +12,7 @@ import mlc_mlir as mlc
 from mlc_mlir import ops
 from mlc_mlir._mlir import MLIR_BIN_DIR
 from mlc_mlir.errors import ScheduleError
-from mlc_mlir.schedule.cpu_recipes import goto_padding, schedule_matmul_goto
+from mlc_mlir.schedule.cpu_recipes import goto_padding, schedule_matmul_goto, tile_width
 from mlc_mlir.schedule.default_rules import apply_default_schedule
 from targets import AVX2
 
@@ -75,9 +75,21 @@ def test_goto_padding_decisions():
         assert goto_padding(AVX2, *shape, 2) == (1, 1, 1)
     # N pads when the divisor tile would waste more: 23 -> 32 (a 1-wide tile otherwise)
     assert goto_padding(AVX2, 37, 23, 50, 2) == (8, 16, 1)
+    # 300 has no power-of-two divisor of a whole vector: a 30-wide tile would be split into
+    # unequal registers (tile_width), so N pads to 304; 48 keeps a 16-wide tile
+    assert goto_padding(AVX2, 64, 300, 900, 1) == (1, 16, 1)
+    assert goto_padding(AVX2, 64, 48, 900, 1) == (1, 1, 1)
 
 
-@pytest.mark.parametrize("m, k, n", [(37, 50, 23), (128, 784, 128)])
+def test_tile_width_is_a_power_of_two_dividing_n():
+    for n in (1, 7, 24, 30, 48, 300, 320, 1023, 1024):
+        for nr in (8, 16, 32, 48):
+            w = tile_width(n, nr)
+            assert n % w == 0 and w <= nr and w & (w - 1) == 0
+            assert not (n % (2 * w) == 0 and 2 * w <= nr)   # the largest such
+
+
+@pytest.mark.parametrize("m, k, n", [(37, 50, 23), (128, 784, 128), (64, 900, 300)])
 def test_dense_bias_relu(m, k, n):
     mod, xs, ref = build("dense", [(m, k), (n, k), (n,)])
     sch = default_schedule(mod, 2)

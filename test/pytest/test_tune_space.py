@@ -6,6 +6,8 @@ other program; structural knobs; features are fixed-length and normalized."""
 
 import dataclasses
 
+import re
+
 import numpy as np
 import pytest
 
@@ -187,6 +189,28 @@ def test_matmul_register_tile_shapes_pad_and_match_numpy(target):
         b = rng.standard_normal(96).astype(np.float32)
         got = mlc.compile(sch.mod)(x, w, b)
         np.testing.assert_allclose(got, np.maximum(x.astype(np.float64) @ w.T + b, 0), **TOL)
+
+
+@pytest.mark.parametrize("shape", [(45, 61, 70), (33, 100, 300)])
+def test_matmul_register_tiles_at_odd_shapes_match_numpy(shape):
+    """Every register tile shape of the host (the first decision of the matmul rule) at odd
+    extents: M, N and K that no tile divides are padded, the result matches numpy, and every
+    vectorized tile is a power of two wide (tile_width)."""
+    m, k, n = shape
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        f.output(ops.matmul(f.arg("a", shape=(m, k)), f.arg("b", shape=(k, n))))
+    mod = bb.finish()
+    target = host_target()
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    for idx, _ in enumerate(register_tile_shapes(target, 32)):
+        sch = generate(default_space(target), mod, idx, [idx])
+        tiles = re.findall(r'linalg.matmul "matmul"  # vectorized: \w+=(\d+), \w+=(\d+)', sch.show())
+        assert tiles and all(int(w) & (int(w) - 1) == 0 for _, w in tiles), sch.show()
+        got = mlc.compile(sch.mod)(a, b)
+        np.testing.assert_allclose(got, a.astype(np.float64) @ b, **TOL)
 
 
 def test_replay_with_other_decisions_gives_the_other_program():

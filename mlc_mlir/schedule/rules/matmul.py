@@ -17,7 +17,7 @@ from ...errors import ScheduleError
 from ...target import Target
 from ..cpu_recipes import (
     UNROLL_K, batch_matmul_padding, goto_loop_nest, goto_padding, goto_params, packs_b,
-    register_tile_shapes, thread_splits,
+    register_tile_shapes, thread_splits, tile_width,
 )
 from ..schedule import Schedule
 from ..state import BlockRV
@@ -64,10 +64,11 @@ def matmul_register_tiles(target: Target, bits: int, mt: int, n: int,
     """Register tiles ``{NR: [MR, ...]}`` of a matmul with ``mt`` rows per thread and ``n``
     columns, derived from the target's vector lanes and registers.
 
-    ``NR`` is 1 to 4 vectors (dividing ``n``); ``MR`` divides ``mt`` with the ``MR * NR / lanes``
+    ``NR`` is 1, 2 or 4 vectors (dividing ``n``; a power of two:
+    :func:`~mlc_mlir.schedule.cpu_recipes.tile_width`); ``MR`` divides ``mt`` with the ``MR * NR / lanes``
     accumulators, the ``NR / lanes`` B vectors and one A broadcast within the vector registers
     (the register budget), and at least ``vector_registers / 4`` accumulators (enough
-    independent FMAs to hide their latency): 6 x 16 on AVX2, 14 x 32 and 8 x 48 on AVX-512
+    independent FMAs to hide their latency): 6 x 16 on AVX2, 14 x 32 and 6 x 64 on AVX-512
     among them. Goto's tile (:func:`~mlc_mlir.schedule.cpu_recipes.goto_params`, shrunk to
     divisors; ``tile`` in its place when given) is always included, so tiny or odd extents
     still have one tile.
@@ -78,12 +79,12 @@ def matmul_register_tiles(target: Target, bits: int, mt: int, n: int,
     out: Dict[int, List[int]] = {}
     for v in TILE_VECTORS:
         nr = v * lanes
-        if n % nr:
+        if n % nr or nr != tile_width(nr, nr):   # a power of two: see tile_width
             continue
         mrs = [d for d in range(1, mt + 1) if mt % d == 0 and regs // 4 <= d * v <= regs - v - 1]
         if mrs:
             out[nr] = mrs
-    dnr, dmr = largest_divisor(n, p.nr), largest_divisor(mt, p.mr)
+    dnr, dmr = tile_width(n, p.nr), largest_divisor(mt, p.mr)
     out[dnr] = sorted(set(out.get(dnr, [])) | {dmr})
     return dict(sorted(out.items()))
 
@@ -119,7 +120,7 @@ def schedule_matmul(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
     ``i0 (parallel) j0 k0 i1 j1 i2 k1 (unrolled) i3 j2 (vectorized MR x NR)``) with the
     elementwise epilogue chain fused at the NC block. Decisions, in order: the register tile
     the extents are padded for (:func:`~mlc_mlir.schedule.cpu_recipes.register_tile_shapes`:
-    Goto's by default, or a taller/wider one such as 6 x 16 on AVX2, 14 x 32 or 9 x 48 on
+    Goto's by default, or a taller/wider one such as 6 x 16 on AVX2, 14 x 32 or 6 x 64 on
     AVX-512; structural); the threads, register tile and cache blocks of
     :func:`goto_decisions` (defaults derived from the padded tile); pack B (``cache_read`` at ``k0``)
     or not (structural; default :func:`~mlc_mlir.schedule.cpu_recipes.packs_b`); the unroll
@@ -193,7 +194,7 @@ def goto_decisions(sch: Schedule, ctx: RuleContext, m: int, n: int, k: int, thre
     ``tile`` replaces Goto's register tile (``goto_params(..., tile=...)``) as the default.
     """
     p = goto_params(ctx.target, m, n, k, threads, bits, tile)
-    nr0 = panel or largest_divisor(n, p.nr)
+    nr0 = panel or tile_width(n, p.nr)
     # thread counts that split M or N (goto_params' rule: its choice is the largest)
     tcands = [t for t in range(1, threads + 1) if t == 1 or any(thread_splits(m, n, t, p.mr, nr0))]
     t = categorical(sch, tcands, p.threads) if len(tcands) > 1 else 1
@@ -201,7 +202,7 @@ def goto_decisions(sch: Schedule, ctx: RuleContext, m: int, n: int, k: int, thre
     split_n = splits_n and (not splits_m or bool(int(categorical(sch, [1, 0], 1))))
     mt, nt = (m, n // t) if split_n else (m // t, n)
     tiles = matmul_register_tiles(ctx.target, bits, mt, panel or nt, tile)
-    nr = panel or categorical(sch, list(tiles), largest_divisor(nt, p.nr))
+    nr = panel or categorical(sch, list(tiles), tile_width(nt, p.nr))
     # Goto's MR, or the tile nearest it for a sampled NR whose tiles do not include it
     dmr = largest_divisor(mt, p.mr)
     rows = tiles.get(int(nr)) or [dmr]
@@ -327,7 +328,7 @@ def schedule_batch_matmul(sch: Schedule, block: BlockRV, ctx: RuleContext) -> No
     mt = m // t if on_rows else m
     mr = largest_divisor(mt, p.mr)
     i1, i2 = sch.split(irest, perfect_tile(sch, irest, 2, bound["mr"], [mt // mr, mr]))
-    nr = largest_divisor(n, p.nr)
+    nr = tile_width(n, p.nr)
     j0, j1 = sch.split(j, perfect_tile(sch, j, 2, bound["nr"], [n // nr, nr]))
     unroll = unroll_factor(sch, k, p.unroll_k)
     sch.reorder(b0, i0, b1, i1, j0, kk, i2, j1)
