@@ -31,7 +31,11 @@ Method
   scikit-learn and its weights cached in ``benchmarks/.tune_cache/digits_mlp.npz``; batch 360 is
   the whole test split, batch 1 its first image.
 * ``matmul1000x999x1023`` is (1000 x 999) @ (999 x 1023) (M x K x N), ``matmul777x513x1029``
-  (777 x 513) @ (513 x 1029).
+  (777 x 513) @ (513 x 1029); ``dense64x900x300+bias+relu`` is ``relu(x @ w.T + b)`` with x
+  (64 x 900), w (300 x 900): a GEMM with small M and an N that no power-of-two tile divides.
+* The table ends with the contraction targets of issue 23 checked on the run's own rows
+  (:func:`target_checks`): tuned >= 0.9x numpy, the most threads no slower than one, >= 1.5x
+  TVM's GFLOP/s at the same trial budget in <= 1/5 of its tuning time.
 
     python benchmarks/tune_cpu.py [--trials 64,256] [--threads 1,2] [--workloads ...]
         [--tune-workloads ...] [--impls numpy,torch,default,tuned,tvm] [--json] [--quick]
@@ -459,6 +463,47 @@ def table(rows, header):
     return "\n".join(lines)
 
 
+def target_checks(rows):
+    """Lines checking issue 23's contraction targets on the rows of one run, per tuned
+    budget ``tunedN`` of each matmul / dense workload: ``x_numpy`` >= 0.9 at every thread count;
+    the tuned time with the most threads <= the time with one; where a ``tvmN`` row of the same
+    budget exists, GFLOP/s >= 1.5x TVM's and ``tune_s`` <= 1/5 of TVM's. Each check reads
+    ``ok``, ``MISS`` or ``-`` (a row it needs is missing)."""
+    ms = {(r["workload"], r["threads"], r["impl"]): r for r in rows if r.get("ms")}
+    lines = []
+    budgets = sorted({r["impl"] for r in rows if r["impl"].startswith("tuned")},
+                     key=lambda i: int(i[5:]))
+    names = list(dict.fromkeys(r["workload"] for r in rows
+                               if r["workload"].startswith(("matmul", "dense"))))
+    threads = sorted({r["threads"] for r in rows})
+
+    def verdict(ok):
+        return "-" if ok is None else ("ok" if ok else "MISS")
+
+    for impl in budgets:
+        tvm = "tvm" + impl[5:]
+        for n in names:
+            got = [ms.get((n, t, impl)) for t in threads]
+            if not any(got):
+                continue
+            parts = []
+            for t, r in zip(threads, got):
+                x = r and r.get("ratio_to_numpy")
+                parts.append(f"{t}t x_numpy {fmt(x, '.2f')} {verdict(None if x is None else x >= 0.9)}")
+            if len(threads) > 1:
+                lo, hi = got[0], got[-1]
+                parts.append(f"{threads[-1]}t<= 1t {verdict(None if not (lo and hi) else hi['ms'] <= lo['ms'])}")
+            for t, r in zip(threads, got):
+                v = ms.get((n, t, tvm))
+                if r and v:
+                    speed = v["ms"] / r["ms"]
+                    quick = (r["tune_s"] or 0) / v["tune_s"] if v.get("tune_s") else None
+                    parts.append(f"{t}t vs {tvm} {speed:.2f}x {verdict(speed >= 1.5)}, tune time "
+                                 f"{fmt(quick, '.2f')} {verdict(None if quick is None else quick <= 0.2)}")
+            lines.append(f"{n} {impl}: " + "; ".join(parts))
+    return lines
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description="tuned / default vs numpy, PyTorch and TVM")
     p.add_argument("--workloads", default=",".join(WORKLOADS))
@@ -542,6 +587,10 @@ def main(argv=None):
               "x_numpy / x_torch = peer ms / this ms (same run, > 1 is faster); "
               "tune_s = cumulative tuning wall time")
     text = table(rows, header)
+    checks = target_checks(rows)
+    if checks:
+        text += "\n\ntargets (issue 23: tuned >= 0.9x numpy, 2 threads <= 1 thread, >= 1.5x TVM " \
+                "in <= 1/5 of its tuning time)\n" + "\n".join(checks)
     if args.json:
         for r in rows:
             print(json.dumps(r))
