@@ -332,7 +332,7 @@ def tvm_compute(name):
     raise ValueError(name)
 
 
-def prepare_tvm(name, impl, threads, mcpu):
+def prepare_tvm(name, impl, threads, mcpu, timeout_s=30.0):
     import tvm
     from tvm import te
     from tvm.s_tir import meta_schedule as ms
@@ -344,7 +344,8 @@ def prepare_tvm(name, impl, threads, mcpu):
     work_dir = os.path.join(CACHE, f"tvm-{name}-{threads}t")
     db, tune_s, cached = cumulative_tune(work_dir, trials, lambda: ms.tune_tir(
         mod, target, work_dir, max_trials_global=trials, num_trials_per_iter=64,
-        num_tuning_cores=threads))
+        builder=ms.builder.LocalBuilder(max_workers=threads, timeout_sec=timeout_s),
+        runner=ms.runner.LocalRunner(timeout_sec=timeout_s), num_tuning_cores=threads))
     sch = ms.tir_integration.compile_tir(db, mod, target)
     lib = tvm.compile(sch.mod if sch is not None else mod, target=target)
     dev = tvm.cpu()
@@ -362,7 +363,7 @@ def prepare_tvm(name, impl, threads, mcpu):
     return run, (lambda: (run(), out.numpy())[1]), tune_s, "cached" if cached else ""
 
 
-def worker(impl, names, threads, repeat, mcpu):
+def worker(impl, names, threads, repeat, mcpu, tvm_timeout=30.0):
     """Emit one JSON row per workload on stdout as soon as it is measured."""
     lim = None
     if impl == "numpy":
@@ -381,7 +382,7 @@ def worker(impl, names, threads, repeat, mcpu):
             elif impl == "torch":
                 fn, out_fn, tune_s, note = prepare_torch(name, threads)
             elif impl.startswith("tvm"):
-                fn, out_fn, tune_s, note = prepare_tvm(name, impl, threads, mcpu)
+                fn, out_fn, tune_s, note = prepare_tvm(name, impl, threads, mcpu, tvm_timeout)
             else:
                 fn, out_fn, tune_s, note = prepare_ours(name, impl, threads)
             check(name, out_fn(), ref)
@@ -403,7 +404,8 @@ def run_worker(impl, names, threads, args, python=sys.executable):
     if impl == "numpy":
         env["OPENBLAS_NUM_THREADS"] = str(threads)
     cmd = [python, os.path.abspath(__file__), "--worker", impl, "--threads", str(threads),
-           "--workloads", ",".join(names), "--repeat", str(args.repeat), "--mcpu", args.mcpu]
+           "--workloads", ",".join(names), "--repeat", str(args.repeat), "--mcpu", args.mcpu,
+           "--tvm-timeout", str(args.tvm_timeout)]
     log(f"{impl} threads={threads}: {','.join(names)}")
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
@@ -514,6 +516,9 @@ def main(argv=None):
     p.add_argument("--impls", default="numpy,torch,default,tuned,tvm")
     p.add_argument("--tvm-trials", default=None, help="TVM trial budgets (default: --trials)")
     p.add_argument("--tvm-python", default=TVM_PYTHON)
+    p.add_argument("--tvm-timeout", type=float, default=30.0,
+                   help="seconds TVM's LocalBuilder / LocalRunner allow one candidate (TVM's "
+                        "default 30; a loaded host needs more, or every build times out)")
     p.add_argument("--tvm-workloads", default=None,
                    help="workloads with TVM rows (default: those of --tune-workloads)")
     p.add_argument("--json", action="store_true", help="one JSON object per row instead of a table")
@@ -527,7 +532,7 @@ def main(argv=None):
     args = p.parse_args(argv)
     names = [n for n in args.workloads.split(",") if n]
     if args.worker:
-        worker(args.worker, names, int(args.threads), args.repeat, args.mcpu)
+        worker(args.worker, names, int(args.threads), args.repeat, args.mcpu, args.tvm_timeout)
         return
 
     from mlc_mlir.target import describe, host_target

@@ -51,6 +51,17 @@ def tile_width(n: int, nr: int) -> int:
     return min(n & -n, _pow2_floor(nr))
 
 
+def split_tile(m: int, n: int, threads: int, mr: int, nr: int) -> int:
+    """The register tile's columns with which ``threads`` threads split the N columns of an
+    ``(M, N)`` output (:func:`thread_splits`): :func:`tile_width` of N; for a matmul of at most
+    ``mr`` rows (a GEMV-like one, bound by reading B once, where threads count for more than
+    the tile width) the tile of each thread's ``N / threads`` columns, so a 1 x 1000 output
+    still splits into two 500-column halves (4-wide tiles)."""
+    if m <= mr and threads > 1 and n % threads == 0:
+        return tile_width(n // threads, nr)
+    return tile_width(n, nr)
+
+
 @dataclasses.dataclass(frozen=True)
 class GotoParams:
     """Blocking of :func:`schedule_matmul_goto` (before shrinking to divisors of the extents).
@@ -142,8 +153,8 @@ def goto_params(target: Target, m: int, n: int, k: int, threads: Optional[int] =
     nc = max(nr, _pow2_floor(l2 // (kc * nbytes)))
     mc = mr * max(1, (l2 // 4) // (kc * nbytes) // mr)
     t = threads
-    # the recipes' NR tile: a divisor of an N that is not padded (a GEMV: 1000 -> 8 wide)
-    while t > 1 and not any(thread_splits(m, n, t, mr, tile_width(n, nr))):
+    # the recipes' NR tile: a divisor of an N that is not padded (a GEMV: 1000 -> 2 x 500, 4 wide)
+    while t > 1 and not any(thread_splits(m, n, t, mr, split_tile(m, n, t, mr, nr))):
         t -= 1
     return GotoParams(threads=t, mr=mr, nr=nr, kc=kc, nc=nc, mc=mc)
 
@@ -356,7 +367,7 @@ def schedule_matmul_goto(sch: Schedule, block: BlockRV, threads: Optional[int] =
     mr, nr, kc, nc, mc = (p.mr if mr is None else mr, p.nr if nr is None else nr,
                           p.kc if kc is None else kc, p.nc if nc is None else nc,
                           p.mc if mc is None else mc)
-    nr = tile_width(n, nr)
+    nr = split_tile(m, n, threads, p.mr, nr)
     kc = largest_divisor(kk, kc)
     unroll_k = largest_divisor(kc, p.unroll_k if unroll_k is None else unroll_k)
     if split_n is None:

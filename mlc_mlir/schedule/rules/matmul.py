@@ -17,7 +17,7 @@ from ...errors import ScheduleError
 from ...target import Target
 from ..cpu_recipes import (
     UNROLL_K, batch_matmul_padding, goto_loop_nest, goto_padding, goto_params, packs_b,
-    register_tile_shapes, thread_splits, tile_width,
+    register_tile_shapes, split_tile, thread_splits, tile_width,
 )
 from ..schedule import Schedule
 from ..state import BlockRV
@@ -194,11 +194,12 @@ def goto_decisions(sch: Schedule, ctx: RuleContext, m: int, n: int, k: int, thre
     ``tile`` replaces Goto's register tile (``goto_params(..., tile=...)``) as the default.
     """
     p = goto_params(ctx.target, m, n, k, threads, bits, tile)
-    nr0 = panel or tile_width(n, p.nr)
+    def nr0(t):
+        return panel or split_tile(m, n, t, p.mr, p.nr)
     # thread counts that split M or N (goto_params' rule: its choice is the largest)
-    tcands = [t for t in range(1, threads + 1) if t == 1 or any(thread_splits(m, n, t, p.mr, nr0))]
+    tcands = [t for t in range(1, threads + 1) if t == 1 or any(thread_splits(m, n, t, p.mr, nr0(t)))]
     t = categorical(sch, tcands, p.threads) if len(tcands) > 1 else 1
-    splits_m, splits_n = thread_splits(m, n, t, p.mr, nr0) if t > 1 else (False, False)
+    splits_m, splits_n = thread_splits(m, n, t, p.mr, nr0(t)) if t > 1 else (False, False)
     split_n = splits_n and (not splits_m or bool(int(categorical(sch, [1, 0], 1))))
     mt, nt = (m, n // t) if split_n else (m // t, n)
     tiles = matmul_register_tiles(ctx.target, bits, mt, panel or nt, tile)
