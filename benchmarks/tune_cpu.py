@@ -22,7 +22,9 @@ Method
   ``tvm<N>`` (MetaSchedule ``tune_tir`` with ``max_trials_global=N``, run with the Python of a
   throwaway venv ``--tvm-python``, default ``/tmp/tvmvenv/bin/python``; created with
   ``python -m venv --system-site-packages /tmp/tvmvenv && /tmp/tvmvenv/bin/pip install
-  apache-tvm==0.27.0.post1 apache-tvm-ffi==0.1.14.post0 xgboost psutil cloudpickle``).
+  apache-tvm==0.27.0.post1 apache-tvm-ffi==0.1.14.post0 xgboost psutil cloudpickle``). Its
+  ``LocalBuilder`` / ``LocalRunner`` get ``--tvm-timeout`` seconds per candidate (TVM's default
+  30; on a loaded host every build exceeds it and the worker is restarted, build after build).
 * Tuning records are cached in ``benchmarks/.tune_cache/<workload>-<threads>t/`` (TVM in
   ``tvm-<workload>-<threads>t/``), so re-runs resume: 256 trials continue from the 64 records.
   ``tune_s`` is the cumulative tuning wall time for that many trials (stored in
