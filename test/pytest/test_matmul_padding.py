@@ -12,7 +12,7 @@ import mlc_mlir as mlc
 from mlc_mlir import ops
 from mlc_mlir._mlir import MLIR_BIN_DIR
 from mlc_mlir.errors import ScheduleError
-from mlc_mlir.schedule.cpu_recipes import goto_padding, schedule_matmul_goto, tile_width
+from mlc_mlir.schedule.cpu_recipes import goto_padding, schedule_matmul_goto, split_tile, tile_width
 from mlc_mlir.schedule.default_rules import apply_default_schedule
 from targets import AVX2
 
@@ -87,6 +87,19 @@ def test_tile_width_is_a_power_of_two_dividing_n():
             w = tile_width(n, nr)
             assert n % w == 0 and w <= nr and w & (w - 1) == 0
             assert not (n % (2 * w) == 0 and 2 * w <= nr)   # the largest such
+    # threads split a GEMV-like output by each thread's tile; larger ones keep N's tile
+    assert split_tile(1, 1000, 2, 8, 32) == 4 and split_tile(1, 1000, 1, 8, 32) == 8
+    assert split_tile(777, 1056, 2, 8, 32) == 32
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_dense_gemv_threads_match_numpy(threads):
+    """A 1 x 1000 dense (M below the register tile's rows) on both threads: 2 x 500 columns of
+    4-wide tiles (split_tile), the result as numpy's."""
+    mod, xs, ref = build("dense", [(1, 64), (1000, 64), (1000,)])
+    sch = default_schedule(mod, threads)
+    assert ("parallel" in [i.kind for i in sch.trace.insts]) == (threads == 2)
+    np.testing.assert_allclose(mlc.compile(sch.mod)(*xs), ref, **TOL)
 
 
 @pytest.mark.parametrize("m, k, n", [(37, 50, 23), (128, 784, 128), (64, 900, 300)])
