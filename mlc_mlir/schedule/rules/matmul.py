@@ -265,12 +265,13 @@ def schedule_gemv_rows(sch: Schedule, block: BlockRV, ctx: RuleContext, threads:
     """``(1, K) @ (N, K)^T`` (``dense`` at M = 1, B stored ``(N, K)``; a matrix-vector product
     ``W @ x`` with W row-major): each output is the dot product of a contiguous row of B with
     A's row, so B streams once in address order as ``N`` row reductions. Loops ``i j0
-    (parallel) j1 k0 k1 (vectorized)``: the threads take ``N / threads`` rows each; every row
+    (parallel) j1 k0 k1 (vectorized)``: the threads take ``ceil(N / threads)`` rows each (the
+    last slice partial; the count sampled, default the most); every row
     is split into ``(K / V, V)`` and factorized (``rfactor``): ``V`` partial sums (``V / lanes``
     independent vector accumulators, :func:`~.common.vector_tile` of K by default, sampled
     from :func:`~.common.vector_candidates`) accumulate over ``k0``, reduced to one value per
     row at the end, as :func:`~.reduction.schedule_reduction` does a row reduction. Returns
-    False (nothing scheduled) when K is below two vectors or no vector tile divides it.
+    False (nothing scheduled) when no tile of 2 to ``K - 1`` elements divides K (a prime K).
 
     Source: BLAS ``sgemv`` on a row-major ``A x`` (``sgemv_t`` of a column-major matrix: one
     dot product per row, several accumulators), TVM dlight's ``GEMV`` rule for its
@@ -286,10 +287,10 @@ def schedule_gemv_rows(sch: Schedule, block: BlockRV, ctx: RuleContext, threads:
     i, j, kk = sch.get_loops(block)
     _, k1 = sch.split(kk, [None, v])
     sch.rfactor(k1)
-    tcands = thread_candidates(n, threads)
-    t = categorical(sch, tcands, tcands[-1])
-    if len(tcands) > 1:
-        j0, _ = sch.split(j, [t, None])
+    t = int(categorical(sch, list(range(1, min(threads, n) + 1)), min(threads, n)))
+    per = -(-n // t)
+    if t > 1 and -(-n // per) == t:            # t slices of ceil(N / t) rows, the last partial
+        j0, _ = sch.split(j, [None, per])
         sch.parallel(j0)
     sch.vectorize(k1)
     return True
