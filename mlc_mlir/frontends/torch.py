@@ -219,14 +219,10 @@ def _getitem(node, seq, i):
     return v
 
 
-#: ATen ops kept whole by :func:`decomposition_table`, with the reason: each has a converter
-#: that emits the op the schedule rules recognize, where torch's decomposition emits a pattern
-#: they do not.
-KEPT_OPS = {
-    "aten.mv.default": "the decomposition is a broadcast multiply and a sum (the product "
-                       "materialized, then a generic reduction); kept, it is a dense at M = 1 "
-                       "that the GEMV rule streams row by row",
-}
+#: ATen ops :func:`decomposition_table` keeps whole, with why: a converter emits an op the
+#: schedule rules recognize where torch's decomposition emits a pattern they do not.
+KEPT_OPS = {"aten.mv.default": "decomposed, a broadcast multiply (materialized) and a sum; kept, a "
+                               "dense at M = 1 that the GEMV rule streams row by row"}
 
 
 def decomposition_table():
