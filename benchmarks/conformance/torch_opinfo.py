@@ -30,7 +30,7 @@ import torch
 
 import mlc_mlir as mlc
 from forked import run_forked  # benchmarks/conformance/forked.py; this folder is on sys.path
-from mlc_mlir.frontends.torch import from_exported_program
+from mlc_mlir.frontends.torch import decomposition_table, from_exported_program
 
 
 def _reason(err: str) -> str:
@@ -76,7 +76,7 @@ def run_sample(opinfo, sample) -> tuple:
         return "unsupported", "the op returns something other than tensors"
     try:
         with torch.no_grad():
-            ep = torch.export.export(model, tuple(tensors)).run_decompositions()
+            ep = torch.export.export(model, tuple(tensors)).run_decompositions(decomposition_table())
     except Exception as e:  # noqa: BLE001  (any export failure is the sample's result)
         return "unsupported", _reason(f"export: {type(e).__name__}: {e}")
     try:

@@ -2,7 +2,7 @@
 (an ``fx.symbolic_trace`` graph, the MLC course's path).
 
 ``from_torch`` exports the model with ``torch.export.export(model, args).run_decompositions()``
-(the core ATen opset), then walks the graph once: parameters and buffers become constants
+(the core ATen opset; :data:`KEPT_OPS` are kept whole: :func:`decomposition_table`), then walks the graph once: parameters and buffers become constants
 (named by their state_dict keys; as ``torch.compile``'s freezing and onnxruntime treat weights,
 so that constant folding, filter layout folding, Winograd and weight packing apply), or with
 ``keep_params=True`` module params (``f.param``, arguments filled at call time), user inputs
@@ -219,6 +219,24 @@ def _getitem(node, seq, i):
     return v
 
 
+#: ATen ops :func:`decomposition_table` keeps whole, with why: a converter emits an op the
+#: schedule rules recognize where torch's decomposition emits a pattern they do not.
+KEPT_OPS = {"aten.mv.default": "decomposed, a broadcast multiply (materialized) and a sum; kept, a "
+                               "dense at M = 1 that the GEMV rule streams row by row"}
+
+
+def decomposition_table():
+    """``torch.export.default_decompositions()`` (the Core ATen decompositions that
+    ``run_decompositions()`` applies) without the ops of :data:`KEPT_OPS`."""
+    import torch
+
+    table = torch.export.default_decompositions()
+    for name in KEPT_OPS:
+        base, overload = name[len("aten."):].rsplit(".", 1)
+        table.pop(getattr(getattr(torch.ops.aten, base), overload))
+    return table
+
+
 def from_torch(model, example_args, dynamic_shapes=None, keep_params: bool = False) -> Module:
     """Import a ``torch.nn.Module`` through ``torch.export`` and core ATen.
 
@@ -272,7 +290,8 @@ def from_torch(model, example_args, dynamic_shapes=None, keep_params: bool = Fal
                          "expected a tensor or a tuple of tensors") from None
     try:
         with torch.no_grad():
-            ep = torch.export.export(model, args, dynamic_shapes=dynamic_shapes).run_decompositions()
+            ep = torch.export.export(model, args, dynamic_shapes=dynamic_shapes).run_decompositions(
+                decomposition_table())
     except Exception as e:  # noqa: BLE001  (torch.export's user errors have many types)
         first = (str(e).strip().splitlines() or [""])[0]
         raise BuildError(f"from_torch: torch.export.export failed ({type(e).__name__}: {first}); "

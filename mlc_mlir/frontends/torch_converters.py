@@ -338,6 +338,14 @@ def _mm(ctx, node, args):
     return ops.matmul(args[0], args[1])
 
 
+@register_converter("aten.mv.default", dtypes="float, int")
+def _mv(ctx, node, args):
+    """``A @ x`` for A (N, K), x (K,): a ``dense`` of x as one row (``(1, K) @ (N, K)^T``, the
+    GEMV rule's row-dot case), reshaped to (N,)."""
+    a, x = _tensor("aten.mv", "self", args[0]), _tensor("aten.mv", "vec", args[1])
+    return ops.reshape(ops.dense(ops.reshape(x, [1, x.shape[0]]), a), [a.shape[0]])
+
+
 @register_converter("aten.bmm.default", dtypes="float, int")
 def _bmm(ctx, node, args):
     return ops.batch_matmul(args[0], args[1])

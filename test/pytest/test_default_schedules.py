@@ -337,3 +337,27 @@ def test_gemv_rule_for_one_row_matmuls(n, k, threads):
     xa, wa = rng.standard_normal((1, k), dtype=np.float32), rng.standard_normal((k, n), dtype=np.float32)
     got = mlc.compile(mod, threads=threads)(xa, wa)
     np.testing.assert_allclose(got, xa.astype(np.float64) @ wa, rtol=1e-4, atol=1e-4 * np.sqrt(k))
+
+
+@pytest.mark.parametrize("n,k,threads", [(256, 4096, 2), (37, 515, 1), (1001, 96, 2), (3, 64, 1), (5, 4099, 1)])
+def test_gemv_rows_rule_for_one_row_dense(n, k, threads):
+    """(1, K) @ (N, K)^T (``dense`` at M = 1, ``W @ x`` with W row-major): one row reduction per
+    output (K split into vector tiles and factorized, the tile vectorized, rows split over the
+    threads, the last slice partial at odd N) where a vector tile divides K, else the Goto recipe; both
+    match numpy at odd N and K."""
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        x, w = f.arg("x", (1, k)), f.arg("w", (n, k))
+        f.output(ops.dense(x, w))
+    mod = bb.finish()
+    sch = apply_default_schedule(mlc.Schedule(mod), AVX512, threads)
+    blk = sch.get(sch.get_block("dense"))
+    tile = [(lp.dim, lp.extent) for lp in blk.loops if lp.kind == "vectorized"]
+    cands = [v * 16 for v in (1, 2, 3, 4) if k % (v * 16) == 0 and v * 16 < k]
+    if cands:
+        assert blk.rfactor is not None and tile == [(2, max(cands))], blk.loops
+        assert any(lp.kind == "parallel" for lp in blk.loops) == (threads > 1)
+    rng = np.random.default_rng(0)
+    xa, wa = rng.standard_normal((1, k), dtype=np.float32), rng.standard_normal((n, k), dtype=np.float32)
+    got = mlc.compile(mod, threads=threads)(xa, wa)
+    np.testing.assert_allclose(got, xa.astype(np.float64) @ wa.T, rtol=1e-4, atol=1e-4 * np.sqrt(k))

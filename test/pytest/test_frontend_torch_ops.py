@@ -16,7 +16,7 @@ import mlc_mlir as mlc  # noqa: E402
 from mlc_mlir.errors import BuildError  # noqa: E402
 from mlc_mlir.frontends import (torch_converters_create, torch_converters_math, torch_converters_nn,  # noqa: E402
                                 torch_converters_shape)
-from mlc_mlir.frontends.torch import from_exported_program  # noqa: E402
+from mlc_mlir.frontends.torch import decomposition_table, from_exported_program  # noqa: E402
 from mlc_mlir.frontends.torch_converters import CONVERTERS  # noqa: E402
 from mlc_mlir.frontends.torch_table import render_table  # noqa: E402
 
@@ -180,6 +180,8 @@ CASES = {
     "bitwise_xor_scalar": (lambda m: (m > 0) ^ True, (randn(6),)),
     "div_scalar_floor": (lambda x: torch.div(x, 3, rounding_mode="floor"), (randint(-9, 9, 7),)),
     # creation ops with a size taken from an input (not foldable at import)
+    "mv": (lambda a, v: a @ v, (randn(37, 515).abs(), randn(515).abs())),  # no cancellation
+    "mv_int": (lambda a, v: torch.mv(a, v), (randint(-4, 5, 9, 33), randint(-4, 5, 33))),
     "copy": (lambda x, y: x.clone().copy_(y), (randn(3, 4), randn(4))),
     "dropout_eval": (lambda x: torch.ops.aten.native_dropout(x, 0.3, False), (randn(3, 4),)),
     # shape and data movement
@@ -234,7 +236,8 @@ def _export(name):
         f, inputs = CASES[name]
         model = (f if isinstance(f, nn.Module) else Fn(f)).eval()
         with torch.no_grad():
-            _EXPORTED[name] = torch.export.export(model, inputs).run_decompositions({} if name in KEEP_CORE else None)
+            _EXPORTED[name] = torch.export.export(model, inputs).run_decompositions(
+                {} if name in KEEP_CORE else decomposition_table())
     return _EXPORTED[name]
 
 

@@ -46,6 +46,7 @@ CASES = {
     "matmul": (lambda a, b: ops.matmul(a, b), [(32, 24), (24, 48)], lambda a, b: a @ b),
     "dense_bias_relu": (lambda x, w, b: ops.relu(ops.dense(x, w, b)), [(16, 40), (48, 40), (48,)],
                         lambda x, w, b: np.maximum(x @ w.T + b, 0)),
+    "dense_gemv_rows": (lambda x, w: ops.dense(x, w), [(1, 192), (37, 192)], lambda x, w: x @ w.T),
     "elementwise_chain": (lambda a, b: ops.tanh(ops.multiply(ops.add(a, b), a)), [(16, 96), (16, 96)],
                           lambda a, b: np.tanh((a + b) * a)),
     "softmax": (lambda x: ops.softmax(x), [(16, 64)], _softmax),

@@ -23,7 +23,7 @@ from ..schedule import Schedule
 from ..state import BlockRV
 from .common import (
     TILE_VECTORS, RuleContext, block_size, categorical, element_bits, largest_divisor, perfect_tile,
-    thread_candidates, vector_tile, worth_threads,
+    thread_candidates, vector_candidates, vector_tile, worth_threads,
 )
 from .epilogue import claim_epilogues
 
@@ -236,8 +236,8 @@ def schedule_gemv(sch: Schedule, block: BlockRV, ctx: RuleContext, threads: int)
     """
     blk = sch.get(block)
     _, n, k = (d.extent for d in blk.dims)
-    if blk.info.operand_dims[1][-1] != 1:      # B's contiguous dim is K (dense): not this recipe
-        return False
+    if blk.info.operand_dims[1][-1] != 1:      # B's contiguous dim is K (dense): row dots
+        return schedule_gemv_rows(sch, block, ctx, threads)
     bits = element_bits(blk)
     lanes = ctx.target.vector_lanes(bits)
     if n < lanes:
@@ -260,6 +260,41 @@ def schedule_gemv(sch: Schedule, block: BlockRV, ctx: RuleContext, threads: int)
     if threads > 1:
         sch.parallel(j0)
     sch.vectorize(k1 if rows > 1 else j3)
+    return True
+
+
+def schedule_gemv_rows(sch: Schedule, block: BlockRV, ctx: RuleContext, threads: int) -> bool:
+    """``(1, K) @ (N, K)^T`` (``dense`` at M = 1, B stored ``(N, K)``; a matrix-vector product
+    ``W @ x`` with W row-major): each output is the dot product of a contiguous row of B with
+    A's row, so B streams once in address order as ``N`` row reductions. Loops ``i j0
+    (parallel) j1 k0 k1 (vectorized)``: the threads take ``ceil(N / threads)`` rows each (the
+    last slice partial; the count sampled, default the most); every row
+    is split into ``(K / V, V)`` and factorized (``rfactor``): ``V`` partial sums (``V / lanes``
+    independent vector accumulators, :func:`~.common.vector_tile` of K by default, sampled
+    from :func:`~.common.vector_candidates`) accumulate over ``k0``, reduced to one value per
+    row at the end, as :func:`~.reduction.schedule_reduction` does a row reduction. Returns
+    False (nothing scheduled) when no tile of 2 to ``K - 1`` elements divides K (a prime K).
+
+    Source: BLAS ``sgemv`` on a row-major ``A x`` (``sgemv_t`` of a column-major matrix: one
+    dot product per row, several accumulators), TVM dlight's ``GEMV`` rule for its
+    reduction-innermost case (rfactor of the inner reduction).
+    """
+    blk = sch.get(block)
+    _, n, k = (d.extent for d in blk.dims)
+    cands = [c for c in vector_candidates(ctx, blk, k) if c < k and k % c == 0]
+    if not cands:
+        return False
+    dv = vector_tile(ctx, blk, k)
+    v = int(categorical(sch, cands, dv if dv in cands else cands[-1]))
+    i, j, kk = sch.get_loops(block)
+    _, k1 = sch.split(kk, [None, v])
+    sch.rfactor(k1)
+    t = int(categorical(sch, list(range(1, min(threads, n) + 1)), min(threads, n)))
+    per = -(-n // t)
+    if t > 1 and -(-n // per) == t:            # t slices of ceil(N / t) rows, the last partial
+        j0, _ = sch.split(j, [None, per])
+        sch.parallel(j0)
+    sch.vectorize(k1)
     return True
 
 
