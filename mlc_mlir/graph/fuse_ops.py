@@ -107,12 +107,15 @@ def _row_edge(p, users) -> bool:
     """Whether ``p`` computes per-row values (a row max, sum or mean, or an elementwise op on
     them) that every user, a ``linalg.generic``, reads broadcast along its other dims (through
     an indexing map with fewer results than it has loops): softmax's max read by its exp-sum
-    and its output, layer_norm's mean read by its variance and its output. Such a producer
-    joins its users' group even when it has several users or its users hold a reduction, so a
-    row's chain of reductions is one unit that a schedule can run row by row
-    (``schedule.rules.row_fused``)."""
+    and its output, layer_norm's mean read by its variance and its output; or (:func:`_row_values`)
+    a row's elementwise values read by a reduction over the row and by elementwise ops: softmax's
+    ``exp(x - max)``, summed and scaled. Such a producer joins its users' group even when it has
+    several users or its users hold a reduction, so a row's chain of reductions is one unit that a
+    schedule can run row by row (``schedule.rules.row_fused``)."""
     if p.name != "linalg.generic" or len(p.results) != 1 or not users:
         return False
+    if _row_values(p, users):
+        return True
     for u in users:
         if u.name != "linalg.generic":
             return False
@@ -122,6 +125,37 @@ def _row_edge(p, users) -> bool:
             if operand == p.results[0] and len(ir.AffineMapAttr(maps[i]).value.results) >= nloops:
                 return False
     return True
+
+
+def _row_values(p, users) -> bool:
+    """Whether ``p``, an all-parallel ``linalg.generic`` of rank ``n``, is read whole (identity
+    maps) by ``linalg.generic`` users only, at least one of them a reduction over the innermost
+    dim alone and the others all-parallel of rank ``n`` reading, besides ``p``, per-row values
+    only (so the group holds all of ``p``'s users and nothing that another path reaches: a
+    residual sum read by a layer_norm and by the next residual add stays apart)."""
+    its = [str(a) for a in ir.ArrayAttr(p.attributes["iterator_types"])]
+    if any("reduction" in a for a in its):
+        return False
+    n, reductions = len(its), 0
+    if n == 0:
+        return False
+    for u in users:
+        if u.name != "linalg.generic":
+            return False
+        uits = [str(a) for a in ir.ArrayAttr(u.attributes["iterator_types"])]
+        if len(uits) != n or any("reduction" in a for a in uits[:-1]):
+            return False
+        reductions += "reduction" in uits[-1]
+        maps = ir.ArrayAttr(u.attributes["indexing_maps"])
+        n_in = len(u.operands) - len(u.results)
+        for i, operand in enumerate(u.operands):
+            m = ir.AffineMapAttr(maps[i]).value
+            if operand == p.results[0]:
+                if m != ir.AffineMap.get_identity(n):
+                    return False
+            elif i < n_in and "reduction" not in uits[-1] and len(m.results) >= n:
+                return False   # an elementwise user reads p and per-row values only
+    return reductions > 0
 
 
 def _reductions(f) -> int:

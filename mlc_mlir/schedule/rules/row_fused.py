@@ -39,6 +39,8 @@ def row_chain(sch: Schedule, out: Block, ctx: RuleContext) -> Optional[List[Bloc
             return None
         kinds = [d.kind for d in info.dims]
         if all(k == "parallel" for k in kinds):
+            if len(kinds) == n and tuple(info.out_dims) == tuple(range(n)):
+                continue   # a row's elementwise values, read by the row's reduction (exp(x - max))
             if len(kinds) != n - 1:
                 return None
             continue
@@ -97,7 +99,8 @@ def schedule_row_fused(sch: Schedule, block: BlockRV, ctx: RuleContext) -> bool:
         if v > 1:
             rb = sch.get_block(blk.name, func_name=blk.func)
             _, k1 = sch.split(sch.get_loops(rb)[-1], [None, v])
-            sch.rfactor(k1)
+            if blk.dims[-1].kind == "reduction":
+                sch.rfactor(k1)
             sch.vectorize(k1)
     loops = sch.get_loops(block)
     extents = [d.extent for d in out.dims]
@@ -131,7 +134,7 @@ def schedule_rows_or_elementwise(sch: Schedule, block: BlockRV, ctx: RuleContext
         ends = [info.name for (f, nm), info in sch.model.ops.items()
                 if f == blk.func and nm != blk.name and (f, nm) not in ctx.claimed
                 and info.op_name == "linalg.generic" and all(d.kind == "parallel" for d in info.dims)
-                and len(info.dims) == len(blk.dims) + 1]
+                and len(info.dims) in (len(blk.dims), len(blk.dims) + 1)]
         ctx.claimed.discard(key)
         for name in ends:
             end = sch.get_block(name, func_name=blk.func)
