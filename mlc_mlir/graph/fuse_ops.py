@@ -129,33 +129,61 @@ def _row_edge(p, users) -> bool:
 
 def _row_values(p, users) -> bool:
     """Whether ``p``, an all-parallel ``linalg.generic`` of rank ``n``, is read whole (identity
-    maps) by ``linalg.generic`` users only, at least one of them a reduction over the innermost
-    dim alone and the others all-parallel of rank ``n`` reading, besides ``p``, per-row values
-    only (so the group holds all of ``p``'s users and nothing that another path reaches: a
-    residual sum read by a layer_norm and by the next residual add stays apart)."""
-    its = [str(a) for a in ir.ArrayAttr(p.attributes["iterator_types"])]
-    if any("reduction" in a for a in its):
+    maps) by ``linalg.generic`` users only: one reduction over the innermost dim alone and
+    all-parallel ops of rank ``n`` (at least one) whose other inputs are per-row values computed
+    from that reduction by ``linalg.generic`` ops alone (:func:`_from_reductions`): softmax's
+    ``e = exp(x - max)``, read by ``sum(e)`` and by ``e * (1 / sum)``. The group then holds
+    all of ``p``'s users and no path leaves it and comes back (a residual sum read by a
+    layer_norm and by the next residual add, or a top-k's masking by an ``argmax`` reshaped to
+    keep its dim, stays apart)."""
+    its = _iterators(p)
+    n = len(its)
+    if n == 0 or "reduction" in its:
         return False
-    n, reductions = len(its), 0
-    if n == 0:
-        return False
+    reductions, others = [], []
     for u in users:
         if u.name != "linalg.generic":
             return False
-        uits = [str(a) for a in ir.ArrayAttr(u.attributes["iterator_types"])]
-        if len(uits) != n or any("reduction" in a for a in uits[:-1]):
+        uits = _iterators(u)
+        if len(uits) != n or "reduction" in uits[:-1]:
             return False
-        reductions += "reduction" in uits[-1]
         maps = ir.ArrayAttr(u.attributes["indexing_maps"])
+        reads = [i for i, v in enumerate(u.operands) if v == p.results[0]]
+        if any(ir.AffineMapAttr(maps[i]).value != ir.AffineMap.get_identity(n) for i in reads):
+            return False
+        (reductions if uits[-1] == "reduction" else others).append(u)
+    if len(reductions) != 1 or not others:
+        return False
+    for u in others:
         n_in = len(u.operands) - len(u.results)
-        for i, operand in enumerate(u.operands):
-            m = ir.AffineMapAttr(maps[i]).value
-            if operand == p.results[0]:
-                if m != ir.AffineMap.get_identity(n):
-                    return False
-            elif i < n_in and "reduction" not in uits[-1] and len(m.results) >= n:
-                return False   # an elementwise user reads p and per-row values only
-    return reductions > 0
+        for v in list(u.operands)[:n_in]:
+            if v != p.results[0] and not _from_reductions(v, reductions):
+                return False
+    return True
+
+
+def _iterators(op) -> List[str]:
+    return ["reduction" if "reduction" in str(a) else "parallel"
+            for a in ir.ArrayAttr(op.attributes["iterator_types"])]
+
+
+def _from_reductions(v, reductions, depth: int = 0) -> bool:
+    """Whether ``v`` is a constant or init, or the result of one of ``reductions`` or of an
+    all-parallel ``linalg.generic`` whose inputs all are (recursively), each of these results
+    used once (by the next op of the path: no path leaves the group)."""
+    op = _producer(v)
+    if op is None or depth > 8:
+        return False
+    if _is_free(op):
+        return True
+    if len(list(v.uses)) != 1:
+        return False
+    if any(op == r for r in reductions):
+        return True
+    if op.name != "linalg.generic" or "reduction" in _iterators(op):
+        return False
+    n_in = len(op.operands) - len(op.results)
+    return all(_from_reductions(x, reductions, depth + 1) for x in list(op.operands)[:n_in])
 
 
 def _reductions(f) -> int:

@@ -42,8 +42,10 @@ class PlacementPrimitives(ScheduleState):
         Raises
         ------
         ScheduleError
-            If ``block`` is not a producer of the loop's block, already has loop transforms, or
-            ``loop`` is vectorized.
+            If ``block`` is not a producer of the loop's block, already has loop transforms
+            other than splits, ``rfactor`` and vectorization of its reduction dims or (with the
+            consumer's dims, both written through identity maps) of the dims no loop at or above
+            ``loop`` iterates, or ``loop`` is vectorized.
         """
         blk = self._block("compute_at", block)
         cblk, pos, lp = self._loop("compute_at", loop)

@@ -1,5 +1,6 @@
 """Rule for a row chain: the reductions over the innermost dim of a row (softmax's max and
-exp-sum, layer_norm's mean and variance sums), the per-row ops on their results and the
+sum, layer_norm's mean and variance sums), the per-row ops on their results, the row's
+elementwise values that a reduction and the output read (softmax's ``exp(x - max)``) and the
 elementwise op that writes the row (``FuseOps`` puts them in one unit: ``graph.fuse_ops``'s
 ``_row_edge``). The output's rows are split over threads and each row is computed whole before
 the next: every reduction is computed at the row loop (``compute_at``), the row stays in the
@@ -25,9 +26,10 @@ def row_chain(sch: Schedule, out: Block, ctx: RuleContext) -> Optional[List[Bloc
     row chain, else None. ``out`` is an all-parallel op of rank ``n`` read and written along its
     innermost dim, consumed by no other op of its function; every other op (``linalg.fill``
     inits aside) feeds ``out`` (through named ops), is unclaimed and is either a reduction over exactly that innermost dim (the
-    innermost dim of its first input, the others kept in order) or an all-parallel op of rank
-    ``n - 1`` (a per-row value); at least one is a reduction. The row length is static (the
-    row count may be dynamic)."""
+    innermost dim of its first input, the others kept in order), an all-parallel op of rank
+    ``n - 1`` (a per-row value) or an all-parallel op of rank ``n`` (a row's elementwise values,
+    softmax's ``exp(x - max)``, read by the row's sum and by ``out``); at least one is a
+    reduction. The row length is static (the row count may be dynamic)."""
     n = len(out.dims)
     if n < 2 or sch.model.consumers(out) or not contiguous_last(out) or out.dims[-1].extent is None:
         return None   # a dynamic row length: the ops are scheduled one by one
@@ -77,7 +79,9 @@ def schedule_row_fused(sch: Schedule, block: BlockRV, ctx: RuleContext) -> bool:
       ``C``: a masked last tile).
     * Each reduction: ``C`` split into ``(C / V, V)`` and factorized (``rfactor``, V partial
       results in vector registers, reduced once per row), vectorized; ``V`` sampled as for the
-      output (1: a plain row loop). Per-row ops stay scalar.
+      output (1: a plain row loop). A row's elementwise values: ``C`` split and vectorized the
+      same way, computed once per row into a buffer of one row (the exponential is not
+      recomputed by each reader). Per-row ops stay scalar.
     * Every op of the chain is computed at the output's innermost row loop (``compute_at``),
       consumers first, so a row's passes run back to back on the row while it is in the cache.
 
