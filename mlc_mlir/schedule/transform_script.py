@@ -315,20 +315,14 @@ class _Emitter:
         self.op_handles[blk.id] = self.emit_loops(blk, op, pos + 1)
 
     def emit_attached(self, blk: Block) -> None:
-        """Fuse ``blk`` into the loops of its ``compute_at`` target, then tile what it keeps
-        of its own loops (a reduction dim split and factorized inside the tile)."""
-        owner = self.model.owner_of_loop(blk.compute_at)
-        handles = self.enclosing_handles(owner, blk.compute_at)
-        # the tiles its consumers read (e.g. a row of softmax's exp(x - max), read by the row's
-        # sum and by the output) become one slice, so it is fused, and computed, once
+        """Fuse ``blk`` into the loops of its ``compute_at`` target (after CSE: the equal slices
+        its consumers read become one, fused once), then tile what it keeps of its own loops; an
+        all-parallel ``blk`` writes into a ``tensor.empty`` of its tile (a row's buffer)."""
+        handles = self.enclosing_handles(self.model.owner_of_loop(blk.compute_at), blk.compute_at)
         transform_d.ApplyCommonSubexpressionEliminationOp(self.func(blk.func))
         op = self.fuse_into(self.match(blk), handles)
         if all(d.kind == "parallel" for d in blk.dims):
-            # its tile's destination, a slice of the whole tensor.empty that the output's loop
-            # also writes into, becomes a tensor.empty of the tile: a buffer of one tile
-            # (hoisted out of the serial loops), not a copy of the output
-            p = transform_d.ApplyPatternsOp(self.func(blk.func))
-            with ir.InsertionPoint(p.patterns):
+            with ir.InsertionPoint(transform_d.ApplyPatternsOp(self.func(blk.func)).patterns):
                 tensor_transform_d.ApplyFoldTensorEmptyPatternsOp()
         self.op_handles[blk.id] = self.emit_loops(blk, op) if len(blk.loops) > len(blk.dims) else op
 
