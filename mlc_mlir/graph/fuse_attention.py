@@ -244,17 +244,18 @@ def _row_reduction(op: Optional[ir.Operation], body: Sequence[str], inputs: Sequ
 
 
 def _row_softmax_input(p: ir.Value) -> Optional[ir.Value]:
-    """``x`` if ``p`` is ``ops.softmax``'s row form ``exp(x - m) * inv`` with ``m`` the row max of
-    x, ``inv = 1 / s`` and ``s`` the row sum of ``exp(x - m)``, else None."""
-    out = _generic(p, ["arith.subf", "math.exp", "arith.mulf"], 3)
-    if out is None:
+    """``x`` if ``p`` is ``ops.softmax``'s row form ``e * inv`` with ``e = exp(x - m)``, ``m``
+    the row max of x, ``inv = 1 / s`` and ``s`` the row sum of ``e``, else None."""
+    out = _generic(p, ["arith.mulf"], 2)
+    ex = out and _generic(out.operands[0], ["arith.subf", "math.exp"], 2)
+    inv = out and _generic(out.operands[1], ["arith.divf"], 1)
+    if not ex or not inv:
         return None
-    x, m, inv_v = out.operands[0], out.operands[1], out.operands[2]
-    inv = _generic(inv_v, ["arith.divf"], 1)
-    if inv is None or not _row_reduction(producer(m), ["arith.maximumf"], [x]):
+    x, m = ex.operands[0], ex.operands[1]
+    if not _row_reduction(producer(m), ["arith.maxnumf"], [x]):
         return None
     s = producer(inv.operands[0])
-    return x if _row_reduction(s, ["arith.subf", "math.exp", "arith.addf"], [x, m]) else None
+    return x if _row_reduction(s, ["arith.addf"], [out.operands[0]]) else None
 
 
 def _softmax_input(p: ir.Value) -> Optional[ir.Value]:

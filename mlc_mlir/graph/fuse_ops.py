@@ -107,12 +107,15 @@ def _row_edge(p, users) -> bool:
     """Whether ``p`` computes per-row values (a row max, sum or mean, or an elementwise op on
     them) that every user, a ``linalg.generic``, reads broadcast along its other dims (through
     an indexing map with fewer results than it has loops): softmax's max read by its exp-sum
-    and its output, layer_norm's mean read by its variance and its output. Such a producer
-    joins its users' group even when it has several users or its users hold a reduction, so a
-    row's chain of reductions is one unit that a schedule can run row by row
-    (``schedule.rules.row_fused``)."""
+    and its output, layer_norm's mean read by its variance and its output; or (:func:`_row_values`)
+    a row's elementwise values read by a reduction over the row and by elementwise ops: softmax's
+    ``exp(x - max)``, summed and scaled. Such a producer joins its users' group even when it has
+    several users or its users hold a reduction, so a row's chain of reductions is one unit that a
+    schedule can run row by row (``schedule.rules.row_fused``)."""
     if p.name != "linalg.generic" or len(p.results) != 1 or not users:
         return False
+    if _row_values(p, users):
+        return True
     for u in users:
         if u.name != "linalg.generic":
             return False
@@ -122,6 +125,65 @@ def _row_edge(p, users) -> bool:
             if operand == p.results[0] and len(ir.AffineMapAttr(maps[i]).value.results) >= nloops:
                 return False
     return True
+
+
+def _row_values(p, users) -> bool:
+    """Whether ``p``, an all-parallel ``linalg.generic`` of rank ``n``, is read whole (identity
+    maps) by ``linalg.generic`` users only: one reduction over the innermost dim alone and
+    all-parallel ops of rank ``n`` (at least one) whose other inputs are per-row values computed
+    from that reduction by ``linalg.generic`` ops alone (:func:`_from_reductions`): softmax's
+    ``e = exp(x - max)``, read by ``sum(e)`` and by ``e * (1 / sum)``. The group then holds
+    all of ``p``'s users and no path leaves it and comes back (a residual sum read by a
+    layer_norm and by the next residual add, or a top-k's masking by an ``argmax`` reshaped to
+    keep its dim, stays apart)."""
+    its = _iterators(p)
+    n = len(its)
+    if n == 0 or "reduction" in its:
+        return False
+    reductions, others = [], []
+    for u in users:
+        if u.name != "linalg.generic":
+            return False
+        uits = _iterators(u)
+        if len(uits) != n or "reduction" in uits[:-1]:
+            return False
+        maps = ir.ArrayAttr(u.attributes["indexing_maps"])
+        reads = [i for i, v in enumerate(u.operands) if v == p.results[0]]
+        if any(ir.AffineMapAttr(maps[i]).value != ir.AffineMap.get_identity(n) for i in reads):
+            return False
+        (reductions if uits[-1] == "reduction" else others).append(u)
+    if len(reductions) != 1 or not others:
+        return False
+    for u in others:
+        n_in = len(u.operands) - len(u.results)
+        for v in list(u.operands)[:n_in]:
+            if v != p.results[0] and not _from_reductions(v, reductions):
+                return False
+    return True
+
+
+def _iterators(op) -> List[str]:
+    return ["reduction" if "reduction" in str(a) else "parallel"
+            for a in ir.ArrayAttr(op.attributes["iterator_types"])]
+
+
+def _from_reductions(v, reductions, depth: int = 0) -> bool:
+    """Whether ``v`` is a constant or init, or the result of one of ``reductions`` or of an
+    all-parallel ``linalg.generic`` whose inputs all are (recursively), each of these results
+    used once (by the next op of the path: no path leaves the group)."""
+    op = _producer(v)
+    if op is None or depth > 8:
+        return False
+    if _is_free(op):
+        return True
+    if len(list(v.uses)) != 1:
+        return False
+    if any(op == r for r in reductions):
+        return True
+    if op.name != "linalg.generic" or "reduction" in _iterators(op):
+        return False
+    n_in = len(op.operands) - len(op.results)
+    return all(_from_reductions(x, reductions, depth + 1) for x in list(op.operands)[:n_in])
 
 
 def _reductions(f) -> int:

@@ -5,6 +5,7 @@ model and records an instruction. Realization: :mod:`mlc_mlir.schedule.transform
 from __future__ import annotations
 
 import dataclasses
+from typing import Optional
 
 from ..errors import ScheduleError
 from .loop_nest import Block, CacheRead, CacheWrite, Dim, Loop, OpInfo, RFactor
@@ -41,8 +42,10 @@ class PlacementPrimitives(ScheduleState):
         Raises
         ------
         ScheduleError
-            If ``block`` is not a producer of the loop's block, already has loop transforms, or
-            ``loop`` is vectorized.
+            If ``block`` is not a producer of the loop's block, already has loop transforms
+            other than splits, ``rfactor`` and vectorization of its reduction dims or (with the
+            consumer's dims, both written through identity maps) of the dims no loop at or above
+            ``loop`` iterates, or ``loop`` is vectorized.
         """
         blk = self._block("compute_at", block)
         cblk, pos, lp = self._loop("compute_at", loop)
@@ -58,7 +61,7 @@ class PlacementPrimitives(ScheduleState):
         else:
             if blk.kind != "compute":
                 raise ScheduleError(f"compute_at: block '{blk.name}' is an init block; expected a compute block")
-            self._attach_checks("compute_at", blk, cblk, producer=True)
+            self._attach_checks("compute_at", blk, cblk, producer=True, pos=pos)
         blk.compute_at = lp.id
         blk.attach_order = next(self._ids)
         self._record("compute_at", [block, loop], {}, [])
@@ -113,15 +116,24 @@ class PlacementPrimitives(ScheduleState):
         blk.attach_order = next(self._ids)
         self._record("reverse_compute_at", [block, loop], {}, [])
 
-    def _attach_checks(self, prim: str, blk: Block, other: Block, producer: bool) -> None:
+    def _attach_checks(self, prim: str, blk: Block, other: Block, producer: bool,
+                       pos: Optional[int] = None) -> None:
         if blk is other:
             raise ScheduleError(f"{prim}: block '{blk.name}' cannot be attached to its own loop")
         if blk.func != other.func:
             raise ScheduleError(f"{prim}: blocks '{blk.name}' and '{other.name}' are in different functions")
         self._check_untouched(prim, blk)
         # a producer may have split, factorized (rfactor) and vectorized its reduction dims
-        # first: they stay inside the tile it computes (a row's max or sum computed per row)
-        inner = [l_ for l_ in blk.loops if producer and blk.dims[l_.dim].kind == "reduction"]
+        # first, and the dims no loop at or above the target iterates when it has the
+        # consumer's loops (both write through identity maps): they stay inside the tile it
+        # computes (a row's max, sum or exp(x - max) computed per row)
+        whole = set()
+        n = len(other.dims)
+        if producer and pos is not None and len(blk.dims) == n and \
+                tuple(blk.info.out_dims) == tuple(range(n)) == tuple(other.info.out_dims):
+            whole = set(range(n)) - {other.loops[p].dim for p in range(pos + 1)}
+        inner = [l_ for l_ in blk.loops if producer and
+                 (blk.dims[l_.dim].kind == "reduction" or l_.dim in whole)]
         outer = [l_ for l_ in blk.loops if all(l_ is not q for q in inner)]
         if any(l_.kind != "serial" or l_.unroll is not None or l_.annotations or l_.fused_group is not None
                for l_ in outer) or len(outer) != len(blk.dims) - len({q.dim for q in inner}) or \

@@ -315,11 +315,15 @@ class _Emitter:
         self.op_handles[blk.id] = self.emit_loops(blk, op, pos + 1)
 
     def emit_attached(self, blk: Block) -> None:
-        """Fuse ``blk`` into the loops of its ``compute_at`` target, then tile what it keeps
-        of its own loops (a reduction dim split and factorized inside the tile)."""
-        owner = self.model.owner_of_loop(blk.compute_at)
-        handles = self.enclosing_handles(owner, blk.compute_at)
+        """Fuse ``blk`` into the loops of its ``compute_at`` target (after CSE: the equal slices
+        its consumers read become one, fused once), then tile what it keeps of its own loops; an
+        all-parallel ``blk`` writes into a ``tensor.empty`` of its tile (a row's buffer)."""
+        handles = self.enclosing_handles(self.model.owner_of_loop(blk.compute_at), blk.compute_at)
+        transform_d.ApplyCommonSubexpressionEliminationOp(self.func(blk.func))
         op = self.fuse_into(self.match(blk), handles)
+        if all(d.kind == "parallel" for d in blk.dims):
+            with ir.InsertionPoint(transform_d.ApplyPatternsOp(self.func(blk.func)).patterns):
+                tensor_transform_d.ApplyFoldTensorEmptyPatternsOp()
         self.op_handles[blk.id] = self.emit_loops(blk, op) if len(blk.loops) > len(blk.dims) else op
 
     def emit_cache_reads(self) -> None:

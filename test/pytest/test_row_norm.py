@@ -1,8 +1,9 @@
 """Row normalizations (softmax, log_softmax, layer_norm) compiled as one row chain
 (``graph.fuse_ops._row_edge`` + ``schedule.rules.row_fused``): results vs PyTorch at odd
 shapes (rows not a multiple of the lanes, one row, long rows, rank 3, a dynamic row count),
-masked rows (-inf entries, a row of -inf only), layer_norm on long offset rows vs float64,
-and the schedule's structure (the reductions computed at the output's row loop)."""
+masked rows (-inf entries, a row of -inf only), rows with NaN or +inf, layer_norm on long
+offset rows vs float64, and the schedule's structure (the reductions computed at the output's
+row loop, softmax's exp computed once per element)."""
 
 import numpy as np
 import pytest
@@ -40,7 +41,7 @@ def _torch(kind, x):
 
 @pytest.mark.parametrize("kind", sorted(KINDS))
 @pytest.mark.parametrize("shape", [(1, 5), (3, 1), (7, 33), (5, 17), (2, 3, 384), (4, 4100),
-                                   (2, 65536), (700, 70)])
+                                   (2, 65536), (700, 70), (1, 1000), (9, 384)])
 @pytest.mark.parametrize("threads", [1, 2])
 def test_matches_torch(kind, shape, threads):
     x = (RNG.standard_normal(shape) * 4).astype(np.float32)
@@ -69,6 +70,40 @@ def test_masked_rows(kind):
     np.testing.assert_allclose(got, ref, rtol=2e-5, atol=2e-6)
 
 
+@pytest.mark.parametrize("kind", ["softmax", "log_softmax"])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_nan_and_inf_rows(kind, threads):
+    """A row holding a NaN or +inf gives NaN everywhere, as in PyTorch (the row max ignores
+    NaN; ``exp(NaN - max)`` and ``inf - inf`` reach the row's sum); other rows are unaffected."""
+    x = RNG.standard_normal((5, 70)).astype(np.float32)
+    x[0, 3] = np.nan
+    x[1, :] = np.nan
+    x[2, 69] = np.inf
+    x[3, 0] = np.nan
+    x[3, 1] = -np.inf
+    got, ref = _compile(kind, x.shape, threads)(x), _torch(kind, x)
+    assert np.isnan(ref[:4]).all()
+    np.testing.assert_allclose(got, ref, rtol=2e-5, atol=2e-6)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_softmax_exp_once_per_element(tmp_path, threads):
+    """softmax's exp is computed once per element (stored into a row buffer that the row's sum
+    and the output read), and each reduction once per row: one ``math.exp`` and one max
+    reduction in the scheduled code, also when the rows are split over threads."""
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        x = f.arg("x", shape=(64, 384), dtype="float32")
+        f.output(ops.softmax(x, axis=-1))
+    exe = mlc.compile(bb.finish(), threads=threads, dump_ir=str(tmp_path))
+    text = (tmp_path / "03-schedule.mlir").read_text()
+    assert text.count("math.exp") == 1
+    assert text.count("vector.reduction <maxnumf>") == 1
+    assert "memref.copy" not in (tmp_path / "06-prepare.mlir").read_text()
+    xv = RNG.standard_normal((64, 384)).astype(np.float32)
+    np.testing.assert_allclose(exe(xv), _torch("softmax", xv), rtol=2e-5, atol=2e-6)
+
+
 def test_layer_norm_long_offset_rows_vs_float64():
     """Rows of 2**20 elements around 100 (the mean large against the spread): the two-pass
     variance keeps the result within 1e-5 of float64."""
@@ -80,7 +115,7 @@ def test_layer_norm_long_offset_rows_vs_float64():
     assert np.max(np.abs(got - ref)) < 1e-4 * np.max(np.abs(ref))
 
 
-@pytest.mark.parametrize("kind,reductions", [("softmax", {"softmax.max", "softmax.sum"}),
+@pytest.mark.parametrize("kind,reductions", [("softmax", {"softmax.max", "softmax.exp", "softmax.sum"}),
                                              ("layer_norm", {"layer_norm.mean.sum", "layer_norm.var.sum"})])
 def test_reductions_computed_at_the_row_loop(kind, reductions):
     """One unit per op; its reductions are computed at a loop of the output (not separate loop

@@ -1,5 +1,6 @@
 """Rule for a row chain: the reductions over the innermost dim of a row (softmax's max and
-exp-sum, layer_norm's mean and variance sums), the per-row ops on their results and the
+sum, layer_norm's mean and variance sums), the per-row ops on their results, the row's
+elementwise values that a reduction and the output read (softmax's ``exp(x - max)``) and the
 elementwise op that writes the row (``FuseOps`` puts them in one unit: ``graph.fuse_ops``'s
 ``_row_edge``). The output's rows are split over threads and each row is computed whole before
 the next: every reduction is computed at the row loop (``compute_at``), the row stays in the
@@ -25,9 +26,10 @@ def row_chain(sch: Schedule, out: Block, ctx: RuleContext) -> Optional[List[Bloc
     row chain, else None. ``out`` is an all-parallel op of rank ``n`` read and written along its
     innermost dim, consumed by no other op of its function; every other op (``linalg.fill``
     inits aside) feeds ``out`` (through named ops), is unclaimed and is either a reduction over exactly that innermost dim (the
-    innermost dim of its first input, the others kept in order) or an all-parallel op of rank
-    ``n - 1`` (a per-row value); at least one is a reduction. The row length is static (the
-    row count may be dynamic)."""
+    innermost dim of its first input, the others kept in order), an all-parallel op of rank
+    ``n - 1`` (a per-row value) or an all-parallel op of rank ``n`` (a row's elementwise values,
+    softmax's ``exp(x - max)``, read by the row's sum and by ``out``); at least one is a
+    reduction. The row length is static (the row count may be dynamic)."""
     n = len(out.dims)
     if n < 2 or sch.model.consumers(out) or not contiguous_last(out) or out.dims[-1].extent is None:
         return None   # a dynamic row length: the ops are scheduled one by one
@@ -39,6 +41,8 @@ def row_chain(sch: Schedule, out: Block, ctx: RuleContext) -> Optional[List[Bloc
             return None
         kinds = [d.kind for d in info.dims]
         if all(k == "parallel" for k in kinds):
+            if len(kinds) == n and tuple(info.out_dims) == tuple(range(n)):
+                continue   # a row's elementwise values, read by the row's reduction (exp(x - max))
             if len(kinds) != n - 1:
                 return None
             continue
@@ -75,7 +79,9 @@ def schedule_row_fused(sch: Schedule, block: BlockRV, ctx: RuleContext) -> bool:
       ``C``: a masked last tile).
     * Each reduction: ``C`` split into ``(C / V, V)`` and factorized (``rfactor``, V partial
       results in vector registers, reduced once per row), vectorized; ``V`` sampled as for the
-      output (1: a plain row loop). Per-row ops stay scalar.
+      output (1: a plain row loop). A row's elementwise values: ``C`` split and vectorized the
+      same way, computed once per row into a buffer of one row (the exponential is not
+      recomputed by each reader). Per-row ops stay scalar.
     * Every op of the chain is computed at the output's innermost row loop (``compute_at``),
       consumers first, so a row's passes run back to back on the row while it is in the cache.
 
@@ -97,7 +103,8 @@ def schedule_row_fused(sch: Schedule, block: BlockRV, ctx: RuleContext) -> bool:
         if v > 1:
             rb = sch.get_block(blk.name, func_name=blk.func)
             _, k1 = sch.split(sch.get_loops(rb)[-1], [None, v])
-            sch.rfactor(k1)
+            if blk.dims[-1].kind == "reduction":
+                sch.rfactor(k1)
             sch.vectorize(k1)
     loops = sch.get_loops(block)
     extents = [d.extent for d in out.dims]
@@ -131,7 +138,7 @@ def schedule_rows_or_elementwise(sch: Schedule, block: BlockRV, ctx: RuleContext
         ends = [info.name for (f, nm), info in sch.model.ops.items()
                 if f == blk.func and nm != blk.name and (f, nm) not in ctx.claimed
                 and info.op_name == "linalg.generic" and all(d.kind == "parallel" for d in info.dims)
-                and len(info.dims) == len(blk.dims) + 1]
+                and len(info.dims) in (len(blk.dims), len(blk.dims) + 1)]
         ctx.claimed.discard(key)
         for name in ends:
             end = sch.get_block(name, func_name=blk.func)
