@@ -12,7 +12,8 @@ from mlc_mlir.errors import BuildError
 
 CASES = ["test_gridsample", "test_gridsample_reflection_padding", "test_gridsample_bicubic",
          "test_gridsample_nearest_align_corners_1_additional_1",
-         "test_gridsample_volumetric_bilinear_align_corners_0"]
+         "test_gridsample_volumetric_bilinear_align_corners_0", "test_maxpool_3d_dilations_use_ref_impl_large",
+         "test_maxpool_3d_default", "test_lppool_3d_default", "test_averagepool_3d_default"]
 
 
 @pytest.mark.parametrize("name", CASES)
@@ -53,3 +54,20 @@ def test_grid_sample_refusals():
     with pytest.raises(BuildError, match=r"\(GridSample\): input 'X' has shape \(1, 1, 3, 3, 3\); expected "
                                          r"\(N, C, H, W\) at opset 16"):
         mlc.from_onnx(_model("GridSample", [("x", (1, 1, 3, 3, 3)), ("g", (1, 2, 2, 2, 3))], {}, 16))
+
+
+def test_pool_3d_matches_onnxruntime(rng):
+    """Uneven 3-D pads: max pooling (lowest-value pads), Lp pooling (zero pads, p = 3) and
+    average pooling with symmetric counted pads."""
+    x = rng.standard_normal((2, 3, 5, 6, 7)).astype(np.float32)
+    for op, attrs in (("MaxPool", dict(kernel_shape=[2, 3, 2], pads=[1, 0, 1, 0, 2, 1], strides=[2, 1, 2])),
+                      ("LpPool", dict(kernel_shape=[3, 2, 2], pads=[0, 1, 1, 1, 0, 1], p=3)),
+                      ("AveragePool", dict(kernel_shape=[3, 3, 2], pads=[1, 1, 0, 1, 1, 0], count_include_pad=1))):
+        _check_ort(_model(op, [("x", x.shape)], attrs, 18), {"x": x}, rtol=1e-4)
+
+
+def test_avg_pool_3d_refusals():
+    with pytest.raises(BuildError, match=r"\(AveragePool\): 3-D pads \(1, 0, 0, 0, 0, 0\) with count_include_pad=1; "
+                                         r"expected no padding, or symmetric pads"):
+        mlc.from_onnx(_model("AveragePool", [("x", (1, 1, 4, 4, 4))],
+                             dict(kernel_shape=[2, 2, 2], pads=[1, 0, 0, 0, 0, 0], count_include_pad=1), 18))
