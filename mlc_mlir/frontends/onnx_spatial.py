@@ -29,3 +29,55 @@ def _grid_sample(n: NodeInputs) -> List[object]:
         raise n.fail(f"input 'X' has shape {shape_of(x)}; expected (N, C, H, W) at opset {n.opset}")
     return [ops.grid_sample(x, grid, mode=_GRID_MODES[mode], padding_mode=n.str_attr("padding_mode", "zeros"),
                             align_corners=bool(n.attr("align_corners", 0)))]
+
+
+def _blocks(n: NodeInputs, x):
+    """``(shape, blocksize)`` of a DepthToSpace/SpaceToDepth node on ``(N, C, H, W)``."""
+    shape, b = shape_of(x), int(n.attr("blocksize"))
+    if len(shape) != 4 or b < 1:
+        raise n.fail(f"input 'input' has shape {shape} with blocksize {b}; expected (N, C, H, W) and blocksize >= 1")
+    return shape, b
+
+
+@register("DepthToSpace")
+def _depth_to_space(n: NodeInputs) -> List[object]:
+    """``DCR`` (depth, column, row: the default) or ``CRD`` channel order, as the spec's
+    reshape - transpose - reshape."""
+    x = n.t(0)
+    (bn, c, h, w), b = _blocks(n, x)
+    if c % (b * b):
+        raise n.fail(f"input 'input' has {c} channels; expected a multiple of blocksize^2 = {b * b}")
+    mode = n.str_attr("mode", "DCR")
+    if mode == "DCR":
+        t = ops.permute(ops.reshape(x, (bn, b, b, c // (b * b), h, w)), (0, 3, 4, 1, 5, 2))
+    elif mode == "CRD":
+        t = ops.permute(ops.reshape(x, (bn, c // (b * b), b, b, h, w)), (0, 1, 4, 2, 5, 3))
+    else:
+        raise n.fail(f"attribute 'mode' is {mode!r}; expected 'DCR' or 'CRD'")
+    return [ops.reshape(t, (bn, c // (b * b), h * b, w * b))]
+
+
+@register("SpaceToDepth")
+def _space_to_depth(n: NodeInputs) -> List[object]:
+    """The inverse of ``DepthToSpace`` in the same ``mode`` (``DCR``, the default, or
+    ``CRD``): reshape - transpose - reshape."""
+    x = n.t(0)
+    (bn, c, h, w), b = _blocks(n, x)
+    if h % b or w % b:
+        raise n.fail(f"input 'input' has shape {(bn, c, h, w)}; expected H and W multiples of blocksize {b}")
+    mode = n.str_attr("mode", "DCR")
+    if mode not in ("DCR", "CRD"):
+        raise n.fail(f"attribute 'mode' is {mode!r}; expected 'DCR' or 'CRD'")
+    perm = (0, 3, 5, 1, 2, 4) if mode == "DCR" else (0, 1, 3, 5, 2, 4)
+    t = ops.permute(ops.reshape(x, (bn, c, h // b, b, w // b, b)), perm)
+    return [ops.reshape(t, (bn, c * b * b, h // b, w // b))]
+
+
+@register("Col2Im", opsets=(18, OPSETS[1]))
+def _col2im(n: NodeInputs) -> List[object]:
+    """``Col2Im``: :func:`ops.col2im` with the constant ``image_shape`` and ``block_shape``."""
+    image = [int(v) for v in n.np(1, "image_shape")]
+    block = [int(v) for v in n.np(2, "block_shape")]
+    d = len(image)
+    return [ops.col2im(n.t(0), image, block, strides=n.attr("strides", [1] * d),
+                       pads=n.attr("pads", [0] * (2 * d)), dilations=n.attr("dilations", [1] * d))]

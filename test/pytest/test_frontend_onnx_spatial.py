@@ -13,7 +13,9 @@ from mlc_mlir.errors import BuildError
 CASES = ["test_gridsample", "test_gridsample_reflection_padding", "test_gridsample_bicubic",
          "test_gridsample_nearest_align_corners_1_additional_1",
          "test_gridsample_volumetric_bilinear_align_corners_0", "test_maxpool_3d_dilations_use_ref_impl_large",
-         "test_maxpool_3d_default", "test_lppool_3d_default", "test_averagepool_3d_default"]
+         "test_maxpool_3d_default", "test_lppool_3d_default", "test_averagepool_3d_default",
+         "test_col2im_pads", "test_col2im_dilations", "test_col2im_5d", "test_depthtospace_crd_mode_example",
+         "test_spacetodepth_crd_mode_example", "test_spacetodepth_example"]
 
 
 @pytest.mark.parametrize("name", CASES)
@@ -71,3 +73,20 @@ def test_avg_pool_3d_refusals():
                                          r"expected no padding, or symmetric pads"):
         mlc.from_onnx(_model("AveragePool", [("x", (1, 1, 4, 4, 4))],
                              dict(kernel_shape=[2, 2, 2], pads=[1, 0, 0, 0, 0, 0], count_include_pad=1), 18))
+
+
+@pytest.mark.parametrize("op,mode", [("DepthToSpace", "DCR"), ("DepthToSpace", "CRD"), ("SpaceToDepth", "DCR")])
+def test_depth_space_match_onnxruntime(rng, op, mode):
+    shape = (2, 27, 2, 5) if op == "DepthToSpace" else (2, 3, 6, 9)
+    x = rng.standard_normal(shape).astype(np.float32)
+    attrs = dict(blocksize=3, **({"mode": mode} if op == "DepthToSpace" else {}))
+    _check_ort(_model(op, [("x", shape)], attrs, 13), {"x": x}, rtol=0, atol=0)
+
+
+def test_depth_space_refusals():
+    with pytest.raises(BuildError, match=r"\(DepthToSpace\): input 'input' has 6 channels; expected a multiple "
+                                         r"of blocksize\^2 = 4"):
+        mlc.from_onnx(_model("DepthToSpace", [("x", (1, 6, 2, 2))], dict(blocksize=2), 13))
+    with pytest.raises(BuildError, match=r"\(SpaceToDepth\): input 'input' has shape \(1, 1, 5, 4\); expected H "
+                                         r"and W multiples of blocksize 2"):
+        mlc.from_onnx(_model("SpaceToDepth", [("x", (1, 1, 5, 4))], dict(blocksize=2), 13))
