@@ -1,5 +1,5 @@
-"""ONNX converters, spatial sampling and rearrangement: GridSample, DepthToSpace, SpaceToDepth,
-Col2Im. Conventions as in :mod:`.onnx_ops`.
+"""ONNX converters, spatial sampling and rearrangement: GridSample, AffineGrid, DepthToSpace,
+SpaceToDepth, Col2Im. Conventions as in :mod:`.onnx_ops`.
 
 Source: ONNX operator spec (Operators.md), TVM Relax ``onnx_frontend.py``.
 """
@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from typing import List
 
+import numpy as np
+
 from .. import ops
-from .onnx_registry import OPSETS, NodeInputs, register, shape_of
+from .onnx_registry import OPSETS, NodeInputs, np_dtype, register, shape_of
 
 #: GridSample-16's mode names -> the names of GridSample-20 and :func:`ops.grid_sample`
 _GRID_MODES = {"bilinear": "linear", "bicubic": "cubic", "nearest": "nearest", "linear": "linear",
@@ -29,6 +31,31 @@ def _grid_sample(n: NodeInputs) -> List[object]:
         raise n.fail(f"input 'X' has shape {shape_of(x)}; expected (N, C, H, W) at opset {n.opset}")
     return [ops.grid_sample(x, grid, mode=_GRID_MODES[mode], padding_mode=n.str_attr("padding_mode", "zeros"),
                             align_corners=bool(n.attr("align_corners", 0)))]
+
+
+def _base_coordinates(size: int, align_corners: bool) -> np.ndarray:
+    """Normalized coordinates of ``size`` pixels: their centres in ``[-1, 1]`` (``-1`` and ``1``
+    the outer edges), or ``linspace(-1, 1)`` with ``align_corners`` (the corner centres)."""
+    if align_corners:
+        return np.linspace(-1.0, 1.0, size) if size > 1 else np.zeros(1)
+    return (2.0 * np.arange(size) + 1.0) / size - 1.0
+
+
+@register("AffineGrid", opsets=(20, OPSETS[1]))
+def _affine_grid(n: NodeInputs) -> List[object]:
+    """``grid[n, p] = theta[n] @ (x_p, y_p, [z_p,] 1)`` over the output pixels ``p`` (x along the
+    last axis): one ``einsum`` of ``theta`` with the constant homogeneous base grid."""
+    theta = n.t(0)
+    size = [int(v) for v in n.np(1, "size")]
+    d = len(size) - 2
+    if d not in (2, 3) or tuple(shape_of(theta)[1:]) != (d, d + 1) or min(size[2:]) < 1:
+        raise n.fail(f"inputs 'theta' {shape_of(theta)} and 'size' {size}; expected (N, 2, 3) with (N, C, H, W) "
+                     "or (N, 3, 4) with (N, C, D, H, W), spatial sizes >= 1")
+    align = bool(n.attr("align_corners", 0))
+    axes = np.meshgrid(*[_base_coordinates(s, align) for s in size[2:]], indexing="ij")  # (D,) H, W each
+    base = np.stack(list(axes[::-1]) + [np.ones_like(axes[0])], axis=-1).reshape(-1, d + 1)  # x first
+    grid = ops.einsum("nij,pj->npi", theta, ops.constant(base.astype(np_dtype(theta))))
+    return [ops.reshape(grid, (shape_of(theta)[0],) + tuple(size[2:]) + (d,))]
 
 
 def _blocks(n: NodeInputs, x):

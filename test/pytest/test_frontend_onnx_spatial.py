@@ -1,4 +1,4 @@
-"""ONNX GridSample, DepthToSpace, SpaceToDepth, Col2Im and 3-D pooling through ``from_onnx`` +
+"""ONNX GridSample, AffineGrid, DepthToSpace, SpaceToDepth, Col2Im and 3-D pooling through ``from_onnx`` +
 ``compile``: the onnx wheel's own backend node cases (reference outputs from
 ``onnx.reference``), onnxruntime for what they leave out, and the refusals."""
 
@@ -15,7 +15,7 @@ CASES = ["test_gridsample", "test_gridsample_reflection_padding", "test_gridsamp
          "test_gridsample_volumetric_bilinear_align_corners_0", "test_maxpool_3d_dilations_use_ref_impl_large",
          "test_maxpool_3d_default", "test_lppool_3d_default", "test_averagepool_3d_default",
          "test_col2im_pads", "test_col2im_dilations", "test_col2im_5d", "test_depthtospace_crd_mode_example",
-         "test_spacetodepth_crd_mode_example", "test_spacetodepth_example"]
+         "test_spacetodepth_crd_mode_example", "test_spacetodepth_example", "test_affine_grid_3d_align_corners"]
 
 
 @pytest.mark.parametrize("name", CASES)
@@ -90,3 +90,28 @@ def test_depth_space_refusals():
     with pytest.raises(BuildError, match=r"\(SpaceToDepth\): input 'input' has shape \(1, 1, 5, 4\); expected H "
                                          r"and W multiples of blocksize 2"):
         mlc.from_onnx(_model("SpaceToDepth", [("x", (1, 1, 5, 4))], dict(blocksize=2), 13))
+
+
+@pytest.mark.parametrize("size,align", [((2, 3, 5, 4), 0), ((2, 1, 1, 7), 1), ((1, 2, 3, 4, 5), 0), ((1, 2, 3, 1, 2), 1)])
+def test_affine_grid_matches_torch(rng, size, align):
+    """Against ``torch.nn.functional.affine_grid`` (odd sizes, unit axes, 2-D and 3-D)."""
+    torch = pytest.importorskip("torch")
+    d = len(size) - 2
+    theta = rng.standard_normal((size[0], d, d + 1)).astype(np.float32)
+    node = helper.make_node("AffineGrid", ["theta", "size"], ["y"], align_corners=align)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("theta", TensorProto.FLOAT, theta.shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [helper.make_tensor("size", TensorProto.INT64, (len(size),), size)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])
+    want = torch.nn.functional.affine_grid(torch.from_numpy(theta), size, align_corners=bool(align)).numpy()
+    np.testing.assert_allclose(mlc.compile(mlc.from_onnx(model))(theta), want, rtol=1e-5, atol=1e-6)
+
+
+def test_affine_grid_refusal():
+    node = helper.make_node("AffineGrid", ["theta", "size"], ["y"])
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("theta", TensorProto.FLOAT, (1, 2, 3))],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [helper.make_tensor("size", TensorProto.INT64, (5,), (1, 1, 2, 2, 2))])
+    with pytest.raises(BuildError, match=r"\(AffineGrid\): inputs 'theta' \(1, 2, 3\) and 'size' \[1, 1, 2, 2, 2\]; "
+                                         r"expected \(N, 2, 3\) with \(N, C, H, W\)"):
+        mlc.from_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)]))
