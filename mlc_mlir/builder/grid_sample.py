@@ -16,7 +16,9 @@ Coordinates follow ATen's ``GridSampler.h``: unnormalize (``align_corners``: -1 
 centres of the corner pixels, else their outer edges), then ``border`` clips into ``[0,
 size-1]`` and ``reflection`` reflects about the borders (then clips); ``nearest`` rounds half
 to even (``nearbyint``), ``linear`` weighs the ``2^D`` corners, ``cubic`` the ``4^D`` taps with
-Keys' kernel (A = -0.75), padding applied to each tap's index rather than to the coordinate.
+Keys' kernel (A = -0.75), padding applied to each tap's index rather than to the coordinate
+(as onnxruntime does too; ONNX's reference implementation clamps the coordinate first, which
+differs for cubic with ``border`` padding).
 
 Source: PyTorch ``aten/src/ATen/native/GridSampler.h`` (``grid_sampler_unnormalize``,
 ``reflect_coordinates``, ``compute_coordinates``, ``get_cubic_upsample_coefficients``); ONNX

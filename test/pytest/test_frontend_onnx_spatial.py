@@ -40,7 +40,8 @@ def _check_ort(model, feeds, rtol=1e-5, atol=1e-5):
 
 
 @pytest.mark.parametrize("mode,pad,align,opset", [("bilinear", "border", 1, 16), ("bicubic", "zeros", 0, 16),
-                                                  ("nearest", "reflection", 0, 20), ("linear", "reflection", 1, 20)])
+                                                  ("nearest", "reflection", 0, 20), ("linear", "reflection", 1, 20),
+                                                  ("cubic", "border", 0, 20), ("cubic", "reflection", 1, 20)])
 def test_grid_sample_matches_onnxruntime(rng, mode, pad, align, opset):
     x = rng.standard_normal((2, 3, 5, 7)).astype(np.float32)
     g = rng.uniform(-1.3, 1.3, (2, 3, 4, 2)).astype(np.float32)
