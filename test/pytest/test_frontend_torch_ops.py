@@ -349,3 +349,17 @@ def test_docs_table_is_current():
     """``docs/torch_ops.md`` is ``python -m mlc_mlir.frontends.torch_table`` of this registry."""
     path = pathlib.Path(__file__).resolve().parents[2] / "docs" / "torch_ops.md"
     assert path.read_text() == render_table(), "regenerate: python -m mlc_mlir.frontends.torch_table"
+
+
+def test_unbounded_range_constraint_is_no_bound():
+    """torch's ``int_oo`` upper bound (which sympy calls finite) is no bound, not an int()."""
+    import sympy
+    from torch.utils._sympy.numbers import int_oo
+    from torch.utils._sympy.value_ranges import ValueRanges
+
+    from mlc_mlir.frontends.torch import _bounds
+
+    class Exported:
+        range_constraints = {sympy.Symbol("s0"): ValueRanges(2, int_oo), sympy.Symbol("s1"): ValueRanges(1, 64)}
+
+    assert _bounds(Exported(), {"s0": "n"}) == {"n": (2, None), "s1": (1, 64)}
