@@ -263,14 +263,10 @@ def _swish(n: NodeInputs) -> List[object]:
     return [ops.multiply(x, ops.sigmoid(x if alpha == 1.0 else ops.multiply(x, alpha)))]
 
 
-@register("IsNaN", opsets=(9, OPSETS[1]))
 @register("IsInf", opsets=(10, OPSETS[1]))
-def _is_nan_inf(n: NodeInputs) -> List[object]:
-    """Masks: ``x != x`` (IsNaN); ``x == +inf`` / ``x == -inf`` as ``detect_positive`` /
-    ``detect_negative`` ask (IsInf)."""
+def _is_inf(n: NodeInputs) -> List[object]:
+    """Masks ``x == +inf`` / ``x == -inf`` as ``detect_positive`` / ``detect_negative`` ask."""
     x = n.t(0)
-    if n.node.op_type == "IsNaN":
-        return [ops.not_equal(x, x)]
     pos, neg = bool(n.attr("detect_positive", 1)), bool(n.attr("detect_negative", 1))
     if pos and neg:
         return [ops.equal(ops.abs(x), np.inf)]
