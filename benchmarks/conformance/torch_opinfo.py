@@ -88,7 +88,7 @@ def run_sample(opinfo, sample) -> tuple:
         # compiled functions take C-contiguous arrays (never copied): OpInfo's non-contiguous
         # sample tensors are passed as contiguous copies
         got = mlc.compile(mod)(*[t.numpy().astype(np.int8) if t.dtype == torch.bool else
-                                 np.ascontiguousarray(t.numpy()) for t in tensors])
+                                 t.contiguous().numpy() for t in tensors])
         got = list(got) if isinstance(got, (tuple, list)) else [got]
         if len(got) != len(want):
             return "fail", f"{len(got)} outputs; expected {len(want)}"
