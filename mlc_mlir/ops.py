@@ -33,5 +33,8 @@ from .builder.math_ops import (  # noqa: F401,A004
 from .builder.take import gather_elements, gather_nd, take  # noqa: F401
 from .builder.generators import full  # noqa: F401
 from .builder.scatter import scatter_elements  # noqa: F401
+from .builder.col2im import col2im  # noqa: F401
+from .builder.embedding_bag import embedding_bag  # noqa: F401
+from .builder.grid_sample import grid_sample  # noqa: F401
 from .builder.resize import resize  # noqa: F401
 from .builder.topk import topk  # noqa: F401

@@ -8,8 +8,9 @@ reasons, per suite.
 Suites: ``node`` (generated from ``onnx.backend.test.case.node``), ``simple``,
 ``pytorch-converted``, ``pytorch-operator`` and ``light`` (the 9 light model-zoo CNNs, whose
 reference outputs are the ``_output_0.pb`` files; several minutes each to compile and run).
-"claimed float32": the float32 cases (inputs and outputs FLOAT, besides int32/int64/bool index,
-shape and mask tensors; no other float type) whose op types all have a converter.
+"float32": the float32 cases (inputs and outputs FLOAT, besides int32/int64/bool index, shape
+and mask tensors; no other float type); "claimed float32": those whose op types all have a
+converter.
 
 unsupported: the import refused the model (``BuildError``: an op, attribute or dtype the
 frontend does not convert); fail: anything else (wrong values, a compile error, a crash).
@@ -142,7 +143,7 @@ def _table(suite: str, outcomes) -> dict:
     family = _families(SUITES[suite][0])
     fams = collections.defaultdict(lambda: {"pass": 0, "fail": 0, "unsupported": 0,
                                             "reasons": collections.Counter()})
-    claimed = collections.Counter()
+    claimed, f32s = collections.Counter(), collections.Counter()
     for name, status, reason in outcomes:
         fam, is_claimed, f32 = family.get(re.sub(r"_cpu$", "", name), ("?", False, False))
         f = fams[fam]
@@ -151,8 +152,10 @@ def _table(suite: str, outcomes) -> dict:
             f["reasons"][f"{status}: {reason}"] += 1
         if is_claimed and f32:
             claimed[status] += 1
+        if f32:
+            f32s[status] += 1
     total = collections.Counter(s for _, s, _ in outcomes)
-    return {"total": dict(total), "claimed_float32": dict(claimed),
+    return {"total": dict(total), "claimed_float32": dict(claimed), "float32": dict(f32s),
             "not_passed": sorted([n, st, r] for n, st, r in outcomes if st != "pass"),
             "families": {k: {**v, "reasons": dict(v["reasons"])} for k, v in sorted(fams.items())}}
 
@@ -169,6 +172,9 @@ def _print(suite: str, res: dict) -> None:
           f"of {sum(total.values())}")
     n = sum(cl.values())
     print(f"claimed float32: {cl['pass']} pass of {n} ({100.0 * cl['pass'] / max(n, 1):.1f}%)")
+    f32 = collections.Counter(res["float32"])
+    n = sum(f32.values())
+    print(f"float32: {f32['pass']} pass of {n} ({100.0 * f32['pass'] / max(n, 1):.1f}%)")
 
 
 def main() -> int:

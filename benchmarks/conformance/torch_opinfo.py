@@ -85,8 +85,10 @@ def run_sample(opinfo, sample) -> tuple:
         missing = re.findall(r"^  (aten\.\S+) x\d+", str(e), re.M)  # the import's unsupported-op list
         return "unsupported", ("no converter: " + ", ".join(missing)) if missing else _reason(f"BuildError: {e}")
     try:
-        got = mlc.compile(mod)(*[t.numpy().astype(np.int8) if t.dtype == torch.bool else t.numpy()
-                                 for t in tensors])
+        # compiled functions take C-contiguous arrays (never copied): OpInfo's non-contiguous
+        # sample tensors are passed as contiguous copies
+        got = mlc.compile(mod)(*[t.numpy().astype(np.int8) if t.dtype == torch.bool else
+                                 t.contiguous().numpy() for t in tensors])
         got = list(got) if isinstance(got, (tuple, list)) else [got]
         if len(got) != len(want):
             return "fail", f"{len(got)} outputs; expected {len(want)}"

@@ -114,13 +114,15 @@ def _pads(n: NodeInputs, in_sp, k, strides, dilations) -> tuple:
 class _Window:
     """A 1-D or 2-D window op (Conv, pooling) as the 2-D builder ops see it: a 1-D op
     ``(N, C, L)`` runs as ``(N, C, 1, L)`` with kernel ``(1, k)``, and :meth:`back` reshapes
-    its result to 3-D."""
+    its result to 3-D. With ``volumetric``, a 3-D op ``(N, C, D, H, W)`` too (for the 3-D
+    builder ops, unchanged)."""
 
-    def __init__(self, n: NodeInputs, x, kernel, ceil_mode: bool = False):
+    def __init__(self, n: NodeInputs, x, kernel, ceil_mode: bool = False, volumetric: bool = False):
         shape = shape_of(x)
-        if len(shape) not in (3, 4):
-            raise n.fail(f"input 'X' has shape {shape}; expected (N, C, L) or (N, C, H, W) "
-                         f"(1-D and 2-D spatial only)")
+        if len(shape) not in ((3, 4, 5) if volumetric else (3, 4)):
+            raise n.fail(f"input 'X' has shape {shape}; expected (N, C, L) or (N, C, H, W)"
+                         + (" or (N, C, D, H, W) (1-D, 2-D and 3-D spatial only)" if volumetric else
+                            " (1-D and 2-D spatial only)"))
         nd = len(shape) - 2
         k = tuple(int(v) for v in kernel)
         strides = tuple(int(v) for v in n.attr("strides", [1] * nd))
@@ -215,8 +217,9 @@ def _max_pool(n: NodeInputs) -> List[object]:
         raise n.fail("output 'Indices' is requested; expected only 'Y'")
     if n.attr("storage_order", 0):
         raise n.fail("attribute 'storage_order' is 1; expected 0")
-    win = _Window(n, x, n.attr("kernel_shape"), ceil_mode=bool(n.attr("ceil_mode", 0)))
-    return [win.back(ops.max_pool2d(win.x, win.k, strides=win.strides, padding=win.pads, dilation=win.dil))]
+    win = _Window(n, x, n.attr("kernel_shape"), ceil_mode=bool(n.attr("ceil_mode", 0)), volumetric=True)
+    pool = ops.max_pool3d if len(win.k) == 3 else ops.max_pool2d
+    return [win.back(pool(win.x, win.k, strides=win.strides, padding=win.pads, dilation=win.dil))]
 
 
 @register("AveragePool")
@@ -226,9 +229,16 @@ def _avg_pool(n: NodeInputs) -> List[object]:
     ceil = bool(n.attr("ceil_mode", 0))
     if ceil and include:
         raise n.fail("attributes 'ceil_mode' and 'count_include_pad' are both 1; expected at most one")
-    win = _Window(n, x, n.attr("kernel_shape"), ceil_mode=ceil)
-    if win.dil != (1, 1):
+    win = _Window(n, x, n.attr("kernel_shape"), ceil_mode=ceil, volumetric=True)
+    if any(d != 1 for d in win.dil):
         raise n.fail(f"attribute 'dilations' is {win.dil}; expected all 1")
+    if len(win.k) == 3:
+        nd = 3
+        symmetric = win.pads[:nd] == win.pads[nd:]
+        if any(win.pads) and not (include and symmetric):
+            raise n.fail(f"3-D pads {win.pads} with count_include_pad={int(include)}; expected no "
+                         "padding, or symmetric pads that are counted (count_include_pad=1)")
+        return [ops.avg_pool3d(win.x, win.k, strides=win.strides, padding=win.pads[:nd])]
     return [win.back(ops.avg_pool2d(win.x, win.k, strides=win.strides, padding=win.pads,
                                     count_include_pad=include))]
 
@@ -241,13 +251,17 @@ def _lp_pool(n: NodeInputs) -> List[object]:
     p = float(n.attr("p", 2))
     if p <= 0:
         raise n.fail(f"attribute 'p' is {p}; expected > 0")
-    win = _Window(n, x, n.attr("kernel_shape"), ceil_mode=bool(n.attr("ceil_mode", 0)))
+    win = _Window(n, x, n.attr("kernel_shape"), ceil_mode=bool(n.attr("ceil_mode", 0)), volumetric=True)
     dt = np_dtype(x)
     c = shape_of(win.x)[1]
     a = ops.abs(win.x)
     xp = a if p == 1 else ops.multiply(a, a) if p == 2 else ops.power(a, np.asarray(p, dt))
-    s = ops.conv2d(xp, np.ones((c, 1) + tuple(win.k), dt), None, strides=win.strides, padding=win.pads,
-                   dilation=win.dil, groups=c)
+    ones = np.ones((c, 1) + tuple(win.k), dt)
+    if len(win.k) == 3:  # conv3d pads symmetrically: the (possibly uneven) zero pads come first
+        xp = ops.pad(xp, [(0, 0), (0, 0)] + list(zip(win.pads[:3], win.pads[3:])))
+        s = ops.conv3d(xp, ones, None, strides=win.strides, padding=0, dilation=win.dil, groups=c)
+    else:
+        s = ops.conv2d(xp, ones, None, strides=win.strides, padding=win.pads, dilation=win.dil, groups=c)
     y = s if p == 1 else ops.sqrt(s) if p == 2 else ops.power(s, np.asarray(1.0 / p, dt))
     return [win.back(y)]
 

@@ -249,6 +249,32 @@ def _hard_swish(n: NodeInputs) -> List[object]:
     return [ops.multiply(x, ops.clip(ops.add(ops.multiply(x, 1.0 / 6.0), 0.5), 0.0, 1.0))]
 
 
+@register("Round", opsets=(11, OPSETS[1]))
+def _round(n: NodeInputs) -> List[object]:
+    """Half to even, as the spec asks."""
+    return [ops.round(n.t(0))]
+
+
+@register("Swish", opsets=(24, OPSETS[1]))
+def _swish(n: NodeInputs) -> List[object]:
+    """``x * sigmoid(alpha * x)``."""
+    x = n.t(0)
+    alpha = float(n.attr("alpha", 1.0))
+    return [ops.multiply(x, ops.sigmoid(x if alpha == 1.0 else ops.multiply(x, alpha)))]
+
+
+@register("IsInf", opsets=(10, OPSETS[1]))
+def _is_inf(n: NodeInputs) -> List[object]:
+    """Masks ``x == +inf`` / ``x == -inf`` as ``detect_positive`` / ``detect_negative`` ask."""
+    x = n.t(0)
+    pos, neg = bool(n.attr("detect_positive", 1)), bool(n.attr("detect_negative", 1))
+    if pos and neg:
+        return [ops.equal(ops.abs(x), np.inf)]
+    if pos or neg:
+        return [ops.equal(x, np.inf if pos else -np.inf)]
+    return [ops.multiply(ops.cast(ops.equal(x, x), "int8"), 0)]
+
+
 @register("Mish", opsets=(18, OPSETS[1]))
 def _mish(n: NodeInputs) -> List[object]:
     x = n.t(0)

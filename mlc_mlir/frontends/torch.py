@@ -193,11 +193,12 @@ def _dim_names(ep, args, dynamic_shapes) -> Dict[str, str]:
 
 
 def _bounds(ep, names: Dict[str, str]) -> Dict[str, tuple]:
-    """``{dim name: (min, max or None)}`` of the exported program's range constraints."""
+    """``{dim name: (min, max or None)}`` of the exported program's range constraints (torch's
+    ``int_oo`` reads as finite to sympy: a bound is a size only below 2**63)."""
     out = {}
     for sym, vr in ep.range_constraints.items():
-        lo = int(vr.lower) if vr.lower.is_finite else 0
-        hi = int(vr.upper) if vr.upper.is_finite else None
+        lo = int(vr.lower) if vr.lower.is_finite and bool(abs(vr.lower) < 2 ** 63) else 0
+        hi = int(vr.upper) if vr.upper.is_finite and bool(vr.upper < 2 ** 63) else None
         out[names.get(str(sym), str(sym))] = (max(lo, 0), hi)
     return out
 

@@ -188,3 +188,52 @@ def _adaptive_avg_pool1d(ctx, node, args):
     """:func:`adaptive_avg_pool` of the last dim."""
     return adaptive_avg_pool("aten.adaptive_avg_pool1d", _tensor("aten.adaptive_avg_pool1d", "self", args[0]),
                              args[1], 1)
+
+
+#: ATen's GridSamplerInterpolation / GridSamplerPadding enums -> ops.grid_sample's names
+_GRID_MODES = ("linear", "nearest", "cubic")
+_GRID_PADDINGS = ("zeros", "border", "reflection")
+
+
+@register_converter("aten.grid_sampler_2d.default", "aten.grid_sampler_3d.default")
+def _grid_sampler(ctx, node, args):
+    """``ops.grid_sample`` with ATen's enums (interpolation 0 bilinear, 1 nearest, 2 bicubic;
+    padding 0 zeros, 1 border, 2 reflection)."""
+    op = str(node.target)
+    x, grid = _tensor(op, "input", args[0]), _tensor(op, "grid", args[1])
+    mode, pad = int(arg(ctx, args, 2, "interpolation_mode", 0)), int(arg(ctx, args, 3, "padding_mode", 0))
+    want = 4 if "2d" in op else 5
+    if x.ndim != want or not 0 <= mode < 3 or not 0 <= pad < 3:
+        raise BuildError(f"{op}: input {tuple(x.shape)}, interpolation_mode {mode}, padding_mode {pad}; expected "
+                         f"a rank-{want} input and enums in [0, 2]")
+    return ops.grid_sample(x, grid, mode=_GRID_MODES[mode], padding_mode=_GRID_PADDINGS[pad],
+                           align_corners=bool(arg(ctx, args, 4, "align_corners", False)))
+
+
+@register_converter("aten.col2im.default")
+def _col2im(ctx, node, args):
+    """``ops.col2im`` (``torch.nn.functional.fold``) of a batched ``(N, C*kh*kw, L)`` or
+    unbatched ``(C*kh*kw, L)`` input; symmetric padding."""
+    x = _tensor("aten.col2im", "self", args[0])
+    two = [arg(ctx, args, i, n) for i, n in ((1, "output_size"), (2, "kernel_size"), (3, "dilation"),
+                                                (4, "padding"), (5, "stride"))]
+    size, k, dil, pad, stride = (_pair(v) for v in two)
+    if x.ndim == 2:
+        return ops.squeeze(ops.col2im(ops.unsqueeze(x, [0]), size, k, stride, pad, dil), [0])
+    return ops.col2im(x, size, k, strides=stride, pads=pad, dilations=dil)
+
+
+@register_converter("aten._embedding_bag.default", "aten._embedding_bag_forward_only.default")
+def _embedding_bag(ctx, node, args):
+    """``ops.embedding_bag`` (mode 0 sum, 1 mean, 2 max; ``padding_idx`` -1 is none); the
+    ``offset2bag``, ``bag_size`` and ``max_indices`` outputs are None."""
+    op = str(node.target)
+    mode = int(arg(ctx, args, 4, "mode", 0))
+    if mode not in (0, 1, 2):
+        raise BuildError(f"{op}: argument 'mode' is {mode}; expected 0 (sum), 1 (mean) or 2 (max)")
+    pad = arg(ctx, args, 8, "padding_idx", -1)
+    y = ops.embedding_bag(args[0], args[1], args[2], mode=("sum", "mean", "max")[mode],
+                          per_sample_weights=arg(ctx, args, 6, "per_sample_weights"),
+                          include_last_offset=bool(arg(ctx, args, 7, "include_last_offset", False)),
+                          padding_idx=None if pad is None or int(pad) < 0 else int(pad))
+    return y, None, None, None

@@ -84,9 +84,10 @@ def _coverage() -> List[str]:
     have = [o for o in core if o in CONVERTERS]
     refused = [o for o in core if o in REFUSED]
     rest = [o for o in core if o not in CONVERTERS and o not in REFUSED]
+    listing = (": " + ", ".join(f"`{o}`" for o in rest)) if rest else ""
     lines = [f"Core ATen (the {len(core)} overloads tagged `torch.Tag.core` in torch {torch.__version__.split('+')[0]}): "
              f"{len(have)} converted ({100 * len(have) / len(core):.0f}%), {len(refused)} refused with a reason "
-             f"(below), {len(rest)} not converted yet: " + ", ".join(f"`{o}`" for o in rest) + ".",
+             f"(below), {len(rest)} not converted yet" + listing + ".",
              "", "| refused ATen op | why |", "|---|---|"]
     lines += [f"| `{o}` | {REFUSED[o]} |" for o in sorted(REFUSED)]
     return lines + [""]

@@ -1,5 +1,5 @@
 """ONNX ``RNN``/``GRU``/``LSTM`` and the small families (Hardmax, OneHot, ScatterND, ReduceProd,
-LpNormalization, LpPool, CenterCropPad, CumProd) through ``from_onnx`` + ``compile``: the onnx
+LpNormalization, LpPool, CenterCropPad, CumProd, IsInf, Round, Swish) through ``from_onnx`` + ``compile``: the onnx
 wheel's own backend node cases (reference outputs from ``onnx.reference``), and onnxruntime as
 the oracle for what those cases leave out (uneven ``sequence_lens``, bidirectional with biases
 and initial states, ``linear_before_reset``, ``clip`` and parameterised activations)."""
@@ -17,7 +17,7 @@ CASES = ["test_lstm_with_peepholes", "test_lstm_batchwise", "test_lstm_bidirecti
          "test_onehot_with_axis", "test_scatternd_multiply", "test_scatternd_add", "test_reduce_prod_do_not_keepdims_random",
          "test_lpnormalization_default", "test_lppool_2d_dilations", "test_lppool_2d_same_lower",
          "test_lppool_1d_default", "test_center_crop_pad_crop_and_pad", "test_cumprod_1d_reverse_exclusive",
-         "test_cumprod_2d_axis_0"]
+         "test_cumprod_2d_axis_0", "test_isinf_negative", "test_isinf", "test_round", "test_swish"]
 
 
 @pytest.mark.parametrize("name", CASES)

@@ -223,12 +223,30 @@ CASES = {
     "avg_pool1d": (lambda x: torch.ops.aten.avg_pool1d(x, [3], [2], [1], False, False), (randn(2, 3, 9),)),
     "adaptive_avg_pool1d": (lambda x: torch.ops.aten.adaptive_avg_pool1d(x, [4]), (randn(2, 3, 7),)),
     "fill": (lambda x: torch.ops.aten.fill.Scalar(x, 1.5) * x, (randn(2, 3),)),
+    "grid_sample_bicubic_border": (lambda x, g: F.grid_sample(x, g * 1.3, mode="bicubic", padding_mode="border",
+                                                              align_corners=True), (randn(2, 3, 5, 7), randn(2, 4, 3, 2))),
+    "grid_sample_nearest_reflection": (lambda x, g: F.grid_sample(x, g, mode="nearest", padding_mode="reflection",
+                                                                 align_corners=False),
+                                       (randn(1, 2, 4, 3), randn(1, 5, 6, 2))),
+    "grid_sample_3d": (lambda x, g: F.grid_sample(x, g, padding_mode="reflection", align_corners=False),
+                       (randn(1, 2, 3, 4, 5), randn(1, 2, 3, 4, 3))),
+    "col2im": (lambda x: F.fold(x, (5, 7), (2, 3), padding=(1, 0), stride=(1, 2), dilation=(2, 1)), (randn(2, 18, 15),)),
+    "col2im_unbatched": (lambda x: F.fold(x, (4, 5), 2), (randn(8, 12),)),
+    "embedding_bag_mean": (nn.EmbeddingBag(10, 3, mode="mean"), (torch.tensor([1, 2, 4, 5, 4, 3, 2, 9]),
+                                                                 torch.tensor([0, 3, 3, 6]))),
+    "embedding_bag_max_2d_padding": (lambda w, i: F.embedding_bag(i, w, mode="max", padding_idx=2),
+                                     (randn(10, 4), torch.tensor([[1, 2, 4], [2, 2, 2], [5, 0, 9]]))),
+    "embedding_bag_sum_weighted": (lambda w, i, o, p: F.embedding_bag(i, w, o, mode="sum", per_sample_weights=p,
+                                                                      include_last_offset=True),
+                                   (randn(7, 5), torch.tensor([1, 2, 4, 5, 4, 3, 2, 6, 0]), torch.tensor([0, 4, 4, 9]),
+                                    randn(9))),
 }
 
 
 _EXPORTED = {}  # case name -> decomposed ExportedProgram (shared by the tests below)
 KEEP_CORE = {"select_scatter", "reflection_pad1d", "reflection_pad2d", "reflection_pad3d", "replication_pad1d", "replication_pad2d",
-             "replication_pad3d", "avg_pool1d", "adaptive_avg_pool1d", "fill"}
+             "replication_pad3d", "avg_pool1d", "adaptive_avg_pool1d", "fill", "col2im",
+             "col2im_unbatched"}
 
 
 def _export(name):
@@ -284,7 +302,8 @@ def test_every_new_converter_has_a_case():
                "aten.div.Scalar_mode", "aten.atan2.out", "aten.arange.default", "aten.arange.start",
                "aten.adaptive_avg_pool2d.default", "aten.adaptive_avg_pool3d.default",
                "aten.empty_strided.default", "aten.empty.memory_format",
-               "aten.arange.start_step"}  # symbolic creation ops: test_creation_ops_with_symbolic_sizes
+               "aten.arange.start_step",
+               "aten._embedding_bag.default"}  # export reaches _embedding_bag_forward_only  # symbolic creation ops: test_creation_ops_with_symbolic_sizes
     assert not (mine - reached - aliases), sorted(mine - reached - aliases)
 
 
@@ -333,3 +352,17 @@ def test_docs_table_is_current():
     """``docs/torch_ops.md`` is ``python -m mlc_mlir.frontends.torch_table`` of this registry."""
     path = pathlib.Path(__file__).resolve().parents[2] / "docs" / "torch_ops.md"
     assert path.read_text() == render_table(), "regenerate: python -m mlc_mlir.frontends.torch_table"
+
+
+def test_unbounded_range_constraint_is_no_bound():
+    """torch's ``int_oo`` upper bound (which sympy calls finite) is no bound, not an int()."""
+    import sympy
+    from torch.utils._sympy.numbers import int_oo
+    from torch.utils._sympy.value_ranges import ValueRanges
+
+    from mlc_mlir.frontends.torch import _bounds
+
+    class Exported:
+        range_constraints = {sympy.Symbol("s0"): ValueRanges(2, int_oo), sympy.Symbol("s1"): ValueRanges(1, 64)}
+
+    assert _bounds(Exported(), {"s0": "n"}) == {"n": (2, None), "s1": (1, 64)}
