@@ -193,7 +193,7 @@ class XGBCostModel(CostModel):
         if self._booster is None:
             raise TuningError(f"XGBCostModel.predict: not trained yet ({self.num_samples} "
                               f"measurements, {self.min_samples} successful ones needed)")
-        return self._booster.predict(self._xgb.DMatrix(x))
+        return self._booster.inplace_predict(x)
 
 
 def random_scores(rng: random.Random, n: int) -> np.ndarray:

@@ -146,6 +146,9 @@ class WorkerProcess:
         self._buf = b""
         self._log = tempfile.TemporaryFile()
         self._closed = False
+        #: Processes killed so far: builds kept in the process (:func:`build_on`) are gone
+        #: once it changes.
+        self.generation = 0
 
     def _start(self) -> None:
         self._log.seek(0)
@@ -232,6 +235,7 @@ class WorkerProcess:
         proc, self._proc = self._proc, None
         if proc is None:
             return
+        self.generation += 1
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
@@ -322,6 +326,35 @@ def measure_on(worker: WorkerProcess, inp: MeasureInput, timeout_s: float,
         return MeasureResult((), str(reply["error"]), time.monotonic() - t0, phases)
     return MeasureResult(tuple(float(x) for x in reply["latencies_ms"]), None,
                          time.monotonic() - t0, phases)
+
+
+def build_on(worker: WorkerProcess, inp: MeasureInput, slot: int, timeout_s: float,
+             gate: RunGate) -> Tuple[Optional[str], Dict[str, float]]:
+    """Build ``inp`` into ``slot`` of ``worker``, keeping its other slots' builds (for
+    :func:`run_on`); returns ``(error or None, phases_s)``."""
+    try:
+        with gate.build():
+            reply = worker.request({"op": "build", "input": inp.to_dict(), "slot": slot,
+                                    "keep": True}, timeout_s)
+    except WorkerFailed as e:
+        return str(e), {}
+    return reply.get("error"), dict(reply.get("phases_s") or {})
+
+
+def run_on(worker: WorkerProcess, slot: int, timeout_s: float, gate: RunGate,
+           exclusive: bool) -> MeasureResult:
+    """Run (check and time) the build in ``slot`` of ``worker`` again, keeping it (see
+    :func:`build_on`; ``exclusive`` as for :func:`measure_on`)."""
+    t0 = time.monotonic()
+    try:
+        with gate.run(exclusive):
+            reply = worker.request({"op": "run", "slot": slot, "keep": True}, timeout_s)
+    except WorkerFailed as e:
+        return MeasureResult((), str(e), time.monotonic() - t0)
+    if reply.get("error") is not None:
+        return MeasureResult((), str(reply["error"]), time.monotonic() - t0)
+    return MeasureResult(tuple(float(x) for x in reply["latencies_ms"]), None,
+                         time.monotonic() - t0, dict(reply.get("phases_s") or {}))
 
 
 def reference_on(worker: WorkerProcess, inp: MeasureInput, path: str, timeout_s: float) -> Optional[str]:
