@@ -90,7 +90,7 @@ class LocalExecutor(Executor):
     """A pool of ``max_workers`` worker processes on this machine.
 
     Builds run in parallel; runs (numerics check and timing) never overlap, and a run of a
-    candidate that uses every core also waits for builds (:class:`~.measure.RunGate`). Workers
+    candidate that uses every core pauses the builds (:class:`~.measure.RunGate`). Workers
     start on first use and are restarted after a crash or timeout.
 
     Parameters

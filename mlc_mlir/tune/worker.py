@@ -9,7 +9,10 @@ MeasureInput.to_dict()}`` replays the trace (``Schedule.from_trace``) on the tas
 compiles it (an empty trace: the compiler's default schedule); ``{"op": "run"}`` runs the last
 build once on the inputs, compares with the reference (loaded from ``reference`` or, without one,
 computed here and cached per task) and times it (``benchmark``, each repeat's mean, ms; a
-candidate whose checked call is slower than ``cutoff_ms`` keeps that call's time only). Replies
+candidate whose checked call is slower than ``cutoff_ms`` keeps that call's time only). A build
+goes to a numbered ``slot`` (default 0); ``"keep": true`` on a build keeps the other slots'
+builds, on a run keeps the build for another run (an interleaved comparison of candidates,
+:meth:`~mlc_mlir.tune.executor.Executor.compare`, builds each once). Replies
 carry ``error`` (a string) or the result, and ``phases_s`` (seconds per phase). Started by :class:`~mlc_mlir.tune.measure.WorkerProcess`. Source: TVM MetaSchedule's
 ``LocalBuilder``/``LocalRunner`` worker functions (``default_build``, ``default_run_evaluator``).
 
