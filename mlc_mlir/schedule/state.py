@@ -84,6 +84,8 @@ def as_str(prim: str, arg: str, v, choices=None) -> str:
 
 
 def _rvof(x):
+    if type(x) in (int, str, float, bool) or x is None:   # most values (the ABC check is slow)
+        return x
     if isinstance(x, (BlockRV, LoopRV, ExprRV)):
         return x.rv
     if isinstance(x, (list, tuple)):

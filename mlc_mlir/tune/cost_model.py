@@ -178,7 +178,7 @@ class XGBCostModel(CostModel):
         y = normalized_throughput(self._lat)
         if int((y > 0).sum()) < self.min_samples:
             return
-        dtrain = self._xgb.DMatrix(np.stack(self._x), label=y)
+        dtrain = self._xgb.DMatrix(np.stack(self._x), label=y, nthread=1)
         self._booster = self._xgb.train(self.params, dtrain, num_boost_round=self.rounds)
 
     def predict(self, features: np.ndarray) -> np.ndarray:

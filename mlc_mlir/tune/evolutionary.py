@@ -23,6 +23,7 @@ epsilon-greedy, cost-model-guided selection), Ansor's evolutionary search (Zheng
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 from typing import Callable, Dict, List, Optional, Tuple
@@ -301,14 +302,14 @@ class EvolutionarySearch(SearchStrategy):
         pool: Dict[str, Candidate] = {c[0]: c for c in pop}
         for _ in range(self.generations):
             scores = self._scores(ctx, st, pop)
-            weights = list(scores - scores.min() + 1e-3)
+            cum = list(itertools.accumulate(scores - scores.min() + 1e-3))
             children: List[Candidate] = []
             for _ in range(self.population_size):
                 if len(pop) >= 2 and ctx.rng.random() < self.crossover_prob:
-                    a, b = ctx.rng.choices(pop, weights=weights, k=2)
+                    a, b = ctx.rng.choices(pop, cum_weights=cum, k=2)
                     sch = crossover(ctx.space, mod, a[1], b[1], ctx.rng, st.ops)
                 else:
-                    sch = mutate(ctx.space, mod, ctx.rng.choices(pop, weights=weights)[0][1],
+                    sch = mutate(ctx.space, mod, ctx.rng.choices(pop, cum_weights=cum)[0][1],
                                  ctx.rng, ops=st.ops)
                 c = None if sch is None else self._candidate(ctx, st, sch)
                 if c is not None and c[0] not in pool:
