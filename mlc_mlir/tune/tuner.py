@@ -78,7 +78,10 @@ def tune(mod, target="cpu", trials: int = 64, work_dir: str = "tune/", space: Op
     mutate), the rest come from ``strategy`` over ``space``. Every candidate is checked against
     the task's reference, computed once (``work_dir/references/*.npz``, outside the candidates'
     timeouts). A task scheduler (:mod:`.task_scheduler`) gives batches to the
-    tasks with the largest expected gain. Every result, failures included, is committed to
+    tasks with the largest expected gain: each task's first batch is its default alone (so the
+    tasks are ranked by what they cost), and a task whose best has not improved by 2% over
+    its last :data:`~.task_scheduler.PATIENCE` trials is converged and gets no more; tuning
+    ends before ``trials`` when every task is converged or exhausted. Every result, failures included, is committed to
     ``work_dir/database.jsonl`` as soon as it is measured; a later call with the same
     ``work_dir`` resumes (records there count toward ``trials`` and are not measured again).
     Ctrl-C stops tuning and returns the database with every completed record.
@@ -90,7 +93,7 @@ def tune(mod, target="cpu", trials: int = 64, work_dir: str = "tune/", space: Op
         (:func:`~.task.extract_tasks`).
     target : str or Target
     trials : int
-        Total measured candidates over all tasks (records of earlier runs included).
+        Most measured candidates over all tasks (records of earlier runs included).
     work_dir : str
         Folder of the database and ``tuning_curve.png``.
     space : callable, optional
