@@ -171,8 +171,13 @@ def measure_mlc(name: str, work: str, threads, tune_trials: int = 0):
     else:
         mod = mlc.from_onnx(onnx_path(name, work))
     t1 = time.perf_counter()
+    tuning = None
     if tune_trials:
+        cpu0, load0 = _cpu_seconds(), os.getloadavg()[0]
         db = mlc.tune(mod, trials=tune_trials, work_dir=os.path.join(work, f"tune-{name}"), progress=False)
+        tuning = {"wall_s": time.perf_counter() - t1, "cpu_s": _cpu_seconds() - cpu0,
+                  "trials": len([r for r in db.records() if not r.final]),
+                  "load": [load0, os.getloadavg()[0]]}
         exe = mlc.compile(mod, database=db)
         default = mlc.compile(mod)   # timed in this process, interleaved with the tuned one
     else:
@@ -197,8 +202,16 @@ def measure_mlc(name: str, work: str, threads, tune_trials: int = 0):
         rows.append({"threads": t, "min_ms": min(lo for lo, _ in tuned_s) * 1e3,
                      "median_ms": statistics.median(med for _, med in tuned_s) * 1e3,
                      "default_min_ms": min(lo for lo, _ in default_s) * 1e3,
-                     "import_s": t1 - t0, "compile_s": t2 - t1})
+                     "import_s": t1 - t0, "compile_s": t2 - t1, "tuning": tuning})
     return rows, describe(host_target())
+
+
+def _cpu_seconds() -> float:
+    """CPU seconds of this process and its reaped children (the tuner's worker processes,
+    reaped when it returns), user + system."""
+    import resource
+    return sum(r.ru_utime + r.ru_stime for r in (resource.getrusage(resource.RUSAGE_SELF),
+                                                 resource.getrusage(resource.RUSAGE_CHILDREN)))
 
 
 def measure_ort(name: str, work: str, threads):
@@ -344,6 +357,12 @@ def main() -> int:
             comp = r.get("compile_s")
             comp = "" if comp is None else (f"{r['import_s']:.1f}+{comp:.1f}" if "import_s" in r else f"{comp:.1f}")
             print(f"{m:15s} {impl:14s} {r['threads']:3d} {r['min_ms']:9.2f} {r['median_ms']:9.2f} {ratio:>9s} {comp:>10s}")
+    for (m, impl), v in results.items():
+        tuning = next((r["tuning"] for r in v["rows"] or [] if r.get("tuning")), None)
+        if tuning:
+            print(f"tuning {m}: {tuning['trials']} trials measured, {tuning['wall_s']:.1f} s wall, "
+                  f"{tuning['cpu_s']:.1f} CPU s (tuner and its workers), load average "
+                  f"{tuning['load'][0]:.1f} -> {tuning['load'][1]:.1f}")
     return 0
 
 

@@ -55,14 +55,15 @@ class Schedule(LoopPrimitives, PlacementPrimitives, PaddingPrimitives, SamplingP
     >>> print(sch.trace)
     """
 
-    def __init__(self, mod: Module, seed: Optional[int] = None, defaults: bool = True):
-        super().__init__(mod, seed, defaults)
+    def __init__(self, mod: Module, seed: Optional[int] = None, defaults: bool = True,
+                 ops: Optional[Dict] = None):
+        super().__init__(mod, seed, defaults, ops)
         self.trace = Trace(script=self.as_transform_script)
         self._cache = None
 
     @classmethod
     def from_trace(cls, mod: Module, trace: Trace, decisions: Optional[Dict[int, Any]] = None,
-                   seed: Optional[int] = None) -> "Schedule":
+                   seed: Optional[int] = None, ops: Optional[Dict] = None) -> "Schedule":
         """Replay ``trace`` on a fresh schedule of ``mod`` (TVM ``Trace.apply_to_schedule``).
 
         Parameters
@@ -72,6 +73,10 @@ class Schedule(LoopPrimitives, PlacementPrimitives, PaddingPrimitives, SamplingP
         decisions : dict of int to decision, optional
             Overrides the recorded decisions (instruction index -> decision); each is checked
             against its instruction's sampling constraints.
+        seed : int, optional
+            Seed of the sampling primitives.
+        ops : dict, optional
+            The analysis of ``mod``, as for :class:`~.state.ScheduleState`.
 
         Raises
         ------
@@ -82,7 +87,7 @@ class Schedule(LoopPrimitives, PlacementPrimitives, PaddingPrimitives, SamplingP
         if not isinstance(trace, Trace):
             raise ScheduleError(f"Schedule.from_trace: argument 'trace' is {type(trace).__name__}; "
                                 "expected a Trace")
-        return cls(mod, seed).apply_trace(trace, decisions)
+        return cls(mod, seed, ops=ops).apply_trace(trace, decisions)
 
     def apply_trace(self, trace: Trace, decisions: Optional[Dict[int, Any]] = None) -> "Schedule":
         """Replay the instructions of ``trace`` on this schedule, after what it holds already

@@ -84,6 +84,8 @@ def as_str(prim: str, arg: str, v, choices=None) -> str:
 
 
 def _rvof(x):
+    if type(x) in (int, str, float, bool) or x is None:   # most values (the ABC check is slow)
+        return x
     if isinstance(x, (BlockRV, LoopRV, ExprRV)):
         return x.rv
     if isinstance(x, (list, tuple)):
@@ -106,6 +108,9 @@ class ScheduleState:
         Whether a sampling primitive called with a ``default`` (a schedule rule's
         target-derived choice) and no ``decision`` takes that default (the default schedule)
         rather than drawing one (the tuner's random candidates).
+    ops : dict, optional
+        :func:`~.loop_nest.analyze_module` of ``mod`` when the caller has it: the schedules of
+        one payload (a tuner's candidates) share it; it is only read.
 
     Raises
     ------
@@ -113,11 +118,12 @@ class ScheduleState:
         If ``mod`` is not a Module, or a named op has dynamic extents.
     """
 
-    def __init__(self, mod: Module, seed: Optional[int] = None, defaults: bool = True):
+    def __init__(self, mod: Module, seed: Optional[int] = None, defaults: bool = True,
+                 ops: Optional[Dict] = None):
         if not isinstance(mod, Module):
             raise ScheduleError(f"Schedule: argument 'mod' is {type(mod).__name__}; expected mlc.Module")
         self._orig = mod
-        self._model = LoopNestModel(analyze_module(mod))
+        self._model = LoopNestModel(analyze_module(mod) if ops is None else ops)
         self._ids = itertools.count()
         self._rv_count = itertools.count()
         self._rng = random.Random(seed)

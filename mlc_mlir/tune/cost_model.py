@@ -178,7 +178,7 @@ class XGBCostModel(CostModel):
         y = normalized_throughput(self._lat)
         if int((y > 0).sum()) < self.min_samples:
             return
-        dtrain = self._xgb.DMatrix(np.stack(self._x), label=y)
+        dtrain = self._xgb.DMatrix(np.stack(self._x), label=y, nthread=1)
         self._booster = self._xgb.train(self.params, dtrain, num_boost_round=self.rounds)
 
     def predict(self, features: np.ndarray) -> np.ndarray:
@@ -193,7 +193,7 @@ class XGBCostModel(CostModel):
         if self._booster is None:
             raise TuningError(f"XGBCostModel.predict: not trained yet ({self.num_samples} "
                               f"measurements, {self.min_samples} successful ones needed)")
-        return self._booster.predict(self._xgb.DMatrix(x))
+        return self._booster.inplace_predict(x)
 
 
 def random_scores(rng: random.Random, n: int) -> np.ndarray:

@@ -23,6 +23,7 @@ epsilon-greedy, cost-model-guided selection), Ansor's evolutionary search (Zheng
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 from typing import Callable, Dict, List, Optional, Tuple
@@ -31,6 +32,7 @@ import numpy as np
 
 from ..errors import ScheduleError, TuningError
 from ..ir.module import Module
+from ..schedule.loop_nest import analyze_module
 from ..schedule.schedule import Schedule
 from ..schedule.trace import SAMPLING_KINDS, Trace
 from .cost_model import CostModel, XGBCostModel, random_scores
@@ -85,7 +87,7 @@ def mutated_decision(kind: str, attrs: dict, decision, rng: random.Random):
 
 
 def mutate(space: Space, mod: Module, parent: Trace, rng: random.Random,
-           attempts: int = 8) -> Optional[Schedule]:
+           attempts: int = 8, ops: Optional[dict] = None) -> Optional[Schedule]:
     """A child of ``parent`` with one sampling decision changed (:func:`mutated_decision`): the
     space is run with the parent's decisions except that one; later decisions that no longer
     fit (a candidate list that depends on it) are drawn afresh.
@@ -99,6 +101,8 @@ def mutate(space: Space, mod: Module, parent: Trace, rng: random.Random,
     rng : random.Random
     attempts : int
         Tries before giving up (a moved factor may break the innermost bound).
+    ops : dict, optional
+        The analysis of ``mod`` (:func:`~.space_rules.generate`).
 
     Returns
     -------
@@ -116,7 +120,7 @@ def mutate(space: Space, mod: Module, parent: Trace, rng: random.Random,
         forced = list(dec)
         forced[i] = mutated_decision(inst.kind, inst.attrs, dec[i], rng)
         try:
-            child = generate(space, mod, rng.randrange(2**31), forced, repair=True)
+            child = generate(space, mod, rng.randrange(2**31), forced, repair=True, ops=ops)
         except ScheduleError:
             continue
         got = sampled_decisions(child.trace)
@@ -126,9 +130,11 @@ def mutate(space: Space, mod: Module, parent: Trace, rng: random.Random,
     return None
 
 
-def crossover(space: Space, mod: Module, a: Trace, b: Trace, rng: random.Random) -> Optional[Schedule]:
+def crossover(space: Space, mod: Module, a: Trace, b: Trace, rng: random.Random,
+              ops: Optional[dict] = None) -> Optional[Schedule]:
     """A child taking each decision from ``a`` or ``b`` (uniform crossover of two parents of the
-    same space; TVM's evolutionary search mutates only, Ansor crosses over too).
+    same space; TVM's evolutionary search mutates only, Ansor crosses over too); ``ops``: the
+    analysis of ``mod`` (:func:`~.space_rules.generate`).
 
     Returns
     -------
@@ -141,16 +147,20 @@ def crossover(space: Space, mod: Module, a: Trace, b: Trace, rng: random.Random)
         return None
     forced = [x if rng.random() < 0.5 else y for x, y in zip(da, db)]
     try:
-        return generate(space, mod, rng.randrange(2**31), forced, repair=False)
+        return generate(space, mod, rng.randrange(2**31), forced, repair=False, ops=ops)
     except ScheduleError:
         return None
 
 
 class _TaskState:
-    """What the strategy keeps per task: its cost model and the features of seen candidates."""
+    """What the strategy keeps per task: its cost model, the analysis of its module (shared by
+    every schedule of it) and the features of seen candidates."""
 
-    def __init__(self, model: CostModel):
+    def __init__(self, model: CostModel, ops: dict):
         self.model = model
+        self.ops = ops
+        self.point: Optional[Candidate] = None   # the default point, once made
+        self.replayed: Dict[str, Candidate] = {}   # record trace -> candidate (() if it fails)
         self.features: Dict[str, np.ndarray] = {}
         self.fed = 0             # history records the model has learned from
         self.parsed: Dict[str, Trace] = {}
@@ -205,7 +215,7 @@ class EvolutionarySearch(SearchStrategy):
     def _state(self, ctx: TuneContext) -> _TaskState:
         key = (ctx.task.workload, ctx.target.key())
         if key not in self._states:
-            self._states[key] = _TaskState(self.cost_model())
+            self._states[key] = _TaskState(self.cost_model(), analyze_module(ctx.task.module))
         return self._states[key]
 
     def _parse(self, st: _TaskState, text: str) -> Trace:
@@ -226,7 +236,8 @@ class EvolutionarySearch(SearchStrategy):
         if not self.validate:
             return True
         try:
-            Schedule.from_trace(ctx.task.module, Trace.from_json(trace.as_json()))
+            Schedule.from_trace(ctx.task.module, Trace.from_json(trace.as_json()),
+                                ops=self._state(ctx).ops)
         except ScheduleError:
             return False
         return True
@@ -238,7 +249,7 @@ class EvolutionarySearch(SearchStrategy):
             if len(out) >= n:
                 break
             try:
-                sch = generate(ctx.space, ctx.task.module, ctx.rng.randrange(2**31))
+                sch = generate(ctx.space, ctx.task.module, ctx.rng.randrange(2**31), ops=st.ops)
             except ScheduleError as e:
                 failures.append(str(e))
                 continue
@@ -269,18 +280,21 @@ class EvolutionarySearch(SearchStrategy):
         seen: set = set()
         elites = [r for r in ok if self._parse(st, r.trace).decisions]   # not the empty trace
         for r in elites[:int(self.population_size * self.elite_ratio)]:
-            trace = self._parse(st, r.trace)
-            try:
-                sch = Schedule.from_trace(mod, trace)
-            except ScheduleError:
-                continue
-            c = self._candidate(ctx, st, sch)
-            if c[0] not in seen:
+            if r.trace not in st.replayed:
+                try:
+                    sch = Schedule.from_trace(mod, self._parse(st, r.trace), ops=st.ops)
+                    st.replayed[r.trace] = self._candidate(ctx, st, sch)
+                except ScheduleError:
+                    st.replayed[r.trace] = ()
+            c = st.replayed[r.trace]
+            if c and c[0] not in seen:
                 seen.add(c[0])
                 pop.append(c)
-        point = default_point(ctx.space, mod)   # the default schedule seeds every population
-        if point is not None:
-            c = self._candidate(ctx, st, point)
+        if st.point is None:   # the default schedule seeds every population
+            point = default_point(ctx.space, mod, st.ops)
+            st.point = () if point is None else self._candidate(ctx, st, point)
+        if st.point:
+            c = st.point
             if c[0] not in seen:
                 seen.add(c[0])
                 pop.append(c)
@@ -288,14 +302,15 @@ class EvolutionarySearch(SearchStrategy):
         pool: Dict[str, Candidate] = {c[0]: c for c in pop}
         for _ in range(self.generations):
             scores = self._scores(ctx, st, pop)
-            weights = list(scores - scores.min() + 1e-3)
+            cum = list(itertools.accumulate(scores - scores.min() + 1e-3))
             children: List[Candidate] = []
             for _ in range(self.population_size):
                 if len(pop) >= 2 and ctx.rng.random() < self.crossover_prob:
-                    a, b = ctx.rng.choices(pop, weights=weights, k=2)
-                    sch = crossover(ctx.space, mod, a[1], b[1], ctx.rng)
+                    a, b = ctx.rng.choices(pop, cum_weights=cum, k=2)
+                    sch = crossover(ctx.space, mod, a[1], b[1], ctx.rng, st.ops)
                 else:
-                    sch = mutate(ctx.space, mod, ctx.rng.choices(pop, weights=weights)[0][1], ctx.rng)
+                    sch = mutate(ctx.space, mod, ctx.rng.choices(pop, cum_weights=cum)[0][1],
+                                 ctx.rng, ops=st.ops)
                 c = None if sch is None else self._candidate(ctx, st, sch)
                 if c is not None and c[0] not in pool:
                     pool[c[0]] = c
@@ -338,7 +353,7 @@ class EvolutionarySearch(SearchStrategy):
             key = decision_key(trace)
             if key not in st.features:
                 try:
-                    sch = Schedule.from_trace(ctx.task.module, trace)
+                    sch = Schedule.from_trace(ctx.task.module, trace, ops=st.ops)
                 except ScheduleError:
                     continue
                 st.features[key] = candidate_features(sch, ctx.target, trace)

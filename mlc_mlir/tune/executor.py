@@ -16,8 +16,8 @@ import queue
 from typing import Iterator, List, Optional, Sequence, Tuple
 
 from ..errors import TuningError
-from .measure import (MeasureInput, MeasureResult, RunGate, WorkerProcess, make_reference,
-                      measure_on, measure_one, reference_on)
+from .measure import (MeasureInput, MeasureResult, RunGate, WorkerProcess, build_on,
+                      make_reference, measure_on, measure_one, reference_on, run_on)
 
 
 def _cpus() -> int:
@@ -43,6 +43,26 @@ class Executor(abc.ABC):
             The error, None on success.
         """
         return make_reference(inp, path, timeout_s)
+
+    def compare(self, inputs: Sequence[MeasureInput], rounds: int,
+                timeout_s: float) -> List[MeasureResult]:
+        """Measure ``inputs`` against each other: ``rounds`` rounds, each running every input
+        once in a rotated order (round ``r`` starts at input ``r``), so that a change of the
+        machine's load reaches them all alike. Returns one result per input, its latencies
+        those of every round (empty, with the first error, if any round failed). The default
+        builds each input again in each round (:meth:`measure`); :class:`LocalExecutor` builds
+        each once and runs the builds in turn. Source: TVM MetaSchedule's ``RunnerInput``
+        repeats (``number``, ``repeat``), measured here across candidates, interleaved."""
+        n = len(inputs)
+        latencies: List[List[float]] = [[] for _ in range(n)]
+        errors: List[Optional[str]] = [None] * n
+        for rnd in range(rounds):
+            order = [(rnd + j) % n for j in range(n)]
+            for j, res in self.measure([inputs[i] for i in order], timeout_s):
+                i = order[j]
+                errors[i] = errors[i] or res.error
+                latencies[i].extend(res.latencies_ms)
+        return [MeasureResult((), e) if e else MeasureResult(tuple(lat)) for lat, e in zip(latencies, errors)]
 
     @abc.abstractmethod
     def measure(self, inputs: Sequence[MeasureInput],
@@ -70,7 +90,7 @@ class LocalExecutor(Executor):
     """A pool of ``max_workers`` worker processes on this machine.
 
     Builds run in parallel; runs (numerics check and timing) never overlap, and a run of a
-    candidate that uses every core also waits for builds (:class:`~.measure.RunGate`). Workers
+    candidate that uses every core pauses the builds (:class:`~.measure.RunGate`). Workers
     start on first use and are restarted after a crash or timeout.
 
     Parameters
@@ -130,6 +150,35 @@ class LocalExecutor(Executor):
         finally:
             for f in futs:
                 f.cancel()
+
+    def compare(self, inputs, rounds, timeout_s):
+        self._start()
+        n = len(inputs)
+        workers = [self._free.get() for _ in range(max(1, min(n, self.max_workers)))]
+        m = len(workers)
+        errors: List[Optional[str]] = [None] * n
+        built = [0] * n   # the generation of the worker process that holds each build
+        try:
+            def build(i: int) -> None:   # input i lives in worker i % m, slot i // m
+                w = workers[i % m]
+                errors[i] = build_on(w, inputs[i], i // m, timeout_s, self._gate)[0]
+                built[i] = w.generation
+
+            list(self._pool.map(lambda k: [build(i) for i in range(k, n, m)], range(m)))
+            latencies: List[List[float]] = [[] for _ in range(n)]
+            for rnd in range(rounds):
+                for i in [(rnd + j) % n for j in range(n)]:
+                    if errors[i] is None and built[i] != workers[i % m].generation:
+                        build(i)   # its worker was restarted (another input crashed or hung)
+                    if errors[i] is None:
+                        exclusive = (inputs[i].threads or inputs[i].target.cores) >= _cpus()
+                        res = run_on(workers[i % m], i // m, timeout_s, self._gate, exclusive)
+                        errors[i] = res.error
+                        latencies[i].extend(res.latencies_ms)
+        finally:
+            for w in workers:
+                self._free.put(w)
+        return [MeasureResult((), e) if e else MeasureResult(tuple(lat)) for lat, e in zip(latencies, errors)]
 
     def close(self) -> None:
         for w in self._workers:

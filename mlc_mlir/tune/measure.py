@@ -3,7 +3,8 @@
 A :class:`MeasureInput` (task module text, trace JSON, target, compile options, seed) goes to a
 worker over a pipe in two phases: ``build`` (replay the trace, compile; builds of several workers
 overlap) and ``run`` (check numerics against the reference, time it; a :class:`RunGate` keeps
-runs from overlapping each other, or builds, and disturbing their timings). Each phase has a
+runs from overlapping each other, and pauses builds during a run that uses every core, so
+neither disturbs its timing). Each phase has a
 timeout. The reference (outputs of the unscheduled function) is computed once per task by
 :func:`reference_on`, outside any candidate's timeout, and loaded by every candidate.
 A worker that crashes (segfault, abort), hangs past the timeout or fails to compile yields a
@@ -25,7 +26,7 @@ import sys
 import tempfile
 import threading
 import time
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from ..errors import TuningError
 from ..target import Target
@@ -146,6 +147,9 @@ class WorkerProcess:
         self._buf = b""
         self._log = tempfile.TemporaryFile()
         self._closed = False
+        #: Processes killed so far: builds kept in the process (:func:`build_on`) are gone
+        #: once it changes.
+        self.generation = 0
 
     def _start(self) -> None:
         self._log.seek(0)
@@ -227,11 +231,26 @@ class WorkerProcess:
             pass  # it died: the read below reports how
         return self._read(timeout, msg["op"])
 
+    def _signal(self, sig: int) -> None:
+        proc = self._proc
+        if proc is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, sig)
+
+    def pause(self) -> None:
+        """Stop the worker's processes (``SIGSTOP``) until :meth:`resume`."""
+        self._signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """Continue the worker's processes after :meth:`pause`."""
+        self._signal(signal.SIGCONT)
+
     def kill(self) -> None:
         """Kill the worker (its whole process group) and reap it."""
         proc, self._proc = self._proc, None
         if proc is None:
             return
+        self.generation += 1
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
@@ -248,41 +267,56 @@ class WorkerProcess:
 
 class RunGate:
     """Orders builds and runs of the workers of one executor: runs never overlap each other;
-    an *exclusive* run (a candidate that uses every core) also waits for builds to finish and
-    holds new builds back, so that nothing else of the tuner competes with its timing."""
+    an *exclusive* run (a candidate that uses every core) holds new builds back and stops the
+    worker processes that are building (``SIGSTOP``, ``SIGCONT`` after the run; a build of
+    no known worker is waited for instead), so that nothing else of the tuner competes with
+    its timing while the builds of the other workers need not finish first (a run takes
+    milliseconds, a build about a second)."""
 
     def __init__(self):
         self._cond = threading.Condition()
-        self._builds = 0
+        self._builds = 0                    # builds of no known worker (cannot be paused)
+        self._building: List["WorkerProcess"] = []
         self._running = False
         self._exclusive_waiting = 0
         self._exclusive = False
 
     @contextlib.contextmanager
-    def build(self):
-        """Context of a build (several at once)."""
+    def build(self, worker: Optional["WorkerProcess"] = None):
+        """Context of a build on ``worker`` (several at once; an exclusive run pauses it)."""
         with self._cond:
             self._cond.wait_for(lambda: not self._exclusive and not self._exclusive_waiting)
-            self._builds += 1
+            if worker is None:
+                self._builds += 1
+            else:
+                self._building.append(worker)
         try:
             yield
         finally:
             with self._cond:
-                self._builds -= 1
+                if worker is None:
+                    self._builds -= 1
+                else:
+                    self._building.remove(worker)
                 self._cond.notify_all()
 
     @contextlib.contextmanager
     def run(self, exclusive: bool):
-        """Context of a run (one at a time; ``exclusive``: no build either)."""
+        """Context of a run (one at a time; ``exclusive``: builds paused)."""
         with self._cond:
             self._exclusive_waiting += exclusive
             self._cond.wait_for(lambda: not self._running and (not exclusive or self._builds == 0))
             self._exclusive_waiting -= exclusive
             self._running, self._exclusive = True, exclusive
+            paused = list(self._building) if exclusive else []
+            for w in paused:
+                w.pause()
         try:
             yield
         finally:
             with self._cond:
+                for w in paused:
+                    w.resume()
                 self._running = self._exclusive = False
                 self._cond.notify_all()
 
@@ -307,7 +341,7 @@ def measure_on(worker: WorkerProcess, inp: MeasureInput, timeout_s: float,
     gate = gate or RunGate()
     phases: Dict[str, float] = {}
     try:
-        with gate.build():
+        with gate.build(worker):
             reply = worker.request({"op": "build", "input": inp.to_dict()}, timeout_s)
         phases.update(reply.get("phases_s") or {})
         if reply.get("error") is None:
@@ -322,6 +356,35 @@ def measure_on(worker: WorkerProcess, inp: MeasureInput, timeout_s: float,
         return MeasureResult((), str(reply["error"]), time.monotonic() - t0, phases)
     return MeasureResult(tuple(float(x) for x in reply["latencies_ms"]), None,
                          time.monotonic() - t0, phases)
+
+
+def build_on(worker: WorkerProcess, inp: MeasureInput, slot: int, timeout_s: float,
+             gate: RunGate) -> Tuple[Optional[str], Dict[str, float]]:
+    """Build ``inp`` into ``slot`` of ``worker``, keeping its other slots' builds (for
+    :func:`run_on`); returns ``(error or None, phases_s)``."""
+    try:
+        with gate.build(worker):
+            reply = worker.request({"op": "build", "input": inp.to_dict(), "slot": slot,
+                                    "keep": True}, timeout_s)
+    except WorkerFailed as e:
+        return str(e), {}
+    return reply.get("error"), dict(reply.get("phases_s") or {})
+
+
+def run_on(worker: WorkerProcess, slot: int, timeout_s: float, gate: RunGate,
+           exclusive: bool) -> MeasureResult:
+    """Run (check and time) the build in ``slot`` of ``worker`` again, keeping it (see
+    :func:`build_on`; ``exclusive`` as for :func:`measure_on`)."""
+    t0 = time.monotonic()
+    try:
+        with gate.run(exclusive):
+            reply = worker.request({"op": "run", "slot": slot, "keep": True}, timeout_s)
+    except WorkerFailed as e:
+        return MeasureResult((), str(e), time.monotonic() - t0)
+    if reply.get("error") is not None:
+        return MeasureResult((), str(reply["error"]), time.monotonic() - t0)
+    return MeasureResult(tuple(float(x) for x in reply["latencies_ms"]), None,
+                         time.monotonic() - t0, dict(reply.get("phases_s") or {}))
 
 
 def reference_on(worker: WorkerProcess, inp: MeasureInput, path: str, timeout_s: float) -> Optional[str]:

@@ -103,8 +103,9 @@ class _DecidedSchedule(Schedule):
     ``forced[i]`` (when present) and draw the others; an invalid forced decision is re-sampled
     when ``repair``."""
 
-    def __init__(self, mod: Module, seed: Optional[int], forced: Sequence, repair: bool):
-        super().__init__(mod, seed, defaults=False)
+    def __init__(self, mod: Module, seed: Optional[int], forced: Sequence, repair: bool,
+                 ops: Optional[dict] = None):
+        super().__init__(mod, seed, defaults=False, ops=ops)
         self._forced = list(forced)
         self._repair = repair
         self._ordinal = 0
@@ -141,7 +142,8 @@ def sampled_decisions(trace: Trace) -> List:
 
 
 def generate(space: Space, mod: Module, seed: Optional[int] = None,
-             forced: Optional[Sequence] = None, repair: bool = False) -> Schedule:
+             forced: Optional[Sequence] = None, repair: bool = False,
+             ops: Optional[dict] = None) -> Schedule:
     """Run ``space`` on a fresh Schedule of ``mod``.
 
     Parameters
@@ -157,6 +159,9 @@ def generate(space: Space, mod: Module, seed: Optional[int] = None,
         short list: sample the rest), as :func:`sampled_decisions` gives them.
     repair : bool
         Re-sample a forced decision that does not fit (instead of raising).
+    ops : dict, optional
+        :func:`~mlc_mlir.schedule.loop_nest.analyze_module` of ``mod`` (candidates of one task
+        share it).
 
     Returns
     -------
@@ -168,12 +173,12 @@ def generate(space: Space, mod: Module, seed: Optional[int] = None,
     ScheduleError
         If the space fails, or (without ``repair``) a forced decision does not fit.
     """
-    sch = _DecidedSchedule(mod, seed, forced or [], repair)
+    sch = _DecidedSchedule(mod, seed, forced or [], repair, ops)
     space(sch)
     return sch
 
 
-def default_point(space: Space, mod: Module) -> Optional[Schedule]:
+def default_point(space: Space, mod: Module, ops: Optional[dict] = None) -> Optional[Schedule]:
     """The default schedule as a point of ``space``: the space run on a ``Schedule`` that takes
     every rule's default decision (``defaults=True``: the schedule
     :func:`~mlc_mlir.schedule.default_rules.apply_default_schedule` builds), so the tuner can
@@ -185,6 +190,8 @@ def default_point(space: Space, mod: Module) -> Optional[Schedule]:
         A :class:`RuleSpace`; any other space has no known default point.
     mod : Module
         The task's module.
+    ops : dict, optional
+        Its analysis (:func:`generate`).
 
     Returns
     -------
@@ -195,7 +202,7 @@ def default_point(space: Space, mod: Module) -> Optional[Schedule]:
     """
     if not isinstance(space, RuleSpace):
         return None
-    sch = Schedule(mod, 0, defaults=True)
+    sch = Schedule(mod, 0, defaults=True, ops=ops)
     try:
         space(sch)
     except ScheduleError:

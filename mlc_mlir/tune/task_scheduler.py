@@ -6,7 +6,9 @@ gain per trial, ``weight x (0.2 x recent improvement rate + 0.8 x best / trials)
 trial): the measured slope of its best latency over its last batches, and the optimistic
 forward estimate of a latency that falls like ``1 / trials``. A task whose candidates all failed
 keeps priority for a few batches, then yields; an exhausted task (its space has nothing new)
-is skipped.
+is skipped, and so is a converged one: its best latency has not improved by more than
+``MIN_IMPROVEMENT`` over its last ``patience`` trials (Ansor's per-task ``early_stopping``),
+so its trials go to tasks that still improve.
 """
 
 from __future__ import annotations
@@ -22,6 +24,11 @@ ALPHA = 0.2
 WINDOW = 3
 #: Trials a task without any valid candidate keeps first priority for.
 MAX_FAILING_TRIALS = 16
+#: Default trials without improvement after which a task is converged (early stopping).
+PATIENCE = 24
+#: An improvement smaller than this fraction of the best latency does not count (noise; the
+#: database's tie tolerance).
+MIN_IMPROVEMENT = 0.02
 
 
 class TaskState:
@@ -35,6 +42,7 @@ class TaskState:
         self.curve = [(self.trials, self.best)]  # (trials, best ms) after each batch
         self.exhausted = False
         self.batches = 0
+        self.improved_at = self.trials   # trials when the best last improved
 
     def gain(self) -> float:
         """Expected improvement of the weighted latency per trial, ms (inf: untried)."""
@@ -59,14 +67,18 @@ class TaskScheduler:
         Task weights (calls per graph execution).
     histories : list of list of TuningRecord
         Each task's records so far (a resumed run starts from them).
+    patience : int or None
+        Trials without improvement after which a task is converged and skipped (None: never).
     """
 
-    def __init__(self, weights: List[int], histories: List[List[TuningRecord]]):
+    def __init__(self, weights: List[int], histories: List[List[TuningRecord]],
+                 patience: Optional[int] = PATIENCE):
         self.tasks = [TaskState(w, h) for w, h in zip(weights, histories)]
+        self.patience = patience
 
     def next_task(self) -> Optional[int]:
-        """Index of the task for the next batch; None when every task is exhausted."""
-        live = [i for i, t in enumerate(self.tasks) if not t.exhausted]
+        """Index of the task for the next batch; None when every task is exhausted or converged."""
+        live = [i for i, t in enumerate(self.tasks) if not t.exhausted and not self.converged(i)]
         if not live:
             return None
         warm = [i for i in live if self.tasks[i].batches == 0]
@@ -79,10 +91,19 @@ class TaskScheduler:
         t = self.tasks[i]
         t.batches += 1
         t.trials += len(records)
-        for r in records:
-            if r.ok:
-                t.best = min(t.best, r.latency_ms)
+        best = min((r.latency_ms for r in records if r.ok), default=math.inf)
+        if best < t.best * (1 - MIN_IMPROVEMENT) or (math.isinf(t.best) and best < math.inf):
+            t.improved_at = t.trials
+        t.best = min(t.best, best)
         t.curve.append((t.trials, t.best))
+
+    def converged(self, i: int) -> bool:
+        """Whether task ``i`` has gone ``patience`` trials without improving its best by more
+        than ``MIN_IMPROVEMENT`` (a task without a valid candidate never converges; it yields by
+        its gain)."""
+        t = self.tasks[i]
+        return self.patience is not None and not math.isinf(t.best) and \
+            t.trials - t.improved_at >= self.patience
 
     def exhaust(self, i: int) -> None:
         """Mark task ``i`` as having no new candidates."""

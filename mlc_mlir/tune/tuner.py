@@ -4,6 +4,7 @@ committed to the database at once. Source: TVM MetaSchedule ``tune_tasks`` / ``t
 from __future__ import annotations
 
 import collections
+import functools
 import hashlib
 import os
 import random
@@ -77,7 +78,10 @@ def tune(mod, target="cpu", trials: int = 64, work_dir: str = "tune/", space: Op
     mutate), the rest come from ``strategy`` over ``space``. Every candidate is checked against
     the task's reference, computed once (``work_dir/references/*.npz``, outside the candidates'
     timeouts). A task scheduler (:mod:`.task_scheduler`) gives batches to the
-    tasks with the largest expected gain. Every result, failures included, is committed to
+    tasks with the largest expected gain: each task's first batch is its default alone (so the
+    tasks are ranked by what they cost), and a task whose best has not improved by 2% over
+    its last :data:`~.task_scheduler.PATIENCE` trials is converged and gets no more; tuning
+    ends before ``trials`` when every task is converged or exhausted. Every result, failures included, is committed to
     ``work_dir/database.jsonl`` as soon as it is measured; a later call with the same
     ``work_dir`` resumes (records there count toward ``trials`` and are not measured again).
     Ctrl-C stops tuning and returns the database with every completed record.
@@ -89,7 +93,7 @@ def tune(mod, target="cpu", trials: int = 64, work_dir: str = "tune/", space: Op
         (:func:`~.task.extract_tasks`).
     target : str or Target
     trials : int
-        Total measured candidates over all tasks (records of earlier runs included).
+        Most measured candidates over all tasks (records of earlier runs included).
     work_dir : str
         Folder of the database and ``tuning_curve.png``.
     space : callable, optional
@@ -229,7 +233,7 @@ def _loop(tasks: List[Task], ctxs: List[TuneContext], sched, db: Database, strat
     while used < trials:
         i = sched.next_task()
         if i is None:
-            bar.log("every task's space is exhausted")
+            bar.log(f"every task is exhausted or converged after {used} of {trials} trials")
             break
         task, ctx = tasks[i], ctxs[i]
         n = min(batch, trials - used)
@@ -237,6 +241,8 @@ def _loop(tasks: List[Task], ctxs: List[TuneContext], sched, db: Database, strat
         point = default_point(ctx.space, task.module) if not ctx.history else None
         if point is not None:
             traces.append(point.trace.as_json())
+        if not ctx.history:   # warm-up: the default alone, so tasks are ranked by what they cost
+            n = min(n, max(1, len(traces)))
         t0 = time.monotonic()
         if n > len(traces):
             traces += [t.as_json() for t in strategy.propose(ctx, n - len(traces))]
@@ -281,43 +287,42 @@ def _loop(tasks: List[Task], ctxs: List[TuneContext], sched, db: Database, strat
 
 def _remeasure(task: Task, ctx: TuneContext, db: Database, executor: Executor, tkey: str, k: int,
                timeout_s: float, threads: Optional[int], seed: int, reference: Optional[str],
-               bar: ProgressBar, candidate: Optional[Callable[[str], Tuple[str, str]]] = None,
-               every: bool = False) -> None:
+               bar: ProgressBar) -> None:
     """Measure the default and the ``k`` fastest candidates that beat it again, interleaved,
-    and commit the results as final records of one re-measurement (see :func:`tune`).
-    ``candidate(trace) -> (module text, trace to replay)``: what a record measures (default:
-    the task's module and the record's trace); ``every``: the ``k`` fastest candidates
-    whether or not they beat the default in the search (a few candidates, far apart)."""
-    candidate = candidate or (lambda t: (str(task.module), t))
+    and commit the results as final records of one re-measurement (see :func:`tune`)."""
     ok = [r for r in ctx.history if r.ok]
     default = min((r for r in ok if r.is_default), key=lambda r: r.latency_ms, default=None)
     if default is None:
         return   # never measured, or failed: the default is kept anyway
-    better = sorted((r for r in ok if not r.is_default and (every or r.latency_ms < default.latency_ms)),
+    better = sorted((r for r in ok if not r.is_default and r.latency_ms < default.latency_ms),
                     key=lambda r: r.latency_ms)
     traces = list(dict.fromkeys([default.trace] + [r.trace for r in better]))[:k + 1]
     if len(traces) < 2:
         return
-    latencies: Dict[str, list] = {t: [] for t in traces}
-    errors: Dict[str, str] = {}
-    for rnd in range(REMEASURE_ROUNDS):
-        order = traces[rnd % len(traces):] + traces[:rnd % len(traces)]
-        inputs = [MeasureInput(task.func_name, *candidate(t), ctx.target, threads=threads,
-                               seed=seed, repeat=REMEASURE_REPEATS, reference=reference)
-                  for t in order]
-        for j, res in executor.measure(inputs, timeout_s):
-            if res.error:
-                errors.setdefault(order[j], res.error)
-            latencies[order[j]].extend(res.latencies_ms)
-    batch = f"{time.time():.6f}"
-    names = canonical_names(task.module, task.func_name)
-    for t in traces:
-        res = MeasureResult((), errors[t]) if t in errors else MeasureResult(tuple(latencies[t]))
-        db.commit(_record(task, names, tkey, t, res, final=batch))
+    _commit_final(task, db, executor, tkey, traces, lambda t: (str(task.module), t), ctx.target,
+                  timeout_s, threads, seed, reference)
     best = db.best(task.workload, tkey)
     if best is not None and not best.is_default:
         bar.log(f"[{task.name}] re-measured: {best.latency_ms:.4f} ms against the default's "
                 f"{db.default(task.workload, tkey).latency_ms:.4f} ms")
+
+
+def _commit_final(task: Task, db: Database, executor: Executor, tkey: str, traces: List[str],
+                  candidate: Callable[[str], Tuple[str, str]], target, timeout_s: float,
+                  threads: Optional[int], seed: int, reference: Optional[str]) -> List[MeasureResult]:
+    """Measure ``traces`` against each other (:meth:`Executor.compare`: each built once,
+    ``REMEASURE_ROUNDS`` interleaved rounds of ``REMEASURE_REPEATS`` repeats) and commit the
+    results as the final records of one re-measurement; returns them in the order of ``traces``."""
+    inputs = [MeasureInput(task.func_name, *candidate(t), target, threads=threads, seed=seed,
+                           repeat=REMEASURE_REPEATS, reference=reference) for t in traces]
+    # an executor that only measures (not an Executor subclass) compares by measuring each round
+    compare = getattr(executor, "compare", None) or functools.partial(Executor.compare, executor)
+    results = compare(inputs, REMEASURE_ROUNDS, timeout_s)
+    batch = f"{time.time():.6f}"
+    names = canonical_names(task.module, task.func_name)
+    for t, res in zip(traces, results):
+        db.commit(_record(task, names, tkey, t, res, final=batch))
+    return results
 
 
 def _tune_algorithms(algorithms: List[AlgorithmTask], db: Database, executor: Executor, tkey: str,
@@ -341,19 +346,30 @@ def _tune_algorithms(algorithms: List[AlgorithmTask], db: Database, executor: Ex
         def candidate(t: str, a=a, by_trace=by_trace) -> Tuple[str, str]:
             return a.module_for(by_trace[t]), empty
 
-        inputs = [MeasureInput(task.func_name, *candidate(t), a.target, threads=threads, seed=seed,
-                               reference=ref) for t in todo]
-        for j, res in executor.measure(inputs, timeout_s) if inputs else ():
-            rec = _record(task, names, tkey, todo[j], res)
+        if not todo:
+            continue
+        if finalists:
+            # a few candidates, far apart: every one is measured against every other at once,
+            # interleaved; the same measurement is its search record and its final record
+            traces = list(dict.fromkeys([empty] + [r.trace for r in ctx.history if r.ok] + todo))
+            results = dict(zip(traces, _commit_final(task, db, executor, tkey, traces, candidate,
+                                                     a.target, timeout_s, threads, seed, ref)))
+            done = [(t, results[t]) for t in todo]
+        else:
+            inputs = [MeasureInput(task.func_name, *candidate(t), a.target, threads=threads,
+                                   seed=seed, reference=ref) for t in todo]
+            done = [(todo[j], res) for j, res in executor.measure(inputs, timeout_s)]
+        for t, res in done:
+            rec = _record(task, names, tkey, t, res)
             db.commit(rec)
             ctx.history.append(rec)
             spent += 1
             best = min((r.latency_ms for r in ctx.history if r.ok), default=float("inf"))
             bar.update(task.name, min(spent, trials), best, task.flops / (best * 1e6))
             if rec.error:
-                bar.log(f"[{task.name} algorithm {by_trace[todo[j]]}] {rec.error.splitlines()[0][:200]}")
-        if finalists and todo:
-            # every candidate: the search measured each once, 3 repeats, under the same noise
-            _remeasure(task, ctx, db, executor, tkey, len(a.candidates), timeout_s, threads, seed,
-                       ref, bar, candidate, every=True)
+                bar.log(f"[{task.name} algorithm {by_trace[t]}] {rec.error.splitlines()[0][:200]}")
+        best = db.best(task.workload, tkey)
+        if finalists and best is not None and not best.is_default:
+            bar.log(f"[{task.name}] algorithm {by_trace[best.trace]}: {best.latency_ms:.4f} ms "
+                    f"against the default's {db.default(task.workload, tkey).latency_ms:.4f} ms")
     return spent

@@ -9,7 +9,10 @@ MeasureInput.to_dict()}`` replays the trace (``Schedule.from_trace``) on the tas
 compiles it (an empty trace: the compiler's default schedule); ``{"op": "run"}`` runs the last
 build once on the inputs, compares with the reference (loaded from ``reference`` or, without one,
 computed here and cached per task) and times it (``benchmark``, each repeat's mean, ms; a
-candidate whose checked call is slower than ``cutoff_ms`` keeps that call's time only). Replies
+candidate whose checked call is slower than ``cutoff_ms`` keeps that call's time only). A build
+goes to a numbered ``slot`` (default 0); ``"keep": true`` on a build keeps the other slots'
+builds, on a run keeps the build for another run (an interleaved comparison of candidates,
+:meth:`~mlc_mlir.tune.executor.Executor.compare`, builds each once). Replies
 carry ``error`` (a string) or the result, and ``phases_s`` (seconds per phase). Started by :class:`~mlc_mlir.tune.measure.WorkerProcess`. Source: TVM MetaSchedule's
 ``LocalBuilder``/``LocalRunner`` worker functions (``default_build``, ``default_run_evaluator``).
 
@@ -122,7 +125,7 @@ class Worker:
 
     def __init__(self):
         self._refs: Dict[str, Any] = {}   # task key -> (module, inputs, expected outputs)
-        self._built: Optional[Dict[str, Any]] = None
+        self._built: Dict[int, Dict[str, Any]] = {}   # slot -> build
 
     def _reference(self, inp: MeasureInput):
         key = hashlib.sha256("\0".join((inp.module, inp.target.key(), str(inp.threads),
@@ -146,8 +149,12 @@ class Worker:
         save_reference(path, args, expected)
         return {"error": None, "phases_s": {"reference": time.perf_counter() - t0}}
 
-    def build(self, inp: MeasureInput) -> Dict[str, Any]:
-        self._built = None
+    def build(self, inp: MeasureInput, slot: int = 0, keep: bool = False) -> Dict[str, Any]:
+        """Replay and compile ``inp`` into ``slot``; ``keep``: other slots' builds stay (a
+        comparison of several candidates), else they are released."""
+        if not keep:
+            self._built = {}
+        self._built.pop(slot, None)
         phases: Dict[str, float] = {}
         t0 = time.perf_counter()
         options = CompileOptions(target=inp.target, threads=inp.threads, opt_level=inp.opt_level)
@@ -169,12 +176,13 @@ class Worker:
         except MlcError as e:
             return {"error": f"compile error: {e}", "phases_s": phases}
         phases["compile"] = time.perf_counter() - t2
-        self._built = {"fn": fn, "args": args, "expected": expected, "input": inp,
+        self._built[slot] = {"fn": fn, "args": args, "expected": expected, "input": inp,
                        "faults": _faults(inp.trace)}
         return {"error": None, "phases_s": phases}
 
-    def run(self) -> Dict[str, Any]:
-        b, self._built = self._built, None
+    def run(self, slot: int = 0, keep: bool = False) -> Dict[str, Any]:
+        """Check and time the build of ``slot``; ``keep``: it stays for another run."""
+        b = self._built.get(slot) if keep else self._built.pop(slot, None)
         if b is None:
             return {"error": "worker: run without a successful build"}
         inp: MeasureInput = b["input"]
@@ -233,9 +241,10 @@ def main() -> int:
             if req["op"] == "reference":
                 reply = worker.reference(MeasureInput.from_dict(req["input"]), req["path"])
             elif req["op"] == "build":
-                reply = worker.build(MeasureInput.from_dict(req["input"]))
+                reply = worker.build(MeasureInput.from_dict(req["input"]), req.get("slot", 0),
+                                     req.get("keep", False))
             elif req["op"] == "run":
-                reply = worker.run()
+                reply = worker.run(req.get("slot", 0), req.get("keep", False))
             else:
                 reply = {"error": f"worker: unknown op {req['op']!r}; expected 'reference', 'build' or 'run'"}
         except Exception as e:  # noqa: BLE001 -- any failure of a candidate is a result

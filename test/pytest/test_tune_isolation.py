@@ -88,3 +88,48 @@ def test_bad_arguments_raise_tuning_error(tmp_path):
     with pytest.raises(mlc.TuningError, match="no unit to tune"):
         extract_tasks(bb.finish())
     np.testing.assert_equal(len(extract_tasks(matmul())), 1)
+
+
+def test_compare_runs_each_build_in_every_round_and_survives_a_crash():
+    task, = extract_tasks(matmul())
+    traces = {}
+    for fault in (None, "segv", "wrong"):
+        sch = mlc.Schedule(task.module, seed=1)
+        space(sch, fault) if fault else space(sch)
+        traces[fault] = sch.trace.as_json()
+    order = [None, "segv", "wrong", None]
+    inputs = [MeasureInput(task.func_name, str(task.module), traces[f], host_target(), repeat=2)
+              for f in order]
+    with LocalExecutor(1) as ex:
+        res = ex.compare(inputs, rounds=3, timeout_s=30)
+    assert len(res) == 4
+    # the inputs after the crash were built again in the restarted worker: 3 rounds x 2 repeats
+    for r in (res[0], res[3]):
+        assert r.error is None and len(r.latencies_ms) == 6 and all(x > 0 for x in r.latencies_ms)
+    assert res[1].error.startswith("crash") and "SIGSEGV" in res[1].error and not res[1].latencies_ms
+    assert res[2].error.startswith("wrong result: output 0 differs")
+
+
+def test_an_exclusive_run_pauses_the_builds_instead_of_waiting_for_them():
+    from mlc_mlir.tune.measure import RunGate
+
+    class Worker:
+        def __init__(self):
+            self.calls = []
+
+        def pause(self):
+            self.calls.append("pause")
+
+        def resume(self):
+            self.calls.append("resume")
+
+    gate, w = RunGate(), Worker()
+    with gate.build(w):                       # a build in flight on w
+        with gate.run(exclusive=False):
+            assert w.calls == []              # a run on part of the cores leaves it alone
+        with gate.run(exclusive=True):
+            assert w.calls == ["pause"]       # no wait for the build: it is stopped
+        assert w.calls == ["pause", "resume"]
+    with gate.run(exclusive=True):            # the build is over: nothing to pause
+        pass
+    assert w.calls == ["pause", "resume"]

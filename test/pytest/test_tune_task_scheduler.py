@@ -1,5 +1,5 @@
 """The task scheduler: round-robin warm-up, then trials go to the task with the largest
-expected gain (weight x latency improvement); exhausted tasks are skipped. And the default
+expected gain (weight x latency improvement); exhausted and converged tasks are skipped. And the default
 space (schedule rules) drives a tune when no space is given."""
 
 import time
@@ -27,6 +27,20 @@ def test_warm_up_then_weighted_gain_then_exhaustion():
     assert s.next_task() == 0
     s.exhaust(0)
     assert s.next_task() is None
+
+
+def test_a_task_that_stops_improving_converges_and_yields():
+    s = TaskScheduler([1, 1], [[_rec(1.0)], [_rec(1.0)]], patience=4)
+    s.update(0, [_rec(0.5), _rec(0.9)])           # task 0 improves: its patience restarts
+    s.update(1, [_rec(0.995), _rec(1.2)])          # 0.5 % better: within noise, no improvement
+    assert not s.converged(0) and not s.converged(1)
+    s.update(0, [_rec(0.3)] * 2)
+    s.update(1, [_rec(0.991)] * 2)                 # 4 trials without a 2 % gain
+    assert not s.converged(0) and s.converged(1)
+    assert s.next_task() == 0
+    s.update(0, [_rec(0.3)] * 4)
+    assert s.converged(0) and s.next_task() is None
+    assert not TaskScheduler([1], [[_rec(1.0)]], patience=None).converged(0)
 
 
 def test_failing_task_keeps_priority_for_a_while():
