@@ -47,10 +47,15 @@ class ConvertContext:
         The function being built (``fn.param`` / ``fn.arg``).
     kwargs : dict
         The current node's keyword arguments, fx nodes replaced by their values.
+    derived : dict
+        Weights computed from the model's at import (a transposed ``nn.Linear`` weight), by
+        name and source buffer (:meth:`derived_weight`); a dict given to several imports of one
+        model makes them share one array per derived weight.
     """
 
-    def __init__(self, fn):
+    def __init__(self, fn, derived: Optional[Dict] = None):
         self.fn = fn
+        self.derived: Dict = {} if derived is None else derived
         self.kwargs: Dict[str, object] = {}
         self.values: Dict[str, object] = {}
         self.folded: Dict[str, object] = {}  # node name -> torch.Tensor computed at import time
@@ -66,6 +71,15 @@ class ConvertContext:
             self._params[name] = self.fn.param(name, arr)
             self._param_values[name] = arr
         return self._params[name]
+
+    def derived_weight(self, name: str, source: np.ndarray, make) -> np.ndarray:
+        """``make(source)``, computed once per ``(name, source buffer, shape)`` in
+        :attr:`derived` (imports that share the dict share the array: one copy in memory, which
+        the JIT links into each compiled step, :mod:`mlc_mlir.pipeline.jit_weights`)."""
+        key = (name, source.__array_interface__["data"][0], source.shape, source.strides, str(source.dtype))
+        if key not in self.derived:
+            self.derived[key] = make(source)
+        return self.derived[key]
 
     def param_of(self, x: Tensor):
         """``(name, numpy value)`` when ``x`` is a module param made by :meth:`param`, else None."""
@@ -219,7 +233,8 @@ def _getitem(node, seq, i):
     return v
 
 
-def from_torch(model, example_args, dynamic_shapes=None, keep_params: bool = False) -> Module:
+def from_torch(model, example_args, dynamic_shapes=None, keep_params: bool = False,
+               derived_weights: Optional[Dict] = None) -> Module:
     """Import a ``torch.nn.Module`` through ``torch.export`` and core ATen.
 
     Parameters
@@ -237,6 +252,10 @@ def from_torch(model, example_args, dynamic_shapes=None, keep_params: bool = Fal
         False (default): weights and buffers are constants of the module, named by their
         state_dict keys. True: they are params, arguments of ``main`` held in ``Module.params``
         (to swap weights without recompiling; ``Module.bind_params`` binds them later).
+    derived_weights : dict, optional
+        Weights the import computes from the model's (transposed ``nn.Linear`` weights), kept
+        in this dict: pass one dict to several imports of the same model (a prefill and a
+        decode step) and they hold one array per derived weight instead of a copy each.
 
     Returns
     -------
@@ -278,10 +297,12 @@ def from_torch(model, example_args, dynamic_shapes=None, keep_params: bool = Fal
         raise BuildError(f"from_torch: torch.export.export failed ({type(e).__name__}: {first}); "
                          f"expected {type(model).__name__}.forward to run on example_args and to be "
                          "traceable by torch.export (the chained exception has torch's full report)") from e
-    return from_exported_program(ep, _dim_names(ep, args, dynamic_shapes), keep_params=keep_params)
+    return from_exported_program(ep, _dim_names(ep, args, dynamic_shapes), keep_params=keep_params,
+                                 derived_weights=derived_weights)
 
 
-def from_exported_program(ep, dim_names: Optional[Dict[str, str]] = None, keep_params: bool = False) -> Module:
+def from_exported_program(ep, dim_names: Optional[Dict[str, str]] = None, keep_params: bool = False,
+                          derived_weights: Optional[Dict] = None) -> Module:
     """Convert a ``torch.export.ExportedProgram`` (already decomposed to the ops the registry
     knows, e.g. by ``run_decompositions()``); see :func:`from_torch`.
 
@@ -290,7 +311,7 @@ def from_exported_program(ep, dim_names: Optional[Dict[str, str]] = None, keep_p
     constants, or as the buffer's param when a converter reads a buffer directly. Symbolic
     input dims become symbolic sizes named by ``dim_names`` (torch's symbol name -> name) or
     by torch's symbols, with the program's range constraints as bounds.
-    ``keep_params`` as :func:`from_torch`.
+    ``keep_params`` and ``derived_weights`` as :func:`from_torch`.
 
     Raises
     ------
@@ -323,7 +344,7 @@ def from_exported_program(ep, dim_names: Optional[Dict[str, str]] = None, keep_p
     names = dict(dim_names or {})
     bb = GraphBuilder()
     with bb.function("main") as f:
-        ctx = ConvertContext(f)
+        ctx = ConvertContext(f, derived_weights)
         outputs = []
         for name, (lo, hi) in _bounds(ep, names).items():
             f.dim(name, min=lo, max=hi)
