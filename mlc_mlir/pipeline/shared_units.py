@@ -271,6 +271,31 @@ def _dynamic_calls(module: Module) -> List[ir.Operation]:
     return out
 
 
+def _callees_only(module: Module, callees: set) -> Module:
+    """A copy of ``module`` with the functions ``callees``, the declarations and the functions
+    they call (the analysis of a function's return needs only its own body and its callees'),
+    not the graph functions that call them."""
+    out = module.clone()
+    with out.context:
+        funcs = {f.sym_name.value: f for f in out.func_ops()}
+        keep, todo = set(), list(callees)
+        while todo:
+            name = todo.pop()
+            if name in keep or name not in funcs:
+                continue
+            keep.add(name)
+
+            def visit(op, todo=todo):
+                if op.operation.name == "func.call":
+                    todo.append(ir.FlatSymbolRefAttr(op.operation.attributes["callee"]).value)
+                return ir.WalkResult.ADVANCE
+            funcs[name].operation.walk(visit)
+        for name, f in funcs.items():
+            if name not in keep and not f.is_external:
+                f.operation.erase()
+    return out
+
+
 def inline_unequivalent_calls(module: Module) -> Module:
     """``module`` with ``no_inline`` dropped from each call of a shared unit whose dynamically
     shaped results bufferization does not write into the destinations passed in (by
@@ -282,7 +307,7 @@ def inline_unequivalent_calls(module: Module) -> Module:
         if not calls:
             return module
         callees = {ir.FlatSymbolRefAttr(c.attributes["callee"]).value for c in calls}
-    analysed = run_pass_pipeline(module, _EQUIVALENCE_ANALYSIS, "prepare")
+    analysed = run_pass_pipeline(_callees_only(module, callees), _EQUIVALENCE_ANALYSIS, "prepare")
     bad = set()
     with analysed.context:
         for f in analysed.func_ops():
