@@ -28,7 +28,10 @@ writes ``DIR/<nn>-<name>.mlir``, and a stage made of steps also writes each step
    (:class:`ReadInsertedSlices`); public functions get ``llvm.emit_c_interface`` and read-only
    tensor arguments; with calls that return dynamically shaped tensors (``FuseOps``
    primitives of symbolic shapes), the callees are inlined (``lower-affine``, ``inline``: an
-   out-param needs its size before the call);
+   out-param needs its size before the call), except the ``no_inline`` calls of shared units
+   that write into the destinations passed in
+   (:func:`~.shared_units.inline_unequivalent_calls` checks it with One-Shot Bufferize's
+   analysis);
 7. ``lower``     -- the target's pipeline file, e.g. ``pipelines/cpu.pipeline`` (threads applied),
    then the buffer cache linked in (:func:`~.buffer_cache.link_buffer_cache`);
 8. ``denormals`` -- with ``flush_denormals``, MXCSR FTZ|DAZ around each call and OpenMP region;
