@@ -23,6 +23,7 @@ from . import llm, ops, te, tune  # noqa: F401
 from .tune import apply_best  # noqa: F401
 from .ops import constant  # noqa: F401
 from .frontends.onnx import from_onnx  # noqa: F401  (imports onnx only when called)
-from .frontends.torch import from_fx, from_torch  # noqa: F401
+from .frontends.torch import from_torch  # noqa: F401
+from .frontends.torch_fx import from_fx  # noqa: F401
 
 __version__ = "0.1.0"

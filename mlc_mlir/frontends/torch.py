@@ -1,5 +1,5 @@
-"""PyTorch frontend: ``from_torch`` (``torch.export`` -> core ATen -> builder ops) and ``from_fx``
-(an ``fx.symbolic_trace`` graph, the MLC course's path).
+"""PyTorch frontend: ``from_torch`` (``torch.export`` -> core ATen -> builder ops); the fx path
+(``from_fx``) is :mod:`.torch_fx`.
 
 ``from_torch`` exports the model with ``torch.export.export(model, args).run_decompositions()``
 (the core ATen opset; :data:`KEPT_OPS` are kept whole: :func:`decomposition_table`), then walks the graph once: parameters and buffers become constants
@@ -14,7 +14,7 @@ and its first source location.
 ``torch`` is an optional dependency (``pip install mlc-mlir[torch]``), imported where it is used.
 
 Source: ``torch.export`` / core ATen IR; TVM Relax ``frontend/torch/exported_program_translator.py``
-(``from_exported_program``) and ``fx_translator.py`` (``from_fx``).
+(``from_exported_program``).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from __future__ import annotations
 import operator
 import re
 from collections import Counter
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional
 
 import numpy as np
 
@@ -47,10 +47,15 @@ class ConvertContext:
         The function being built (``fn.param`` / ``fn.arg``).
     kwargs : dict
         The current node's keyword arguments, fx nodes replaced by their values.
+    derived : dict
+        Weights computed from the model's at import (a transposed ``nn.Linear`` weight), by
+        name and source buffer (:meth:`derived_weight`); a dict given to several imports of one
+        model makes them share one array per derived weight.
     """
 
-    def __init__(self, fn):
+    def __init__(self, fn, derived: Optional[Dict] = None):
         self.fn = fn
+        self.derived: Dict = {} if derived is None else derived
         self.kwargs: Dict[str, object] = {}
         self.values: Dict[str, object] = {}
         self.folded: Dict[str, object] = {}  # node name -> torch.Tensor computed at import time
@@ -66,6 +71,15 @@ class ConvertContext:
             self._params[name] = self.fn.param(name, arr)
             self._param_values[name] = arr
         return self._params[name]
+
+    def derived_weight(self, name: str, source: np.ndarray, make) -> np.ndarray:
+        """``make(source)``, computed once per ``(name, source buffer, shape)`` in
+        :attr:`derived` (imports that share the dict share the array: one copy in memory, which
+        the JIT links into each compiled step, :mod:`mlc_mlir.pipeline.jit_weights`)."""
+        key = (name, source.__array_interface__["data"][0], source.shape, source.strides, str(source.dtype))
+        if key not in self.derived:
+            self.derived[key] = make(source)
+        return self.derived[key]
 
     def param_of(self, x: Tensor):
         """``(name, numpy value)`` when ``x`` is a module param made by :meth:`param`, else None."""
@@ -238,7 +252,8 @@ def decomposition_table():
     return table
 
 
-def from_torch(model, example_args, dynamic_shapes=None, keep_params: bool = False) -> Module:
+def from_torch(model, example_args, dynamic_shapes=None, keep_params: bool = False,
+               derived_weights: Optional[Dict] = None) -> Module:
     """Import a ``torch.nn.Module`` through ``torch.export`` and core ATen.
 
     Parameters
@@ -256,6 +271,10 @@ def from_torch(model, example_args, dynamic_shapes=None, keep_params: bool = Fal
         False (default): weights and buffers are constants of the module, named by their
         state_dict keys. True: they are params, arguments of ``main`` held in ``Module.params``
         (to swap weights without recompiling; ``Module.bind_params`` binds them later).
+    derived_weights : dict, optional
+        Weights the import computes from the model's (transposed ``nn.Linear`` weights), kept
+        in this dict: pass one dict to several imports of the same model (a prefill and a
+        decode step) and they hold one array per derived weight instead of a copy each.
 
     Returns
     -------
@@ -298,10 +317,12 @@ def from_torch(model, example_args, dynamic_shapes=None, keep_params: bool = Fal
         raise BuildError(f"from_torch: torch.export.export failed ({type(e).__name__}: {first}); "
                          f"expected {type(model).__name__}.forward to run on example_args and to be "
                          "traceable by torch.export (the chained exception has torch's full report)") from e
-    return from_exported_program(ep, _dim_names(ep, args, dynamic_shapes), keep_params=keep_params)
+    return from_exported_program(ep, _dim_names(ep, args, dynamic_shapes), keep_params=keep_params,
+                                 derived_weights=derived_weights)
 
 
-def from_exported_program(ep, dim_names: Optional[Dict[str, str]] = None, keep_params: bool = False) -> Module:
+def from_exported_program(ep, dim_names: Optional[Dict[str, str]] = None, keep_params: bool = False,
+                          derived_weights: Optional[Dict] = None) -> Module:
     """Convert a ``torch.export.ExportedProgram`` (already decomposed to the ops the registry
     knows, e.g. by ``run_decompositions()``); see :func:`from_torch`.
 
@@ -310,7 +331,7 @@ def from_exported_program(ep, dim_names: Optional[Dict[str, str]] = None, keep_p
     constants, or as the buffer's param when a converter reads a buffer directly. Symbolic
     input dims become symbolic sizes named by ``dim_names`` (torch's symbol name -> name) or
     by torch's symbols, with the program's range constraints as bounds.
-    ``keep_params`` as :func:`from_torch`.
+    ``keep_params`` and ``derived_weights`` as :func:`from_torch`.
 
     Raises
     ------
@@ -343,7 +364,7 @@ def from_exported_program(ep, dim_names: Optional[Dict[str, str]] = None, keep_p
     names = dict(dim_names or {})
     bb = GraphBuilder()
     with bb.function("main") as f:
-        ctx = ConvertContext(f)
+        ctx = ConvertContext(f, derived_weights)
         outputs = []
         for name, (lo, hi) in _bounds(ep, names).items():
             f.dim(name, min=lo, max=hi)
@@ -431,169 +452,3 @@ def _flatten_outputs(api: str, out) -> List[Tensor]:
     if not isinstance(out, Tensor):
         raise BuildError(f"{api}: an output is {type(out).__name__}; expected tensors")
     return [out]
-
-
-# ----------------------------------------------------------------------------- fx path
-def _fx_function_map() -> Dict[object, str]:
-    """fx ``call_function`` targets -> the ATen converter they share."""
-    import torch
-    import torch.nn.functional as F
-
-    return {
-        torch.matmul: "aten.matmul.default", operator.matmul: "aten.matmul.default",
-        torch.mm: "aten.mm.default", torch.bmm: "aten.bmm.default",
-        torch.relu: "aten.relu.default", F.relu: "aten.relu.default", torch.tanh: "aten.tanh.default",
-        torch.sigmoid: "aten.sigmoid.default", torch.exp: "aten.exp.default", F.gelu: "aten.gelu.default",
-        operator.add: "aten.add.Tensor", torch.add: "aten.add.Tensor",
-        operator.sub: "aten.sub.Tensor", torch.sub: "aten.sub.Tensor",
-        operator.mul: "aten.mul.Tensor", torch.mul: "aten.mul.Tensor",
-        operator.truediv: "aten.div.Tensor", torch.div: "aten.div.Tensor",
-        torch.flatten: "aten.flatten.using_ints", torch.reshape: "aten.reshape.default",
-        torch.permute: "aten.permute.default", torch.transpose: "aten.transpose.int",
-        torch.softmax: "aten.softmax.int", F.softmax: "aten.softmax.int", F.linear: "aten.linear.default",
-        torch.cat: "aten.cat.default", torch.mean: "aten.mean.dim", torch.sum: "aten.sum.dim_IntList",
-    }
-
-
-#: fx ``call_method`` names -> ATen converter.
-_FX_METHODS = {
-    "relu": "aten.relu.default", "tanh": "aten.tanh.default", "sigmoid": "aten.sigmoid.default",
-    "exp": "aten.exp.default", "view": "aten.view.default", "reshape": "aten.reshape.default",
-    "flatten": "aten.flatten.using_ints", "permute": "aten.permute.default",
-    "transpose": "aten.transpose.int", "t": "aten.t.default", "contiguous": "aten.contiguous.default",
-    "softmax": "aten.softmax.int", "mean": "aten.mean.dim", "sum": "aten.sum.dim_IntList",
-    "add": "aten.add.Tensor", "mul": "aten.mul.Tensor", "matmul": "aten.matmul.default",
-    "unsqueeze": "aten.unsqueeze.default",
-}
-_VARIADIC = {"view", "reshape", "permute"}  # x.view(2, 3) == x.view((2, 3))
-
-
-def _fx_module_map():
-    """fx ``call_module`` types -> ``(ATen converter, args builder(ctx, module, path, x))``."""
-    import torch.nn as nn
-
-    def p(ctx, path, m, attr):
-        t = getattr(m, attr, None)
-        return None if t is None else ctx.param(f"{path}.{attr}" if path else attr, t)
-
-    return {
-        nn.Linear: ("aten.linear.default", lambda c, m, n, x: [x, p(c, n, m, "weight"), p(c, n, m, "bias")]),
-        nn.Conv2d: ("aten.conv2d.default", lambda c, m, n, x: [x, p(c, n, m, "weight"), p(c, n, m, "bias"),
-                                                                list(m.stride), list(m.padding), list(m.dilation),
-                                                                m.groups]),
-        nn.BatchNorm2d: ("aten._native_batch_norm_legit_no_training.default",
-                         lambda c, m, n, x: [x, p(c, n, m, "weight"), p(c, n, m, "bias"),
-                                             p(c, n, m, "running_mean"), p(c, n, m, "running_var"),
-                                             m.momentum, m.eps]),
-        nn.ReLU: ("aten.relu.default", lambda c, m, n, x: [x]),
-        nn.Tanh: ("aten.tanh.default", lambda c, m, n, x: [x]),
-        nn.GELU: ("aten.gelu.default", lambda c, m, n, x: [x, m.approximate]),
-        nn.MaxPool2d: ("aten.max_pool2d.default", lambda c, m, n, x: [x, m.kernel_size, m.stride or m.kernel_size,
-                                                                      m.padding, m.dilation, m.ceil_mode]),
-        nn.AdaptiveAvgPool2d: ("aten.adaptive_avg_pool2d.default", lambda c, m, n, x: [x, m.output_size]),
-        nn.Flatten: ("aten.flatten.using_ints", lambda c, m, n, x: [x, m.start_dim, m.end_dim]),
-        nn.LayerNorm: ("aten.layer_norm.default", lambda c, m, n, x: [x, list(m.normalized_shape),
-                                                                      p(c, n, m, "weight"), p(c, n, m, "bias"),
-                                                                      m.eps]),
-        nn.Softmax: ("aten.softmax.int", lambda c, m, n, x: [x, m.dim]),
-        nn.Embedding: ("aten.embedding.default", lambda c, m, n, x: [p(c, n, m, "weight"), x]),
-        nn.Dropout: ("aten.clone.default", lambda c, m, n, x: [x]),
-        nn.Identity: ("aten.clone.default", lambda c, m, n, x: [x]),
-    }
-
-
-def _fetch_attr(gm, target: str):
-    obj = gm
-    for i, atom in enumerate(target.split(".")):
-        if not hasattr(obj, atom):
-            raise BuildError(f"from_fx: get_attr '{target}': '{'.'.join(target.split('.')[:i + 1])}' does not exist")
-        obj = getattr(obj, atom)
-    return obj
-
-
-def from_fx(graph_module, input_shapes: Sequence[Sequence[int]],
-            input_dtypes: Optional[Sequence[str]] = None, keep_params: bool = False) -> Module:
-    """Import an ``torch.fx.GraphModule`` (``fx.symbolic_trace(model)``), the MLC course's
-    ``from_fx`` with its ``call_function`` / ``call_module`` maps built in; each fx target maps to
-    the ATen converter of :func:`from_torch` that computes the same thing.
-
-    Parameters
-    ----------
-    graph_module : torch.fx.GraphModule
-    input_shapes : sequence of shapes
-        One static shape per placeholder, in order.
-    input_dtypes : sequence of str, optional
-        One dtype per placeholder (default ``float32``).
-    keep_params : bool
-        As :func:`from_torch`: weights are constants unless True (then params).
-
-    Returns
-    -------
-    Module
-        ``main(<params>..., <inputs>...)``; ``get_attr`` tensors and module weights become
-        constants (params with ``keep_params=True``) named by their state_dict keys (``weight``,
-        ``fc1.bias``); inputs by placeholder names.
-
-    Raises
-    ------
-    BuildError
-        Listing every unsupported function / method / module type (count and first location), for
-        a wrong number of input shapes, or a converter's failure.
-    """
-    api = "from_fx"
-    fmap, mmap = _fx_function_map(), _fx_module_map()
-    modules = dict(graph_module.named_modules())
-    placeholders = [n for n in graph_module.graph.nodes if n.op == "placeholder"]
-    if len(input_shapes) != len(placeholders):
-        raise BuildError(f"{api}: argument 'input_shapes' has {len(input_shapes)} shapes; expected "
-                         f"{len(placeholders)} (one per placeholder {[n.name for n in placeholders]})")
-    dtypes_ = list(input_dtypes) if input_dtypes is not None else ["float32"] * len(placeholders)
-    missing, first = Counter(), {}
-
-    def key_of(node) -> Optional[str]:
-        if node.op == "call_function":
-            return fmap.get(node.target) if node.target is not operator.getitem else "getitem"
-        if node.op == "call_method":
-            return _FX_METHODS.get(node.target)
-        if node.op == "call_module":
-            return "module" if type(modules[node.target]) in mmap else None
-        return "other"
-
-    for node in graph_module.graph.nodes:
-        if key_of(node) is None:
-            what = {"call_function": lambda: getattr(node.target, "__name__", str(node.target)),
-                    "call_method": lambda: f"Tensor.{node.target}",
-                    "call_module": lambda: type(modules[node.target]).__name__}[node.op]()
-            missing[f"{node.op} {what}"] += 1
-            first.setdefault(f"{node.op} {what}", f"node '{node.name}'")
-    _report_unsupported(api, missing, first)
-
-    bb = GraphBuilder()
-    with bb.function("main") as f:
-        ctx = ConvertContext(f)
-        inputs = iter(zip(input_shapes, dtypes_))
-        for node in graph_module.graph.nodes:
-            if node.op == "placeholder":
-                shape, dt = next(inputs)
-                ctx.values[node.name] = f.arg(node.name, list(shape), dt)
-            elif node.op == "get_attr":
-                ctx.values[node.name] = ctx.param(node.target, _fetch_attr(graph_module, node.target))
-            elif node.op == "output":
-                f.output(*_flatten_outputs(api, ctx.lookup(node.args[0])))
-            else:
-                args, kwargs = list(ctx.lookup(tuple(node.args))), ctx.lookup(dict(node.kwargs))
-                key = key_of(node)
-                if key == "getitem":
-                    ctx.values[node.name] = _getitem(node, *args)
-                    continue
-                if node.op == "call_module":
-                    m = modules[node.target]
-                    key, build = mmap[type(m)]
-                    args = build(ctx, m, node.target, args[0])
-                elif node.op == "call_method" and node.target in _VARIADIC and len(args) > 2:
-                    args = [args[0], list(args[1:])]
-                out = _convert(ctx, node, key, CONVERTERS[key], args, kwargs)
-                # a module's forward returns the multi-output op's primary result (BatchNorm2d)
-                ctx.values[node.name] = out[0] if node.op == "call_module" and isinstance(out, tuple) else out
-    mod = bb.finish()
-    return mod if keep_params else mod.bind_params()

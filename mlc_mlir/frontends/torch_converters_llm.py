@@ -126,4 +126,4 @@ def _transpose_param(ctx, node, args):
     if found is None:
         return _BASE_TRANSPOSES[key](ctx, node, args)
     name, value = found
-    return ctx.param(f"{name}.T", np.ascontiguousarray(value.T))
+    return ctx.param(f"{name}.T", ctx.derived_weight(f"{name}.T", value, lambda v: np.ascontiguousarray(v.T)))

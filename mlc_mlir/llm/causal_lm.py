@@ -177,9 +177,10 @@ def compile_causal_lm(hf_model, max_seq_len: int = 1024, threads: Optional[int] 
         raise ExecutionError(f"compile_causal_lm: target {target!r}; expected a CPU target (the CUDA "
                              "runtime does not copy in/out cache arguments back to the host yet)")
     t = time.perf_counter()
-    decode = compile_module(import_step(hf_model, max_seq_len, 1), target, threads=threads)["main"]
+    derived: dict = {}   # one transposed copy of a weight for both steps
+    decode = compile_module(import_step(hf_model, max_seq_len, 1, derived), target, threads=threads)["main"]
     prefill = decode if max_seq_len == 1 else \
-        compile_module(import_step(hf_model, max_seq_len), target, threads=threads)["main"]
+        compile_module(import_step(hf_model, max_seq_len, derived_weights=derived), target, threads=threads)["main"]
     dtype = next(hf_model.parameters()).detach().numpy().dtype
     return CausalLM(prefill, decode, cache_shapes(hf_model, max_seq_len), dtype, max_seq_len, prefill_chunk,
                     time.perf_counter() - t)

@@ -26,7 +26,7 @@ length.
 
 from __future__ import annotations
 
-from typing import List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from ..errors import BuildError
 from ..frontends.torch import from_torch
@@ -103,7 +103,8 @@ def step_module(hf_model, max_seq_len: int):
 SEQ = "seq"
 
 
-def import_step(hf_model, max_seq_len: int, query_len: Optional[int] = None) -> Module:
+def import_step(hf_model, max_seq_len: int, query_len: Optional[int] = None,
+                derived_weights: Optional[Dict] = None) -> Module:
     """Export one step of ``hf_model`` and import it.
 
     Parameters
@@ -116,6 +117,9 @@ def import_step(hf_model, max_seq_len: int, query_len: Optional[int] = None) -> 
         Tokens per call: an int for a static step (1: decode); None (default) for the symbolic
         size :data:`SEQ` in ``1 .. max_seq_len`` (prefill of any prompt length; with
         ``max_seq_len == 1`` the static one-token step).
+    derived_weights : dict, optional
+        Shared by the imports of several steps of one model: one array per weight the import
+        derives (transposed weights) for all of them (:func:`~mlc_mlir.frontends.torch.from_torch`).
 
     Returns
     -------
@@ -146,4 +150,5 @@ def import_step(hf_model, max_seq_len: int, query_len: Optional[int] = None) -> 
     if query_len is None:
         seq = torch.export.Dim(SEQ, min=1, max=max_seq_len)
         dynamic = {"input_ids": {1: seq}, "position": None, "caches": (None,) * len(shapes)}
-    return from_torch(step_module(hf_model, max_seq_len), args, dynamic_shapes=dynamic)
+    return from_torch(step_module(hf_model, max_seq_len), args, dynamic_shapes=dynamic,
+                      derived_weights=derived_weights)

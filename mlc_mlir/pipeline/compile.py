@@ -28,7 +28,10 @@ writes ``DIR/<nn>-<name>.mlir``, and a stage made of steps also writes each step
    (:class:`ReadInsertedSlices`); public functions get ``llvm.emit_c_interface`` and read-only
    tensor arguments; with calls that return dynamically shaped tensors (``FuseOps``
    primitives of symbolic shapes), the callees are inlined (``lower-affine``, ``inline``: an
-   out-param needs its size before the call);
+   out-param needs its size before the call), except the ``no_inline`` calls of shared units
+   that write into the destinations passed in
+   (:func:`~.shared_units.inline_unequivalent_calls` checks it with One-Shot Bufferize's
+   analysis);
 7. ``lower``     -- the target's pipeline file, e.g. ``pipelines/cpu.pipeline`` (threads applied),
    then the buffer cache linked in (:func:`~.buffer_cache.link_buffer_cache`);
 8. ``denormals`` -- with ``flush_denormals``, MXCSR FTZ|DAZ around each call and OpenMP region;
@@ -74,7 +77,7 @@ from .progress import CompileProgress
 from .layout import LAYOUT_STEPS
 from .registry import load_pipeline, pipeline_path
 from .scheduling import schedule_module, unscheduled_functions
-from .shared_units import share_repeated_units
+from .shared_units import inline_unequivalent_calls, share_repeated_units
 from .tasks import mark_tasks
 
 
@@ -240,16 +243,19 @@ def _read_only_arguments(f) -> None:
 
 def _dynamic_call_results(module: Module) -> bool:
     """Whether a ``func.call`` returns a dynamically shaped tensor (buffer-results-to-out-params
-    cannot give it an out-param: its size is known only inside the callee)."""
+    cannot give it an out-param: its size is known only inside the callee); calls marked
+    ``no_inline`` (shared units, whose dynamic results are destinations passed in) do not count."""
     with module.context:
         return any(isinstance(r.type, ir.RankedTensorType) and not ir.RankedTensorType(r.type).has_static_shape
-                   for op in find_ops(module, "func.call") for r in op.results)
+                   for op in find_ops(module, "func.call") if "no_inline" not in op.attributes
+                   for r in op.results)
 
 
 def _prepare(module: Module, options: CompileOptions) -> Module:
     # CUDA: the pads left outside the kernels become pad kernels (pipeline.cuda_pads); the
     # CPU's in-place border fills and slice copies would stay on the host
     cpu = options.target.kind == "cpu"
+    module = inline_unequivalent_calls(module) if cpu else module
     if _dynamic_call_results(module):   # primitives with dynamic results are inlined (scheduled)
         # affine ops first become arith: the inliner keeps affine.min/apply out of non-affine
         # regions (a call inside an scf.if, SpecializeUnitRows), where their symbols are invalid

@@ -10,6 +10,14 @@ arguments (:func:`is_weight`), so the layers' units differ only in their argumen
 with the same :func:`~mlc_mlir.ir.workload.structural_key` (the same IR up to op names,
 constant values included) are one function: the second site calls the first one's function.
 
+A unit of symbolic sizes (a prefill step's ``seq x 768`` rows) is shared in destination-passing
+style: each of its results of dynamic shape is written into a ``tensor.empty`` of the caller,
+passed as an argument (:func:`_dynamic_destinations`), so the result is the argument itself
+(bufferization drops it from the signature, ``drop-equivalent-buffer-results``, and the caller
+allocates the buffer, whose size it knows). Its calls are marked ``no_inline``, so the
+``prepare`` stage, which inlines the calls that still return dynamically shaped tensors, keeps
+them. A unit with a dynamic result that is not such a destination (a reshape) stays in place.
+
 Only units whose boundary is plain values are shared (:func:`shareable`); a unit that writes
 into a buffer of its caller (a KV cache row ``tensor.insert_slice``-d into an in/out argument, an
 op accumulating into a value it does not create), that pads a value it reads or inserts it into a
@@ -35,6 +43,7 @@ from .._mlir import ir
 from ..graph.fuse_ops import PRIMITIVE_ATTR, fusion_groups, outline
 from ..graph.ir_utils import producer, top_level, users_in
 from ..ir.module import Module
+from ..ir.pass_pipeline import run_pass_pipeline
 from ..ir.workload import structural_key
 
 def _no_inline(fn) -> None:
@@ -95,16 +104,60 @@ def _feeds_in_place(v, block, seen=None) -> bool:
     return False
 
 
+def _dynamic(v) -> bool:
+    return isinstance(v.type, ir.RankedTensorType) and not ir.RankedTensorType(v.type).has_static_shape
+
+
+def _empty_destination(result) -> Optional[ir.Operation]:
+    """The ``tensor.empty`` that ``result`` of a linalg op is written into (its destination, or
+    the destination of the ``linalg.fill`` that is), else None."""
+    op = producer(result)
+    if op is None or not op.name.startswith("linalg."):
+        return None
+    dests = _destinations(op)
+    n = ir.OpResult(result).result_number
+    d = producer(dests[n]) if n < len(dests) else None
+    if d is not None and d.name == "linalg.fill":
+        d = producer(d.operands[1])
+    return d if d is not None and d.name == "tensor.empty" else None
+
+
+def _dynamic_destinations(group: Sequence[ir.Operation]) -> set:
+    """The ``tensor.empty`` ops that the dynamically shaped results of ``group`` used outside
+    it are written into: the caller allocates them and passes them in."""
+    members, block = set(group), group[0].block
+    out = set()
+    for op in group:
+        for r in op.results:
+            if _dynamic(r) and any(u not in members for u in users_in(r, block)):
+                out.add(_empty_destination(r))
+    out.discard(None)
+    return out
+
+
+def _outline(module: Module, fn, group, names) -> ir.Operation:
+    """``group`` outlined from ``fn`` (:func:`outline`): weights and the destinations of its
+    dynamic results are arguments; its call is ``no_inline``."""
+    empties = _dynamic_destinations(group)
+    user, index = _outside_use(group)
+    prim = outline(module, fn, group, used_names=names,
+                   keep_outside=lambda op: is_weight(op) or op in empties)
+    if user is not None:
+        user.operands[index].owner.attributes["no_inline"] = ir.UnitAttr.get()
+    return prim
+
+
 def shareable(group: Sequence[ir.Operation]) -> bool:
-    """Whether the unit ``group`` (ops of one graph function) has static shapes and a plain
-    boundary: it creates every buffer it writes, pads or inserts nothing it reads, and none of
-    its results is copied into a buffer by its caller (see the module docstring)."""
+    """Whether the unit ``group`` (ops of one graph function) has a plain boundary: it creates
+    every buffer it writes (its dynamically shaped results: a ``tensor.empty`` the caller can
+    make, :func:`_empty_destination`), pads or inserts nothing it reads, and none of its results
+    is copied into a buffer by its caller (see the module docstring)."""
     members = set(group)
     block = group[0].block
     for op in group:
-        if any(isinstance(v.type, ir.RankedTensorType) and not ir.RankedTensorType(v.type).has_static_shape
-               for v in list(op.operands) + list(op.results)):
-            return False   # symbolic sizes: the prepare stage inlines such calls again
+        if any(_dynamic(r) and _empty_destination(r) is None for r in op.results
+               if any(u not in members for u in users_in(r, block))):
+            return False   # a dynamic result the caller cannot allocate
         if any(not _made_inside(d, members) for d in _destinations(op)):
             return False
         if op.name in ("tensor.pad", "tensor.insert_slice") and not _made_inside(op.operands[0], members):
@@ -147,7 +200,7 @@ def _repeated(module: Module, functions: Sequence[str]) -> List[Optional[str]]:
         names = set(trial.function_names())
         fns = {f.sym_name.value: f for f in trial.func_ops()}
         for fname, group in _groups(trial, functions):
-            prim = outline(trial, fns[fname], group, used_names=names, keep_outside=is_weight)
+            prim = _outline(trial, fns[fname], group, names)
             keys.append(structural_key(trial, prim.sym_name.value))
     counts: Dict[str, int] = {}
     for k in keys:
@@ -184,7 +237,7 @@ def share_repeated_units(module: Module, functions: Sequence[str]) -> Module:
             user, index = _outside_use(group)
             if user is None:
                 continue
-            prim = outline(out, fns[fname], group, used_names=names, keep_outside=is_weight)
+            prim = _outline(out, fns[fname], group, names)
             first = shared.get(key)
             if first is None:
                 _no_inline(prim)
@@ -198,3 +251,80 @@ def share_repeated_units(module: Module, functions: Sequence[str]) -> Module:
             names.discard(prim.sym_name.value)
             prim.operation.erase()
     return out.verify()
+
+
+#: The bufferization of the CPU pipeline (``pipelines/cpu.pipeline``), as an analysis that
+#: annotates each ``func.return`` with the arguments its results are equivalent to.
+_EQUIVALENCE_ANALYSIS = ("builtin.module(eliminate-empty-tensors, one-shot-bufferize{bufferize-function-boundaries "
+                         "test-analysis-only function-boundary-type-conversion=identity-layout-map})")
+
+
+def _dynamic_calls(module: Module) -> List[ir.Operation]:
+    """The ``no_inline`` calls that return a dynamically shaped tensor."""
+    out = []
+    for f in module.func_ops():
+        for block in f.regions[0].blocks:
+            for op in block.operations:
+                op = op.operation
+                if op.name == "func.call" and "no_inline" in op.attributes and any(_dynamic(r) for r in op.results):
+                    out.append(op)
+    return out
+
+
+def _callees_only(module: Module, callees: set) -> Module:
+    """A copy of ``module`` with the functions ``callees``, the declarations and the functions
+    they call (the analysis of a function's return needs only its own body and its callees'),
+    not the graph functions that call them."""
+    out = module.clone()
+    with out.context:
+        funcs = {f.sym_name.value: f for f in out.func_ops()}
+        keep, todo = set(), list(callees)
+        while todo:
+            name = todo.pop()
+            if name in keep or name not in funcs:
+                continue
+            keep.add(name)
+
+            def visit(op, todo=todo):
+                if op.operation.name == "func.call":
+                    todo.append(ir.FlatSymbolRefAttr(op.operation.attributes["callee"]).value)
+                return ir.WalkResult.ADVANCE
+            funcs[name].operation.walk(visit)
+        for name, f in funcs.items():
+            if name not in keep and not f.is_external:
+                f.operation.erase()
+    return out
+
+
+def inline_unequivalent_calls(module: Module) -> Module:
+    """``module`` with ``no_inline`` dropped from each call of a shared unit whose dynamically
+    shaped results bufferization does not write into the destinations passed in (by
+    One-Shot Bufferize's analysis: ``__equivalent_func_args__``); such calls are inlined by
+    the ``prepare`` stage like any call with a dynamic result. ``module`` itself (unchanged)
+    when every such call is fine."""
+    with module.context:
+        calls = _dynamic_calls(module)
+        if not calls:
+            return module
+        callees = {ir.FlatSymbolRefAttr(c.attributes["callee"]).value for c in calls}
+    analysed = run_pass_pipeline(_callees_only(module, callees), _EQUIVALENCE_ANALYSIS, "prepare")
+    bad = set()
+    with analysed.context:
+        for f in analysed.func_ops():
+            name = f.sym_name.value
+            if name not in callees:
+                continue
+            ret = f.regions[0].blocks[0].operations[len(f.regions[0].blocks[0].operations) - 1].operation
+            equivalent = list(ir.ArrayAttr(ret.attributes["__equivalent_func_args__"])) \
+                if "__equivalent_func_args__" in ret.attributes else []
+            for i, r in enumerate(ret.operands):
+                if _dynamic(r) and (i >= len(equivalent) or ir.IntegerAttr(equivalent[i]).value < 0):
+                    bad.add(name)
+    if not bad:
+        return module
+    out = module.clone()
+    with out.context:
+        for c in _dynamic_calls(out):
+            if ir.FlatSymbolRefAttr(c.attributes["callee"]).value in bad:
+                del c.attributes["no_inline"]
+    return out

@@ -217,3 +217,29 @@ def test_compile_causal_lm_refuses_bad_arguments():
         mlc.llm.compile_causal_lm(model, max_seq_len=16, prefill_chunk=32)
     with pytest.raises(ExecutionError, match="max_seq_len"):
         mlc.llm.compile_causal_lm(model, max_seq_len=0)
+
+
+def test_steps_share_one_transposed_copy_of_each_weight():
+    """Imports of the decode and prefill steps given one ``derived_weights`` dict hold the same
+    array for each transposed ``nn.Linear`` weight (one copy, not one per step), equal to the
+    transpose of the model's weight."""
+    from mlc_mlir.llm.export import import_step
+
+    model = _tiny("llama")
+    derived: dict = {}
+    decode = import_step(model, 16, 1, derived)
+    count = len(derived)
+    prefill = import_step(model, 16, derived_weights=derived)
+    # q/k/v/o, gate/up/down per layer and the LM head
+    assert count == 7 * 2 + 1 and len(derived) == count
+    weight = model.model.layers[1].mlp.down_proj.weight.detach().numpy()
+    mine = [a for (name, *_), a in derived.items() if name == "lm.model.layers.1.mlp.down_proj.weight.T"]
+    assert len(mine) == 1
+    np.testing.assert_array_equal(mine[0], weight.T)
+
+    def weights(mod):
+        with mod.context:
+            attrs = [op.attributes["value"] for f in mod.func_ops() for op in f.regions[0].blocks[0].operations
+                     if op.operation.name == "arith.constant" and "tensor<" in str(op.operation.results[0].type)]
+            return {a.ctypes.data for a in (mod.constant_value(v) for v in attrs) if a is not None and a.size > 1000}
+    assert mine[0].ctypes.data in weights(decode) & weights(prefill)

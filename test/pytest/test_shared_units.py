@@ -154,6 +154,40 @@ def test_decoder_layers_share_kernels_and_keep_cache_writes_in_place():
         np.testing.assert_allclose(a, b.numpy(), rtol=1e-5, atol=1e-5)
 
 
+def test_symbolic_prefill_layers_share_kernels_written_into_the_callers_buffers():
+    """A prefill step symbolic in ``seq``: its layers' units are shared too, each dynamic result
+    written into a buffer the caller passes in; the calls survive the ``prepare`` stage (not
+    inlined) and one compile matches transformers at two prompt lengths."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from mlc_mlir.llm.export import import_step, step_module
+
+    torch.manual_seed(0)
+    cfg = transformers.GPT2Config(n_layer=3, n_embd=64, n_head=4, vocab_size=100, n_positions=64)
+    hf = transformers.GPT2LMHeadModel(cfg).eval()
+    mod = import_step(hf, 16)
+    prepared = _compile.run_stages(mod, CompileOptions(target="cpu", threads=1), until="prepare")[1]
+    calls = _calls(prepared)
+    with prepared.context:
+        dynamic = {f.sym_name.value for f in prepared.func_ops()
+                   if any("?" in str(t) for t in f.type.inputs)}
+    shared = [c for c in calls if c in dynamic and len(calls[c]) >= 3]
+    assert len(shared) >= 5, calls
+    exe = mlc.compile(mod, threads=1)
+    for n in (5, 11):
+        caches = [np.random.default_rng(i).standard_normal((1, 4, 16, 16)).astype(np.float32) for i in range(6)]
+        ids = np.random.default_rng(n).integers(0, 100, (1, n))
+        args = (ids, np.array(2, np.int64))
+        mine = [c.copy() for c in caches]
+        logits = exe(*args, *mine)
+        theirs = [torch.from_numpy(c.copy()) for c in caches]
+        with torch.no_grad():
+            ref = step_module(hf, 16)(*(torch.from_numpy(a) for a in args), *theirs)
+        np.testing.assert_allclose(logits, ref.numpy(), rtol=1e-4, atol=1e-4)
+        for a, b in zip(mine, theirs):   # rows 2 .. 2 + n - 1 written in place
+            np.testing.assert_allclose(a, b.numpy(), rtol=1e-5, atol=1e-5)
+
+
 class _Terminal(io.StringIO):
     def isatty(self):
         return True
