@@ -156,9 +156,10 @@ def _row_values(p, users) -> bool:
         return False
     for u in others:
         n_in = len(u.operands) - len(u.results)
-        for v in list(u.operands)[:n_in]:
-            if v != p.results[0] and not _from_reductions(v, reductions):
-                return False
+        rows = [v for v in list(u.operands)[:n_in] if v != p.results[0]]
+        if not all(_from_reductions(v, reductions) for v in rows) or \
+                not any(_reaches(v, reductions) for v in rows):
+            return False
     return True
 
 
@@ -184,6 +185,19 @@ def _from_reductions(v, reductions, depth: int = 0) -> bool:
         return False
     n_in = len(op.operands) - len(op.results)
     return all(_from_reductions(x, reductions, depth + 1) for x in list(op.operands)[:n_in])
+
+
+def _reaches(v, reductions, depth: int = 0) -> bool:
+    """Whether ``v`` is computed from one of ``reductions`` through ``linalg.generic`` ops (an
+    elementwise user of a row's values that reads none of them joins no row group: its group
+    and the reduction's would be apart, with the row values between them)."""
+    op = _producer(v)
+    if op is None or depth > 8 or op.name != "linalg.generic":
+        return False
+    if any(op == r for r in reductions):
+        return True
+    n_in = len(op.operands) - len(op.results)
+    return any(_reaches(x, reductions, depth + 1) for x in list(op.operands)[:n_in])
 
 
 def _reductions(f) -> int:
