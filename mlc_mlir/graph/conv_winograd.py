@@ -66,7 +66,7 @@ from ..ir.constants import elements_attr
 from ..ir.module import OP_NAME_ATTR, Module
 from .ir_utils import (chosen_algorithm, clone_ops, conv_signature, int_list, is_projected_map, named_fill, named_ops,
                        producer, replace_contraction, reshape, static_slice, tensor_shape)
-from .pass_manager import Pass, register_pass
+from .pass_manager import ScopedPass, register_pass
 
 #: ``select(x_shape, w_shape, out_shape, dtype) -> m``: the output tile (2 or 4) for an NHWC
 #: convolution, or 0 to leave it alone.
@@ -379,7 +379,7 @@ def _is_zero(v) -> bool:
 
 
 @register_pass
-class ConvToWinograd(Pass):
+class ConvToWinograd(ScopedPass):
     """Rewrite stride-1 3x3 ``linalg.conv_2d_nhwc_hwcf`` ops whose output starts from a named
     ``linalg.fill`` into Winograd F(m x m, 3 x 3) (see the module docstring). Float dtypes only.
 
@@ -394,7 +394,7 @@ class ConvToWinograd(Pass):
         an ``mlc.conv_algorithm`` attribute (a tuned choice) takes its tile from it (2 or 4;
         any other value keeps the convolution), whatever ``select`` says.
     functions : sequence of str, optional
-        Only rewrite in these functions (default: all).
+        As :class:`~.pass_manager.ScopedPass`.
 
     Raises
     ------
@@ -403,10 +403,7 @@ class ConvToWinograd(Pass):
     """
 
     name = "mlc-conv-to-winograd"
-
-    def __init__(self, select: Optional[WinogradSelect] = None, functions: Optional[Sequence[str]] = None):
-        self.select = select
-        self.functions = None if functions is None else set(functions)
+    select: Optional[WinogradSelect]
 
     def transform(self, mod: Module) -> Module:
         for op in named_ops(mod, "linalg.conv_2d_nhwc_hwcf", self.functions):

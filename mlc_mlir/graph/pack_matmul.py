@@ -47,7 +47,7 @@ from .ir_utils import (
     reshaped_accumulator, tensor_shape,
 )
 from .op_kinds import BROADCAST, ELEMWISE, op_kind
-from .pass_manager import Pass, register_pass
+from .pass_manager import ScopedPass, register_pass
 
 #: ``select(m, n, k, dtype) -> NR``: the packed panel width for a matmul of that shape, or 0 to
 #: leave it as it is.
@@ -89,7 +89,7 @@ def _rewrite(op: ir.Operation, nr: int) -> None:
 
 
 @register_pass
-class PackMatmulWeights(Pass):
+class PackMatmulWeights(ScopedPass):
     """Rewrite ``linalg.matmul`` ops whose B is a constant (after data movement) and whose result
     feeds no elementwise op into ``linalg.mmt4d`` on a packed B (see the module docstring).
     Numerically the same sums in the same order of k.
@@ -101,14 +101,13 @@ class PackMatmulWeights(Pass):
         divisor of ``N``, or 0 to keep the matmul. The default schedule passes
         :func:`mlc_mlir.schedule.cpu_recipes.packed_b_panel` for its target.
     functions : sequence of str, optional
-        Only rewrite in these functions (default: all).
+        As :class:`~.pass_manager.ScopedPass`.
     """
 
     name = "mlc-pack-matmul-weights"
 
     def __init__(self, select: PackSelect, functions: Optional[Sequence[str]] = None):
-        self.select = select
-        self.functions = None if functions is None else set(functions)
+        super().__init__(select, functions)
 
     def transform(self, mod: Module) -> Module:
         for op in named_ops(mod, "linalg.matmul", self.functions):

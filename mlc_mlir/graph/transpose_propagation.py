@@ -34,7 +34,7 @@ from ..ir import dtypes, emitters
 from ..ir.module import OP_NAME_ATTR, Module
 from .ir_utils import (emit_transpose, indexing_maps, int_list, is_projected_map, iterator_types, producer,
                        rename_dims, tensor_shape)
-from .pass_manager import Pass, register_pass
+from .pass_manager import ScopedPass, register_pass
 from .rewrite import top_level_ops
 
 _NHWC_TO_NCHW = [0, 3, 1, 2]
@@ -211,25 +211,20 @@ def _erase_dead(ops: List[ir.Operation]) -> None:
 
 
 @register_pass
-class PropagateTransposes(Pass):
+class PropagateTransposes(ScopedPass):
     """Sink ``linalg.transpose`` ops through elementwise ops, pads and poolings until inverse
     pairs cancel (see the module docstring).
 
     Parameters
     ----------
     functions : sequence of str, optional
-        Only rewrite in these functions (default: all).
-
-    Raises
-    ------
-    IRError
-        If the result does not verify (a bug of the pass).
+        As :class:`~.pass_manager.ScopedPass`.
     """
 
     name = "mlc-propagate-transposes"
 
     def __init__(self, functions: Optional[Sequence[str]] = None):
-        self.functions = None if functions is None else set(functions)
+        super().__init__(None, functions)
 
     def transform(self, mod: Module) -> Module:
         for f in mod.func_ops():
