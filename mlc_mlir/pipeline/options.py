@@ -35,7 +35,7 @@ class CompileOptions:
     winograd : bool
         CPU, opt-in: rewrite the stride-1 3x3 convolutions that
         :func:`~mlc_mlir.schedule.rules.conv.winograd_tile` picks into Winograd F(4x4, 3x3) or
-        F(2x2, 3x3) (``graph.ConvToWinograd``: 2-4x fewer multiply-adds). Its results differ
+        F(2x2, 3x3) (``layout_passes.ConvToWinograd``: 2-4x fewer multiply-adds). Its results differ
         from a convolution's beyond rounding: the error against float64 is about 5e-6 of the
         output's scale instead of 1e-6, and each output tile mixes its whole input tile
         (``(m + 2)^2`` pixels), so a NaN or infinity in the input becomes NaN in every output

@@ -59,14 +59,14 @@ from typing import Callable, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .._mlir import arith_d, ir, linalg_d, tensor_d
-from ..errors import PipelineError
-from ..ir import dtypes, emitters
-from ..ir.constants import elements_attr
-from ..ir.module import OP_NAME_ATTR, Module
-from .ir_utils import (chosen_algorithm, clone_ops, conv_signature, int_list, is_projected_map, named_fill, named_ops,
-                       producer, replace_contraction, reshape, static_slice, tensor_shape)
-from .pass_manager import ScopedPass, register_pass
+from ..._mlir import arith_d, ir, linalg_d, tensor_d
+from ...errors import PipelineError
+from ...ir import dtypes, emitters
+from ...ir.constants import elements_attr
+from ...ir.module import OP_NAME_ATTR, Module
+from ...graph.ir_utils import (chosen_algorithm, clone_ops, conv_signature, int_list, is_projected_map, named_fill, named_ops,
+                                producer, replace_contraction, reshape, static_slice, tensor_shape)
+from ...graph.pass_manager import ScopedPass, register_pass
 
 #: ``select(x_shape, w_shape, out_shape, dtype) -> m``: the output tile (2 or 4) for an NHWC
 #: convolution, or 0 to leave it alone.

@@ -33,12 +33,12 @@ from __future__ import annotations
 
 from typing import Optional
 
-from .._mlir import ir, linalg_d
-from ..ir import dtypes, emitters
-from ..ir.module import CONV_IM2COL, OP_NAME_ATTR, Module
-from .ir_utils import (ConvSelect, chosen_algorithm, conv_signature, int_list, named_ops, replace_contraction, reshape,
-                       reshaped_accumulator, tensor_shape)
-from .pass_manager import ScopedPass, register_pass
+from ..._mlir import ir, linalg_d
+from ...ir import dtypes, emitters
+from ...ir.module import CONV_IM2COL, OP_NAME_ATTR, Module
+from ...graph.ir_utils import (ConvSelect, chosen_algorithm, conv_signature, int_list, named_ops, replace_contraction, reshape,
+                                reshaped_accumulator, tensor_shape)
+from ...graph.pass_manager import ScopedPass, register_pass
 
 def _rewrite(op: ir.Operation) -> None:
     x, w, init = op.operands[0], op.operands[1], op.operands[2]

@@ -40,13 +40,13 @@ from __future__ import annotations
 
 from typing import Optional
 
-from .._mlir import ir, linalg_d, tensor_d
-from ..ir import emitters
-from ..ir.module import OP_NAME_ATTR, Module
-from .ir_utils import (ConvSelect, constant_pad_value, conv_signature, emit_transpose,
-                       has_constant_pad_value, int_list, is_projected_map, named_ops, rename_dims,
-                       tensor_shape)
-from .pass_manager import ScopedPass, register_pass
+from ..._mlir import ir, linalg_d, tensor_d
+from ...ir import emitters
+from ...ir.module import OP_NAME_ATTR, Module
+from ...graph.ir_utils import (ConvSelect, constant_pad_value, conv_signature, emit_transpose,
+                                has_constant_pad_value, int_list, is_projected_map, named_ops, rename_dims,
+                                tensor_shape)
+from ...graph.pass_manager import ScopedPass, register_pass
 
 _TO_NHWC, _TO_HWCF, _TO_NCHW = [0, 2, 3, 1], [2, 3, 1, 0], [0, 3, 1, 2]
 

@@ -31,10 +31,10 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
-from .._mlir import arith_d, func_d, ir, linalg_d, scf_d, tensor_d
-from ..ir.module import OP_NAME_ATTR, Module
-from .ir_utils import named_ops, producer
-from .pass_manager import ScopedPass, register_pass
+from ..._mlir import arith_d, func_d, ir, linalg_d, scf_d, tensor_d
+from ...ir.module import OP_NAME_ATTR, Module
+from ...graph.ir_utils import named_ops, producer
+from ...graph.pass_manager import ScopedPass, register_pass
 
 
 def _candidate(op: ir.Operation) -> bool:

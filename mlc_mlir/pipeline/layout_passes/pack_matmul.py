@@ -38,16 +38,16 @@ from __future__ import annotations
 
 from typing import Callable, Optional, Sequence
 
-from .._mlir import ir, linalg_d
-from ..ir import dtypes, emitters
-from ..ir.module import OP_NAME_ATTR, Module
-from .constant_eval import NUMPY_OPS
-from .ir_utils import (
+from ..._mlir import ir, linalg_d
+from ...ir import dtypes, emitters
+from ...ir.module import OP_NAME_ATTR, Module
+from ...graph.constant_eval import NUMPY_OPS
+from ...graph.ir_utils import (
     emit_transpose, indexing_maps, matmul_maps, named_ops, producer, replace_contraction, reshape,
     reshaped_accumulator, tensor_shape,
 )
-from .op_kinds import BROADCAST, ELEMWISE, op_kind
-from .pass_manager import ScopedPass, register_pass
+from ...graph.op_kinds import BROADCAST, ELEMWISE, op_kind
+from ...graph.pass_manager import ScopedPass, register_pass
 
 #: ``select(m, n, k, dtype) -> NR``: the packed panel width for a matmul of that shape, or 0 to
 #: leave it as it is.

@@ -39,12 +39,12 @@ from typing import Callable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .._mlir import arith_d, func_d, ir, tensor_d
-from ..ir import emitters
-from ..ir.module import OP_NAME_ATTR, Module
-from .ir_utils import indexing_maps, iterator_types, named_fill, named_ops, producer, reshape
-from .pass_manager import ScopedPass, register_pass
-from .rewrite import body_ops
+from ..._mlir import arith_d, func_d, ir, tensor_d
+from ...ir import emitters
+from ...ir.module import OP_NAME_ATTR, Module
+from ...graph.ir_utils import indexing_maps, iterator_types, named_fill, named_ops, producer, reshape
+from ...graph.pass_manager import ScopedPass, register_pass
+from ...graph.rewrite import body_ops
 
 #: ``kernel(module_body, name, q_type, k_type, v_type, bias_type or None, scale) -> func.FuncOp``.
 AttentionKernel = Callable[..., func_d.FuncOp]

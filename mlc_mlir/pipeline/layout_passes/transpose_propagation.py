@@ -29,13 +29,13 @@ from __future__ import annotations
 
 from typing import List, Optional, Sequence
 
-from .._mlir import ir, linalg_d, tensor_d
-from ..ir import dtypes, emitters
-from ..ir.module import OP_NAME_ATTR, Module
-from .ir_utils import (emit_transpose, indexing_maps, int_list, is_projected_map, iterator_types, producer,
-                       rename_dims, tensor_shape)
-from .pass_manager import ScopedPass, register_pass
-from .rewrite import top_level_ops
+from ..._mlir import ir, linalg_d, tensor_d
+from ...ir import dtypes, emitters
+from ...ir.module import OP_NAME_ATTR, Module
+from ...graph.ir_utils import (emit_transpose, indexing_maps, int_list, is_projected_map, iterator_types, producer,
+                                rename_dims, tensor_shape)
+from ...graph.pass_manager import ScopedPass, register_pass
+from ...graph.rewrite import top_level_ops
 
 _NHWC_TO_NCHW = [0, 3, 1, 2]
 
