@@ -30,7 +30,7 @@ class CompileOptions:
         Run with x86 MXCSR FTZ|DAZ set (see :mod:`mlc_mlir.pipeline.denormals`).
     approximate_math : bool
         CPU: replace f32 ``math.exp`` / ``erf`` / ``tanh`` / ``log`` / ``log1p`` / ``expm1`` by
-        vectorizable polynomials (:class:`mlc_mlir.graph.math_approximation.ApproximateMath`:
+        vectorizable polynomials (:class:`mlc_mlir.pipeline.prepare_passes.math_approximation.ApproximateMath`:
         1-2 ulp, 4.5e-7 absolute for erf) instead of one libm call per vector lane. Default True.
     winograd : bool
         CPU, opt-in: rewrite the stride-1 3x3 convolutions that

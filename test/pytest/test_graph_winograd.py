@@ -139,7 +139,7 @@ def test_compile_folds_constant_filter_transforms():
 
 def test_output_is_written_into_the_next_padded_input(tmp_path):
     """Two Winograd convolutions in a row: the first's output transform writes into the
-    second's zero-padded input through an expanded slice (``graph.WriteReshapedIntoSlices``),
+    second's zero-padded input through an expanded slice (``prepare_passes.WriteReshapedIntoSlices``),
     so no ``memrefCopy`` is left; numerics match PyTorch."""
     rng = np.random.default_rng(5)
     x = rng.standard_normal((1, 64, 16, 16)).astype(np.float32)

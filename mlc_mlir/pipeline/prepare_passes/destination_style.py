@@ -76,12 +76,12 @@ from __future__ import annotations
 
 from typing import Callable, List
 
-from .._mlir import ir, linalg_d, tensor_d
-from ..ir import emitters
-from ..ir.module import OP_NAME_ATTR, Module
-from .ir_utils import constant_pad_value, has_constant_pad_value, int_list, producer, static_slice
-from .pass_manager import Pass, register_pass
-from .rewrite import top_level_ops
+from ..._mlir import ir, linalg_d, tensor_d
+from ...ir import emitters
+from ...ir.module import OP_NAME_ATTR, Module
+from ...graph.ir_utils import constant_pad_value, has_constant_pad_value, int_list, producer, static_slice
+from ...graph.pass_manager import Pass, register_pass
+from ...graph.rewrite import top_level_ops
 
 
 class _TopLevelRewrite(Pass):
