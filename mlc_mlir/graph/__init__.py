@@ -3,7 +3,8 @@ Python rewrite patterns and library dispatch. Each pass maps a Module to a new M
 layout stage's rewrites are in :mod:`mlc_mlir.pipeline.layout_passes`, the lowering
 preparation of the compile stages in :mod:`mlc_mlir.pipeline.prepare_passes`."""
 
-from .dce import CommonSubexprElimination, DeadCodeElimination, RemoveUnusedFunctions  # noqa: F401
+from .cse import CommonSubexprElimination  # noqa: F401
+from .dce import DeadCodeElimination, RemoveUnusedFunctions  # noqa: F401
 from .dispatch_library import DispatchLibrary, LowerCallLibrary  # noqa: F401
 from .fold_constant import FoldConstant  # noqa: F401
 from .fuse_ops import FuseOps, outline  # noqa: F401
