@@ -35,7 +35,7 @@ from ..ir.emitters import empty, generic
 from ..ir import dtypes
 from ..ir.module import Module
 from .fuse_ops import PRIMITIVE_ATTR
-from .ir_utils import producer, top_level
+from .use_def import producer, top_level
 from .pass_manager import Pass
 
 __all__ = ["Pattern", "RewritePatterns", "body_ops", "elementwise", "graph_functions", "has_one_use",

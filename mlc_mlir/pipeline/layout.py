@@ -50,7 +50,10 @@ from .._mlir import ir
 from ..graph.constant_eval import NUMPY_OPS
 from ..graph.dce import DeadCodeElimination
 from ..graph.fold_constant import FoldConstant
-from ..graph.ir_utils import chosen_algorithm, conv_signature, int_list, named_fill, named_ops
+from ..graph.emit_rewrites import named_fill
+from ..graph.linalg_attrs import int_list
+from ..graph.use_def import named_ops
+from .layout_passes.conv_select import chosen_algorithm, conv_signature
 from ..ir.module import CONV_ALGORITHM_ATTR, OP_NAME_ATTR, Module
 from ..ir.walk import has_op
 from ..schedule.cpu_recipes import packed_b_panel

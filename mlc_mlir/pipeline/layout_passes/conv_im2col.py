@@ -36,8 +36,10 @@ from typing import Optional
 from ..._mlir import ir, linalg_d
 from ...ir import dtypes, emitters
 from ...ir.module import CONV_IM2COL, OP_NAME_ATTR, Module
-from ...graph.ir_utils import (ConvSelect, chosen_algorithm, conv_signature, int_list, named_ops, replace_contraction, reshape,
-                                reshaped_accumulator, tensor_shape)
+from ...graph.emit_rewrites import replace_contraction, reshape, reshaped_accumulator
+from ...graph.linalg_attrs import int_list, tensor_shape
+from ...graph.use_def import named_ops
+from .conv_select import chosen_algorithm, conv_signature, ConvSelect
 from ...graph.pass_manager import ScopedPass, register_pass
 
 def _rewrite(op: ir.Operation) -> None:
@@ -73,7 +75,7 @@ class ConvToIm2col(ScopedPass):
     Parameters
     ----------
     select : ConvSelect, optional
-        Which convolutions to rewrite (:data:`~.ir_utils.ConvSelect`, given the padded input
+        Which convolutions to rewrite (:data:`~.conv_select.ConvSelect`, given the padded input
         ``(N, H, W, C)``, the filter ``(KH, KW, C, F)`` and the output ``(N, OH, OW, F)``);
         default: every convolution. The default schedule passes
         :func:`mlc_mlir.schedule.rules.conv.prefers_im2col` for its target. A convolution with

@@ -43,9 +43,10 @@ from typing import Optional
 from ..._mlir import ir, linalg_d, tensor_d
 from ...ir import emitters
 from ...ir.module import OP_NAME_ATTR, Module
-from ...graph.ir_utils import (ConvSelect, constant_pad_value, conv_signature, emit_transpose,
-                                has_constant_pad_value, int_list, is_projected_map, named_ops, rename_dims,
-                                tensor_shape)
+from ...graph.emit_rewrites import constant_pad_value, emit_transpose, has_constant_pad_value
+from ...graph.linalg_attrs import int_list, is_projected_map, rename_dims, tensor_shape
+from ...graph.use_def import named_ops
+from .conv_select import conv_signature, ConvSelect
 from ...graph.pass_manager import ScopedPass, register_pass
 
 _TO_NHWC, _TO_HWCF, _TO_NCHW = [0, 2, 3, 1], [2, 3, 1, 0], [0, 3, 1, 2]
@@ -152,7 +153,7 @@ class ConvToNHWC(ScopedPass):
     Parameters
     ----------
     select : ConvSelect, optional
-        Which convolutions to rewrite (:data:`~.ir_utils.ConvSelect`, given the padded input
+        Which convolutions to rewrite (:data:`~.conv_select.ConvSelect`, given the padded input
         ``(N, C, H, W)``, the filter ``(F, C, KH, KW)`` and the output ``(N, F, OH, OW)``);
         default: every convolution. The default schedule passes
         :func:`mlc_mlir.schedule.rules.conv.prefers_nhwc` for its target.

@@ -64,8 +64,10 @@ from ...errors import PipelineError
 from ...ir import dtypes, emitters
 from ...ir.constants import elements_attr
 from ...ir.module import OP_NAME_ATTR, Module
-from ...graph.ir_utils import (chosen_algorithm, clone_ops, conv_signature, int_list, is_projected_map, named_fill, named_ops,
-                                producer, replace_contraction, reshape, static_slice, tensor_shape)
+from ...graph.emit_rewrites import named_fill, replace_contraction, reshape
+from ...graph.linalg_attrs import int_list, is_projected_map, static_slice, tensor_shape
+from ...graph.use_def import clone_ops, named_ops, producer
+from .conv_select import chosen_algorithm, conv_signature
 from ...graph.pass_manager import ScopedPass, register_pass
 
 #: ``select(x_shape, w_shape, out_shape, dtype) -> m``: the output tile (2 or 4) for an NHWC

@@ -42,7 +42,9 @@ import numpy as np
 from ..._mlir import arith_d, func_d, ir, tensor_d
 from ...ir import emitters
 from ...ir.module import OP_NAME_ATTR, Module
-from ...graph.ir_utils import indexing_maps, iterator_types, named_fill, named_ops, producer, reshape
+from ...graph.emit_rewrites import named_fill, reshape
+from ...graph.linalg_attrs import indexing_maps, iterator_types
+from ...graph.use_def import named_ops, producer
 from ...graph.pass_manager import ScopedPass, register_pass
 from ...graph.rewrite import body_ops
 

@@ -42,10 +42,9 @@ from ..._mlir import ir, linalg_d
 from ...ir import dtypes, emitters
 from ...ir.module import OP_NAME_ATTR, Module
 from ...graph.constant_eval import NUMPY_OPS
-from ...graph.ir_utils import (
-    emit_transpose, indexing_maps, matmul_maps, named_ops, producer, replace_contraction, reshape,
-    reshaped_accumulator, tensor_shape,
-)
+from ...graph.emit_rewrites import emit_transpose, replace_contraction, reshape, reshaped_accumulator
+from ...graph.linalg_attrs import indexing_maps, matmul_maps, tensor_shape
+from ...graph.use_def import named_ops, producer
 from ...graph.op_kinds import BROADCAST, ELEMWISE, op_kind
 from ...graph.pass_manager import ScopedPass, register_pass
 

@@ -33,7 +33,7 @@ from typing import Optional, Sequence
 
 from ..._mlir import arith_d, func_d, ir, linalg_d, scf_d, tensor_d
 from ...ir.module import OP_NAME_ATTR, Module
-from ...graph.ir_utils import named_ops, producer
+from ...graph.use_def import named_ops, producer
 from ...graph.pass_manager import ScopedPass, register_pass
 
 

@@ -32,8 +32,10 @@ from typing import List, Optional, Sequence
 from ..._mlir import ir, linalg_d, tensor_d
 from ...ir import dtypes, emitters
 from ...ir.module import OP_NAME_ATTR, Module
-from ...graph.ir_utils import (emit_transpose, indexing_maps, int_list, is_projected_map, iterator_types, producer,
-                                rename_dims, tensor_shape)
+from ...graph.emit_rewrites import emit_transpose
+from ...graph.linalg_attrs import (indexing_maps, int_list, is_projected_map, iterator_types, rename_dims,
+                                   tensor_shape)
+from ...graph.use_def import producer
 from ...graph.pass_manager import ScopedPass, register_pass
 from ...graph.rewrite import top_level_ops
 

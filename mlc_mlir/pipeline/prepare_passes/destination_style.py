@@ -79,7 +79,9 @@ from typing import Callable, List
 from ..._mlir import ir, linalg_d, tensor_d
 from ...ir import emitters
 from ...ir.module import OP_NAME_ATTR, Module
-from ...graph.ir_utils import constant_pad_value, has_constant_pad_value, int_list, producer, static_slice
+from ...graph.emit_rewrites import constant_pad_value, has_constant_pad_value
+from ...graph.linalg_attrs import int_list, static_slice
+from ...graph.use_def import producer
 from ...graph.pass_manager import Pass, register_pass
 from ...graph.rewrite import top_level_ops
 
