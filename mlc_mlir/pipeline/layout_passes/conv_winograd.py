@@ -34,7 +34,7 @@ strided slices and projected maps, so the elementwise rule vectorizes every step
 channels (dense multiply-adds: 12 per transformed value, small next to the GEMM). The
 elementwise chain after the convolution (bias, a residual add of the full output, relu) runs in
 the last step; the ``(N, tH, m, tW, m, F)`` result is the NHWC output once collapsed, which
-``graph.WriteReshapedIntoSlices`` writes straight into the next convolution's padded buffer.
+``prepare_passes.WriteReshapedIntoSlices`` writes straight into the next convolution's padded buffer.
 An input smaller than ``m * tH + 2`` rows is zero-extended (its padded buffer made larger), an
 output larger than ``OH`` is sliced. The transform of a constant filter is computed at compile
 time (numpy, float64), that of a filter computed at run time is a contraction generic. The GEMM

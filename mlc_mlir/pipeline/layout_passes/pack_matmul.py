@@ -24,7 +24,7 @@ without the per-call packing copy (``cache_read``) the Goto recipe does for a ``
 without reading rows ``4 N`` bytes apart in place (a 512-column B puts its rows into 2 of the
 L1d's 64 sets). Only matmuls whose result feeds no elementwise op are rewritten: their epilogue
 would otherwise be fused into the matmul's tiles, which the reshape in between prevents (the
-im2col GEMMs of ``graph.ConvToIm2col`` feed an ``expand_shape``). Measured on a 2-core AVX2 EPYC
+im2col GEMMs of :class:`~.conv_im2col.ConvToIm2col` feed an ``expand_shape``). Measured on a 2-core AVX2 EPYC
 (znver1), ResNet-18's 49 x 4608 x 512 layer-4 GEMM: 7.05 ms (B read in place) -> 5.7 ms on one
 thread, 4.15 -> 3.5 ms on two.
 

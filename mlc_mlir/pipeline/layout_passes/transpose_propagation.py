@@ -1,7 +1,7 @@
 """``PropagateTransposes`` (``mlc-propagate-transposes``): move layout transposes down the graph
 until they meet their inverse and cancel, so a chain of NHWC convolutions stays in NHWC.
 
-``graph.ConvToNHWC`` rewrites one convolution at a time: ``to_nchw(conv_nhwc(x_nhwc(x)))``.
+:class:`~.conv_nhwc.ConvToNHWC` rewrites one convolution at a time: ``to_nchw(conv_nhwc(x_nhwc(x)))``.
 Between two convolutions of a ResNet block that leaves ``x_nhwc(to_nchw(y))`` -- a round trip
 through NCHW -- and the residual adds, pads and poolings run in NCHW between transposes
 (ResNet-18: 40 transposes of up to 800 KB each, and every conv re-laid its input). This pass

@@ -37,7 +37,7 @@ then 49 x 2304 patches) took 0.24 ms with the strided copy and 0.04 ms with it (
 one thread).
 
 ``FillPadBorder`` (``mlc-fill-pad-border``): a ``tensor.insert_slice`` into a ``linalg.fill``
-of a ``tensor.empty`` (the padded buffers of the two rewrites above and of ``graph.ConvToNHWC``)
+of a ``tensor.empty`` (the padded buffers of the two rewrites above and of ``layout_passes.ConvToNHWC``)
 fills only the border around the inserted region: one ``linalg.fill`` per side and padded dim,
 on ``extract_slice``/``insert_slice`` slabs, instead of a memset of the whole buffer whose
 interior is overwritten at once. ResNet-18 zeroed about 12 MB of padded activations per
