@@ -36,6 +36,29 @@ def _zero(dtype: str):
     return 0.0 if dtype.startswith(("float", "bfloat")) else 0
 
 
+def _operands(op: str, a, b, a_layout: str, b_layout: str):
+    """``(fn, dtype, a, b)`` of a matmul-like op: both operands as Tensors of their common dtype,
+    each of the rank of its layout (``"M, K"``: rank 2). Raises BuildError otherwise."""
+    fn = emit.function_of(op, a, b)
+    dtype = emit.common_dtype(op, a, b)
+    a = emit.as_tensor(op, "a", fn, a, dtype)
+    b = emit.as_tensor(op, "b", fn, b, dtype)
+    _check_rank(op, "a", a, a_layout.count(",") + 1, a_layout)
+    _check_rank(op, "b", b, b_layout.count(",") + 1, b_layout)
+    return fn, dtype, a, b
+
+
+def _contract(linalg_op, op: str, fn, a: Tensor, b: Tensor, out_shape, dtype: str,
+              name: Optional[str]) -> Tensor:
+    """``linalg_op`` (e.g. ``linalg_d.matmul``) of a and b into a zero ``linalg.fill`` of
+    ``out_shape`` (``<name>.init``), named ``name``."""
+    nm = emit.op_name(fn, op, name)
+    init = emit.filled(out_shape, dtype, _zero(dtype), f"{nm}.init")
+    r = linalg_op(a.value, b.value, outs=[init])
+    emit.set_name(r.owner, nm)
+    return Tensor(r, fn)
+
+
 def matmul(a, b, name: Optional[str] = None) -> Tensor:
     """``a @ b`` for 2-D operands: ``linalg.matmul`` accumulating into a zero-filled init.
 
@@ -46,20 +69,11 @@ def matmul(a, b, name: Optional[str] = None) -> Tensor:
     BuildError
         On ranks other than 2, mismatched inner dimensions or dtypes.
     """
-    fn = emit.function_of("matmul", a, b)
-    dtype = emit.common_dtype("matmul", a, b)
-    a = emit.as_tensor("matmul", "a", fn, a, dtype)
-    b = emit.as_tensor("matmul", "b", fn, b, dtype)
-    _check_rank("matmul", "a", a, 2, "M, K")
-    _check_rank("matmul", "b", b, 2, "K, N")
+    fn, dtype, a, b = _operands("matmul", a, b, "M, K", "K, N")
     if a.shape[1] != b.shape[0]:
         raise BuildError(f"matmul: argument 'b' has shape {format_shape(b.shape)}; expected "
                          f"({a.shape[1]}, N) to match a's inner dimension {a.shape[1]}")
-    nm = emit.op_name(fn, "matmul", name)
-    init = emit.filled((a.shape[0], b.shape[1]), dtype, _zero(dtype), f"{nm}.init")
-    r = linalg_d.matmul(a.value, b.value, outs=[init])
-    emit.set_name(r.owner, nm)
-    return Tensor(r, fn)
+    return _contract(linalg_d.matmul, "matmul", fn, a, b, (a.shape[0], b.shape[1]), dtype, name)
 
 
 def batch_matmul(a, b, name: Optional[str] = None) -> Tensor:
@@ -70,20 +84,12 @@ def batch_matmul(a, b, name: Optional[str] = None) -> Tensor:
     BuildError
         On ranks other than 3, or mismatched batch/inner dimensions or dtypes.
     """
-    fn = emit.function_of("batch_matmul", a, b)
-    dtype = emit.common_dtype("batch_matmul", a, b)
-    a = emit.as_tensor("batch_matmul", "a", fn, a, dtype)
-    b = emit.as_tensor("batch_matmul", "b", fn, b, dtype)
-    _check_rank("batch_matmul", "a", a, 3, "B, M, K")
-    _check_rank("batch_matmul", "b", b, 3, "B, K, N")
+    fn, dtype, a, b = _operands("batch_matmul", a, b, "B, M, K", "B, K, N")
     if a.shape[0] != b.shape[0] or a.shape[2] != b.shape[1]:
         raise BuildError(f"batch_matmul: argument 'b' has shape {format_shape(b.shape)}; expected "
                          f"({a.shape[0]}, {a.shape[2]}, N) to match a {format_shape(a.shape)}")
-    nm = emit.op_name(fn, "batch_matmul", name)
-    init = emit.filled((a.shape[0], a.shape[1], b.shape[2]), dtype, _zero(dtype), f"{nm}.init")
-    r = linalg_d.batch_matmul(a.value, b.value, outs=[init])
-    emit.set_name(r.owner, nm)
-    return Tensor(r, fn)
+    return _contract(linalg_d.batch_matmul, "batch_matmul", fn, a, b, (a.shape[0], a.shape[1], b.shape[2]),
+                     dtype, name)
 
 
 def dense(x, weight, bias=None, name: Optional[str] = None) -> Tensor:

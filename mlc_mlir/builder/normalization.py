@@ -113,10 +113,12 @@ def layer_norm(x, gamma, beta, axis=-1, eps: float = 1e-5, name: Optional[str] =
     axis : int or tuple of int
         The last axes of x (e.g. ``-1`` or ``(-2, -1)``).
     eps : float
+        Added to the variance before the ``rsqrt``.
 
     Returns
     -------
-    Tensor, x's shape and dtype.
+    Tensor
+        x's shape and dtype.
 
     Raises
     ------
@@ -246,7 +248,7 @@ def softmax(x, axis: int = -1, name: Optional[str] = None) -> Tensor:
 
     Returns
     -------
-    Tensor, x's shape and dtype.
+    Tensor, x's shape and dtype; each slice along ``axis`` sums to 1.
 
     Raises
     ------
@@ -271,20 +273,7 @@ def log_softmax(x, axis: int = -1, name: Optional[str] = None) -> Tensor:
     Emitted as row ops: the reductions ``<name>.max`` and ``<name>.sum`` (of ``exp(x - max)``),
     the per-row ``<name>.log`` (``log(sum)``) and ``name``: ``(x - max) - <name>.log``.
 
-    Parameters
-    ----------
-    x : Tensor, rank >= 1
-        dtype in {float16, bfloat16, float32, float64}.
-    axis : int
-
-    Returns
-    -------
-    Tensor, x's shape and dtype.
-
-    Raises
-    ------
-    BuildError
-        For a non-float input or an axis out of range.
+    Parameters, returns and errors as :func:`softmax`.
     """
     x, m, axes, nm = _row_max("log_softmax", x, axis, name)
     if m is None:

@@ -305,13 +305,8 @@ def max(x, axis: Axis = None, keepdims: bool = False, name: Optional[str] = None
     ----------
     x : Tensor, any shape
         dtype in {float16, bfloat16, float32, float64, int8, int16, int32, int64}.
-    axis : None, int or tuple of int
-    keepdims : bool
-
-    Returns
-    -------
-    Tensor
-        x's shape without (or with size 1 at) the reduced axes; x's dtype.
+    axis, keepdims
+        As :func:`sum`; the result has x's dtype.
 
     Raises
     ------
@@ -324,26 +319,11 @@ def max(x, axis: Axis = None, keepdims: bool = False, name: Optional[str] = None
 
 
 def min(x, axis: Axis = None, keepdims: bool = False, name: Optional[str] = None) -> Tensor:  # noqa: A001
-    """Minimum over ``axis`` (numpy ``min``, TOPI ``min``): a ``linalg.generic`` (``name``) of
+    """Minimum over ``axis`` (numpy ``min``, TOPI ``min``): as :func:`max` with
     ``arith.minimumf`` (NaN propagates) or ``arith.minsi``, from a ``linalg.fill`` of +inf or the
     int maximum (``<name>.init``).
 
-    Parameters
-    ----------
-    x : Tensor, any shape
-        dtype in {float16, bfloat16, float32, float64, int8, int16, int32, int64}.
-    axis : None, int or tuple of int
-    keepdims : bool
-
-    Returns
-    -------
-    Tensor
-        x's shape without (or with size 1 at) the reduced axes; x's dtype.
-
-    Raises
-    ------
-    BuildError
-        For a non-Tensor or bool input or a bad axis.
+    Parameters, returns and errors as :func:`max`.
     """
     x = _check_x("min", x)
     highest = _highest(x.dtype)

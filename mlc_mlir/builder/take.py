@@ -105,6 +105,26 @@ def _index_args(op: str, x, indices, axis: int):
     return fn, x, indices, emit.normalize_axis(op, axis, x.ndim)
 
 
+def _gather_axis(op: str, fn, x: Tensor, indices: Tensor, raw, ax: int, name: Optional[str],
+                 negative: bool):
+    """The op's name and the size of x's axis ``ax`` (a :func:`size_value`) once the indices are
+    checked against it (:func:`_check_indices`; ``raw``: the ``indices`` argument as given, a numpy
+    array is checked now).
+
+    Raises
+    ------
+    BuildError
+        For an empty axis with non-empty indices, or a numpy index out of range.
+    """
+    n = x.shape[ax]
+    if n == 0 and 0 not in indices.shape:
+        raise BuildError(f"{op}: axis {ax} of x {format_shape(x.shape)} has size 0; expected a "
+                         f"non-empty axis to gather from")
+    nm = emit.op_name(fn, op, name)
+    _check_indices(op, nm, x, raw if isinstance(raw, np.ndarray) else indices, ax, negative)
+    return nm, size_value(n)
+
+
 def take(x, indices, axis: int = 0, name: Optional[str] = None, negative_indices: bool = True) -> Tensor:
     """numpy ``take(x, indices, axis)`` (TOPI ``take``, ONNX ``Gather``, PyTorch ``embedding``
     with ``axis=0`` and ``negative_indices=False``)::
@@ -152,13 +172,7 @@ def take(x, indices, axis: int = 0, name: Optional[str] = None, negative_indices
     raw = indices
     fn, x, indices, ax = _index_args(op, x, indices, axis)
     r = indices.ndim
-    n = x.shape[ax]
-    if n == 0 and 0 not in indices.shape:
-        raise BuildError(f"{op}: axis {ax} of x {format_shape(x.shape)} has size 0; expected a "
-                         f"non-empty axis to gather from")
-    nm = emit.op_name(fn, op, name)
-    _check_indices(op, nm, x, raw if isinstance(raw, np.ndarray) else indices, ax, negative_indices)
-    n = size_value(n)
+    nm, n = _gather_axis(op, fn, x, indices, raw, ax, name, negative_indices)
     out_shape = tuple(x.shape[:ax]) + tuple(indices.shape) + tuple(x.shape[ax + 1:])
     xu = reshape(x, tuple(x.shape) + (1, 1), name=f"{nm}.expand")
     rank = len(out_shape) + 2
@@ -225,13 +239,7 @@ def gather_elements(x, indices, axis: int = 0, name: Optional[str] = None) -> Te
     if indices.ndim != rank or any(e > d for k, (e, d) in enumerate(zip(indices.shape, x.shape)) if k != ax):
         raise BuildError(f"{op}: argument 'indices' has shape {format_shape(indices.shape)}; expected "
                          f"rank {rank} with dims <= {format_shape(x.shape)} except along axis {ax}")
-    n = x.shape[ax]
-    if n == 0 and 0 not in indices.shape:
-        raise BuildError(f"{op}: axis {ax} of x {format_shape(x.shape)} has size 0; expected a "
-                         f"non-empty axis to gather from")
-    nm = emit.op_name(fn, op, name)
-    _check_indices(op, nm, x, raw if isinstance(raw, np.ndarray) else indices, ax, True)
-    n = size_value(n)
+    nm, n = _gather_axis(op, fn, x, indices, raw, ax, name, True)
 
     def body(i, _out):
         pos = [linalg_d.IndexOp(d).result for d in range(rank)]

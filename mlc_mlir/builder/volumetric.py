@@ -162,21 +162,8 @@ def avg_pool3d(x, kernel_size: Sequence[int], strides=None, padding=0, name: Opt
     ``count_include_pad=True``): the sum over depth taps of :func:`~.nn.avg_pool2d` of the
     strided depth slices, divided by ``KD``.
 
-    Parameters
-    ----------
-    x : Tensor (N, C, D, H, W), float dtype
-    kernel_size : int or 3 ints, >= 1
-    strides : int or 3 ints (default ``kernel_size``)
-    padding : int or 3 ints, >= 0 (zeros, counted)
-
-    Returns
-    -------
-    Tensor (N, C, OD, OH, OW), x's dtype.
-
-    Raises
-    ------
-    BuildError
-        For a wrong rank, a non-float dtype or a bad window argument.
+    Parameters, returns and errors as :func:`max_pool3d`, for a float ``x`` (a BuildError
+    otherwise), without ``dilation``, and with ``padding`` an int or 3 ints >= 0 (zeros, counted).
     """
     op = "avg_pool3d"
     x = emit.tensor_arg(op, "x", x)

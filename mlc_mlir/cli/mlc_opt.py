@@ -25,6 +25,7 @@ from ..errors import MlcError
 from ..graph import PASS_REGISTRY
 from ..ir.module import Module
 from ..pipeline import lower
+from ..pipeline import layout_passes, prepare_passes  # noqa: F401  (they register their passes)
 from ..pipeline.registry import available
 from ..target import get_target
 from ..schedule import Schedule, Trace

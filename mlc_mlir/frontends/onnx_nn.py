@@ -285,6 +285,26 @@ def _batch_norm(n: NodeInputs) -> List[object]:
     return [ops.batch_norm(x, *args, eps=float(n.attr("epsilon", 1e-5)), axis=1)]
 
 
+def _standardize(x, axes, eps: float):
+    """``(mean, x - mean, rsqrt(var + eps))`` of x over ``axes`` (biased variance, two passes),
+    mean and inverse deviation with the reduced axes kept as size 1."""
+    mean = ops.mean(x, axis=axes, keepdims=True)
+    d = ops.subtract(x, mean)
+    inv = ops.rsqrt(ops.add(ops.mean(ops.multiply(d, d), axis=axes, keepdims=True), eps))
+    return mean, d, inv
+
+
+def _channel_affine(n: NodeInputs, x, y):
+    """``y * scale + B`` with the node's inputs 1 and 2 (shape (C,), x's dtype) on axis 1 of
+    x's shape (N, C, ...)."""
+    shape = shape_of(x)
+    cshape = (shape[1],) + (1,) * (len(shape) - 2)
+    scale, bias = (same_dtype(n, x, n.t(i))[1] for i in (1, 2))
+    scale = ops.reshape(scale, cshape) if isinstance(scale, Tensor) else np.reshape(scale, cshape)
+    bias = ops.reshape(bias, cshape) if isinstance(bias, Tensor) else np.reshape(bias, cshape)
+    return ops.add(ops.multiply(y, scale), bias)
+
+
 @register("LayerNormalization", opsets=(17, OPSETS[1]))
 def _layer_norm(n: NodeInputs) -> List[object]:
     """``Y`` with ``ops.layer_norm``; the optional ``Mean`` and ``InvStdDev`` outputs (shape
@@ -301,9 +321,7 @@ def _layer_norm(n: NodeInputs) -> List[object]:
     y = ops.layer_norm(x, gamma, beta, axis=axes, eps=eps)
     if len(n.node.output) == 1 or not any(n.node.output[1:]):
         return [y]
-    mean = ops.mean(x, axis=axes, keepdims=True)
-    d = ops.subtract(x, mean)
-    inv = ops.rsqrt(ops.add(ops.mean(ops.multiply(d, d), axis=axes, keepdims=True), eps))
+    mean, _, inv = _standardize(x, axes, eps)
     return [y, mean, inv]
 
 
@@ -345,16 +363,8 @@ def _instance_norm(n: NodeInputs) -> List[object]:
     shape = shape_of(x)
     if len(shape) < 3:
         raise n.fail(f"input 'input' has shape {shape}; expected (N, C, D1, ...)")
-    axes = tuple(range(2, len(shape)))
-    mean = ops.mean(x, axis=axes, keepdims=True)
-    d = ops.subtract(x, mean)
-    var = ops.mean(ops.multiply(d, d), axis=axes, keepdims=True)
-    y = ops.multiply(d, ops.rsqrt(ops.add(var, float(n.attr("epsilon", 1e-5)))))
-    cshape = (shape[1],) + (1,) * (len(shape) - 2)
-    scale, bias = (same_dtype(n, x, n.t(i))[1] for i in (1, 2))
-    scale = ops.reshape(scale, cshape) if isinstance(scale, Tensor) else np.reshape(scale, cshape)
-    bias = ops.reshape(bias, cshape) if isinstance(bias, Tensor) else np.reshape(bias, cshape)
-    return [ops.add(ops.multiply(y, scale), bias)]
+    _, d, inv = _standardize(x, tuple(range(2, len(shape))), float(n.attr("epsilon", 1e-5)))
+    return [_channel_affine(n, x, ops.multiply(d, inv))]
 
 
 @register("RMSNormalization", opsets=(23, OPSETS[1]))
@@ -381,15 +391,8 @@ def _group_norm(n: NodeInputs) -> List[object]:
         raise n.fail(f"input 'X' has shape {shape} and num_groups={groups}; expected (N, C, ...) "
                      f"with C divisible by num_groups")
     g = ops.reshape(x, (shape[0], groups, -1))
-    mean = ops.mean(g, axis=-1, keepdims=True)
-    d = ops.subtract(g, mean)
-    var = ops.mean(ops.multiply(d, d), axis=-1, keepdims=True)
-    y = ops.reshape(ops.multiply(d, ops.rsqrt(ops.add(var, float(n.attr("epsilon", 1e-5))))), shape)
-    cshape = (shape[1],) + (1,) * (len(shape) - 2)
-    scale, bias = (same_dtype(n, x, n.t(i))[1] for i in (1, 2))
-    scale = ops.reshape(scale, cshape) if isinstance(scale, Tensor) else np.reshape(scale, cshape)
-    bias = ops.reshape(bias, cshape) if isinstance(bias, Tensor) else np.reshape(bias, cshape)
-    return [ops.add(ops.multiply(y, scale), bias)]
+    _, d, inv = _standardize(g, -1, float(n.attr("epsilon", 1e-5)))
+    return [_channel_affine(n, x, ops.reshape(ops.multiply(d, inv), shape))]
 
 
 @register("Resize", opsets=(11, OPSETS[1]))

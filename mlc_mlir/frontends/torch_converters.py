@@ -164,25 +164,31 @@ def _scaled(y, alpha):
     return y if alpha == 1 else ops.multiply(y, alpha)
 
 
+def _alpha_operands(ctx, node, args, scaled: int = 1) -> list:
+    """``[self, other]`` cast to the result dtype (PyTorch type promotion), the one at index
+    ``scaled`` times ``alpha`` (the third argument of ``aten.add``/``sub``/``rsub``)."""
+    ab = list(promote(out_dtype(node), args[0], args[1]))
+    ab[scaled] = _scaled(ab[scaled], arg(ctx, args, 2, "alpha", 1))
+    return ab
+
+
 @register_converter("aten.add.Tensor", "aten.add.Scalar", dtypes="float, int")
 def _add(ctx, node, args):
-    """Operands cast to the result dtype (PyTorch type promotion)."""
-    a, b = promote(out_dtype(node), args[0], args[1])
-    return ops.add(a, _scaled(b, arg(ctx, args, 2, "alpha", 1)))
+    """``self + alpha * other``, operands cast to the result dtype."""
+    return ops.add(*_alpha_operands(ctx, node, args))
 
 
 @register_converter("aten.sub.Tensor", "aten.sub.Scalar", dtypes="float, int")
 def _sub(ctx, node, args):
-    """Operands cast to the result dtype (PyTorch type promotion)."""
-    a, b = promote(out_dtype(node), args[0], args[1])
-    return ops.subtract(a, _scaled(b, arg(ctx, args, 2, "alpha", 1)))
+    """``self - alpha * other``, operands cast to the result dtype."""
+    return ops.subtract(*_alpha_operands(ctx, node, args))
 
 
 @register_converter("aten.rsub.Scalar", "aten.rsub.Tensor", dtypes="float, int")
 def _rsub(ctx, node, args):
     """``other - alpha * self``, operands cast to the result dtype."""
-    a, b = promote(out_dtype(node), args[0], args[1])
-    return ops.subtract(b, _scaled(a, arg(ctx, args, 2, "alpha", 1)))
+    a, b = _alpha_operands(ctx, node, args, scaled=0)
+    return ops.subtract(b, a)
 
 
 @register_converter("aten.mul.Tensor", "aten.mul.Scalar", dtypes="float, int")

@@ -1,18 +1,11 @@
 """Graph-level passes on Modules: fusion by pattern kind, constant folding, DCE, CSE,
-Python rewrite patterns and library dispatch. Each pass maps a Module to a new Module."""
+Python rewrite patterns and library dispatch. Each pass maps a Module to a new Module. The
+layout stage's rewrites are in :mod:`mlc_mlir.pipeline.layout_passes`, the lowering
+preparation of the compile stages in :mod:`mlc_mlir.pipeline.prepare_passes`."""
 
-from .dce import CommonSubexprElimination, DeadCodeElimination, RemoveUnusedFunctions  # noqa: F401
+from .cse import CommonSubexprElimination  # noqa: F401
+from .dce import DeadCodeElimination, RemoveUnusedFunctions  # noqa: F401
 from .dispatch_library import DispatchLibrary, LowerCallLibrary  # noqa: F401
-from .conv_layout import ConvToNHWC  # noqa: F401
-from .conv_im2col import ConvToIm2col  # noqa: F401
-from .conv_winograd import ConvToWinograd  # noqa: F401
-from .pack_matmul import PackMatmulWeights  # noqa: F401
-from .specialize_rows import SpecializeUnitRows  # noqa: F401
-from .fuse_attention import FuseAttention  # noqa: F401
-from .math_approximation import ApproximateMath  # noqa: F401
-from .destination_style import (CopyIntoSlices, FillPadBorder, PadToInsertSlice,  # noqa: F401
-                                ReadInsertedSlices, WriteReshapedIntoSlices)
-from .transpose_propagation import PropagateTransposes  # noqa: F401
 from .fold_constant import FoldConstant  # noqa: F401
 from .fuse_ops import FuseOps, outline  # noqa: F401
 from .zero_size import FoldZeroSizeOps  # noqa: F401

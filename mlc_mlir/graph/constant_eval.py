@@ -26,7 +26,8 @@ import numpy as np
 from .._mlir import ir
 from ..ir import dtypes
 from ..ir.constants import Blobs, constant_array
-from .ir_utils import int_list, used_values
+from .linalg_attrs import int_list
+from .use_def import used_values
 
 
 def _ints(op, name: str) -> List[int]:

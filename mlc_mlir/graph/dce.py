@@ -108,14 +108,3 @@ class RemoveUnusedFunctions(Pass):
                 del f.attributes["sym_visibility"]
         return mod
 
-
-@register_pass
-class CommonSubexprElimination(Pass):
-    """``mlc-cse``: upstream ``cse`` on every function (identical pure ops computed once)."""
-
-    name = "mlc-cse"
-
-    def transform(self, mod: Module) -> Module:
-        with mod.context:
-            PassManager.parse("builtin.module(func.func(cse))").run(mod.operation)
-        return mod

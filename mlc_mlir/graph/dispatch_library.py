@@ -34,7 +34,8 @@ from ..ir import dtypes
 from ..ir.module import OP_NAME_ATTR, Module
 from ..runtime import registry
 from .dce import DeadCodeElimination
-from .ir_utils import indexing_maps, matmul_maps, op_name
+from .linalg_attrs import indexing_maps, matmul_maps
+from .use_def import op_name
 from .pass_manager import Pass, register_pass
 
 CALLBACK_ATTR = "mlc.callback"

@@ -35,7 +35,7 @@ from ..errors import PipelineError
 from ..ir.constants import elements_attr
 from ..ir.module import OP_NAME_ATTR, Module
 from .constant_eval import evaluate_with_numpy
-from .ir_utils import clone_ops, has_uses, op_name, producer, used_values, users_in
+from .use_def import clone_ops, has_uses, op_name, producer, used_values, users_in
 from .op_kinds import FREE_OPS
 from .pass_manager import Pass, register_pass
 

@@ -42,7 +42,7 @@ from typing import Callable, Dict, List, Optional
 
 from .._mlir import PassManager, func_d, ir
 from ..ir.module import OP_NAME_ATTR, Module
-from .ir_utils import clone_ops, has_uses, op_name, producer, used_values, users_in
+from .use_def import clone_ops, has_uses, op_name, producer, used_values, users_in
 from .op_kinds import (BROADCAST, ELEMWISE, FREE_OPS, INJECTIVE, OPAQUE, OUT_EWISE_FUSABLE,
                        REDUCTION, is_master, op_kind)
 from .pass_manager import Pass, register_pass

@@ -11,7 +11,7 @@ anything else (calls, ``mlc.call_library``, ``linalg.softmax``).
 from __future__ import annotations
 
 from .._mlir import ir
-from .ir_utils import indexing_maps, iterator_types
+from .linalg_attrs import indexing_maps, iterator_types
 
 ELEMWISE, BROADCAST, INJECTIVE, REDUCTION, OUT_EWISE_FUSABLE, OPAQUE = (
     "elementwise", "broadcast", "injective", "reduction", "out_ewise_fusable", "opaque")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Dict, Iterable, List, Optional, Sequence, TextIO, Type, Union
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, TextIO, Type, Union
 
 from .._mlir import ir
 from ..errors import PipelineError
@@ -54,6 +54,23 @@ class Pass:
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name}>"
+
+
+class ScopedPass(Pass):
+    """A pass that rewrites the ops ``select`` accepts, in the functions named ``functions``.
+
+    Parameters
+    ----------
+    select : callable, optional
+        Which ops to rewrite: each subclass documents its arguments and result; None: the
+        subclass's default (passes that rewrite every op they match take none).
+    functions : sequence of str, optional
+        Only rewrite in these functions (default: all); kept as a set in ``self.functions``.
+    """
+
+    def __init__(self, select: Optional[Callable] = None, functions: Optional[Sequence[str]] = None):
+        self.select = select
+        self.functions = None if functions is None else set(functions)
 
 
 class UpstreamPass(Pass):

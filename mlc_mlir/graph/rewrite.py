@@ -26,6 +26,7 @@ Source: MLIR ``RewritePattern`` / ``applyPatternsGreedily`` (Python bindings); T
 
 from __future__ import annotations
 
+import types
 from typing import Callable, List, Optional, Sequence
 
 from .._mlir import RewritePatternSet, apply_patterns_and_fold_greedily, arith_d, ir, math_d
@@ -34,7 +35,7 @@ from ..ir.emitters import empty, generic
 from ..ir import dtypes
 from ..ir.module import Module
 from .fuse_ops import PRIMITIVE_ATTR
-from .ir_utils import producer, top_level
+from .use_def import producer, top_level
 from .pass_manager import Pass
 
 __all__ = ["Pattern", "RewritePatterns", "body_ops", "elementwise", "graph_functions", "has_one_use",
@@ -47,7 +48,7 @@ class Pattern:
     Parameters
     ----------
     root : str
-        Op name the pattern is tried on.
+        Name of the ops the pattern is tried on (e.g. ``"linalg.generic"``).
     fn : callable
         ``fn(op) -> value | sequence of values | None``: the values replacing ``op``'s results
         (one per result), or ``None`` when the pattern does not match. Ops ``fn`` creates are
@@ -209,60 +210,11 @@ def elementwise(inputs: Sequence[ir.Value], result_type, body: Callable, name: s
                    lambda *args: [body(*args[:len(inputs)])])[0]
 
 
-class _ScalarOps:
-    """Floating-point scalar ops for :func:`elementwise` bodies (``arith``/``math`` ops on
-    ``f16``/``bf16``/``f32``/``f64`` values): ``graph.scalar.fma(a, b, c)`` is ``math.fma``."""
-
-    @staticmethod
-    def add(a, b):
-        """``arith.addf``"""
-        return arith_d.addf(a, b)
-
-    @staticmethod
-    def subtract(a, b):
-        """``arith.subf``"""
-        return arith_d.subf(a, b)
-
-    @staticmethod
-    def multiply(a, b):
-        """``arith.mulf``"""
-        return arith_d.mulf(a, b)
-
-    @staticmethod
-    def divide(a, b):
-        """``arith.divf``"""
-        return arith_d.divf(a, b)
-
-    @staticmethod
-    def maximum(a, b):
-        """``arith.maximumf`` (NaN-propagating)"""
-        return arith_d.maximumf(a, b)
-
-    @staticmethod
-    def minimum(a, b):
-        """``arith.minimumf`` (NaN-propagating)"""
-        return arith_d.minimumf(a, b)
-
-    @staticmethod
-    def negative(a):
-        """``arith.negf``"""
-        return arith_d.negf(a)
-
-    @staticmethod
-    def fma(a, b, c):
-        """``math.fma``: ``a * b + c`` with one rounding"""
-        return math_d.fma(a, b, c)
-
-    @staticmethod
-    def exp(a):
-        """``math.exp``"""
-        return math_d.exp(a)
-
-    @staticmethod
-    def tanh(a):
-        """``math.tanh``"""
-        return math_d.tanh(a)
-
-
-#: Scalar ops for :func:`elementwise` bodies (see :class:`_ScalarOps`).
-scalar = _ScalarOps()
+#: Floating-point scalar ops for :func:`elementwise` bodies: the ``arith``/``math`` op builders
+#: on ``f16``/``bf16``/``f32``/``f64`` values, by numpy name. ``graph.scalar.fma(a, b, c)`` is
+#: ``math.fma`` (``a * b + c`` with one rounding); ``maximum``/``minimum`` are the
+#: NaN-propagating ``arith.maximumf``/``minimumf``.
+scalar = types.SimpleNamespace(
+    add=arith_d.addf, subtract=arith_d.subf, multiply=arith_d.mulf, divide=arith_d.divf,
+    maximum=arith_d.maximumf, minimum=arith_d.minimumf, negative=arith_d.negf,
+    fma=math_d.fma, exp=math_d.exp, tanh=math_d.tanh)

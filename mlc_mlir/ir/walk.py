@@ -26,3 +26,11 @@ def find_ops(module: Module, name: str) -> List[ir.Operation]:
 def has_op(module: Module, name: str) -> bool:
     """Whether ``module`` contains an operation named ``name``."""
     return bool(find_ops(module, name))
+
+
+def function_body_ops(module: Module) -> List[ir.Operation]:
+    """The ops directly in the bodies of ``module``'s functions (declarations have none),
+    function by function, in program order: a list, safe to rewrite while iterating. Call it
+    with ``module``'s context active."""
+    return [op.operation for f in module.func_ops() if not f.is_external
+            for op in f.regions[0].blocks[0].operations]

@@ -18,7 +18,7 @@ writes ``DIR/<nn>-<name>.mlir``, and a stage made of steps also writes each step
 3. ``schedule``  -- each unit of a function nobody scheduled gets the tuning database's record
    or the default schedule of the target: :mod:`mlc_mlir.pipeline.scheduling`;
 4. ``math``      -- with ``approximate_math``, f32 ``math.exp``/``math.erf`` become polynomials
-   (:class:`~mlc_mlir.graph.math_approximation.ApproximateMath`), scalar or vectorized;
+   (:class:`~mlc_mlir.pipeline.prepare_passes.math_approximation.ApproximateMath`), scalar or vectorized;
 5. ``library``   -- ``mlc.call_library`` ops lowered to calls of C symbols (:class:`LowerCallLibrary`);
 6. ``prepare``   -- top-level ``tensor.pad`` ops become fill + insert_slice
    (:class:`PadToInsertSlice`, so their producers write into the padded buffer), padded buffers
@@ -55,10 +55,7 @@ from ..errors import IRError, PipelineError
 from ..graph.dce import DeadCodeElimination
 from ..graph.dispatch_library import LowerCallLibrary, runtime_bindings
 from ..graph.fold_constant import set_default_evaluator
-from ..graph.math_approximation import APPROXIMATED_OPS, ApproximateMath
 from ..graph.zero_size import fold_zero_size
-from ..graph.destination_style import (CopyIntoSlices, FillPadBorder, PadToInsertSlice,
-                                       ReadInsertedSlices, WriteReshapedIntoSlices)
 from ..ir import emitters
 from ..ir.module import Module
 from ..ir.pass_pipeline import run_pass_pipeline
@@ -73,6 +70,9 @@ from .denormals import flush_denormals
 from .libraries import runtime_library_paths
 from .jit_weights import link_weights
 from .options import CompileOptions
+from .prepare_passes.destination_style import (CopyIntoSlices, FillPadBorder, PadToInsertSlice,
+                                               ReadInsertedSlices, WriteReshapedIntoSlices)
+from .prepare_passes.math_approximation import APPROXIMATED_OPS, ApproximateMath
 from .progress import CompileProgress
 from .layout import LAYOUT_STEPS
 from .registry import load_pipeline, pipeline_path

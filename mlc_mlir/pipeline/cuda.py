@@ -38,7 +38,7 @@ from .._mlir import (bufferization_transform_d, func_d, gpu_d, gpu_transform_d, 
 from ..ir.transform_values import any_op
 from ..errors import PipelineError
 from ..ir.module import Module, diagnostics
-from ..ir.walk import find_ops
+from ..ir.walk import find_ops, function_body_ops
 from ..ir.pass_pipeline import run_pass_pipeline
 from ..runtime.cuda import DEVICE_SUFFIX
 from .cuda_buffers import clean_kernel_buffers, drop_self_copies
@@ -142,15 +142,11 @@ def _kernels(module: Module) -> List[Tuple[int, List[int]]]:
     """Mark each top-level block-mapped forall ``mlc.kernel = i``; returns ``(i, block dims)``."""
     out = []
     with module.context:
-        for f in module.func_ops():
-            if f.is_external:
-                continue
-            for op in f.regions[0].blocks[0].operations:
-                op = op.operation
-                if op.name == "scf.forall" and any(a.startswith("#gpu.block") for a in _mapping(op)):
-                    i = len(out)
-                    op.attributes["mlc.kernel"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), i)
-                    out.append((i, _block_dims(op)))
+        for op in function_body_ops(module):
+            if op.name == "scf.forall" and any(a.startswith("#gpu.block") for a in _mapping(op)):
+                i = len(out)
+                op.attributes["mlc.kernel"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), i)
+                out.append((i, _block_dims(op)))
     return out
 
 

@@ -66,7 +66,7 @@ def export_cuda_library(module: Module, options: CompileOptions, stages, path: s
     Returns
     -------
     str
-        The absolute path of the ``.so``.
+        The absolute path of the ``.so`` (its metadata and parameters are written beside it).
 
     Raises
     ------

@@ -28,6 +28,7 @@ from .._mlir import ir, structured_transform_d, transform_d
 from ..ir.transform_values import any_op
 from ..errors import PipelineError
 from ..ir.module import Module
+from ..ir.walk import function_body_ops
 
 #: Threads per block of the pad kernels.
 MAX_THREADS = 256
@@ -48,25 +49,21 @@ def _host_pads(module: Module) -> Tuple[List[Tuple[str, List[int], List[int]]], 
     source shape)`` by tag and the fills' shapes by fill tag."""
     tagged, fills = [], []
     with module.context:
-        for f in module.func_ops():
-            if f.is_external:
+        for op in function_body_ops(module):
+            if op.name not in ("tensor.pad", "tensor.insert_slice"):
                 continue
-            for op in f.regions[0].blocks[0].operations:
-                op = op.operation
-                if op.name not in ("tensor.pad", "tensor.insert_slice"):
-                    continue
-                t = ir.RankedTensorType(op.results[0].type)
-                src = ir.RankedTensorType(op.operands[0].type)
-                if not (t.has_static_shape and src.has_static_shape):
-                    raise PipelineError(f"cuda pad: a {op.name} with dynamic shape {t} outside the "
-                                        "kernels; expected static shapes")
-                op.attributes[_TAG] = _i64(len(tagged))
-                tagged.append((op.name, list(t.shape), list(src.shape)))
-                dest = op.operands[1].owner if op.name == "tensor.insert_slice" else None
-                if dest is not None and not isinstance(dest, ir.Block) and dest.name == "linalg.fill" \
-                        and dest.parent == f.operation and _FILL_TAG not in dest.attributes:
-                    dest.attributes[_FILL_TAG] = _i64(len(fills))
-                    fills.append(list(t.shape))
+            t = ir.RankedTensorType(op.results[0].type)
+            src = ir.RankedTensorType(op.operands[0].type)
+            if not (t.has_static_shape and src.has_static_shape):
+                raise PipelineError(f"cuda pad: a {op.name} with dynamic shape {t} outside the "
+                                    "kernels; expected static shapes")
+            op.attributes[_TAG] = _i64(len(tagged))
+            tagged.append((op.name, list(t.shape), list(src.shape)))
+            dest = op.operands[1].owner if op.name == "tensor.insert_slice" else None
+            if dest is not None and not isinstance(dest, ir.Block) and dest.name == "linalg.fill" \
+                    and dest.parent == op.parent and _FILL_TAG not in dest.attributes:
+                dest.attributes[_FILL_TAG] = _i64(len(fills))
+                fills.append(list(t.shape))
     return tagged, fills
 
 

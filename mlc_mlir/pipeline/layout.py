@@ -7,13 +7,13 @@ module gets default schedules or a tuning database's (``schedule="default"`` or 
 ``database``), and is the identity otherwise:
 
 0. ``attention``      -- ``batch_matmul -> softmax -> batch_matmul`` attentions become calls of
-   one fused function each (``graph.FuseAttention`` with
+   one fused function each (``layout_passes.FuseAttention`` with
    :func:`~mlc_mlir.schedule.rules.attention.emit_flash_attention`: an online softmax over
    key blocks, K/V read in place);
 1. ``nhwc``           -- NCHW convolutions that :func:`~mlc_mlir.schedule.rules.conv.prefers_nhwc`
-   picks for the target become NHWC ones between transposes (``graph.ConvToNHWC``), and the
+   picks for the target become NHWC ones between transposes (``layout_passes.ConvToNHWC``), and the
    transposes sink through elementwise ops, pads and poolings until inverse pairs cancel
-   (``graph.PropagateTransposes``: consecutive convolutions stay NHWC);
+   (``layout_passes.PropagateTransposes``: consecutive convolutions stay NHWC);
 2. ``algorithm``      -- with a tuning database, each NHWC convolution whose algorithm record
    (key :func:`conv_algorithm_key`) beats the default gets the record's decision as its
    ``mlc.conv_algorithm`` attribute (:func:`~mlc_mlir.schedule.rules.conv.conv_algorithms`:
@@ -21,18 +21,18 @@ module gets default schedules or a tuning database's (``schedule="default"`` or 
 3. ``fold-filters``   -- the transposes of constant filters become constants (evaluated with
    numpy), so that the Winograd transforms of step 4 are constants too;
 4. ``winograd``       -- stride-1 3x3 NHWC convolutions become Winograd ones
-   (``graph.ConvToWinograd``) where step 2 chose it, or with ``CompileOptions.winograd``
+   (``layout_passes.ConvToWinograd``) where step 2 chose it, or with ``CompileOptions.winograd``
    where :func:`~mlc_mlir.schedule.rules.conv.winograd_tile` picks them;
 5. ``im2col``         -- the NHWC convolutions step 2 chose im2col for, and without a choice
    those with small output maps (:func:`~mlc_mlir.schedule.rules.conv.prefers_im2col`), become
-   im2col + ``linalg.matmul`` (``graph.ConvToIm2col``);
+   im2col + ``linalg.matmul`` (``layout_passes.ConvToIm2col``);
 6. ``pack-weights``   -- matmuls on a constant B that feed no elementwise op get B packed into
-   the panels of their register tile (``graph.PackMatmulWeights``,
+   the panels of their register tile (``layout_passes.PackMatmulWeights``,
    :func:`~mlc_mlir.schedule.cpu_recipes.packed_b_panel`: a ``linalg.mmt4d``);
 7. ``fold-constants`` -- the packed weights and the remaining constant filter transposes become
    constants;
 8. ``specialize-rows`` -- a matmul of dynamic M gets an ``M == 1`` version (a GEMV) chosen at
-   run time by ``scf.if`` (``graph.SpecializeUnitRows``, as Relax dispatches on symbolic
+   run time by ``scf.if`` (``layout_passes.SpecializeUnitRows``, as Relax dispatches on symbolic
    sizes).
 
 Constant evaluation (steps 3 and 7) is ``graph.FoldConstant`` restricted to the data-movement
@@ -48,16 +48,12 @@ from typing import Callable, List, Optional, Tuple
 
 from .._mlir import ir
 from ..graph.constant_eval import NUMPY_OPS
-from ..graph.conv_im2col import ConvToIm2col
-from ..graph.conv_layout import ConvToNHWC
-from ..graph.conv_winograd import ConvToWinograd, winograd_applies
 from ..graph.dce import DeadCodeElimination
 from ..graph.fold_constant import FoldConstant
-from ..graph.fuse_attention import FuseAttention
-from ..graph.pack_matmul import PackMatmulWeights
-from ..graph.specialize_rows import SpecializeUnitRows
-from ..graph.transpose_propagation import PropagateTransposes
-from ..graph.ir_utils import chosen_algorithm, conv_signature, int_list, named_fill, named_ops
+from ..graph.emit_rewrites import named_fill
+from ..graph.linalg_attrs import int_list
+from ..graph.use_def import named_ops
+from .layout_passes.conv_select import chosen_algorithm, conv_signature
 from ..ir.module import CONV_ALGORITHM_ATTR, OP_NAME_ATTR, Module
 from ..ir.walk import has_op
 from ..schedule.cpu_recipes import packed_b_panel
@@ -66,6 +62,13 @@ from ..schedule.rules.conv import (conv_algorithms, decided_algorithm, prefers_i
                                    winograd_tile)
 from ..schedule.trace import Trace
 from ..target import Target
+from .layout_passes.conv_im2col import ConvToIm2col
+from .layout_passes.conv_nhwc import ConvToNHWC
+from .layout_passes.conv_winograd import ConvToWinograd, winograd_applies
+from .layout_passes.fuse_attention import FuseAttention
+from .layout_passes.pack_matmul import PackMatmulWeights
+from .layout_passes.specialize_rows import SpecializeUnitRows
+from .layout_passes.transpose_propagation import PropagateTransposes
 from .options import CompileOptions
 
 #: ``step(module, target, functions, options) -> module``; ``functions``: the unscheduled ones.

@@ -41,7 +41,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from .._mlir import ir
 from ..graph.fuse_ops import PRIMITIVE_ATTR, fusion_groups, outline
-from ..graph.ir_utils import producer, top_level, users_in
+from ..graph.use_def import producer, top_level, users_in
 from ..ir.module import Module
 from ..ir.pass_pipeline import run_pass_pipeline
 from ..ir.workload import structural_key

@@ -494,7 +494,7 @@ def schedule_mmt4d_goto(sch: Schedule, block: BlockRV, threads: Optional[int] = 
     Returns
     -------
     Schedule
-        ``sch``, with the recipe's instructions appended to its trace.
+        ``sch`` (its trace extended by the recipe).
 
     Raises
     ------

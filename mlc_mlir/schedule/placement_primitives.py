@@ -292,7 +292,7 @@ class PlacementPrimitives(ScheduleState):
         Returns
         -------
         BlockRV
-            The cache block.
+            The cache block (the local accumulator).
 
         Raises
         ------

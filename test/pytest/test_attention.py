@@ -1,4 +1,4 @@
-"""Fused attention (``graph.FuseAttention`` + ``schedule.rules.attention``): torch's
+"""Fused attention (``layout_passes.FuseAttention`` + ``schedule.rules.attention``): torch's
 ``scaled_dot_product_attention`` (causal, boolean and additive masks, grouped-query heads, one
 query row, odd lengths) and a dynamic-length builder attention vs PyTorch / numpy, each
 checked to have been fused; the decode step of the tiny LLMs reads its caches in place."""

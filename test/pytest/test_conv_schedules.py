@@ -1,4 +1,4 @@
-"""Default conv2d schedules: ``graph.ConvToNHWC`` (the per-op layout rewrite) and the NHWC
+"""Default conv2d schedules: ``layout_passes.ConvToNHWC`` (the per-op layout rewrite) and the NHWC
 rule (``schedule.rules.conv.schedule_conv2d_nhwc``) compared with ``torch.nn.functional.conv2d``
 for strides, dilations, 1x1, non-square and odd channel counts, bias + relu; the choice of
 layout follows the target; traces replay and the exported transform script gives the same IR in
@@ -18,6 +18,7 @@ from mlc_mlir._mlir import MLIR_BIN_DIR
 from mlc_mlir.schedule.default_rules import apply_default_schedule
 from mlc_mlir.schedule.rules.conv import filter_block_channels, nhwc_register_tile, prefers_im2col, prefers_nhwc
 from mlc_mlir.target import Target, host_target
+from mlc_mlir.pipeline import layout_passes
 from targets import AVX2
 
 torch = pytest.importorskip("torch")
@@ -68,7 +69,7 @@ def nhwc_schedule(mod, target):
     """What ``mlc.compile`` does: the layout rewrite for ``target``, then the default rules."""
     def select(*shapes_dtype):
         return prefers_nhwc(target, *shapes_dtype)
-    payload = graph.ConvToNHWC(select)(mod)
+    payload = layout_passes.ConvToNHWC(select)(mod)
     sch = mlc.Schedule(payload)
     apply_default_schedule(sch, target)
     return payload, sch
@@ -149,7 +150,7 @@ def test_constant_filter_is_folded(tmp_path):
     with bb.function("main") as f:
         f.output(ops.conv2d(f.arg("x", shape=(1, 4, 9, 9)), w, padding=1))
     mod = bb.finish()
-    with_t = graph.ConvToNHWC()(mod)
+    with_t = layout_passes.ConvToNHWC()(mod)
     assert "conv2d.w_hwcf" in str(with_t)
     folded = graph.FoldConstant(mlc.compile)(with_t)
     text = str(folded)
@@ -159,7 +160,7 @@ def test_constant_filter_is_folded(tmp_path):
     exe = mlc.compile(mod, target=SMALL, threads=2, dump_ir=str(tmp_path))
     np.testing.assert_allclose(exe(x), ref, rtol=1e-4, atol=1e-4)
     # mlc.compile folds it too: no filter transpose runs per call (a 9x9 output runs as im2col +
-    # GEMM, graph.ConvToIm2col: the GEMM's 2-D B is a view, collapse_shape, of the folded filter)
+    # GEMM, layout_passes.ConvToIm2col: the GEMM's 2-D B is a view, collapse_shape, of the folded filter)
     scheduled = (tmp_path / "03-schedule.mlir").read_text()
     assert "conv2d.w_hwcf.folded" in scheduled and 'mlc.name = "conv2d.w_hwcf"}' not in scheduled
     assert re.search(r'collapse_shape %\w+ \[\[0, 1, 2\], \[3\]\] {mlc.name = "conv2d.w_gemm"}', scheduled)
@@ -179,7 +180,7 @@ def test_epilogue_moves_to_nhwc_and_fuses():
 
 @pytest.mark.parametrize("stride, dilation, accumulate", [(1, 1, False), (2, 1, False), (1, 2, True)])
 def test_conv_to_im2col_matches_torch(stride, dilation, accumulate):
-    """graph.ConvToIm2col: an im2col generic + linalg.matmul, numerically the convolution, for
+    """layout_passes.ConvToIm2col: an im2col generic + linalg.matmul, numerically the convolution, for
     strides, dilations and an accumulating init (not a zero fill)."""
     rng = np.random.default_rng(2)
     x = rng.standard_normal((1, 11, 11, 16)).astype(np.float32)
@@ -195,7 +196,7 @@ def test_conv_to_im2col_matches_torch(stride, dilation, accumulate):
       %r = linalg.conv_2d_nhwc_hwcf {{mlc.name = "c", dilations = dense<{dilation}> : tensor<2xi64>, strides = dense<{stride}> : tensor<2xi64>}} ins(%x, %w : tensor<1x11x11x16xf32>, tensor<3x3x16x24xf32>) outs({init} : tensor<1x{oh}x{oh}x24xf32>) -> tensor<1x{oh}x{oh}x24xf32>
       return %r : tensor<1x{oh}x{oh}x24xf32>
     }}"""
-    out = graph.ConvToIm2col()(mlc.Module.parse(text))
+    out = layout_passes.ConvToIm2col()(mlc.Module.parse(text))
     ir_text = str(out)
     assert "linalg.conv_2d" not in ir_text and "linalg.matmul" in ir_text and "c.im2col" in ir_text
     ref = F.conv2d(torch.from_numpy(x.transpose(0, 3, 1, 2)), torch.from_numpy(w.transpose(3, 2, 0, 1)),

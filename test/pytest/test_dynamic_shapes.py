@@ -8,7 +8,7 @@ import pytest
 import mlc_mlir as mlc
 from mlc_mlir import ops
 from mlc_mlir.errors import BuildError, ExecutionError
-from mlc_mlir.graph import SpecializeUnitRows
+from mlc_mlir.pipeline.layout_passes import SpecializeUnitRows
 from mlc_mlir.graph.fold_constant import FoldConstant
 from mlc_mlir.graph.fuse_ops import FuseOps
 from mlc_mlir.ir.symbolic import parse, symbol

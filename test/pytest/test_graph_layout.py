@@ -1,4 +1,4 @@
-"""``graph.PropagateTransposes``: after ``graph.ConvToNHWC``, a ResNet-style block (conv, batch
+"""``layout_passes.PropagateTransposes``: after ``layout_passes.ConvToNHWC``, a ResNet-style block (conv, batch
 norm, relu, max pool, conv, residual add, global average pool) keeps no activation transpose
 but the input's; the rewritten graph, compiled with the default schedules, matches PyTorch;
 each rule (cancel, elementwise, pad, pooling, reduction) on its own."""
@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 import mlc_mlir as mlc
-from mlc_mlir import graph, ops
+from mlc_mlir import ops
+from mlc_mlir.pipeline import layout_passes
 
 torch = pytest.importorskip("torch")
 F = torch.nn.functional
@@ -51,9 +52,9 @@ def _transposes(mod):
 def test_resnet_block_stays_nhwc_and_matches_torch(pool_kind):
     rng = np.random.default_rng(0)
     mod, ref = _block(rng, pool_kind)
-    per_op = graph.ConvToNHWC()(mod)
+    per_op = layout_passes.ConvToNHWC()(mod)
     assert len(_transposes(per_op)) == 6    # x, w and back, per convolution
-    prop = graph.PropagateTransposes()(per_op)
+    prop = layout_passes.PropagateTransposes()(per_op)
     left = _transposes(prop)
     # the input's and the two filters' transposes remain; no activation goes back to NCHW
     assert len(left) == 3 and not any("to_nchw" in t or ".layout" in t for t in left), left
@@ -72,7 +73,7 @@ def test_cancel_keeps_a_transpose_with_other_users():
         t = ops.transpose(x, (2, 0, 1))
         back = ops.transpose(t, (1, 2, 0))
         f.output(ops.add(back, x), ops.exp(t))
-    out = graph.PropagateTransposes()(bb.finish())
+    out = layout_passes.PropagateTransposes()(bb.finish())
     assert len(_transposes(out)) == 1
     xn = np.random.default_rng(1).standard_normal((2, 3, 4)).astype(np.float32)
     a, b = mlc.compile(out)(xn)
@@ -91,7 +92,7 @@ def test_elementwise_with_broadcast_operand_and_pad_sink():
         t = ops.transpose(x, (0, 3, 1, 2))                        # NCHW (1, 5, 4, 6)
         y = ops.add(t, ops.reshape(ops.constant(bias), (5, 1, 1)))
         f.output(ops.pad(ops.relu(y), [(0, 0), (0, 0), (1, 2), (3, 0)], 0.5))
-    prop = graph.PropagateTransposes()(bb.finish())
+    prop = layout_passes.PropagateTransposes()(bb.finish())
     text = str(prop)
     assert text.index("tensor.pad") < text.index("linalg.transpose")
     assert "low[0, 1, 3, 0] high[0, 2, 0, 0]" in text
@@ -107,7 +108,7 @@ def test_reduction_reads_through_the_transpose():
     with bb.function("main") as f:
         x = f.arg("x", shape=(3, 4, 5))
         f.output(ops.sum(ops.transpose(x, (2, 0, 1)), axis=1))   # (5, 4)
-    prop = graph.PropagateTransposes()(bb.finish())
+    prop = layout_passes.PropagateTransposes()(bb.finish())
     assert not _transposes(prop)
     xn = np.random.default_rng(3).standard_normal((3, 4, 5)).astype(np.float32)
     np.testing.assert_allclose(mlc.compile(prop)(xn), xn.transpose(2, 0, 1).sum(axis=1), rtol=1e-5)

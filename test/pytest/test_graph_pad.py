@@ -1,4 +1,4 @@
-"""``graph.PadToInsertSlice``: constant ``tensor.pad`` ops as fill + insert_slice, so the padded
+"""``prepare_passes.PadToInsertSlice``: constant ``tensor.pad`` ops as fill + insert_slice, so the padded
 value's producer writes into the interior of the padded buffer (no strided ``memrefCopy``)."""
 
 import os
@@ -7,7 +7,8 @@ import re
 import numpy as np
 
 import mlc_mlir as mlc
-from mlc_mlir import graph, ops
+from mlc_mlir import ops
+from mlc_mlir.pipeline import prepare_passes
 
 
 def _pad_graph():
@@ -26,7 +27,7 @@ def _want(xn):
 
 
 def test_pads_become_fill_and_insert_slice():
-    out = graph.PadToInsertSlice()(_pad_graph())
+    out = prepare_passes.PadToInsertSlice()(_pad_graph())
     text = str(out)
     assert "tensor.pad" not in text
     assert text.count("linalg.fill") == 2 and text.count("tensor.insert_slice") == 2
@@ -48,7 +49,7 @@ def test_pad_keeps_an_index_dependent_value():
       } : tensor<4xf32> to tensor<6xf32>
       return %p : tensor<6xf32>
     }"""
-    out = graph.PadToInsertSlice()(mlc.Module.parse(src))
+    out = prepare_passes.PadToInsertSlice()(mlc.Module.parse(src))
     assert "tensor.pad" in str(out) and "linalg.fill" not in str(out)
 
 
@@ -75,8 +76,8 @@ def _padded_argument_graph():
 
 
 def test_argument_insert_becomes_a_copy_into_the_slice():
-    mod = graph.PadToInsertSlice()(_padded_argument_graph())
-    out = graph.CopyIntoSlices()(mod)
+    mod = prepare_passes.PadToInsertSlice()(_padded_argument_graph())
+    out = prepare_passes.CopyIntoSlices()(mod)
     text = str(out)
     assert "insert_slice.copy" in text and "tensor.extract_slice" in text
     xn = np.random.default_rng(3).standard_normal((1, 6, 7, 16)).astype(np.float32)
@@ -142,7 +143,7 @@ def test_only_the_border_of_a_padded_buffer_is_filled():
     """``FillPadBorder``: one fill per padded side (low H, high H, low W; high C; no fill for the
     unpadded sides), none over the whole buffer; exact numerics vs numpy for both pads, also
     through ``mlc.compile`` (whose prepare stage runs the pass after ``PadToInsertSlice``)."""
-    out = graph.FillPadBorder()(graph.PadToInsertSlice()(_pad_graph()))
+    out = prepare_passes.FillPadBorder()(prepare_passes.PadToInsertSlice()(_pad_graph()))
     text = str(out)
     fills = re.findall(r"linalg.fill .*outs\(%\w+ : (tensor<[0-9x]+xf32>)\)", text)
     # y: low H 1, high H 1, low W 2 (over the 6 interior rows); z: high H 3, low/high C 1
@@ -166,7 +167,7 @@ func.func @main(%x: tensor<4x4xf32>) -> (tensor<6x4xf32>, tensor<6x4xf32>) {
   %p = tensor.insert_slice %x into %f[1, 0] [4, 4] [1, 1] : tensor<4x4xf32> into tensor<6x4xf32>
   return %p, %f : tensor<6x4xf32>, tensor<6x4xf32>
 }""")
-    text = str(graph.FillPadBorder()(mod))
+    text = str(prepare_passes.FillPadBorder()(mod))
     assert text.count("linalg.fill") == 1 and ".border" not in text
     xn = np.arange(16, dtype=np.float32).reshape(4, 4)
     got_p, got_f = mlc.compile(mod)(xn)
@@ -244,7 +245,7 @@ func.func @main(%x: tensor<4x4xf32>) -> (tensor<4x4xf32>, tensor<6x4xf32>, tenso
   } -> tensor<4x4xf32>
   return %before, %p, %after : tensor<4x4xf32>, tensor<6x4xf32>, tensor<4x4xf32>
 }""")
-    text = str(graph.ReadInsertedSlices()(mod))
+    text = str(prepare_passes.ReadInsertedSlices()(mod))
     assert re.search(r"(%\S+) = tensor.extract_slice %inserted_slice\[1, 0\] \[4, 4\] \[1, 1\]", text)
     after = text[text.index("tensor.extract_slice"):]
     assert re.search(r"linalg.generic .*ins\(%extracted_slice :", after)       # the later reader

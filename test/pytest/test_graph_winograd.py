@@ -1,4 +1,4 @@
-"""``graph.ConvToWinograd`` (Winograd F(m x m, 3 x 3)) checked against PyTorch's direct
+"""``layout_passes.ConvToWinograd`` (Winograd F(m x m, 3 x 3)) checked against PyTorch's direct
 convolution: the transform matrices compute a 1-D correlation exactly, rewritten convolutions
 (m = 2 and 4, exact and extended tile grids, batch 2, bias + relu and residual epilogues folded
 into the output transform, a run-time filter) match ``torch.nn.functional.conv2d``; the default
@@ -12,12 +12,13 @@ import pytest
 
 import mlc_mlir as mlc
 from mlc_mlir.errors import PipelineError
-from mlc_mlir import graph, ops
-from mlc_mlir.graph.conv_winograd import WINOGRAD_MATRICES, winograd_applies
+from mlc_mlir import ops
+from mlc_mlir.pipeline.layout_passes.conv_winograd import WINOGRAD_MATRICES, winograd_applies
 from mlc_mlir.pipeline.layout import layout_rewrites
 from mlc_mlir.pipeline.options import CompileOptions
 from mlc_mlir.schedule.rules.conv import winograd_tile
 from mlc_mlir.target import Target, host_target
+from mlc_mlir.pipeline import layout_passes
 from targets import AVX2, AVX512
 
 torch = pytest.importorskip("torch")
@@ -72,7 +73,7 @@ CASES = {   # name -> (x shape, w shape, bias, relu, residual, m)
 
 
 def _winograd(mod, m):
-    return graph.ConvToWinograd(lambda *shapes_dtype: m)(graph.PropagateTransposes()(graph.ConvToNHWC()(mod)))
+    return layout_passes.ConvToWinograd(lambda *shapes_dtype: m)(layout_passes.PropagateTransposes()(layout_passes.ConvToNHWC()(mod)))
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -138,7 +139,7 @@ def test_compile_folds_constant_filter_transforms():
 
 def test_output_is_written_into_the_next_padded_input(tmp_path):
     """Two Winograd convolutions in a row: the first's output transform writes into the
-    second's zero-padded input through an expanded slice (``graph.WriteReshapedIntoSlices``),
+    second's zero-padded input through an expanded slice (``prepare_passes.WriteReshapedIntoSlices``),
     so no ``memrefCopy`` is left; numerics match PyTorch."""
     rng = np.random.default_rng(5)
     x = rng.standard_normal((1, 64, 16, 16)).astype(np.float32)
@@ -162,7 +163,7 @@ def test_output_is_written_into_the_next_padded_input(tmp_path):
 def test_bad_tile_from_select_is_an_error():
     mod, _, _ = _conv_module((1, 8, 8, 8), (16, 8, 3, 3), False, False)
     with pytest.raises(PipelineError, match=r"select returned m=3 for conv2d; expected 0, 2 or 4"):
-        graph.ConvToWinograd(lambda *shapes_dtype: 3)(graph.ConvToNHWC()(mod))
+        layout_passes.ConvToWinograd(lambda *shapes_dtype: 3)(layout_passes.ConvToNHWC()(mod))
 
 
 NHWC_CONV = """
@@ -192,7 +193,7 @@ func.func @main(%x: tensor<1x10x10x16xf32>, %w: tensor<3x3x16x16xf32>)
 def test_nonzero_init_and_shared_output(m):
     """An output initialized to 0.5 starts the transformed sums at 0.5; a convolution result
     with two users (a relu and the function result) keeps the relu as its own op."""
-    out = graph.ConvToWinograd(lambda *shapes_dtype: m)(mlc.Module.parse(NHWC_CONV))
+    out = layout_passes.ConvToWinograd(lambda *shapes_dtype: m)(mlc.Module.parse(NHWC_CONV))
     text = str(out)
     assert "linalg.conv_2d" not in text and "mlc.name = \"relu\"" in text
     rng = np.random.default_rng(7)

@@ -1,4 +1,4 @@
-"""graph.ApproximateMath (mlc-approximate-math): the polynomial exp, erf, tanh, log, log1p and
+"""prepare_passes.ApproximateMath (mlc-approximate-math): the polynomial exp, erf, tanh, log, log1p and
 expm1 vs numpy/scipy (float64 references) on dense grids and special values, in scalar loops (schedule='none') and vectorized (default
 schedules); the op is really replaced, and approximate_math=False keeps libm."""
 
@@ -8,7 +8,7 @@ from scipy.special import erf
 
 import mlc_mlir as mlc
 from mlc_mlir import ops, te
-from mlc_mlir.graph.math_approximation import ApproximateMath
+from mlc_mlir.pipeline.prepare_passes.math_approximation import ApproximateMath
 from mlc_mlir.ir.walk import has_op
 from opcheck import build_only
 

@@ -1,4 +1,4 @@
-"""Compile-time packing of constant matmul weights (``graph.PackMatmulWeights`` -> ``linalg.mmt4d``)
+"""Compile-time packing of constant matmul weights (``layout_passes.PackMatmulWeights`` -> ``linalg.mmt4d``)
 and the mmt4d default rule: which matmuls are packed, numerics vs numpy through ``mlc.compile``
 (padded M, 1 and 2 threads), the trace of the mmt4d recipe replays, and the packed weight stays
 one folded constant."""
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import mlc_mlir as mlc
-from mlc_mlir import graph, ops
+from mlc_mlir import ops
 from mlc_mlir.errors import ScheduleError
 from mlc_mlir.graph import fold_constant
 from mlc_mlir.pipeline.layout import layout_rewrites
@@ -18,6 +18,7 @@ from mlc_mlir.schedule.cpu_recipes import goto_padding, packed_b_panel, register
 from mlc_mlir.schedule.default_rules import apply_default_schedule, classify
 from mlc_mlir.tune.space_rules import default_space, generate, sampled_decisions
 from mlc_mlir.schedule.loop_nest import analyze_module
+from mlc_mlir.pipeline import layout_passes
 from targets import AVX2, AVX512
 
 TOL = dict(rtol=1e-4, atol=1e-4)
@@ -38,7 +39,7 @@ def matmul_module(m, k, n, epilogue=None, weight_arg=False, seed=0):
 
 
 def pack(mod, nr=16):
-    return graph.PackMatmulWeights(lambda m, n, k, dtype: nr)(mod)
+    return layout_passes.PackMatmulWeights(lambda m, n, k, dtype: nr)(mod)
 
 
 def test_packs_a_constant_weight_into_panels():

@@ -217,6 +217,28 @@ MMA_TILE = (16, 8, 16)
 MMA_WARPS = (2, 4)
 
 
+def _block_grid(sch: Schedule, block: BlockRV, ty, tx, ly, lx, kt, k_inner: bool):
+    """Split the ``(i, j, k)`` loops of ``block`` into ``i0, i1, i2`` (``[None, ty, ly]``),
+    ``j0, j1, j2`` (``[None, tx, lx]``) and ``k0, k1`` (``[None, kt]``), reorder them to
+    ``i0, j0, i1, j1, k0`` then ``i2, j2, k1`` (``k_inner``: a warp's mma steps over k inside its
+    tile) or ``k1, i2, j2`` (a thread's register tile innermost), and bind ``i0``/``j0`` to
+    ``blockIdx.y``/``x``. Returns ``(i0, i1, i2, j0, j1, j2, k0, k1)``.
+
+    Raises
+    ------
+    ScheduleError
+        If a factor does not divide its dim (``split``).
+    """
+    i, j, kk = sch.get_loops(block)
+    i0, i1, i2 = sch.split(i, [None, ty, ly])
+    j0, j1, j2 = sch.split(j, [None, tx, lx])
+    k0, k1 = sch.split(kk, [None, kt])
+    sch.reorder(i0, j0, i1, j1, k0, *((i2, j2, k1) if k_inner else (k1, i2, j2)))
+    sch.bind(i0, "blockIdx.y")
+    sch.bind(j0, "blockIdx.x")
+    return i0, i1, i2, j0, j1, j2, k0, k1
+
+
 def schedule_matmul_mma(sch: Schedule, block: BlockRV) -> bool:
     """An f16 ``C[i, j] += A[i, k] * B[k, j]`` on tensor cores when its dims divide into warp
     tiles: blocks of ``MMA_WARPS`` warps, each warp computing ``16 x 8`` outputs in ``k`` steps
@@ -231,13 +253,7 @@ def schedule_matmul_mma(sch: Schedule, block: BlockRV) -> bool:
     (tm, tn, tk), (wy, wx) = MMA_TILE, MMA_WARPS
     if set(info.info.dtypes) != {"float16"} or m % (tm * wy) or n % (tn * wx) or k % tk:
         return False
-    i, j, kk = sch.get_loops(block)
-    i0, i1, i2 = sch.split(i, [None, wy, tm])
-    j0, j1, j2 = sch.split(j, [None, wx, tn])
-    k0, k1 = sch.split(kk, [None, tk])
-    sch.reorder(i0, j0, i1, j1, k0, i2, j2, k1)
-    sch.bind(i0, "blockIdx.y")
-    sch.bind(j0, "blockIdx.x")
+    _, i1, _, _, j1, _, _, _ = _block_grid(sch, block, wy, wx, tm, tn, tk, k_inner=True)
     # warps along y and z only: blockDim.x stays one warp, since rewrite_matmul_as_mma_sync
     # takes threadIdx.x as the lane id
     sch.bind(i1, "warpIdx.z")
@@ -258,13 +274,7 @@ def schedule_matmul_tiles(sch: Schedule, block: BlockRV, ty, tx, ly, lx, kt) -> 
         If a factor does not divide its dim (``split``).
     """
     sch.cache_write(block, 0, "local")
-    i, j, kk = sch.get_loops(block)
-    i0, i1, i2 = sch.split(i, [None, ty, ly])
-    j0, j1, j2 = sch.split(j, [None, tx, lx])
-    k0, k1 = sch.split(kk, [None, kt])
-    sch.reorder(i0, j0, i1, j1, k0, k1, i2, j2)
-    sch.bind(i0, "blockIdx.y")
-    sch.bind(j0, "blockIdx.x")
+    _, i1, _, _, j1, _, k0, _ = _block_grid(sch, block, ty, tx, ly, lx, kt, k_inner=False)
     sch.bind(sch.fuse(i1, j1), "threadIdx.x")
     for idx in (0, 1):
         cache = sch.cache_read(block, idx, "shared")

@@ -24,7 +24,7 @@ without the per-call packing copy (``cache_read``) the Goto recipe does for a ``
 without reading rows ``4 N`` bytes apart in place (a 512-column B puts its rows into 2 of the
 L1d's 64 sets). Only matmuls whose result feeds no elementwise op are rewritten: their epilogue
 would otherwise be fused into the matmul's tiles, which the reshape in between prevents (the
-im2col GEMMs of ``graph.ConvToIm2col`` feed an ``expand_shape``). Measured on a 2-core AVX2 EPYC
+im2col GEMMs of :class:`~.conv_im2col.ConvToIm2col` feed an ``expand_shape``). Measured on a 2-core AVX2 EPYC
 (znver1), ResNet-18's 49 x 4608 x 512 layer-4 GEMM: 7.05 ms (B read in place) -> 5.7 ms on one
 thread, 4.15 -> 3.5 ms on two.
 
@@ -38,16 +38,15 @@ from __future__ import annotations
 
 from typing import Callable, Optional, Sequence
 
-from .._mlir import ir, linalg_d
-from ..ir import dtypes, emitters
-from ..ir.module import OP_NAME_ATTR, Module
-from .constant_eval import NUMPY_OPS
-from .ir_utils import (
-    emit_transpose, indexing_maps, matmul_maps, named_ops, producer, replace_contraction, reshape,
-    reshaped_accumulator, tensor_shape,
-)
-from .op_kinds import BROADCAST, ELEMWISE, op_kind
-from .pass_manager import Pass, register_pass
+from ..._mlir import ir, linalg_d
+from ...ir import dtypes, emitters
+from ...ir.module import OP_NAME_ATTR, Module
+from ...graph.constant_eval import NUMPY_OPS
+from ...graph.emit_rewrites import emit_transpose, replace_contraction, reshape, reshaped_accumulator
+from ...graph.linalg_attrs import indexing_maps, matmul_maps, tensor_shape
+from ...graph.use_def import named_ops, producer
+from ...graph.op_kinds import BROADCAST, ELEMWISE, op_kind
+from ...graph.pass_manager import ScopedPass, register_pass
 
 #: ``select(m, n, k, dtype) -> NR``: the packed panel width for a matmul of that shape, or 0 to
 #: leave it as it is.
@@ -89,7 +88,7 @@ def _rewrite(op: ir.Operation, nr: int) -> None:
 
 
 @register_pass
-class PackMatmulWeights(Pass):
+class PackMatmulWeights(ScopedPass):
     """Rewrite ``linalg.matmul`` ops whose B is a constant (after data movement) and whose result
     feeds no elementwise op into ``linalg.mmt4d`` on a packed B (see the module docstring).
     Numerically the same sums in the same order of k.
@@ -101,14 +100,13 @@ class PackMatmulWeights(Pass):
         divisor of ``N``, or 0 to keep the matmul. The default schedule passes
         :func:`mlc_mlir.schedule.cpu_recipes.packed_b_panel` for its target.
     functions : sequence of str, optional
-        Only rewrite in these functions (default: all).
+        As :class:`~.pass_manager.ScopedPass`.
     """
 
     name = "mlc-pack-matmul-weights"
 
     def __init__(self, select: PackSelect, functions: Optional[Sequence[str]] = None):
-        self.select = select
-        self.functions = None if functions is None else set(functions)
+        super().__init__(select, functions)
 
     def transform(self, mod: Module) -> Module:
         for op in named_ops(mod, "linalg.matmul", self.functions):

@@ -1,4 +1,4 @@
-// Destination-passing rewrites of slices (graph/destination_style.py).
+// Destination-passing rewrites of slices (pipeline/prepare_passes/destination_style.py).
 // RUN: %mlc-opt %s --mlc-pad-to-insert-slice | FileCheck %s --check-prefix=PAD
 // RUN: %mlc-opt %s --mlc-pad-to-insert-slice --mlc-fill-pad-border | FileCheck %s --check-prefix=BORDER
 // RUN: %mlc-opt %s --mlc-pad-to-insert-slice --mlc-copy-into-slices | FileCheck %s --check-prefix=COPY

@@ -36,11 +36,11 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from .._mlir import arith_d, ir, math_d
-from ..errors import PipelineError
-from ..ir.module import Module
-from .pass_manager import Pass
-from .rewrite import Pattern, RewritePatterns
+from ..._mlir import arith_d, ir, math_d
+from ...errors import PipelineError
+from ...ir.module import Module
+from ...graph.pass_manager import Pass
+from ...graph.rewrite import Pattern, RewritePatterns
 
 #: Ops this pass can approximate.
 APPROXIMATED_OPS = ("math.exp", "math.erf", "math.tanh", "math.log", "math.log1p", "math.expm1")

@@ -38,15 +38,16 @@ the chain.
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Optional
 
-from .._mlir import ir, linalg_d, tensor_d
-from ..ir import emitters
-from ..ir.module import OP_NAME_ATTR, Module
-from .ir_utils import (ConvSelect, constant_pad_value, conv_signature, emit_transpose,
-                       has_constant_pad_value, int_list, is_projected_map, named_ops, rename_dims,
-                       tensor_shape)
-from .pass_manager import Pass, register_pass
+from ..._mlir import ir, linalg_d, tensor_d
+from ...ir import emitters
+from ...ir.module import OP_NAME_ATTR, Module
+from ...graph.emit_rewrites import constant_pad_value, emit_transpose, has_constant_pad_value
+from ...graph.linalg_attrs import int_list, is_projected_map, rename_dims, tensor_shape
+from ...graph.use_def import named_ops
+from .conv_select import conv_signature, ConvSelect
+from ...graph.pass_manager import ScopedPass, register_pass
 
 _TO_NHWC, _TO_HWCF, _TO_NCHW = [0, 2, 3, 1], [2, 3, 1, 0], [0, 3, 1, 2]
 
@@ -145,31 +146,23 @@ def _padded_nhwc(x, nm: str, dtype: str):
 
 
 @register_pass
-class ConvToNHWC(Pass):
+class ConvToNHWC(ScopedPass):
     """Rewrite ``linalg.conv_2d_nchw_fchw`` ops into NHWC/HWCF convolutions between transposes
     (see the module docstring).
 
     Parameters
     ----------
-    select : callable, optional
-        ``select(x_shape, w_shape, out_shape, dtype) -> bool`` with the (padded) input
-        ``(N, C, H, W)``, filter ``(F, C, KH, KW)`` and output ``(N, F, OH, OW)`` shapes and the
-        element dtype name; default: every convolution. The default schedule passes
+    select : ConvSelect, optional
+        Which convolutions to rewrite (:data:`~.conv_select.ConvSelect`, given the padded input
+        ``(N, C, H, W)``, the filter ``(F, C, KH, KW)`` and the output ``(N, F, OH, OW)``);
+        default: every convolution. The default schedule passes
         :func:`mlc_mlir.schedule.rules.conv.prefers_nhwc` for its target.
     functions : sequence of str, optional
-        Only rewrite in these functions (default: all).
-
-    Raises
-    ------
-    IRError
-        If the result does not verify (a bug of the pass).
+        As :class:`~.pass_manager.ScopedPass`.
     """
 
     name = "mlc-conv-to-nhwc"
-
-    def __init__(self, select: Optional[ConvSelect] = None, functions: Optional[Sequence[str]] = None):
-        self.select = select
-        self.functions = None if functions is None else set(functions)
+    select: Optional[ConvSelect]
 
     def transform(self, mod: Module) -> Module:
         for op in named_ops(mod, "linalg.conv_2d_nchw_fchw", self.functions):

@@ -31,10 +31,10 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
-from .._mlir import arith_d, func_d, ir, linalg_d, scf_d, tensor_d
-from ..ir.module import OP_NAME_ATTR, Module
-from .ir_utils import named_ops, producer
-from .pass_manager import Pass, register_pass
+from ..._mlir import arith_d, func_d, ir, linalg_d, scf_d, tensor_d
+from ...ir.module import OP_NAME_ATTR, Module
+from ...graph.use_def import named_ops, producer
+from ...graph.pass_manager import ScopedPass, register_pass
 
 
 def _candidate(op: ir.Operation) -> bool:
@@ -114,20 +114,20 @@ def _specialize(mod: Module, f, op: ir.Operation, used: set) -> None:
 
 
 @register_pass
-class SpecializeUnitRows(Pass):
+class SpecializeUnitRows(ScopedPass):
     """Give each ``linalg.matmul`` of dynamic ``M`` (static K, N; a zero-filled init) an
     ``M == 1`` version chosen at run time (see the module docstring).
 
     Parameters
     ----------
     functions : sequence of str, optional
-        Only rewrite in these functions (default: all).
+        As :class:`~.pass_manager.ScopedPass`.
     """
 
     name = "mlc-specialize-unit-rows"
 
     def __init__(self, functions: Optional[Sequence[str]] = None):
-        self.functions = None if functions is None else set(functions)
+        super().__init__(None, functions)
 
     def transform(self, mod: Module) -> Module:
         used = set(mod.function_names())

@@ -34,7 +34,7 @@ strided slices and projected maps, so the elementwise rule vectorizes every step
 channels (dense multiply-adds: 12 per transformed value, small next to the GEMM). The
 elementwise chain after the convolution (bias, a residual add of the full output, relu) runs in
 the last step; the ``(N, tH, m, tW, m, F)`` result is the NHWC output once collapsed, which
-``graph.WriteReshapedIntoSlices`` writes straight into the next convolution's padded buffer.
+``prepare_passes.WriteReshapedIntoSlices`` writes straight into the next convolution's padded buffer.
 An input smaller than ``m * tH + 2`` rows is zero-extended (its padded buffer made larger), an
 output larger than ``OH`` is sliced. The transform of a constant filter is computed at compile
 time (numpy, float64), that of a filter computed at run time is a contraction generic. The GEMM
@@ -59,14 +59,16 @@ from typing import Callable, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .._mlir import arith_d, ir, linalg_d, tensor_d
-from ..errors import PipelineError
-from ..ir import dtypes, emitters
-from ..ir.constants import elements_attr
-from ..ir.module import OP_NAME_ATTR, Module
-from .ir_utils import (chosen_algorithm, clone_ops, conv_signature, int_list, is_projected_map, named_fill, named_ops,
-                       producer, replace_contraction, reshape, static_slice, tensor_shape)
-from .pass_manager import Pass, register_pass
+from ..._mlir import arith_d, ir, linalg_d, tensor_d
+from ...errors import PipelineError
+from ...ir import dtypes, emitters
+from ...ir.constants import elements_attr
+from ...ir.module import OP_NAME_ATTR, Module
+from ...graph.emit_rewrites import named_fill, replace_contraction, reshape
+from ...graph.linalg_attrs import int_list, is_projected_map, static_slice, tensor_shape
+from ...graph.use_def import clone_ops, named_ops, producer
+from .conv_select import chosen_algorithm, conv_signature
+from ...graph.pass_manager import ScopedPass, register_pass
 
 #: ``select(x_shape, w_shape, out_shape, dtype) -> m``: the output tile (2 or 4) for an NHWC
 #: convolution, or 0 to leave it alone.
@@ -379,7 +381,7 @@ def _is_zero(v) -> bool:
 
 
 @register_pass
-class ConvToWinograd(Pass):
+class ConvToWinograd(ScopedPass):
     """Rewrite stride-1 3x3 ``linalg.conv_2d_nhwc_hwcf`` ops whose output starts from a named
     ``linalg.fill`` into Winograd F(m x m, 3 x 3) (see the module docstring). Float dtypes only.
 
@@ -394,7 +396,7 @@ class ConvToWinograd(Pass):
         an ``mlc.conv_algorithm`` attribute (a tuned choice) takes its tile from it (2 or 4;
         any other value keeps the convolution), whatever ``select`` says.
     functions : sequence of str, optional
-        Only rewrite in these functions (default: all).
+        As :class:`~.pass_manager.ScopedPass`.
 
     Raises
     ------
@@ -403,10 +405,7 @@ class ConvToWinograd(Pass):
     """
 
     name = "mlc-conv-to-winograd"
-
-    def __init__(self, select: Optional[WinogradSelect] = None, functions: Optional[Sequence[str]] = None):
-        self.select = select
-        self.functions = None if functions is None else set(functions)
+    select: Optional[WinogradSelect]
 
     def transform(self, mod: Module) -> Module:
         for op in named_ops(mod, "linalg.conv_2d_nhwc_hwcf", self.functions):

@@ -31,14 +31,16 @@ produces a ``linalg.generic`` contraction, not the ``linalg.matmul`` the default
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Optional
 
-from .._mlir import ir, linalg_d
-from ..ir import dtypes, emitters
-from ..ir.module import CONV_IM2COL, OP_NAME_ATTR, Module
-from .ir_utils import (ConvSelect, chosen_algorithm, conv_signature, int_list, named_ops, replace_contraction, reshape,
-                       reshaped_accumulator, tensor_shape)
-from .pass_manager import Pass, register_pass
+from ..._mlir import ir, linalg_d
+from ...ir import dtypes, emitters
+from ...ir.module import CONV_IM2COL, OP_NAME_ATTR, Module
+from ...graph.emit_rewrites import replace_contraction, reshape, reshaped_accumulator
+from ...graph.linalg_attrs import int_list, tensor_shape
+from ...graph.use_def import named_ops
+from .conv_select import chosen_algorithm, conv_signature, ConvSelect
+from ...graph.pass_manager import ScopedPass, register_pass
 
 def _rewrite(op: ir.Operation) -> None:
     x, w, init = op.operands[0], op.operands[1], op.operands[2]
@@ -66,28 +68,25 @@ def _rewrite(op: ir.Operation) -> None:
 
 
 @register_pass
-class ConvToIm2col(Pass):
+class ConvToIm2col(ScopedPass):
     """Rewrite ``linalg.conv_2d_nhwc_hwcf`` ops into an im2col ``linalg.generic`` and a
     ``linalg.matmul`` (see the module docstring). Numerically the same sums, in another order.
 
     Parameters
     ----------
-    select : callable, optional
-        ``select(x_shape, w_shape, out_shape, dtype) -> bool`` with the (padded) input
-        ``(N, H, W, C)``, filter ``(KH, KW, C, F)`` and output ``(N, OH, OW, F)`` shapes and the
-        element dtype name; default: every convolution. The default schedule passes
+    select : ConvSelect, optional
+        Which convolutions to rewrite (:data:`~.conv_select.ConvSelect`, given the padded input
+        ``(N, H, W, C)``, the filter ``(KH, KW, C, F)`` and the output ``(N, OH, OW, F)``);
+        default: every convolution. The default schedule passes
         :func:`mlc_mlir.schedule.rules.conv.prefers_im2col` for its target. A convolution with
         an ``mlc.conv_algorithm`` attribute (a tuned choice) is rewritten when it says
         ``CONV_IM2COL``, whatever ``select`` says.
     functions : sequence of str, optional
-        Only rewrite in these functions (default: all).
+        As :class:`~.pass_manager.ScopedPass`.
     """
 
     name = "mlc-conv-to-im2col"
-
-    def __init__(self, select: Optional[ConvSelect] = None, functions: Optional[Sequence[str]] = None):
-        self.select = select
-        self.functions = None if functions is None else set(functions)
+    select: Optional[ConvSelect]
 
     def transform(self, mod: Module) -> Module:
         for op in named_ops(mod, "linalg.conv_2d_nhwc_hwcf", self.functions):

@@ -1,7 +1,7 @@
 """``PropagateTransposes`` (``mlc-propagate-transposes``): move layout transposes down the graph
 until they meet their inverse and cancel, so a chain of NHWC convolutions stays in NHWC.
 
-``graph.ConvToNHWC`` rewrites one convolution at a time: ``to_nchw(conv_nhwc(x_nhwc(x)))``.
+:class:`~.conv_nhwc.ConvToNHWC` rewrites one convolution at a time: ``to_nchw(conv_nhwc(x_nhwc(x)))``.
 Between two convolutions of a ResNet block that leaves ``x_nhwc(to_nchw(y))`` -- a round trip
 through NCHW -- and the residual adds, pads and poolings run in NCHW between transposes
 (ResNet-18: 40 transposes of up to 800 KB each, and every conv re-laid its input). This pass
@@ -29,13 +29,15 @@ from __future__ import annotations
 
 from typing import List, Optional, Sequence
 
-from .._mlir import ir, linalg_d, tensor_d
-from ..ir import dtypes, emitters
-from ..ir.module import OP_NAME_ATTR, Module
-from .ir_utils import (emit_transpose, indexing_maps, int_list, is_projected_map, iterator_types, producer,
-                       rename_dims, tensor_shape)
-from .pass_manager import Pass, register_pass
-from .rewrite import top_level_ops
+from ..._mlir import ir, linalg_d, tensor_d
+from ...ir import dtypes, emitters
+from ...ir.module import OP_NAME_ATTR, Module
+from ...graph.emit_rewrites import emit_transpose
+from ...graph.linalg_attrs import (indexing_maps, int_list, is_projected_map, iterator_types, rename_dims,
+                                   tensor_shape)
+from ...graph.use_def import producer
+from ...graph.pass_manager import ScopedPass, register_pass
+from ...graph.rewrite import top_level_ops
 
 _NHWC_TO_NCHW = [0, 3, 1, 2]
 
@@ -211,25 +213,20 @@ def _erase_dead(ops: List[ir.Operation]) -> None:
 
 
 @register_pass
-class PropagateTransposes(Pass):
+class PropagateTransposes(ScopedPass):
     """Sink ``linalg.transpose`` ops through elementwise ops, pads and poolings until inverse
     pairs cancel (see the module docstring).
 
     Parameters
     ----------
     functions : sequence of str, optional
-        Only rewrite in these functions (default: all).
-
-    Raises
-    ------
-    IRError
-        If the result does not verify (a bug of the pass).
+        As :class:`~.pass_manager.ScopedPass`.
     """
 
     name = "mlc-propagate-transposes"
 
     def __init__(self, functions: Optional[Sequence[str]] = None):
-        self.functions = None if functions is None else set(functions)
+        super().__init__(None, functions)
 
     def transform(self, mod: Module) -> Module:
         for f in mod.func_ops():

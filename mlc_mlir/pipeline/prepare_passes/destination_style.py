@@ -37,7 +37,7 @@ then 49 x 2304 patches) took 0.24 ms with the strided copy and 0.04 ms with it (
 one thread).
 
 ``FillPadBorder`` (``mlc-fill-pad-border``): a ``tensor.insert_slice`` into a ``linalg.fill``
-of a ``tensor.empty`` (the padded buffers of the two rewrites above and of ``graph.ConvToNHWC``)
+of a ``tensor.empty`` (the padded buffers of the two rewrites above and of ``layout_passes.ConvToNHWC``)
 fills only the border around the inserted region: one ``linalg.fill`` per side and padded dim,
 on ``extract_slice``/``insert_slice`` slabs, instead of a memset of the whole buffer whose
 interior is overwritten at once. ResNet-18 zeroed about 12 MB of padded activations per
@@ -76,21 +76,35 @@ from __future__ import annotations
 
 from typing import Callable, List
 
-from .._mlir import ir, linalg_d, tensor_d
-from ..ir import emitters
-from ..ir.module import OP_NAME_ATTR, Module
-from .ir_utils import constant_pad_value, has_constant_pad_value, int_list, producer, static_slice
-from .pass_manager import Pass, register_pass
-from .rewrite import top_level_ops
+from ..._mlir import ir, linalg_d, tensor_d
+from ...ir import emitters
+from ...ir.module import OP_NAME_ATTR, Module
+from ...graph.emit_rewrites import constant_pad_value, has_constant_pad_value
+from ...graph.linalg_attrs import int_list, static_slice
+from ...graph.use_def import producer
+from ...graph.pass_manager import Pass, register_pass
+from ...graph.rewrite import top_level_ops
 
 
-def _rewrite_all(mod: Module, find: Callable, rewrite: Callable) -> Module:
-    """``rewrite(op)`` for each op of ``find(func)`` in every function with a body."""
-    for f in mod.func_ops():
-        if not f.is_external:
-            for op in find(f):
-                rewrite(op)
-    return mod
+class _TopLevelRewrite(Pass):
+    """A pass that calls ``rewrite(op)`` for each op of ``find(func)`` in every function with a
+    body; subclasses set ``name``, ``find`` and ``rewrite``. Shapes and dtypes are unchanged.
+
+    Raises
+    ------
+    IRError
+        If the result does not verify (a bug of the pass).
+    """
+
+    find: Callable[..., List[ir.Operation]]
+    rewrite: Callable[[ir.Operation], None]
+
+    def transform(self, mod: Module) -> Module:
+        for f in mod.func_ops():
+            if not f.is_external:
+                for op in self.find(f):
+                    self.rewrite(op)
+        return mod
 
 
 def _static_pads(func) -> List[ir.Operation]:
@@ -119,21 +133,15 @@ def _rewrite(pad: ir.Operation) -> None:
 
 
 @register_pass
-class PadToInsertSlice(Pass):
+class PadToInsertSlice(_TopLevelRewrite):
     """Rewrite top-level constant ``tensor.pad`` ops as ``linalg.fill`` + ``tensor.insert_slice``
     (see the module docstring). Shapes and dtypes are unchanged; pads with dynamic amounts or an
     index-dependent value are kept.
-
-    Raises
-    ------
-    IRError
-        If the result does not verify (a bug of the pass).
     """
 
     name = "mlc-pad-to-insert-slice"
-
-    def transform(self, mod: Module) -> Module:
-        return _rewrite_all(mod, _static_pads, _rewrite)
+    find = staticmethod(_static_pads)
+    rewrite = staticmethod(_rewrite)
 
 
 def _argument_inserts(func) -> List[ir.Operation]:
@@ -250,20 +258,14 @@ def _fill_border(ins: ir.Operation) -> None:
 
 
 @register_pass
-class FillPadBorder(Pass):
+class FillPadBorder(_TopLevelRewrite):
     """Fill only the border of a padded buffer that a ``tensor.insert_slice`` writes the interior
-    of (see the module docstring). Shapes and dtypes are unchanged.
-
-    Raises
-    ------
-    IRError
-        If the result does not verify (a bug of the pass).
+    of (see the module docstring).
     """
 
     name = "mlc-fill-pad-border"
-
-    def transform(self, mod: Module) -> Module:
-        return _rewrite_all(mod, _padded_inserts, _fill_border)
+    find = staticmethod(_padded_inserts)
+    rewrite = staticmethod(_fill_border)
 
 
 def _top_level(op: ir.Operation, func_op: ir.Operation) -> ir.Operation:
@@ -334,38 +336,26 @@ def _read_inserted(ins: ir.Operation) -> None:
 
 
 @register_pass
-class ReadInsertedSlices(Pass):
+class ReadInsertedSlices(_TopLevelRewrite):
     """Uses of a value inserted into a slice that come after the top-level
     ``tensor.insert_slice`` read the slice of the inserted tensor instead (see the module
-    docstring). Shapes and dtypes are unchanged.
-
-    Raises
-    ------
-    IRError
-        If the result does not verify (a bug of the pass).
+    docstring).
     """
 
     name = "mlc-read-inserted-slices"
-
-    def transform(self, mod: Module) -> Module:
-        return _rewrite_all(mod, _inserts_read_later, _read_inserted)
+    find = staticmethod(_inserts_read_later)
+    rewrite = staticmethod(_read_inserted)
 
 
 @register_pass
-class CopyIntoSlices(Pass):
+class CopyIntoSlices(_TopLevelRewrite):
     """Rewrite top-level ``tensor.insert_slice`` ops of function arguments as an identity
     ``linalg.generic`` into the extracted destination slice (see the module docstring).
-
-    Raises
-    ------
-    IRError
-        If the result does not verify (a bug of the pass).
     """
 
     name = "mlc-copy-into-slices"
-
-    def transform(self, mod: Module) -> Module:
-        return _rewrite_all(mod, _argument_inserts, _copy_into)
+    find = staticmethod(_argument_inserts)
+    rewrite = staticmethod(_copy_into)
 
 
 def _empty_init(op: ir.Operation, result: ir.Value):
@@ -419,23 +409,16 @@ def _write_reshaped_into(ins: ir.Operation) -> None:
 
 
 @register_pass
-class WriteReshapedIntoSlices(Pass):
+class WriteReshapedIntoSlices(_TopLevelRewrite):
     """A value collapsed (``tensor.collapse_shape``) and inserted into a slice is computed
     straight into the expanded slice of the destination: its producer's ``tensor.empty`` init
     becomes ``tensor.expand_shape(tensor.extract_slice(dest))``, so One-Shot Bufferize writes in
     place (``eliminate-empty-tensors`` does not look through reshapes; otherwise the insert
     is an element-by-element ``memrefCopy``: 0.6 ms of a 0.07 ms Winograd output transform of
     ResNet-18, whose ``(N, tH, m, tW, m, F)`` result is the next convolution's padded input).
-    Shapes and dtypes are unchanged. Source: MLIR ``eliminate-empty-tensors`` (the same rewrite
-    without the reshape).
-
-    Raises
-    ------
-    IRError
-        If the result does not verify (a bug of the pass).
+    Source: MLIR ``eliminate-empty-tensors`` (the same rewrite without the reshape).
     """
 
     name = "mlc-write-reshaped-into-slices"
-
-    def transform(self, mod: Module) -> Module:
-        return _rewrite_all(mod, _reshaped_inserts, _write_reshaped_into)
+    find = staticmethod(_reshaped_inserts)
+    rewrite = staticmethod(_write_reshaped_into)

@@ -39,12 +39,14 @@ from typing import Callable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .._mlir import arith_d, func_d, ir, tensor_d
-from ..ir import emitters
-from ..ir.module import OP_NAME_ATTR, Module
-from .ir_utils import indexing_maps, iterator_types, named_fill, named_ops, producer, reshape
-from .pass_manager import Pass, register_pass
-from .rewrite import body_ops
+from ..._mlir import arith_d, func_d, ir, tensor_d
+from ...ir import emitters
+from ...ir.module import OP_NAME_ATTR, Module
+from ...graph.emit_rewrites import named_fill, reshape
+from ...graph.linalg_attrs import indexing_maps, iterator_types
+from ...graph.use_def import named_ops, producer
+from ...graph.pass_manager import ScopedPass, register_pass
+from ...graph.rewrite import body_ops
 
 #: ``kernel(module_body, name, q_type, k_type, v_type, bias_type or None, scale) -> func.FuncOp``.
 AttentionKernel = Callable[..., func_d.FuncOp]
@@ -409,7 +411,7 @@ def match_attention(o: ir.Operation, mod: Module) -> Optional[_Match]:
 
 
 @register_pass
-class FuseAttention(Pass):
+class FuseAttention(ScopedPass):
     """Replace each recognized attention by a call of a fused attention function (see the module
     docstring); attentions of the same operand types and scale (the layers of a transformer)
     call one function.
@@ -420,14 +422,14 @@ class FuseAttention(Pass):
         ``kernel(module_body, name, q_type, k_type, v_type, bias_type, scale)`` emits the fused
         function at the end of ``module_body`` and returns it (``out: (B, H, Sq, D)``).
     functions : sequence of str, optional
-        Only rewrite in these functions (default: all).
+        As :class:`~.pass_manager.ScopedPass`.
     """
 
     name = "mlc-fuse-attention"
 
     def __init__(self, kernel: AttentionKernel, functions: Optional[Sequence[str]] = None):
+        super().__init__(None, functions)
         self.kernel = kernel
-        self.functions = None if functions is None else set(functions)
 
     def transform(self, mod: Module) -> Module:
         used = set(mod.function_names())
