@@ -444,7 +444,7 @@ def goto_loop_nest(sch: Schedule, block: BlockRV, threads: int, split_n: bool, m
 def packed_b_panel(target: Target, m: int, n: int, k: int, dtype: str,
                    threads: Optional[int] = None) -> int:
     """The panel width ``NR`` to pack a constant B of an ``(M, N, K)`` matmul with at compile time
-    (``graph.PackMatmulWeights``: ``linalg.mmt4d`` on ``(N / NR, K, NR)`` panels, scheduled by
+    (``layout_passes.PackMatmulWeights``: ``linalg.mmt4d`` on ``(N / NR, K, NR)`` panels, scheduled by
     :func:`schedule_mmt4d_goto`), or 0 to keep the ``linalg.matmul``: float dtypes whose N is a
     multiple of the Goto register tile's ``NR`` (two vectors of the target) and whose K needs no
     padding (:func:`goto_padding`: a padded K would pad the packed constant in every call),
@@ -470,7 +470,7 @@ def schedule_mmt4d_goto(sch: Schedule, block: BlockRV, threads: Optional[int] = 
                         unroll_k: Optional[int] = None, split_n: Optional[bool] = None,
                         target: Optional[Target] = None) -> Schedule:
     """Schedule a ``linalg.mmt4d`` with ``M0 = K0 = 1`` (a matmul on a pre-packed B:
-    ``C[m, n1, 0, n0] += A[m, k, 0, 0] * B[n1, k, n0, 0]``, from ``graph.PackMatmulWeights``)
+    ``C[m, n1, 0, n0] += A[m, k, 0, 0] * B[n1, k, n0, 0]``, from ``layout_passes.PackMatmulWeights``)
     with the loop nest of :func:`schedule_matmul_goto` minus its packing: ``i0`` (threads over
     M; with ``split_n`` over the panels ``n1``), ``j0`` (NC / NR panels), ``k0`` (KC), ``i1``
     (MC), ``j1`` (one panel), ``i2`` (MR), ``k1`` (unrolled), and the vectorized ``MR x NR``

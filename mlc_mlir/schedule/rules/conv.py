@@ -6,16 +6,16 @@ defaults derive from the target, the values described below).
   (:func:`nhwc_register_tile`), output-channel blocks outermost (their filter panel stays in L1,
   input channels blocked when it does not: :func:`filter_block_channels`), the window unrolled.
   ``mlc.compile`` rewrites the NCHW convolutions that :func:`prefers_nhwc` picks into this form
-  (``graph.ConvToNHWC``: transposes around the op; a constant filter's is folded).
+  (``layout_passes.ConvToNHWC``: transposes around the op; a constant filter's is folded).
 * ``linalg.conv_2d_nchw_fchw`` (:func:`schedule_conv2d`): the output row tiled, the window
   unrolled, elementwise epilogues (bias, relu) fused per row tile; used for the convolutions
   :func:`prefers_nhwc` leaves in NCHW and for schedules built on NCHW payloads directly.
 * ``linalg.conv_2d_ngchw_gfchw`` (:func:`schedule_grouped_conv2d`).
 * Small output maps (:func:`prefers_im2col`) are not scheduled as convolutions at all:
-  ``mlc.compile`` rewrites them into an im2col copy + ``linalg.matmul`` (``graph.ConvToIm2col``).
+  ``mlc.compile`` rewrites them into an im2col copy + ``linalg.matmul`` (``layout_passes.ConvToIm2col``).
 * Stride-1 3x3 convolutions that :func:`winograd_tile` picks are not either: ``mlc.compile``
   rewrites them into Winograd F(m x m, 3 x 3) transforms around a ``linalg.batch_matmul``
-  (``graph.ConvToWinograd``), which the elementwise and batch_matmul rules schedule.
+  (``layout_passes.ConvToWinograd``), which the elementwise and batch_matmul rules schedule.
 
 Source: oneDNN's direct convolution and TVM TOPI x86 ``conv2d_NCHWc`` (output channels in the
 vector, register blocking of the output width, kernel loops unrolled, reordered weights); TVM
@@ -109,7 +109,7 @@ def filter_block_channels(target: Target, taps: int, c: int, fr: int, dtype_bits
 def prefers_nhwc(target: Target, x_shape: Sequence[int], w_shape: Sequence[int],
                  out_shape: Sequence[int], dtype: str) -> bool:
     """Whether an NCHW convolution (input ``(N, C, H, W)``, filter ``(F, C, KH, KW)``, output
-    ``(N, F, OH, OW)``, element dtype ``dtype``) should run as NHWC (``graph.ConvToNHWC`` +
+    ``(N, F, OH, OW)``, element dtype ``dtype``) should run as NHWC (``layout_passes.ConvToNHWC`` +
     :func:`schedule_conv2d_nhwc`): float dtypes whose output channels fill whole vectors of the
     target (``F % lanes == 0``), so the output-channel register tile has no partial vector. The
     others (``F = 6``, integer dtypes) keep the NCHW rule, and so does every convolution on a
@@ -128,7 +128,7 @@ IM2COL_MAX_OUTPUT_PIXELS = 256
 def prefers_im2col(target: Target, x_shape: Sequence[int], w_shape: Sequence[int],
                    out_shape: Sequence[int], dtype: str) -> bool:
     """Whether an NHWC convolution (input ``(N, H, W, C)``, filter ``(KH, KW, C, F)``, output
-    ``(N, OH, OW, F)``) should run as im2col + GEMM (``graph.ConvToIm2col`` and the matmul rule)
+    ``(N, OH, OW, F)``) should run as im2col + GEMM (``layout_passes.ConvToIm2col`` and the matmul rule)
     rather than :func:`schedule_conv2d_nhwc`: float dtypes with small output maps
     (``OH * OW <= 256``, the deep layers of a CNN). There the direct kernel has few, short row
     tiles (``WR`` must divide ``OW``: 1 or 7 for 7x7 maps) and deep channel counts put the input
@@ -170,7 +170,7 @@ def schedule_conv2d_nhwc(sch: Schedule, block: BlockRV, ctx: RuleContext) -> Non
     vector registers (the 7x7 stem) has only its rows unrolled: 8.1 -> 7.3 ms for
     1x230x230x3 7x7 stride 2 -> 64.
 
-    Elementwise epilogues (bias, relu; ``graph.ConvToNHWC`` moves them before its transpose back
+    Elementwise epilogues (bias, relu; ``layout_passes.ConvToNHWC`` moves them before its transpose back
     to NCHW) are fused per row tile when the input channels are not blocked; the init is then
     decomposed into the row tile (``decompose_reduction`` at ``c``). With channel blocks they
     run per output-channel block (``reverse_compute_at(f0)``: the block's ``OH x OW x FR`` slice
@@ -328,7 +328,7 @@ WINOGRAD_MIN_SAVING = 2.0
 def winograd_tile(target: Target, x_shape: Sequence[int], w_shape: Sequence[int],
                   out_shape: Sequence[int], dtype: str) -> int:
     """The output tile ``m`` of Winograd F(m x m, 3 x 3) for a stride-1 3x3 NHWC convolution
-    (``graph.ConvToWinograd``; input ``(N, H, W, C)``, filter ``(3, 3, C, F)``, output
+    (``layout_passes.ConvToWinograd``; input ``(N, H, W, C)``, filter ``(3, 3, C, F)``, output
     ``(N, OH, OW, F)``), or 0 to keep the direct (or im2col) convolution.
 
     For ``m`` in 4, 2 the GEMM has ``T = N * ceil(OH / m) * ceil(OW / m)`` rows per point and
@@ -367,10 +367,10 @@ def conv_algorithms(target: Target, x_shape: Sequence[int], w_shape: Sequence[in
     """``(candidates, default)`` of the algorithm decision of an NHWC convolution (input
     ``(N, H, W, C)`` padded, filter ``(KH, KW, C, F)``, output ``(N, OH, OW, F)``), the values
     of ``mlc.conv_algorithm``: ``CONV_DIRECT`` (0, :func:`schedule_conv2d_nhwc`),
-    ``CONV_IM2COL`` (1, ``graph.ConvToIm2col`` + the matmul rule) and the Winograd output tiles
-    2 and 4 (``graph.ConvToWinograd`` + the batch_matmul and elementwise rules) where
+    ``CONV_IM2COL`` (1, ``layout_passes.ConvToIm2col`` + the matmul rule) and the Winograd output tiles
+    2 and 4 (``layout_passes.ConvToWinograd`` + the batch_matmul and elementwise rules) where
     ``winograd_fits`` (a float32 stride-1 3x3 window over an input padded by the compiler,
-    ``graph.conv_winograd.winograd_applies``) and ``winograd`` is not False.
+    ``layout_passes.conv_winograd.winograd_applies``) and ``winograd`` is not False.
 
     The default is the compile's own choice: :func:`winograd_tile` when ``winograd`` is True
     and it picks a tile, else im2col where :func:`prefers_im2col`, else direct. With

@@ -1,5 +1,5 @@
 """Rules for contractions: ``linalg.matmul`` (matmul, dense) by multi-level tiling in the Goto
-structure, ``linalg.mmt4d`` on a pre-packed B (``graph.PackMatmulWeights``) with the same loop
+structure, ``linalg.mmt4d`` on a pre-packed B (``layout_passes.PackMatmulWeights``) with the same loop
 nest, and ``linalg.batch_matmul`` with a register-tiled batch loop; matmul and batch_matmul with
 elementwise epilogues (bias add, relu) fused into their tiles. Each rule samples its knobs
 (threads, register tile, cache blocks, packing, k-unroll) from candidates derived from the
