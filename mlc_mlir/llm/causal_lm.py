@@ -25,6 +25,7 @@ import numpy as np
 
 from ..errors import ExecutionError
 from ..pipeline import compile as compile_module
+from ..runtime.huge_pages import advise_huge_pages
 from ..target import get_target
 from .export import SEQ, cache_shapes, import_step
 from .sampling import check_sampling, next_token
@@ -43,7 +44,9 @@ class CausalLM:
         The compiled steps: ``prefill_step`` symbolic in ``seq`` (its ``signature.dims`` hold
         ``{"seq": (1, max_seq_len)}``), ``decode_step`` static at one token.
     caches : list of numpy.ndarray
-        ``k_0, v_0, k_1, ...``, each ``(1, kv_heads, max_seq_len, head_dim)``, written in place.
+        ``k_0, v_0, k_1, ...``, each ``(1, kv_heads, max_seq_len, head_dim)``, written in place
+        (C-contiguous views of one buffer backed by transparent huge pages where the system has
+        them, :func:`~mlc_mlir.runtime.huge_pages.advise_huge_pages`).
     compile_seconds : float
         Wall time of the import and both compiles.
     """
@@ -52,7 +55,12 @@ class CausalLM:
                  compile_seconds: float):
         self.prefill_step, self.decode_step = prefill, decode
         self.max_seq_len, self.prefill_chunk = max_seq_len, prefill_chunk
-        self.caches = [np.zeros(s, dtype) for s in shapes]
+        # one buffer for all caches (each a C-contiguous view), on huge pages: every decode
+        # step reads them, as it reads the weights
+        block = np.zeros((len(shapes),) + tuple(shapes[0]), dtype) if len(set(shapes)) == 1 else None
+        self.caches = list(block) if block is not None else [np.zeros(s, dtype) for s in shapes]
+        for c in [block] if block is not None else self.caches:
+            advise_huge_pages(c)
         self.compile_seconds = compile_seconds
 
     def prefill(self, input_ids) -> np.ndarray:

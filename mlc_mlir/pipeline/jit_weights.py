@@ -10,8 +10,11 @@ initializer) and the engine binds the symbol to the address of the weight's buff
 (``ExecutionEngine.raw_register_runtime``): no copy, no code generation for data. The JIT
 generates code for the large code model (absolute 64-bit relocations, checked on x86-64), so a
 buffer anywhere in the address space is reachable. The declared alignment is lowered to the
-buffer's own (numpy guarantees 16 bytes), so no load assumes more. The AOT library keeps the
-initializers (its weights live in the ``.so``).
+buffer's own (numpy guarantees 16 bytes), so no load assumes more. Each linked buffer is backed
+by transparent huge pages where the system has them
+(:func:`~mlc_mlir.runtime.huge_pages.advise_huge_pages`: a weight that is a view of a torch
+tensor otherwise stays on 4 KiB pages). The AOT library keeps the initializers (its weights live
+in the ``.so``).
 
 Source: the ORC JIT's absolute symbols (``absoluteSymbols``), as a JIT links host data; TVM and
 IREE likewise pass large constants to the compiled code as parameters instead of embedding them.
@@ -27,6 +30,7 @@ import numpy as np
 from .._mlir import ir
 from ..ir.constants import resource_name
 from ..ir.module import Module
+from ..runtime.huge_pages import advise_huge_pages
 
 #: Globals of at least this many bytes are linked, not compiled. Smaller ones stay in the code,
 #: where LLVM can fold loads from them (small tables, transform matrices).
@@ -85,4 +89,5 @@ def link_weights(lowered: Module) -> Tuple[Module, List[Tuple[str, ctypes.c_void
             op.attributes["alignment"] = ir.IntegerAttr.get(i64, _alignment(address))
             symbols.append((name, ctypes.c_void_p(address)))
             arrays.append(value)
+            advise_huge_pages(value)   # streamed by every call: one TLB entry per huge page
     return (out, symbols, arrays) if symbols else (lowered, [], [])
