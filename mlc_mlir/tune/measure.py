@@ -147,6 +147,8 @@ class WorkerProcess:
         self._buf = b""
         self._log = tempfile.TemporaryFile()
         self._closed = False
+        self._paused_s = 0.0                # seconds spent stopped by pause(), in all
+        self._paused_since: Optional[float] = None
         #: Processes killed so far: builds kept in the process (:func:`build_on`) are gone
         #: once it changes.
         self.generation = 0
@@ -185,8 +187,15 @@ class WorkerProcess:
         text = self._log.read().decode(errors="replace").strip()
         return text[-STDERR_TAIL:]
 
+    def _stopped_s(self) -> float:
+        """Seconds this worker has spent stopped by :meth:`pause` (the current stop included)."""
+        since = self._paused_since
+        return self._paused_s + (time.monotonic() - since if since is not None else 0.0)
+
     def _read(self, timeout: float, phase: str) -> Dict[str, Any]:
-        deadline = time.monotonic() + timeout
+        """The next reply line; ``timeout`` s of the worker's own time: a stop by :meth:`pause`
+        moves the deadline by its length."""
+        deadline = time.monotonic() + timeout - self._stopped_s()
         proc = self._proc
         if proc is None:
             raise WorkerFailed(f"crash: the worker was closed during {phase}")
@@ -194,8 +203,10 @@ class WorkerProcess:
         with selectors.DefaultSelector() as sel:
             sel.register(fd, selectors.EVENT_READ)
             while b"\n" not in self._buf:
-                left = deadline - time.monotonic()
-                if left <= 0 or not sel.select(left):
+                left = deadline + self._stopped_s() - time.monotonic()
+                if left > 0 and not sel.select(left):
+                    continue        # recheck: a pause may have moved the deadline
+                if left <= 0:
                     self.kill()
                     raise WorkerFailed(f"timeout: no result within {timeout:g} s during {phase} "
                                        "(worker killed)")
@@ -238,12 +249,18 @@ class WorkerProcess:
                 os.killpg(proc.pid, sig)
 
     def pause(self) -> None:
-        """Stop the worker's processes (``SIGSTOP``) until :meth:`resume`."""
+        """Stop the worker's processes (``SIGSTOP``) until :meth:`resume`; the time stopped does
+        not count toward a request's timeout."""
+        if self._paused_since is None:
+            self._paused_since = time.monotonic()
         self._signal(signal.SIGSTOP)
 
     def resume(self) -> None:
         """Continue the worker's processes after :meth:`pause`."""
         self._signal(signal.SIGCONT)
+        since, self._paused_since = self._paused_since, None
+        if since is not None:
+            self._paused_s += time.monotonic() - since
 
     def kill(self) -> None:
         """Kill the worker (its whole process group) and reap it."""

@@ -133,3 +133,41 @@ def test_an_exclusive_run_pauses_the_builds_instead_of_waiting_for_them():
     with gate.run(exclusive=True):            # the build is over: nothing to pause
         pass
     assert w.calls == ["pause", "resume"]
+
+
+def test_time_stopped_by_an_exclusive_run_does_not_count_toward_a_build_timeout():
+    """A build stopped by another candidate's exclusive run for longer than its timeout still
+    gets its reply (the stop moves the deadline); without the stop the same wait times out."""
+    import subprocess
+    import threading
+    import time
+
+    from mlc_mlir.tune.measure import WorkerFailed, WorkerProcess
+
+    def reply_after(seconds):
+        w = WorkerProcess()
+        w._proc = subprocess.Popen(["sh", "-c", f"sleep {seconds}; echo '{{\"ok\": 1}}'"],
+                                   stdout=subprocess.PIPE, stdin=subprocess.PIPE,
+                                   start_new_session=True)
+        return w
+
+    w = reply_after(0.5)
+    w.pause()                                 # stopped at once, for 4 s of a 2 s timeout
+
+    def resume_later():
+        time.sleep(4.0)
+        w.resume()
+
+    t = threading.Thread(target=resume_later)
+    t.start()
+    try:
+        assert w._read(2.0, "build") == {"ok": 1}
+    finally:
+        t.join()
+        w.close()
+    w = reply_after(30)                       # never stopped: the 2 s timeout holds
+    try:
+        with pytest.raises(WorkerFailed, match="timeout: no result within 2 s during build"):
+            w._read(2.0, "build")
+    finally:
+        w.close()
