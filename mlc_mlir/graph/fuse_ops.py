@@ -131,7 +131,7 @@ def _row_values(p, users) -> bool:
     """Whether ``p``, an all-parallel ``linalg.generic`` of rank ``n``, is read whole (identity
     maps) by ``linalg.generic`` users only: one reduction over the innermost dim alone and
     all-parallel ops of rank ``n`` (at least one) whose other inputs are per-row values computed
-    from that reduction by ``linalg.generic`` ops alone (:func:`_from_reductions`): softmax's
+    from that reduction by ``linalg.generic`` ops alone (:func:`_row_path`): softmax's
     ``e = exp(x - max)``, read by ``sum(e)`` and by ``e * (1 / sum)``. The group then holds
     all of ``p``'s users and no path leaves it and comes back (a residual sum read by a
     layer_norm and by the next residual add, or a top-k's masking by an ``argmax`` reshaped to
@@ -157,8 +157,8 @@ def _row_values(p, users) -> bool:
     for u in others:
         n_in = len(u.operands) - len(u.results)
         rows = [v for v in list(u.operands)[:n_in] if v != p.results[0]]
-        if not all(_from_reductions(v, reductions) for v in rows) or \
-                not any(_reaches(v, reductions) for v in rows):
+        paths = [_row_path(v, reductions) for v in rows]
+        if None in paths or not any(paths):
             return False
     return True
 
@@ -168,36 +168,27 @@ def _iterators(op) -> List[str]:
             for a in ir.ArrayAttr(op.attributes["iterator_types"])]
 
 
-def _from_reductions(v, reductions, depth: int = 0) -> bool:
-    """Whether ``v`` is a constant or init, or the result of one of ``reductions`` or of an
+def _row_path(v, reductions, depth: int = 0) -> Optional[bool]:
+    """None unless ``v`` is a constant or init, or the result of one of ``reductions`` or of an
     all-parallel ``linalg.generic`` whose inputs all are (recursively), each of these results
-    used once (by the next op of the path: no path leaves the group)."""
+    used once (by the next op of the path: no path leaves the group); otherwise whether ``v``
+    is computed from one of ``reductions`` (an elementwise user of a row's values that reads
+    none of them joins no row group: its group and the reduction's would be apart, with the
+    row values between them)."""
     op = _producer(v)
     if op is None or depth > 8:
-        return False
+        return None
     if _is_free(op):
-        return True
-    if len(list(v.uses)) != 1:
         return False
+    if len(list(v.uses)) != 1:
+        return None
     if any(op == r for r in reductions):
         return True
     if op.name != "linalg.generic" or "reduction" in _iterators(op):
-        return False
+        return None
     n_in = len(op.operands) - len(op.results)
-    return all(_from_reductions(x, reductions, depth + 1) for x in list(op.operands)[:n_in])
-
-
-def _reaches(v, reductions, depth: int = 0) -> bool:
-    """Whether ``v`` is computed from one of ``reductions`` through ``linalg.generic`` ops (an
-    elementwise user of a row's values that reads none of them joins no row group: its group
-    and the reduction's would be apart, with the row values between them)."""
-    op = _producer(v)
-    if op is None or depth > 8 or op.name != "linalg.generic":
-        return False
-    if any(op == r for r in reductions):
-        return True
-    n_in = len(op.operands) - len(op.results)
-    return any(_reaches(x, reductions, depth + 1) for x in list(op.operands)[:n_in])
+    paths = [_row_path(x, reductions, depth + 1) for x in list(op.operands)[:n_in]]
+    return None if None in paths else any(paths)
 
 
 def _reductions(f) -> int:
