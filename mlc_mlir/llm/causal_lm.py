@@ -57,10 +57,11 @@ class CausalLM:
         self.max_seq_len, self.prefill_chunk = max_seq_len, prefill_chunk
         # one buffer for all caches (each a C-contiguous view), on huge pages: every decode
         # step reads them, as it reads the weights
-        block = np.zeros((len(shapes),) + tuple(shapes[0]), dtype) if len(set(shapes)) == 1 else None
-        self.caches = list(block) if block is not None else [np.zeros(s, dtype) for s in shapes]
-        for c in [block] if block is not None else self.caches:
-            advise_huge_pages(c)
+        sizes = [int(np.prod(s)) for s in shapes]
+        block = np.zeros(sum(sizes), dtype)
+        starts = np.cumsum([0] + sizes[:-1])
+        self.caches = [block[a:a + n].reshape(s) for a, n, s in zip(starts, sizes, shapes)]
+        advise_huge_pages(block)
         self.compile_seconds = compile_seconds
 
     def prefill(self, input_ids) -> np.ndarray:
