@@ -320,7 +320,7 @@ class Module:
         IRError
             If there is no function ``name`` (lists the functions there are).
         """
-        keep = self._callees(self.get_function(name))
+        keep = self.callees(self.get_function(name))
         out = self.clone()
         for f in out.func_ops():
             if f.sym_name.value not in keep:
@@ -429,8 +429,9 @@ class Module:
         f.operation.walk(walk)
         return names
 
-    def _callees(self, f: func_d.FuncOp) -> set:
-        """``f``'s name and the names of the functions it calls, transitively."""
+    def callees(self, f: func_d.FuncOp) -> set:
+        """``f``'s name and the names of the functions it calls, transitively (``func.call``
+        callees; names not defined in the module are skipped)."""
         funcs = {g.sym_name.value: g for g in self.func_ops()}
         seen, todo = set(), [f.sym_name.value]
         while todo:

@@ -278,18 +278,7 @@ def _callees_only(module: Module, callees: set) -> Module:
     out = module.clone()
     with out.context:
         funcs = {f.sym_name.value: f for f in out.func_ops()}
-        keep, todo = set(), list(callees)
-        while todo:
-            name = todo.pop()
-            if name in keep or name not in funcs:
-                continue
-            keep.add(name)
-
-            def visit(op, todo=todo):
-                if op.operation.name == "func.call":
-                    todo.append(ir.FlatSymbolRefAttr(op.operation.attributes["callee"]).value)
-                return ir.WalkResult.ADVANCE
-            funcs[name].operation.walk(visit)
+        keep = set().union(*(out.callees(funcs[n]) for n in callees if n in funcs))
         for name, f in funcs.items():
             if name not in keep and not f.is_external:
                 f.operation.erase()
