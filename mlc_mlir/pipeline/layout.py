@@ -13,7 +13,9 @@ module gets default schedules or a tuning database's (``schedule="default"`` or 
 1. ``nhwc``           -- NCHW convolutions that :func:`~mlc_mlir.schedule.rules.conv.prefers_nhwc`
    picks for the target become NHWC ones between transposes (``layout_passes.ConvToNHWC``), and the
    transposes sink through elementwise ops, pads and poolings until inverse pairs cancel
-   (``layout_passes.PropagateTransposes``: consecutive convolutions stay NHWC);
+   (``layout_passes.PropagateTransposes``: consecutive convolutions stay NHWC); in a module
+   without such convolutions, inverse transpose pairs cancel (``PropagateTransposes(sink=False)``:
+   BERT's imported attention output goes through two transposes that undo each other);
 2. ``algorithm``      -- with a tuning database, each NHWC convolution whose algorithm record
    (key :func:`conv_algorithm_key`) beats the default gets the record's decision as its
    ``mlc.conv_algorithm`` attribute (:func:`~mlc_mlir.schedule.rules.conv.conv_algorithms`:
@@ -68,7 +70,7 @@ from .layout_passes.conv_winograd import ConvToWinograd, winograd_applies
 from .layout_passes.fuse_attention import FuseAttention
 from .layout_passes.pack_matmul import PackMatmulWeights
 from .layout_passes.specialize_rows import SpecializeUnitRows
-from .layout_passes.transpose_propagation import PropagateTransposes
+from .layout_passes.transpose_propagation import PropagateTransposes, has_inverse_pair
 from .options import CompileOptions
 
 #: ``step(module, target, functions, options) -> module``; ``functions``: the unscheduled ones.
@@ -109,9 +111,11 @@ def fuse_attention(module: Module, target: Target, functions: List[str], options
 
 def to_nhwc(module: Module, target: Target, functions: List[str], options: CompileOptions) -> Module:
     """Step ``nhwc`` (see the module docstring)."""
-    if not has_op(module, "linalg.conv_2d_nchw_fchw"):
+    if has_op(module, "linalg.conv_2d_nchw_fchw"):
+        return PropagateTransposes(functions)(ConvToNHWC(partial(prefers_nhwc, target), functions)(module))
+    if not has_inverse_pair(module, functions):
         return module
-    return PropagateTransposes(functions)(ConvToNHWC(partial(prefers_nhwc, target), functions)(module))
+    return PropagateTransposes(functions, sink=False)(module)
 
 
 def conv_algorithm_key(op: ir.Operation) -> str:

@@ -112,3 +112,34 @@ def test_reduction_reads_through_the_transpose():
     assert not _transposes(prop)
     xn = np.random.default_rng(3).standard_normal((3, 4, 5)).astype(np.float32)
     np.testing.assert_allclose(mlc.compile(prop)(xn), xn.transpose(2, 0, 1).sum(axis=1), rtol=1e-5)
+
+
+def test_cancel_only_leaves_other_ops_and_compile_drops_the_pair(tmp_path):
+    """``sink=False`` cancels the attention-style pair ``transpose(transpose(x, [2, 0, 1, 3]),
+    [1, 2, 0, 3])`` and leaves ``add(transpose(y), bias)`` as it is; ``mlc.compile`` of a graph
+    without convolutions drops the pair in its layout stage; results match numpy at 1 and 2
+    threads."""
+    rng = np.random.default_rng(4)
+    bias = rng.standard_normal(3).astype(np.float32)
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        x = f.arg("x", shape=(1, 2, 5, 3))
+        y = f.arg("y", shape=(3, 7))
+        merged = ops.transpose(ops.transpose(ops.transpose(x, (2, 0, 1, 3)), (1, 2, 0, 3)), (0, 2, 1, 3))
+        f.output(ops.exp(merged), ops.add(ops.transpose(y, (1, 0)), ops.constant(bias)))
+    mod = bb.finish()
+    out = layout_passes.PropagateTransposes(sink=False)(mod)
+    assert len(_transposes(mod)) == 4 and len(_transposes(out)) == 2
+    text = str(out)
+    assert text.index("permutation = [1, 0]") < text.index("arith.addf")   # not sunk
+    xn = rng.standard_normal((1, 2, 5, 3)).astype(np.float32)
+    yn = rng.standard_normal((3, 7)).astype(np.float32)
+    exe = mlc.compile(mod, dump_ir=str(tmp_path))
+    layout = (tmp_path / "01-layout.mlir").read_text()
+    assert layout.count("linalg.transpose ins") == 2
+    for threads in (1, 2):
+        a, b = mlc.compile(mod, threads=threads)(xn, yn)
+        np.testing.assert_allclose(a, np.exp(xn.transpose(0, 2, 1, 3)), rtol=1e-6)
+        np.testing.assert_allclose(b, yn.T + bias, rtol=1e-6)
+    a, _ = exe(xn, yn)
+    np.testing.assert_allclose(a, np.exp(xn.transpose(0, 2, 1, 3)), rtol=1e-6)

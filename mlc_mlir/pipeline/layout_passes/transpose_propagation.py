@@ -72,13 +72,30 @@ def _copy_attrs(src: ir.Operation, dst: ir.Operation, skip: Sequence[str]) -> No
             dst.attributes[named.name] = named.attr
 
 
-def _cancel(op: ir.Operation) -> bool:
-    """transpose(transpose(x, p), q) with q . p = identity -> x."""
+def _inverse_pair(op: ir.Operation) -> Optional[ir.Operation]:
+    """The inner transpose of ``transpose(transpose(x, p), q)`` (``op`` the outer one) when
+    ``q . p`` is the identity; else None."""
     inner = _transposed(op.operands[0])
     if inner is None:
-        return False
+        return None
     p, q = _perm(inner), _perm(op)
-    if len(p) != len(q) or any(p[q[k]] != k for k in range(len(q))):
+    return inner if len(p) == len(q) and all(p[q[k]] == k for k in range(len(q))) else None
+
+
+def has_inverse_pair(mod: Module, functions: Optional[Sequence[str]] = None) -> bool:
+    """Whether a top-level ``linalg.transpose`` of ``mod``'s functions (``functions`` when
+    given) reads a transpose it inverts (what :class:`PropagateTransposes` cancels), found
+    without copying the module."""
+    with mod.context:
+        return any(_inverse_pair(op) is not None for f in mod.func_ops()
+                   if not f.is_external and (functions is None or f.sym_name.value in functions)
+                   for op in top_level_ops(f) if op.name == "linalg.transpose")
+
+
+def _cancel(op: ir.Operation) -> bool:
+    """transpose(transpose(x, p), q) with q . p = identity -> x."""
+    inner = _inverse_pair(op)
+    if inner is None:
         return False
     op.results[0].replace_all_uses_with(inner.operands[0])
     return True
@@ -221,12 +238,17 @@ class PropagateTransposes(ScopedPass):
     ----------
     functions : sequence of str, optional
         As :class:`~.pass_manager.ScopedPass`.
+    sink : bool
+        Apply every rule (default); False: only **cancel** inverse pairs, leaving every other
+        op where it is (an attention's head split and merge imported as ``transpose(transpose(x,
+        [2, 0, 1, 3]), [1, 2, 0, 3])``, two copies of a tensor that end where it started).
     """
 
     name = "mlc-propagate-transposes"
 
-    def __init__(self, functions: Optional[Sequence[str]] = None):
+    def __init__(self, functions: Optional[Sequence[str]] = None, sink: bool = True):
         super().__init__(None, functions)
+        self.sink = sink
 
     def transform(self, mod: Module) -> Module:
         for f in mod.func_ops():
@@ -246,6 +268,8 @@ class PropagateTransposes(ScopedPass):
             with ir.InsertionPoint(op), op.location:
                 if op.name == "linalg.transpose":
                     done = _cancel(op)
+                elif not self.sink:
+                    done = False
                 elif op.name == "linalg.generic":
                     done = _sink_elementwise(op) or _absorb_into_reduction(op)
                 elif op.name == "tensor.pad":
