@@ -13,8 +13,9 @@ interleaved (OpenMP / MKL thread pools spin against each other). Ours compiles o
 and sets the OpenMP thread count per measurement (``omp_set_num_threads`` of the libomp the
 engine loaded); onnxruntime gets ``intra_op_num_threads``; PyTorch ``torch.set_num_threads``.
 Times: min and median over repeats (``benchmarks/timing.py``); ratios are peer time / our time
-from the same run (> 1: ours is faster); ``--tune N`` adds our tuned rows, whose ratio is
-tuned / default time, both timed in one process, in alternating rounds. With ``--rounds N`` the whole sequence runs N times
+from the same run (> 1: ours is faster); ``--tune N`` adds our tuned rows, tuned for each thread count
+on its own (``mlc.tune(threads=t)``); their ratio is default / tuned time at that thread count (> 1: tuning paid),
+both timed in one process, in alternating rounds. With ``--rounds N`` the whole sequence runs N times
 and each row keeps its best round: the shared hosts have slow phases of minutes in which one
 implementation's run lands and the next one's does not.
 
@@ -154,10 +155,11 @@ def export_onnx(work: str) -> None:
 
 # ---------------------------------------------------------------------------- measurements
 def measure_mlc(name: str, work: str, threads, tune_trials: int = 0):
-    """Import, compile once (default schedules, weights as constants; with ``tune_trials``, tuned
-    first: ``mlc.tune`` in ``work/tune-<name>``, then ``mlc.compile(database=)``, the tuning
-    time counted as compile time, and the default compile too, timed in turn with the tuned one
-    in :data:`INTERLEAVED_ROUNDS` rounds: ``default_min_ms``), time per OpenMP thread count.
+    """Import, compile once (default schedules, weights as constants) and time per OpenMP thread
+    count. With ``tune_trials``, per thread count t: ``mlc.tune(threads=t)`` in
+    ``work/tune-<name>-<t>t``, then ``mlc.compile(database=, threads=t)`` (the tuning time counted
+    as compile time) and the default ``mlc.compile(threads=t)``, timed in turn in
+    :data:`INTERLEAVED_ROUNDS` rounds (``default_min_ms``).
     Returns (rows, CPU description)."""
     import ctypes
     import mlc_mlir as mlc
@@ -171,29 +173,31 @@ def measure_mlc(name: str, work: str, threads, tune_trials: int = 0):
     else:
         mod = mlc.from_onnx(onnx_path(name, work))
     t1 = time.perf_counter()
-    tuning = None
-    if tune_trials:
-        cpu0, load0 = _cpu_seconds(), os.getloadavg()[0]
-        db = mlc.tune(mod, trials=tune_trials, work_dir=os.path.join(work, f"tune-{name}"), progress=False)
-        tuning = {"wall_s": time.perf_counter() - t1, "cpu_s": _cpu_seconds() - cpu0,
-                  "trials": len([r for r in db.records() if not r.final]),
-                  "load": [load0, os.getloadavg()[0]]}
-        exe = mlc.compile(mod, database=db)
-        default = mlc.compile(mod)   # timed in this process, interleaved with the tuned one
-    else:
-        exe, default = mlc.compile(mod), None
-    t2 = time.perf_counter()
     xs = numpy_inputs(name)
-    exe(*xs)
     omp = ctypes.CDLL(libomp_path())
     rows = []
-    for t in threads:
-        omp.omp_set_num_threads(t)
-        if default is None:
+    if not tune_trials:
+        exe = mlc.compile(mod)
+        t2 = time.perf_counter()
+        exe(*xs)
+        for t in threads:
+            omp.omp_set_num_threads(t)
             lo, med = min_median_seconds(lambda: exe(*xs), repeat=5, min_repeat_s=0.2)
             rows.append({"threads": t, "min_ms": lo * 1e3, "median_ms": med * 1e3,
                          "import_s": t1 - t0, "compile_s": t2 - t1})
-            continue
+        return rows, describe(host_target())
+    for t in threads:   # one tuning per thread count: a schedule is tuned for its thread count
+        omp.omp_set_num_threads(t)
+        t2, cpu0, load0 = time.perf_counter(), _cpu_seconds(), os.getloadavg()[0]
+        db = mlc.tune(mod, trials=tune_trials, work_dir=os.path.join(work, f"tune-{name}-{t}t"),
+                      threads=t, progress=False)
+        tuning = {"wall_s": time.perf_counter() - t2, "cpu_s": _cpu_seconds() - cpu0,
+                  "trials": len([r for r in db.records() if not r.final]),
+                  "load": [load0, os.getloadavg()[0]]}
+        exe = mlc.compile(mod, database=db, threads=t)
+        default = mlc.compile(mod, threads=t)   # timed in this process, interleaved with the tuned one
+        t3 = time.perf_counter()
+        exe(*xs), default(*xs)
         # a noisy host: rounds alternate the tuned and the default executable, best of each
         tuned_s, default_s = [], []
         for _ in range(INTERLEAVED_ROUNDS):
@@ -202,7 +206,7 @@ def measure_mlc(name: str, work: str, threads, tune_trials: int = 0):
         rows.append({"threads": t, "min_ms": min(lo for lo, _ in tuned_s) * 1e3,
                      "median_ms": statistics.median(med for _, med in tuned_s) * 1e3,
                      "default_min_ms": min(lo for lo, _ in default_s) * 1e3,
-                     "import_s": t1 - t0, "compile_s": t2 - t1, "tuning": tuning})
+                     "import_s": t1 - t0, "compile_s": t3 - t2, "tuning": tuning})
     return rows, describe(host_target())
 
 
@@ -313,7 +317,7 @@ def main() -> int:
                          "each row's best round (the host has slow phases lasting minutes)")
     ap.add_argument("--tune", type=int, default=0, metavar="N",
                     help="also measure ours tuned with N trials per model (mlc.tune, then "
-                         "compile with the database); its ratio column is tuned / default ms, "
+                         "compile with the database); its ratio column is default / tuned ms, "
                          "both timed in the tuned row's process, interleaved")
     ap.add_argument("--child", nargs=3, metavar=("MODEL", "IMPL", "WORK"), help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -354,13 +358,14 @@ def main() -> int:
         for r in v["rows"]:
             base = r.get("default_min_ms", ours.get(r["threads"]))   # tuned: its own process's default
             ratio = "" if impl == "mlc" or base is None else f"{r['min_ms'] / base:.2f}x"
+            if "default_min_ms" in r:   # tuned: default / tuned, > 1 when tuning paid
+                ratio = f"{base / r['min_ms']:.2f}x"
             comp = r.get("compile_s")
             comp = "" if comp is None else (f"{r['import_s']:.1f}+{comp:.1f}" if "import_s" in r else f"{comp:.1f}")
             print(f"{m:15s} {impl:14s} {r['threads']:3d} {r['min_ms']:9.2f} {r['median_ms']:9.2f} {ratio:>9s} {comp:>10s}")
     for (m, impl), v in results.items():
-        tuning = next((r["tuning"] for r in v["rows"] or [] if r.get("tuning")), None)
-        if tuning:
-            print(f"tuning {m}: {tuning['trials']} trials measured, {tuning['wall_s']:.1f} s wall, "
+        for tuning, t in ((r["tuning"], r["threads"]) for r in v["rows"] or [] if r.get("tuning")):
+            print(f"tuning {m}, {t} thread(s): {tuning['trials']} trials measured, {tuning['wall_s']:.1f} s wall, "
                   f"{tuning['cpu_s']:.1f} CPU s (tuner and its workers), load average "
                   f"{tuning['load'][0]:.1f} -> {tuning['load'][1]:.1f}")
     return 0
