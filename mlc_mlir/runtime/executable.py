@@ -25,7 +25,7 @@ from ..ir import dtypes
 from ..ir.module import CHECK_PASSED, FunctionSignature
 from ..ir.symbolic import SymDim
 from .device_array import DeviceArray, as_device_array, synchronize
-from .memref import PackedArgs, out_array_problem
+from .memref import PackedArgs, contiguous_strides, out_array_problem
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,6 +80,7 @@ class Function:
         self._checks = tuple(r.check for r in signature.results if r.check is not None)
         self._dynamic = signature.is_dynamic
         self._binder = SizeBinder(signature) if self._dynamic else None
+        self._direct = self._direct_call_specs()
 
     @property
     def name(self) -> str:
@@ -91,6 +92,35 @@ class Function:
         if p is None:
             p = self._local.packed = PackedArgs(self._shapes, self._dynamic)
         return p
+
+    def _direct_call_specs(self):
+        """What a call passing every argument positionally, without ``out``, must match to
+        skip the general checks of :meth:`validate` (static shapes only): per argument its
+        shape, C-contiguous byte strides and dtype, and per result (then run-time check)
+        its shape and dtype; None for a function with symbolic sizes."""
+        if self._dynamic:
+            return None
+        args = []
+        for spec, npd in zip(self.signature.args, self._np_dtypes):
+            shape, npd = tuple(spec.shape), np.dtype(npd)
+            args.append((shape, contiguous_strides(shape, npd.itemsize), npd))
+        outs = [(tuple(r.shape), np.dtype(d)) for r, d in zip(self._results, self._out_dtypes)]
+        outs += [(tuple(r.shape), np.dtype(np.int64)) for r in self.signature.results[len(self._results):]]
+        return tuple(args), tuple(outs)
+
+    def _call_direct(self, args: tuple):
+        """Run on ``args`` (each an ndarray of the argument's exact shape, dtype and
+        C-contiguous strides, checked by :meth:`__call__`) with new result arrays: only the
+        arrays' data pointers go into this thread's descriptors, whose sizes and strides were
+        written once (``StridedMemRefType``)."""
+        outs = [np.empty(shape, dtype) for shape, dtype in self._direct[1]]
+        packed = self._packed()
+        packed.bind(args + tuple(outs))
+        self._invoke(packed)
+        n = len(self._results)
+        if n < len(outs):
+            self._raise_failed_checks(outs[n:])
+        return outs[0] if n == 1 else tuple(outs[:n])
 
     def _complete(self, args: Sequence, kwargs: Optional[Mapping[str, np.ndarray]] = None) -> List:
         """Bind positional and keyword arguments to the signature's arguments (in order).
@@ -245,6 +275,15 @@ class Function:
             On invalid, unknown or missing arguments, invalid or mutually overlapping ``out``
             arrays, or an exception raised by a Python kernel.
         """
+        direct = self._direct
+        if direct is not None and out is None and not kwargs and len(args) == len(direct[0]):
+            for (shape, strides, dtype), a in zip(direct[0], args):
+                # exact type and dtype object: anything else takes the general checks
+                if not (a.__class__ is np.ndarray and a.dtype is dtype and a.shape == shape
+                        and a.strides == strides):
+                    break
+            else:
+                return self._call_direct(args)
         full = self.validate(args, kwargs)
         shapes = self._result_shapes()   # the results', then the run-time checks'
         outs = self._outputs(out, shapes[:len(self._results)])
@@ -452,6 +491,9 @@ class Executable:
         self._functions = functions
         self._keepalive = keepalive  # engine / CDLL / lowered module
         self._export = export
+        # the function a plain call runs: 'main', else the only one (None: a call raises)
+        self._main = functions.get("main") or (next(iter(functions.values()))
+                                               if len(functions) == 1 else None)
 
     @property
     def function_names(self) -> List[str]:
@@ -465,14 +507,12 @@ class Executable:
             raise ExecutionError(f"executable: no function '{name}'; functions: {self.function_names}") from None
 
     def _default(self) -> Function:
-        if "main" in self._functions:
-            return self._functions["main"]
-        if len(self._functions) == 1:
-            return next(iter(self._functions.values()))
+        if self._main is not None:
+            return self._main
         raise ExecutionError(f"executable: no 'main' among {self.function_names}; use exe[name](...)")
 
     def __call__(self, *args, **kwargs):
-        return self._default()(*args, **kwargs)
+        return (self._main or self._default())(*args, **kwargs)
 
     def on_device(self, *args, **kwargs):
         """``main`` (or the only function) on arrays in GPU memory; see :meth:`Function.on_device`."""
