@@ -25,7 +25,7 @@ from ..ir import dtypes
 from ..ir.module import CHECK_PASSED, FunctionSignature
 from ..ir.symbolic import SymDim
 from .device_array import DeviceArray, as_device_array, synchronize
-from .memref import PackedArgs, contiguous_strides, out_array_problem
+from .memref import PackedArgs, contiguous_strides, data_address, out_array_problem
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,13 +109,22 @@ class Function:
         return tuple(args), tuple(outs)
 
     def _call_direct(self, args: tuple):
-        """Run on ``args`` (each an ndarray of the argument's exact shape, dtype and
-        C-contiguous strides, checked by :meth:`__call__`) with new result arrays: only the
-        arrays' data pointers go into this thread's descriptors, whose sizes and strides were
-        written once (``StridedMemRefType``)."""
-        outs = [np.empty(shape, dtype) for shape, dtype in self._direct[1]]
+        """Run on ``args`` with new result arrays when each is an ndarray of its argument's
+        exact shape, dtype object and C-contiguous strides (:meth:`_direct_call_specs`), else
+        None (the call takes the general checks). Only the arrays' data pointers go into this
+        thread's descriptors, whose sizes and strides were written once (``StridedMemRefType``)."""
+        specs, out_specs = self._direct
         packed = self._packed()
-        packed.bind(args + tuple(outs))
+        descriptors = packed.descriptors
+        for (shape, strides, dtype), a, d in zip(specs, args, descriptors):
+            # exact type and dtype object: a subclass or an equal dtype takes the general checks
+            if not (a.__class__ is np.ndarray and a.dtype is dtype and a.shape == shape
+                    and a.strides == strides):
+                return None
+            d.allocated = d.aligned = data_address(a)
+        outs = [np.empty(shape, dtype) for shape, dtype in out_specs]
+        for o, d in zip(outs, descriptors[len(specs):]):
+            d.allocated = d.aligned = data_address(o)
         self._invoke(packed)
         n = len(self._results)
         if n < len(outs):
@@ -277,13 +286,9 @@ class Function:
         """
         direct = self._direct
         if direct is not None and out is None and not kwargs and len(args) == len(direct[0]):
-            for (shape, strides, dtype), a in zip(direct[0], args):
-                # exact type and dtype object: anything else takes the general checks
-                if not (a.__class__ is np.ndarray and a.dtype is dtype and a.shape == shape
-                        and a.strides == strides):
-                    break
-            else:
-                return self._call_direct(args)
+            res = self._call_direct(args)
+            if res is not None:
+                return res
         full = self.validate(args, kwargs)
         shapes = self._result_shapes()   # the results', then the run-time checks'
         outs = self._outputs(out, shapes[:len(self._results)])
