@@ -19,7 +19,7 @@ import numpy as np
 
 from ..errors import ExecutionError, format_shape
 from .cuda import DRIVER, require_cuda
-from .memref import out_array_problem
+from .memref import contiguous_strides, out_array_problem
 
 
 class _Driver:
@@ -178,11 +178,8 @@ def as_device_array(x) -> DeviceArray:
     shape, dtype = tuple(desc["shape"]), np.dtype(desc["typestr"])
     strides = desc.get("strides")
     if strides is not None:
-        expected, step = [], dtype.itemsize
-        for d in reversed(shape):
-            expected.insert(0, step)
-            step *= d
-        if tuple(strides) != tuple(expected) and int(np.prod(shape)) > 1:
+        expected = contiguous_strides(shape, dtype.itemsize)
+        if tuple(strides) != expected and int(np.prod(shape)) > 1:
             raise ExecutionError(f"device call: a {type(x).__name__} with strides {tuple(strides)} "
                                  f"(bytes); expected C-contiguous {tuple(expected)} (.contiguous())")
     return DeviceArray(desc["data"][0], shape, dtype, owner=x)

@@ -23,9 +23,9 @@ from .._mlir import ExecutionEngine
 from ..errors import ExecutionError, PipelineError, format_shape
 from ..ir import dtypes
 from ..ir.module import CHECK_PASSED, FunctionSignature
-from ..ir.symbolic import SymDim
 from .device_array import DeviceArray, as_device_array, synchronize
-from .memref import PackedArgs, out_array_problem
+from .memref import PackedArgs, contiguous_strides, data_address, out_array_problem
+from .size_binder import SizeBinder
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,6 +80,7 @@ class Function:
         self._checks = tuple(r.check for r in signature.results if r.check is not None)
         self._dynamic = signature.is_dynamic
         self._binder = SizeBinder(signature) if self._dynamic else None
+        self._direct = self._direct_call_specs()
 
     @property
     def name(self) -> str:
@@ -91,6 +92,44 @@ class Function:
         if p is None:
             p = self._local.packed = PackedArgs(self._shapes, self._dynamic)
         return p
+
+    def _direct_call_specs(self):
+        """What a call passing every argument positionally, without ``out``, must match to
+        skip the general checks of :meth:`validate` (static shapes only): per argument its
+        shape, C-contiguous byte strides and dtype, and per result (then run-time check)
+        its shape and dtype; None for a function with symbolic sizes."""
+        if self._dynamic:
+            return None
+        args = []
+        for spec, npd in zip(self.signature.args, self._np_dtypes):
+            shape, npd = tuple(spec.shape), np.dtype(npd)
+            args.append((shape, contiguous_strides(shape, npd.itemsize), npd))
+        outs = [(tuple(r.shape), np.dtype(d)) for r, d in zip(self._results, self._out_dtypes)]
+        outs += [(tuple(r.shape), np.dtype(np.int64)) for r in self.signature.results[len(self._results):]]
+        return tuple(args), tuple(outs)
+
+    def _call_direct(self, args: tuple):
+        """Run on ``args`` with new result arrays when each is an ndarray of its argument's
+        exact shape, dtype object and C-contiguous strides (:meth:`_direct_call_specs`), else
+        None (the call takes the general checks). Only the arrays' data pointers go into this
+        thread's descriptors, whose sizes and strides were written once (``StridedMemRefType``)."""
+        specs, out_specs = self._direct
+        packed = self._packed()
+        descriptors = packed.descriptors
+        for (shape, strides, dtype), a, d in zip(specs, args, descriptors):
+            # exact type and dtype object: a subclass or an equal dtype takes the general checks
+            if not (a.__class__ is np.ndarray and a.dtype is dtype and a.shape == shape
+                    and a.strides == strides):
+                return None
+            d.allocated = d.aligned = data_address(a)
+        outs = [np.empty(shape, dtype) for shape, dtype in out_specs]
+        for o, d in zip(outs, descriptors[len(specs):]):
+            d.allocated = d.aligned = data_address(o)
+        self._invoke(packed)
+        n = len(self._results)
+        if n < len(outs):
+            self._raise_failed_checks(outs[n:])
+        return outs[0] if n == 1 else tuple(outs[:n])
 
     def _complete(self, args: Sequence, kwargs: Optional[Mapping[str, np.ndarray]] = None) -> List:
         """Bind positional and keyword arguments to the signature's arguments (in order).
@@ -245,6 +284,11 @@ class Function:
             On invalid, unknown or missing arguments, invalid or mutually overlapping ``out``
             arrays, or an exception raised by a Python kernel.
         """
+        direct = self._direct
+        if direct is not None and out is None and not kwargs and len(args) == len(direct[0]):
+            res = self._call_direct(args)
+            if res is not None:
+                return res
         full = self.validate(args, kwargs)
         shapes = self._result_shapes()   # the results', then the run-time checks'
         outs = self._outputs(out, shapes[:len(self._results)])
@@ -373,74 +417,6 @@ class Function:
                                tuple(times), number)
 
 
-class SizeBinder:
-    """The symbolic sizes of a signature, bound from a call's arrays (a shape function, as
-    Relax's ``match_cast`` at a function boundary). Built once per function; a call costs one
-    pass over the plain-symbol dims plus the derived and static checks.
-
-    ``binder(arrays)`` returns ``{name: size}``, checked: every use of a name has one value,
-    derived sizes (``2*seq``) and static dims agree, each size lies within its bounds
-    (``sig.dims``); ``binder.result_shapes(sizes)`` gives the results' shapes.
-
-    Raises
-    ------
-    ExecutionError
-        ``main: size 'seq' is 7 in x.shape[1] but 9 in y.shape[0]``, ``main: size 'seq' is 3000
-        (x.shape[1]); expected at most 2048``, or a static dim that differs.
-    """
-
-    def __init__(self, sig: FunctionSignature):
-        self.sig = sig
-        self._defs, self._derived, self._static = [], [], []
-        for k, spec in enumerate(sig.args):
-            for i, d in enumerate(spec.shape):
-                if not isinstance(d, SymDim):
-                    self._static.append((k, i, d))
-                elif d.symbol is not None:
-                    self._defs.append((k, i, d.symbol))
-                else:
-                    self._derived.append((k, i, d))
-        self._bounds = [(n, lo, hi) for n, (lo, hi) in sig.dims.items()]
-        self._results = [tuple(d.symbol or d if isinstance(d, SymDim) else d for d in r.shape)
-                         for r in sig.results]
-
-    def __call__(self, arrays: Sequence[np.ndarray]) -> Dict[str, int]:
-        sig = self.sig
-        sizes: Dict[str, int] = {}
-        for k, i, name in self._defs:
-            v = arrays[k].shape[i]
-            old = sizes.setdefault(name, v)
-            if old != v:
-                raise ExecutionError(f"{sig.name}: size '{name}' is {old} in {self._where(name)} but "
-                                     f"{v} in {sig.args[k].name}.shape[{i}]")
-        for k, i, d in self._static:
-            if arrays[k].shape[i] != d:
-                raise ExecutionError(f"{sig.name}: argument '{sig.args[k].name}' has shape "
-                                     f"{format_shape(arrays[k].shape)}; expected "
-                                     f"{format_shape(sig.args[k].shape)}")
-        for k, i, d in self._derived:
-            want = d.evaluate(sizes)
-            if want != arrays[k].shape[i]:
-                raise ExecutionError(f"{sig.name}: argument '{sig.args[k].name}' has shape[{i}] = "
-                                     f"{arrays[k].shape[i]}; expected {d} = {want}")
-        for name, lo, hi in self._bounds:
-            v = sizes.get(name)
-            if v is not None and (v < lo or (hi is not None and v > hi)):
-                bound = f"at least {lo}" if v < lo else f"at most {hi}"
-                raise ExecutionError(f"{sig.name}: size '{name}' is {v} ({self._where(name)}); "
-                                     f"expected {bound}")
-        return sizes
-
-    def _where(self, name: str) -> str:
-        k, i = next((k, i) for k, i, n in self._defs if n == name)
-        return f"{self.sig.args[k].name}.shape[{i}]"
-
-    def result_shapes(self, sizes: Mapping[str, int]) -> List[tuple]:
-        """The results' shapes for bound ``sizes``."""
-        return [tuple(sizes[d] if isinstance(d, str) else d.evaluate(sizes) if isinstance(d, SymDim) else d
-                      for d in shape) for shape in self._results]
-
-
 class Executable:
     """A compiled module: ``exe(*arrays)`` runs ``main`` (or the only public function),
     ``exe["name"](*arrays)`` any public function.
@@ -452,6 +428,9 @@ class Executable:
         self._functions = functions
         self._keepalive = keepalive  # engine / CDLL / lowered module
         self._export = export
+        # the function a plain call runs: 'main', else the only one (None: a call raises)
+        self._main = functions.get("main") or (next(iter(functions.values()))
+                                               if len(functions) == 1 else None)
 
     @property
     def function_names(self) -> List[str]:
@@ -465,14 +444,12 @@ class Executable:
             raise ExecutionError(f"executable: no function '{name}'; functions: {self.function_names}") from None
 
     def _default(self) -> Function:
-        if "main" in self._functions:
-            return self._functions["main"]
-        if len(self._functions) == 1:
-            return next(iter(self._functions.values()))
+        if self._main is not None:
+            return self._main
         raise ExecutionError(f"executable: no 'main' among {self.function_names}; use exe[name](...)")
 
     def __call__(self, *args, **kwargs):
-        return self._default()(*args, **kwargs)
+        return (self._main or self._default())(*args, **kwargs)
 
     def on_device(self, *args, **kwargs):
         """``main`` (or the only function) on arrays in GPU memory; see :meth:`Function.on_device`."""

@@ -39,11 +39,31 @@ def out_array_problem(o, dtype, shape) -> Optional[str]:
 _VIEW = ctypes.c_char * 0
 
 
+def _data_field_offset() -> Optional[int]:
+    """The offset of ``data`` in an ndarray object (NumPy's ``PyArrayObject_fields``: the
+    pointer follows ``PyObject_HEAD``, ``object.__basicsize__`` bytes), or None when probe
+    arrays do not confirm it (another Python or NumPy layout)."""
+    off = object.__basicsize__
+    probes = [np.empty(3, np.float32), np.zeros((2, 5), np.int8)[:, 1:], np.arange(4.0)[::2]]
+    for p in probes:
+        if ctypes.c_void_p.from_address(id(p) + off).value != p.__array_interface__["data"][0]:
+            return None
+    return off
+
+
+#: Where an ndarray object keeps its data pointer (None: read it through the buffer protocol).
+_DATA_OFFSET = _data_field_offset()
+_read_pointer = ctypes.c_void_p.from_address
+
+
 def data_address(a: np.ndarray) -> int:
-    """The address of ``a``'s first element. A writable array's comes from a ctypes view of
-    its buffer (``from_buffer``, a few hundred nanoseconds: the per-call cost of a small
-    function); a read-only one's, and one whose dtype the buffer protocol cannot export
-    (``ml_dtypes.bfloat16``), from ``a.ctypes.data`` (several times slower)."""
+    """The address of ``a``'s first element, read from the array object's ``data`` field
+    (``PyArray_DATA``: ``id(a)`` is the object's address in CPython; the field's offset is
+    checked on probe arrays at import). Where the check failed: a writable array's address
+    from a ctypes view of its buffer (``from_buffer``), a read-only one's, and one whose dtype
+    the buffer protocol cannot export (``ml_dtypes.bfloat16``), from ``a.ctypes.data``."""
+    if _DATA_OFFSET is not None:
+        return _read_pointer(id(a) + _DATA_OFFSET).value or 0
     if a.flags.writeable and a.dtype.isbuiltin == 1:
         return ctypes.addressof(_VIEW.from_buffer(a))
     return a.ctypes.data
@@ -58,6 +78,16 @@ def descriptor_type(rank: int) -> type:
     return type(f"MemRefDescriptor{rank}", (ctypes.Structure,), {"_fields_": fields})
 
 
+def contiguous_strides(shape, itemsize: int = 1) -> tuple:
+    """The strides of a C-contiguous array of ``shape`` in units of ``itemsize`` (bytes for an
+    element's size, elements for 1): numpy's ``strides`` of ``numpy.empty(shape, dtype)``."""
+    strides, step = [], itemsize
+    for d in reversed(shape):
+        strides.append(step)
+        step *= int(d)
+    return tuple(reversed(strides))
+
+
 def make_descriptor(shape) -> ctypes.Structure:
     """A descriptor for a C-contiguous array of ``shape`` (data pointers left null; a
     non-int dim, a symbolic size, leaves sizes and strides for :meth:`PackedArgs.bind`)."""
@@ -65,12 +95,9 @@ def make_descriptor(shape) -> ctypes.Structure:
     desc = descriptor_type(rank)()
     desc.offset = 0
     if rank and all(isinstance(d, (int, np.integer)) for d in shape):
-        strides = np.ones(rank, dtype=np.int64)
-        for i in range(rank - 2, -1, -1):
-            strides[i] = strides[i + 1] * shape[i + 1]
-        for i, d in enumerate(shape):
+        for i, (d, st) in enumerate(zip(shape, contiguous_strides(shape))):
             desc.sizes[i] = int(d)
-            desc.strides[i] = int(strides[i])
+            desc.strides[i] = st
     return desc
 
 
@@ -92,11 +119,13 @@ class PackedArgs:
     def bind(self, arrays) -> None:
         """Point the descriptors at ``arrays`` (C-contiguous, shapes as declared); for a
         function with symbolic sizes (``dynamic``) also write each array's sizes and strides."""
+        if not self.dynamic:
+            for d, a in zip(self.descriptors, arrays):
+                d.allocated = d.aligned = data_address(a)
+            return
         for d, a in zip(self.descriptors, arrays):
-            ptr = data_address(a)
-            d.allocated = ptr
-            d.aligned = ptr
-            if self.dynamic and a.ndim:
+            d.allocated = d.aligned = data_address(a)
+            if a.ndim:
                 step = a.itemsize
                 for i, (n, st) in enumerate(zip(a.shape, a.strides)):
                     d.sizes[i] = n

@@ -48,6 +48,10 @@ def test_repeated_calls_do_not_alias_outputs(rng):
     (lambda x: (x[:1],), r"argument 'x' has shape \(1, 8\); expected \(2, 8\)"),
     (lambda x: (np.ones((2, 16), np.float32)[:, ::2],), "not C-contiguous"),
     (lambda x: ([[1.0] * 8] * 2,), "argument 'x' is list; expected numpy.ndarray"),
+    (lambda x: (x.astype(">f4"),), "argument 'x' has dtype >f4; expected float32"),
+    (lambda x: (np.asfortranarray(x),), "argument 'x' is not C-contiguous"),
+    (lambda x: (x.reshape(16),), r"argument 'x' has shape \(16,\); expected \(2, 8\)"),
+    (lambda x: (x.view(np.int32),), "argument 'x' has dtype int32; expected float32"),
 ])
 def test_input_validation(rng, bad, match):
     mod, _ = _mlp(rng)
@@ -68,6 +72,54 @@ def test_read_only_and_offset_inputs(rng):
     frozen.flags.writeable = False
     np.testing.assert_allclose(exe(view), ref(view), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(exe(frozen), ref(frozen), rtol=1e-5, atol=1e-5)
+
+
+def test_array_subclasses_and_views_give_numpys_result(rng):
+    """Arguments that are not plain C-contiguous ndarrays of the exact dtype object go through
+    the general checks: a subclass, a dtype equal to float32 but another object, a
+    C-contiguous slice of a larger buffer; repeated calls return new arrays."""
+    mod, ref = _mlp(rng)
+    exe = mlc.compile(mod)
+    x = rng.standard_normal((2, 8)).astype(np.float32)
+    sub = x.view(type("Sub", (np.ndarray,), {}))
+    other_dtype = x.view(np.dtype("<f4", metadata={"unit": "m"}))
+    wide = np.zeros((2, 9), np.float32)
+    for arg in (sub, other_dtype, x.copy()):
+        np.testing.assert_allclose(exe(arg), ref(x), rtol=1e-5, atol=1e-5)
+    y1, y2 = exe(x), exe(x)
+    assert y1 is not y2 and not np.shares_memory(y1, y2)
+    with pytest.raises(mlc.ExecutionError, match=r"argument 'x' has shape \(2, 9\)"):
+        exe(wide)
+
+
+def test_data_address_is_the_first_element(rng):
+    """``data_address`` gives numpy's data pointer for views, read-only, empty and bfloat16
+    arrays (the address the descriptors are bound to)."""
+    import ml_dtypes
+    from mlc_mlir.runtime.memref import data_address
+    base = rng.standard_normal((6, 8)).astype(np.float32)
+    frozen = base.copy()
+    frozen.flags.writeable = False
+    for a in (base, base[2:], base[1:3, 4:], frozen, np.empty((0, 3), np.float32),
+              base.astype(ml_dtypes.bfloat16), np.ones((), np.float32), base.T):
+        assert data_address(a) == a.__array_interface__["data"][0]
+
+
+def test_calls_from_several_threads_do_not_mix_arguments(rng):
+    """Each thread binds its own descriptors: concurrent calls on different inputs give each
+    input's result."""
+    from concurrent.futures import ThreadPoolExecutor
+    mod, ref = _mlp(rng)
+    exe = mlc.compile(mod)
+    xs = [rng.standard_normal((2, 8)).astype(np.float32) for _ in range(8)]
+
+    def run(x):
+        return [exe(x) for _ in range(200)]
+
+    with ThreadPoolExecutor(4) as pool:
+        for x, ys in zip(xs, pool.map(run, xs)):
+            for y in ys:
+                np.testing.assert_allclose(y, ref(x), rtol=1e-5, atol=1e-5)
 
 
 def test_out_accepts_a_single_array_or_a_list(rng):
