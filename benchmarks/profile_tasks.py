@@ -19,7 +19,10 @@ model's positions): each task is timed cold
 step reads every weight from DRAM), plus the fused attention kernel over the KV cache, the
 whole step's native call and its Python call; the rows give bytes per call, GB/s and the share
 of the step, grouped into GEMV, attention, cache writes, layer norms and the rest, and the
-remainder (step minus the kernels) is the time between kernels.
+remainder (step minus the kernels) is the time between kernels. A cold call of a tiny kernel
+(a layer norm of 768 floats) also waits on its code and the OpenMP runtime's state, which a
+step finds in cache: the small kernels' times are upper bounds, and the remainder can come out
+negative on a small model.
 """
 
 from __future__ import annotations
@@ -71,13 +74,14 @@ def profile(name: str, threads, pattern: str = ""):
     return rows
 
 
-def _unit_bytes(mod, func_name: str) -> int:
-    """Bytes a unit reads and writes once: its arguments, results and tensor constants (weights)."""
+def _unit_bytes(mod, func_name: str, constants: bool) -> int:
+    """Bytes a unit reads and writes once: its arguments, results and (with ``constants``: a
+    GEMV reads all of its weight; a gather reads rows of its table) its tensor constants."""
     from mlc_mlir._mlir import ir
     sig = mod.signature(func_name)
     total = sum(int(np.prod(a.shape)) * np.dtype(a.dtype).itemsize for a in sig.args + sig.results)
     with mod.context:
-        for op in mod.get_function(func_name).regions[0].blocks[0].operations:
+        for op in [] if not constants else mod.get_function(func_name).regions[0].blocks[0].operations:
             t = op.operation.results[0].type if op.operation.name == "arith.constant" else None
             if isinstance(t, ir.RankedTensorType) and t.has_static_shape:
                 total += int(np.prod(t.shape)) * ir.FloatType(t.element_type).width // 8 \
@@ -128,6 +132,7 @@ def decode_profile(name: str, ctx: int, repeat: int = 15) -> dict:
     from mlc_mlir.pipeline.libraries import libomp_path
     from mlc_mlir.pipeline.options import CompileOptions
     from mlc_mlir.pipeline.tasks import unit_module
+    from mlc_mlir.runtime.huge_pages import advise_huge_pages
     from mlc_mlir.target import host_target
     from mlc_mlir.tune.task import extract_tasks
 
@@ -151,7 +156,7 @@ def decode_profile(name: str, ctx: int, repeat: int = 15) -> dict:
             continue
         fn = mlc.compile(t.module, threads=1)[t.func_name]
         rows.append({"task": t.name, "kind": _kind(t.name), "calls": t.weight,
-                     "MB": _unit_bytes(t.module, t.func_name) / 1e6,
+                     "MB": _unit_bytes(t.module, t.func_name, _kind(t.name) == "GEMV") / 1e6,
                      "ms": max(_cold_ms(fn, inputs(fn.signature), flush, repeat) - floor, 1e-4)})
     laid = run_stages(step, CompileOptions(host_target(), threads=1), until="layout")[1]
     main_text = str(laid.get_function("main"))
@@ -160,13 +165,19 @@ def decode_profile(name: str, ctx: int, repeat: int = 15) -> dict:
             unit = unit_module(laid, f)
             fn = mlc.compile(unit, threads=1)[f]
             args = inputs(fn.signature)
+            kv = np.concatenate([args[1].ravel(), args[2].ravel()])   # one buffer, as CausalLM's caches
+            advise_huge_pages(kv)
+            args[1:3] = kv[:args[1].size].reshape(args[1].shape), kv[args[1].size:].reshape(args[2].shape)
             args[-1][..., ctx + 1:] = -np.inf   # the causal mask of position ctx: keys 0..ctx
             kv = sum(a.nbytes for a in args[1:3]) * (ctx + 1) / max_len
             rows.append({"task": f, "kind": "attention", "calls": main_text.count(f"@{f}("),
                          "MB": (args[0].nbytes * 2 + args[-1].nbytes + kv) / 1e6,
                          "ms": max(_cold_ms(fn, args, flush, repeat) - floor, 1e-4)})
     exe = mlc.compile(step, threads=1)["main"]
-    caches = [rng.standard_normal(s).astype(np.float32) for s in mlc.llm.cache_shapes(model, max_len)]
+    shapes = mlc.llm.cache_shapes(model, max_len)
+    block = rng.standard_normal(int(np.prod(shapes[0])) * len(shapes)).astype(np.float32)
+    advise_huge_pages(block)
+    caches = list(block.reshape(len(shapes), *shapes[0]))
     args = [np.zeros((1, 1), np.int64), np.array(ctx, np.int64), *caches]
     step_ms = min(exe.benchmark(*args, number=1, repeat=1, warmup=0).min_ms for _ in range(repeat)) - floor
     call_ms = []
