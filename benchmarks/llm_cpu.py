@@ -3,10 +3,17 @@ models from configs with seeded random weights, one row per (model, threads).
 
 Columns: compile s (import + both steps), prefill ms at 32/128/512 prompt tokens (ours: one
 call of the prefill step, symbolic in the prompt length, compiled once for all three), decode tokens/s at context 128 and 1024 over 64 new
-tokens, the decode's share of the bandwidth roofline (weight bytes per token / measured read
-bandwidth = the fastest a step that reads every weight once can go), peak RSS of the worker.
-The read bandwidth is the faster of a numpy sum and a BLAS GEMV over 1 GiB (best of 5). GPT-2
-has 1024 positions in all: its "1024" context is 1024 - 64 = 960 tokens.
+tokens, the decode's share of the bandwidth roofline, peak RSS of the worker. GPT-2 has 1024
+positions in all: its "1024" context is 1024 - 64 = 960 tokens.
+
+Roofline: a decode step reads every weight once, so tokens/s <= read bandwidth / weight bytes
+(the KV cache's bytes are not counted). The read bandwidth is measured per thread count ``t``
+(:func:`read_bandwidth`: the faster of a stream read of 1 GiB split over ``t`` threads and a
+BLAS GEMV over 1 GiB on ``t`` BLAS threads, best of 5, each ``t`` in its own subprocess), for
+every ``t`` of ``--threads`` and for all cores. Each decode row prints two shares:
+``roof<ctx>`` against the bandwidth of the row's own thread count (what ``t`` cores can read:
+one core alone cannot saturate the memory system) and ``best<ctx>`` against the machine's best
+over the measured thread counts.
 
 Each (model, threads) runs in its own subprocess (``OMP_NUM_THREADS``, ``torch.set_num_threads``).
 
@@ -55,14 +62,35 @@ CONTEXTS = (128, 1024)
 NEW = 64
 
 
-def read_bandwidth() -> float:
-    """Bytes/s reading 1 GiB of float32: the faster of a numpy sum and a BLAS GEMV
-    ``(16384, 16384) @ x`` (the decode step's access pattern), best of 5 each."""
+def read_bandwidth(threads: int) -> float:
+    """Bytes/s reading 1 GiB of float32 on ``threads`` threads: the faster of a stream read (the
+    buffer in ``threads`` equal pieces, each summed by numpy in its own Python thread; numpy
+    releases the GIL) and a BLAS GEMV ``(16384, 16384) @ x`` limited to ``threads`` BLAS threads
+    (``threadpoolctl``; the decode step's access pattern), best of 5 each."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from threadpoolctl import threadpool_limits
+
     a = np.ones(1 << 28, np.float32)
     x = np.ones(16384, np.float32)
     w = a.reshape(16384, 16384)
-    best = min(min(_timed(lambda: a.sum()) for _ in range(5)), min(_timed(lambda: w @ x) for _ in range(5)))
+    pieces = np.array_split(a, threads)
+    with ThreadPoolExecutor(threads) as pool, threadpool_limits(limits=threads, user_api="blas"):
+        def stream():
+            list(pool.map(np.sum, pieces))
+        best = min(min(_timed(stream) for _ in range(5)), min(_timed(lambda: w @ x) for _ in range(5)))
     return a.nbytes / best
+
+
+def _bandwidths(threads) -> dict:
+    """``{t: read_bandwidth(t)}`` for each thread count, each in its own subprocess (the 1 GiB
+    buffer stays out of the workers' peak RSS)."""
+    out = {}
+    for t in threads:
+        r = subprocess.run([sys.executable, __file__, "--bandwidth-worker", str(t)],
+                           env=dict(os.environ, OMP_NUM_THREADS=str(t)), capture_output=True, text=True)
+        out[t] = float(r.stdout.split()[-1])
+    return out
 
 
 def _timed(fn) -> float:
@@ -247,18 +275,23 @@ def _peer_rows(name: str, threads: int, peers, timeout: float) -> list:
     return rows
 
 
-def _print_peer(name: str, threads: int, peer: dict, roof: float, as_json: bool) -> None:
+def _shares(vals: dict, roof) -> str:
+    """The decode rows' roofline shares: against ``roof[0]`` (tokens/s the row's thread count's
+    bandwidth allows) for each context, then against ``roof[1]`` (the machine's best)."""
+    return " ".join(f"{vals[f'decode{c}_tok_s'] / r * 100:7.0f}%" for r in roof for c in CONTEXTS)
+
+
+def _print_peer(name: str, threads: int, peer: dict, roof, as_json: bool) -> None:
     if as_json:
         print("# " + json.dumps(dict(peer, model=name, threads=threads)))
     if "failed" in peer:
         print(f"{name:11s} {threads:3d} {peer['impl']:6s} failed: {peer['failed']}")
         return
-    shares = " ".join(f"{peer[f'decode{c}_tok_s'] / roof * 100:7.0f}%" for c in CONTEXTS)
     note = f"  (decode: {peer['decode']})" if "decode" in peer else ""
     print(f"{name:11s} {threads:3d} {peer['impl']:6s} {peer['compile_s']:9.1f} " +
           " ".join(f"{peer[f'prefill{n}_ms']:9.2f}" for n in PREFILL) + " " +
           " ".join(f"{peer[f'decode{c}_tok_s']:12.1f}" for c in CONTEXTS) +
-          f" {shares} {peer['peak_rss_MB']:7.0f}{note}")
+          f" {_shares(peer, roof)} {peer['peak_rss_MB']:7.0f}{note}")
     sys.stdout.flush()
 
 
@@ -271,26 +304,35 @@ def main(argv=None) -> int:
     p.add_argument("--peers", default="compile,ort,mlc-onnx", help="comma-separated peers besides eager: "
                    + ",".join(PEERS) + " ('' for none)")
     p.add_argument("--peer-timeout", type=float, default=1200.0, help="seconds per peer subprocess")
+    p.add_argument("--bandwidth-worker", type=int, help=argparse.SUPPRESS)
     p.add_argument("--peer-worker", nargs=3, metavar=("PEER", "MODEL", "THREADS"), help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     if a.peer_worker:
         print("ROW " + json.dumps(PEERS[a.peer_worker[0]](a.peer_worker[1], int(a.peer_worker[2]))))
         return 0
+    if a.bandwidth_worker:
+        print(read_bandwidth(a.bandwidth_worker))
+        return 0
     if a.worker:
         print("ROW " + json.dumps(worker(a.worker[0], int(a.worker[1]))))
         return 0
     cpu = subprocess.run("lscpu | grep 'Model name'", shell=True, capture_output=True, text=True).stdout.strip()
-    bw = read_bandwidth()
-    print(f"# {cpu}; read bandwidth {bw / 1e9:.1f} GB/s (numpy sum or BLAS GEMV over 1 GiB, best of 5)")
+    thread_counts = [int(t) for t in a.threads.split(",")]
+    bws = _bandwidths(sorted(set(thread_counts) | {os.cpu_count() or 1}))
+    best = max(bws.values())
+    print(f"# {cpu}; read bandwidth " + ", ".join(f"{t} thr {b / 1e9:.1f} GB/s" for t, b in bws.items()) +
+          " (stream read or BLAS GEMV over 1 GiB on t threads, best of 5)")
     print(f"# prefill: ours in one call of the symbolic step; decode: {NEW} new tokens after a prompt of "
-          "the context length; roofline = weight bytes / bandwidth per token")
+          "the context length; roofline = weight bytes / bandwidth per token: roof<ctx> with the row's "
+          f"thread count's bandwidth, best<ctx> with the machine's best ({best / 1e9:.1f} GB/s)")
     hdr = (f"{'model':11s} {'thr':>3s} {'impl':6s} {'compile s':>9s} " +
            " ".join(f"{'pf' + str(n) + ' ms':>9s}" for n in PREFILL) + " " +
            " ".join(f"{'dec' + str(c) + ' t/s':>12s}" for c in CONTEXTS) + " " +
-           " ".join(f"{'roof' + str(c):>8s}" for c in CONTEXTS) + f" {'RSS MB':>7s}")
+           " ".join(f"{'roof' + str(c):>8s}" for c in CONTEXTS) + " " +
+           " ".join(f"{'best' + str(c):>8s}" for c in CONTEXTS) + f" {'RSS MB':>7s}")
     print(hdr)
     for name in a.models.split(","):
-        for threads in [int(t) for t in a.threads.split(",")]:
+        for threads in thread_counts:
             env = dict(os.environ, OMP_NUM_THREADS=str(threads))
             r = subprocess.run([sys.executable, __file__, "--worker", name, str(threads)],
                                env=env, capture_output=True, text=True)
@@ -299,16 +341,15 @@ def main(argv=None) -> int:
                 print(f"{name:11s} {threads:3d} failed: {r.stderr.strip().splitlines()[-1:]}")
                 continue
             row = rows[0]
-            roof = bw / row["weight_bytes"]
-            row["roofline_tok_s"] = round(roof, 1)
+            roof = (bws[threads] / row["weight_bytes"], best / row["weight_bytes"])
+            row["roofline_tok_s"], row["best_roofline_tok_s"] = round(roof[0], 1), round(roof[1], 1)
             if a.json:
                 print("# " + json.dumps(row))
             for impl, vals in (("mlc", row), ("eager", row["eager"])):
-                shares = " ".join(f"{vals[f'decode{c}_tok_s'] / roof * 100:7.0f}%" for c in CONTEXTS)
                 print(f"{name:11s} {threads:3d} {impl:6s} {row['compile_s'] if impl == 'mlc' else 0:9.1f} " +
                       " ".join(f"{vals[f'prefill{n}_ms']:9.2f}" for n in PREFILL) + " " +
                       " ".join(f"{vals[f'decode{c}_tok_s']:12.1f}" for c in CONTEXTS) +
-                      f" {shares} {row['peak_rss_MB'] if impl == 'mlc' else 0:7.0f}")
+                      f" {_shares(vals, roof)} {row['peak_rss_MB'] if impl == 'mlc' else 0:7.0f}")
             sys.stdout.flush()
             for peer in _peer_rows(name, threads, [q for q in a.peers.split(",") if q], a.peer_timeout):
                 _print_peer(name, threads, peer, roof, a.json)

@@ -325,7 +325,10 @@ class Module:
         for f in out.func_ops():
             if f.sym_name.value not in keep:
                 f.operation.erase()
-        used = {a.name for a in out.signature(name).args if a.is_param}
+        fn = out.get_function(name)
+        attrs = [ir.DictAttr(a) for a in fn.arg_attrs] if "arg_attrs" in fn.attributes else []
+        used = {ir.StringAttr(d[ARG_NAME_ATTR]).value for d in attrs
+                if PARAM_ATTR in d and ARG_NAME_ATTR in d}
         out.params = {k: v for k, v in self.params.items() if k in used}
         return out.verify()
 

@@ -147,7 +147,7 @@ class CausalLM:
 
 
 def compile_causal_lm(hf_model, max_seq_len: int = 1024, threads: Optional[int] = None,
-                      prefill_chunk: Optional[int] = None, target="cpu") -> CausalLM:
+                      prefill_chunk: Optional[int] = None, target="cpu", database=None) -> CausalLM:
     """Compile a transformers causal LM (float32, batch 1) into a :class:`CausalLM`: one
     symbolic prefill step serving every prompt length ``1 .. max_seq_len`` and a one-token
     decode step, each compiled once.
@@ -164,6 +164,10 @@ def compile_causal_lm(hf_model, max_seq_len: int = 1024, threads: Optional[int] 
         Prefill a prompt in pieces of at most this many tokens (default: in one call).
     target : str or Target
         A CPU target (``"cpu"``: the host).
+    database : mlc.tune.Database, optional
+        Tuning records (``CompileOptions.database``) of the steps' units: tune
+        ``import_step(hf_model, max_seq_len, 1)`` (decode) and ``import_step(hf_model,
+        max_seq_len)`` (prefill; its units with symbolic sizes keep the default schedules).
 
     Returns
     -------
@@ -187,9 +191,11 @@ def compile_causal_lm(hf_model, max_seq_len: int = 1024, threads: Optional[int] 
                              "runtime does not copy in/out cache arguments back to the host yet)")
     t = time.perf_counter()
     derived: dict = {}   # one transposed copy of a weight for both steps
-    decode = compile_module(import_step(hf_model, max_seq_len, 1, derived), target, threads=threads)["main"]
+    decode = compile_module(import_step(hf_model, max_seq_len, 1, derived), target, threads=threads,
+                            database=database)["main"]
     prefill = decode if max_seq_len == 1 else \
-        compile_module(import_step(hf_model, max_seq_len, derived_weights=derived), target, threads=threads)["main"]
+        compile_module(import_step(hf_model, max_seq_len, derived_weights=derived), target, threads=threads,
+                       database=database)["main"]
     dtype = next(hf_model.parameters()).detach().numpy().dtype
     return CausalLM(prefill, decode, cache_shapes(hf_model, max_seq_len), dtype, max_seq_len, prefill_chunk,
                     time.perf_counter() - t)

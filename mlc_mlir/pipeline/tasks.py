@@ -25,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from .._mlir import ir
+from .._mlir import arith_d, ir
 from ..graph.fuse_ops import PRIMITIVE_ATTR, FuseOps
 from ..ir.module import OP_NAME_ATTR, Module
 from ..ir.workload import canonical_names, workload_key
@@ -88,17 +88,49 @@ def strip_task_marks(module: Module) -> Module:
     return out
 
 
+def _zero_scalar_arguments(fn) -> None:
+    """In place: each argument of ``fn`` that is not a shaped type (an ``index`` offset the caller
+    computed, e.g. the position of a KV-cache write) becomes a zero constant of its type at the
+    top of the body; the function no longer takes it."""
+    block = fn.regions[0].blocks[0]
+    ftype = ir.FunctionType(ir.TypeAttr(fn.attributes["function_type"]).value)
+    inputs = list(ftype.inputs)
+    attrs = list(fn.arg_attrs) if "arg_attrs" in fn.attributes else None
+    for i in reversed(range(len(inputs))):
+        t = inputs[i]
+        if isinstance(t, ir.ShapedType):
+            continue
+        zero = ir.FloatAttr.get(t, 0.0) if isinstance(t, ir.FloatType) else ir.IntegerAttr.get(t, 0)
+        with ir.InsertionPoint.at_block_begin(block):
+            cst = arith_d.ConstantOp(t, zero)
+        block.arguments[i].replace_all_uses_with(cst.result)
+        block.erase_argument(i)
+        del inputs[i]
+        if attrs is not None:
+            del attrs[i]
+    fn.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(inputs, list(ftype.results)))
+    if attrs is not None:
+        fn.attributes["arg_attrs"] = ir.ArrayAttr.get(attrs)
+
+
 def unit_module(module: Module, func_name: str, new_name: Optional[str] = None) -> Module:
     """Function ``func_name`` of ``module`` alone, public, renamed ``new_name`` if given
-    (``Module.extract``)."""
+    (``Module.extract``).
+
+    A scalar argument (``index``/integer/float, not a tensor: e.g. the clamped write position of
+    a KV-cache update, computed by the caller) is fixed at zero inside the unit, so the unit
+    runs on tensors alone: zero is in bounds for every offset, and every offset runs the same
+    loops (the ops' iteration spaces do not depend on it).
+    """
     one = module.extract(func_name)
-    with one.context:
+    with one.context, ir.Location.unknown():
         fn = one.get_function(func_name)
         if "sym_visibility" in fn.attributes:
             del fn.attributes["sym_visibility"]
+        _zero_scalar_arguments(fn)
         if new_name is not None and new_name != func_name:
             fn.attributes["sym_name"] = ir.StringAttr.get(new_name)
-    return one
+    return one.verify()
 
 
 def _named_ops(fn) -> List[str]:

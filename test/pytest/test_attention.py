@@ -108,7 +108,7 @@ def test_decode_step_attends_to_the_caches_in_place(tmp_path, name):
     """The decode step of the tiny GPT-2 / Llama (2 KV heads for 4: grouped-query) fuses each
     layer's attention into one call that reads the cache arguments themselves; after
     bufferization nothing of a cache's size (nor of its repeat_kv broadcast) is copied or
-    allocated."""
+    allocated, and the key loop prefetches from the caches' buffers."""
     transformers = pytest.importorskip("transformers")
     torch.manual_seed(0)
     t = transformers
@@ -129,3 +129,5 @@ def test_decode_step_attends_to_the_caches_in_place(tmp_path, name):
              f"4x{d}x{max_len}xf32", f"4x{max_len}x{d}xf32"}
     moved = re.findall(r"memref\.copy [^\n]*", lowered) + re.findall(r"memref\.alloca?\([^\n]*", lowered)
     assert not [m for m in moved if any(s in m for s in sizes)], moved
+    # the single-row key loop prefetches the next key block's K and V rows from the caches
+    assert re.search(rf"memref\.prefetch [^\n]*memref<1x{kv}x{max_len}x{d}xf32", lowered), lowered[:2000]

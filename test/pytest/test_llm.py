@@ -243,3 +243,33 @@ def test_steps_share_one_transposed_copy_of_each_weight():
                      if op.operation.name == "arith.constant" and "tensor<" in str(op.operation.results[0].type)]
             return {a.ctypes.data for a in (mod.constant_value(v) for v in attrs) if a is not None and a.size > 1000}
     assert mine[0].ctypes.data in weights(decode) & weights(prefill)
+
+
+def test_steps_tune_and_compile_with_their_records(tmp_path):
+    """``mlc.tune.extract_tasks`` on the decode step (static, its cache-write units take the
+    caller's clamped position as an ``index`` argument) and on the symbolic prefill step (its
+    static units); a cache-write unit runs alone (its position fixed at 0) as numpy computes it;
+    both steps tuned (random search) and compiled with the records, token-exact with
+    transformers."""
+    from mlc_mlir.llm.export import import_step
+    from mlc_mlir.tune.search import RandomSearch
+
+    model = _tiny("gpt2")
+    decode, prefill = import_step(model, 64, 1), import_step(model, 64)
+    tasks = {"decode": mlc.tune.extract_tasks(decode), "prefill": mlc.tune.extract_tasks(prefill)}
+    assert all(len(v) > 1 for v in tasks.values())
+    write = next(t for t in tasks["decode"] if t.name.startswith("fused_slice_1_") and "update_slice" in t.name)
+    x, cache = np.random.default_rng(0).standard_normal((1, 1, 384)).astype(np.float32), np.zeros((1, 4, 64, 32), np.float32)
+    assert [a.shape for a in write.module.signature(write.func_name).args] == [x.shape, cache.shape]
+    want = cache.copy()
+    want[0, :, 0, :] = x[0, 0, 128:256].reshape(4, 32)     # the key slice of c_attn's output, row 0
+    np.testing.assert_array_equal(mlc.compile(write.module)[write.func_name](x, cache.copy()), want)
+    db = None
+    for name, step in (("decode", decode), ("prefill", prefill)):
+        db = mlc.tune(step, trials=2 * len(tasks[name]), work_dir=str(tmp_path), strategy=RandomSearch(),
+                      progress=False, finalists=0)
+        got = {r.workload for r in db.records() if r.ok}
+        assert {t.workload for t in tasks[name]} <= got, name
+    lm = mlc.llm.compile_causal_lm(model, max_seq_len=64, database=db)
+    ids = torch.randint(0, 1000, (1, 64), generator=torch.Generator().manual_seed(2))
+    np.testing.assert_array_equal(lm.generate(ids.numpy()[:, :9], max_new_tokens=12), _want(model, ids[:, :9], 12))

@@ -18,7 +18,8 @@ and the accumulator ``acc`` (``D`` values per row):
   once (independent FMA chains, from the target's vector registers).
 * The rows after the last full block, one at a time (:class:`_Row`, decode's single row):
   ``q`` and ``acc`` are ``vector<D>``; a key block's ``L`` dot products are reduced together by a
-  shuffle butterfly.
+  shuffle butterfly; the K and V rows of the block :data:`PREFETCH_BLOCKS` ahead are prefetched
+  (a decode step reads the whole cache from DRAM, like its weights).
 
 No score matrix is materialized beyond one block, K and V are read in place: grouped-query
 attention reads K/V head ``h // (H / Hkv)`` (no ``repeat_kv`` copy), and a block whose bias is
@@ -35,9 +36,16 @@ from __future__ import annotations
 
 from typing import List, Optional, Sequence
 
-from ..._mlir import arith_d, func_d, ir, math_d, memref_d, scf_d, tensor_d, vector_d
+from ..._mlir import arith_d, bufferization_d, func_d, ir, math_d, memref_d, scf_d, tensor_d, vector_d
 from ...errors import ScheduleError
 from ...target import Target
+
+
+#: Key blocks the single-row (decode) loop prefetches ahead: while a block is computed, the K and
+#: V rows of the next one are requested (``memref.prefetch`` of each 64-byte line), so the reads
+#: of a block do not wait on DRAM where the hardware prefetchers stop (at a page boundary: a
+#: block of 16 keys of 64 floats is one 4 KiB page of K and one of V).
+PREFETCH_BLOCKS = 1
 
 
 def key_block(target: Target) -> int:
@@ -76,9 +84,13 @@ def _fast():
 class _Row:
     """Emits the key loop of one query row (see the module docstring)."""
 
-    def __init__(self, q, k, v, bias, b, h, hk, i, scale: float, head_dim: int):
+    def __init__(self, q, k, v, bias, b, h, hk, i, scale: float, head_dim: int, prefetch=None):
+        """``prefetch``: ``(buffers, ahead, last)``: K and V as memrefs
+        (``bufferization.to_buffer``), the keys each full block prefetches ahead and the
+        largest block start (:meth:`prefetch`); None: no prefetch."""
         self.k, self.v, self.bias, self.b, self.hk = k, v, bias, b, hk
         self.d = head_dim
+        self.ahead = prefetch
         self.q = arith_d.mulf(_read(q, [b, h, i, _idx(0)], head_dim),
                               vector_d.broadcast(ir.VectorType.get([head_dim], ir.F32Type.get()), _f32(scale)))
         if bias is not None:
@@ -121,6 +133,8 @@ class _Row:
         """Emit the update of ``(m, l, acc)`` by keys ``j0 .. j0 + n - 1``; returns the new triple."""
         f32 = ir.F32Type.get()
         vt = ir.VectorType.get([n], f32)
+        if self.ahead is not None and n > 1:
+            self.prefetch(j0, n)
         s = self.scores(j0, n)
         if self.bias is not None:
             s = arith_d.addf(s, _read(self.bias, self.bias_at + [j0], n))
@@ -140,6 +154,18 @@ class _Row:
             pt = vector_d.broadcast(dvt, vector_d.extract(p, [], [t]))
             acc = vector_d.fma(pt, vv, acc)
         return m_new, l_new, acc
+
+    def prefetch(self, j0: ir.Value, n: int) -> None:
+        """Prefetch (``memref.prefetch``, read, locality 3) the K and V rows of the ``n`` keys
+        ``ahead`` after block ``j0`` (at most the last full block), one prefetch per ``n``
+        floats (a vector register: a 64-byte line with AVX-512)."""
+        buffers, ahead, last = self.ahead
+        start = arith_d.minsi(arith_d.addi(j0, _idx(ahead)), last)
+        for buf in buffers:
+            for t in range(n):
+                j = arith_d.addi(start, _idx(t)) if t else start
+                for c in range(0, self.d, n):
+                    memref_d.prefetch(buf, [self.b, self.hk, j, _idx(c)], False, 3, True)
 
     def bias_max(self, j0: ir.Value, n: int) -> ir.Value:
         """The largest bias of keys ``j0 .. j0 + n - 1``."""
@@ -327,6 +353,9 @@ def emit_flash_attention(module_body, name: str, q_type: ir.RankedTensorType, k_
     with ir.InsertionPoint(entry):
         q, k, v = entry.arguments[:3]
         bias = entry.arguments[3] if bias_type is not None else None
+        strided = ir.Attribute.parse("strided<[?, ?, ?, ?], offset: ?>")
+        buffers = [bufferization_d.ToBufferOp(ir.MemRefType.get(t.shape, f32, strided), x, read_only=True).result
+                   for t, x in ((k_type, k), (v_type, v))]
         sq = _dim(q, 2)
         out = tensor_d.EmptyOp([x if x != dyn else sq for x in q_type.shape], f32).result
         n_kv = _dim(k, 2)
@@ -362,7 +391,8 @@ def emit_flash_attention(module_body, name: str, q_type: ir.RankedTensorType, k_
             i = arith_d.addi(full_q, r)
             shared = forall.body.arguments[3]
             hk = arith_d.divui(hh, _idx(h // hkv)) if h != hkv else hh
-            row = _Row(q, k, v, bias, b, hh, hk, i, scale, d)
+            ahead = (buffers, PREFETCH_BLOCKS * lanes, arith_d.subi(full_kv, _idx(lanes)))
+            row = _Row(q, k, v, bias, b, hh, hk, i, scale, d, ahead if PREFETCH_BLOCKS else None)
             dvt = ir.VectorType.get([d], f32)
             carried = [_f32(float("-inf")), _f32(0.0), vector_d.broadcast(dvt, _f32(0.0))]
             carried = _key_loop(row, _idx(0), full_kv, lanes, carried)
