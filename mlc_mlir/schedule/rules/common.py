@@ -158,8 +158,8 @@ def parallelize_first(sch, ctx: RuleContext, blk: Block, loops: Sequence, extent
     With ``hoist`` (loops that commute: an all-parallel block) a split below the first loop is
     moved above the loops before it, so the threads fork once per call rather than once per
     iteration of those loops (a Winograd output transform over 7 tile rows:
-    ``for 7: forall 2`` becomes ``forall 2: for 7``), and the forks counted by
-    :func:`worth_threads` are 1 at every depth.
+    ``for 7: forall 2`` becomes ``forall 2: for 7``); whether the block is worth threads is
+    still judged with the forks of the nested split, so hoisting only removes forks.
 
     Returns
     -------
@@ -168,7 +168,7 @@ def parallelize_first(sch, ctx: RuleContext, blk: Block, loops: Sequence, extent
     """
     forks = 1
     for pos, (loop, e) in enumerate(zip(loops, extents)):
-        if not worth_threads(ctx, blk, 1 if hoist else forks):
+        if not worth_threads(ctx, blk, forks):
             return None
         if e is None:
             sch.parallel(loop)
