@@ -94,7 +94,9 @@ def test_channel_blocked_conv_fuses_its_epilogue_per_output_channel_block():
     args, ref = inputs_and_ref("bias_relu")
     payload, sch = nhwc_schedule(build("bias_relu"), SMALL)
     blk = sch.get(sch.get_block("conv2d"))
-    assert any(lp.extent > 1 and lp.dim == 6 for lp in blk.loops[:3])   # c0 above the rows
+    c0 = next(i for i, lp in enumerate(blk.loops) if lp.extent > 1 and lp.dim == 6)
+    rows = next(i for i, lp in enumerate(blk.loops) if lp.dim == 1 and lp.kind != "parallel")
+    assert c0 < rows   # c0 above the (per-thread) rows
     kinds = [i.kind for i in sch.trace.insts]
     assert kinds.count("reverse_compute_at") == 2 and "decompose_reduction" in kinds
     text = str(sch.mod)
@@ -213,3 +215,43 @@ def test_prefers_im2col_small_output_maps_on_cpu_only():
     assert not prefers_im2col(AVX2, (1, 9, 9, 8), (3, 3, 8, 8), (1, 7, 7, 8), "int32")
     gpu = Target("cuda", cpu="generic", arch="sm_90")
     assert not prefers_im2col(gpu, (1, 9, 9, 512), (3, 3, 512, 512), (1, 7, 7, 512), "float32")
+
+
+#: odd-sized NHWC convolutions with even output rows (both thread axes apply on SMALL):
+#: (x shape, w shape, conv2d kwargs); outputs 14 x 9 (stride 1) and 10 x 8 (stride 2)
+AXIS_CASES = {
+    "s1_14x9": ((1, 5, 14, 9), (32, 5, 3, 3), dict(padding=1)),
+    "s2_10x8": ((1, 3, 20, 15), (64, 3, 3, 3), dict(stride=2, padding=1)),
+}
+
+
+@pytest.mark.parametrize("name", list(AXIS_CASES))
+def test_nhwc_thread_axis_samples_match_torch(name):
+    """The NHWC rule's thread decomposition (``_parallel_axis``): samples split the
+    output-channel blocks or the output rows (hoisted above the blocks) over the threads; both
+    compile and match torch (bias + relu fused) at 1 and 2 threads."""
+    from mlc_mlir.tune.space_rules import default_space, generate
+    xs, ws, kw = AXIS_CASES[name]
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        x, w, b = f.arg("x", shape=xs), f.arg("w", shape=ws), f.arg("b", shape=(ws[0],))
+        f.output(ops.relu(ops.conv2d(x, w, b, strides=kw.get("stride", 1), padding=kw["padding"])))
+    payload = layout_passes.ConvToNHWC(lambda *a: prefers_nhwc(SMALL, *a))(bb.finish())
+    rng = np.random.default_rng(1)
+    args = [rng.standard_normal(s).astype(np.float32) for s in (xs, ws, (ws[0],))]
+    ref = F.relu(F.conv2d(*(torch.from_numpy(a) for a in args), **kw)).numpy()
+    axes = {}
+    for seed in range(24):
+        sch = generate(default_space(SMALL), payload, seed)
+        blk = sch.get(sch.get_block("conv2d"))
+        par = [lp for lp in blk.loops if lp.kind == "parallel" and lp.extent > 1]
+        if len(par) != 1 or blk.dims[par[0].dim].name in axes:
+            continue
+        # the parallel loop is outermost (after n) whichever axis it splits
+        assert blk.loops.index(par[0]) == 1
+        axes[blk.dims[par[0].dim].name] = sch
+    assert len(axes) == 2, f"both thread axes sampled, got {sorted(axes)}"
+    for sch in axes.values():
+        for threads in (1, 2):
+            got = mlc.compile(sch.mod, threads=threads)(*args)
+            np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)

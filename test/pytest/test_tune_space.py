@@ -214,6 +214,60 @@ def test_matmul_register_tiles_at_odd_shapes_match_numpy(shape):
         np.testing.assert_allclose(got, a.astype(np.float64) @ b, **TOL)
 
 
+def test_batch_matmul_thread_axis_samples_match_numpy():
+    """The batch_matmul rule samples the axis over the threads where both divide: the batches
+    (default) or the rows; both compile and match numpy at odd N and K (padded), 1 and 2
+    threads."""
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        f.output(ops.batch_matmul(f.arg("a", shape=(4, 38, 13)), f.arg("b", shape=(4, 13, 21))))
+    mod = bb.finish()
+    dflt = apply_default_schedule(mlc.Schedule(mod), SMALL)
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((4, 38, 13)).astype(np.float32)
+    b = rng.standard_normal((4, 13, 21)).astype(np.float32)
+    axes = {}
+    for seed in range(16):
+        sch = generate(default_space(SMALL), mod, seed)
+        blk = sch.get(sch.get_block("batch_matmul"))
+        par = [blk.dims[lp.dim].name for lp in blk.loops if lp.kind == "parallel" and lp.extent > 1]
+        if len(par) == 1:
+            axes.setdefault(par[0], sch)
+    dblk = dflt.get(dflt.get_block("batch_matmul"))
+    assert [lp.dim for lp in dblk.loops if lp.kind == "parallel"] == [0]   # batches by default
+    assert len(axes) == 2, f"both thread axes sampled, got {sorted(axes)}"
+    for sch in axes.values():
+        for threads in (1, 2):
+            got = mlc.compile(sch.mod, threads=threads)(a, b)
+            np.testing.assert_allclose(got, a.astype(np.float64) @ b, **TOL)
+
+
+def test_elementwise_thread_split_below_an_odd_dim_is_hoisted():
+    """An all-parallel block whose outermost dim the threads do not divide (7 rows, as a
+    Winograd output transform of a 7 x 7 tile map) splits the next dim over the threads with
+    its parallel loop outermost (one fork per call, not one per row), in the default and in
+    samples; the results match numpy at 1 and 2 threads."""
+    shape = (7, 6, 5, 40)
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        f.output(ops.relu(ops.add(f.arg("a", shape=shape), f.arg("b", shape=shape))))
+    mod = bb.finish()
+    rng = np.random.default_rng(3)
+    a, b = (rng.standard_normal(shape).astype(np.float32) for _ in range(2))
+    schs = [apply_default_schedule(mlc.Schedule(mod), SMALL)] + \
+        [generate(default_space(SMALL), mod, seed) for seed in range(3)]
+    for idx, sch in enumerate(schs):
+        for name in ("add", "relu"):
+            loops = sch.get(sch.get_block(name)).loops
+            par = [i for i, lp in enumerate(loops) if lp.kind == "parallel"]
+            # the default takes the threads; a sample may not (thread count 1 is no parallel loop)
+            assert par == [0] and loops[0].dim == 1 if idx == 0 or par else True, \
+                [(lp.dim, lp.kind, lp.extent) for lp in loops]
+        for threads in (1, 2):
+            got = mlc.compile(sch.mod, threads=threads)(a, b)
+            np.testing.assert_allclose(got, np.maximum(a + b, 0), **TOL)
+
+
 def test_replay_with_other_decisions_gives_the_other_program():
     mod = build("batch_matmul_relu")
     space = default_space(AVX2)

@@ -144,7 +144,8 @@ def vector_candidates(ctx: RuleContext, blk: Block, extent: Optional[int]) -> Li
     return sorted(c for c in cands if c > 1)
 
 
-def parallelize_first(sch, ctx: RuleContext, blk: Block, loops: Sequence, extents: Sequence[int]):
+def parallelize_first(sch, ctx: RuleContext, blk: Block, loops: Sequence, extents: Sequence[int],
+                      hoist: bool = False):
     """Split the first of ``loops`` (current extents ``extents``, outermost first) whose extent
     has a divisor in ``2..ctx.threads`` into ``[t, e / t]`` and make the outer loop parallel,
     ``t`` sampled from :func:`thread_candidates` (default: the largest; 1 runs the loop on one
@@ -153,6 +154,12 @@ def parallelize_first(sch, ctx: RuleContext, blk: Block, loops: Sequence, extent
     threads at that depth
     (:func:`worth_threads` with the iterations of the loops before it as forks). Shared by the
     rules (TVM TOPI's ``parallel`` of the outermost fused axis).
+
+    With ``hoist`` (loops that commute: an all-parallel block) a split below the first loop is
+    moved above the loops before it, so the threads fork once per call rather than once per
+    iteration of those loops (a Winograd output transform over 7 tile rows:
+    ``for 7: forall 2`` becomes ``forall 2: for 7``); whether the block is worth threads is
+    still judged with the forks of the nested split, so hoisting only removes forks.
 
     Returns
     -------
@@ -171,6 +178,8 @@ def parallelize_first(sch, ctx: RuleContext, blk: Block, loops: Sequence, extent
         if len(cands) > 1:
             outer, inner = sch.split(loop, [categorical(sch, cands, cands[-1]), None])
             sch.parallel(outer)
+            if hoist and pos > 0:
+                sch.reorder(outer, *loops[:pos])
             return pos, inner
     return None
 

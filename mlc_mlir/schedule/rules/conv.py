@@ -183,10 +183,10 @@ def schedule_conv2d_nhwc(sch: Schedule, block: BlockRV, ctx: RuleContext) -> Non
     (``sample_perfect_tile``, ``WR`` at most half the vector registers); ``FR`` among whole
     vectors that divide ``F`` and fit the accumulators with the sampled ``WR``
     (:func:`_channel_tiles`); the input-channel block (the divisors of ``C`` near
-    :func:`filter_block_channels`' and ``C`` itself: no block); the threads over the
-    output-channel blocks or rows (:func:`~.common.parallelize_first`); packing the filter
-    panel or not; the window unrolled (both loops, ``kw`` only, or none). All but the tiles and
-    threads are structural.
+    :func:`filter_block_channels`' and ``C`` itself: no block); the axis over the threads
+    (output-channel blocks or rows, :func:`_parallel_axis`) and the thread count; packing the
+    filter panel or not; the window unrolled (both loops, ``kw`` only, or none). All but the
+    tiles and the thread count are structural.
 
     Shapes: x (N, H, W, C) (already padded), w (KH, KW, C, F), out (N, OH, OW, F); float
     dtypes; any stride and dilation.
@@ -212,9 +212,9 @@ def schedule_conv2d_nhwc(sch: Schedule, block: BlockRV, ctx: RuleContext) -> Non
     else:
         c0 = None
         sch.reorder(n, f0, oh, ow0, c, kh, kw, ow1, f1)
-    split = parallelize_first(sch, ctx, blk, [f0, oh], [ext[3] // fr, ext[1]])
-    if split is not None and split[0] == 0:
-        f0 = split[1]
+    threaded = _parallel_axis(sch, ctx, blk, f0, oh, c0, ext[3] // fr, ext[1])
+    if threaded is not None and threaded[0] == 0:
+        f0 = threaded[1]
     if int(categorical(sch, [0, 1], int(ext[3] > fr and ext[1] * (ext[2] // wr) > 1))):
         # several output-channel blocks: a block's filter panel is strided by F (2 KiB rows for
         # F = 512 map to 2 L1 sets); pack it contiguously once per (f0, c0), reused by every
@@ -235,7 +235,7 @@ def schedule_conv2d_nhwc(sch: Schedule, block: BlockRV, ctx: RuleContext) -> Non
         # rather than by a serial memset of the whole output
         for e in epi:
             sch.reverse_compute_at(e, f0)
-        if blk.info.init and (epi or (split is not None and set(blk.info.producers) <= {blk.info.init})):
+        if blk.info.init and (epi or (threaded is not None and set(blk.info.producers) <= {blk.info.init})):
             sch.decompose_reduction(block, c0)
     # window rows unrolled: 2 both loops, 1 kw only (a 7x7 stem), 0 none
     unroll = int(categorical(sch, [0, 1, 2], 2 if ext[4] * ext[5] <= regs else int(ext[5] <= regs)))
@@ -244,6 +244,41 @@ def schedule_conv2d_nhwc(sch: Schedule, block: BlockRV, ctx: RuleContext) -> Non
     if unroll == 2:
         sch.unroll(kh)
     sch.vectorize(ow1)
+
+
+def _parallel_axis(sch: Schedule, ctx: RuleContext, blk, f0, oh, c0, blocks: int, rows: int):
+    """The thread decomposition of :func:`schedule_conv2d_nhwc` (loops ``n f0 [c0] oh ...``,
+    ``blocks`` output-channel blocks, ``rows`` output rows): the axis split over the threads,
+    sampled among the output-channel blocks (0) and the output rows (1) that have a thread
+    count dividing them (default: the blocks where they divide, as
+    :func:`~.common.parallelize_first` picks), then the thread count
+    (:func:`~.common.thread_candidates`, default the most). A row split is hoisted above the
+    blocks (``n oh0 f0 [c0] oh1 ...``): one fork per call, each thread computing every block of
+    its rows (its own filter panel copies, its input rows and output rows only) instead of half
+    the blocks of every row (each thread reading the whole input). Nothing when the block is
+    too small for threads (:func:`~.common.worth_threads`).
+
+    Source: TVM TOPI x86 ``conv2d_NCHWc`` (the parallel axis fused from batch, output-channel
+    blocks and rows), oneDNN's direct convolution (threads over ``mb x oc_blocks x oh``).
+
+    Returns
+    -------
+    (int, LoopRV) or None
+        The axis (0 blocks, 1 rows) and the loop inside its parallel split.
+    """
+    if not worth_threads(ctx, blk):
+        return None
+    axes = [a for a, e in enumerate((blocks, rows)) if len(thread_candidates(e, ctx.threads)) > 1]
+    if not axes:
+        return None
+    axis = int(categorical(sch, axes, axes[0])) if len(axes) > 1 else axes[0]
+    loop, extent = (f0, blocks) if axis == 0 else (oh, rows)
+    tcands = thread_candidates(extent, ctx.threads)
+    par, inner = sch.split(loop, [categorical(sch, tcands, tcands[-1]), None])
+    sch.parallel(par)
+    if axis == 1:
+        sch.reorder(par, f0, *([c0] if c0 is not None else []))
+    return axis, inner
 
 
 def _channel_tiles(target: Target, f: int, wr: int, fr: int, bits: int):

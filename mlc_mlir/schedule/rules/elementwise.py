@@ -47,9 +47,10 @@ def schedule_elementwise(sch: Schedule, block: BlockRV, ctx: RuleContext) -> Non
     The innermost dim is split into ``(E / V, V)`` and vectorized when its operands are
     contiguous along it and every indexing map is one the vectorizer accepts (:func:`vectorizable`),
     ``V`` sampled from :func:`~.common.vector_candidates` (default: up to 4 vectors of the
-    target's lanes, :func:`~.common.vector_tile`); the outermost dim with an extent above 1 is
-    split over sampled threads (a divisor of its extent; default: the most) when the block moves
-    at least an L1d per thread (:func:`~.common.parallelize_first`). A static innermost dim that
+    target's lanes, :func:`~.common.vector_tile`); the outermost dim that the threads divide is
+    split over sampled threads (a divisor of its extent; default: the most), its parallel loop
+    outermost, when the block moves at least an L1d per thread
+    (:func:`~.common.parallelize_first` with ``hoist``). A static innermost dim that
     the lanes do not divide gets whole vectors and a peeled partial last tile (:func:`lane_tile`).
     A dynamic innermost dim is split into ``(None, V)`` (the last tile partial, vectorized with masks); a dynamic outermost
     dim is made parallel as it is. Shapes: any rank >= 1; dtypes: any the vectorizer accepts
@@ -78,7 +79,7 @@ def schedule_elementwise(sch: Schedule, block: BlockRV, ctx: RuleContext) -> Non
         outer_last, inner = sch.split(loops[-1], [None, v])   # dynamic or ragged: a partial last tile
         loops[-1] = outer_last
         extents[-1] = None if extents[-1] is None else -(-extents[-1] // v)
-    parallelize_first(sch, ctx, blk, loops, extents)
+    parallelize_first(sch, ctx, blk, loops, extents, hoist=True)
     if inner is not None:
         sch.vectorize(inner)
 

@@ -326,8 +326,9 @@ def schedule_mmt4d(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
 
 def schedule_batch_matmul(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
     """``linalg.batch_matmul`` ``(b, i, j, k)``: loops ``b0 i0 b1 i1 j0 k i2 (vectorized) j1``;
-    threads over the batches (or M when there are fewer batches than threads), their count
-    sampled from :func:`~.common.thread_candidates` (default: the most); an ``MR x NR``
+    threads over the batches or the rows (sampled where the threads divide both; default the
+    batches, M when there are fewer batches than threads), their count sampled from
+    :func:`~.common.thread_candidates` (default: the most); an ``MR x NR``
     register tile vectorized inside the k loop, ``[M/T/MR, MR]`` and ``[N/NR, NR]`` by
     ``sample_perfect_tile`` bounded by :func:`register_tile_bounds` (default: Goto's tile of
     :func:`~mlc_mlir.schedule.cpu_recipes.goto_params` shrunk to divisors); the k loop
@@ -355,8 +356,11 @@ def schedule_batch_matmul(sch: Schedule, block: BlockRV, ctx: RuleContext) -> No
     p = goto_params(ctx.target, m, n, k, ctx.threads, bits)
     bound = register_tile_bounds(ctx.target, bits)
     b, i, j, kk = sch.get_loops(block)
-    on_batch = largest_divisor(nb, ctx.threads) > 1
-    on_rows = not on_batch and largest_divisor(m, ctx.threads) > 1
+    # the axis over the threads: the batches (default, where the threads divide them) or the
+    # rows (each thread then reads every batch's B; structural)
+    axes = [a for a, e in enumerate((nb, m)) if largest_divisor(e, ctx.threads) > 1]
+    axis = (int(categorical(sch, axes, axes[0])) if len(axes) > 1 else axes[0]) if axes else None
+    on_batch, on_rows = axis == 0, axis == 1
     tcands = thread_candidates(nb if on_batch else m, ctx.threads)
     t = categorical(sch, tcands, tcands[-1]) if on_batch or on_rows else 1
     b0, b1 = sch.split(b, [t if on_batch else 1, None])
