@@ -245,8 +245,12 @@ class _Emitter:
         """``structured.pad`` with ``nofold`` on operand ``idx`` (a packed copy of its tile)."""
         zeros = self.zeros(blk)
         nofold = [1 if i == idx else 0 for i in range(len(zeros))]
+        # with partial tiles, only the dims of the packed operand are padded: its partial edge
+        # is zero-filled in the packed tile, and the other operands keep their partial tiles
+        # (no padded copy of A's rows per panel of B); the peeled loops make them full
+        dims = sorted(set(blk.info.operand_dims[idx])) if blk.partial_dims() else range(len(blk.dims))
         pad = structured_transform_d.PadOp(
-            op, padding_values=zeros, padding_dimensions=list(range(len(blk.dims))),
+            op, padding_values=zeros, padding_dimensions=list(dims),
             nofold_flags=nofold, copy_back_op="none")
         cache = self.model.cache_block(cid)
         n = 0
@@ -259,7 +263,7 @@ class _Emitter:
         tile = [_prod(q.extent for q in blk.loops[pos + 1:] if q.dim == d)
                 for d in blk.info.operand_dims[idx]]
         perm = _pack_transpose(blk, idx) if n else None
-        self.pads.append((blk.func, operand_pad, n, tile, perm, blk, pos))
+        self.pads.append((blk.func, operand_pad, n, tile, perm, blk, pos, idx))
         return pad.padded
 
     # ---------------------------------------------------------------- attachment
@@ -331,16 +335,31 @@ class _Emitter:
         merging slices and canonicalizing as it requires) and vectorize the packing copy."""
         for func in sorted({p[0] for p in self.pads}):
             self.cleanup(self.func(func))
-        for func, pad, n, tile, perm, blk, pos in self.pads:
+        for func, pad, n, tile, perm, blk, pos, idx in self.pads:
             if n:
                 pad = structured_transform_d.HoistPadOp(any_op(), pad, n, transpose=perm).transformed
             if perm is not None:
                 self.transposed_pack(pad, blk, pos, tile)
-            if len(tile) > 1:   # one row at a time, as vectorize_rows (a KC x NR panel at once
-                # unrolls into KC loads and stores: 10x the code and compile time)
-                pad = structured_transform_d.TileUsingForOp(
-                    pad, sizes=[1] * (len(tile) - 1) + [0]).tiled_linalg_op
-            structured_transform_d.VectorizeOp(pad, [1] * (len(tile) - 1) + tile[-1:])
+            pads = [pad]
+            if n and perm is None and set(blk.info.operand_dims[idx]) & set(blk.partial_dims()):
+                # the packing loop over partial panels is peeled: the full panels are plain
+                # copies, only the last one is zero-filled past the edge (masked, guarded)
+                loop = transform_d.GetParentOp(transform_d.OperationType.get("scf.for"), pad,
+                                               op_name="scf.for").result
+                peeled = loop_transform_d.LoopPeelOp(any_op(), any_op(), loop)
+                pads = [structured_transform_d.MatchOp(
+                    any_op(), h, ops=ir.ArrayAttr.get([ir.StringAttr.get("tensor.pad")])).result
+                    for h in (peeled.peeled_loop, peeled.remainder_loop)]
+            for i, pad in enumerate(pads):
+                if len(tile) > 1:   # one row at a time, as vectorize_rows (a KC x NR panel at
+                    # once unrolls into KC loads and stores: 10x the code and compile time)
+                    rows = structured_transform_d.TileUsingForOp(pad, sizes=[1] * (len(tile) - 1) + [0])
+                    pad = rows.tiled_linalg_op
+                    if len(pads) > 1 and i == 0:   # a row of a full panel: a plain slice copy
+                        structured_transform_d.VectorizeOp(structured_transform_d.MatchOp(
+                            any_op(), rows.loops[0],
+                            ops=ir.ArrayAttr.get([ir.StringAttr.get("tensor.insert_slice")])).result)
+                structured_transform_d.VectorizeOp(pad, [1] * (len(tile) - 1) + tile[-1:])
 
     def transposed_pack(self, hoisted: ir.Value, blk: Block, pos: int, tile: list) -> None:
         """A panel packed transposed (``hoist_pad ... transpose by``) is written by a
@@ -376,8 +395,17 @@ class _Emitter:
         returns ``h`` and the full tile's sizes (masked vectorization)."""
         vpos = next(i for i, lp in enumerate(b.loops) if lp.kind == "vectorized")
         sizes = b.vector_sizes(vpos)
-        simple = self.model.init_of(b) is None and not self.model.epilogues(b) and b.rfactor is None \
-            and not b.cache_reads and not b.cache_writes and b.padding is None
+        init = self.model.init_of(b)
+        row = b.info.out_dims[-1] if b.info.out_dims else None
+        # an init whose rows are whole (no loop over the row dim outside it) is written a
+        # full row at a time whatever the partial tiles around it
+        whole_rows = init is None or (row is not None and not any(
+            q.dim == row and materializes(q) for q in b.loops[:b.loop_index(b.decomposed_at)]))
+        simple = not self.model.epilogues(b) and b.rfactor is None and not b.cache_writes \
+            and b.padding is None and whole_rows
+        # dims a packed operand's tile is padded along inside the peeled loop: static there
+        padded = {d for c in b.cache_reads for d in b.info.operand_dims[c.operand]
+                  if self.model.cache_position(b, c.operand) >= 0}
         peel = {}
         for p in range(vpos):
             lp = b.loops[p]
@@ -390,10 +418,18 @@ class _Emitter:
             for p in peel.values())
         if not ok:
             return h, sizes
+        # the loops inside a peeled one are cloned with it: marked before, matched after
+        inner = {b.loops[q].id for q in range(min(peel.values()) + 1, vpos)
+                 if b.loops[q].id in self.loop_handles}
+        for lid in inner:
+            transform_d.AnnotateOp(self.loop_handles[lid], f"{_LOOP_MARK}{lid}")
         for d, p in sorted(peel.items(), key=lambda dp: -dp[1]):
             loop = transform_d.CastOp(transform_d.OperationType.get("scf.for"),
                                       self.loop_handles[b.loops[p].id]).result
             rem = loop_transform_d.LoopPeelOp(any_op(), any_op(), loop)
+            if d in padded and self.model.cache_position(b, next(
+                    c.operand for c in b.cache_reads if d in b.info.operand_dims[c.operand])) >= p:
+                continue   # the remainder's tile is padded to full size along d
             if b.dims[d].extent is not None and not any(q.dim == d for q in b.loops[:p]):
                 continue   # a static extent tiled once: the remainder tile is static (one vector op)
             rop = structured_transform_d.MatchOp(
@@ -401,6 +437,10 @@ class _Emitter:
                 op_attrs=ir.DictAttr.get({OP_NAME_ATTR: ir.StringAttr.get(b.name)})).result
             structured_transform_d.TileUsingForOp(rop, sizes=[1 if i == d else 0 for i in range(len(b.dims))])
         self.cleanup(self.func(b.func))
+        for lid in inner:
+            self.loop_handles[lid] = structured_transform_d.MatchOp(
+                any_op(), self.func(b.func),
+                op_attrs=ir.DictAttr.get({f"{_LOOP_MARK}{lid}": ir.UnitAttr.get()})).result
         return self.match(b), None
 
     def vectorize_rows(self, op: ir.Value, ndims: int, row: Optional[int] = None,
@@ -457,6 +497,8 @@ class _Emitter:
                 sizes, last = None, None
                 if b.partial_dims():
                     h, sizes = self.peel_partial(b, h)
+                    if b.cache_reads:   # a packed partial tile is read with masks
+                        self.masked_funcs.add(b.func)
                     if sizes is not None:
                         self.masked_funcs.add(b.func)
                         last = sizes[b.info.out_dims[-1]] if b.info.out_dims and \
@@ -511,6 +553,11 @@ class _Emitter:
             done.add(id(h))
             for k, v in lp.annotations.items():
                 transform_d.AnnotateOp(h, k, param=param_constant(v))
+
+
+#: Attribute prefix marking the loops inside a peeled loop (``<prefix><loop id>``), so that
+#: every copy the peeling makes is found again (unrolled, annotated).
+_LOOP_MARK = "mlc.loop_"
 
 
 #: Side of the square blocks a transposed packing copy is vectorized in: an 8 x 8 block of
