@@ -401,8 +401,9 @@ class _Emitter:
         # full row at a time whatever the partial tiles around it
         whole_rows = init is None or (row is not None and not any(
             q.dim == row and materializes(q) for q in b.loops[:b.loop_index(b.decomposed_at)]))
+        padding = self.model.padding_of(b)
         simple = not self.model.epilogues(b) and b.rfactor is None and not b.cache_writes \
-            and b.padding is None and whole_rows
+            and whole_rows and (padding is None or all(padding[d] == 1 for d in b.partial_dims()))
         # dims a packed operand's tile is padded along inside the peeled loop: static there
         padded = {d for c in b.cache_reads for d in b.info.operand_dims[c.operand]
                   if self.model.cache_position(b, c.operand) >= 0}
