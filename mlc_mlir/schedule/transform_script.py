@@ -248,10 +248,12 @@ class _Emitter:
         # with partial tiles, only the dims of the packed operand are padded: its partial edge
         # is zero-filled in the packed tile, and the other operands keep their partial tiles
         # (no padded copy of A's rows per panel of B); the peeled loops make them full
-        dims = sorted(set(blk.info.operand_dims[idx])) if blk.partial_dims() else range(len(blk.dims))
+        # (an edge tile of C padded with them is written back into C where it came from)
+        partial = bool(blk.partial_dims())
+        dims = sorted(set(blk.info.operand_dims[idx])) if partial else range(len(blk.dims))
         pad = structured_transform_d.PadOp(
-            op, padding_values=zeros, padding_dimensions=list(dims),
-            nofold_flags=nofold, copy_back_op="none")
+            op, padding_values=zeros, padding_dimensions=list(dims), nofold_flags=nofold,
+            copy_back_op="bufferization.materialize_in_destination" if partial else "none")
         cache = self.model.cache_block(cid)
         n = 0
         if cache.compute_at is not None:
