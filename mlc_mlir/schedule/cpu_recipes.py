@@ -222,7 +222,9 @@ def goto_padding(target: Target, m: int, n: int, k: int, threads: Optional[int] 
       becomes 56; 999 stays, with KC = 333 and k unrolled by 3).
 
     The padded region costs one copy of each padded operand (zeros), against a register tile
-    that would otherwise shrink to a divisor (``nr = 11`` for N = 1023: 0.19x numpy).
+    that would otherwise shrink to a divisor (``nr = 11`` for N = 1023: 0.19x numpy). The
+    matmul rule computes a matmul whose M or N this pads with edge tiles instead
+    (``rules.matmul.schedule_edge_tiles``) and pads only K; batch_matmul and mmt4d pad.
     Source: TVM ``pad_einsum`` (MetaSchedule's padding of non-divisible GEMMs); BLIS's edge
     handling by zero-padded micro-panels (Van Zee & van de Geijn, TOMS 2015).
 

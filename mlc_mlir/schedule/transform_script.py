@@ -31,7 +31,8 @@ from ..ir import dtypes
 from ..ir.module import Module, OP_NAME_ATTR, diagnostics
 from .factors import largest_divisor
 from .gpu_script import GpuEmitter, gpu_owned, is_gpu_block
-from .loop_nest import Block, LoopNestModel, Tiling, materializes
+from .loop_nest import Block, LoopNestModel, Tiling
+from .partial_tiles import peel_packing, peel_partial
 from .tileability import check_tileable
 from .vector_lowering import lower_vectors
 
@@ -344,14 +345,7 @@ class _Emitter:
                 self.transposed_pack(pad, blk, pos, tile)
             pads = [pad]
             if n and perm is None and set(blk.info.operand_dims[idx]) & set(blk.partial_dims()):
-                # the packing loop over partial panels is peeled: the full panels are plain
-                # copies, only the last one is zero-filled past the edge (masked, guarded)
-                loop = transform_d.GetParentOp(transform_d.OperationType.get("scf.for"), pad,
-                                               op_name="scf.for").result
-                peeled = loop_transform_d.LoopPeelOp(any_op(), any_op(), loop)
-                pads = [structured_transform_d.MatchOp(
-                    any_op(), h, ops=ir.ArrayAttr.get([ir.StringAttr.get("tensor.pad")])).result
-                    for h in (peeled.peeled_loop, peeled.remainder_loop)]
+                pads = peel_packing(pad)
             for i, pad in enumerate(pads):
                 if len(tile) > 1:   # one row at a time, as vectorize_rows (a KC x NR panel at
                     # once unrolls into KC loads and stores: 10x the code and compile time)
@@ -385,66 +379,8 @@ class _Emitter:
         structured_transform_d.VectorizeOp(tiled)
 
     def peel_partial(self, b: Block, h: ir.Value):
-        """The vectorization of ``b``'s partial tiles: ``(handle, vector_sizes)``.
-
-        A block with no init, epilogue, cache, padding or rfactor whose partial dims each have
-        a materialized ``scf.for`` outside the vectorized tile (the innermost such loop per
-        dim, with static loops inside it) gets those loops peeled, innermost first
-        (``transform.loop.peel``: the main loop's tiles are full, static after
-        canonicalization) and, where the dim's extent is dynamic or tiled by an outer loop too, each
-        remainder's tiles split into slices of 1 along the peeled dim (static, unmasked; the
-        remainder of a static extent tiled once is one static tile, vectorized whole); returns the handle of every copy of the op and None. Otherwise
-        returns ``h`` and the full tile's sizes (masked vectorization)."""
-        vpos = next(i for i, lp in enumerate(b.loops) if lp.kind == "vectorized")
-        sizes = b.vector_sizes(vpos)
-        init = self.model.init_of(b)
-        row = b.info.out_dims[-1] if b.info.out_dims else None
-        # an init whose rows are whole (no loop over the row dim outside it) is written a
-        # full row at a time whatever the partial tiles around it
-        whole_rows = init is None or (row is not None and not any(
-            q.dim == row and materializes(q) for q in b.loops[:b.loop_index(b.decomposed_at)]))
-        padding = self.model.padding_of(b)
-        simple = not self.model.epilogues(b) and b.rfactor is None and not b.cache_writes \
-            and whole_rows and (padding is None or all(padding[d] == 1 for d in b.partial_dims()))
-        # dims a packed operand's tile is padded along inside the peeled loop: static there
-        padded = {d for c in b.cache_reads for d in b.info.operand_dims[c.operand]
-                  if self.model.cache_position(b, c.operand) >= 0}
-        peel = {}
-        for p in range(vpos):
-            lp = b.loops[p]
-            if lp.dim in b.partial_dims() and materializes(lp):
-                peel[lp.dim] = p   # the innermost materialized loop of each partial dim
-        ok = simple and set(peel) == set(b.partial_dims()) and all(
-            b.loops[p].kind == "serial" and b.loops[p].fused_group is None and
-            b.loops[p].id in self.loop_handles and
-            all(q.extent is not None for q in b.loops[p + 1:] if q.dim == b.loops[p].dim)
-            for p in peel.values())
-        if not ok:
-            return h, sizes
-        # the loops inside a peeled one are cloned with it: marked before, matched after
-        inner = {b.loops[q].id for q in range(min(peel.values()) + 1, vpos)
-                 if b.loops[q].id in self.loop_handles}
-        for lid in inner:
-            transform_d.AnnotateOp(self.loop_handles[lid], f"{_LOOP_MARK}{lid}")
-        for d, p in sorted(peel.items(), key=lambda dp: -dp[1]):
-            loop = transform_d.CastOp(transform_d.OperationType.get("scf.for"),
-                                      self.loop_handles[b.loops[p].id]).result
-            rem = loop_transform_d.LoopPeelOp(any_op(), any_op(), loop)
-            if d in padded and self.model.cache_position(b, next(
-                    c.operand for c in b.cache_reads if d in b.info.operand_dims[c.operand])) >= p:
-                continue   # the remainder's tile is padded to full size along d
-            if b.dims[d].extent is not None and not any(q.dim == d for q in b.loops[:p]):
-                continue   # a static extent tiled once: the remainder tile is static (one vector op)
-            rop = structured_transform_d.MatchOp(
-                any_op(), rem.remainder_loop,
-                op_attrs=ir.DictAttr.get({OP_NAME_ATTR: ir.StringAttr.get(b.name)})).result
-            structured_transform_d.TileUsingForOp(rop, sizes=[1 if i == d else 0 for i in range(len(b.dims))])
-        self.cleanup(self.func(b.func))
-        for lid in inner:
-            self.loop_handles[lid] = structured_transform_d.MatchOp(
-                any_op(), self.func(b.func),
-                op_attrs=ir.DictAttr.get({f"{_LOOP_MARK}{lid}": ir.UnitAttr.get()})).result
-        return self.match(b), None
+        """See :func:`~.partial_tiles.peel_partial`."""
+        return peel_partial(self, b, h)
 
     def vectorize_rows(self, op: ir.Value, ndims: int, row: Optional[int] = None,
                        last: Optional[int] = None) -> None:
@@ -556,11 +492,6 @@ class _Emitter:
             done.add(id(h))
             for k, v in lp.annotations.items():
                 transform_d.AnnotateOp(h, k, param=param_constant(v))
-
-
-#: Attribute prefix marking the loops inside a peeled loop (``<prefix><loop id>``), so that
-#: every copy the peeling makes is found again (unrolled, annotated).
-_LOOP_MARK = "mlc.loop_"
 
 
 #: Side of the square blocks a transposed packing copy is vectorized in: an 8 x 8 block of

@@ -126,10 +126,12 @@ def schedule_matmul(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
     or not (structural; default :func:`~mlc_mlir.schedule.cpu_recipes.packs_b`); the unroll
     factor of ``k1`` (:func:`unroll_factor`, structural).
 
-    Extents that are not multiples of the sampled register tile (MR x NR), the threads or a
-    good KC are first padded (``pad_einsum`` with
-    :func:`~mlc_mlir.schedule.cpu_recipes.goto_padding`); a padded matmul leaves its epilogue
-    to the elementwise rule.
+    Where :func:`~mlc_mlir.schedule.cpu_recipes.goto_padding` would pad M or N to multiples of
+    the sampled register tile (MR x NR) or the threads, the matmul gets edge tiles instead
+    (:func:`schedule_edge_tiles`: partial tiles, no padded copies), except a ``dense`` whose
+    transposed B would end in a partial panel; a K that has no good KC is padded
+    (``pad_einsum``). A padded matmul or one with edge tiles leaves its epilogue to the
+    elementwise rule.
 
     A matmul with M == 1 whose B is (K, N) is a GEMV: :func:`schedule_gemv`.
 
