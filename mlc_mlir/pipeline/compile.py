@@ -73,6 +73,7 @@ from .options import CompileOptions
 from .prepare_passes.destination_style import (CopyIntoSlices, CopyReturnedSlices, FillPadBorder,
                                                PadToInsertSlice, ReadInsertedSlices,
                                                WriteReshapedIntoSlices)
+from .prepare_passes.edge_copies import CopyEdgeTiles
 from .prepare_passes.identity_slices import FoldIdentitySlices
 from .prepare_passes.math_approximation import APPROXIMATED_OPS, ApproximateMath
 from .progress import CompileProgress
@@ -266,7 +267,7 @@ def _prepare(module: Module, options: CompileOptions) -> Module:
     if cpu and has_op(out, "tensor.insert_slice"):
         out = WriteReshapedIntoSlices()(ReadInsertedSlices()(CopyIntoSlices()(FillPadBorder()(out))))
     if cpu and has_op(out, "tensor.extract_slice"):
-        out = CopyReturnedSlices()(FoldIdentitySlices()(out))
+        out = CopyReturnedSlices()(FoldIdentitySlices()(CopyEdgeTiles()(out)))
     public = set(out.function_names(public_only=True))
     with out.context:
         for f in out.func_ops():

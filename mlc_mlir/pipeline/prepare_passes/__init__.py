@@ -5,5 +5,6 @@ One-Shot Bufferize writes producers into padded buffers in place."""
 
 from .destination_style import (CopyIntoSlices, CopyReturnedSlices, FillPadBorder, PadToInsertSlice,  # noqa: F401
                                 ReadInsertedSlices, WriteReshapedIntoSlices)
+from .edge_copies import CopyEdgeTiles  # noqa: F401
 from .identity_slices import FoldIdentitySlices  # noqa: F401
 from .math_approximation import ApproximateMath  # noqa: F401
