@@ -9,28 +9,17 @@ import numpy as np
 import pytest
 
 import mlc_mlir as mlc
-from mlc_mlir import ops
 from mlc_mlir.schedule.default_rules import apply_default_schedule
 from mlc_mlir.target import host_target
 from targets import AVX2
+from test_matmul_padding import build as build_op
 
 TOL = dict(rtol=1e-4, atol=1e-4)
 
 
-def build(shapes, dense=False, seed=0):
+def build(shapes, dense=False):
     """(module, inputs, float64 numpy reference) of ``A @ B`` (or ``relu(A @ W.T + b)``)."""
-    rng = np.random.default_rng(seed)
-    xs = [rng.standard_normal(s).astype(np.float32) for s in shapes]
-    bb = mlc.GraphBuilder()
-    with bb.function("main") as f:
-        args = [f.arg(f"a{i}", shape=s) for i, s in enumerate(shapes)]
-        if dense:
-            f.output(ops.relu(ops.dense(*args)))
-            ref = np.maximum(xs[0].astype(np.float64) @ xs[1].T + xs[2], 0)
-        else:
-            f.output(ops.matmul(*args))
-            ref = xs[0].astype(np.float64) @ xs[1]
-    return bb.finish(), xs, ref
+    return build_op("dense" if dense else "matmul", shapes)
 
 
 @pytest.mark.parametrize("threads", [1, 2])
