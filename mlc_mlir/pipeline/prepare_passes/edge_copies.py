@@ -15,8 +15,9 @@ once per K block and M block.
   :class:`~.destination_style.PadToInsertSlice`'s) -> a ``linalg.fill`` of the padded
   shape, an identity ``linalg.generic`` from ``%x`` into its leading slice, inserted back;
 * ``bufferization.materialize_in_destination %s in %d`` whose source is a
-  ``tensor.extract_slice`` (a slice of another tensor: a real copy) -> an identity
-  ``linalg.generic`` from ``%s`` into ``%d``.
+  ``tensor.extract_slice`` of a larger tensor (the padded tile: a real copy; a full tile is
+  computed in place and left alone) -> an identity ``linalg.generic`` from ``%s`` into
+  ``%d``.
 
 Source: MLIR ``linalg::rewriteInDestinationPassingStyle`` (``tensor.pad`` as fill + copy);
 IREE's ``TensorPadToInsertSlice``.
@@ -54,7 +55,9 @@ def _edge_ops(module: Module) -> List[ir.Operation]:
             found.append(op)
         elif op.name == "bufferization.materialize_in_destination" and len(op.results) == 1:
             src = producer(op.operands[0])
-            if src is not None and src.name == "tensor.extract_slice":
+            # a slice of a larger (padded) tile; a whole tile is already in place
+            if src is not None and src.name == "tensor.extract_slice" and \
+                    src.operands[0].type != src.results[0].type:
                 found.append(op)
         return ir.WalkResult.ADVANCE
 
