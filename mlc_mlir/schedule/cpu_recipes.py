@@ -222,7 +222,9 @@ def goto_padding(target: Target, m: int, n: int, k: int, threads: Optional[int] 
       becomes 56; 999 stays, with KC = 333 and k unrolled by 3).
 
     The padded region costs one copy of each padded operand (zeros), against a register tile
-    that would otherwise shrink to a divisor (``nr = 11`` for N = 1023: 0.19x numpy).
+    that would otherwise shrink to a divisor (``nr = 11`` for N = 1023: 0.19x numpy). The
+    matmul rule computes a matmul whose M or N this pads with edge tiles instead
+    (``rules.matmul.schedule_edge_tiles``) and pads only K; batch_matmul and mmt4d pad.
     Source: TVM ``pad_einsum`` (MetaSchedule's padding of non-divisible GEMMs); BLIS's edge
     handling by zero-padded micro-panels (Van Zee & van de Geijn, TOMS 2015).
 
@@ -387,7 +389,7 @@ def schedule_matmul_goto(sch: Schedule, block: BlockRV, threads: Optional[int] =
 
 def goto_loop_nest(sch: Schedule, block: BlockRV, threads: int, split_n: bool, mr: int, nr: int,
                    mc_tiles: int, nc_tiles: int, kc: int, pack: bool, unroll_k: int,
-                   epilogues=()) -> None:
+                   epilogues=(), per_thread: Optional[int] = None) -> None:
     """The loop nest of :func:`schedule_matmul_goto` and :func:`schedule_mmt4d_goto` from its
     sizes, each an int or a sampled ``ExprRV`` that the splits take as a factor (the rules'
     decisions): ``k`` split ``[None, KC]``; the threads' dim (N with ``split_n``, else M) split
@@ -396,7 +398,10 @@ def goto_loop_nest(sch: Schedule, block: BlockRV, threads: int, split_n: bool, m
     is already in panels: ``[None, nc_tiles]``, its ``m0 n0 k0`` loops innermost); loops
     ``i0 j0 k0 i1 j1 i2 k1 i3 j2``, epilogues at ``j0``, the init decomposed, B packed at
     ``k0`` when ``pack``, ``k1`` unrolled by ``unroll_k``, the ``MR x NR`` tile vectorized.
-    Each size must divide what is left of its extent (checked by ``split``).
+    Each size must divide what is left of its extent (checked by ``split``), except with
+    ``per_thread`` (a multiple of MR, or of NR with ``split_n``): each thread takes that many
+    rows (columns), the last one fewer, and the M and N splits may end in partial tiles (edge
+    tiles, peeled by the transform script: ``transform_script._Emitter.peel_partial``).
 
     Raises
     ------
@@ -410,9 +415,9 @@ def goto_loop_nest(sch: Schedule, block: BlockRV, threads: int, split_n: bool, m
         # threads over N: each packs only its own columns of B (over M, every thread packs
         # all of B: a 49 x 4608 x 512 im2col GEMM packs 9.4 MB once per thread; one thread
         # running the 2-thread schedule: 13.6 ms over M, 9.0 ms over N, 8.0 ms unthreaded)
-        outer, j = sch.split(j, [threads, None])
+        outer, j = sch.split(j, [threads, per_thread])
     else:
-        outer, i = sch.split(i, [threads, None])
+        outer, i = sch.split(i, [threads, per_thread])
     i1, i2, i3 = sch.split(i, [None, mc_tiles, mr])
     j0, j1, *j2 = sch.split(j, [None, nc_tiles] + ([] if panel else [nr]))
     sch.reorder(outer, j0, k0, i1, j1, i2, k1, i3, *j2, *panel)

@@ -31,7 +31,8 @@ from ..ir import dtypes
 from ..ir.module import Module, OP_NAME_ATTR, diagnostics
 from .factors import largest_divisor
 from .gpu_script import GpuEmitter, gpu_owned, is_gpu_block
-from .loop_nest import Block, LoopNestModel, Tiling, materializes
+from .loop_nest import Block, LoopNestModel, Tiling
+from .partial_tiles import peel_packing, peel_partial
 from .tileability import check_tileable
 from .vector_lowering import lower_vectors
 
@@ -245,9 +246,15 @@ class _Emitter:
         """``structured.pad`` with ``nofold`` on operand ``idx`` (a packed copy of its tile)."""
         zeros = self.zeros(blk)
         nofold = [1 if i == idx else 0 for i in range(len(zeros))]
+        # with partial tiles, only the dims of the packed operand are padded: its partial edge
+        # is zero-filled in the packed tile, and the other operands keep their partial tiles
+        # (no padded copy of A's rows per panel of B); the peeled loops make them full
+        # (an edge tile of C padded with them is written back into C where it came from)
+        partial = bool(blk.partial_dims())
+        dims = sorted(set(blk.info.operand_dims[idx])) if partial else range(len(blk.dims))
         pad = structured_transform_d.PadOp(
-            op, padding_values=zeros, padding_dimensions=list(range(len(blk.dims))),
-            nofold_flags=nofold, copy_back_op="none")
+            op, padding_values=zeros, padding_dimensions=list(dims), nofold_flags=nofold,
+            copy_back_op="bufferization.materialize_in_destination" if partial else "none")
         cache = self.model.cache_block(cid)
         n = 0
         if cache.compute_at is not None:
@@ -259,7 +266,7 @@ class _Emitter:
         tile = [_prod(q.extent for q in blk.loops[pos + 1:] if q.dim == d)
                 for d in blk.info.operand_dims[idx]]
         perm = _pack_transpose(blk, idx) if n else None
-        self.pads.append((blk.func, operand_pad, n, tile, perm, blk, pos))
+        self.pads.append((blk.func, operand_pad, n, tile, perm, blk, pos, idx))
         return pad.padded
 
     # ---------------------------------------------------------------- attachment
@@ -331,16 +338,24 @@ class _Emitter:
         merging slices and canonicalizing as it requires) and vectorize the packing copy."""
         for func in sorted({p[0] for p in self.pads}):
             self.cleanup(self.func(func))
-        for func, pad, n, tile, perm, blk, pos in self.pads:
+        for func, pad, n, tile, perm, blk, pos, idx in self.pads:
             if n:
                 pad = structured_transform_d.HoistPadOp(any_op(), pad, n, transpose=perm).transformed
             if perm is not None:
                 self.transposed_pack(pad, blk, pos, tile)
-            if len(tile) > 1:   # one row at a time, as vectorize_rows (a KC x NR panel at once
-                # unrolls into KC loads and stores: 10x the code and compile time)
-                pad = structured_transform_d.TileUsingForOp(
-                    pad, sizes=[1] * (len(tile) - 1) + [0]).tiled_linalg_op
-            structured_transform_d.VectorizeOp(pad, [1] * (len(tile) - 1) + tile[-1:])
+            pads = [pad]
+            if n and perm is None and set(blk.info.operand_dims[idx]) & set(blk.partial_dims()):
+                pads = peel_packing(pad)
+            for i, pad in enumerate(pads):
+                if len(tile) > 1:   # one row at a time, as vectorize_rows (a KC x NR panel at
+                    # once unrolls into KC loads and stores: 10x the code and compile time)
+                    rows = structured_transform_d.TileUsingForOp(pad, sizes=[1] * (len(tile) - 1) + [0])
+                    pad = rows.tiled_linalg_op
+                    if len(pads) > 1 and i == 0:   # a row of a full panel: a plain slice copy
+                        structured_transform_d.VectorizeOp(structured_transform_d.MatchOp(
+                            any_op(), rows.loops[0],
+                            ops=ir.ArrayAttr.get([ir.StringAttr.get("tensor.insert_slice")])).result)
+                structured_transform_d.VectorizeOp(pad, [1] * (len(tile) - 1) + tile[-1:])
 
     def transposed_pack(self, hoisted: ir.Value, blk: Block, pos: int, tile: list) -> None:
         """A panel packed transposed (``hoist_pad ... transpose by``) is written by a
@@ -364,44 +379,8 @@ class _Emitter:
         structured_transform_d.VectorizeOp(tiled)
 
     def peel_partial(self, b: Block, h: ir.Value):
-        """The vectorization of ``b``'s partial tiles: ``(handle, vector_sizes)``.
-
-        A block with no init, epilogue, cache, padding or rfactor whose partial dims each have
-        a materialized ``scf.for`` outside the vectorized tile (the innermost such loop per
-        dim, with static loops inside it) gets those loops peeled, innermost first
-        (``transform.loop.peel``: the main loop's tiles are full, static after
-        canonicalization) and, where the dim's extent is dynamic or tiled by an outer loop too, each
-        remainder's tiles split into slices of 1 along the peeled dim (static, unmasked; the
-        remainder of a static extent tiled once is one static tile, vectorized whole); returns the handle of every copy of the op and None. Otherwise
-        returns ``h`` and the full tile's sizes (masked vectorization)."""
-        vpos = next(i for i, lp in enumerate(b.loops) if lp.kind == "vectorized")
-        sizes = b.vector_sizes(vpos)
-        simple = self.model.init_of(b) is None and not self.model.epilogues(b) and b.rfactor is None \
-            and not b.cache_reads and not b.cache_writes and b.padding is None
-        peel = {}
-        for p in range(vpos):
-            lp = b.loops[p]
-            if lp.dim in b.partial_dims() and materializes(lp):
-                peel[lp.dim] = p   # the innermost materialized loop of each partial dim
-        ok = simple and set(peel) == set(b.partial_dims()) and all(
-            b.loops[p].kind == "serial" and b.loops[p].fused_group is None and
-            b.loops[p].id in self.loop_handles and
-            all(q.extent is not None for q in b.loops[p + 1:] if q.dim == b.loops[p].dim)
-            for p in peel.values())
-        if not ok:
-            return h, sizes
-        for d, p in sorted(peel.items(), key=lambda dp: -dp[1]):
-            loop = transform_d.CastOp(transform_d.OperationType.get("scf.for"),
-                                      self.loop_handles[b.loops[p].id]).result
-            rem = loop_transform_d.LoopPeelOp(any_op(), any_op(), loop)
-            if b.dims[d].extent is not None and not any(q.dim == d for q in b.loops[:p]):
-                continue   # a static extent tiled once: the remainder tile is static (one vector op)
-            rop = structured_transform_d.MatchOp(
-                any_op(), rem.remainder_loop,
-                op_attrs=ir.DictAttr.get({OP_NAME_ATTR: ir.StringAttr.get(b.name)})).result
-            structured_transform_d.TileUsingForOp(rop, sizes=[1 if i == d else 0 for i in range(len(b.dims))])
-        self.cleanup(self.func(b.func))
-        return self.match(b), None
+        """See :func:`~.partial_tiles.peel_partial`."""
+        return peel_partial(self, b, h)
 
     def vectorize_rows(self, op: ir.Value, ndims: int, row: Optional[int] = None,
                        last: Optional[int] = None) -> None:
@@ -457,6 +436,8 @@ class _Emitter:
                 sizes, last = None, None
                 if b.partial_dims():
                     h, sizes = self.peel_partial(b, h)
+                    if b.cache_reads:   # a packed partial tile is read with masks
+                        self.masked_funcs.add(b.func)
                     if sizes is not None:
                         self.masked_funcs.add(b.func)
                         last = sizes[b.info.out_dims[-1]] if b.info.out_dims and \

@@ -3,6 +3,8 @@
 stage's destination-passing rewrites of pads and slices (:mod:`.destination_style`), so that
 One-Shot Bufferize writes producers into padded buffers in place."""
 
-from .destination_style import (CopyIntoSlices, FillPadBorder, PadToInsertSlice,  # noqa: F401
+from .destination_style import (CopyIntoSlices, CopyReturnedSlices, FillPadBorder, PadToInsertSlice,  # noqa: F401
                                 ReadInsertedSlices, WriteReshapedIntoSlices)
+from .edge_copies import CopyEdgeTiles  # noqa: F401
+from .identity_slices import FoldIdentitySlices  # noqa: F401
 from .math_approximation import ApproximateMath  # noqa: F401

@@ -1,0 +1,101 @@
+"""Partial tiles (imperfect ``split``) realized as full tiles plus peeled remainders, for
+:mod:`~mlc_mlir.schedule.transform_script`: the loops over partial tiles of a vectorized op are
+peeled (``transform.loop.peel``) so that the main loops run static, unmasked tiles, and a packing
+loop over partial panels is peeled so that the full panels are plain vector copies. Source: MLIR
+``scf::peelForLoopAndSimplifyBounds``; TVM's imperfect ``split`` with loop partitioning.
+"""
+
+from __future__ import annotations
+
+from typing import List
+
+from .._mlir import ir, loop_transform_d, structured_transform_d, transform_d
+from ..ir.module import OP_NAME_ATTR
+from ..ir.transform_values import any_op
+from .loop_nest import Block, materializes
+
+#: Attribute prefix marking the loops inside a peeled loop (``<prefix><loop id>``), so that
+#: every copy the peeling makes is found again (unrolled, annotated).
+_LOOP_MARK = "mlc.loop_"
+
+
+def peel_packing(pad: ir.Value) -> List[ir.Value]:
+    """Peel the packing loop (over panels) around the hoisted ``tensor.pad`` ``pad`` of a
+    partial operand: returns the pads of the full panels (zero padding: a plain copy, each
+    row one vector) and of the last, partial one (zero-filled past the edge: masked, guarded).
+    """
+    loop = transform_d.GetParentOp(transform_d.OperationType.get("scf.for"), pad,
+                                   op_name="scf.for").result
+    peeled = loop_transform_d.LoopPeelOp(any_op(), any_op(), loop)
+    return [structured_transform_d.MatchOp(
+        any_op(), h, ops=ir.ArrayAttr.get([ir.StringAttr.get("tensor.pad")])).result
+        for h in (peeled.peeled_loop, peeled.remainder_loop)]
+
+
+def peel_partial(em, b: Block, h: ir.Value):
+    """The vectorization of ``b``'s partial tiles: ``(handle, vector_sizes)``; ``em`` is the
+    transform script's emitter (loop handles, model, cleanup).
+
+    A block with no epilogue, cache write or rfactor, no padding along a partial dim, and an
+    init (if any) decomposed where its rows are whole, whose partial dims each have a
+    materialized ``scf.for`` outside the vectorized tile (the innermost such loop per dim, with
+    static loops inside it), gets those loops peeled, innermost first (``transform.loop.peel``:
+    the main loop's tiles are full, static after canonicalization). Each remainder's tiles are
+    split into slices of 1 along the peeled dim (static, unmasked) where the dim's extent is
+    dynamic or tiled by an outer loop too, unless a packed operand's tile is padded along it
+    inside the loop (B's panel: the remainder is one full-width tile written back in place);
+    the remainder of a static extent tiled once is one static tile. The loops inside the
+    peeled ones (the unrolled k loop) are found again in every copy. Returns the handle of
+    every copy of the op and None; otherwise ``h`` and the full tile's sizes (masked
+    vectorization)."""
+    vpos = next(i for i, lp in enumerate(b.loops) if lp.kind == "vectorized")
+    sizes = b.vector_sizes(vpos)
+    init = em.model.init_of(b)
+    row = b.info.out_dims[-1] if b.info.out_dims else None
+    # an init whose rows are whole (no loop over the row dim outside it) is written a
+    # full row at a time whatever the partial tiles around it
+    whole_rows = init is None or (row is not None and not any(
+        q.dim == row and materializes(q) for q in b.loops[:b.loop_index(b.decomposed_at)]))
+    padding = em.model.padding_of(b)
+    simple = not em.model.epilogues(b) and b.rfactor is None and not b.cache_writes \
+        and whole_rows and (padding is None or all(padding[d] == 1 for d in b.partial_dims()))
+    # dims a packed operand's tile is padded along inside the peeled loop: static there
+    padded = {d for c in b.cache_reads for d in b.info.operand_dims[c.operand]
+              if em.model.cache_position(b, c.operand) >= 0}
+    peel = {}
+    for p in range(vpos):
+        lp = b.loops[p]
+        if lp.dim in b.partial_dims() and materializes(lp):
+            peel[lp.dim] = p   # the innermost materialized loop of each partial dim
+    ok = simple and set(peel) == set(b.partial_dims()) and all(
+        b.loops[p].kind == "serial" and b.loops[p].fused_group is None and
+        b.loops[p].id in em.loop_handles and
+        all(q.extent is not None for q in b.loops[p + 1:] if q.dim == b.loops[p].dim)
+        for p in peel.values())
+    if not ok:
+        return h, sizes
+    # the loops inside a peeled one are cloned with it: marked before, matched after
+    inner = {b.loops[q].id for q in range(min(peel.values()) + 1, vpos)
+             if b.loops[q].id in em.loop_handles}
+    for lid in inner:
+        transform_d.AnnotateOp(em.loop_handles[lid], f"{_LOOP_MARK}{lid}")
+    for d, p in sorted(peel.items(), key=lambda dp: -dp[1]):
+        loop = transform_d.CastOp(transform_d.OperationType.get("scf.for"),
+                                  em.loop_handles[b.loops[p].id]).result
+        rem = loop_transform_d.LoopPeelOp(any_op(), any_op(), loop)
+        if d in padded and em.model.cache_position(b, next(
+                c.operand for c in b.cache_reads if d in b.info.operand_dims[c.operand])) >= p:
+            continue   # the remainder's tile is padded to full size along d
+        if b.dims[d].extent is not None and not any(q.dim == d for q in b.loops[:p]):
+            continue   # a static extent tiled once: the remainder tile is static (one vector op)
+        rop = structured_transform_d.MatchOp(
+            any_op(), rem.remainder_loop,
+            op_attrs=ir.DictAttr.get({OP_NAME_ATTR: ir.StringAttr.get(b.name)})).result
+        structured_transform_d.TileUsingForOp(rop, sizes=[1 if i == d else 0 for i in range(len(b.dims))])
+    em.cleanup(em.func(b.func))
+    for lid in inner:
+        em.loop_handles[lid] = structured_transform_d.MatchOp(
+            any_op(), em.func(b.func),
+            op_attrs=ir.DictAttr.get({f"{_LOOP_MARK}{lid}": ir.UnitAttr.get()})).result
+    return em.match(b), None
+

@@ -1,0 +1,55 @@
+"""Edge tiles of the default matmul schedule (rules.matmul.schedule_edge_tiles): matmuls whose
+M or N no register tile divides are computed in place with partial tiles, without padded copies
+of A, B or C; numerics vs numpy on odd and prime shapes at 1 and 2 threads, on the host target
+and on AVX2."""
+
+import re
+
+import numpy as np
+import pytest
+
+import mlc_mlir as mlc
+from mlc_mlir.schedule.default_rules import apply_default_schedule
+from mlc_mlir.target import host_target
+from targets import AVX2
+from test_matmul_padding import build as build_op
+
+TOL = dict(rtol=1e-4, atol=1e-4)
+
+
+def build(shapes, dense=False):
+    """(module, inputs, float64 numpy reference) of ``A @ B`` (or ``relu(A @ W.T + b)``)."""
+    return build_op("dense" if dense else "matmul", shapes)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("m, k, n", [(97, 60, 61), (101, 67, 131), (13, 7, 1), (2, 3, 5),
+                                     (31, 1, 37), (777, 13, 1029), (17, 5, 1023)])
+def test_matmul_edge_tiles_match_numpy(m, k, n, threads):
+    mod, xs, ref = build([(m, k), (k, n)])
+    np.testing.assert_allclose(mlc.compile(mod, threads=threads)(*xs), ref, **TOL)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("m, k, n", [(64, 90, 300), (37, 50, 23)])
+def test_dense_edge_tiles_match_numpy(m, k, n, threads):
+    mod, xs, ref = build([(m, k), (n, k), (n,)], dense=True)
+    np.testing.assert_allclose(mlc.compile(mod, threads=threads)(*xs), ref, **TOL)
+
+
+@pytest.mark.parametrize("target", [AVX2, host_target()], ids=["avx2", "host"])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_edge_tiles_make_no_padded_copy(target, threads):
+    """97 x 60 x 61: neither M nor N is a multiple of a register tile; the scheduled IR pads no
+    whole operand (A, B or C) and the result is numpy's."""
+    mod, xs, ref = build([(97, 60), (60, 61)])
+    sch = mlc.Schedule(mod)
+    apply_default_schedule(sch, target, threads)
+    kinds = [i.kind for i in sch.trace.insts]
+    assert "pad_einsum" not in kinds
+    text = str(sch.mod)
+    pads = re.findall(r"tensor\.pad .*?: (tensor<[0-9x?]+xf32>) to", text, re.S)
+    whole = {"tensor<97x60xf32>", "tensor<60x61xf32>", "tensor<97x61xf32>"}
+    assert not whole & set(pads), pads
+    assert "tensor<104x" not in text and "tensor<112x" not in text   # no A rounded up to MR
+    np.testing.assert_allclose(mlc.compile(sch.mod)(*xs), ref, **TOL)
