@@ -116,6 +116,8 @@ def _row_edge(p, users) -> bool:
         return False
     if _row_values(p, users):
         return True
+    if not _from_reduction(p):
+        return False   # a rank-raising copy (a 1x1 convolution's im2col) reads no row value
     for u in users:
         if u.name != "linalg.generic":
             return False
@@ -161,6 +163,17 @@ def _row_values(p, users) -> bool:
         if None in paths or not any(paths):
             return False
     return True
+
+
+def _from_reduction(op, depth: int = 0) -> bool:
+    """Whether ``op`` is a ``linalg.generic`` reduction or an all-parallel one computed from such
+    a reduction (softmax's ``1 / sum``, layer_norm's ``rsqrt(var + eps)``)."""
+    if op is None or op.name != "linalg.generic" or depth > 8:
+        return False
+    if "reduction" in _iterators(op):
+        return True
+    n_in = len(op.operands) - len(op.results)
+    return any(_from_reduction(_producer(x), depth + 1) for x in list(op.operands)[:n_in])
 
 
 def _iterators(op) -> List[str]:
