@@ -107,7 +107,8 @@ def _row_edge(p, users) -> bool:
     """Whether ``p`` computes per-row values (a row max, sum or mean, or an elementwise op on
     them) that every user, a ``linalg.generic``, reads broadcast along its other dims (through
     an indexing map with fewer results than it has loops): softmax's max read by its exp-sum
-    and its output, layer_norm's mean read by its variance and its output; or (:func:`_row_values`)
+    and its output, layer_norm's mean read by its variance and its output (a read through a map
+    that combines dims, an im2col's window, is no broadcast); or (:func:`_row_values`)
     a row's elementwise values read by a reduction over the row and by elementwise ops: softmax's
     ``exp(x - max)``, summed and scaled. Such a producer joins its users' group even when it has
     several users or its users hold a reduction, so a row's chain of reductions is one unit that a
@@ -122,8 +123,11 @@ def _row_edge(p, users) -> bool:
         maps = ir.ArrayAttr(u.attributes["indexing_maps"])
         nloops = len(ir.ArrayAttr(u.attributes["iterator_types"]))
         for i, operand in enumerate(u.operands):
-            if operand == p.results[0] and len(ir.AffineMapAttr(maps[i]).value.results) >= nloops:
-                return False
+            if operand != p.results[0]:
+                continue
+            m = ir.AffineMapAttr(maps[i]).value
+            if len(m.results) >= nloops or not m.is_projected_permutation:
+                return False   # read whole, or through a window (an im2col): not a broadcast
     return True
 
 

@@ -213,3 +213,22 @@ def test_prefers_im2col_small_output_maps_on_cpu_only():
     assert not prefers_im2col(AVX2, (1, 9, 9, 8), (3, 3, 8, 8), (1, 7, 7, 8), "int32")
     gpu = Target("cuda", cpu="generic", arch="sm_90")
     assert not prefers_im2col(gpu, (1, 9, 9, 512), (3, 3, 512, 512), (1, 7, 7, 512), "float32")
+
+
+def test_activation_read_by_two_im2col_convolutions_matches_torch():
+    """A relu read by two strided 1x1 convolutions that become im2col + GEMM (ResNet-50's
+    downsampling block): the im2col copies read the relu through a window map, not a
+    broadcast, so FuseOps keeps each in the group of its own GEMM (joined into one group with
+    the relu, the first GEMM sat between its members and the outlined call did not verify)."""
+    rng = np.random.default_rng(5)
+    w0, w1, w2 = (rng.standard_normal((f, 32, 1, 1)).astype(np.float32) * 0.2 for f in (32, 64, 32))
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        x = f.arg("x", shape=(1, 32, 14, 14))
+        y = ops.relu(ops.conv2d(x, w0))
+        f.output(ops.conv2d(y, w1, strides=(2, 2)), ops.conv2d(y, w2, strides=(2, 2)))
+    x = rng.standard_normal((1, 32, 14, 14)).astype(np.float32)
+    got = mlc.compile(bb.finish(), threads=1)(x)
+    t = F.relu(F.conv2d(torch.from_numpy(x), torch.from_numpy(w0)))
+    for g, w in zip(got, (w1, w2)):
+        np.testing.assert_allclose(g, F.conv2d(t, torch.from_numpy(w), stride=2).numpy(), rtol=1e-4, atol=1e-4)
