@@ -255,3 +255,22 @@ def test_nhwc_thread_axis_samples_match_torch(name):
         for threads in (1, 2):
             got = mlc.compile(sch.mod, threads=threads)(*args)
             np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+
+
+def test_activation_read_by_two_im2col_convolutions_matches_torch():
+    """A relu read by two strided 1x1 convolutions that become im2col + GEMM (ResNet-50's
+    downsampling block): the im2col copies read no row value (nothing upstream reduces),
+    so FuseOps keeps each in the group of its own GEMM (joined into one group with
+    the relu, the first GEMM sat between its members and the outlined call did not verify)."""
+    rng = np.random.default_rng(5)
+    w0, w1, w2 = (rng.standard_normal((f, 32, 1, 1)).astype(np.float32) * 0.2 for f in (32, 64, 32))
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        x = f.arg("x", shape=(1, 32, 14, 14))
+        y = ops.relu(ops.conv2d(x, w0))
+        f.output(ops.conv2d(y, w1, strides=(2, 2)), ops.conv2d(y, w2, strides=(2, 2)))
+    x = rng.standard_normal((1, 32, 14, 14)).astype(np.float32)
+    got = mlc.compile(bb.finish(), threads=1)(x)
+    t = F.relu(F.conv2d(torch.from_numpy(x), torch.from_numpy(w0)))
+    for g, w in zip(got, (w1, w2)):
+        np.testing.assert_allclose(g, F.conv2d(t, torch.from_numpy(w), stride=2).numpy(), rtol=1e-4, atol=1e-4)
