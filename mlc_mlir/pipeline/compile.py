@@ -72,6 +72,7 @@ from .jit_weights import link_weights
 from .options import CompileOptions
 from .prepare_passes.destination_style import (CopyIntoSlices, FillPadBorder, PadToInsertSlice,
                                                ReadInsertedSlices, WriteReshapedIntoSlices)
+from .prepare_passes.align_streams import AlignStreamedReductions
 from .prepare_passes.math_approximation import APPROXIMATED_OPS, ApproximateMath
 from .progress import CompileProgress
 from .layout import LAYOUT_STEPS
@@ -263,6 +264,8 @@ def _prepare(module: Module, options: CompileOptions) -> Module:
     out = PadToInsertSlice()(module) if cpu and has_op(module, "tensor.pad") else module.clone()
     if cpu and has_op(out, "tensor.insert_slice"):
         out = WriteReshapedIntoSlices()(ReadInsertedSlices()(CopyIntoSlices()(FillPadBorder()(out))))
+    if cpu and options.target.vector_bits > 128:
+        out = AlignStreamedReductions(options.target.vector_bits // 8)(out)
     public = set(out.function_names(public_only=True))
     with out.context:
         for f in out.func_ops():

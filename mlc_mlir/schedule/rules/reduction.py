@@ -12,7 +12,7 @@ from typing import Dict, List
 from ..loop_nest import Block
 from ..schedule import Schedule
 from ..state import BlockRV, LoopRV
-from .common import RuleContext, categorical, parallelize_first, vector_candidates, vector_tile
+from .common import RuleContext, categorical, element_bits, parallelize_first, vector_candidates, vector_tile
 
 
 @dataclasses.dataclass
@@ -65,6 +65,13 @@ def reduction_layout(sch: Schedule, block: BlockRV, ctx: RuleContext) -> Reducti
                            row=vectorizable and row and len(red) == 1, column=column)
 
 
+def _fits_registers(ctx: RuleContext, blk: Block, extent: int) -> bool:
+    """Whether ``extent`` accumulators of ``blk``'s widest element take at most half the
+    target's vector registers (the other half for the loaded vectors)."""
+    bits = element_bits(blk)
+    return extent * bits <= (ctx.target.vector_registers // 2) * ctx.target.vector_bits
+
+
 def schedule_reduction(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
     """Schedule a block with reduction dims.
 
@@ -102,9 +109,13 @@ def schedule_reduction(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
     if lay.column:
         # column reduction: vectors along the kept innermost dim, reduction loops outside
         d = par[-1]
-        cands = vector_candidates(ctx, blk, dims[d].extent)
+        e = dims[d].extent
+        cands = vector_candidates(ctx, blk, e)
+        dv = vector_tile(ctx, blk, e)
+        if cands and e is not None and e > dv and _fits_registers(ctx, blk, e):
+            cands, dv = sorted(set(cands) | {e}), e
         if cands:
-            v = categorical(sch, cands, vector_tile(ctx, blk, dims[d].extent))
+            v = categorical(sch, cands, dv)
             o, i = sch.split(tiles[d], [None, v])
             sch.reorder(*([o] + [tiles[r] for r in red] + [i]))
             tiles[d] = o
