@@ -99,3 +99,20 @@ def test_long_row_loops_are_peeled_and_short_ones_are_not(tmp_path):
         text = (d / "06-prepare.mlir").read_text()
         assert ("memref.extract_aligned_pointer_as_index" in text) == peeled, shape
         assert os.path.exists(d / "07-lower.mlir")
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("n, k", [(24, 8192), (7, 4160), (5, 1031)])
+def test_matrix_vector_rows_at_offsets(n, k, threads):
+    """``W @ v`` (W row-major (N, K), ``dense`` at M = 1: one dot product per row) with W and v
+    misaligned differently; K a multiple of the vector tile, not a power of two, and prime."""
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        w, v = f.arg("w", shape=(n, k)), f.arg("v", shape=(k,))
+        f.output(ops.reshape(ops.dense(ops.reshape(v, (1, k)), w), (n,)))
+    exe = mlc.compile(bb.finish(), threads=threads)
+    for ow, ov in [(0, 0), (4, 0), (1, 7), (13, 13)]:
+        w, v = at_offset((n, k), ow), at_offset((k,), ov)
+        want = w.astype(np.float64) @ v.astype(np.float64)
+        scale = np.abs(w.astype(np.float64)) @ np.abs(v.astype(np.float64))
+        assert np.max(np.abs(exe(w, v) - want) / scale) < 1e-6, (ow, ov)

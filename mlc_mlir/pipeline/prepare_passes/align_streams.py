@@ -94,18 +94,29 @@ def _stream(op: ir.Operation, iv, step: int, args, inside) -> Optional[_Stream]:
         outer = idx[:-1]
         return _Stream(op, src, outer, 1, width) if not any(v == iv or v in inside for v in outer) else None
     owner = _op(src.owner)
-    if not (isinstance(owner, ir.Operation) and owner.name == "tensor.expand_shape" and step == 1
-            and t.rank >= 2 and idx[-2] == iv and _const_index(idx[-1]) == 0 and width == t.shape[-1]
-            and owner.operands[0] in args):
+    if not (isinstance(owner, ir.Operation) and owner.name == "tensor.expand_shape" and owner.operands[0] in args):
         return None
     groups = [[ir.IntegerAttr(d).value for d in ir.ArrayAttr(g)]
               for g in ir.ArrayAttr(owner.attributes["reassociation"])]
-    if groups[-1] != [t.rank - 2, t.rank - 1] or any(len(g) != 1 for g in groups[:-1]):
+    if (step == 1 and t.rank >= 2 and idx[-2] == iv and _const_index(idx[-1]) == 0 and width == t.shape[-1]
+            and groups[-1] == [t.rank - 2, t.rank - 1] and all(len(g) == 1 for g in groups[:-1])):
+        outer, unit = idx[:-2], width          # one step per row of the view: a contiguous stream
+    elif idx[-1] == iv and width == step:
+        # a view that only adds unit dims: each group's index is that of its one non-unit dim
+        outer = []
+        for g in groups:
+            big = [d for d in g if t.shape[d] != 1]
+            if len(big) > 1:
+                return None
+            outer.append(idx[big[0] if big else g[-1]])
+        if outer[-1] != iv:
+            return None
+        outer, unit = outer[:-1], 1
+    else:
         return None
-    outer = idx[:-2]
     if any(v == iv or v in inside for v in outer):
         return None
-    return _Stream(op, owner.operands[0], outer, width, width)
+    return _Stream(op, owner.operands[0], outer, unit, width)
 
 
 class _Plan:
@@ -183,6 +194,14 @@ def _peel_count(st: _Stream, boundary: int) -> ir.Value:
     return arith_d.divui(gap, _index(nbytes))
 
 
+def _nbytes(v: ir.Value) -> int:
+    t = ir.RankedTensorType(v.type)
+    n = t.element_type.width // 8
+    for d in t.shape:
+        n *= d
+    return n
+
+
 def _mask(shape, count: ir.Value) -> ir.Value:
     return vector_d.create_mask(ir.VectorType.get(shape, ir.IntegerType.get_signless(1)),
                                 [_index(1) for _ in shape[:-1]] + [count])
@@ -249,7 +268,8 @@ def _rewrite(plan: _Plan, boundary: int) -> None:
     carried = {args[1 + i]: inits[i] for i in range(len(inits)) if i not in plan.accs}
     width = plan.streams[0].width
     with ir.InsertionPoint(loop):
-        peel = _peel_count(plan.streams[0], boundary)
+        # the largest argument comes from the farthest memory (a GEMV's matrix, not its vector)
+        peel = _peel_count(max(plan.streams, key=lambda st: _nbytes(st.src)), boundary)
         vmap = dict(carried)
         vmap.update({args[1 + i]: inits[i] for i in plan.accs})
         head = _step(plan, _index(0), peel, vmap)
