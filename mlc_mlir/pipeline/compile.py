@@ -25,7 +25,9 @@ writes ``DIR/<nn>-<name>.mlir``, and a stage made of steps also writes each step
    are filled on their border only, before their interior is computed (:class:`FillPadBorder`),
    an argument inserted into a slice is copied by a ``linalg.generic`` (:class:`CopyIntoSlices`,
    not ``memrefCopy``) and readers of an inserted value after the insert read its slice
-   (:class:`ReadInsertedSlices`); public functions get ``llvm.emit_c_interface`` and read-only
+   (:class:`ReadInsertedSlices`); vectorized reduction loops that stream rows of arguments
+   start their loads at a vector-aligned address read at run time
+   (:class:`~.prepare_passes.align_streams.AlignStreamedReductions`); public functions get ``llvm.emit_c_interface`` and read-only
    tensor arguments; with calls that return dynamically shaped tensors (``FuseOps``
    primitives of symbolic shapes), the callees are inlined (``lower-affine``, ``inline``: an
    out-param needs its size before the call), except the ``no_inline`` calls of shared units

@@ -88,7 +88,10 @@ def schedule_reduction(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
     * Other reductions (the innermost input dim is kept, e.g. a sum over axis 0): the kept
       innermost dim is split into vectors and moved inside the reduction loops, so each
       reduction step is a vector accumulate; ``V`` sampled from
-      :func:`~.common.vector_candidates` (default :func:`~.common.vector_tile`).
+      :func:`~.common.vector_candidates` (default :func:`~.common.vector_tile`), and the whole
+      kept dim (the default then) when its accumulators take at most half the vector registers:
+      the input then streams once in address order (the first level of a blocked sum,
+      ``builder.reduction._blocked_sum``), instead of once per ``V``-wide column strip.
     * The outermost kept dim with work is split over sampled threads
       (:func:`~.common.parallelize_first`).
     * Dynamic extents (symbolic sizes): the vectorized dim is split into ``(None, V)``, its
