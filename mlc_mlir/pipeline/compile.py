@@ -75,6 +75,7 @@ from .options import CompileOptions
 from .prepare_passes.destination_style import (CopyIntoSlices, FillPadBorder, PadToInsertSlice,
                                                ReadInsertedSlices, WriteReshapedIntoSlices)
 from .prepare_passes.align_streams import AlignStreamedReductions
+from .prepare_passes.fuse_row_loops import FuseRowLoops
 from .prepare_passes.math_approximation import APPROXIMATED_OPS, ApproximateMath
 from .progress import CompileProgress
 from .layout import LAYOUT_STEPS
@@ -266,6 +267,8 @@ def _prepare(module: Module, options: CompileOptions) -> Module:
     out = PadToInsertSlice()(module) if cpu and has_op(module, "tensor.pad") else module.clone()
     if cpu and has_op(out, "tensor.insert_slice"):
         out = WriteReshapedIntoSlices()(ReadInsertedSlices()(CopyIntoSlices()(FillPadBorder()(out))))
+    if cpu:
+        out = FuseRowLoops()(out)
     if cpu and options.target.vector_bits > 128:
         out = AlignStreamedReductions(options.target.vector_bits // 8)(out)
     public = set(out.function_names(public_only=True))

@@ -7,4 +7,5 @@ reduction loops that stream arguments (:mod:`.align_streams`)."""
 from .align_streams import AlignStreamedReductions  # noqa: F401
 from .destination_style import (CopyIntoSlices, FillPadBorder, PadToInsertSlice,  # noqa: F401
                                 ReadInsertedSlices, WriteReshapedIntoSlices)
+from .fuse_row_loops import FuseRowLoops  # noqa: F401
 from .math_approximation import ApproximateMath  # noqa: F401
