@@ -92,6 +92,8 @@ def _stream(op: ir.Operation, iv, step: int, args, inside) -> Optional[_Stream]:
     if not isinstance(t, ir.RankedTensorType) or len(op.operands) != t.rank + 2:
         return None
     t = ir.RankedTensorType(t)
+    if not t.has_static_shape:
+        return None
     vt = ir.VectorType(op.results[0].type)
     idx = _read_indices(op)
     perm = ir.AffineMapAttr(op.attributes["permutation_map"]).value
@@ -103,7 +105,8 @@ def _stream(op: ir.Operation, iv, step: int, args, inside) -> Optional[_Stream]:
         outer = idx[:-1]
         return _Stream(op, src, outer, 1, width) if not any(v == iv or v in inside for v in outer) else None
     owner = _op(src.owner)
-    if not (isinstance(owner, ir.Operation) and owner.name == "tensor.expand_shape" and owner.operands[0] in args):
+    if not (isinstance(owner, ir.Operation) and owner.name == "tensor.expand_shape" and owner.operands[0] in args
+            and ir.RankedTensorType(owner.operands[0].type).has_static_shape):
         return None
     groups = [[ir.IntegerAttr(d).value for d in ir.ArrayAttr(g)]
               for g in ir.ArrayAttr(owner.attributes["reassociation"])]
@@ -143,7 +146,8 @@ def _hoist_index_math(loop: ir.Operation) -> None:
     body = loop.regions[0].blocks[0]
     local = set(body.arguments)
     for op in [o.operation for o in body.operations][:-1]:
-        movable = (op.name == "affine.apply" or op.name.startswith("arith.")) and not len(op.regions)
+        movable = (op.name == "affine.apply" or op.name.startswith("arith.")) and not len(op.regions) \
+            and not any(w in op.name for w in ("div", "rem"))     # no division hoisted past a guard
         if movable and all(isinstance(r.type, ir.IndexType) for r in op.results) \
                 and not any(v in local for v in op.operands):
             op.move_before(loop)
