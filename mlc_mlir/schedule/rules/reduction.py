@@ -72,6 +72,19 @@ def _fits_registers(ctx: RuleContext, blk: Block, extent: int) -> bool:
     return extent * bits <= (ctx.target.vector_registers // 2) * ctx.target.vector_bits
 
 
+def _row_tile(ctx: RuleContext, blk: Block, extent) -> int:
+    """The default accumulator tile of a row reduction: the largest multiple of the lanes that
+    divides ``extent`` with its accumulators in at most a quarter of the vector registers (that
+    many independent loads in flight per step: a long row streams from L2 or L3; 8 vectors of
+    AVX-512, 4 of AVX2), else :func:`~.common.vector_tile`."""
+    if extent is None:
+        return vector_tile(ctx, blk, extent)
+    lanes = ctx.target.vector_lanes(element_bits(blk))
+    most = max(1, ctx.target.vector_registers // 4) * lanes
+    whole = [v for v in range(lanes, most + 1, lanes) if extent % v == 0]
+    return whole[-1] if whole else vector_tile(ctx, blk, extent)
+
+
 def schedule_reduction(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
     """Schedule a block with reduction dims.
 
@@ -127,8 +140,8 @@ def schedule_reduction(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
         # row reduction: partial results in one vector tile (rfactor), reduced once per row
         r = red[0]
         e = dims[r].extent
-        cands = [c for c in vector_candidates(ctx, blk, e) if e is None or c < e]
-        dv = vector_tile(ctx, blk, e)
+        dv = _row_tile(ctx, blk, e)
+        cands = [c for c in sorted(set(vector_candidates(ctx, blk, e)) | {dv}) if c > 1 and (e is None or c < e)]
         v = int(categorical(sch, [1] + cands, dv if dv in cands else 1)) if cands else 1
         if v > 1:
             _, k1 = sch.split(tiles[r], [None, v])   # a dynamic row: a partial last tile
