@@ -44,6 +44,7 @@ from typing import Dict, List, Optional, Tuple
 
 from ..._mlir import arith_d, bufferization_d, ir, memref_d, vector_d
 from ...graph.pass_manager import Pass, register_pass
+from ...graph.use_def import clone_ops
 from ...ir.module import Module
 from ...target import host_target
 
@@ -257,12 +258,7 @@ def _step(plan: _Plan, flat0: ir.Value, count: Optional[ir.Value], vmap: Dict) -
             m = mask([1] * (t.rank - 1) + [st.width]) if count is not None else None
             vmap[op.results[0]] = _flat_read(st, vmap, flat0, m)
             continue
-        new = op.clone()
-        for k, v in enumerate(new.operands):
-            if v in vmap:
-                new.operands[k] = vmap[v]
-        for old, res in zip(op.results, new.results):
-            vmap[old] = res
+        clone_ops([op], vmap)
     yielded = list(ops[-1].operands)
     args = list(body.arguments)
     out = []

@@ -40,6 +40,7 @@ from typing import List, Optional
 
 from ..._mlir import ir, scf_d
 from ...graph.pass_manager import Pass, register_pass
+from ...graph.use_def import clone_ops
 from ...ir.module import Module
 
 
@@ -125,12 +126,7 @@ def _fuse(prod: ir.Operation, cons: ir.Operation, write: ir.Operation, reads: Li
             if o in reads:
                 vmap[o.results[0]] = vmap.get(write.operands[0], write.operands[0])
                 continue
-            new = o.clone()
-            for k, v in enumerate(new.operands):
-                if v in vmap:
-                    new.operands[k] = vmap[v]
-            for old, res in zip(o.results, new.results):
-                vmap[old] = res
+            clone_ops([o], vmap)
         scf_d.YieldOp([vmap.get(v, v) for v in list(p_ops[-1].operands) + list(c_ops[-1].operands)])
     prod.results[0].replace_all_uses_with(fused.results[0])
     for i, r in enumerate(cons.results):
