@@ -124,8 +124,8 @@ def _count(x: Tensor, axes: Tuple[int, ...]) -> int:
 
 
 def _block_size(length: int) -> int:
-    """The block size (the count of elements each output of the level adds up) of one level of a blocked sum over ``length`` elements: levels of about
-    equal length ``length ** (1 / levels)`` (each at most :data:`SUM_BLOCK`), preferring the
+    """The count of elements each output of one level of a blocked sum over ``length`` elements
+    adds up: levels of about equal length ``length ** (1 / levels)`` (each at most :data:`SUM_BLOCK`), preferring the
     smallest divisor of ``length`` not below that (no padding), else that length."""
     levels = int(np.ceil(np.log(length) / np.log(SUM_BLOCK)))
     want = int(np.ceil(length ** (1.0 / levels)))
