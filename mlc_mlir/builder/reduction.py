@@ -125,8 +125,9 @@ def _count(x: Tensor, axes: Tuple[int, ...]) -> int:
 
 def _block_size(length: int) -> int:
     """The count of elements each output of one level of a blocked sum over ``length`` elements
-    adds up: levels of about equal length ``length ** (1 / levels)`` (each at most :data:`SUM_BLOCK`), preferring the
-    smallest divisor of ``length`` not below that (no padding), else that length."""
+    adds up: levels of about equal length ``length ** (1 / levels)`` (each at most
+    :data:`SUM_BLOCK`), preferring the smallest divisor of ``length`` not below that (no
+    padding), else that length."""
     levels = int(np.ceil(np.log(length) / np.log(SUM_BLOCK)))
     want = int(np.ceil(length ** (1.0 / levels)))
     for b in range(want, SUM_BLOCK + 1):
