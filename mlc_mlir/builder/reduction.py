@@ -124,9 +124,10 @@ def _count(x: Tensor, axes: Tuple[int, ...]) -> int:
 
 
 def _block_size(length: int) -> int:
-    """The block size of one level of a blocked sum over ``length`` elements: levels of about
-    equal length ``length ** (1 / levels)`` (each at most :data:`SUM_BLOCK`), preferring the
-    smallest divisor of ``length`` not below that (no padding), else that length."""
+    """The count of elements each output of one level of a blocked sum over ``length`` elements
+    adds up: levels of about equal length ``length ** (1 / levels)`` (each at most
+    :data:`SUM_BLOCK`), preferring the smallest divisor of ``length`` not below that (no
+    padding), else that length."""
     levels = int(np.ceil(np.log(length) / np.log(SUM_BLOCK)))
     want = int(np.ceil(length ** (1.0 / levels)))
     for b in range(want, SUM_BLOCK + 1):
@@ -138,36 +139,41 @@ def _block_size(length: int) -> int:
 def _blocked_sum(x: Tensor, axes: Tuple[int, ...], dt: str, nm: str) -> Tensor:
     """The float sum of ``x`` over ``axes`` as a tree of short sequential sums: the axes are
     reduced one at a time from the last, and an axis longer than :data:`SUM_BLOCK` is viewed as
-    ``(L / B, B)`` (``tensor.expand_shape``; zero padded when no block size divides it) and
-    summed over ``B`` first, then over the block sums (recursively). Each level is a
-    ``linalg.generic`` reduction (``<nm>.level<i>``, the last one ``nm``) of at most
-    ``SUM_BLOCK`` elements per output, so the rounding error grows with the number of levels
+    ``(C, L / C)`` (``tensor.expand_shape``; zero padded when no count divides it, ``C`` at most
+    :data:`SUM_BLOCK`) and summed over ``C`` first: ``L / C`` sums of ``C`` elements ``L / C``
+    apart, then the ``L / C`` results (recursively). Each level is a ``linalg.generic``
+    reduction (``<nm>.level<i>``, the last one ``nm``) of at most ``SUM_BLOCK`` elements per
+    output, so the rounding error grows with the number of levels
     (``log(L) / log(SUM_BLOCK)``), not with ``L`` (pairwise summation's bound, Higham,
-    "The accuracy of floating point summation", 1993; numpy and PyTorch sum this way).
+    "The accuracy of floating point summation", 1993; numpy and PyTorch sum this way). The
+    first level's outputs are contiguous in ``x``'s reduced axis, so it is a column reduction:
+    the input streams once in address order into vector accumulators, as PyTorch's
+    ``cascade_sum`` keeps one accumulator per lane and level instead of reducing every block
+    across lanes.
 
     ``x`` is converted to ``dt`` as its elements are read by the first level."""
-    steps = []  # (axis of the current tensor, block size or None for the whole axis)
+    steps = []  # (axis of the current tensor, block count or None for the whole axis)
     shape = list(x.shape)
     for a in sorted(axes, reverse=True):
         length = shape[a]
         while length > SUM_BLOCK:
-            b = _block_size(length)
-            steps.append((a, b))
-            length = -(-length // b)
+            c = _block_size(length)
+            steps.append((a, c))
+            length = -(-length // c)
         steps.append((a, None))
         shape[a:a + 1] = []
     y = x
-    for i, (a, b) in enumerate(steps):
+    for i, (a, c) in enumerate(steps):
         name = nm if i == len(steps) - 1 else f"{nm}.level{i}"
-        if b is None:
+        if c is None:
             y = _reduce_generic(y, (a,), 0, _add, name, dt)
             continue
         length = y.shape[a]
-        nb = -(-length // b)
-        if nb * b != length:
-            y = pad(y, [(0, 0)] * a + [(0, nb * b - length)] + [(0, 0)] * (y.ndim - a - 1), name=f"{name}.pad")
-        y = reshape(y, list(y.shape[:a]) + [nb, b] + list(y.shape[a + 1:]), name=f"{name}.blocks")
-        y = _reduce_generic(y, (a + 1,), 0, _add, name, dt)
+        b = -(-length // c)
+        if c * b != length:
+            y = pad(y, [(0, 0)] * a + [(0, c * b - length)] + [(0, 0)] * (y.ndim - a - 1), name=f"{name}.pad")
+        y = reshape(y, list(y.shape[:a]) + [c, b] + list(y.shape[a + 1:]), name=f"{name}.blocks")
+        y = _reduce_generic(y, (a,), 0, _add, name, dt)
     return y
 
 

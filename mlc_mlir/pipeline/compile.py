@@ -25,7 +25,12 @@ writes ``DIR/<nn>-<name>.mlir``, and a stage made of steps also writes each step
    are filled on their border only, before their interior is computed (:class:`FillPadBorder`),
    an argument inserted into a slice is copied by a ``linalg.generic`` (:class:`CopyIntoSlices`,
    not ``memrefCopy``) and readers of an inserted value after the insert read its slice
-   (:class:`ReadInsertedSlices`); public functions get ``llvm.emit_c_interface`` and read-only
+   (:class:`ReadInsertedSlices`); copies in and out of padded edge tiles and of returned slices
+   are vectorizable ``linalg.generic`` ops (:class:`CopyEdgeTiles`, :class:`CopyReturnedSlices`)
+   and slices that cover a whole tensor fold away (:class:`FoldIdentitySlices`); a row's sum loop
+   joins the loop that writes its values (:class:`FuseRowLoops`), and vectorized reduction loops
+   that stream rows of arguments start their loads at a vector-aligned address read at run time
+   (:class:`~.prepare_passes.align_streams.AlignStreamedReductions`); public functions get ``llvm.emit_c_interface`` and read-only
    tensor arguments; with calls that return dynamically shaped tensors (``FuseOps``
    primitives of symbolic shapes), the callees are inlined (``lower-affine``, ``inline``: an
    out-param needs its size before the call), except the ``no_inline`` calls of shared units
@@ -70,10 +75,12 @@ from .denormals import flush_denormals
 from .libraries import runtime_library_paths
 from .jit_weights import link_weights
 from .options import CompileOptions
+from .prepare_passes.align_streams import AlignStreamedReductions
 from .prepare_passes.destination_style import (CopyIntoSlices, CopyReturnedSlices, FillPadBorder,
                                                PadToInsertSlice, ReadInsertedSlices,
                                                WriteReshapedIntoSlices)
 from .prepare_passes.edge_copies import CopyEdgeTiles
+from .prepare_passes.fuse_row_loops import FuseRowLoops
 from .prepare_passes.identity_slices import FoldIdentitySlices
 from .prepare_passes.math_approximation import APPROXIMATED_OPS, ApproximateMath
 from .progress import CompileProgress
@@ -268,6 +275,10 @@ def _prepare(module: Module, options: CompileOptions) -> Module:
         out = WriteReshapedIntoSlices()(ReadInsertedSlices()(CopyIntoSlices()(FillPadBorder()(out))))
     if cpu and has_op(out, "tensor.extract_slice"):
         out = CopyReturnedSlices()(FoldIdentitySlices()(CopyEdgeTiles()(out)))
+    if cpu:
+        out = FuseRowLoops()(out)
+    if cpu and options.target.vector_bits > 128:
+        out = AlignStreamedReductions(options.target.vector_bits // 8)(out)
     public = set(out.function_names(public_only=True))
     with out.context:
         for f in out.func_ops():

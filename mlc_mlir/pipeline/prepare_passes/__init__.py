@@ -1,10 +1,13 @@
 """Passes that prepare a scheduled module for lowering, run only by compile stages: the
 ``math`` stage's polynomial approximations (:class:`ApproximateMath`) and the ``prepare``
 stage's destination-passing rewrites of pads and slices (:mod:`.destination_style`), so that
-One-Shot Bufferize writes producers into padded buffers in place."""
+One-Shot Bufferize writes producers into padded buffers in place, and its alignment of the
+reduction loops that stream arguments (:mod:`.align_streams`)."""
 
+from .align_streams import AlignStreamedReductions  # noqa: F401
 from .destination_style import (CopyIntoSlices, CopyReturnedSlices, FillPadBorder, PadToInsertSlice,  # noqa: F401
                                 ReadInsertedSlices, WriteReshapedIntoSlices)
 from .edge_copies import CopyEdgeTiles  # noqa: F401
+from .fuse_row_loops import FuseRowLoops  # noqa: F401
 from .identity_slices import FoldIdentitySlices  # noqa: F401
 from .math_approximation import ApproximateMath  # noqa: F401

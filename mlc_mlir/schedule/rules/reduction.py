@@ -12,7 +12,7 @@ from typing import Dict, List
 from ..loop_nest import Block
 from ..schedule import Schedule
 from ..state import BlockRV, LoopRV
-from .common import RuleContext, categorical, parallelize_first, vector_candidates, vector_tile
+from .common import RuleContext, categorical, element_bits, parallelize_first, vector_candidates, vector_tile
 
 
 @dataclasses.dataclass
@@ -65,6 +65,26 @@ def reduction_layout(sch: Schedule, block: BlockRV, ctx: RuleContext) -> Reducti
                            row=vectorizable and row and len(red) == 1, column=column)
 
 
+def _fits_registers(ctx: RuleContext, blk: Block, extent: int) -> bool:
+    """Whether ``extent`` accumulators of ``blk``'s widest element take at most half the
+    target's vector registers (the other half for the loaded vectors)."""
+    bits = element_bits(blk)
+    return extent * bits <= (ctx.target.vector_registers // 2) * ctx.target.vector_bits
+
+
+def _row_tile(ctx: RuleContext, blk: Block, extent) -> int:
+    """The default accumulator tile of a row reduction: the largest multiple of the lanes that
+    divides ``extent`` with its accumulators in at most a quarter of the vector registers (that
+    many independent loads in flight per step: a long row streams from L2 or L3; 8 vectors of
+    AVX-512, 4 of AVX2), else :func:`~.common.vector_tile`."""
+    if extent is None:
+        return vector_tile(ctx, blk, extent)
+    lanes = ctx.target.vector_lanes(element_bits(blk))
+    most = max(1, ctx.target.vector_registers // 4) * lanes
+    whole = [v for v in range(lanes, most + 1, lanes) if extent % v == 0]
+    return whole[-1] if whole else vector_tile(ctx, blk, extent)
+
+
 def schedule_reduction(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
     """Schedule a block with reduction dims.
 
@@ -81,7 +101,10 @@ def schedule_reduction(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
     * Other reductions (the innermost input dim is kept, e.g. a sum over axis 0): the kept
       innermost dim is split into vectors and moved inside the reduction loops, so each
       reduction step is a vector accumulate; ``V`` sampled from
-      :func:`~.common.vector_candidates` (default :func:`~.common.vector_tile`).
+      :func:`~.common.vector_candidates` (default :func:`~.common.vector_tile`), and the whole
+      kept dim (the default then) when its accumulators take at most half the vector registers:
+      the input then streams once in address order (the first level of a blocked sum,
+      ``builder.reduction._blocked_sum``), instead of once per ``V``-wide column strip.
     * The outermost kept dim with work is split over sampled threads
       (:func:`~.common.parallelize_first`).
     * Dynamic extents (symbolic sizes): the vectorized dim is split into ``(None, V)``, its
@@ -102,9 +125,13 @@ def schedule_reduction(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
     if lay.column:
         # column reduction: vectors along the kept innermost dim, reduction loops outside
         d = par[-1]
-        cands = vector_candidates(ctx, blk, dims[d].extent)
+        e = dims[d].extent
+        cands = vector_candidates(ctx, blk, e)
+        dv = vector_tile(ctx, blk, e)
+        if cands and e is not None and e > dv and _fits_registers(ctx, blk, e):
+            cands, dv = sorted(set(cands) | {e}), e
         if cands:
-            v = categorical(sch, cands, vector_tile(ctx, blk, dims[d].extent))
+            v = categorical(sch, cands, dv)
             o, i = sch.split(tiles[d], [None, v])
             sch.reorder(*([o] + [tiles[r] for r in red] + [i]))
             tiles[d] = o
@@ -113,8 +140,8 @@ def schedule_reduction(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
         # row reduction: partial results in one vector tile (rfactor), reduced once per row
         r = red[0]
         e = dims[r].extent
-        cands = [c for c in vector_candidates(ctx, blk, e) if e is None or c < e]
-        dv = vector_tile(ctx, blk, e)
+        dv = _row_tile(ctx, blk, e)
+        cands = [c for c in sorted(set(vector_candidates(ctx, blk, e)) | {dv}) if c > 1 and (e is None or c < e)]
         v = int(categorical(sch, [1] + cands, dv if dv in cands else 1)) if cands else 1
         if v > 1:
             _, k1 = sch.split(tiles[r], [None, v])   # a dynamic row: a partial last tile
