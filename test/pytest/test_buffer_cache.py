@@ -79,7 +79,7 @@ llvm.func @{name}() -> i64 {{
   %p = llvm.mlir.addressof @mlc_buffer_cache_{name} : !llvm.ptr
   %v = llvm.load %p : !llvm.ptr -> i64
   llvm.return %v : i64
-}}""" for name in ("idle", "live", "peak"))
+}}""" for name in ("idle", "live", "gen"))
 
 
 def _mapped(address: int, size: int) -> bool:
@@ -93,35 +93,41 @@ def _mapped(address: int, size: int) -> bool:
     return libc.mincore(ctypes.c_void_p(start), ctypes.c_size_t(pages * page), vec) == 0
 
 
-def test_buffer_cache_holds_at_most_the_peak_in_use():
-    """Blocks in use plus idle blocks never exceed the most in use at once: a request no idle
-    block fits unmaps the oldest idle blocks first (the pages go back to the OS), so a run of
-    ever different sizes keeps one block's worth, where keeping a block per size grew without
-    bound; a block that fits under the peak stays mapped and is reused."""
+def test_buffer_cache_keeps_one_calls_blocks():
+    """A call ends when no block is in use; a request that no idle block fits unmaps the idle
+    blocks of earlier calls (the pages go back to the OS) and keeps those of the current one, so
+    a run of ever different sizes holds one call's blocks, where keeping a block per size grew
+    without bound; sizes that repeat are always reused."""
     engine = load_engine(link_buffer_cache(Module.parse(_COUNTERS)), 2, [])
     take, give = _packed(engine, "take", restype=True), _packed(engine, "give")
-    idle, live, peak = (_packed(engine, n, restype=True) for n in ("idle", "live", "peak"))
+    idle, live, gen = (_packed(engine, n, restype=True) for n in ("idle", "live", "gen"))
     mib = 1 << 20
     x = take(4 * mib)
-    assert (live(), peak(), idle()) == (4 * mib + 4096,) * 2 + (0,)
-    give(x)
-    assert (live(), idle()) == (0, 4 * mib + 4096) and _mapped(x, 4 * mib)
-    y = take(mib)                         # 4 MiB idle + 1 MiB in use > the 4 MiB peak
-    assert idle() == 0 and live() == mib + 4096 and peak() == 4 * mib + 4096
-    assert not _mapped(x, 4 * mib)        # unmapped (a new mapping may reuse part of it)
-    z = take(mib)
+    assert (live(), idle(), gen()) == (4 * mib + 4096, 0, 0)
+    give(x)                               # nothing in use: the next call starts
+    assert (live(), idle(), gen()) == (0, 4 * mib + 4096, 1) and _mapped(x, 4 * mib)
+    y = take(mib)                         # a miss: x, of the earlier call, is unmapped
+    assert idle() == 0 and live() == mib + 4096
+    assert not _mapped(x, 4 * mib)        # (a new mapping may reuse part of its range)
+    z = take(2 * mib)
     give(y)
-    give(z)                               # 2 MiB idle: under the peak, both kept
-    assert idle() == 2 * (mib + 4096) and _mapped(y, mib) and _mapped(z, mib)
-    assert take(mib) == z and take(mib) == y
-    give(y)
-    give(z)
-    rss = _rss()
-    for k in range(64):                   # 64 sizes, 2..4 MiB, each touched
-        p = take(2 * mib + k * 32768)
-        ctypes.memset(p, 1, 2 * mib + k * 32768)
+    w = take(3 * mib)                     # a miss; y is of this call: kept
+    assert idle() == mib + 4096 and _mapped(y, mib) and take(mib) == y
+    for p in (y, z, w):
         give(p)
-        assert live() == 0 and idle() <= peak() == 4 * mib + 4096
+    assert gen() == 2 and idle() == 6 * mib + 3 * 4096
+    for _ in range(3):                    # the same sizes again: every block reused, none unmapped
+        got = [take(mib), take(2 * mib), take(3 * mib)]
+        assert sorted(got) == sorted([y, z, w])
+        for p in got:
+            give(p)
+    rss = _rss()
+    for k in range(64):                   # 64 calls of different sizes, 2..4 MiB, each touched
+        size = 2 * mib + 8192 + k * 32768
+        p = take(size)
+        ctypes.memset(p, 1, size)
+        give(p)
+        assert live() == 0 and idle() == size + 4096
     # keeping every size would have added ~190 MiB of touched pages
     assert _rss() - rss < 64 * mib
 

@@ -12,14 +12,15 @@
 // the process freed before (glibc raises it to the largest mmapped block freed), so the same
 // code ran at either speed. Smaller requests go to malloc.
 //
-// Bound: the cache counts the bytes of its blocks in use (live) and the most ever in use at
-// once (peak), and holds live + idle <= peak: a request that no idle block fits unmaps the
-// oldest idle blocks (least recently freed first) until the new block fits under the peak.
-// A module called with sizes that change from call to call (a prefill symbolic in the prompt
-// length) thus keeps at most what its largest call needed at once, not a set of blocks per size
-// seen; a module whose sizes repeat reuses every block. Unmapped blocks go back to the OS
-// (munmap), which freeing to malloc's heap does not guarantee. At most 512 blocks are idle; one
-// more unmaps the oldest.
+// Bound: the cache counts the bytes of its blocks in use (live). When live drops to zero, a call
+// of the module has ended (its intermediate buffers are all freed) and a new generation starts;
+// each idle block records the generation it was freed in. A request that no idle block fits
+// unmaps every idle block of an earlier generation (blocks of the current call are kept): a
+// module called with the same sizes again reuses every block and never misses; one called with
+// sizes that change from call to call (a prefill symbolic in the prompt length) drops the
+// blocks of the earlier sizes at its first miss, so it holds the blocks of one call, not one
+// set of blocks per size seen. Unmapped blocks go back to the OS (munmap), which freeing to
+// malloc's heap does not guarantee. At most 512 blocks are idle; one more unmaps the oldest.
 //
 // Each block has a 64-byte header holding its size (the pointer returned is 64-byte aligned in
 // a mapped block and keeps malloc's 16-byte alignment in a small one). The cache is guarded by
@@ -29,8 +30,8 @@
 // Linux's (PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS).
 //
 // The idea is ONNX Runtime's arena / PyTorch's caching allocator (blocks kept for reuse; PyTorch
-// frees its cached blocks and retries when a request does not fit), bounded by the peak demand
-// as MLC-LLM's memory pool is sized by the model's largest step.
+// frees its cached blocks and retries when a request does not fit), bounded to one call's
+// blocks as MLC-LLM's memory pool is sized by one step.
 module {
   llvm.func @malloc(i64) -> !llvm.ptr
   llvm.func @free(!llvm.ptr)
@@ -43,7 +44,7 @@ module {
     %0 = llvm.mlir.zero : !llvm.array<40 x i8>
     llvm.return %0 : !llvm.array<40 x i8>
   }
-  // idle blocks, oldest first: sizes (bytes mapped, header included) and bases
+  // idle blocks, oldest first: sizes (bytes mapped, header included), bases, generations
   llvm.mlir.global internal @mlc_buffer_cache_sizes() {alignment = 8 : i64} : !llvm.array<512 x i64> {
     %0 = llvm.mlir.zero : !llvm.array<512 x i64>
     llvm.return %0 : !llvm.array<512 x i64>
@@ -52,10 +53,14 @@ module {
     %0 = llvm.mlir.zero : !llvm.array<512 x ptr>
     llvm.return %0 : !llvm.array<512 x ptr>
   }
+  llvm.mlir.global internal @mlc_buffer_cache_gens() {alignment = 8 : i64} : !llvm.array<512 x i64> {
+    %0 = llvm.mlir.zero : !llvm.array<512 x i64>
+    llvm.return %0 : !llvm.array<512 x i64>
+  }
+  llvm.mlir.global internal @mlc_buffer_cache_gen(0 : i64) {alignment = 8 : i64} : i64
   llvm.mlir.global internal @mlc_buffer_cache_count(0 : i64) {alignment = 8 : i64} : i64
   llvm.mlir.global internal @mlc_buffer_cache_idle(0 : i64) {alignment = 8 : i64} : i64
   llvm.mlir.global internal @mlc_buffer_cache_live(0 : i64) {alignment = 8 : i64} : i64
-  llvm.mlir.global internal @mlc_buffer_cache_peak(0 : i64) {alignment = 8 : i64} : i64
 
   // Removes idle slot %i (the lock held): later slots move down one, the order stays.
   llvm.func internal @mlc_buffer_cache_remove(%i: i64) {
@@ -86,25 +91,31 @@ module {
     %to_b = llvm.getelementptr %bases[0, %j] : (!llvm.ptr, i64) -> !llvm.ptr, !llvm.array<512 x ptr>
     %vb = llvm.load %from_b : !llvm.ptr -> !llvm.ptr
     llvm.store %vb, %to_b : !llvm.ptr, !llvm.ptr
+    %gens = llvm.mlir.addressof @mlc_buffer_cache_gens : !llvm.ptr
+    %from_g = llvm.getelementptr %gens[0, %k] : (!llvm.ptr, i64) -> !llvm.ptr, !llvm.array<512 x i64>
+    %to_g = llvm.getelementptr %gens[0, %j] : (!llvm.ptr, i64) -> !llvm.ptr, !llvm.array<512 x i64>
+    %vg = llvm.load %from_g : !llvm.ptr -> i64
+    llvm.store %vg, %to_g : i64, !llvm.ptr
     llvm.br ^loop(%k : i64)
   ^done:
     llvm.return
   }
 
-  // Unmaps the oldest idle block (the lock held, at least one idle).
-  llvm.func internal @mlc_buffer_cache_evict() {
-    %zero = llvm.mlir.constant(0 : i64) : i64
+  // Unmaps idle slot %i (the lock held).
+  llvm.func internal @mlc_buffer_cache_evict(%i: i64) {
     %sizes = llvm.mlir.addressof @mlc_buffer_cache_sizes : !llvm.ptr
     %bases = llvm.mlir.addressof @mlc_buffer_cache_bases : !llvm.ptr
-    %s = llvm.load %sizes : !llvm.ptr -> i64
-    %b = llvm.load %bases : !llvm.ptr -> !llvm.ptr
-    llvm.call @mlc_buffer_cache_remove(%zero) : (i64) -> ()
+    %sp = llvm.getelementptr %sizes[0, %i] : (!llvm.ptr, i64) -> !llvm.ptr, !llvm.array<512 x i64>
+    %bp = llvm.getelementptr %bases[0, %i] : (!llvm.ptr, i64) -> !llvm.ptr, !llvm.array<512 x ptr>
+    %s = llvm.load %sp : !llvm.ptr -> i64
+    %b = llvm.load %bp : !llvm.ptr -> !llvm.ptr
+    llvm.call @mlc_buffer_cache_remove(%i) : (i64) -> ()
     %0 = llvm.call @munmap(%b, %s) : (!llvm.ptr, i64) -> i32
     llvm.return
   }
 
   // malloc(size) for the module's buffers: below 64 KiB malloc's block, else an idle block of
-  // the same page count or a new mapping (unmapping idle blocks beyond the peak first).
+  // the same page count or a new mapping (unmapping the idle blocks of earlier calls first).
   llvm.func internal @mlc_buffer_alloc(%size: i64) -> !llvm.ptr {
     %header = llvm.mlir.constant(64 : i64) : i64
     %min = llvm.mlir.constant(65536 : i64) : i64
@@ -161,25 +172,26 @@ module {
     %cached = llvm.getelementptr %base[64] : (!llvm.ptr) -> !llvm.ptr, i8
     llvm.return %cached : !llvm.ptr
   ^miss:
-    // the new block is live; the peak rises to live if it is below
-    %peakp = llvm.mlir.addressof @mlc_buffer_cache_peak : !llvm.ptr
-    %idlep = llvm.mlir.addressof @mlc_buffer_cache_idle : !llvm.ptr
     %mlive = llvm.load %livep : !llvm.ptr -> i64
     %mlive1 = llvm.add %mlive, %bytes : i64
     llvm.store %mlive1, %livep : i64, !llvm.ptr
-    %peak = llvm.load %peakp : !llvm.ptr -> i64
-    %above = llvm.icmp "ugt" %mlive1, %peak : i64
-    %peak1 = llvm.select %above, %mlive1, %peak : i1, i64
-    llvm.store %peak1, %peakp : i64, !llvm.ptr
-    llvm.br ^bound
-  ^bound:   // unmap the oldest idle blocks while live + idle > peak
-    %idle = llvm.load %idlep : !llvm.ptr -> i64
-    %held = llvm.add %idle, %mlive1 : i64
-    %over = llvm.icmp "ugt" %held, %peak1 : i64
-    llvm.cond_br %over, ^evict, ^map
-  ^evict:
-    llvm.call @mlc_buffer_cache_evict() : () -> ()
-    llvm.br ^bound
+    %genp = llvm.mlir.addressof @mlc_buffer_cache_gen : !llvm.ptr
+    %gen = llvm.load %genp : !llvm.ptr -> i64
+    llvm.br ^stale(%zero : i64)
+  ^stale(%j: i64):   // unmap the idle blocks of earlier generations
+    %m = llvm.load %countp : !llvm.ptr -> i64
+    %left = llvm.icmp "ult" %j, %m : i64
+    llvm.cond_br %left, ^age, ^map
+  ^age:
+    %gens = llvm.mlir.addressof @mlc_buffer_cache_gens : !llvm.ptr
+    %gp = llvm.getelementptr %gens[0, %j] : (!llvm.ptr, i64) -> !llvm.ptr, !llvm.array<512 x i64>
+    %g = llvm.load %gp : !llvm.ptr -> i64
+    %old = llvm.icmp "ult" %g, %gen : i64
+    %j1 = llvm.add %j, %one : i64
+    llvm.cond_br %old, ^evict, ^stale(%j1 : i64)
+  ^evict:   // slot j now holds the next block
+    llvm.call @mlc_buffer_cache_evict(%j) : (i64) -> ()
+    llvm.br ^stale(%j : i64)
   ^map:
     %2 = llvm.call @pthread_mutex_unlock(%lock) : (!llvm.ptr) -> i32
     %nullp2 = llvm.mlir.zero : !llvm.ptr
@@ -207,8 +219,9 @@ module {
     llvm.return %null : !llvm.ptr
   }
 
-  // free(ptr) for the module's buffers: a small block back to malloc, a mapped one kept idle
-  // (the oldest idle block unmapped when all 512 slots are taken).
+  // free(ptr) for the module's buffers: a small block back to malloc, a mapped one kept idle in
+  // the current generation (the oldest idle block unmapped when all 512 slots are taken); the
+  // generation ends when no block is in use.
   llvm.func internal @mlc_buffer_free(%ptr: !llvm.ptr) {
     %nullp = llvm.mlir.zero : !llvm.ptr
     %isnull = llvm.icmp "eq" %ptr, %nullp : !llvm.ptr
@@ -232,7 +245,8 @@ module {
     %full = llvm.icmp "uge" %n, %slots : i64
     llvm.cond_br %full, ^evict, ^keep
   ^evict:
-    llvm.call @mlc_buffer_cache_evict() : () -> ()
+    %zero = llvm.mlir.constant(0 : i64) : i64
+    llvm.call @mlc_buffer_cache_evict(%zero) : (i64) -> ()
     llvm.br ^keep
   ^keep:
     %m = llvm.load %countp : !llvm.ptr -> i64
@@ -249,6 +263,16 @@ module {
     %idle = llvm.load %idlep : !llvm.ptr -> i64
     %idle1 = llvm.add %idle, %size : i64
     llvm.store %idle1, %idlep : i64, !llvm.ptr
+    %genp = llvm.mlir.addressof @mlc_buffer_cache_gen : !llvm.ptr
+    %gen = llvm.load %genp : !llvm.ptr -> i64
+    %gens = llvm.mlir.addressof @mlc_buffer_cache_gens : !llvm.ptr
+    %gp = llvm.getelementptr %gens[0, %m] : (!llvm.ptr, i64) -> !llvm.ptr, !llvm.array<512 x i64>
+    llvm.store %gen, %gp : i64, !llvm.ptr
+    %none = llvm.mlir.constant(0 : i64) : i64
+    %ended = llvm.icmp "eq" %live1, %none : i64
+    %next = llvm.add %gen, %one : i64
+    %gen1 = llvm.select %ended, %next, %gen : i1, i64
+    llvm.store %gen1, %genp : i64, !llvm.ptr
     %1 = llvm.call @pthread_mutex_unlock(%lock) : (!llvm.ptr) -> i32
     llvm.br ^done
   ^release:
@@ -270,7 +294,7 @@ module {
     %more = llvm.icmp "ugt" %n, %zero : i64
     llvm.cond_br %more, ^body, ^end
   ^body:
-    llvm.call @mlc_buffer_cache_evict() : () -> ()
+    llvm.call @mlc_buffer_cache_evict(%zero) : (i64) -> ()
     llvm.br ^loop
   ^end:
     %1 = llvm.call @pthread_mutex_unlock(%lock) : (!llvm.ptr) -> i32
