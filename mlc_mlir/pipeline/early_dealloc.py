@@ -11,9 +11,9 @@ requests of the same sizes get the same blocks back from the buffer cache
 
 :func:`dealloc_after_last_use` runs after the deallocation pipeline (the ``memref.dealloc`` ops
 it leaves): each ``memref.dealloc %m`` directly in a block moves up to just after the last op
-of that block that reads or writes the buffer through any alias (the results of ops on it:
-views, casts, ``scf.if``/``scf.for`` results it is yielded into; a use inside a region counts
-at the op of the block holding it). A buffer whose address leaves the memref world
+of that block that reads or writes the buffer through any alias (back from ``%m`` through views
+and the values an ``scf.if``/``scf.for`` result may be, then forward through the results of
+every op on them; a use inside a region counts at the op of the block holding it). A buffer whose address leaves the memref world
 (``memref.extract_aligned_pointer_as_index``, an unrealized cast, a return) is left as it is.
 A ``memref.extract_strided_metadata`` whose base buffer only the dealloc reads (the dealloc of
 an ``scf.if`` result) moves with it. Moving a dealloc earlier within its block changes no
@@ -62,6 +62,38 @@ def _owner_in(value: ir.Value, block) -> Optional[ir.Operation]:
     return owner if owner.block == block else None
 
 
+#: Ops whose memref result is a view of their first operand.
+_VIEWS = ("memref.cast", "memref.subview", "memref.expand_shape", "memref.collapse_shape",
+          "memref.reinterpret_cast", "memref.reshape", "memref.view", "memref.transpose",
+          "memref.extract_strided_metadata", "memref.memory_space_cast")
+
+
+def _sources(value: ir.Value, block, out: List[ir.Value]) -> None:
+    """Append ``value`` and every value of ``block`` it may be a view of: through view ops to
+    their source, and from a result of a region op (``scf.if``, ``scf.for``) to the values of
+    ``block`` its regions yield at that position and its memref operands (loop inits)."""
+    if value in out:
+        return
+    out.append(value)
+    op = _owner_in(value, block)
+    if op is None:
+        return
+    if op.name in _VIEWS:
+        _sources(op.operands[0], block, out)
+        return
+    if len(op.regions):
+        index = next(i for i, r in enumerate(op.results) if r == value)
+        for region in op.regions:
+            for b in region.blocks:
+                ops = list(b.operations)
+                term = _op(ops[-1]) if ops else None
+                if term is not None and index < len(term.operands):
+                    _sources(term.operands[index], block, out)
+        for v in op.operands:
+            if _is_memref(v.type):
+                _sources(v, block, out)
+
+
 def _last_use(roots: List[ir.Value], block, skip: Set, order: Dict) -> Optional[int]:
     """The position in ``block`` of the last op using any alias of ``roots`` (ops in ``skip``
     aside); ``-1`` if there is none; None if an alias escapes."""
@@ -106,10 +138,13 @@ def _move_deallocs(block) -> int:
             carry, roots = [meta], [meta.operands[0]]
         else:
             roots = [value]
-        last = _last_use(roots, block, set([dealloc] + carry), order)
+        aliases: List[ir.Value] = []
+        for r in roots:
+            _sources(r, block, aliases)
+        last = _last_use(aliases, block, set([dealloc] + carry), order)
         if last is None:
             continue
-        defs = [order[o] for o in (_owner_in(r, block) for r in roots) if o is not None]
+        defs = [order[o] for o in (_owner_in(r, block) for r in aliases) if o is not None]
         anchor_at = max([last] + defs)
         if anchor_at < 0 or anchor_at >= order[dealloc] - 1 - len(carry):
             continue
