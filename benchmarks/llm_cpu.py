@@ -3,8 +3,10 @@ models from configs with seeded random weights, one row per (model, threads).
 
 Columns: compile s (import + both steps), prefill ms at 32/128/512 prompt tokens (ours: one
 call of the prefill step, symbolic in the prompt length, compiled once for all three), decode tokens/s at context 128 and 1024 over 64 new
-tokens, the decode's share of the bandwidth roofline, peak RSS of the worker. GPT-2 has 1024
-positions in all: its "1024" context is 1024 - 64 = 960 tokens.
+tokens, the decode's share of the bandwidth roofline, peak RSS of the worker (``VmHWM``) after
+the compile ("cRSS") and after our prefills and decodes ("RSS"; transformers eager runs after it
+in the same worker). GPT-2 has 1024 positions in all: its "1024" context is 1024 - 64 = 960
+tokens.
 
 Roofline: a decode step reads every weight once, so tokens/s <= read bandwidth / weight bytes
 (the KV cache's bytes are not counted). The read bandwidth is measured per thread count ``t``
@@ -121,7 +123,8 @@ def worker(name: str, threads: int) -> dict:
     contexts = [min(c, max_len - NEW) for c in CONTEXTS]   # GPT-2: 1024 positions in all
     lm = mlc.llm.compile_causal_lm(model, max_seq_len=max_len, threads=threads)
     row = {"model": name, "threads": threads, "params_M": round(sum(p.numel() for p in model.parameters()) / 1e6, 1),
-           "weight_MB": round(weight_bytes / 1e6, 1), "compile_s": round(lm.compile_seconds, 1)}
+           "weight_MB": round(weight_bytes / 1e6, 1), "compile_s": round(lm.compile_seconds, 1),
+           "peak_rss_compile_MB": _peak_rss_mb()}
     ids_pf = {n: rng.integers(0, vocab, (1, n)) for n in PREFILL}
     ids_ctx = {c: rng.integers(0, vocab, (1, c)) for c in contexts}
     # ours first, then eager: torch's thread pool must not spin while ours runs
@@ -132,6 +135,7 @@ def worker(name: str, threads: int) -> dict:
         lm.generate(ids_ctx[ctx], max_new_tokens=NEW)
         t = lm.last_timings
         row[f"decode{label}_tok_s"] = round((t["new_tokens"] - 1) / t["decode_s"], 1)
+    row["peak_rss_MB"] = _peak_rss_mb()
     eager = {}
     with torch.no_grad():
         for n in PREFILL:
@@ -143,7 +147,6 @@ def worker(name: str, threads: int) -> dict:
             gen = _timed(lambda: model.generate(tid, max_new_tokens=NEW, min_new_tokens=NEW, do_sample=False,
                                                 pad_token_id=0))
             eager[f"decode{label}_tok_s"] = round((NEW - 1) / max(gen - pre, 1e-9), 1)
-    row["peak_rss_MB"] = _peak_rss_mb()
     row["eager"] = eager
     row["weight_bytes"] = weight_bytes
     return row
@@ -329,7 +332,7 @@ def main(argv=None) -> int:
            " ".join(f"{'pf' + str(n) + ' ms':>9s}" for n in PREFILL) + " " +
            " ".join(f"{'dec' + str(c) + ' t/s':>12s}" for c in CONTEXTS) + " " +
            " ".join(f"{'roof' + str(c):>8s}" for c in CONTEXTS) + " " +
-           " ".join(f"{'best' + str(c):>8s}" for c in CONTEXTS) + f" {'RSS MB':>7s}")
+           " ".join(f"{'best' + str(c):>8s}" for c in CONTEXTS) + f" {'RSS MB':>7s} {'cRSS MB':>7s}")
     print(hdr)
     for name in a.models.split(","):
         for threads in thread_counts:
@@ -349,7 +352,8 @@ def main(argv=None) -> int:
                 print(f"{name:11s} {threads:3d} {impl:6s} {row['compile_s'] if impl == 'mlc' else 0:9.1f} " +
                       " ".join(f"{vals[f'prefill{n}_ms']:9.2f}" for n in PREFILL) + " " +
                       " ".join(f"{vals[f'decode{c}_tok_s']:12.1f}" for c in CONTEXTS) +
-                      f" {_shares(vals, roof)} {row['peak_rss_MB'] if impl == 'mlc' else 0:7.0f}")
+                      f" {_shares(vals, roof)} {row['peak_rss_MB'] if impl == 'mlc' else 0:7.0f}"
+                      f" {row['peak_rss_compile_MB'] if impl == 'mlc' else 0:7.0f}")
             sys.stdout.flush()
             for peer in _peer_rows(name, threads, [q for q in a.peers.split(",") if q], a.peer_timeout):
                 _print_peer(name, threads, peer, roof, a.json)

@@ -12,6 +12,22 @@ dims symbolic.
 
 ``torch``, ``transformers`` and ``onnxscript`` are optional dependencies, imported where used.
 
+The decoder-with-past form copies its cache on every step: each ``present.<i>.key`` is
+``Concat(past_key_values.<i>.key, new, axis=-2)``, a new ``(batch, kv_heads, past + seq,
+head_dim)`` tensor that the next step reads as ``past`` (``mlc.from_onnx`` compiles it as
+written, as onnxruntime runs it). Turning it into an in-place write into a cache preallocated to
+a maximum length (as :mod:`mlc_mlir.llm.export`'s step does) changes the function's interface,
+and is not done: (1) a ``(batch, kv_heads, max_len, head_dim)`` cache in place of ``past`` leaves
+``past`` (the length written so far) a value, a position argument, while the compiler's symbolic
+sizes are bound only from argument shapes (the runtime's size check reads ``arr.shape``), and the
+exported graph sizes everything from ``Shape(past_key_values.0.key)``: the position ids
+(``Range(past, past + seq)``), the causal mask ``(seq, past + seq)`` and the attention over
+``present``; (2) ``past`` and ``present`` cannot share one caller buffer either: with heads
+before positions, the C-contiguous ``(.., past, d)`` and ``(.., past + seq, d)`` layouts of one
+buffer place every head but the first at different offsets (the runtime takes C-contiguous
+arrays only). The torch path avoids both: its step attends over all ``max_len`` positions of the
+cache with a mask computed from the position argument (transformers' ``StaticCache``).
+
 Source: optimum's ``decoder_model_merged`` / onnxruntime-genai decoder inputs and outputs
 (``past_key_values.%d.key``, ``present.%d.key``); transformers ``DynamicCache``.
 """

@@ -3,13 +3,20 @@
 :func:`link_buffer_cache` renames a lowered module's ``malloc``/``free`` calls (the
 ``memref.alloc``/``memref.dealloc`` of its intermediate buffers, after ``finalize-memref-to-llvm``)
 to ``mlc_buffer_alloc``/``mlc_buffer_free`` and adds their definitions from
-``_data/runtime/buffer_cache.mlir`` (LLVM dialect): freed blocks of at least 64 KiB are kept for
-the next request of the same size and given back by a global destructor. The JIT and the
-exported libraries run the same code, so a call's allocations do not depend on how the code was
-loaded nor on the state of glibc's allocator: glibc's mmap threshold rises to the largest
-mmapped block the process has freed, and the same JIT code mapped and unmapped its buffers on
-every call (a 1x64x56x56 conv2d at 3 ms) or not (0.6 ms) depending on whether ``dump_ir`` had
-freed a large string before. Source: ONNX Runtime's arena, PyTorch's caching allocator.
+``_data/runtime/buffer_cache.mlir`` (LLVM dialect): a request of at least 64 KiB gets whole
+pages mapped with ``mmap``, and a freed block is kept for the next request of the same page
+count. The cache keeps one call's blocks: a call ends when none of its blocks is in use, and a
+request that no idle block fits first unmaps the idle blocks of earlier calls (the pages go
+back to the OS). A module whose buffer sizes repeat (a decode step, a fixed-shape model) reuses
+every block from its second call on and never unmaps one; one whose sizes change from call to
+call (a prefill symbolic in the prompt length) holds the blocks of its latest call, not one set
+of blocks per size seen. The JIT and the exported libraries run the
+same code, so a call's allocations do not depend on how the code was loaded nor on the state
+of glibc's allocator: glibc's mmap threshold rises to the largest mmapped block the process has
+freed, and the same JIT code mapped and unmapped its buffers on every call (a 1x64x56x56 conv2d
+at 3 ms) or not (0.6 ms) depending on whether ``dump_ir`` had freed a large string before.
+Source: ONNX Runtime's arena, PyTorch's caching allocator (cached blocks freed when a request
+does not fit); MLC-LLM's memory pool, sized by one step.
 """
 
 from __future__ import annotations

@@ -38,7 +38,9 @@ writes ``DIR/<nn>-<name>.mlir``, and a stage made of steps also writes each step
    (:func:`~.shared_units.inline_unequivalent_calls` checks it with One-Shot Bufferize's
    analysis);
 7. ``lower``     -- the target's pipeline file, e.g. ``pipelines/cpu.pipeline`` (threads applied),
-   then the buffer cache linked in (:func:`~.buffer_cache.link_buffer_cache`);
+   each buffer's dealloc moved after its last use once ``buffer-deallocation-pipeline`` has
+   run (:func:`~.early_dealloc.dealloc_after_last_use`), then the buffer cache linked in
+   (:func:`~.buffer_cache.link_buffer_cache`);
 8. ``denormals`` -- with ``flush_denormals``, MXCSR FTZ|DAZ around each call and OpenMP region;
 
 then ``llvm`` (LLVM IR, ``09-llvm.ll`` when dumping) and ``jit`` (MLIR ``ExecutionEngine`` at the
@@ -53,7 +55,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Callable, Optional, Tuple
+from typing import Callable, Dict, Optional, Tuple
 
 from .._mlir import arith_d, ir, tensor_d
 from ..errors import IRError, PipelineError
@@ -72,6 +74,7 @@ from .aot import export_library, translate_to_llvmir
 from .buffer_cache import link_buffer_cache
 from .cuda_compile import compile_cuda, export_cuda_library
 from .denormals import flush_denormals
+from .early_dealloc import dealloc_after_last_use
 from .libraries import runtime_library_paths
 from .jit_weights import link_weights
 from .options import CompileOptions
@@ -107,11 +110,14 @@ class Stage:
         return self.run(module, options) if self.run is not None else module
 
 
-def lower(module: Module, pipeline: str, stage: str = "lower", threads: Optional[int] = None) -> Module:
+def lower(module: Module, pipeline: str, stage: str = "lower", threads: Optional[int] = None,
+          after: Optional[Dict[str, Callable[[Module], Module]]] = None) -> Module:
     """Run a pipeline (a name in ``pipelines/``, a path, or ``builtin.module(...)`` text) on a copy
     of ``module``.
 
     ``threads`` sets ``convert-scf-to-openmp{num-threads=N}`` where the pipeline has that pass.
+    ``after`` maps a top-level pass of the pipeline to a function run on the module right after
+    it (the pipeline runs in pieces around it); a pass the pipeline lacks is ignored.
 
     Raises
     ------
@@ -124,7 +130,45 @@ def lower(module: Module, pipeline: str, stage: str = "lower", threads: Optional
     if threads is not None:
         text = text.replace("convert-scf-to-openmp,", f"convert-scf-to-openmp{{num-threads={threads}}},")
         source = None
-    return run_pass_pipeline(module, text, stage, source=source)
+    passes = top_level_passes(text)
+    cuts = [i + 1 for i, p in enumerate(passes) if p in (after or {})]
+    if not cuts:
+        return run_pass_pipeline(module, text, stage, source=source)
+    for start, end in zip([0] + cuts, cuts + [len(passes)]):
+        if end > start:
+            module = run_pass_pipeline(module, "builtin.module(" + ",".join(passes[start:end]) + ")", stage)
+        if end in cuts:
+            module = after[passes[end - 1]](module)
+    return module
+
+
+def top_level_passes(text: str) -> list:
+    """The top-level entries of a ``builtin.module(...)`` pipeline, each as written (nested
+    pipelines and options included, surrounding whitespace stripped).
+
+    Raises
+    ------
+    PipelineError
+        If ``text`` is not ``builtin.module(...)`` with balanced brackets.
+    """
+    body = text.strip()
+    if not body.startswith("builtin.module(") or not body.endswith(")"):
+        raise PipelineError(f"lower: pipeline {text[:60]!r}...; expected builtin.module(...)")
+    out, depth, cur = [], 0, []
+    for ch in body[len("builtin.module("):-1]:
+        depth += ch in "({"
+        depth -= ch in ")}"
+        if depth < 0:
+            raise PipelineError(f"lower: unbalanced brackets in pipeline {text[:60]!r}...")
+        if ch == "," and depth == 0:
+            out.append("".join(cur).strip())
+            cur = []
+        else:
+            cur.append(ch)
+    if depth:
+        raise PipelineError(f"lower: unbalanced brackets in pipeline {text[:60]!r}...")
+    out.append("".join(cur).strip())
+    return [p for p in out if p]
 
 
 def _shaped_types(op: ir.Operation):
@@ -296,7 +340,8 @@ def _prepare(module: Module, options: CompileOptions) -> Module:
 
 def _lower(module: Module, options: CompileOptions) -> Module:
     out = link_buffer_cache(lower(module, options.pipeline or options.target.pipeline,
-                                  threads=options.threads))
+                                  threads=options.threads,
+                                  after={"buffer-deallocation-pipeline": dealloc_after_last_use}))
     if options.target.kind == "cpu" and options.target.cpu:
         set_codegen_target(out, options.target)
     return out
