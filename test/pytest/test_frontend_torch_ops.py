@@ -314,8 +314,8 @@ def test_creation_ops_with_symbolic_sizes():
         def forward(self, x):
             n = x.shape[0]
             r = torch.arange(n).to(torch.float32).unsqueeze(1) + torch.arange(1, n + 1).unsqueeze(1)
-            e = torch.empty(n, x.shape[1])
-            return x + torch.full((n, 1), 2.5) + r * torch.scalar_tensor(n) + e * 0, torch.full((n,), 7)
+            e = torch.empty(n, x.shape[1]).fill_(0.5)   # its contents are undefined until filled
+            return x + torch.full((n, 1), 2.5) + r * torch.scalar_tensor(n) + e, torch.full((n,), 7)
 
     seen = {str(n.target) for n in torch.export.export(Creation(), (randn(3, 4),), dynamic_shapes={
         "x": {0: torch.export.Dim("n", min=2, max=64)}}).run_decompositions().graph.nodes}
