@@ -361,3 +361,39 @@ def test_features_are_fixed_length_and_normalized():
     assert not np.array_equal(candidate_features(sch, AVX2), candidate_features(sch, AVX512))
     with pytest.raises(TuningError, match="expected a Schedule and a Target"):
         candidate_features(sch, "avx2")
+
+
+@pytest.mark.parametrize("k,n", [(777, 1001), (96, 2999)])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_gemv_knobs_every_value_matches_numpy(k, n, threads):
+    """Each decision of the GEMV rule (threads, chunks per thread slice, rows per step), one at
+    a time at each of its values, the others at their defaults, compiles and matches numpy at
+    odd N and K; the default balances the thread slices (they differ by less than a vector
+    tile per chunk, the last chunk of the last slice partial)."""
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        f.output(ops.matmul(f.arg("x", (1, k)), f.arg("w", (k, n))))
+    mod = bb.finish()
+    space = default_space(SMALL, threads)
+    dflt = default_point(space, mod)
+    order = [i for i, inst in enumerate(dflt.trace.insts) if inst.kind in SAMPLING_KINDS]
+    decisions = sampled_decisions(dflt.trace)
+    blk = dflt.get(dflt.get_block("matmul"))
+    t, chunks, tiles, v = (blk.loops[p].extent for p in (1, 2, 4, 6))
+    nb = tiles * v
+    assert t == threads and (t - 1) * chunks * nb < n <= t * chunks * nb < n + chunks * v
+    rng = np.random.default_rng(k)
+    x, w = rng.standard_normal((1, k), dtype=np.float32), rng.standard_normal((k, n), dtype=np.float32)
+    variants = set()
+    for pos, i in enumerate(order):
+        for c in range(len(dflt.trace.insts[i].attrs["candidates"])):
+            forced = list(decisions)
+            forced[pos] = c
+            sch = generate(space, mod, 0, forced)
+            key = str(sch.mod)
+            if key in variants:
+                continue
+            variants.add(key)
+            got = mlc.compile(sch.mod, threads=threads)(x, w)
+            np.testing.assert_allclose(got, x.astype(np.float64) @ w, rtol=1e-4, atol=1e-4 * np.sqrt(k))
+    assert len(variants) >= 4, "chunks and rows (and threads) give other programs"

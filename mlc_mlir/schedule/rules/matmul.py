@@ -267,15 +267,40 @@ def goto_decisions(sch: Schedule, ctx: RuleContext, m: int, n: int, k: int, thre
                          block_size(sch, nt // nr, p.nc // nr), block_size(sch, k, p.kc))
 
 
+def gemv_chunk(n: int, threads: int, chunks: int, v: int) -> Optional[int]:
+    """Columns ``NB`` (a multiple of ``v``) of each of the ``chunks`` chunks of the ``threads``
+    slices of ``n`` columns (``split(j, [threads, chunks, NB / v, v])``), the slices as equal
+    as whole tiles allow: ``NB = ceil(ceil(n / threads) / chunks)`` rounded up to ``v``. None
+    where the last thread would get no column (the split would use fewer threads)."""
+    nb = -(-(-(-n // threads)) // chunks // v) * v
+    return nb if -(-n // (chunks * nb)) == threads and -(-n // nb) > (threads - 1) * chunks else None
+
+
+def gemv_chunk_counts(target: Target, per: int, nbytes: int) -> Tuple[int, List[int]]:
+    """Chunk counts of a GEMV thread slice of ``per`` columns of ``nbytes``-byte elements
+    (:func:`schedule_gemv`): ``(default, candidates)``. The default keeps each chunk's
+    accumulators within half the L1d (they are read and written once per group of rows); the
+    candidates add half as many chunks, twice as many, and one chunk per half of the L2
+    (accumulators in L2, each row read in one run)."""
+    l1 = target.l1d_bytes or (32 << 10)
+    l2 = target.l2_bytes or (256 << 10)
+    dflt = max(1, -(-per * nbytes // (l1 // 2)))
+    return dflt, sorted({dflt, max(1, dflt // 2), 2 * dflt, max(1, -(-per * nbytes // (l2 // 2)))})
+
+
 def schedule_gemv(sch: Schedule, block: BlockRV, ctx: RuleContext, threads: int) -> bool:
     """``(1, K) @ (K, N)`` with B stored ``(K, N)``: B streams row by row, so every weight is
     read once and in address order. Loops ``i j0 (parallel) j1 k0 j2 (k1 j3: one vector tile)``:
-    each of the threads takes ``N / threads`` columns, cut into chunks of ``NB`` columns whose
-    accumulators (``C``'s chunk) take at most half the L1d; for each chunk the k0 loop walks the
-    rows of B :data:`GEMV_ROWS` at a time (``k1``, a sampled divisor of K), reading the ``NB``
-    contiguous weights of each of those rows as ``NB / V`` tiles of ``V``
-    (:func:`~.common.vector_tile` lanes) that update the chunk's accumulators in L1 once per
-    group of rows (the ``rows x V`` tile is one vector contraction).
+    each of ``T`` threads takes a slice of about ``N / T`` columns, cut into ``C`` equal chunks
+    of ``NB`` columns (:func:`gemv_chunk`: the slices differ by less than one vector tile per chunk); for
+    each chunk the k0 loop walks the rows of B ``R`` at a time, reading the ``NB`` contiguous
+    weights of each of those rows as ``NB / V`` tiles of ``V`` (:func:`~.common.vector_tile`
+    lanes) that update the chunk's accumulators once per group of rows (the ``R x V`` tile is
+    one vector contraction). Decisions, in order: ``T`` (the thread counts that give every
+    thread columns; default the most), ``C`` (:func:`gemv_chunk_counts`; default the fewest
+    chunks whose accumulators fit half the L1d) and ``R`` (divisors of K among
+    :data:`UNROLL_FACTORS` and :data:`GEMV_ROWS`; default the largest divisor up to
+    :data:`GEMV_ROWS`); all structural.
 
     Holding the accumulators of an ``NR``-column tile in registers and running k innermost
     instead reads ``NR`` elements of each row in turn, one new page per row: the hardware
@@ -299,20 +324,22 @@ def schedule_gemv(sch: Schedule, block: BlockRV, ctx: RuleContext, threads: int)
         return False
     v = vector_tile(ctx, blk, None)            # the vectors of a tile; a partial last one peeled
     v = v if n >= v else lanes
-    threads = max(1, min(threads, n // v))
-    per = -(-n // threads)
-    while threads > 1 and -(-n // (-(-per // v) * v)) != threads:
-        threads -= 1
-        per = -(-n // threads)
-    l1 = ctx.target.l1d_bytes or (32 << 10)
-    nb = max(v, min(-(-per // v) * v, l1 // 2 // max(1, bits // 8) // v * v))
+    tcands = [t for t in range(1, max(1, min(threads, n // v)) + 1) if gemv_chunk(n, t, 1, v)]
+    t = int(categorical(sch, tcands, tcands[-1])) if len(tcands) > 1 else 1
+    per = -(-(-(-n // t)) // v) * v
+    dflt, counts = gemv_chunk_counts(ctx.target, per, max(1, bits // 8))
+    nbs = {c: gemv_chunk(n, t, c, v) for c in counts}
+    counts = [c for c in counts if nbs[c]]
+    dflt = dflt if dflt in counts else counts[-1]
+    chunks = int(categorical(sch, counts, dflt)) if len(counts) > 1 else counts[0]
+    nb = nbs[chunks]
     rows = int(categorical(sch, sorted({r for r in UNROLL_FACTORS if k % r == 0} | {largest_divisor(k, GEMV_ROWS)}),
                            largest_divisor(k, GEMV_ROWS)))
     i, j, kk = sch.get_loops(block)
-    j0, j1, j2, j3 = sch.split(j, [threads, None, nb // v, v])
+    j0, j1, j2, j3 = sch.split(j, [t, None, nb // v, v])
     k0, k1 = sch.split(kk, [None, rows])
     sch.reorder(i, j0, j1, k0, j2, k1, j3)
-    if threads > 1:
+    if t > 1:
         sch.parallel(j0)
     sch.vectorize(k1 if rows > 1 else j3)
     return True
