@@ -38,6 +38,17 @@ UNROLL_FACTORS = (1, 2, 4, 8)
 #: :data:`UNROLL_FACTORS`.
 GEMV_ROWS = 8
 
+#: Loop attribute asking the ``prepare`` stage to prefetch the rows a GEMV step reads that many
+#: rows ahead (:class:`~mlc_mlir.pipeline.prepare_passes.prefetch_rows.PrefetchRows`).
+PREFETCH_ROWS_ATTR = "mlc.prefetch_rows"
+
+#: Steps ahead a GEMV may prefetch its rows (:func:`schedule_gemv`; 0: none).
+PREFETCH_STEPS = (0, 1, 2)
+
+#: Bytes of a page: the hardware prefetchers stop at its boundary (the base page of x86-64
+#: and AArch64 Linux).
+PAGE_BYTES = 4096
+
 def register_tile_bounds(target: Target, bits: int) -> Dict[str, int]:
     """Bounds of the register tile and cache blocks derived from the target.
 
@@ -298,9 +309,13 @@ def schedule_gemv(sch: Schedule, block: BlockRV, ctx: RuleContext, threads: int)
     lanes) that update the chunk's accumulators once per group of rows (the ``R x V`` tile is
     one vector contraction). Decisions, in order: ``T`` (the thread counts that give every
     thread columns; default the most), ``C`` (:func:`gemv_chunk_counts`; default the fewest
-    chunks whose accumulators fit half the L1d) and ``R`` (divisors of K among
+    chunks whose accumulators fit half the L1d), ``R`` (divisors of K among
     :data:`UNROLL_FACTORS` and :data:`GEMV_ROWS`; default the largest divisor up to
-    :data:`GEMV_ROWS`); all structural.
+    :data:`GEMV_ROWS`) and the steps of ``R`` rows whose runs are prefetched ahead
+    (:data:`PREFETCH_STEPS`, an annotation of the k0 loop that the ``prepare`` stage's
+    :class:`~mlc_mlir.pipeline.prepare_passes.prefetch_rows.PrefetchRows` realizes; default one
+    step where a chunk's run of a row is shorter than a page, :data:`PAGE_BYTES`: the
+    hardware prefetchers learn each such run anew, else none); all structural.
 
     Holding the accumulators of an ``NR``-column tile in registers and running k innermost
     instead reads ``NR`` elements of each row in turn, one new page per row: the hardware
@@ -335,12 +350,18 @@ def schedule_gemv(sch: Schedule, block: BlockRV, ctx: RuleContext, threads: int)
     nb = nbs[chunks]
     rows = int(categorical(sch, sorted({r for r in UNROLL_FACTORS if k % r == 0} | {largest_divisor(k, GEMV_ROWS)}),
                            largest_divisor(k, GEMV_ROWS)))
+    ahead = 0
+    if k // rows > 1:
+        dflt = int(nb * max(1, bits // 8) < PAGE_BYTES)
+        ahead = int(categorical(sch, list(PREFETCH_STEPS), PREFETCH_STEPS[dflt]))
     i, j, kk = sch.get_loops(block)
     j0, j1, j2, j3 = sch.split(j, [t, None, nb // v, v])
     k0, k1 = sch.split(kk, [None, rows])
     sch.reorder(i, j0, j1, k0, j2, k1, j3)
     if t > 1:
         sch.parallel(j0)
+    if ahead:
+        sch.annotate(k0, PREFETCH_ROWS_ATTR, ahead * rows)
     sch.vectorize(k1 if rows > 1 else j3)
     return True
 
