@@ -316,3 +316,31 @@ def test_activation_read_by_two_im2col_convolutions_matches_torch():
     t = F.relu(F.conv2d(torch.from_numpy(x), torch.from_numpy(w0)))
     for g, w in zip(got, (w1, w2)):
         np.testing.assert_allclose(g, F.conv2d(t, torch.from_numpy(w), stride=2).numpy(), rtol=1e-4, atol=1e-4)
+
+
+def test_bottleneck_pointwise_gemms_match_torch():
+    """A ResNet bottleneck at 28 x 28 with constant filters (1x1 -> 3x3 -> 1x1 + residual add,
+    relu; a stride-2 1x1 projection): the 1x1 convolutions take the GEMM path where
+    :func:`prefers_im2col` picks it for the host (packed weights, epilogues after the GEMM),
+    numerically the convolutions, on 1 and 2 threads."""
+    rng = np.random.default_rng(4)
+    w1 = rng.standard_normal((32, 64, 1, 1)).astype(np.float32) * 0.1
+    w2 = rng.standard_normal((32, 32, 3, 3)).astype(np.float32) * 0.1
+    w3 = rng.standard_normal((64, 32, 1, 1)).astype(np.float32) * 0.1
+    wp = rng.standard_normal((64, 64, 1, 1)).astype(np.float32) * 0.1
+    b1, b3 = (rng.standard_normal(n).astype(np.float32) for n in (32, 64))
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        x = f.arg("x", shape=(1, 64, 56, 56))
+        p = ops.conv2d(x, wp, strides=2)
+        y = ops.relu(ops.conv2d(p, w1, b1))
+        y = ops.relu(ops.conv2d(y, w2, padding=1))
+        f.output(ops.relu(ops.add(ops.conv2d(y, w3, b3), p)))
+    mod = bb.finish()
+    xn = rng.standard_normal((1, 64, 56, 56)).astype(np.float32)
+    t = {k: torch.from_numpy(v) for k, v in dict(x=xn, w1=w1, w2=w2, w3=w3, wp=wp, b1=b1, b3=b3).items()}
+    p = F.conv2d(t["x"], t["wp"], stride=2)
+    y = F.relu(F.conv2d(F.relu(F.conv2d(p, t["w1"], t["b1"])), t["w2"], padding=1))
+    ref = F.relu(F.conv2d(y, t["w3"], t["b3"]) + p).numpy()
+    for threads in (1, 2):
+        np.testing.assert_allclose(mlc.compile(mod, threads=threads)(xn), ref, rtol=1e-4, atol=1e-4)
