@@ -208,6 +208,48 @@ def test_conv_to_im2col_matches_torch(stride, dilation, accumulate):
         np.testing.assert_allclose(mlc.compile(out, threads=threads)(x, w, b), ref, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("h, w, accumulate", [(9, 13, False), (28, 28, False), (5, 7, True)])
+def test_pointwise_conv_to_im2col_reads_its_input_in_place(h, w, accumulate):
+    """A 1x1 stride-1 convolution becomes a GEMM on its input collapsed to (N*H*W, C) (no
+    im2col copy), numerically the convolution (numpy einsum), on odd sizes, 1 and 2 threads,
+    with a fill and with an accumulating init; a stride-2 1x1 keeps its strided copy."""
+    rng = np.random.default_rng(3)
+    c, f = 19, 48
+    x = rng.standard_normal((2, h, w, c)).astype(np.float32)
+    k = rng.standard_normal((1, 1, c, f)).astype(np.float32)
+    b = rng.standard_normal((2, h, w, f)).astype(np.float32)
+    init = "%b" if accumulate else "%f"
+    text = f"""
+    func.func @main(%x: tensor<2x{h}x{w}x{c}xf32>, %w: tensor<1x1x{c}x{f}xf32>, %b: tensor<2x{h}x{w}x{f}xf32>) -> tensor<2x{h}x{w}x{f}xf32> {{
+      %e = tensor.empty() : tensor<2x{h}x{w}x{f}xf32>
+      %z = arith.constant 0.0 : f32
+      %f = linalg.fill {{mlc.name = "c.init"}} ins(%z : f32) outs(%e : tensor<2x{h}x{w}x{f}xf32>) -> tensor<2x{h}x{w}x{f}xf32>
+      %r = linalg.conv_2d_nhwc_hwcf {{mlc.name = "c", dilations = dense<1> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>}} ins(%x, %w : tensor<2x{h}x{w}x{c}xf32>, tensor<1x1x{c}x{f}xf32>) outs({init} : tensor<2x{h}x{w}x{f}xf32>) -> tensor<2x{h}x{w}x{f}xf32>
+      return %r : tensor<2x{h}x{w}x{f}xf32>
+    }}"""
+    out = layout_passes.ConvToIm2col()(mlc.Module.parse(text))
+    ir_text = str(out)
+    assert "linalg.matmul" in ir_text and "linalg.generic" not in ir_text and "c.im2col_2d" in ir_text
+    ref = np.einsum("nhwc,cf->nhwf", x, k[0, 0]) + (b if accumulate else 0)
+    for threads in (1, 2):
+        np.testing.assert_allclose(mlc.compile(out, threads=threads)(x, k, b), ref, rtol=1e-4, atol=1e-4)
+    strided = layout_passes.ConvToIm2col()(mlc.Module.parse(
+        text.replace("strides = dense<1>", "strides = dense<2>").replace(f"x{h}x{w}x{f}", f"x{(h + 1) // 2}x{(w + 1) // 2}x{f}")))
+    assert "c.im2col" in str(strided) and "linalg.generic" in str(strided)
+
+
+def test_pointwise_gemm_choice_follows_the_register_tiles():
+    """1x1 convolutions go to the GEMM where the direct kernel's row tile (a divisor of OW) is
+    shorter than the GEMM's MR: 28 columns on AVX-512 (4 < 8), not 56 (8 = 8), nor 28 on AVX2
+    (4 = 4); a 3x3 window over 28 x 28 keeps the direct kernel."""
+    assert prefers_im2col(AVX512, (1, 28, 28, 128), (1, 1, 128, 512), (1, 28, 28, 512), "float32")
+    assert prefers_im2col(AVX512, (1, 56, 56, 256), (1, 1, 256, 512), (1, 28, 28, 512), "float32")
+    assert not prefers_im2col(AVX512, (1, 56, 56, 64), (1, 1, 64, 256), (1, 56, 56, 256), "float32")
+    assert not prefers_im2col(AVX2, (1, 28, 28, 128), (1, 1, 128, 512), (1, 28, 28, 512), "float32")
+    assert not prefers_im2col(AVX512, (1, 30, 30, 128), (3, 3, 128, 128), (1, 28, 28, 128), "float32")
+    assert not prefers_im2col(AVX512, (1, 28, 28, 128), (1, 1, 128, 512), (1, 28, 28, 512), "int32")
+
+
 def test_prefers_im2col_small_output_maps_on_cpu_only():
     assert prefers_im2col(AVX2, (1, 9, 9, 512), (3, 3, 512, 512), (1, 7, 7, 512), "float32")
     assert prefers_im2col(AVX2, (1, 16, 16, 256), (3, 3, 256, 256), (1, 14, 14, 256), "float32")
@@ -274,3 +316,31 @@ def test_activation_read_by_two_im2col_convolutions_matches_torch():
     t = F.relu(F.conv2d(torch.from_numpy(x), torch.from_numpy(w0)))
     for g, w in zip(got, (w1, w2)):
         np.testing.assert_allclose(g, F.conv2d(t, torch.from_numpy(w), stride=2).numpy(), rtol=1e-4, atol=1e-4)
+
+
+def test_bottleneck_pointwise_gemms_match_torch():
+    """A ResNet bottleneck at 28 x 28 with constant filters (1x1 -> 3x3 -> 1x1 + residual add,
+    relu; a stride-2 1x1 projection): the 1x1 convolutions take the GEMM path where
+    :func:`prefers_im2col` picks it for the host (packed weights, epilogues after the GEMM),
+    numerically the convolutions, on 1 and 2 threads."""
+    rng = np.random.default_rng(4)
+    w1 = rng.standard_normal((32, 64, 1, 1)).astype(np.float32) * 0.1
+    w2 = rng.standard_normal((32, 32, 3, 3)).astype(np.float32) * 0.1
+    w3 = rng.standard_normal((64, 32, 1, 1)).astype(np.float32) * 0.1
+    wp = rng.standard_normal((64, 64, 1, 1)).astype(np.float32) * 0.1
+    b1, b3 = (rng.standard_normal(n).astype(np.float32) for n in (32, 64))
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        x = f.arg("x", shape=(1, 64, 56, 56))
+        p = ops.conv2d(x, wp, strides=2)
+        y = ops.relu(ops.conv2d(p, w1, b1))
+        y = ops.relu(ops.conv2d(y, w2, padding=1))
+        f.output(ops.relu(ops.add(ops.conv2d(y, w3, b3), p)))
+    mod = bb.finish()
+    xn = rng.standard_normal((1, 64, 56, 56)).astype(np.float32)
+    t = {k: torch.from_numpy(v) for k, v in dict(x=xn, w1=w1, w2=w2, w3=w3, wp=wp, b1=b1, b3=b3).items()}
+    p = F.conv2d(t["x"], t["wp"], stride=2)
+    y = F.relu(F.conv2d(F.relu(F.conv2d(p, t["w1"], t["b1"])), t["w2"], padding=1))
+    ref = F.relu(F.conv2d(y, t["w3"], t["b3"]) + p).numpy()
+    for threads in (1, 2):
+        np.testing.assert_allclose(mlc.compile(mod, threads=threads)(xn), ref, rtol=1e-4, atol=1e-4)

@@ -17,6 +17,8 @@ After (``n, oh, ow, kh, kw, c``; the collapses of contiguous dims are views)::
     %m = linalg.matmul {mlc.name = "conv2d"} ins(%a, %b) outs(%c)
     %y = tensor.expand_shape %m [[0, 1, 2], [3]] output_shape [1, 7, 7, 512]
 
+A pointwise convolution (1x1 window, unit strides, no padding: :func:`is_pointwise`) needs
+no copy: its im2col matrix is the input collapsed to ``(N * H * W, C)``.
 An accumulating convolution (its init not a named single-use ``linalg.fill``) accumulates into
 the collapsed init instead. Why: the direct NHWC kernel keeps a ``WR x FR`` output tile in
 registers with ``WR`` dividing the output width; on deep layers (7x7 maps, 512 channels) the
@@ -42,6 +44,15 @@ from ...graph.use_def import named_ops
 from .conv_select import chosen_algorithm, conv_signature, ConvSelect
 from ...graph.pass_manager import ScopedPass, register_pass
 
+def is_pointwise(x_shape, window, out_shape, strides) -> bool:
+    """Whether an NHWC convolution with input ``(N, H, W, C)``, window ``(KH, KW)``, output
+    ``(N, OH, OW, F)`` and ``strides`` is a pointwise (1x1) one whose im2col matrix is its
+    input: a 1x1 window, unit strides and ``(H, W) == (OH, OW)`` (no padding). Its GEMM then
+    reads ``x`` collapsed to ``(N * H * W, C)``, a view, instead of a copy of it."""
+    return tuple(window) == (1, 1) and tuple(strides) == (1, 1) and \
+        tuple(x_shape[1:3]) == tuple(out_shape[1:3])
+
+
 def _rewrite(op: ir.Operation) -> None:
     x, w, init = op.operands[0], op.operands[1], op.operands[2]
     n, _, _, c = tensor_shape(x)
@@ -53,12 +64,16 @@ def _rewrite(op: ir.Operation) -> None:
     nm = ir.StringAttr(op.attributes[OP_NAME_ATTR]).value
     m, k = n * oh * ow, kh * kw * c
     with ir.InsertionPoint(op):
-        d = [ir.AffineDimExpr.get(i) for i in range(6)]
-        x_map = ir.AffineMap.get(6, 0, [d[0], d[1] * sh + d[3] * dh, d[2] * sw + d[4] * dw, d[5]])
-        cols = emitters.empty([n, oh, ow, kh, kw, c], dtype, nm)
-        (patches,) = emitters.generic(f"{nm}.im2col", [x], [x_map], [cols], [ir.AffineMap.get_identity(6)],
-                                      ["parallel"] * 6, lambda a, _out: [a])
-        a = reshape(patches, [[0, 1, 2], [3, 4, 5]], (m, k), f"{nm}.im2col_2d")
+        if is_pointwise(tensor_shape(x), (kh, kw), tensor_shape(init), (sh, sw)):
+            # the im2col matrix of a 1x1 stride-1 window is the input itself: a view
+            a = reshape(x, [[0, 1, 2], [3]], (m, k), f"{nm}.im2col_2d")
+        else:
+            d = [ir.AffineDimExpr.get(i) for i in range(6)]
+            x_map = ir.AffineMap.get(6, 0, [d[0], d[1] * sh + d[3] * dh, d[2] * sw + d[4] * dw, d[5]])
+            cols = emitters.empty([n, oh, ow, kh, kw, c], dtype, nm)
+            (patches,) = emitters.generic(f"{nm}.im2col", [x], [x_map], [cols], [ir.AffineMap.get_identity(6)],
+                                          ["parallel"] * 6, lambda a, _out: [a])
+            a = reshape(patches, [[0, 1, 2], [3, 4, 5]], (m, k), f"{nm}.im2col_2d")
         b = reshape(w, [[0, 1, 2], [3]], (k, f), f"{nm}.w_gemm")
         acc = reshaped_accumulator(init, [[0, 1, 2], [3]], (m, f), nm)
         mm = linalg_d.matmul(a, b, outs=[acc])
