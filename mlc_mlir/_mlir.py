@@ -40,6 +40,9 @@ import os as _os
 MLIR_PACKAGE_DIR = _os.path.dirname(_os.path.abspath(_mlir_pkg.__path__[0] + "/ir.py"))
 MLIR_BIN_DIR = _os.path.join(MLIR_PACKAGE_DIR, "bin")
 MLIR_LIB_DIR = _os.path.join(MLIR_PACKAGE_DIR, "lib")
+#: The wheel's MLIR C API library, which its Python extensions link (``mlirExecutionEngineCreate``
+#: and the other ``mlir-c`` entry points, for calls through ``ctypes``).
+MLIR_CAPI_LIBRARY = _os.path.join(MLIR_PACKAGE_DIR, "_mlir_libs", "libMLIRPythonCAPI.so")
 
 
 def llvm_bin_dir() -> str:
