@@ -19,7 +19,7 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 
-from .._mlir import ExecutionEngine
+from .._mlir import NativeExecutionEngine
 from ..errors import ExecutionError, format_shape
 from ..ir import dtypes
 from ..ir.module import CHECK_PASSED, FunctionSignature
@@ -483,11 +483,11 @@ class Executable:
 
 
 def load_engine(lowered, opt_level: int, shared_libs: Sequence[str],
-                runtime_symbols: Sequence = (), native_symbols: Sequence = ()) -> ExecutionEngine:
+                runtime_symbols: Sequence = (), native_symbols: Sequence = ()) -> NativeExecutionEngine:
     """JIT-compile ``lowered`` (an :class:`~mlc_mlir.ir.module.Module` in the LLVM dialect) into an
     MLIR ``ExecutionEngine`` that loads ``shared_libs``, binds ``runtime_symbols`` (``(name,
     ctypes callback)`` pairs: Python kernels called as ``_mlir_ciface_<name>``,
-    ``ExecutionEngine.register_runtime``) and ``native_symbols`` (``(symbol, ctypes function)``
+    ``ExecutionEngine.register_runtime``'s binding) and ``native_symbols`` (``(symbol, ctypes function)``
     pairs bound under the symbol itself, ahead of ``shared_libs``) and then runs
     the module's global constructors (``ExecutionEngine.initialize``). LLVM runs with the GIL
     released (:func:`~.jit_engine.create_engine`). Those constructors load
@@ -502,8 +502,8 @@ def load_engine(lowered, opt_level: int, shared_libs: Sequence[str],
     """
     with lowered.context:
         engine = create_engine(lowered.ir_module, opt_level, shared_libs)
-        for sym, callback in runtime_symbols:
-            engine.register_runtime(sym, callback)
+        for sym, callback in runtime_symbols:   # what ExecutionEngine.register_runtime does
+            engine.raw_register_runtime("_mlir_ciface_" + sym, ctypes.cast(callback, ctypes.c_void_p))
         for sym, fn in native_symbols:
             engine.raw_register_runtime(sym, ctypes.cast(fn, ctypes.c_void_p))
         initialize_engine(engine)

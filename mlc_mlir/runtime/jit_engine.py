@@ -7,8 +7,10 @@ materializes the code to run the global constructors) hold the GIL, for minutes 
 model. :func:`create_engine` makes the same engine by calling the C API function the
 constructor calls, ``mlirExecutionEngineCreate`` of the wheel's ``libMLIRPythonCAPI.so``,
 through ``ctypes`` (which releases the GIL around a foreign call), and wraps the result with
-``ExecutionEngine._CAPICreate`` (the bindings' capsule interop), so the engine is the same
-Python object with the same owner; :func:`initialize_engine` calls
+``ExecutionEngine._CAPICreate`` (the bindings' capsule interop): the engine is an object of
+the bindings' class (:data:`NativeExecutionEngine`, without the pure-Python helpers
+``lookup``/``invoke``/``register_runtime`` of ``mlir.execution_engine.ExecutionEngine``; use
+``raw_lookup``/``raw_register_runtime``), which owns and destroys it; :func:`initialize_engine` calls
 ``mlirExecutionEngineInitialize`` the same way. Where the library or a symbol is missing, they
 fall back to the bindings' methods.
 
@@ -22,7 +24,7 @@ import ctypes
 import functools
 from typing import Optional, Sequence
 
-from .._mlir import MLIR_CAPI_LIBRARY, ExecutionEngine, ir
+from .._mlir import MLIR_CAPI_LIBRARY, ExecutionEngine, NativeExecutionEngine, ir
 from ..errors import PipelineError
 
 #: Capsule names of the bindings' interop protocol (``MLIR_PYTHON_CAPSULE_*``).
@@ -58,7 +60,7 @@ def _capi() -> Optional[ctypes.CDLL]:
     return lib
 
 
-def create_engine(module: ir.Module, opt_level: int, shared_libs: Sequence[str]) -> ExecutionEngine:
+def create_engine(module: ir.Module, opt_level: int, shared_libs: Sequence[str]) -> NativeExecutionEngine:
     """``ExecutionEngine(module, opt_level=opt_level, shared_libs=shared_libs)`` (LLVM IR
     translation, LLVM's ``-O<opt_level>`` pipeline and code generation of ``module``, an MLIR
     module in the LLVM dialect), built with the GIL released (see the module docstring).
@@ -85,7 +87,7 @@ def create_engine(module: ir.Module, opt_level: int, shared_libs: Sequence[str])
     return ExecutionEngine._CAPICreate(ctypes.pythonapi.PyCapsule_New(engine, _ENGINE_CAPSULE, None))
 
 
-def initialize_engine(engine: ExecutionEngine) -> None:
+def initialize_engine(engine: NativeExecutionEngine) -> None:
     """``engine.initialize()`` (runs the module's global constructors, compiling what they need)
     with the GIL released (see the module docstring)."""
     lib = _capi()
