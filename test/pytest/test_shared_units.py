@@ -21,6 +21,7 @@ from mlc_mlir.pipeline.progress import CompileProgress
 from mlc_mlir.pipeline.shared_units import is_weight
 from mlc_mlir.errors import PipelineError
 from mlc_mlir.ir.module import Module
+from mlc_mlir.runtime import jit_engine
 from mlc_mlir.runtime.jit_engine import create_engine, initialize_engine
 
 _compile = sys.modules["mlc_mlir.pipeline.compile"]
@@ -259,9 +260,13 @@ llvm.func @_mlir_ciface_add(%a: i64, %b: i64) -> i64 {
 """
 
 
-def test_engine_made_without_the_gil_runs_and_reports_failures():
-    """``create_engine`` (the C API called through ctypes) gives an engine that runs the code
-    like the bindings' constructor; a module LLVM cannot take raises PipelineError."""
+@pytest.mark.parametrize("capi", [True, False])
+def test_engine_made_without_the_gil_runs_and_reports_failures(capi, monkeypatch):
+    """``create_engine`` (the C API called through ctypes, or the bindings' constructor where
+    the C API library is missing) gives an engine that runs the code; a module LLVM cannot
+    take raises PipelineError."""
+    if not capi:
+        monkeypatch.setattr(jit_engine, "_capi", lambda: None)
     mod = Module.parse(_ADD)
     with mod.context:
         engine = create_engine(mod.ir_module, 2, [])
