@@ -418,7 +418,7 @@ def run_stages(module: Module, options: CompileOptions, stages=CPU_STAGES,
     return with_library, module
 
 
-def compile(module: Module, target="cpu", *, threads: Optional[int] = None, opt_level: int = 3,
+def compile(module: Module, target="cpu", *, threads: Optional[int] = None, opt_level: int = 2,
             flush_denormals: bool = False, approximate_math: bool = True, winograd: bool = False,
             schedule: str = "default", database=None, pipeline: Optional[str] = None,
             dump_ir: Optional[str] = None,
