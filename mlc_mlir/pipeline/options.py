@@ -51,8 +51,7 @@ class CompileOptions:
         LLVM optimization level of the JIT and of ``llc``: 0, 1, 2 or 3. The default, 2 (the
         default of MLIR's ExecutionEngine), runs the scheduled code as fast as 3 (ResNet-18,
         ResNet-50, SqueezeNet, BERT: the code is vectorized and unrolled before LLVM) and LLVM
-        takes about 0.6x the time of 3 (ShuffleNet 1.8 vs 3.0 CPU s; DenseNet-121 99 CPU s
-        against more than 120;
+        takes 0.4-0.6x the time of 3 (ShuffleNet 1.8 vs 3.0 CPU s, DenseNet-121 99 vs 234;
         ``benchmarks/results/compile_time_2026-11-26_znver5_compile-dedupe.txt``).
     schedule : str
         ``"default"``: functions nobody scheduled get the target's default schedule (by op kind);
