@@ -30,6 +30,9 @@ from mlir.dialects.transform import bufferization as bufferization_transform_d  
 from mlir.dialects.transform import interpreter as transform_interpreter  # noqa: F401
 from mlir.rewrite import RewritePatternSet, apply_patterns_and_fold_greedily  # noqa: F401
 from mlir.execution_engine import ExecutionEngine  # noqa: F401
+# the bindings' own class, which ExecutionEngine (a Python subclass) extends; engines made
+# through the C API (runtime.jit_engine) are of this class
+from mlir._mlir_libs._mlirExecutionEngine import ExecutionEngine as NativeExecutionEngine  # noqa: F401
 from mlir.passmanager import PassManager  # noqa: F401
 from mlir import runtime as mlir_runtime  # noqa: F401
 
@@ -40,6 +43,9 @@ import os as _os
 MLIR_PACKAGE_DIR = _os.path.dirname(_os.path.abspath(_mlir_pkg.__path__[0] + "/ir.py"))
 MLIR_BIN_DIR = _os.path.join(MLIR_PACKAGE_DIR, "bin")
 MLIR_LIB_DIR = _os.path.join(MLIR_PACKAGE_DIR, "lib")
+#: The wheel's MLIR C API library, which its Python extensions link (``mlirExecutionEngineCreate``
+#: and the other ``mlir-c`` entry points, for calls through ``ctypes``).
+MLIR_CAPI_LIBRARY = _os.path.join(MLIR_PACKAGE_DIR, "_mlir_libs", "libMLIRPythonCAPI.so")
 
 
 def llvm_bin_dir() -> str:

@@ -49,7 +49,8 @@ then ``llvm`` (LLVM IR, ``09-llvm.ll`` when dumping) and ``jit`` (MLIR ``Executi
 options' opt level, with the runtime libraries and registered Python kernels; large weights are
 linked from their numpy buffers, :mod:`mlc_mlir.pipeline.jit_weights`).
 A compile that runs longer than a few seconds shows its current stage on one line of standard
-error (:class:`~mlc_mlir.pipeline.progress.CompileProgress`).
+error (:class:`~mlc_mlir.pipeline.progress.CompileProgress`), counting the seconds through the
+``jit`` stage (LLVM runs with the GIL released).
 A failing stage raises ``PipelineError`` with the ``mlir-opt`` command that reproduces it.
 """
 
@@ -422,7 +423,7 @@ def run_stages(module: Module, options: CompileOptions, stages=CPU_STAGES,
     return with_library, module
 
 
-def compile(module: Module, target="cpu", *, threads: Optional[int] = None, opt_level: int = 3,
+def compile(module: Module, target="cpu", *, threads: Optional[int] = None, opt_level: int = 2,
             flush_denormals: bool = False, approximate_math: bool = True, winograd: bool = False,
             schedule: str = "default", database=None, pipeline: Optional[str] = None,
             dump_ir: Optional[str] = None,
@@ -483,11 +484,11 @@ def compile(module: Module, target="cpu", *, threads: Optional[int] = None, opt_
         cfuncs = [(sym, make_callback(kernel, specs, errors)) for sym, kernel, specs in callbacks]
         # code for features this machine lacks is compiled (to export) but never loaded or run
         foreign = host_mismatch(tgt.cpu, tgt.features)
-        progress.stage(len(CPU_STAGES), "jit")
         engine, weights = None, []
-        if not foreign:   # large weights are linked from their buffers, not compiled
-            jit_module, symbols, weights = link_weights(lowered)
-            engine = load_engine(jit_module, options.opt_level, libs, cfuncs, symbols)
+        with progress.ticking(len(CPU_STAGES), "jit"):   # LLVM releases the GIL: the line ticks
+            if not foreign:   # large weights are linked from their buffers, not compiled
+                jit_module, symbols, weights = link_weights(lowered)
+                engine = load_engine(jit_module, options.opt_level, libs, cfuncs, symbols)
 
     def invoker(name: str):
         if foreign:

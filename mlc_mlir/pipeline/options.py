@@ -48,7 +48,11 @@ class CompileOptions:
         ``rtol = atol = 1e-3``) applies it even with False, with these semantics for that
         convolution; tune with ``winograd=False`` to keep every convolution direct.
     opt_level : int
-        LLVM optimization level of the JIT and of ``llc``: 0, 1, 2 or 3.
+        LLVM optimization level of the JIT and of ``llc``: 0, 1, 2 or 3. The default, 2 (the
+        default of MLIR's ExecutionEngine), runs the scheduled code as fast as 3 (ResNet-18,
+        ResNet-50, SqueezeNet, BERT: the code is vectorized and unrolled before LLVM) and LLVM
+        takes 0.4-0.6x the time of 3 (ShuffleNet 1.8 vs 3.0 CPU s, DenseNet-121 99 vs 234;
+        ``benchmarks/results/compile_time_2026-11-26_znver5_compile-dedupe.txt``).
     schedule : str
         ``"default"``: functions nobody scheduled get the target's default schedule (by op kind);
         ``"none"``: they lower as plain loops (see :mod:`mlc_mlir.pipeline.scheduling`).
@@ -74,7 +78,7 @@ class CompileOptions:
     flush_denormals: bool = False
     approximate_math: bool = True
     winograd: bool = False
-    opt_level: int = 3
+    opt_level: int = 2
     schedule: str = "default"
     pipeline: Optional[str] = None
     database: Optional[object] = None

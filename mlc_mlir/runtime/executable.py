@@ -19,11 +19,12 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 
-from .._mlir import ExecutionEngine
-from ..errors import ExecutionError, PipelineError, format_shape
+from .._mlir import NativeExecutionEngine
+from ..errors import ExecutionError, format_shape
 from ..ir import dtypes
 from ..ir.module import CHECK_PASSED, FunctionSignature
 from .device_array import DeviceArray, as_device_array, synchronize
+from .jit_engine import create_engine, initialize_engine
 from .memref import PackedArgs, contiguous_strides, data_address, out_array_problem
 from .size_binder import SizeBinder
 
@@ -482,13 +483,14 @@ class Executable:
 
 
 def load_engine(lowered, opt_level: int, shared_libs: Sequence[str],
-                runtime_symbols: Sequence = (), native_symbols: Sequence = ()) -> ExecutionEngine:
+                runtime_symbols: Sequence = (), native_symbols: Sequence = ()) -> NativeExecutionEngine:
     """JIT-compile ``lowered`` (an :class:`~mlc_mlir.ir.module.Module` in the LLVM dialect) into an
     MLIR ``ExecutionEngine`` that loads ``shared_libs``, binds ``runtime_symbols`` (``(name,
     ctypes callback)`` pairs: Python kernels called as ``_mlir_ciface_<name>``,
-    ``ExecutionEngine.register_runtime``) and ``native_symbols`` (``(symbol, ctypes function)``
+    ``ExecutionEngine.register_runtime``'s binding) and ``native_symbols`` (``(symbol, ctypes function)``
     pairs bound under the symbol itself, ahead of ``shared_libs``) and then runs
-    the module's global constructors (``ExecutionEngine.initialize``). Those constructors load
+    the module's global constructors (``ExecutionEngine.initialize``). LLVM runs with the GIL
+    released (:func:`~.jit_engine.create_engine`). Those constructors load
     the GPU kernels of a CUDA module (``mgpuModuleLoad`` of each embedded cubin, added by
     ``gpu-module-to-binary``); without them every launch fails with
     ``CUDA_ERROR_INVALID_HANDLE`` and the outputs stay unwritten.
@@ -499,15 +501,12 @@ def load_engine(lowered, opt_level: int, shared_libs: Sequence[str],
         ``jit: ExecutionEngine failed: ...`` if LLVM cannot compile or link the module.
     """
     with lowered.context:
-        try:
-            engine = ExecutionEngine(lowered.ir_module, opt_level=opt_level, shared_libs=list(shared_libs))
-        except RuntimeError as e:
-            raise PipelineError(f"jit: ExecutionEngine failed: {e}") from None
-        for sym, callback in runtime_symbols:
-            engine.register_runtime(sym, callback)
+        engine = create_engine(lowered.ir_module, opt_level, shared_libs)
+        for sym, callback in runtime_symbols:   # what ExecutionEngine.register_runtime does
+            engine.raw_register_runtime("_mlir_ciface_" + sym, ctypes.cast(callback, ctypes.c_void_p))
         for sym, fn in native_symbols:
             engine.raw_register_runtime(sym, ctypes.cast(fn, ctypes.c_void_p))
-        engine.initialize()
+        initialize_engine(engine)
     return engine
 
 

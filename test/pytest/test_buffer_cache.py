@@ -13,7 +13,7 @@ import pytest
 
 import mlc_mlir as mlc
 from mlc_mlir import ops
-from mlc_mlir._mlir import ExecutionEngine
+from mlc_mlir._mlir import NativeExecutionEngine
 from mlc_mlir.ir.module import Module
 from mlc_mlir.pipeline import jit_weights
 from mlc_mlir.pipeline.buffer_cache import link_buffer_cache
@@ -165,8 +165,8 @@ def _conv():
     return bb.finish()
 
 
-def _engine(exe) -> ExecutionEngine:
-    return next(k for k in exe._keepalive if isinstance(k, ExecutionEngine))
+def _engine(exe) -> NativeExecutionEngine:
+    return next(k for k in exe._keepalive if isinstance(k, NativeExecutionEngine))
 
 
 def test_dump_ir_does_not_change_the_machine_code(tmp_path, monkeypatch):

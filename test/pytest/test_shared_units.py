@@ -1,12 +1,15 @@
 """Repeated units are compiled once: the ``tasks`` stage outlines each distinct unit that occurs
 more than once into one function called from every site (weights passed as arguments), the
 result matches numpy / transformers, and units with in-place writes across their boundary stay
-in the graph function; the progress line of a long compile."""
+in the graph function; the progress line of a long compile, which ticks while LLVM runs with the
+GIL released."""
 
 import gc
 import io
+import ctypes
 import logging
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -16,6 +19,10 @@ from mlc_mlir import ops
 from mlc_mlir.pipeline import CompileOptions
 from mlc_mlir.pipeline.progress import CompileProgress
 from mlc_mlir.pipeline.shared_units import is_weight
+from mlc_mlir.errors import PipelineError
+from mlc_mlir.ir.module import Module
+from mlc_mlir.runtime import jit_engine
+from mlc_mlir.runtime.jit_engine import create_engine, initialize_engine
 
 _compile = sys.modules["mlc_mlir.pipeline.compile"]
 
@@ -218,6 +225,59 @@ def test_progress_line_is_rewritten_on_a_terminal_and_logged_elsewhere(caplog):
         with CompileProgress(2, stream=io.StringIO(), show_after=0.0) as p:
             p.stage(1, "lower")
     assert any("[2/2] lower" in r.getMessage() for r in caplog.records)
+
+
+def test_progress_line_ticks_while_a_stage_runs(caplog):
+    """``ticking`` rewrites the running stage's line with the elapsed time until the block
+    exits; without a terminal it logs the stage once, then every ``log_tick`` seconds."""
+    tty = _Terminal()
+    with CompileProgress(2, stream=tty, show_after=0.0) as p:
+        p.stage(0, "lower")
+        with p.ticking(1, "jit", tick=0.001):
+            deadline = time.perf_counter() + 60
+            while tty.getvalue().count("[2/2] jit") < 3 and time.perf_counter() < deadline:
+                time.sleep(0.01)   # the main thread waits as it would in LLVM (GIL released)
+        after = tty.getvalue().count("[2/2] jit")
+    assert after >= 3 and tty.getvalue().count("[2/2] jit") == after   # the thread has stopped
+    assert tty.getvalue().endswith("\n") and "done in" in tty.getvalue()
+
+    with caplog.at_level(logging.INFO, logger="mlc_mlir"):
+        with CompileProgress(1, stream=io.StringIO(), show_after=0.0) as p:
+            with p.ticking(0, "jit", tick=0.001, log_tick=3600.0):
+                time.sleep(0.05)
+    assert sum("[1/1] jit" in r.getMessage() for r in caplog.records) == 1
+
+
+_ADD = """
+llvm.func @add(%a: i64, %b: i64) -> i64 {
+  %c = llvm.add %a, %b : i64
+  llvm.return %c : i64
+}
+llvm.func @_mlir_ciface_add(%a: i64, %b: i64) -> i64 {
+  %c = llvm.call @add(%a, %b) : (i64, i64) -> i64
+  llvm.return %c : i64
+}
+"""
+
+
+@pytest.mark.parametrize("capi", [True, False])
+def test_engine_made_without_the_gil_runs_and_reports_failures(capi, monkeypatch):
+    """``create_engine`` (the C API called through ctypes, or the bindings' constructor where
+    the C API library is missing) gives an engine that runs the code; a module LLVM cannot
+    take raises PipelineError."""
+    if not capi:
+        monkeypatch.setattr(jit_engine, "_capi", lambda: None)
+    mod = Module.parse(_ADD)
+    with mod.context:
+        engine = create_engine(mod.ir_module, 2, [])
+        initialize_engine(engine)
+        a, b, out = ctypes.c_int64(40), ctypes.c_int64(2), ctypes.c_int64(0)
+        args = (ctypes.c_void_p * 3)(*[ctypes.addressof(c) for c in (a, b, out)])
+        ctypes.CFUNCTYPE(None, ctypes.c_void_p)(engine.raw_lookup("add"))(args)
+    assert out.value == 42
+    bad = Module.parse("func.func @f(%a: i64) -> i64 {\n  return %a : i64\n}")   # not LLVM dialect
+    with bad.context, pytest.raises(PipelineError, match="ExecutionEngine failed"):
+        create_engine(bad.ir_module, 2, [])
 
 
 def test_large_weights_are_linked_not_compiled():
