@@ -29,6 +29,7 @@ import time
 from typing import Any, Dict, List, Optional, Tuple
 
 from ..errors import TuningError
+from ..pipeline.options import CompileOptions
 from ..target import Target
 
 #: Seconds a fresh worker may take to import mlc_mlir and say it is ready.
@@ -54,7 +55,7 @@ class MeasureInput:
     threads : int or None
         ``CompileOptions.threads``.
     opt_level : int
-        ``CompileOptions.opt_level``.
+        ``CompileOptions.opt_level`` (its default: candidates are measured as ``compile`` builds).
     seed : int
         Seed of the random inputs.
     number : int
@@ -76,7 +77,7 @@ class MeasureInput:
     trace: str
     target: Target
     threads: Optional[int] = None
-    opt_level: int = 3
+    opt_level: int = CompileOptions.opt_level
     seed: int = 0
     number: int = 0
     repeat: int = 3
