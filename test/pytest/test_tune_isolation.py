@@ -2,6 +2,10 @@
 segfaults, aborts, hangs past the timeout or returns wrong numbers are each recorded with their
 error, the workers are restarted, and tuning goes on to the budget with good candidates."""
 
+import contextlib
+import os
+import threading
+
 import numpy as np
 import pytest
 
@@ -171,3 +175,31 @@ def test_time_stopped_by_an_exclusive_run_does_not_count_toward_a_build_timeout(
             w._read(2.0, "build")
     finally:
         w.close()
+
+
+def _process_state():
+    """What of the tuner could outlive it in this process: live Python threads, child
+    processes (``/proc/self/task/*/children``), the CPU affinity, the scheduling policy."""
+    kids = set()
+    for tid in os.listdir("/proc/self/task"):
+        with contextlib.suppress(OSError):
+            with open(f"/proc/self/task/{tid}/children") as f:
+                kids |= set(f.read().split())
+    return {"threads": sorted(t.name for t in threading.enumerate()), "children": sorted(kids),
+            "affinity": sorted(os.sched_getaffinity(0)), "policy": os.sched_getscheduler(0),
+            "nice": os.getpriority(os.PRIO_PROCESS, 0)}
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/task"), reason="reads Linux /proc")
+def test_tune_leaves_no_workers_threads_or_affinity_change_behind(tmp_path):
+    # the caller times its compiled model in this process right after tune returns: nothing of
+    # the tuner may compete for the cores (a hung candidate's worker is killed and restarted
+    # on the way, a crashed one too)
+    before = _process_state()
+    strategy = PlantedFaults()
+    db = mlc.tune(matmul(), trials=6, work_dir=str(tmp_path), space=space, strategy=strategy,
+                  timeout_s=3.0, batch_size=5, progress=False)
+    assert len(db.records()) >= 6 and any(r.error and r.error.startswith("timeout") for r in db.records())
+    after = _process_state()
+    assert after == before
+    assert not [t for t in threading.enumerate() if t.name.startswith("mlc-tune")]
