@@ -59,8 +59,10 @@ def schedule_elementwise(sch: Schedule, block: BlockRV, ctx: RuleContext) -> Non
     outermost, when the block moves at least an L1d per thread
     (:func:`~.common.parallelize_first` with ``hoist``). In a block that streams past the
     last-level cache (:func:`streams_past_cache`) the loop over the vector tiles is annotated
-    :data:`NONTEMPORAL` with a sampled 0 or 1 (default 1) and the vectors default to half a
-    cache line where the target's are a whole one (:func:`half_line_tile`). A static
+    :data:`NONTEMPORAL` with a sampled 0 or 1 (default 1) and, unless its body computes a
+    transcendental function (``OpFacts.transcendental``: bound by arithmetic, which half-width
+    vectors would slow), the vectors default to half a cache line where the target's are a
+    whole one (:func:`half_line_tile`). A static
     innermost dim that
     the lanes do not divide gets whole vectors and a peeled partial last tile (:func:`lane_tile`).
     A dynamic innermost dim is split into ``(None, V)`` (the last tile partial, vectorized with masks); a dynamic outermost
@@ -87,7 +89,9 @@ def schedule_elementwise(sch: Schedule, block: BlockRV, ctx: RuleContext) -> Non
         whole = lane_tile(ctx, blk, extents[-1])
         if whole is not None:
             cands, default = sorted(set(cands) | {whole}), whole
-        half = half_line_tile(ctx, blk, extents[-1]) if streaming else None
+        facts = ctx.fact(blk)
+        light = facts is None or not facts.transcendental
+        half = half_line_tile(ctx, blk, extents[-1]) if streaming and light else None
         if half is not None:
             cands, default = sorted(set(cands) | {half}), half
         v = categorical(sch, cands, default)
@@ -114,7 +118,10 @@ def half_line_tile(ctx: RuleContext, blk, extent) -> Optional[int]:
     ``a + b`` of 2048x2048 float32 with 16-byte aligned inputs and non-temporal stores, one
     thread: 0.92 ms with 4 x 16 lanes, 0.62 ms with 8 lanes (regular stores: 0.91 / 0.89 ms);
     the same in C with ``_mm512`` / ``_mm256`` intrinsics: 0.91 / 0.62 ms, and 0.67 ms for
-    64-byte aligned inputs with 64-byte vectors. The streaming default of the rule
+    64-byte aligned inputs with 64-byte vectors. A block bound by arithmetic loses: the
+    ``gelu_tanh(a + b)`` of two 4096x1024 inputs took 12.8 ms with 8 lanes against 2.1 ms with
+    4 x 16 (both with non-temporal stores), so the rule keeps whole vectors for bodies with a
+    transcendental function. The streaming default of the rule
     (:func:`streams_past_cache`). Source: the split-load penalty of the Intel optimization
     manual (data alignment for AVX-512) and AMD's Zen software optimization guide."""
     bits = element_bits(blk)
