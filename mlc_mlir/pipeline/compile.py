@@ -41,7 +41,9 @@ writes ``DIR/<nn>-<name>.mlir``, and a stage made of steps also writes each step
    analysis);
 7. ``lower``     -- the target's pipeline file, e.g. ``pipelines/cpu.pipeline`` (threads applied),
    each buffer's dealloc moved after its last use once ``buffer-deallocation-pipeline`` has
-   run (:func:`~.early_dealloc.dealloc_after_last_use`), then the buffer cache linked in
+   run (:func:`~.early_dealloc.dealloc_after_last_use`), the stores of loops the schedule
+   annotated ``mlc.nontemporal`` made non-temporal where aligned
+   (:func:`~.nontemporal.nontemporal_stores`), then the buffer cache linked in
    (:func:`~.buffer_cache.link_buffer_cache`);
 8. ``denormals`` -- with ``flush_denormals``, MXCSR FTZ|DAZ around each call and OpenMP region;
 
@@ -78,6 +80,7 @@ from .buffer_cache import link_buffer_cache
 from .cuda_compile import compile_cuda, export_cuda_library
 from .denormals import flush_denormals
 from .early_dealloc import dealloc_after_last_use
+from .nontemporal import nontemporal_stores
 from .libraries import runtime_library_paths
 from .jit_weights import link_weights
 from .options import CompileOptions
@@ -347,7 +350,8 @@ def _prepare(module: Module, options: CompileOptions) -> Module:
 def _lower(module: Module, options: CompileOptions) -> Module:
     out = link_buffer_cache(lower(module, options.pipeline or options.target.pipeline,
                                   threads=options.threads,
-                                  after={"buffer-deallocation-pipeline": dealloc_after_last_use}))
+                                  after={"buffer-deallocation-pipeline": dealloc_after_last_use,
+                                         "convert-bufferization-to-memref": nontemporal_stores}))
     if options.target.kind == "cpu" and options.target.cpu:
         set_codegen_target(out, options.target)
     return out

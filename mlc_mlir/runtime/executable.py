@@ -25,7 +25,7 @@ from ..ir import dtypes
 from ..ir.module import CHECK_PASSED, FunctionSignature
 from .device_array import DeviceArray, as_device_array, synchronize
 from .jit_engine import create_engine, initialize_engine
-from .memref import PackedArgs, contiguous_strides, data_address, out_array_problem
+from .memref import PackedArgs, contiguous_strides, data_address, empty_result, out_array_problem
 from .size_binder import SizeBinder
 
 
@@ -123,7 +123,7 @@ class Function:
                     and a.strides == strides):
                 return None
             d.allocated = d.aligned = data_address(a)
-        outs = [np.empty(shape, dtype) for shape, dtype in out_specs]
+        outs = [empty_result(shape, dtype) for shape, dtype in out_specs]
         for o, d in zip(outs, descriptors[len(specs):]):
             d.allocated = d.aligned = data_address(o)
         self._invoke(packed)
@@ -245,7 +245,7 @@ class Function:
         """The result arrays (``out``'s, validated, or new ones) for the results' ``shapes``."""
         results = self._results
         if out is None:
-            return [np.empty(s, d) for s, d in zip(shapes, self._out_dtypes)]
+            return [empty_result(s, np.dtype(d)) for s, d in zip(shapes, self._out_dtypes)]
         outs = [out] if isinstance(out, np.ndarray) else list(out)
         if len(outs) != len(results):
             raise ExecutionError(f"{self.name}: out has {len(outs)} arrays; expected {len(results)}")

@@ -86,16 +86,23 @@ def vector_tile(ctx: RuleContext, blk: Block, extent: Optional[int]) -> int:
     return whole[-1] if whole else largest_divisor(extent, vectors * lanes)
 
 
+def block_bytes(blk: Block) -> Optional[int]:
+    """Bytes of the block's operands in all; None when a size is dynamic."""
+    if any(d < 0 for s in blk.info.operand_shapes for d in s):
+        return None
+    return sum(_prod(s) * dtypes.bit_width(d) // 8
+               for s, d in zip(blk.info.operand_shapes, blk.info.dtypes))
+
+
 def worth_threads(ctx: RuleContext, blk: Block, forks: int = 1) -> bool:
     """Whether the block moves enough data to pay for starting threads ``forks`` times (a
     parallel loop nested in loops of ``forks`` iterations in all): every thread gets at least
     an L1d's worth of the block's operands per fork (an OpenMP fork/join costs microseconds).
     ResNet-18's 7x7 im2col copy, parallelized over its channels inside 441 window iterations,
     took 0.81 ms with 2 threads against 0.24 ms with one (2-core AVX2 EPYC)."""
-    if any(d < 0 for s in blk.info.operand_shapes for d in s):
+    nbytes = block_bytes(blk)
+    if nbytes is None:
         return ctx.threads > 1   # a dynamic size: assumed large enough
-    nbytes = sum(_prod(s) * dtypes.bit_width(d) // 8
-                 for s, d in zip(blk.info.operand_shapes, blk.info.dtypes))
     l1 = ctx.target.l1d_bytes or (32 << 10)
     return ctx.threads > 1 and nbytes >= ctx.threads * l1 * max(1, forks)
 

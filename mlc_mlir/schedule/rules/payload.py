@@ -31,6 +31,10 @@ class OpFacts:
         are not, nor is a body that gathers with ``tensor.extract`` (``ops.take``).
     strides, dilations : tuple of int
         A convolution's or pooling's window attributes (``()`` for other ops).
+    transcendental : bool
+        Its body computes a ``math`` function that costs a polynomial or a library call
+        (``exp``, ``tanh``, ``log1p``, ``sqrt``...; not ``absf``, ``fma``, rounding): the op is
+        bound by arithmetic rather than memory at a vector width that streams.
     """
 
     num_results: int
@@ -39,6 +43,17 @@ class OpFacts:
     simple_maps: bool = True
     strides: Tuple[int, ...] = ()
     dilations: Tuple[int, ...] = ()
+    transcendental: bool = False
+
+#: ``math`` ops that are one or two instructions (not what :attr:`OpFacts.transcendental` means).
+_CHEAP_MATH = frozenset(f"math.{n}" for n in ("absf", "absi", "copysign", "fma", "floor", "ceil",
+                                              "round", "roundeven", "trunc"))
+
+
+def _transcendental(op: ir.Operation) -> bool:
+    return any((o.operation.name.startswith("math.") and o.operation.name not in _CHEAP_MATH)
+               or _transcendental(o.operation)
+               for r in op.regions for b in r.blocks for o in b.operations)
 
 
 def _reads_index(op: ir.Operation) -> bool:
@@ -95,5 +110,5 @@ def payload_facts(mod: Module) -> Dict[Tuple[str, str], OpFacts]:
             window = [tuple(int(x) for x in ir.DenseIntElementsAttr(op.attributes[a]))
                       if a in op.attributes else () for a in ("strides", "dilations")]
             out[(fname, name)] = OpFacts(len(op.results), uses, _reads_index(op), _simple_maps(op),
-                                         *window)
+                                         *window, transcendental=_transcendental(op))
     return out
