@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from ..cpu_recipes import tile_width
 from ..schedule import Schedule
 from ..state import BlockRV
 from .common import (RuleContext, categorical, element_bits, parallelize_first, vector_candidates,
@@ -116,7 +117,7 @@ def transpose_tile(sch: Schedule, block: BlockRV, ctx: RuleContext) -> bool:
     dn = len(extents) - 1
     lanes = ctx.target.vector_lanes(element_bits(blk))
     vm = max(1, lanes // 2)
-    vn = _power_of_two_divisor(extents[dn], lanes)
+    vn = tile_width(extents[dn], lanes)
     # dm: the input's innermost dim that whole tiles divide (a filter's 3x3 window is skipped);
     # partial tiles measured slower than scalar loops (2 x 8: 0.39 vs 0.13 ms)
     dm = next((d for d in reversed(info.operand_dims[0]) if d == dn or extents[d] % vm == 0), dn)
@@ -135,10 +136,3 @@ def transpose_tile(sch: Schedule, block: BlockRV, ctx: RuleContext) -> bool:
     sch.vectorize(m1)
     return True
 
-
-def _power_of_two_divisor(extent: int, at_most: int) -> int:
-    """The largest power of two dividing ``extent`` and at most ``at_most`` (1 for odd extents)."""
-    v = 1
-    while v * 2 <= at_most and extent % (v * 2) == 0:
-        v *= 2
-    return v
