@@ -136,9 +136,12 @@ def test_layout_and_tile_follow_the_target():
     assert nhwc_register_tile(AVX2, 56, 64) == (8, 8) and nhwc_register_tile(AVX2, 14, 256) == (7, 8)
     assert nhwc_register_tile(AVX2, 28, 128, stride=2) == (4, 16)
     assert nhwc_register_tile(AVX512, 56, 64) == (8, 32)
-    # a 3x3 filter panel of 8 output channels: 64 channels fit a 32 KiB L1d, 256 are blocked
-    assert filter_block_channels(AVX2, 9, 64, 8) == 64 and filter_block_channels(AVX2, 9, 256, 8) == 32
-    assert filter_block_channels(dataclasses.replace(AVX2, l1d_bytes=48 << 10), 9, 256, 8) == 64
+    # a 3x3 filter panel of 8 output channels: 64 channels fit a 32 KiB L1d, 256 (73 KiB) a
+    # quarter of the 512 KiB L2; 512 channels of 16 (295 KiB) are blocked to half the L1d
+    assert filter_block_channels(AVX2, 9, 64, 8) == 64 and filter_block_channels(AVX2, 9, 256, 8) == 256
+    assert filter_block_channels(AVX2, 9, 512, 16) == 16
+    assert filter_block_channels(dataclasses.replace(AVX2, l2_bytes=256 << 10), 9, 256, 8) == 32
+    assert filter_block_channels(dataclasses.replace(AVX2, l1d_bytes=48 << 10, l2_bytes=0), 9, 256, 8) == 64
     assert prefers_nhwc(AVX2, (1, 3, 8, 8), (8, 3, 3, 3), (1, 8, 6, 6), "float32")
     assert not prefers_nhwc(AVX512, (1, 3, 8, 8), (8, 3, 3, 3), (1, 8, 6, 6), "float32")
     assert not prefers_nhwc(AVX2, (1, 3, 8, 8), (8, 3, 3, 3), (1, 8, 6, 6), "int32")
@@ -344,3 +347,52 @@ def test_bottleneck_pointwise_gemms_match_torch():
     ref = F.relu(F.conv2d(y, t["w3"], t["b3"]) + p).numpy()
     for threads in (1, 2):
         np.testing.assert_allclose(mlc.compile(mod, threads=threads)(xn), ref, rtol=1e-4, atol=1e-4)
+
+
+#: L1d too small for any filter panel, L2 large enough for every panel below: the input channels
+#: stay whole (filter_block_channels' L2 branch)
+L2_PANELS = dataclasses.replace(host_target(), l1d_bytes=1 << 10, l2_bytes=1 << 20, cores=2)
+
+#: NHWC convolutions whose outputs go back to NCHW with widths the lanes do not divide:
+#: (x shape, w shape, conv2d kwargs, bias + relu)
+UNBLOCKED_CASES = {
+    "odd_c_20x20_bias_relu": ((1, 7, 20, 20), (16, 7, 3, 3), dict(padding=1), True),
+    "stride2_odd_c_12x12": ((1, 9, 23, 23), (32, 9, 3, 3), dict(stride=2, padding=1), True),
+    "c16_28x28": ((1, 16, 28, 28), (32, 16, 3, 3), dict(padding=1), False),
+    "pad2_odd_w": ((1, 5, 9, 13), (16, 5, 3, 3), dict(padding=2), False),
+}
+
+
+@pytest.mark.parametrize("name", list(UNBLOCKED_CASES))
+@pytest.mark.parametrize("target", ["l2_panels", "small"])
+def test_channel_blocking_follows_the_caches_and_matches_torch(name, target):
+    """The NHWC rule with its input channels whole (a filter panel over the L1d but within a
+    quarter of the L2: epilogue and init per row tile) and blocked (SMALL's 8 KiB L2), odd input
+    channel counts, stride 2, padding 1 and 2, bias + relu, at 1 and 2 threads, against torch;
+    the transposes back to NCHW (widths 20, 12, 28, 11 that 16 lanes do not divide) are
+    vectorized tiles where a power of two of at least a quarter of the lanes divides the width."""
+    xs, ws, kw, epi = UNBLOCKED_CASES[name]
+    tgt = L2_PANELS if target == "l2_panels" else SMALL
+    rng = np.random.default_rng(3)
+    args = [rng.standard_normal(s).astype(np.float32) for s in (xs, ws) + (((ws[0],),) if epi else ())]
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        x, w = f.arg("x", shape=xs), f.arg("w", shape=ws)
+        y = ops.conv2d(x, w, f.arg("b", shape=(ws[0],)) if epi else None,
+                       strides=kw.get("stride", 1), padding=kw["padding"])
+        f.output(ops.relu(y) if epi else y)
+    t = [torch.from_numpy(a) for a in args]
+    ref = F.conv2d(t[0], t[1], t[2] if epi else None, **kw)
+    ref = (F.relu(ref) if epi else ref).numpy()
+    payload, sch = nhwc_schedule(bb.finish(), tgt)
+    assert "linalg.conv_2d_nhwc_hwcf" in str(payload)
+    blk = sch.get(sch.get_block("conv2d"))
+    c_loops = [lp.extent for lp in blk.loops if lp.dim == 6]   # dims n oh ow f kh kw c
+    assert len(c_loops) == (1 if target == "l2_panels" else 2), c_loops
+    lanes, ow = tgt.vector_lanes(32), ref.shape[-1]
+    tile = next((v for v in (lanes, lanes // 2, lanes // 4) if v >= 2 and ow % v == 0), None)
+    back = sch.get(sch.get_block("conv2d.to_nchw"))
+    vec = [lp.extent for lp in back.loops if lp.kind == "vectorized"]
+    assert (vec[-1:] or [None]) == [tile], (vec, tile)
+    for threads in (1, 2):
+        np.testing.assert_allclose(mlc.compile(sch.mod, threads=threads)(*args), ref, rtol=1e-4, atol=1e-4)
