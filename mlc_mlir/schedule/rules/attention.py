@@ -2,8 +2,8 @@
 softmax over key blocks (flash attention's recurrence), emitted as a private function on
 tensors (``scf.forall`` / ``scf.for`` / ``vector``).
 
-Rows run in parallel (``scf.forall`` over batch, heads and row blocks), each walking the keys in
-blocks of ``L`` = :func:`key_block` with the running row maximum ``m``, the running sum ``l``
+Rows run in parallel (``scf.forall`` over batch, heads and row blocks, or serial loops), each
+walking the keys in blocks of ``n`` with the running row maximum ``m``, the running sum ``l``
 and the accumulator ``acc`` (``D`` values per row):
 
     s     = scale * q K_block^T + bias[block]
@@ -11,15 +11,21 @@ and the accumulator ``acc`` (``D`` values per row):
     l     = a * l + sum(p);  acc = a * acc + p V_block
     out   = acc / l          (0 where every key is masked: l == 0, as torch's safe softmax)
 
-* Blocks of ``L`` query rows (:class:`_RowBlock`, prefill): scores are columns, one
-  ``vector<L>`` over the rows per key, so ``q K^T`` is one FMA per (key, d) with the key element
-  broadcast, and ``m``, ``l``, the exponentials and ``acc^T`` (a ``(D, L)`` stack buffer, as is the
-  scaled ``Q^T``) are vectors over rows; the ``P V`` update runs ``unroll`` rows of ``acc^T`` at
-  once (independent FMA chains, from the target's vector registers).
+* Blocks of ``R * L`` query rows (:class:`_RowBlock`, prefill; ``L`` the vector lanes): scores
+  are columns, ``R`` vectors over the rows per key, so ``q K^T`` is ``R`` FMAs per (key, d)
+  with the key element broadcast, and ``m``, ``l``, the exponentials and ``acc^T`` (a
+  ``(D, R * L)`` stack buffer, as is the scaled ``Q^T``) are vectors over rows; the ``P V``
+  update runs ``unroll`` rows of ``acc^T`` at once (independent FMA chains, from the target's
+  vector registers).
 * The rows after the last full block, one at a time (:class:`_Row`, decode's single row):
-  ``q`` and ``acc`` are ``vector<D>``; a key block's ``L`` dot products are reduced together by a
-  shuffle butterfly; the K and V rows of the block :data:`PREFETCH_BLOCKS` ahead are prefetched
-  (a decode step reads the whole cache from DRAM, like its weights).
+  ``q`` and ``acc`` are ``vector<D>``; a key block's ``n`` dot products are reduced together by
+  a shuffle butterfly; the K and V rows of a block some blocks ahead are prefetched (a decode
+  step reads the whole cache from DRAM, like its weights).
+
+``n``, ``R``, the prefetch distance and serial or parallel rows are the kernel's decisions
+(:class:`AttentionKnobs`): target-derived defaults (:func:`default_knobs`), a space the tuner
+measures (:func:`knob_candidates`, ``mlc_mlir.tune.attention_task``), recorded in a trace as
+``sample_categorical`` instructions (:func:`sample_knobs`, :func:`decided_knobs`).
 
 No score matrix is materialized beyond one block, K and V are read in place: grouped-query
 attention reads K/V head ``h // (H / Hkv)`` (no ``repeat_kv`` copy), and a block whose bias is
