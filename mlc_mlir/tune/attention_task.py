@@ -78,11 +78,11 @@ class AttentionTask:
         if knobs == self.default:
             return Trace().as_json()
         sch = Schedule(self.task.module)
-        sample_knobs(sch, self.target, self.default_head_dim, decision=knobs)
+        sample_knobs(sch, self.target, self.head_dim, decision=knobs)
         return sch.trace.as_json()
 
     @property
-    def default_head_dim(self) -> int:
+    def head_dim(self) -> int:
         """``D`` of the queries."""
         with self.task.module.context:
             return ir.RankedTensorType(ir.Type.parse(self.types[0])).shape[3]
