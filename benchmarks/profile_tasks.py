@@ -1,5 +1,6 @@
 """Per-task profile of a whole model: the tuning tasks of ``mlc.tune.extract_tasks`` (the
-primitive functions ``graph.FuseOps`` outlines after the layout rewrites), each compiled alone
+primitive functions ``graph.FuseOps`` outlines after the layout rewrites) and the fused
+attention kernels (``mlc.tune.attention_task``), each compiled alone
 with the default schedules and timed per OpenMP thread count, with its weight (calls per
 inference), GFLOP/s and the weighted total.
 
@@ -52,10 +53,13 @@ def profile(name: str, threads, pattern: str = ""):
     name contains ``pattern``, in the order of the tasks."""
     import mlc_mlir as mlc
     from mlc_mlir.pipeline.libraries import libomp_path
+    from mlc_mlir.target import host_target
+    from mlc_mlir.tune.attention_task import extract_attention_tasks
     from mlc_mlir.tune.task import extract_tasks
 
     with tempfile.TemporaryDirectory() as work:
-        tasks = extract_tasks(load(name, work))
+        mod = load(name, work)
+        tasks = extract_tasks(mod) + [a.task for a in extract_attention_tasks(mod, host_target())]
     omp = ctypes.CDLL(libomp_path())
     rng = np.random.default_rng(0)
     rows = []

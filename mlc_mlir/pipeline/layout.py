@@ -9,7 +9,8 @@ module gets default schedules or a tuning database's (``schedule="default"`` or 
 0. ``attention``      -- ``batch_matmul -> softmax -> batch_matmul`` attentions become calls of
    one fused function each (``layout_passes.FuseAttention`` with
    :func:`~mlc_mlir.schedule.rules.attention.emit_flash_attention`: an online softmax over
-   key blocks, K/V read in place);
+   key blocks, K/V read in place), with a tuning database's knobs where its record beats the
+   default (:func:`recorded_attention_knobs`);
 1. ``nhwc``           -- NCHW convolutions that :func:`~mlc_mlir.schedule.rules.conv.prefers_nhwc`
    picks for the target become NHWC ones between transposes (``layout_passes.ConvToNHWC``), and the
    transposes sink through elementwise ops, pads and poolings until inverse pairs cancel
@@ -59,7 +60,8 @@ from .layout_passes.conv_select import chosen_algorithm, conv_signature
 from ..ir.module import CONV_ALGORITHM_ATTR, OP_NAME_ATTR, Module
 from ..ir.walk import has_op
 from ..schedule.cpu_recipes import packed_b_panel
-from ..schedule.rules.attention import emit_flash_attention
+from ..schedule.rules.attention import (AttentionKnobs, attention_key, decided_knobs, emit_flash_attention,
+                                        knob_candidates)
 from ..schedule.rules.conv import (conv_algorithms, decided_algorithm, prefers_im2col, prefers_nhwc,
                                    winograd_tile)
 from ..schedule.trace import Trace
@@ -100,11 +102,31 @@ def _constant_filter_transposed(module: Module) -> bool:
     return bool(found)
 
 
+def recorded_attention_knobs(database, target: Target, q_type, k_type, v_type,
+                             bias_type) -> Optional[AttentionKnobs]:
+    """The knobs of the best record of ``database`` for this attention
+    (:func:`~mlc_mlir.schedule.rules.attention.attention_key`), or None (no database, no record,
+    the default's record is best, or the record's knobs are not candidates for ``target``)."""
+    if database is None:
+        return None
+    text = database.query_best_trace(attention_key(q_type, k_type, v_type, bias_type), target.key())
+    knobs = decided_knobs(Trace.from_json(text)) if text is not None else None
+    return knobs if knobs in knob_candidates(target, q_type.shape[3]) else None
+
+
+def _attention_kernel(target: Target, database, module_body, name, q_type, k_type, v_type, bias_type, scale):
+    """The ``FuseAttention`` kernel: the fused function with the database's knobs, if any."""
+    knobs = recorded_attention_knobs(database, target, q_type, k_type, v_type, bias_type)
+    return emit_flash_attention(module_body, name, q_type, k_type, v_type, bias_type, scale, target, knobs)
+
+
 def fuse_attention(module: Module, target: Target, functions: List[str], options: CompileOptions) -> Module:
-    """Step ``attention`` (see the module docstring); the ops the fused calls replace are erased."""
+    """Step ``attention`` (see the module docstring); the ops the fused calls replace are erased.
+    With a tuning database, an attention whose record beats the default gets the record's
+    knobs (:func:`recorded_attention_knobs`)."""
     if not has_op(module, "linalg.batch_matmul"):
         return module
-    fused = FuseAttention(partial(emit_flash_attention, target=target), functions)(module)
+    fused = FuseAttention(partial(_attention_kernel, target, options.database), functions)(module)
     added = len(fused.function_names()) > len(module.function_names())
     return DeadCodeElimination()(fused) if added else fused
 

@@ -15,6 +15,7 @@ from ..errors import TuningError
 from ..ir.workload import canonical_names
 from ..schedule.trace import Trace
 from ..target import get_target
+from .attention_task import extract_attention_tasks
 from .conv_algorithm import AlgorithmTask, extract_algorithm_tasks
 from .database import Database
 from .evolutionary import EvolutionarySearch
@@ -69,8 +70,10 @@ def tune(mod, target="cpu", trials: int = 64, work_dir: str = "tune/", space: Op
     """Tune the units of ``mod`` for ``target`` (TVM MetaSchedule ``tune_tasks``).
 
     First the algorithm of each convolution (direct, im2col, Winograd F(2x2, 3x3) or
-    F(4x4, 3x3); :mod:`.conv_algorithm`): every candidate of each distinct convolution is
-    measured in its unit, checked against the unit's plain loops, and all of them are
+    F(4x4, 3x3); :mod:`.conv_algorithm`) and the knobs of each fused attention kernel
+    (:mod:`.attention_task`): every candidate of each distinct convolution is
+    measured in its unit, checked against the unit's plain loops (an attention kernel against
+    its default knobs' kernel), and all of them are
     re-measured, interleaved, against the compile's default choice (ties keep the default). Then the
     schedules: tasks come from :func:`extract_tasks` on the layout those choices give; for each, the first candidates are the empty trace (the
     compiler's default schedule, the baseline of the speedup column) and the default point of
@@ -160,7 +163,7 @@ def _tune(mod, tgt, trials, work_dir, space, strategy, executor, timeout_s, thre
           batch_size, seed, finalists, winograd, db: Database) -> Database:
     space = default_space(tgt, threads) if space is None else space
     tkey = tgt.key()
-    algorithms = extract_algorithm_tasks(mod, tgt, winograd)
+    algorithms = extract_algorithm_tasks(mod, tgt, winograd) + extract_attention_tasks(mod, tgt)
     strategy = strategy if strategy is not None else EvolutionarySearch()
     own = executor is None
     executor = LocalExecutor() if own else executor
@@ -171,9 +174,9 @@ def _tune(mod, tgt, trials, work_dir, space, strategy, executor, timeout_s, thre
             try:
                 spent = _tune_algorithms(algorithms, db, executor, tkey, trials, spent, timeout_s,
                                          threads, seed, finalists, bar, work_dir)
-                tasks = extract_tasks(mod, tgt, bool(winograd), database=db)
+                tasks = _schedule_tasks(mod, tgt, bool(winograd), db, bool(algorithms))
                 batch = batch_size or max(2, min(max(8, 4 * executor.max_workers),
-                                                 max(1, trials - spent) // len(tasks)))
+                                                 max(1, trials - spent) // max(1, len(tasks))))
                 ctxs = []
                 for t in tasks:
                     history = [r for r in db.records(t.workload, tkey) if not r.final]  # resumed: a fresh stream
@@ -198,6 +201,18 @@ def _tune(mod, tgt, trials, work_dir, space, strategy, executor, timeout_s, thre
         print(f"tuning curve: {png}" if png else
               "tuning curve not written: matplotlib is not installed (pip install 'mlc-mlir[tune]')")
     return db
+
+
+def _schedule_tasks(mod, tgt, winograd: bool, db: Database, others: bool) -> List[Task]:
+    """:func:`extract_tasks` with the layout ``db``'s records give; none (rather than the
+    error) when ``others``, the algorithm and attention tasks, are all there is to tune (a
+    module that is one fused attention)."""
+    try:
+        return extract_tasks(mod, tgt, winograd, database=db)
+    except TuningError:
+        if not others:
+            raise
+        return []
 
 
 def _reference(executor: Executor, task: Task, inp: MeasureInput, work_dir: str, timeout_s: float,

@@ -131,3 +131,31 @@ def test_decode_step_attends_to_the_caches_in_place(tmp_path, name):
     assert not [m for m in moved if any(s in m for s in sizes)], moved
     # the single-row key loop prefetches the next key block's K and V rows from the caches
     assert re.search(rf"memref\.prefetch [^\n]*memref<1x{kv}x{max_len}x{d}xf32", lowered), lowered[:2000]
+
+
+class _ConstantMask(torch.nn.Module):
+    def __init__(self, mask):
+        super().__init__()
+        self.register_buffer("mask", mask)
+
+    def forward(self, q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=self.mask)
+
+
+@pytest.mark.parametrize("kind, operands", [("zeros", 3), ("equal rows", 4), ("random", 4)])
+def test_a_constant_bias_is_dropped_or_passed_as_one_row(tmp_path, kind, operands):
+    """A zero mask (BERT without padding) is not read; one whose query rows are equal is read
+    as one row (``1x2x1x37``); any other stays whole. Each matches PyTorch."""
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 2, 37, 32, generator=g) for _ in range(3))
+    mask = {"zeros": torch.zeros(1, 1, 37, 37),
+            "equal rows": torch.randn(1, 2, 1, 37, generator=g).expand(1, 2, 37, 37).clone(),
+            "random": torch.randn(1, 2, 37, 37, generator=g)}[kind]
+    net = _ConstantMask(mask)
+    exe = mlc.compile(mlc.from_torch(net, (q, k, v)), dump_ir=str(tmp_path))
+    call = re.search(r"call @main_attention\((.*)\) \{.*\} : \((.*)\) ->", _fused(tmp_path))
+    assert len(call.group(2).split(", ")) == operands
+    assert ("tensor<1x2x1x37xf32>" in call.group(2)) == (kind == "equal rows")
+    with torch.no_grad():
+        want = net(q, k, v).numpy()
+    np.testing.assert_allclose(exe(q.numpy(), k.numpy(), v.numpy()), want, rtol=1e-5, atol=1e-5)

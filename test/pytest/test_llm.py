@@ -249,9 +249,11 @@ def test_steps_tune_and_compile_with_their_records(tmp_path):
     """``mlc.tune.extract_tasks`` on the decode step (static, its cache-write units take the
     caller's clamped position as an ``index`` argument) and on the symbolic prefill step (its
     static units); a cache-write unit runs alone (its position fixed at 0) as numpy computes it;
-    both steps tuned (random search) and compiled with the records, token-exact with
+    both steps tuned (random search; the decode attention's knobs too) and compiled with the records, token-exact with
     transformers."""
     from mlc_mlir.llm.export import import_step
+    from mlc_mlir.target import host_target
+    from mlc_mlir.tune.attention_task import extract_attention_tasks
     from mlc_mlir.tune.search import RandomSearch
 
     model = _tiny("gpt2")
@@ -266,7 +268,8 @@ def test_steps_tune_and_compile_with_their_records(tmp_path):
     np.testing.assert_array_equal(mlc.compile(write.module)[write.func_name](x, cache.copy()), want)
     db = None
     for name, step in (("decode", decode), ("prefill", prefill)):
-        db = mlc.tune(step, trials=2 * len(tasks[name]), work_dir=str(tmp_path), strategy=RandomSearch(),
+        knobs = sum(len(a.candidates) for a in extract_attention_tasks(step, host_target()))   # measured first
+        db = mlc.tune(step, trials=2 * len(tasks[name]) + knobs, work_dir=str(tmp_path), strategy=RandomSearch(),
                       progress=False, finalists=0)
         got = {r.workload for r in db.records() if r.ok}
         assert {t.workload for t in tasks[name]} <= got, name

@@ -25,6 +25,7 @@ replaying it with numpy on an index array of the source: ``Q`` must reach the fi
 likewise untransposed, the scores reach the softmax as ``S.reshape(x.shape)`` and the
 probabilities the second matmul as ``P.reshape(B*H, Sq, Skv)``. Anything else is left as it
 is. The ops the call replaces are erased when dead (DCE), so the broadcast copies of K/V go.
+A constant bias of zeros is dropped, and one whose query rows are equal is passed as one row.
 
 Source: TVM Relax's ``FuseOpsByPattern`` with the attention patterns of
 ``relax.backend.patterns`` (``make_attention_pattern``: matmul, softmax, matmul with optional
@@ -410,6 +411,27 @@ def match_attention(o: ir.Operation, mod: Module) -> Optional[_Match]:
     return _Match(qv.source, kv.source, vv.source, bias, groups, qv.scale * kv.scale * sv.scale)
 
 
+def _constant_bias(bias: ir.Value, mod: Module, label: str) -> Optional[ir.Value]:
+    """A constant 4-D ``bias`` made cheaper for the kernel: None when it is all zeros (BERT's
+    mask without padding), its first row (``tensor.extract_slice`` to ``(B|1, H|1, 1, Skv)``,
+    broadcast over the query rows) when every query row holds the same values; else ``bias``.
+    The kernel reads a row-wise bias as strided columns, a broadcast one as one scalar per key
+    (SDPA 1x2x128x64 on a Zen 5 core: 0.059 ms with a 128x128 zero bias, 0.049 without)."""
+    op = producer(bias)
+    value = mod.constant_value(op.attributes["value"]) if op is not None and op.name == "arith.constant" else None
+    if value is None or value.ndim != 4:
+        return bias
+    if not np.any(value):
+        return None
+    if value.shape[2] == 1 or np.any(value != value[:, :, :1, :]):
+        return bias
+    sizes = list(value.shape[:2]) + [1, value.shape[3]]
+    row = tensor_d.extract_slice(ir.RankedTensorType.get(sizes, ir.RankedTensorType(bias.type).element_type),
+                                 bias, [], [], [], [0, 0, 0, 0], sizes, [1, 1, 1, 1])
+    emitters.set_name(row.owner, f"{label}.bias_row")
+    return row
+
+
 @register_pass
 class FuseAttention(ScopedPass):
     """Replace each recognized attention by a call of a fused attention function (see the module
@@ -449,6 +471,7 @@ class FuseAttention(ScopedPass):
                     for i, g in enumerate(m.bias_groups):
                         shape[g[-1]] = bt.shape[i]
                     bias = reshape(bias, m.bias_groups, shape, f"{label}.bias_4d")
+                bias = _constant_bias(bias, mod, label) if bias is not None else None
                 args = [_as_4d(x, f"{label}.{n}_4d") for x, n in ((m.q, "q"), (m.k, "k"), (m.v, "v"))] + \
                     ([bias] if bias is not None else [])
                 types = [ir.RankedTensorType(a.type) for a in args[:3]] + \

@@ -2,8 +2,8 @@
 softmax over key blocks (flash attention's recurrence), emitted as a private function on
 tensors (``scf.forall`` / ``scf.for`` / ``vector``).
 
-Rows run in parallel (``scf.forall`` over batch, heads and row blocks), each walking the keys in
-blocks of ``L`` = :func:`key_block` with the running row maximum ``m``, the running sum ``l``
+Rows run in parallel (``scf.forall`` over batch, heads and row blocks, or serial loops), each
+walking the keys in blocks of ``n`` with the running row maximum ``m``, the running sum ``l``
 and the accumulator ``acc`` (``D`` values per row):
 
     s     = scale * q K_block^T + bias[block]
@@ -11,15 +11,21 @@ and the accumulator ``acc`` (``D`` values per row):
     l     = a * l + sum(p);  acc = a * acc + p V_block
     out   = acc / l          (0 where every key is masked: l == 0, as torch's safe softmax)
 
-* Blocks of ``L`` query rows (:class:`_RowBlock`, prefill): scores are columns, one
-  ``vector<L>`` over the rows per key, so ``q K^T`` is one FMA per (key, d) with the key element
-  broadcast, and ``m``, ``l``, the exponentials and ``acc^T`` (a ``(D, L)`` stack buffer, as is the
-  scaled ``Q^T``) are vectors over rows; the ``P V`` update runs ``unroll`` rows of ``acc^T`` at
-  once (independent FMA chains, from the target's vector registers).
+* Blocks of ``R * L`` query rows (:class:`_RowBlock`, prefill; ``L`` the vector lanes): scores
+  are columns, ``R`` vectors over the rows per key, so ``q K^T`` is ``R`` FMAs per (key, d)
+  with the key element broadcast, and ``m``, ``l``, the exponentials and ``acc^T`` (a
+  ``(D, R * L)`` stack buffer, as is the scaled ``Q^T``) are vectors over rows; the ``P V``
+  update runs ``unroll`` rows of ``acc^T`` at once (independent FMA chains, from the target's
+  vector registers).
 * The rows after the last full block, one at a time (:class:`_Row`, decode's single row):
-  ``q`` and ``acc`` are ``vector<D>``; a key block's ``L`` dot products are reduced together by a
-  shuffle butterfly; the K and V rows of the block :data:`PREFETCH_BLOCKS` ahead are prefetched
-  (a decode step reads the whole cache from DRAM, like its weights).
+  ``q`` and ``acc`` are ``vector<D>``; a key block's ``n`` dot products are reduced together by
+  a shuffle butterfly; the K and V rows of a block some blocks ahead are prefetched (a decode
+  step reads the whole cache from DRAM, like its weights).
+
+``n``, ``R``, the prefetch distance and serial or parallel rows are the kernel's decisions
+(:class:`AttentionKnobs`): target-derived defaults (:func:`default_knobs`), a space the tuner
+measures (:func:`knob_candidates`, ``mlc_mlir.tune.attention_task``), recorded in a trace as
+``sample_categorical`` instructions (:func:`sample_knobs`, :func:`decided_knobs`).
 
 No score matrix is materialized beyond one block, K and V are read in place: grouped-query
 attention reads K/V head ``h // (H / Hkv)`` (no ``repeat_kv`` copy), and a block whose bias is
@@ -34,25 +40,124 @@ online softmax over the KV cache); TVM Relax's ``attention`` op.
 
 from __future__ import annotations
 
-from typing import List, Optional, Sequence
+import dataclasses
+from typing import List, Optional, Sequence, Tuple
 
 from ..._mlir import arith_d, bufferization_d, func_d, ir, math_d, memref_d, scf_d, tensor_d, vector_d
 from ...errors import ScheduleError
 from ...target import Target
+from ..trace import Trace
+from .common import categorical
 
 
-#: Key blocks the single-row (decode) loop prefetches ahead: while a block is computed, the K and
-#: V rows of the next one are requested (``memref.prefetch`` of each 64-byte line), so the reads
-#: of a block do not wait on DRAM where the hardware prefetchers stop (at a page boundary: a
-#: block of 16 keys of 64 floats is one 4 KiB page of K and one of V).
-PREFETCH_BLOCKS = 1
+#: Values the tuner samples for each knob of :class:`AttentionKnobs` (the register budget and
+#: the head dim filter them, :func:`knob_candidates`).
+KEY_BLOCKS = (4, 8, 16, 32)
+ROW_VECTORS = (1, 2, 3, 4)
+PREFETCH_BLOCKS = (0, 1, 2, 4)
 
 
-def key_block(target: Target) -> int:
-    """Keys (and query rows) per block: one vector register of float32 (``target.vector_lanes(32)``,
-    16 with AVX-512, 8 with AVX2): a row's block of scores, or a key's column of a row block's
-    scores, is one register."""
-    return target.vector_lanes(32)
+@dataclasses.dataclass(frozen=True)
+class AttentionKnobs:
+    """The decisions of the fused attention kernel (:func:`emit_flash_attention`).
+
+    Attributes
+    ----------
+    key_block : int
+        Keys per block of the online softmax (``n``): scores of a row block are ``n`` columns,
+        a single row reduces ``n`` dot products at once.
+    row_vectors : int
+        Query rows per step of the row-block loop, in vector registers (``R``: ``R * lanes``
+        rows; each broadcast key or value element feeds ``R`` FMAs).
+    prefetch : int
+        Key blocks the single-row (decode) loop prefetches ahead (0: none).
+    threads : int
+        1: the loops over (batch, head, row block) run serially in the calling thread; more:
+        they are one ``scf.forall`` spread over the compile's OpenMP threads.
+    """
+
+    key_block: int
+    row_vectors: int
+    prefetch: int
+    threads: int
+
+    def as_tuple(self) -> Tuple[int, int, int, int]:
+        """``(key_block, row_vectors, prefetch, threads)``: the order of the decisions."""
+        return (self.key_block, self.row_vectors, self.prefetch, self.threads)
+
+
+def _fits(target: Target, key_block: int, row_vectors: int) -> bool:
+    """Whether the ``key_block x row_vectors`` score vectors, the ``row_vectors`` query vectors
+    and one broadcast fit the target's vector registers."""
+    return key_block * row_vectors + row_vectors + 1 <= target.vector_registers
+
+
+def default_knobs(target: Target, head_dim: int) -> AttentionKnobs:
+    """The target-derived decisions: one vector register of float32 keys per block and one
+    of query rows per step (``target.vector_lanes(32)``: a row's block of scores, or a key's
+    column of a row block's scores, is one register); the decode loop prefetches as many blocks
+    ahead as a quarter of the L1d holds (K and V rows of ``key_block`` keys of ``head_dim``
+    floats each; at least one, so the reads of a block do not wait on DRAM where the hardware
+    prefetchers stop at a page boundary, at most the largest of :data:`PREFETCH_BLOCKS`); the
+    row loops spread over ``target.cores`` threads."""
+    lanes = target.vector_lanes(32)
+    block_bytes = 2 * lanes * head_dim * 4
+    ahead = max(1, (target.l1d_bytes or (32 << 10)) // 4 // block_bytes)
+    prefetch = max(p for p in PREFETCH_BLOCKS if p <= ahead)
+    return AttentionKnobs(lanes, 1, prefetch, target.cores)
+
+
+def knob_candidates(target: Target, head_dim: int) -> List[AttentionKnobs]:
+    """The decisions the tuner may take: the products of :data:`KEY_BLOCKS`,
+    :data:`ROW_VECTORS`, :data:`PREFETCH_BLOCKS` and threads ``{1, target.cores}`` whose score
+    vectors fit the registers (:func:`_fits`), with :func:`default_knobs` always among them."""
+    threads = sorted({1, target.cores})
+    out = [AttentionKnobs(n, r, p, t) for n in KEY_BLOCKS for r in ROW_VECTORS for p in PREFETCH_BLOCKS
+           for t in threads if _fits(target, n, r)]
+    default = default_knobs(target, head_dim)
+    return out if default in out else out + [default]
+
+
+def sample_knobs(sch, target: Target, head_dim: int, decision: Optional[AttentionKnobs] = None) -> AttentionKnobs:
+    """The decisions of the kernel as four ``sample_categorical`` instructions on ``sch`` (key
+    block, row vectors, prefetch, threads; defaults :func:`default_knobs`); ``decision``: the
+    values to record, else the defaults or draws as ``sch`` takes them. A tuning record holding
+    the trace is read back by :func:`decided_knobs`.
+
+    Raises
+    ------
+    ScheduleError
+        If ``decision`` holds a value outside its knob's candidates.
+    """
+    default = default_knobs(target, head_dim)
+    values = []
+    for i, cands in enumerate((KEY_BLOCKS, ROW_VECTORS, PREFETCH_BLOCKS, tuple(sorted({1, target.cores})))):
+        cands = sorted(set(cands) | {default.as_tuple()[i]})
+        if decision is None:
+            values.append(int(categorical(sch, cands, default.as_tuple()[i])))
+            continue
+        want = decision.as_tuple()[i]
+        if want not in cands:
+            raise ScheduleError(f"attention knobs: value {want} of decision {i} is not among {cands}")
+        values.append(int(sch.sample_categorical(cands, [1.0 / len(cands)] * len(cands),
+                                                 decision=cands.index(want))))
+    return AttentionKnobs(*values)
+
+
+def decided_knobs(trace: Trace) -> Optional[AttentionKnobs]:
+    """The decisions recorded by :func:`sample_knobs` in ``trace`` (its first four
+    ``sample_categorical`` instructions), or None when the trace has none (the default)."""
+    values = [int(inst.attrs["candidates"][trace.decisions[i]]) for i, inst in enumerate(trace.insts)
+              if inst.kind == "sample_categorical" and i in trace.decisions]
+    return AttentionKnobs(*values[:4]) if len(values) >= 4 else None
+
+
+def attention_key(q_type: ir.RankedTensorType, k_type: ir.RankedTensorType, v_type: ir.RankedTensorType,
+                  bias_type: Optional[ir.RankedTensorType]) -> str:
+    """The database key of the kernel's decisions for these operand types (the scale does not
+    change the loops)."""
+    types = [q_type, k_type, v_type] + ([bias_type] if bias_type is not None else [])
+    return "flash_attention " + " ".join(str(t) for t in types)
 
 
 def _idx(v: int) -> ir.Value:
@@ -211,98 +316,153 @@ def _read_col(src: ir.Value, indices: Sequence[ir.Value], n: int) -> ir.Value:
 
 
 class _RowBlock:
-    """Emits ``L`` query rows ``i0 .. i0 + L - 1`` of one head at once (``L`` = the vector lanes):
-    scores are columns (one ``vector<L>`` over the rows per key), so ``Q K^T`` is one FMA with a
-    broadcast key element per (key, d) and the online softmax runs on vectors of rows. ``Q^T``
-    (scaled) and ``acc^T`` live in stack buffers ``(D, L)``; ``m`` and ``l`` are vectors."""
+    """Emits ``R * L`` query rows ``i0 ..`` of one head at once (``L`` the vector lanes, ``R``
+    the row vectors): scores are columns (``R`` vectors over the rows per key), so ``Q K^T``
+    is ``R`` FMAs with one broadcast key element per (key, d) and the online softmax runs on
+    vectors of rows. ``Q^T`` (scaled) and ``acc^T`` live in stack buffers ``(D, R * L)``;
+    ``m`` and ``l`` are ``R`` vectors each, carried as ``m_0 .. m_R-1, l_0 .. l_R-1``."""
 
-    def __init__(self, q, k, v, bias, b, h, hk, i0, scale: float, head_dim: int, lanes: int, unroll: int):
+    def __init__(self, q, k, v, bias, b, h, hk, i0, scale: float, head_dim: int, lanes: int,
+                 row_vectors: int, unroll: int):
         f32 = ir.F32Type.get()
         self.k, self.v, self.bias, self.b, self.hk, self.i0 = k, v, bias, b, hk, i0
-        self.d, self.n, self.unroll = head_dim, lanes, unroll
+        self.d, self.n, self.r, self.unroll = head_dim, lanes, row_vectors, unroll
         self.vt = ir.VectorType.get([lanes], f32)
-        buf = ir.MemRefType.get([head_dim, lanes], f32)
+        buf = ir.MemRefType.get([head_dim, lanes * row_vectors], f32)
         self.qt, self.acc = memref_d.alloca(buf, [], []), memref_d.alloca(buf, [], [])
+        self.offsets = [_idx(r * lanes) for r in range(row_vectors)]
+        self.rows = [arith_d.addi(i0, _idx(r * lanes)) if r else i0 for r in range(row_vectors)]
         zero, sc = vector_d.broadcast(self.vt, _f32(0.0)), vector_d.broadcast(self.vt, _f32(scale))
         loop = scf_d.ForOp(_idx(0), _idx(head_dim), _idx(1))
         with ir.InsertionPoint(loop.body):
             dd = loop.induction_variable
-            vector_d.store(arith_d.mulf(_read_col(q, [b, h, i0, dd], lanes), sc), self.qt, [dd, _idx(0)])
-            vector_d.store(zero, self.acc, [dd, _idx(0)])
+            for row, off in zip(self.rows, self.offsets):
+                vector_d.store(arith_d.mulf(_read_col(q, [b, h, row, dd], lanes), sc), self.qt, [dd, off])
+                vector_d.store(zero, self.acc, [dd, off])
             scf_d.YieldOp([])
         if bias is not None:
             bt = ir.RankedTensorType(bias.type)
             self.bias_rows = bt.shape[2] != 1
-            self.bias_at = [(x if bt.shape[n] != 1 else _idx(0)) for n, x in enumerate((b, h, i0))]
+            self.bias_at = [(x if bt.shape[n] != 1 else _idx(0)) for n, x in enumerate((b, h))]
 
     def _element(self, src: ir.Value, j: ir.Value, dd: ir.Value) -> ir.Value:
         """``src[b, hk, j, dd]`` (a key or value element) broadcast to ``vector<L>``."""
         return vector_d.broadcast(self.vt, tensor_d.extract(src, [self.b, self.hk, j, dd]))
 
-    def _bias(self, j: ir.Value) -> ir.Value:
+    def _bias(self, j: ir.Value, r: int) -> ir.Value:
+        """The bias of key ``j`` for row vector ``r``."""
         if self.bias_rows:
-            return _read_col(self.bias, self.bias_at + [j], self.n)
-        return vector_d.broadcast(self.vt, tensor_d.extract(self.bias, self.bias_at + [j]))
+            return _read_col(self.bias, self.bias_at + [self.rows[r], j], self.n)
+        return vector_d.broadcast(self.vt, tensor_d.extract(self.bias, self.bias_at + [_idx(0), j]))
 
-    def block(self, j0: ir.Value, n: int, m, l):
+    def block(self, j0: ir.Value, n: int, *carried):
         """Emit the update of ``(m, l)`` and ``acc^T`` by keys ``j0 .. j0 + n - 1``."""
+        rr = range(self.r)
+        m, l = carried[:self.r], carried[self.r:]
         keys = [arith_d.addi(j0, _idx(t)) if t else j0 for t in range(n)]
         zero = vector_d.broadcast(self.vt, _f32(0.0))
-        loop = scf_d.ForOp(_idx(0), _idx(self.d), _idx(1), [zero] * n)
+        loop = scf_d.ForOp(_idx(0), _idx(self.d), _idx(1), [zero] * (n * self.r))
         with ir.InsertionPoint(loop.body):
             dd = loop.induction_variable
-            qv = vector_d.load(self.vt, self.qt, [dd, _idx(0)])
-            scf_d.YieldOp([vector_d.fma(qv, self._element(self.k, j, dd), s)
-                           for j, s in zip(keys, loop.inner_iter_args)])
-        cols = list(loop.results)
+            qv = [vector_d.load(self.vt, self.qt, [dd, off]) for off in self.offsets]
+            acc = list(loop.inner_iter_args)
+            out = []
+            for t, j in enumerate(keys):
+                e = self._element(self.k, j, dd)
+                out += [vector_d.fma(qv[r], e, acc[t * self.r + r]) for r in rr]
+            scf_d.YieldOp(out)
+        cols = [list(loop.results)[t * self.r:(t + 1) * self.r] for t in range(n)]   # [key][row vector]
         if self.bias is not None:
-            cols = [arith_d.addf(c, self._bias(j)) for c, j in zip(cols, keys)]
-        m_new = arith_d.maximumf(m, _tree(cols, arith_d.maximumf))
+            cols = [[arith_d.addf(c[r], self._bias(j, r)) for r in rr] for c, j in zip(cols, keys)]
         ninf = vector_d.broadcast(self.vt, _f32(float("-inf")))
-        dead = arith_d.cmpf(arith_d.CmpFPredicate.OEQ, m_new, ninf)
-        shift = arith_d.select(dead, zero, m_new)
-        alpha = math_d.exp(arith_d.subf(m, shift))
-        p = [math_d.exp(arith_d.subf(c, shift)) for c in cols]
-        l_new = arith_d.addf(arith_d.mulf(l, alpha), _tree(p, arith_d.addf))
+        m_new, l_new, alpha, p = [], [], [], [[None] * self.r for _ in keys]
+        for r in rr:
+            mr = arith_d.maximumf(m[r], _tree([c[r] for c in cols], arith_d.maximumf))
+            dead = arith_d.cmpf(arith_d.CmpFPredicate.OEQ, mr, ninf)
+            shift = arith_d.select(dead, zero, mr)
+            alpha.append(math_d.exp(arith_d.subf(m[r], shift)))
+            for t, c in enumerate(cols):
+                p[t][r] = math_d.exp(arith_d.subf(c[r], shift))
+            m_new.append(mr)
+            l_new.append(arith_d.addf(arith_d.mulf(l[r], alpha[r]), _tree([pt[r] for pt in p], arith_d.addf)))
         u = self.unroll
         loop = scf_d.ForOp(_idx(0), _idx(self.d), _idx(u))
         with ir.InsertionPoint(loop.body):
             base = loop.induction_variable
-            rows = [arith_d.addi(base, _idx(r)) if r else base for r in range(u)]
-            accs = [arith_d.mulf(vector_d.load(self.vt, self.acc, [dd, _idx(0)]), alpha) for dd in rows]
+            drows = [arith_d.addi(base, _idx(x)) if x else base for x in range(u)]
+            accs = [[arith_d.mulf(vector_d.load(self.vt, self.acc, [dd, off]), alpha[r])
+                     for r, off in enumerate(self.offsets)] for dd in drows]
             for j, pj in zip(keys, p):
-                accs = [vector_d.fma(pj, self._element(self.v, j, dd), a) for dd, a in zip(rows, accs)]
-            for dd, a in zip(rows, accs):
-                vector_d.store(a, self.acc, [dd, _idx(0)])
+                for a, dd in zip(accs, drows):
+                    e = self._element(self.v, j, dd)
+                    a[:] = [vector_d.fma(pj[r], e, a[r]) for r in rr]
+            for dd, a in zip(drows, accs):
+                for r, off in enumerate(self.offsets):
+                    vector_d.store(a[r], self.acc, [dd, off])
             scf_d.YieldOp([])
-        return m_new, l_new
+        return m_new + l_new
 
     def bias_max(self, j0: ir.Value, n: int) -> ir.Value:
         """The largest bias of keys ``j0 .. j0 + n - 1`` over the block's rows."""
         keys = [arith_d.addi(j0, _idx(t)) if t else j0 for t in range(n)]
         return vector_d.reduction(ir.F32Type.get(), vector_d.CombiningKind.MAXIMUMF,
-                                  _tree([self._bias(j) for j in keys], arith_d.maximumf))
+                                  _tree([self._bias(j, r) for j in keys for r in range(self.r)],
+                                        arith_d.maximumf))
 
-    def write(self, tile: ir.Value, l: ir.Value) -> ir.Value:
-        """``tile`` (``(1, 1, L, D)``) holding ``acc^T / l`` transposed back (0 for rows with
-        ``l == 0``)."""
+    def write(self, tile: ir.Value, l: Sequence[ir.Value]) -> ir.Value:
+        """``tile`` (``(1, 1, R * L, D)``) holding ``acc^T / l`` transposed back (0 for rows
+        with ``l == 0``)."""
         zero = vector_d.broadcast(self.vt, _f32(0.0))
-        empty_row = arith_d.cmpf(arith_d.CmpFPredicate.OEQ, l, zero)
-        inv = arith_d.select(empty_row, zero, arith_d.divf(vector_d.broadcast(self.vt, _f32(1.0)), l))
+        one = vector_d.broadcast(self.vt, _f32(1.0))
+        inv = [arith_d.select(arith_d.cmpf(arith_d.CmpFPredicate.OEQ, lr, zero), zero, arith_d.divf(one, lr))
+               for lr in l]
         perm = ir.AffineMap.get(4, 0, [ir.AffineDimExpr.get(2)])
         loop = scf_d.ForOp(_idx(0), _idx(self.d), _idx(1), [tile])
         with ir.InsertionPoint(loop.body):
             dd = loop.induction_variable
-            val = arith_d.mulf(vector_d.load(self.vt, self.acc, [dd, _idx(0)]), inv)
-            scf_d.YieldOp([vector_d.transfer_write(tile.type, val, loop.inner_iter_args[0],
-                                                   [_idx(0), _idx(0), _idx(0), dd], ir.AffineMapAttr.get(perm),
-                                                   ir.ArrayAttr.get([ir.BoolAttr.get(True)]))])
+            cur = loop.inner_iter_args[0]
+            for off, ir_ in zip(self.offsets, inv):
+                val = arith_d.mulf(vector_d.load(self.vt, self.acc, [dd, off]), ir_)
+                cur = vector_d.transfer_write(tile.type, val, cur, [_idx(0), _idx(0), off, dd],
+                                              ir.AffineMapAttr.get(perm), ir.ArrayAttr.get([ir.BoolAttr.get(True)]))
+            scf_d.YieldOp([cur])
         return loop.results[0]
+
+
+def _grid(extents: Sequence, out: ir.Value, tile_type: ir.RankedTensorType, parallel: bool, body) -> ir.Value:
+    """Loops over ``(b, h, x)`` in ``extents`` (ints or index values) writing one tile of
+    ``tile_type`` each into ``out``: ``body(b, h, x, dest)`` returns ``(tile, offsets)`` (the
+    tile read from ``dest`` at ``offsets`` and updated). ``parallel``: one ``scf.forall``
+    (``tensor.parallel_insert_slice``), else nested ``scf.for`` (``tensor.insert_slice``).
+    Returns the result tensor."""
+    dyn = ir.ShapedType.get_dynamic_size()
+    sizes, strides, static = list(tile_type.shape), [1, 1, 1, 1], [dyn, dyn, dyn, 0]
+    if parallel:
+        forall = scf_d.ForallOp([0, 0, 0], list(extents), [1, 1, 1], shared_outs=[out])
+        with ir.InsertionPoint(forall.body):
+            b, h, x = forall.induction_variables
+            shared = forall.body.arguments[3]
+            tile, offsets = body(b, h, x, shared)
+            term = scf_d.InParallelOp()
+            with ir.InsertionPoint(term.region.blocks[0]):
+                tensor_d.parallel_insert_slice(tile, shared, offsets, [], [], static, sizes, strides)
+        return forall.results[0]
+
+    def nest(ivs, dest):
+        if len(ivs) == len(extents):
+            tile, offsets = body(*ivs, dest)
+            return tensor_d.insert_slice(tile, dest, offsets, [], [], static, sizes, strides)
+        e = extents[len(ivs)]
+        loop = scf_d.ForOp(_idx(0), e if isinstance(e, ir.Value) else _idx(e), _idx(1), [dest])
+        with ir.InsertionPoint(loop.body):
+            scf_d.YieldOp([nest(ivs + [loop.induction_variable], loop.inner_iter_args[0])])
+        return loop.results[0]
+    return nest([], out)
 
 
 def emit_flash_attention(module_body, name: str, q_type: ir.RankedTensorType, k_type: ir.RankedTensorType,
                          v_type: ir.RankedTensorType, bias_type: Optional[ir.RankedTensorType],
-                         scale: float, target: Target) -> func_d.FuncOp:
+                         scale: float, target: Target, knobs: Optional[AttentionKnobs] = None) -> func_d.FuncOp:
     """Emits ``func.func private @name(q, k, v[, bias]) -> out``: fused attention (see the module
     docstring) at the end of ``module_body`` (an insertion point's block).
 
@@ -317,7 +477,10 @@ def emit_flash_attention(module_body, name: str, q_type: ir.RankedTensorType, k_
     scale : float
         Multiplies ``Q K^T``.
     target : Target
-        Sets the key block (:func:`key_block`).
+        The vector lanes and registers, and the defaults of the knobs.
+    knobs : AttentionKnobs, optional
+        The kernel's decisions (a tuning record's, :func:`decided_knobs`); default
+        :func:`default_knobs`.
 
     Returns
     -------
@@ -327,13 +490,14 @@ def emit_flash_attention(module_body, name: str, q_type: ir.RankedTensorType, k_
     Raises
     ------
     ScheduleError
-        If the shapes or dtypes disagree (the message names the operand, expected vs actual).
+        If the shapes or dtypes disagree (the message names the operand, expected vs actual), or
+        a knob is out of range (not positive, a prefetch below 0).
     """
     f32 = ir.F32Type.get()
     for what, t in (("q", q_type), ("k", k_type), ("v", v_type)) + ((("bias", bias_type),) if bias_type else ()):
         if t.rank != 4 or t.element_type != f32:
             raise ScheduleError(f"flash attention: operand '{what}' is {t}; expected a rank-4 f32 tensor")
-    bq, h, _, d = q_type.shape
+    bq, h, sq_static, d = q_type.shape
     _, hkv, skv, _ = k_type.shape
     dyn = ir.ShapedType.get_dynamic_size()
     if any(x == dyn for x in (bq, h, d, hkv)) or k_type.shape != v_type.shape or \
@@ -344,12 +508,19 @@ def emit_flash_attention(module_body, name: str, q_type: ir.RankedTensorType, k_
             s not in (1, full) for s, full in zip(bias_type.shape[:3], q_type.shape[:3]))):
         raise ScheduleError(f"flash attention: operand 'bias' is {bias_type}; expected (B|1, H|1, "
                             f"Sq|1, {skv}) for q {q_type}")
+    knobs = default_knobs(target, d) if knobs is None else knobs
+    if min(knobs.key_block, knobs.row_vectors, knobs.threads) < 1 or knobs.prefetch < 0:
+        raise ScheduleError(f"flash attention: knobs {knobs}; expected key_block, row_vectors and "
+                            "threads >= 1 and prefetch >= 0")
     inputs = [q_type, k_type, v_type] + ([bias_type] if bias_type is not None else [])
     with ir.InsertionPoint(module_body):
         fn = func_d.FuncOp(name, ir.FunctionType.get(inputs, [q_type]), visibility="private")
     entry = fn.regions[0].blocks.append(*inputs)
-    lanes = key_block(target)
-    unroll = max(u for u in range(1, 9) if d % u == 0 and u <= max(1, (target.vector_registers - lanes) // 2))
+    lanes, n, nr = target.vector_lanes(32), knobs.key_block, knobs.row_vectors
+    rows = lanes * nr
+    budget = max(1, (target.vector_registers - n * nr - 1) // nr)
+    unroll = max(u for u in range(1, 9) if d % u == 0 and u <= budget)
+    parallel = knobs.threads > 1
     with ir.InsertionPoint(entry):
         q, k, v = entry.arguments[:3]
         bias = entry.arguments[3] if bias_type is not None else None
@@ -359,56 +530,49 @@ def emit_flash_attention(module_body, name: str, q_type: ir.RankedTensorType, k_
         sq = _dim(q, 2)
         out = tensor_d.EmptyOp([x if x != dyn else sq for x in q_type.shape], f32).result
         n_kv = _dim(k, 2)
-        full_kv = arith_d.muli(arith_d.divui(n_kv, _idx(lanes)), _idx(lanes))
-        blocks = arith_d.divui(sq, _idx(lanes))
-        full_q = arith_d.muli(blocks, _idx(lanes))
-        strides = [1, 1, 1, 1]
-        # blocks of `lanes` query rows (prefill)
-        forall = scf_d.ForallOp([0, 0, 0], [bq, h, blocks], [1, 1, 1], shared_outs=[out])
-        with ir.InsertionPoint(forall.body):
-            b, hh, blk = forall.induction_variables
-            shared = forall.body.arguments[3]
-            hk = arith_d.divui(hh, _idx(h // hkv)) if h != hkv else hh
-            i0 = arith_d.muli(blk, _idx(lanes))
-            tile_t = ir.RankedTensorType.get([1, 1, lanes, d], f32)
-            rows = _RowBlock(q, k, v, bias, b, hh, hk, i0, scale, d, lanes, unroll)
+        full_kv = arith_d.muli(arith_d.divui(n_kv, _idx(n)), _idx(n))
+        blocks = arith_d.divui(sq, _idx(rows))
+        full_q = arith_d.muli(blocks, _idx(rows))
+
+        def head(hh):
+            return arith_d.divui(hh, _idx(h // hkv)) if h != hkv else hh
+
+        def row_block(b, hh, blk, dest):   # blocks of `rows` query rows (prefill)
+            i0 = arith_d.muli(blk, _idx(rows))
+            block = _RowBlock(q, k, v, bias, b, hh, head(hh), i0, scale, d, lanes, nr, unroll)
             vt = ir.VectorType.get([lanes], f32)
-            carried = [vector_d.broadcast(vt, _f32(float("-inf"))), vector_d.broadcast(vt, _f32(0.0))]
-            carried = _key_loop(rows, _idx(0), full_kv, lanes, carried)
-            _, l = _key_loop(rows, full_kv, n_kv, 1, carried)
-            tile = tensor_d.extract_slice(tile_t, shared, [b, hh, i0], [], [], [dyn, dyn, dyn, 0],
-                                          [1, 1, lanes, d], strides)
-            tile = rows.write(tile, l)
-            term = scf_d.InParallelOp()
-            with ir.InsertionPoint(term.region.blocks[0]):
-                tensor_d.parallel_insert_slice(tile, shared, [b, hh, i0], [], [], [dyn, dyn, dyn, 0],
-                                               [1, 1, lanes, d], strides)
-        # the remaining rows one by one (decode: the only one)
-        forall = scf_d.ForallOp([0, 0, 0], [bq, h, arith_d.subi(sq, full_q)], [1, 1, 1],
-                                shared_outs=[forall.results[0]])
-        with ir.InsertionPoint(forall.body):
-            b, hh, r = forall.induction_variables
+            carried = [vector_d.broadcast(vt, _f32(float("-inf")))] * nr + [vector_d.broadcast(vt, _f32(0.0))] * nr
+            carried = _key_loop(block, _idx(0), full_kv, n, carried)
+            carried = _key_loop(block, full_kv, n_kv, 1, carried)
+            tile_t = ir.RankedTensorType.get([1, 1, rows, d], f32)
+            tile = tensor_d.extract_slice(tile_t, dest, [b, hh, i0], [], [], [dyn, dyn, dyn, 0], [1, 1, rows, d],
+                                          [1, 1, 1, 1])
+            return block.write(tile, carried[nr:]), [b, hh, i0]
+
+        def single_row(b, hh, r, dest):   # the remaining rows one by one (decode: the only one)
             i = arith_d.addi(full_q, r)
-            shared = forall.body.arguments[3]
-            hk = arith_d.divui(hh, _idx(h // hkv)) if h != hkv else hh
-            ahead = (buffers, PREFETCH_BLOCKS * lanes, arith_d.subi(full_kv, _idx(lanes)))
-            row = _Row(q, k, v, bias, b, hh, hk, i, scale, d, ahead if PREFETCH_BLOCKS else None)
+            ahead = (buffers, knobs.prefetch * n, arith_d.subi(full_kv, _idx(n)))
+            row = _Row(q, k, v, bias, b, hh, head(hh), i, scale, d, ahead if knobs.prefetch else None)
             dvt = ir.VectorType.get([d], f32)
             carried = [_f32(float("-inf")), _f32(0.0), vector_d.broadcast(dvt, _f32(0.0))]
-            carried = _key_loop(row, _idx(0), full_kv, lanes, carried)
+            carried = _key_loop(row, _idx(0), full_kv, n, carried)
             _, l, acc = _key_loop(row, full_kv, n_kv, 1, carried)
             empty_row = arith_d.cmpf(arith_d.CmpFPredicate.OEQ, l, _f32(0.0))
             inv = arith_d.select(empty_row, _f32(0.0), arith_d.divf(_f32(1.0), l))
             res = arith_d.mulf(acc, vector_d.broadcast(dvt, inv))
             slice_t = ir.RankedTensorType.get([1, 1, 1, d], f32)
-            tile = tensor_d.extract_slice(slice_t, shared, [b, hh, i], [], [], [dyn, dyn, dyn, 0], [1, 1, 1, d],
-                                          strides)
+            tile = tensor_d.extract_slice(slice_t, dest, [b, hh, i], [], [], [dyn, dyn, dyn, 0], [1, 1, 1, d],
+                                          [1, 1, 1, 1])
             perm = ir.AffineMap.get(4, 0, [ir.AffineDimExpr.get(3)])
             tile = vector_d.transfer_write(slice_t, res, tile, [_idx(0)] * 4, ir.AffineMapAttr.get(perm),
                                            ir.ArrayAttr.get([ir.BoolAttr.get(True)]))
-            term = scf_d.InParallelOp()
-            with ir.InsertionPoint(term.region.blocks[0]):
-                tensor_d.parallel_insert_slice(tile, shared, [b, hh, i], [], [], [dyn, dyn, dyn, 0], [1, 1, 1, d],
-                                               strides)
-        func_d.ReturnOp([forall.results[0]])
+            return tile, [b, hh, i]
+
+        # a static length emits only the loops that run
+        if sq_static == dyn or sq_static >= rows:
+            out = _grid([bq, h, blocks], out, ir.RankedTensorType.get([1, 1, rows, d], f32), parallel, row_block)
+        if sq_static == dyn or sq_static % rows:
+            out = _grid([bq, h, arith_d.subi(sq, full_q)], out, ir.RankedTensorType.get([1, 1, 1, d], f32),
+                        parallel, single_row)
+        func_d.ReturnOp([out])
     return fn

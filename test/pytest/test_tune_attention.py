@@ -1,0 +1,130 @@
+"""The fused attention kernel's knobs (key block, query rows per step, decode prefetch,
+threads) are decisions of the tuner: an attention of a model is a task, every knob set emits a
+kernel that matches numpy at odd lengths, a record's knobs round-trip through the trace and are
+replayed by ``compile(database=)`` (and the result matches PyTorch), ties keep the default."""
+
+import re
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+F = torch.nn.functional
+
+import mlc_mlir as mlc  # noqa: E402
+from mlc_mlir.schedule.rules.attention import (AttentionKnobs, decided_knobs, default_knobs,  # noqa: E402
+                                               knob_candidates)
+from mlc_mlir.target import host_target  # noqa: E402
+from mlc_mlir.tune import MeasureResult  # noqa: E402
+from mlc_mlir.tune.attention_task import extract_attention_tasks, kernel_module  # noqa: E402
+
+
+class _SDPA(torch.nn.Module):
+    def forward(self, q, k, v, mask):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+
+def _sdpa(qs=(1, 2, 37, 32), ks=(1, 2, 45, 32)):
+    g = torch.Generator().manual_seed(0)
+    args = tuple(torch.randn(s, generator=g) for s in (qs, ks, ks)) + \
+        (torch.randn(1, 1, qs[2], ks[2], generator=g),)
+    return mlc.from_torch(_SDPA(), args), args
+
+
+def _numpy_attention(q, k, v, bias, scale):
+    rep = q.shape[1] // k.shape[1]
+    k, v = np.repeat(k, rep, axis=1), np.repeat(v, rep, axis=1)
+    s = scale * q.astype(np.float64) @ k.transpose(0, 1, 3, 2) + bias
+    m = s.max(-1, keepdims=True)
+    p = np.exp(s - np.where(np.isinf(m), 0, m))
+    total = p.sum(-1, keepdims=True)
+    return (p / np.where(total == 0, 1, total)) @ v
+
+
+KNOBS = [(4, 3, 0, 1), (8, 2, 2, 2), (4, 4, 1, 2), (8, 1, 4, 1), (16, 1, 0, 2)]
+SHAPES = [  # q (B, H, Sq, D), k (B, Hkv, Skv, D)
+    ((1, 2, 37, 32), (1, 2, 45, 32)),     # odd lengths: a tail of row blocks and of key blocks
+    ((2, 4, 1, 64), (2, 2, 53, 64)),      # one query row (decode), grouped-query heads
+    ((1, 2, 70, 16), (1, 2, 19, 16)),
+]
+
+
+@pytest.mark.parametrize("knobs", KNOBS)
+@pytest.mark.parametrize("qs,ks", SHAPES)
+def test_every_knob_set_matches_numpy(qs, ks, knobs):
+    tgt = host_target()
+    rng = np.random.default_rng(1)
+    q = rng.standard_normal(qs, dtype=np.float32)
+    k, v = (rng.standard_normal(ks, dtype=np.float32) for _ in range(2))
+    bias = rng.standard_normal((1, qs[1], qs[2], ks[2])).astype(np.float32)
+    if qs[2] > 3:
+        bias[..., 3, :] = -np.inf     # a row with no key: 0, as torch's safe softmax
+    types = [f"tensor<{'x'.join(map(str, s))}xf32>" for s in (qs, ks, ks, bias.shape)]
+    exe = mlc.compile(kernel_module(types, 0.3, tgt, AttentionKnobs(*knobs)))
+    got = exe(q, k, v, bias)
+    want = _numpy_attention(q, k, v, bias, 0.3)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_an_attention_is_a_task_and_its_knobs_round_trip():
+    mod, _ = _sdpa()
+    tgt = host_target()
+    task, = extract_attention_tasks(mod, tgt)
+    assert task.task.weight == 1 and task.task.flops == 4.0 * 2 * 37 * 45 * 32
+    assert task.default == default_knobs(tgt, 32) and task.candidates[0] == task.default
+    assert set(task.candidates) <= set(knob_candidates(tgt, 32))
+    texts = [task.module_for(c) for c in task.candidates]
+    assert len(set(texts)) == len(texts) > 4, "candidates emit distinct kernels"
+    assert decided_knobs(mlc.Trace.from_json(task.trace_for(task.default))) is None
+    for c in task.candidates[1:]:
+        assert decided_knobs(mlc.Trace.from_json(task.trace_for(c))) == c
+
+
+class Prefer:
+    """An executor whose timings make the attention kernel ``text`` take ``ratio`` of the time
+    of every other candidate (1 ms)."""
+
+    max_workers = 1
+    shares_files = False
+
+    def __init__(self, text, ratio):
+        self.text, self.ratio = text, ratio
+
+    def measure(self, inputs, timeout_s):
+        for i, inp in enumerate(inputs):
+            yield i, MeasureResult(((self.ratio if inp.module == self.text else 1.0),) * inp.repeat)
+
+    def close(self):
+        pass
+
+
+def _pick(task):
+    """A candidate unlike the default in row vectors and threads."""
+    return next(c for c in task.candidates if c.row_vectors == 2 and c.threads == 1)
+
+
+def test_a_record_is_replayed_by_compile_and_matches_torch(tmp_path):
+    mod, args = _sdpa()
+    task, = extract_attention_tasks(mod, host_target())
+    want = _pick(task)
+    db = mlc.tune(mod, trials=len(task.candidates) + 4, work_dir=str(tmp_path / "t"),
+                  executor=Prefer(task.module_for(want), 0.5), progress=False)
+    assert decided_knobs(mlc.Trace.from_json(db.best(task.task.workload, host_target().key()).trace)) == want
+    exe = mlc.compile(mod, database=db, dump_ir=str(tmp_path / "tuned"))
+    mlc.compile(mod, dump_ir=str(tmp_path / "default"))
+    tuned = (tmp_path / "tuned" / "01-layout.mlir").read_text()
+    default = (tmp_path / "default" / "01-layout.mlir").read_text()
+    rows = 2 * host_target().vector_lanes(32)
+    assert re.search(rf"memref.alloca\(\) : memref<32x{rows}xf32>", tuned) and "scf.forall" not in tuned
+    assert not re.search(rf"memref<32x{rows}xf32>", default) and "scf.forall" in default
+    with torch.no_grad():
+        ref = _SDPA()(*args).numpy()
+    np.testing.assert_allclose(exe(*[a.numpy() for a in args]), ref, rtol=1e-5, atol=1e-5)
+
+
+def test_a_tie_keeps_the_default_knobs(tmp_path):
+    mod, _ = _sdpa()
+    task, = extract_attention_tasks(mod, host_target())
+    db = mlc.tune(mod, trials=len(task.candidates) + 4, work_dir=str(tmp_path / "t"),
+                  executor=Prefer(task.module_for(_pick(task)), 0.99), progress=False)
+    assert db.best(task.task.workload, host_target().key()).is_default
