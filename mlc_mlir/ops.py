@@ -11,6 +11,7 @@ from .builder.elementwise import (  # noqa: F401
     sigmoid, sqrt, subtract, tanh,
 )
 from .builder.conv_transpose import conv_transpose2d  # noqa: F401
+from .builder.determinant import det  # noqa: F401
 from .builder.einsum import einsum  # noqa: F401
 from .builder.linalg_emit import constant_op as constant  # noqa: F401
 from .builder.nn import (  # noqa: F401

@@ -392,6 +392,22 @@ def _instance_norm(n: NodeInputs) -> List[object]:
     return [_channel_affine(n, x, ops.multiply(d, inv))]
 
 
+@register("MeanVarianceNormalization", opsets=(9, OPSETS[1]))
+def _mean_variance_norm(n: NodeInputs) -> List[object]:
+    """``(x - mean) / (sqrt(var) + 1e-9)`` over ``axes`` (default ``[0, 2, 3]``; biased
+    variance), the spec's function body (its ``1e-9`` added to the deviation); the variance is
+    the mean of the squared deviation (two passes) rather than the body's ``E[x^2] - E[x]^2``."""
+    x = n.t(0)
+    rank = len(shape_of(x))
+    axes = [int(a) for a in n.attr("axes", [0, 2, 3])]
+    if any(not -rank <= a < rank for a in axes):
+        raise n.fail(f"attribute 'axes' is {axes}; expected axes in [{-rank}, {rank})")
+    axes = tuple(sorted({a % rank for a in axes}))
+    d = ops.subtract(x, ops.mean(x, axis=axes, keepdims=True))
+    std = ops.sqrt(ops.mean(ops.multiply(d, d), axis=axes, keepdims=True))
+    return [ops.divide(d, ops.add(std, np.asarray(1e-9, np_dtype(x))))]
+
+
 @register("RMSNormalization", opsets=(23, OPSETS[1]))
 def _rms_norm(n: NodeInputs) -> List[object]:
     """``y = x / sqrt(mean(x^2 over axes axis..-1) + epsilon) * scale`` (scale broadcast onto
@@ -451,3 +467,9 @@ def _topk(n: NodeInputs) -> List[object]:
     values, indices = ops.topk(n.t(0), int(k[0]), axis=int(n.attr("axis", -1)),
                                largest=bool(n.attr("largest", 1)), sorted=bool(n.attr("sorted", 1)))
     return [values, indices]
+
+
+@register("Det", opsets=(11, OPSETS[1]))
+def _det(n: NodeInputs) -> List[object]:
+    """``ops.det`` (Gaussian elimination with partial pivoting) over the last two axes."""
+    return [ops.det(n.t(0))]

@@ -258,9 +258,21 @@ def _round(n: NodeInputs) -> List[object]:
 @register("Swish", opsets=(24, OPSETS[1]))
 def _swish(n: NodeInputs) -> List[object]:
     """``x * sigmoid(alpha * x)``."""
-    x = n.t(0)
-    alpha = float(n.attr("alpha", 1.0))
-    return [ops.multiply(x, ops.sigmoid(x if alpha == 1.0 else ops.multiply(x, alpha)))]
+    return [_swish_of(n.t(0), float(n.attr("alpha", 1.0)))]
+
+
+def _swish_of(x, alpha: float):
+    """``x * sigmoid(alpha * x)``."""
+    return ops.multiply(x, ops.sigmoid(x if alpha == 1.0 else ops.multiply(x, np.asarray(alpha, np_dtype(x)))))
+
+
+@register("SwiGLU", opsets=(28, OPSETS[1]))
+def _swiglu(n: NodeInputs) -> List[object]:
+    """``Swish_alpha(A) * B`` (gate ``A`` and value ``B`` of one shape, no broadcasting)."""
+    a, b = same_dtype(n, n.t(0), n.t(1))
+    if shape_of(a) != shape_of(b):
+        raise n.fail(f"inputs 'A' {shape_of(a)} and 'B' {shape_of(b)}; expected identical shapes")
+    return [ops.multiply(_swish_of(a, float(n.attr("alpha", 1.0))), b)]
 
 
 @register("IsInf", opsets=(10, OPSETS[1]))

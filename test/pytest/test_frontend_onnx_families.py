@@ -15,7 +15,9 @@ from mlc_mlir.errors import BuildError
 
 CASES = ["test_averagepool_2d_dilations", "test_averagepool_3d_dilations_small",
          "test_averagepool_2d_ceil_last_window_starts_on_pad",
-         "test_averagepool_3d_dilations_large_count_include_pad_is_1_ceil_mode_is_True"]
+         "test_averagepool_3d_dilations_large_count_include_pad_is_1_ceil_mode_is_True",
+         "test_compress_default_axis", "test_compress_negative_axis", "test_reversesequence_batch", "test_det_nd",
+         "test_swiglu_alpha", "test_mvn", "test_eyelike_populate_off_main_diagonal", "test_eyelike_with_dtype"]
 
 
 @pytest.mark.parametrize("name", CASES)
@@ -59,3 +61,81 @@ def test_avg_pool_general_matches_onnxruntime(rng, shape, attrs):
     not counted), 1-D to 3-D."""
     x = rng.standard_normal(shape).astype(np.float32)
     _check_ort(_model("AveragePool", [("x", x.shape)], attrs, 19), {"x": x}, rtol=1e-5)
+
+
+def test_compress_matches_reference(rng):
+    """A constant condition shorter than the axis (numpy: the rest is false) and one bound as
+    a graph input with ``input_values``; a run-time condition is refused."""
+    x = rng.standard_normal((3, 5, 2)).astype(np.float32)
+    cond = np.array([True, False, True, True])
+    node = helper.make_node("Compress", ["x", "c"], ["y"], axis=1)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [helper.make_tensor("c", TensorProto.BOOL, cond.shape, cond)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)])
+    np.testing.assert_array_equal(_run(model, {"x": x}), np.compress(cond, x, axis=1))
+    free = _model("Compress", [("x", x.shape), ("c", (5,), TensorProto.BOOL)], {}, 11)
+    c = np.array([0, 1, 1, 0, 1], bool)
+    got = mlc.compile(mlc.from_onnx(free, input_values={"c": c}))(x)
+    np.testing.assert_array_equal(np.asarray(got), ReferenceEvaluator(free).run(None, {"x": x, "c": c})[0])
+    with pytest.raises(BuildError, match=r"\(Compress\): input 'condition' is computed at run time; "
+                                         r"expected a constant"):
+        mlc.from_onnx(free)
+    with pytest.raises(BuildError, match=r"\(Compress\): input 'condition' has 31 entries; expected at most 30"):
+        mlc.from_onnx(free, input_values={"c": np.ones(31, bool)})
+
+
+@pytest.mark.parametrize("shape,time_axis,batch_axis", [((5, 3, 2, 3), 0, 1), ((4, 6), 1, 0), ((1, 7, 2), 1, 0)])
+def test_reverse_sequence_matches_onnxruntime(rng, shape, time_axis, batch_axis):
+    """Run-time lengths from 1 to the full time extent, trailing feature axes."""
+    x = rng.standard_normal(shape).astype(np.float32)
+    lens = rng.integers(1, shape[time_axis] + 1, shape[batch_axis]).astype(np.int64)
+    model = _model("ReverseSequence", [("x", shape), ("lens", lens.shape, TensorProto.INT64)],
+                   dict(time_axis=time_axis, batch_axis=batch_axis), 10)
+    _check_ort(model, {"x": x, "lens": lens}, rtol=0, atol=0)
+
+
+def test_reverse_sequence_refusals():
+    with pytest.raises(BuildError, match=r"\(ReverseSequence\): input 'input' has shape \(4, 3, 2\) with time_axis 0, "
+                                         r"batch_axis 2; expected rank >= 2 and the axes 0 and 1"):
+        mlc.from_onnx(_model("ReverseSequence", [("x", (4, 3, 2)), ("l", (2,), TensorProto.INT64)],
+                             dict(batch_axis=2), 10))
+
+
+@pytest.mark.parametrize("shape", [(5, 5), (2, 3, 4, 4), (3, 1, 1), (2, 7, 7)])
+def test_det_matches_numpy(rng, shape):
+    """Random matrices (pivoting needed), 1 x 1 and a batch of singular ones (exactly 0)."""
+    x = rng.standard_normal(shape).astype(np.float32)
+    if shape == (2, 7, 7):
+        x[0, 3] = x[0, 1] * 2.0  # two proportional rows
+        x[1, :, 0] = 0.0         # a zero column: every pivot candidate of step 0 is 0
+    model = _model("Det", [("x", shape)], {}, 11)
+    want = np.linalg.det(x.astype(np.float64))
+    np.testing.assert_allclose(_run(model, {"x": x}), want, rtol=1e-4, atol=1e-4)
+    _check_ref(model, {"x": x}, rtol=1e-4, atol=1e-4)
+
+
+def test_det_refusals():
+    with pytest.raises(BuildError, match=r"det: argument 'x' has shape \(2, 3\); expected static \(\.\.\., n, n\)"):
+        mlc.from_onnx(_model("Det", [("x", (2, 3))], {}, 11))
+    with pytest.raises(BuildError, match=r"det: argument 'x' has order 65; expected at most 64"):
+        mlc.from_onnx(_model("Det", [("x", (65, 65))], {}, 11))
+
+
+def test_swiglu_and_mvn_match_reference(rng):
+    a, b = (rng.standard_normal((2, 3, 5)).astype(np.float32) for _ in range(2))
+    _check_ref(_model("SwiGLU", [("a", a.shape), ("b", b.shape)], dict(alpha=1.7), 28), {"a": a, "b": b})
+    with pytest.raises(BuildError, match=r"\(SwiGLU\): inputs 'A' \(2, 3\) and 'B' \(1, 3\); expected identical"):
+        mlc.from_onnx(_model("SwiGLU", [("a", (2, 3)), ("b", (1, 3))], {}, 28))
+    x = (rng.standard_normal((2, 3, 4, 5)) * 3 + 1).astype(np.float32)
+    for axes in ([0, 2, 3], [1, -1], [3]):
+        _check_ort(_model("MeanVarianceNormalization", [("x", x.shape)], dict(axes=axes), 13), {"x": x}, rtol=1e-4,
+                   atol=1e-5)
+
+
+@pytest.mark.parametrize("shape,k,dtype", [((3, 5), 2, None), ((6, 2), -3, TensorProto.INT32),
+                                           ((4, 4), 7, TensorProto.DOUBLE)])
+def test_eye_like_matches_onnxruntime(shape, k, dtype):
+    attrs = dict(k=k) if dtype is None else dict(k=k, dtype=dtype)
+    model = _model("EyeLike", [("x", shape)], attrs, 9, out_type=dtype or TensorProto.FLOAT)
+    _check_ort(model, {"x": np.zeros(shape, np.float32)}, rtol=0, atol=0)
