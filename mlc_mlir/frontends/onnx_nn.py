@@ -458,6 +458,21 @@ def _resize(n: NodeInputs) -> List[object]:
                        keep_aspect_ratio_policy=n.str_attr("keep_aspect_ratio_policy", "stretch"))]
 
 
+@register("Upsample", opsets=(7, 9))
+def _upsample(n: NodeInputs) -> List[object]:
+    """``Upsample`` (opset 7: ``scales`` attribute; 9: input; deprecated at 10) as
+    :func:`mlc_mlir.ops.resize` with ``asymmetric`` coordinates (``x_in = x_out / scale``) and
+    ``floor`` nearest rounding, the legacy op's sampling (onnxruntime's ``UpsampleBase``)."""
+    scales = n.attr("scales") if n.opset < 9 else np.asarray(n.np(1, "scales")).tolist()
+    mode = n.str_attr("mode", "nearest")
+    if mode not in ("nearest", "linear", "bilinear"):
+        raise n.fail(f"attribute 'mode' is {mode!r}; expected nearest, linear or bilinear")
+    if scales is None or any(float(v) < 1 for v in scales):
+        raise n.fail(f"scales {scales}; expected one scale >= 1 per axis")
+    return [ops.resize(n.t(0), scales=[float(v) for v in scales], mode="nearest" if mode == "nearest" else "linear",
+                       coordinate_transformation_mode="asymmetric", nearest_mode="floor")]
+
+
 @register("TopK", opsets=(10, OPSETS[1]))
 def _topk(n: NodeInputs) -> List[object]:
     """ONNX ``TopK`` (opset 10+: K a static input), as :func:`mlc_mlir.ops.topk`."""

@@ -89,7 +89,14 @@ def _logic(n: NodeInputs) -> List[object]:
 
 @register("Pow")
 def _pow(n: NodeInputs) -> List[object]:
+    """``ops.power`` in the base's dtype; an integer base with a float exponent is raised in
+    float64 and truncated back to the base's dtype (numpy's ``power(a, b).astype(a.dtype)``,
+    the ONNX reference)."""
     a, b = legacy_broadcast(n, n.t(0), n.t(1))
+    if not dtype_of(a).startswith(("float", "bfloat")) and dtype_of(b).startswith(("float", "bfloat")):
+        a64 = ops.cast(a, "float64") if isinstance(a, Tensor) else np.asarray(a, np.float64)
+        b64 = ops.cast(b, "float64") if isinstance(b, Tensor) else np.asarray(b, np.float64)
+        return [ops.cast(ops.power(a64, b64), dtype_of(a))]
     if isinstance(b, Tensor) and b.dtype != dtype_of(a):
         b = ops.cast(b, dtype_of(a))
     a, b = same_dtype(n, a, b)

@@ -1,5 +1,6 @@
 """ONNX AveragePool (dilations, ``ceil_mode`` with counted pads, uneven 3-D pads) and the
-families Compress, ReverseSequence, Det, SwiGLU, MeanVarianceNormalization, EyeLike through
+families Compress, ReverseSequence, Det, SwiGLU, MeanVarianceNormalization, EyeLike, Upsample,
+Scatter, Pow with an integer base and a float exponent through
 ``from_onnx`` + ``compile``: the onnx wheel's own backend node cases (reference outputs from
 ``onnx.reference``), onnxruntime or ``onnx.reference.ReferenceEvaluator`` on odd shapes, and
 the refusals."""
@@ -17,7 +18,8 @@ CASES = ["test_averagepool_2d_dilations", "test_averagepool_3d_dilations_small",
          "test_averagepool_2d_ceil_last_window_starts_on_pad",
          "test_averagepool_3d_dilations_large_count_include_pad_is_1_ceil_mode_is_True",
          "test_compress_default_axis", "test_compress_negative_axis", "test_reversesequence_batch", "test_det_nd",
-         "test_swiglu_alpha", "test_mvn", "test_eyelike_populate_off_main_diagonal", "test_eyelike_with_dtype"]
+         "test_swiglu_alpha", "test_mvn", "test_eyelike_populate_off_main_diagonal", "test_eyelike_with_dtype",
+         "test_scatter_with_axis", "test_upsample_nearest", "test_pow_types_int64_float32"]
 
 
 @pytest.mark.parametrize("name", CASES)
@@ -139,3 +141,20 @@ def test_eye_like_matches_onnxruntime(shape, k, dtype):
     attrs = dict(k=k) if dtype is None else dict(k=k, dtype=dtype)
     model = _model("EyeLike", [("x", shape)], attrs, 9, out_type=dtype or TensorProto.FLOAT)
     _check_ort(model, {"x": np.zeros(shape, np.float32)}, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("mode,scales", [("linear", [1.0, 1.0, 2.0, 3.0]), ("nearest", [1.0, 2.0, 1.5, 2.5])])
+def test_upsample_matches_onnxruntime(rng, mode, scales):
+    x = rng.standard_normal((2, 3, 4, 5)).astype(np.float32)
+    node = helper.make_node("Upsample", ["x", "s"], ["y"], mode=mode)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [helper.make_tensor("s", TensorProto.FLOAT, (4,), scales)])
+    _check_ort(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 9)]), {"x": x})
+
+
+def test_pow_int_base_float_exponent_matches_reference(rng):
+    a = rng.integers(0, 7, (3, 4)).astype(np.int32)  # a negative base with a fractional exponent is NaN
+    b = rng.uniform(0, 3, (4,)).astype(np.float32).round(0) + np.float32(0.25) * (rng.uniform(size=4) > 0.5)
+    model = _model("Pow", [("a", a.shape, TensorProto.INT32), ("b", b.shape)], {}, 15, out_type=TensorProto.INT32)
+    _check_ref(model, {"a": a, "b": b.astype(np.float32)}, rtol=0, atol=0)
