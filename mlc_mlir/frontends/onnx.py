@@ -24,7 +24,10 @@ from ..builder import GraphBuilder, Tensor
 from ..errors import BuildError, MlcError
 from ..ir import Module
 from .. import ops
-from . import onnx_attention, onnx_index, onnx_loss, onnx_nn, onnx_ops, onnx_reduce, onnx_rnn, onnx_shape, onnx_spatial  # noqa: F401  (register the converters)
+from . import (  # noqa: F401  (register the converters)
+    onnx_attention, onnx_index, onnx_loss, onnx_nn, onnx_ops, onnx_reduce, onnx_rnn, onnx_shape, onnx_signal,
+    onnx_spatial,
+)
 from .onnx_registry import ONNX_DTYPES, OPSETS, NodeInputs, lookup
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -26,7 +26,8 @@ _STATIC_OPERANDS = {"Reshape": (1,), "Expand": (1,), "Squeeze": (1,), "Unsqueeze
                     "CumSum": (1,), "Trilu": (1,), "Range": (0, 1, 2), "ConstantOfShape": (0,), "Dropout": (1, 2),
                     "CastLike": (1,), "Resize": (1, 2, 3),
                     "TopK": (1,), "OneHot": (1,), "CenterCropPad": (1,), "CumProd": (1,), "Col2Im": (1, 2),
-                    "AffineGrid": (1,), "Compress": (1,), "Upsample": (1,)}
+                    "AffineGrid": (1,), "Compress": (1,), "Upsample": (1,),
+                    "DFT": (1, 2), "STFT": (1, 3), "HannWindow": (0,), "HammingWindow": (0,), "BlackmanWindow": (0,)}
 
 
 def _is_static(op_type: str, index: int) -> bool:
