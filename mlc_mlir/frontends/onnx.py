@@ -26,7 +26,7 @@ from ..ir import Module
 from .. import ops
 from . import (  # noqa: F401  (register the converters)
     onnx_attention, onnx_index, onnx_loss, onnx_nn, onnx_ops, onnx_reduce, onnx_rnn, onnx_shape, onnx_signal,
-    onnx_spatial,
+    onnx_spatial, onnx_stateful,
 )
 from .onnx_registry import ONNX_DTYPES, OPSETS, NodeInputs, lookup
 
