@@ -303,11 +303,32 @@ def _global_pool(n: NodeInputs) -> List[object]:
 # ---------------------------------------------------------------------------- normalization
 @register("BatchNormalization")
 def _batch_norm(n: NodeInputs) -> List[object]:
+    """Inference: ``ops.batch_norm`` with the running statistics. ``training_mode`` (opset
+    14+): normalized with the batch statistics over every axis but 1 (biased variance), and
+    the running mean/variance outputs ``running * momentum + batch * (1 - momentum)``."""
     if n.attr("training_mode", 0):
-        raise n.fail("attribute 'training_mode' is 1; expected 0 (inference)")
+        return _batch_norm_training(n)
     x = n.t(0)
     args = [same_dtype(n, x, n.t(i))[1] for i in range(1, 5)]
     return [ops.batch_norm(x, *args, eps=float(n.attr("epsilon", 1e-5)), axis=1)]
+
+
+def _batch_norm_training(n: NodeInputs) -> List[object]:
+    x = n.t(0)
+    shape = shape_of(x)
+    axes = tuple(a for a in range(len(shape)) if a != 1)
+    mean = ops.mean(x, axis=axes, keepdims=True)
+    d = ops.subtract(x, mean)
+    var = ops.mean(ops.multiply(d, d), axis=axes, keepdims=True)
+    dt = np_dtype(x)
+    y = _channel_affine(n, x, ops.multiply(d, ops.rsqrt(ops.add(var, np.asarray(n.attr("epsilon", 1e-5), dt)))))
+    m = np.asarray(n.attr("momentum", 0.9), dt)
+
+    def running(i, batch):
+        old = same_dtype(n, x, n.t(i))[1]
+        return ops.add(ops.multiply(old, m), ops.multiply(ops.reshape(batch, (shape[1],)), np.asarray(1 - m, dt)))
+
+    return [y, running(3, mean), running(4, var)][:max(1, len(n.node.output))]
 
 
 def _standardize(x, axes, eps: float):

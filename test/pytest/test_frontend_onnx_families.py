@@ -1,6 +1,6 @@
 """ONNX AveragePool (dilations, ``ceil_mode`` with counted pads, uneven 3-D pads) and the
 families Compress, ReverseSequence, Det, SwiGLU, MeanVarianceNormalization, EyeLike, Upsample,
-Scatter, Pow with an integer base and a float exponent through
+Scatter, Pow with an integer base and a float exponent, BatchNormalization in training mode through
 ``from_onnx`` + ``compile``: the onnx wheel's own backend node cases (reference outputs from
 ``onnx.reference``), onnxruntime or ``onnx.reference.ReferenceEvaluator`` on odd shapes, and
 the refusals."""
@@ -19,7 +19,8 @@ CASES = ["test_averagepool_2d_dilations", "test_averagepool_3d_dilations_small",
          "test_averagepool_3d_dilations_large_count_include_pad_is_1_ceil_mode_is_True",
          "test_compress_default_axis", "test_compress_negative_axis", "test_reversesequence_batch", "test_det_nd",
          "test_swiglu_alpha", "test_mvn", "test_eyelike_populate_off_main_diagonal", "test_eyelike_with_dtype",
-         "test_scatter_with_axis", "test_upsample_nearest", "test_pow_types_int64_float32"]
+         "test_scatter_with_axis", "test_upsample_nearest", "test_pow_types_int64_float32",
+         "test_batchnorm_epsilon_training_mode"]
 
 
 @pytest.mark.parametrize("name", CASES)
@@ -158,3 +159,21 @@ def test_pow_int_base_float_exponent_matches_reference(rng):
     b = rng.uniform(0, 3, (4,)).astype(np.float32).round(0) + np.float32(0.25) * (rng.uniform(size=4) > 0.5)
     model = _model("Pow", [("a", a.shape, TensorProto.INT32), ("b", b.shape)], {}, 15, out_type=TensorProto.INT32)
     _check_ref(model, {"a": a, "b": b.astype(np.float32)}, rtol=0, atol=0)
+
+
+def test_batch_norm_training_mode_matches_reference(rng):
+    """Batch statistics over (N, H, W) of a 4-D input with an odd momentum and epsilon, and
+    the running statistics outputs."""
+    x = rng.standard_normal((3, 4, 5, 2)).astype(np.float32)
+    s, b, m = (rng.standard_normal(4).astype(np.float32) for _ in range(3))
+    v = rng.uniform(0.5, 2.0, 4).astype(np.float32)
+    node = helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y", "rm", "rv"], training_mode=1,
+                            momentum=0.7, epsilon=1e-3)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info(k, TensorProto.FLOAT, a.shape)
+                                            for k, a in zip("xsbmv", (x, s, b, m, v))],
+                              [helper.make_tensor_value_info(k, TensorProto.FLOAT, None) for k in ("y", "rm", "rv")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 15)])
+    feeds = dict(zip("xsbmv", (x, s, b, m, v)))
+    got = mlc.compile(mlc.from_onnx(model))(x, s, b, m, v)
+    for g, w in zip(got, ReferenceEvaluator(model).run(None, feeds)):
+        np.testing.assert_allclose(np.asarray(g), w, rtol=1e-5, atol=1e-5)
