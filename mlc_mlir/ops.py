@@ -7,7 +7,7 @@ shapes/dtypes and raises ``BuildError``.
 """
 
 from .builder.elementwise import (  # noqa: F401
-    add, cast, clip, divide, exp, gelu, log, maximum, minimum, multiply, negative, relu, rsqrt,
+    add, bitcast, cast, clip, divide, exp, gelu, log, maximum, minimum, multiply, negative, relu, rsqrt,
     sigmoid, sqrt, subtract, tanh,
 )
 from .builder.conv_transpose import conv_transpose2d  # noqa: F401

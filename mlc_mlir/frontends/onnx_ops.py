@@ -208,6 +208,17 @@ def _cast(n: NodeInputs) -> List[object]:
 
 
 
+@register("BitCast", opsets=(26, OPSETS[1]))
+def _bitcast(n: NodeInputs) -> List[object]:
+    """``ops.bitcast`` to ``to`` (same bit width; BOOL and 4-bit/8-bit float types refused)."""
+    to = int(n.attr("to"))
+    if to not in ONNX_DTYPES or to == ONNX_BOOL:
+        raise n.fail(f"attribute 'to' is element type {to}; expected one of "
+                     f"{sorted(k for k in ONNX_DTYPES if k != ONNX_BOOL)}")
+    x = n.t(0)
+    return [ops.bitcast(x if isinstance(x, Tensor) else ops.constant(np.asarray(x)), ONNX_DTYPES[to])]
+
+
 @register("Where")
 def _where(n: NodeInputs) -> List[object]:
     a, b = same_dtype(n, n.t(1), n.t(2))

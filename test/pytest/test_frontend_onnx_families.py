@@ -1,6 +1,6 @@
 """ONNX AveragePool (dilations, ``ceil_mode`` with counted pads, uneven 3-D pads) and the
 families Compress, ReverseSequence, Det, SwiGLU, MeanVarianceNormalization, EyeLike, Upsample,
-Scatter, Pow with an integer base and a float exponent, BatchNormalization in training mode through
+Scatter, Pow with an integer base and a float exponent, BatchNormalization in training mode, BitCast through
 ``from_onnx`` + ``compile``: the onnx wheel's own backend node cases (reference outputs from
 ``onnx.reference``), onnxruntime or ``onnx.reference.ReferenceEvaluator`` on odd shapes, and
 the refusals."""
@@ -20,7 +20,7 @@ CASES = ["test_averagepool_2d_dilations", "test_averagepool_3d_dilations_small",
          "test_compress_default_axis", "test_compress_negative_axis", "test_reversesequence_batch", "test_det_nd",
          "test_swiglu_alpha", "test_mvn", "test_eyelike_populate_off_main_diagonal", "test_eyelike_with_dtype",
          "test_scatter_with_axis", "test_upsample_nearest", "test_pow_types_int64_float32",
-         "test_batchnorm_epsilon_training_mode"]
+         "test_batchnorm_epsilon_training_mode", "test_bitcast_2d_float32_to_int32", "test_bitcast_int32_to_float32"]
 
 
 @pytest.mark.parametrize("name", CASES)
@@ -177,3 +177,18 @@ def test_batch_norm_training_mode_matches_reference(rng):
     got = mlc.compile(mlc.from_onnx(model))(x, s, b, m, v)
     for g, w in zip(got, ReferenceEvaluator(model).run(None, feeds)):
         np.testing.assert_allclose(np.asarray(g), w, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("src,dst,onnx_to", [(np.float32, np.int32, TensorProto.INT32),
+                                             (np.int64, np.float64, TensorProto.DOUBLE),
+                                             (np.float16, np.int16, TensorProto.INT16)])
+def test_bitcast_matches_numpy_view(rng, src, dst, onnx_to):
+    """Odd shape, NaN/inf/negative zero bit patterns kept; bit widths must match."""
+    x = (rng.standard_normal((3, 1, 5)) * 100).astype(src)
+    if np.issubdtype(src, np.floating):
+        x.flat[:3] = [np.nan, -np.inf, -0.0]
+    src_t = helper.np_dtype_to_tensor_dtype(np.dtype(src))
+    model = _model("BitCast", [("x", x.shape, src_t)], dict(to=onnx_to), 26, out_type=onnx_to)
+    np.testing.assert_array_equal(_run(model, {"x": x}).view(np.uint8), x.view(dst).view(np.uint8))
+    with pytest.raises(BuildError, match=r"bitcast: dtypes float32 -> int64; expected two non-bool dtypes of one bit"):
+        mlc.from_onnx(_model("BitCast", [("x", (2,))], dict(to=TensorProto.INT64), 26, out_type=TensorProto.INT64))
