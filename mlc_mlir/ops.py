@@ -7,10 +7,11 @@ shapes/dtypes and raises ``BuildError``.
 """
 
 from .builder.elementwise import (  # noqa: F401
-    add, cast, clip, divide, exp, gelu, log, maximum, minimum, multiply, negative, relu, rsqrt,
+    add, bitcast, cast, clip, divide, exp, gelu, log, maximum, minimum, multiply, negative, relu, rsqrt,
     sigmoid, sqrt, subtract, tanh,
 )
 from .builder.conv_transpose import conv_transpose2d  # noqa: F401
+from .builder.determinant import det  # noqa: F401
 from .builder.einsum import einsum  # noqa: F401
 from .builder.linalg_emit import constant_op as constant  # noqa: F401
 from .builder.nn import (  # noqa: F401

@@ -340,4 +340,23 @@ def cast(x, dtype, name: Optional[str] = None) -> Tensor:
     return elementwise("cast", [x], lambda v, dt: _cast_value(v, src, dst), out_dtype=dst, name=name)
 
 
+def bitcast(x, dtype, name: Optional[str] = None) -> Tensor:
+    """Reinterpret each element's bits as ``dtype`` (``arith.bitcast``; numpy ``view``, ONNX
+    ``BitCast``), same shape.
+
+    Raises
+    ------
+    BuildError
+        For a non-Tensor ``x``, an unknown dtype, a bool side, or dtypes of different bit widths.
+    """
+    x = emit.tensor_arg("bitcast", "x", x)
+    dst = dtypes.canonical_dtype(dtype)
+    if "bool" in (x.dtype, dst) or dtypes.bit_width(x.dtype) != dtypes.bit_width(dst):
+        raise BuildError(f"bitcast: dtypes {x.dtype} -> {dst}; expected two non-bool dtypes of one bit width")
+    if x.dtype == dst and name is None:
+        return x
+    ty = dtypes.to_ir_type(dst)
+    return elementwise("bitcast", [x], lambda v, dt: arith_d.bitcast(ty, v), out_dtype=dst, name=name)
+
+
 Tensor.install_operators(add=add, subtract=subtract, multiply=multiply, divide=divide, negative=negative)

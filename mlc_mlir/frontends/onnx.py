@@ -24,7 +24,10 @@ from ..builder import GraphBuilder, Tensor
 from ..errors import BuildError, MlcError
 from ..ir import Module
 from .. import ops
-from . import onnx_attention, onnx_index, onnx_loss, onnx_nn, onnx_ops, onnx_reduce, onnx_rnn, onnx_shape, onnx_spatial  # noqa: F401  (register the converters)
+from . import (  # noqa: F401  (register the converters)
+    onnx_attention, onnx_control, onnx_index, onnx_loss, onnx_nn, onnx_ops, onnx_reduce, onnx_rnn, onnx_shape,
+    onnx_signal, onnx_spatial, onnx_stateful,
+)
 from .onnx_registry import ONNX_DTYPES, OPSETS, NodeInputs, lookup
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -76,9 +79,18 @@ def _opset(model) -> int:
     raise BuildError("from_onnx: the model imports no default-domain opset")
 
 
+def _nodes(graph):
+    """The nodes of ``graph`` and of its subgraphs (If branches, Loop/Scan bodies), depth first."""
+    for n in graph.node:
+        yield n
+        for a in n.attribute:
+            for g in ([a.g] if a.HasField("g") else []) + list(a.graphs):
+                yield from _nodes(g)
+
+
 def _check_supported(graph, opset: int) -> None:
     missing = collections.Counter(
-        (n.domain or "") + ("::" if n.domain else "") + n.op_type for n in graph.node
+        (n.domain or "") + ("::" if n.domain else "") + n.op_type for n in _nodes(graph)
         if lookup(n.domain or "", n.op_type, opset) is None)
     if missing:
         listed = ", ".join(f"{op} (x{c})" for op, c in sorted(missing.items()))
@@ -271,29 +283,14 @@ def from_onnx(model_or_path: Union["onnx.ModelProto", str], input_shapes: Option
                     lo, hi = tuple(bounds.get(d, (1, None)))
                     f.dim(d, min=lo, max=hi)
             env[vi.name] = f.arg(vi.name, shape, dtype)
-        for node in graph.node:
-            for n in node.input:
-                if n and n not in env:
-                    raise BuildError(f"onnx node {node.name!r} ({node.op_type}): input {n!r} is undefined")
-            values = [env[n] if n else None for n in node.input]
+        def param(name):
+            if name not in inits:
+                return None
+            if name not in params:
+                params[name] = f.param(name, np.ascontiguousarray(inits[name]))
+            return params[name]
 
-            def as_param(i, _node=node):
-                name = _node.input[i]
-                if name not in inits:
-                    return None
-                if name not in params:
-                    params[name] = f.param(name, np.ascontiguousarray(inits[name]))
-                return params[name]
-
-            outs = None
-            if node.op_type not in _NO_FOLD and all(isinstance(v, np.ndarray) or v is None for v in values):
-                outs = _fold_sizes(node, values) if any(v is not None and v.dtype == object for v in values) \
-                    else _fold(node, values, opset)
-            if outs is None:
-                outs = _convert(node, values, opset, as_param)
-            for name, v in zip(node.output, outs):
-                if name:
-                    env[name] = v
+        _run_nodes(graph.node, env, opset, param)
         f.output(*[_as_output(env[vo.name]) for vo in graph.output])
     mod = bb.finish()
     return mod if keep_params else mod.bind_params()
@@ -308,14 +305,54 @@ def _initializer(numpy_helper, t) -> np.ndarray:
                          "expected its data in the model or next to it (external data)") from e
 
 
-def _convert(node, values, opset: int, as_param):
+def _run_nodes(nodes, env: Dict[str, object], opset: int, param) -> None:
+    """Convert ``nodes`` in order, adding their outputs to ``env`` (name -> Tensor or numpy
+    value); a node whose inputs are all known at import time is evaluated instead. ``param``:
+    initializer name -> its param Tensor (None for other names). A subgraph (an If branch, a
+    Loop/Scan body) runs the same way on a copy of ``env`` (its outer-scope names stay
+    visible) plus its own initializers and inputs: see :meth:`NodeInputs.run_graph`."""
+    for node in nodes:
+        for n in node.input:
+            if n and n not in env:
+                raise BuildError(f"onnx node {node.name!r} ({node.op_type}): input {n!r} is undefined")
+        values = [env[n] if n else None for n in node.input]
+
+        def as_param(i, _node=node):
+            return param(_node.input[i])
+
+        def run_graph(graph, feeds, _env=env):
+            from onnx import numpy_helper
+            inner = dict(_env)
+            inner.update({t.name: _initializer(numpy_helper, t) for t in graph.initializer})
+            inner.update(feeds)
+            _run_nodes(graph.node, inner, opset, param)
+            for vo in graph.output:
+                if vo.name not in inner:
+                    raise BuildError(f"onnx subgraph {graph.name!r}: output {vo.name!r} is undefined")
+            return [inner[vo.name] for vo in graph.output]
+
+        outs = None
+        has_graph = any(a.HasField("g") or len(a.graphs) for a in node.attribute)
+        if node.op_type not in _NO_FOLD and not has_graph and \
+                all(isinstance(v, np.ndarray) or v is None for v in values):
+            outs = _fold_sizes(node, values) if any(v is not None and v.dtype == object for v in values) \
+                else _fold(node, values, opset)
+        if outs is None:
+            outs = _convert(node, values, opset, as_param, run_graph)
+        for name, v in zip(node.output, outs):
+            if name:
+                env[name] = v
+
+
+def _convert(node, values, opset: int, as_param, run_graph=None):
     """Run the converter of ``node``; an exception other than an :class:`MlcError` (a malformed
     node: a missing attribute, an attribute of the wrong type) becomes a ``BuildError`` naming
     the node."""
     from onnx import helper
     try:
         attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
-        return lookup(node.domain or "", node.op_type, opset)(NodeInputs(node, values, attrs, opset, as_param))
+        return lookup(node.domain or "", node.op_type, opset)(NodeInputs(node, values, attrs, opset, as_param,
+                                                                           run_graph))
     except MlcError:
         raise
     except Exception as e:  # noqa: BLE001

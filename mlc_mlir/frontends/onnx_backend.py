@@ -26,11 +26,24 @@ _STATIC_OPERANDS = {"Reshape": (1,), "Expand": (1,), "Squeeze": (1,), "Unsqueeze
                     "CumSum": (1,), "Trilu": (1,), "Range": (0, 1, 2), "ConstantOfShape": (0,), "Dropout": (1, 2),
                     "CastLike": (1,), "Resize": (1, 2, 3),
                     "TopK": (1,), "OneHot": (1,), "CenterCropPad": (1,), "CumProd": (1,), "Col2Im": (1, 2),
-                    "AffineGrid": (1,)}
+                    "AffineGrid": (1,), "Compress": (1,), "Upsample": (1,),
+                    "DFT": (1, 2), "STFT": (1, 3), "HannWindow": (0,), "HammingWindow": (0,), "BlackmanWindow": (0,),
+                    "Loop": (0, 1)}
 
 
 def _is_static(op_type: str, index: int) -> bool:
     return index in _STATIC_OPERANDS.get(op_type, ()) or (op_type.startswith("Reduce") and index == 1)
+
+
+def _reads(node) -> List[str]:
+    """The names ``node`` reads: its inputs and, for If/Loop/Scan, every name its subgraphs'
+    nodes read (outer-scope values included)."""
+    names = list(node.input)
+    for a in node.attribute:
+        for g in ([a.g] if a.HasField("g") else []) + list(a.graphs):
+            for inner in g.node:
+                names.extend(_reads(inner))
+    return names
 
 
 def static_inputs(model: onnx.ModelProto) -> List[str]:
@@ -43,8 +56,8 @@ def static_inputs(model: onnx.ModelProto) -> List[str]:
               if name and _is_static(node.op_type, i)}
     for node in reversed(model.graph.node):
         if node.op_type not in ("Shape", "Size") and any(o in needed for o in node.output):
-            needed.update(name for name in node.input if name)
-    used = {name for node in model.graph.node for name in node.input} | {vo.name for vo in model.graph.output}
+            needed.update(name for name in _reads(node) if name)
+    used = {name for node in model.graph.node for name in _reads(node)} | {vo.name for vo in model.graph.output}
     inits = {t.name for t in model.graph.initializer}  # inputs with a default: never fed
     return [vi.name for vi in model.graph.input
             if vi.name not in inits and (vi.name in needed or vi.name not in used)]

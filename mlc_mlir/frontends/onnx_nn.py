@@ -128,6 +128,7 @@ class _Window:
         strides = tuple(int(v) for v in n.attr("strides", [1] * nd))
         dil = tuple(int(v) for v in n.attr("dilations", [1] * nd))
         pads = list(_pads(n, shape[2:], k, strides, dil))
+        explicit = tuple(pads)
         if ceil_mode:  # extra end padding so that the last partial window is produced
             for i in range(nd):
                 span = shape[2 + i] + pads[i] + pads[nd + i] - ((k[i] - 1) * dil[i] + 1)
@@ -139,9 +140,37 @@ class _Window:
         if self.squeezed:
             self.x = ops.reshape(x, shape[:2] + (1, shape[2]))
             self.k, self.strides, self.dil = (1,) + k, (1,) + strides, (1,) + dil
-            self.pads = (0, pads[0], 0, pads[1])
+            self.pads, self.explicit_pads = (0, pads[0], 0, pads[1]), (0, explicit[0], 0, explicit[1])
         else:
             self.x, self.k, self.strides, self.dil, self.pads = x, k, strides, dil, tuple(pads)
+            self.explicit_pads = explicit
+
+    def window_sum(self, t):
+        """The sum over each window of ``t`` (``self.x``'s shape): a depthwise convolution
+        with a ones kernel over ``t`` zero-padded by :attr:`pads` (dilations and strides as
+        the node's)."""
+        c, nd = shape_of(t)[1], len(self.k)
+        ones = np.ones((c, 1) + tuple(self.k), np_dtype(t))
+        if nd == 3:  # conv3d pads symmetrically: the (possibly uneven) zero pads come first
+            t = ops.pad(t, [(0, 0), (0, 0)] + list(zip(self.pads[:3], self.pads[3:])))
+            return ops.conv3d(t, ones, None, strides=self.strides, padding=0, dilation=self.dil, groups=c)
+        return ops.conv2d(t, ones, None, strides=self.strides, padding=self.pads, dilation=self.dil, groups=c)
+
+    def window_counts(self, out_spatial, include_pad: bool) -> np.ndarray:
+        """How many taps of each output window fall inside the input (or, with
+        ``include_pad``, inside the input plus its explicit pads; the extra end padding of
+        ``ceil_mode`` never counts), shape ``out_spatial``: the divisor of AveragePool, as
+        the ONNX reference (``op_pool_common.pool``) and PyTorch count it."""
+        nd, size = len(self.k), shape_of(self.x)[2:]
+        counts = np.ones((), np.float64)
+        for i in range(nd):
+            lo = -self.explicit_pads[i] if include_pad else 0
+            hi = size[i] + self.explicit_pads[nd + i] if include_pad else size[i]
+            taps = (np.arange(out_spatial[i])[:, None] * self.strides[i] - self.pads[i]
+                    + np.arange(self.k[i])[None, :] * self.dil[i])
+            c = ((taps >= lo) & (taps < hi)).sum(axis=1)
+            counts = np.multiply.outer(counts, c)
+        return counts
 
     def back(self, y):
         s = shape_of(y)
@@ -224,44 +253,40 @@ def _max_pool(n: NodeInputs) -> List[object]:
 
 @register("AveragePool")
 def _avg_pool(n: NodeInputs) -> List[object]:
+    """``ops.avg_pool2d`` / ``ops.avg_pool3d`` where they apply (unit dilations; 2-D without
+    both ``ceil_mode`` and ``count_include_pad``; 3-D without pads or with counted symmetric
+    pads); otherwise the window sum (:meth:`_Window.window_sum`) divided by the per-window
+    tap counts (:meth:`_Window.window_counts`, a constant of the output's spatial shape)."""
     x = n.t(0)
     include = bool(n.attr("count_include_pad", 0))
     ceil = bool(n.attr("ceil_mode", 0))
-    if ceil and include:
-        raise n.fail("attributes 'ceil_mode' and 'count_include_pad' are both 1; expected at most one")
     win = _Window(n, x, n.attr("kernel_shape"), ceil_mode=ceil, volumetric=True)
-    if any(d != 1 for d in win.dil):
-        raise n.fail(f"attribute 'dilations' is {win.dil}; expected all 1")
-    if len(win.k) == 3:
-        nd = 3
-        symmetric = win.pads[:nd] == win.pads[nd:]
-        if any(win.pads) and not (include and symmetric):
-            raise n.fail(f"3-D pads {win.pads} with count_include_pad={int(include)}; expected no "
-                         "padding, or symmetric pads that are counted (count_include_pad=1)")
+    nd = len(win.k)
+    unit = all(d == 1 for d in win.dil)
+    if unit and nd == 2 and not (ceil and include):
+        return [win.back(ops.avg_pool2d(win.x, win.k, strides=win.strides, padding=win.pads,
+                                        count_include_pad=include))]
+    if unit and nd == 3 and (not any(win.pads) or (include and win.pads[:nd] == win.pads[nd:])):
         return [ops.avg_pool3d(win.x, win.k, strides=win.strides, padding=win.pads[:nd])]
-    return [win.back(ops.avg_pool2d(win.x, win.k, strides=win.strides, padding=win.pads,
-                                    count_include_pad=include))]
+    s = win.window_sum(win.x)
+    counts = win.window_counts(shape_of(s)[2:], include)
+    return [win.back(ops.divide(s, counts.astype(np_dtype(x))[None, None]))]
 
 
 @register("LpPool")
 def _lp_pool(n: NodeInputs) -> List[object]:
-    """``(sum over the window of |x|^p)^(1/p)``: the window sum is a depthwise ``conv2d`` with
-    a ones kernel (zero padding, dilations and ``ceil_mode`` as for the other window ops)."""
+    """``(sum over the window of |x|^p)^(1/p)``: the window sum is a depthwise convolution
+    with a ones kernel (:meth:`_Window.window_sum`: zero padding, dilations and ``ceil_mode``
+    as for the other window ops)."""
     x = n.t(0)
     p = float(n.attr("p", 2))
     if p <= 0:
         raise n.fail(f"attribute 'p' is {p}; expected > 0")
     win = _Window(n, x, n.attr("kernel_shape"), ceil_mode=bool(n.attr("ceil_mode", 0)), volumetric=True)
     dt = np_dtype(x)
-    c = shape_of(win.x)[1]
     a = ops.abs(win.x)
     xp = a if p == 1 else ops.multiply(a, a) if p == 2 else ops.power(a, np.asarray(p, dt))
-    ones = np.ones((c, 1) + tuple(win.k), dt)
-    if len(win.k) == 3:  # conv3d pads symmetrically: the (possibly uneven) zero pads come first
-        xp = ops.pad(xp, [(0, 0), (0, 0)] + list(zip(win.pads[:3], win.pads[3:])))
-        s = ops.conv3d(xp, ones, None, strides=win.strides, padding=0, dilation=win.dil, groups=c)
-    else:
-        s = ops.conv2d(xp, ones, None, strides=win.strides, padding=win.pads, dilation=win.dil, groups=c)
+    s = win.window_sum(xp)
     y = s if p == 1 else ops.sqrt(s) if p == 2 else ops.power(s, np.asarray(1.0 / p, dt))
     return [win.back(y)]
 
@@ -278,11 +303,32 @@ def _global_pool(n: NodeInputs) -> List[object]:
 # ---------------------------------------------------------------------------- normalization
 @register("BatchNormalization")
 def _batch_norm(n: NodeInputs) -> List[object]:
+    """Inference: ``ops.batch_norm`` with the running statistics. ``training_mode`` (opset
+    14+): normalized with the batch statistics over every axis but 1 (biased variance), and
+    the running mean/variance outputs ``running * momentum + batch * (1 - momentum)``."""
     if n.attr("training_mode", 0):
-        raise n.fail("attribute 'training_mode' is 1; expected 0 (inference)")
+        return _batch_norm_training(n)
     x = n.t(0)
     args = [same_dtype(n, x, n.t(i))[1] for i in range(1, 5)]
     return [ops.batch_norm(x, *args, eps=float(n.attr("epsilon", 1e-5)), axis=1)]
+
+
+def _batch_norm_training(n: NodeInputs) -> List[object]:
+    x = n.t(0)
+    shape = shape_of(x)
+    axes = tuple(a for a in range(len(shape)) if a != 1)
+    mean = ops.mean(x, axis=axes, keepdims=True)
+    d = ops.subtract(x, mean)
+    var = ops.mean(ops.multiply(d, d), axis=axes, keepdims=True)
+    dt = np_dtype(x)
+    y = _channel_affine(n, x, ops.multiply(d, ops.rsqrt(ops.add(var, np.asarray(n.attr("epsilon", 1e-5), dt)))))
+    m = np.asarray(n.attr("momentum", 0.9), dt)
+
+    def running(i, batch):
+        old = same_dtype(n, x, n.t(i))[1]
+        return ops.add(ops.multiply(old, m), ops.multiply(ops.reshape(batch, (shape[1],)), np.asarray(1 - m, dt)))
+
+    return [y, running(3, mean), running(4, var)][:max(1, len(n.node.output))]
 
 
 def _standardize(x, axes, eps: float):
@@ -367,6 +413,22 @@ def _instance_norm(n: NodeInputs) -> List[object]:
     return [_channel_affine(n, x, ops.multiply(d, inv))]
 
 
+@register("MeanVarianceNormalization", opsets=(9, OPSETS[1]))
+def _mean_variance_norm(n: NodeInputs) -> List[object]:
+    """``(x - mean) / (sqrt(var) + 1e-9)`` over ``axes`` (default ``[0, 2, 3]``; biased
+    variance), the spec's function body (its ``1e-9`` added to the deviation); the variance is
+    the mean of the squared deviation (two passes) rather than the body's ``E[x^2] - E[x]^2``."""
+    x = n.t(0)
+    rank = len(shape_of(x))
+    axes = [int(a) for a in n.attr("axes", [0, 2, 3])]
+    if any(not -rank <= a < rank for a in axes):
+        raise n.fail(f"attribute 'axes' is {axes}; expected axes in [{-rank}, {rank})")
+    axes = tuple(sorted({a % rank for a in axes}))
+    d = ops.subtract(x, ops.mean(x, axis=axes, keepdims=True))
+    std = ops.sqrt(ops.mean(ops.multiply(d, d), axis=axes, keepdims=True))
+    return [ops.divide(d, ops.add(std, np.asarray(1e-9, np_dtype(x))))]
+
+
 @register("RMSNormalization", opsets=(23, OPSETS[1]))
 def _rms_norm(n: NodeInputs) -> List[object]:
     """``y = x / sqrt(mean(x^2 over axes axis..-1) + epsilon) * scale`` (scale broadcast onto
@@ -417,6 +479,21 @@ def _resize(n: NodeInputs) -> List[object]:
                        keep_aspect_ratio_policy=n.str_attr("keep_aspect_ratio_policy", "stretch"))]
 
 
+@register("Upsample", opsets=(7, 9))
+def _upsample(n: NodeInputs) -> List[object]:
+    """``Upsample`` (opset 7: ``scales`` attribute; 9: input; deprecated at 10) as
+    :func:`mlc_mlir.ops.resize` with ``asymmetric`` coordinates (``x_in = x_out / scale``) and
+    ``floor`` nearest rounding, the legacy op's sampling (onnxruntime's ``UpsampleBase``)."""
+    scales = n.attr("scales") if n.opset < 9 else np.asarray(n.np(1, "scales")).tolist()
+    mode = n.str_attr("mode", "nearest")
+    if mode not in ("nearest", "linear", "bilinear"):
+        raise n.fail(f"attribute 'mode' is {mode!r}; expected nearest, linear or bilinear")
+    if scales is None or any(float(v) < 1 for v in scales):
+        raise n.fail(f"scales {scales}; expected one scale >= 1 per axis")
+    return [ops.resize(n.t(0), scales=[float(v) for v in scales], mode="nearest" if mode == "nearest" else "linear",
+                       coordinate_transformation_mode="asymmetric", nearest_mode="floor")]
+
+
 @register("TopK", opsets=(10, OPSETS[1]))
 def _topk(n: NodeInputs) -> List[object]:
     """ONNX ``TopK`` (opset 10+: K a static input), as :func:`mlc_mlir.ops.topk`."""
@@ -426,3 +503,9 @@ def _topk(n: NodeInputs) -> List[object]:
     values, indices = ops.topk(n.t(0), int(k[0]), axis=int(n.attr("axis", -1)),
                                largest=bool(n.attr("largest", 1)), sorted=bool(n.attr("sorted", 1)))
     return [values, indices]
+
+
+@register("Det", opsets=(11, OPSETS[1]))
+def _det(n: NodeInputs) -> List[object]:
+    """``ops.det`` (Gaussian elimination with partial pivoting) over the last two axes."""
+    return [ops.det(n.t(0))]

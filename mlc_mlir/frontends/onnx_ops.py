@@ -89,7 +89,14 @@ def _logic(n: NodeInputs) -> List[object]:
 
 @register("Pow")
 def _pow(n: NodeInputs) -> List[object]:
+    """``ops.power`` in the base's dtype; an integer base with a float exponent is raised in
+    float64 and truncated back to the base's dtype (numpy's ``power(a, b).astype(a.dtype)``,
+    the ONNX reference)."""
     a, b = legacy_broadcast(n, n.t(0), n.t(1))
+    if not dtype_of(a).startswith(("float", "bfloat")) and dtype_of(b).startswith(("float", "bfloat")):
+        a64 = ops.cast(a, "float64") if isinstance(a, Tensor) else np.asarray(a, np.float64)
+        b64 = ops.cast(b, "float64") if isinstance(b, Tensor) else np.asarray(b, np.float64)
+        return [ops.cast(ops.power(a64, b64), dtype_of(a))]
     if isinstance(b, Tensor) and b.dtype != dtype_of(a):
         b = ops.cast(b, dtype_of(a))
     a, b = same_dtype(n, a, b)
@@ -201,6 +208,17 @@ def _cast(n: NodeInputs) -> List[object]:
 
 
 
+@register("BitCast", opsets=(26, OPSETS[1]))
+def _bitcast(n: NodeInputs) -> List[object]:
+    """``ops.bitcast`` to ``to`` (same bit width; BOOL and 4-bit/8-bit float types refused)."""
+    to = int(n.attr("to"))
+    if to not in ONNX_DTYPES or to == ONNX_BOOL:
+        raise n.fail(f"attribute 'to' is element type {to}; expected one of "
+                     f"{sorted(k for k in ONNX_DTYPES if k != ONNX_BOOL)}")
+    x = n.t(0)
+    return [ops.bitcast(x if isinstance(x, Tensor) else ops.constant(np.asarray(x)), ONNX_DTYPES[to])]
+
+
 @register("Where")
 def _where(n: NodeInputs) -> List[object]:
     a, b = same_dtype(n, n.t(1), n.t(2))
@@ -258,9 +276,21 @@ def _round(n: NodeInputs) -> List[object]:
 @register("Swish", opsets=(24, OPSETS[1]))
 def _swish(n: NodeInputs) -> List[object]:
     """``x * sigmoid(alpha * x)``."""
-    x = n.t(0)
-    alpha = float(n.attr("alpha", 1.0))
-    return [ops.multiply(x, ops.sigmoid(x if alpha == 1.0 else ops.multiply(x, alpha)))]
+    return [_swish_of(n.t(0), float(n.attr("alpha", 1.0)))]
+
+
+def _swish_of(x, alpha: float):
+    """``x * sigmoid(alpha * x)``."""
+    return ops.multiply(x, ops.sigmoid(x if alpha == 1.0 else ops.multiply(x, np.asarray(alpha, np_dtype(x)))))
+
+
+@register("SwiGLU", opsets=(28, OPSETS[1]))
+def _swiglu(n: NodeInputs) -> List[object]:
+    """``Swish_alpha(A) * B`` (gate ``A`` and value ``B`` of one shape, no broadcasting)."""
+    a, b = same_dtype(n, n.t(0), n.t(1))
+    if shape_of(a) != shape_of(b):
+        raise n.fail(f"inputs 'A' {shape_of(a)} and 'B' {shape_of(b)}; expected identical shapes")
+    return [ops.multiply(_swish_of(a, float(n.attr("alpha", 1.0))), b)]
 
 
 @register("IsInf", opsets=(10, OPSETS[1]))

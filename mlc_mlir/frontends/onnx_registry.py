@@ -64,11 +64,24 @@ class NodeInputs:
     as_param : callable
         ``as_param(input_index) -> Tensor | None``: an initializer input as a param named like
         it (None for other inputs).
+    run_graph : callable, optional
+        ``run_graph(graph, feeds) -> list``: convert a subgraph (an attribute of the node) with
+        ``feeds`` (name -> value) bound to its inputs, outer-scope names visible; its output
+        values in order (see :meth:`run_graph`).
     """
 
-    def __init__(self, node, values, attrs, opset: int, as_param: Callable[[int], Tensor]):
+    def __init__(self, node, values, attrs, opset: int, as_param: Callable[[int], Tensor],
+                 run_graph: Optional[Callable] = None):
         self.node, self.values, self.attrs, self.opset = node, values, attrs, opset
         self._as_param = as_param
+        self._run_graph = run_graph
+
+    def run_graph(self, graph, feeds: Dict[str, object]) -> List[object]:
+        """Convert ``graph`` (an If branch, a Loop/Scan body) inline with ``feeds`` bound to
+        its inputs (by name); returns its outputs (Tensors or import-time numpy values)."""
+        if self._run_graph is None:
+            raise self.fail("has a subgraph but no importer to convert it")
+        return self._run_graph(graph, feeds)
 
     def where(self) -> str:
         return f"onnx node {self.node.name or '<unnamed>'!r} ({self.node.op_type})"

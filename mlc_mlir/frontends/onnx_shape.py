@@ -109,9 +109,11 @@ def _gather_elements(n: NodeInputs) -> List[object]:
 
 
 @register("ScatterElements", opsets=(11, OPSETS[1]))
+@register("Scatter", opsets=(9, 10))
 def _scatter_elements(n: NodeInputs) -> List[object]:
     """``ops.scatter_elements`` (negative indices count from the end, as ONNX allows);
-    ``reduction`` none/add/mul/max/min (opset 16/18)."""
+    ``reduction`` none/add/mul/max/min (opset 16/18). ``Scatter`` (opset 9-10, deprecated at
+    11) is ScatterElements without ``reduction``."""
     idx = n.t(1)
     if not isinstance(idx, Tensor):
         idx = np.asarray(idx).astype(np.int64)

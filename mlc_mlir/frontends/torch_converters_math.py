@@ -12,6 +12,7 @@ promotion, NaN handling); TVM Relax ``frontend/torch/base_fx_graph_translator.py
 from __future__ import annotations
 
 import math
+import operator
 
 import numpy as np
 
@@ -321,6 +322,17 @@ def _max_dim(ctx, node, args):
     else:
         pair = ops.min(v, axis=dim, keepdims=keep), ops.argmin(v, axis=dim, keepdims=keep)
     return tuple(_scalar_back(x, y) for y in pair)
+
+
+@register_converter("aten._linalg_det.default")
+def _linalg_det(ctx, node, args):
+    """``(det, LU, pivots)`` of ``torch.linalg.det``: ``det`` is ``ops.det`` (partial-pivoting
+    elimination); a graph that reads the LU factors or the pivots is refused."""
+    used = sorted({u.args[1] for u in node.users if u.target is operator.getitem} - {0})
+    if used:
+        raise BuildError(f"aten._linalg_det: outputs {used} (LU, pivots) are used; expected only the determinant "
+                         "(output 0)")
+    return ops.det(args[0]), None, None
 
 
 @register_converter("aten.argmax.default", "aten.argmin.default", dtypes="float, int")

@@ -49,6 +49,7 @@ def _with_nan(x):
 # name -> (callable or module, inputs)
 CASES = {
     "abs": (lambda x: x.abs(), (randn(3, 4),)),
+    "linalg_det": (lambda x: torch.linalg.det(x) + 1.0, (randn(2, 3, 5, 5),)),
     "abs_int": (lambda x: x.abs(), (randint(-9, 9, 3, 4),)),
     "log1p": (lambda x: torch.log1p(x.abs()), (randn(3, 4),)),
     "log1p_tiny": (lambda x: torch.log1p(x), (randn(64) * 1e-7,)),
