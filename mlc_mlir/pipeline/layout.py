@@ -29,6 +29,10 @@ module gets default schedules or a tuning database's (``schedule="default"`` or 
 5. ``im2col``         -- the NHWC convolutions step 2 chose im2col for, and without a choice
    those with small output maps (:func:`~mlc_mlir.schedule.rules.conv.prefers_im2col`), become
    im2col + ``linalg.matmul`` (``layout_passes.ConvToIm2col``);
+5b. ``grouped``       -- grouped convolutions (not depthwise) that
+   :func:`~mlc_mlir.schedule.rules.conv.prefers_grouped_gemm` picks become a per-group im2col
+   (a view for a pointwise one of one image) + ``linalg.batch_matmul`` over the groups
+   (``layout_passes.GroupedConvToBatchMatmul``);
 6. ``pack-weights``   -- matmuls on a constant B that feed no elementwise op get B packed into
    the panels of their register tile (``layout_passes.PackMatmulWeights``,
    :func:`~mlc_mlir.schedule.cpu_recipes.packed_b_panel`: a ``linalg.mmt4d``);
@@ -62,10 +66,11 @@ from ..ir.walk import has_op
 from ..schedule.cpu_recipes import packed_b_panel
 from ..schedule.rules.attention import (AttentionKnobs, attention_key, decided_knobs, emit_flash_attention,
                                         knob_candidates)
-from ..schedule.rules.conv import (conv_algorithms, decided_algorithm, prefers_im2col, prefers_nhwc,
-                                   winograd_tile)
+from ..schedule.rules.conv import (conv_algorithms, decided_algorithm, prefers_grouped_gemm, prefers_im2col,
+                                   prefers_nhwc, winograd_tile)
 from ..schedule.trace import Trace
 from ..target import Target
+from .layout_passes.conv_grouped import GroupedConvToBatchMatmul
 from .layout_passes.conv_im2col import ConvToIm2col
 from .layout_passes.conv_nhwc import ConvToNHWC
 from .layout_passes.conv_winograd import ConvToWinograd, winograd_applies
@@ -232,6 +237,13 @@ def to_im2col(module: Module, target: Target, functions: List[str], options: Com
     return ConvToIm2col(partial(prefers_im2col, target), functions)(module)
 
 
+def grouped_to_gemm(module: Module, target: Target, functions: List[str], options: CompileOptions) -> Module:
+    """Step ``grouped`` (see the module docstring)."""
+    if not has_op(module, "linalg.conv_2d_ngchw_gfchw"):
+        return module
+    return GroupedConvToBatchMatmul(partial(prefers_grouped_gemm, target), functions)(module)
+
+
 def pack_weights(module: Module, target: Target, functions: List[str], options: CompileOptions) -> Module:
     """Step ``pack-weights`` (see the module docstring)."""
     if not has_op(module, "linalg.matmul"):
@@ -261,6 +273,7 @@ LAYOUT_STEPS: Tuple[Tuple[str, LayoutStep], ...] = (
     ("fold-filters", fold_filters),
     ("winograd", to_winograd),
     ("im2col", to_im2col),
+    ("grouped", grouped_to_gemm),
     ("pack-weights", pack_weights),
     ("fold-constants", fold_constants),
     ("specialize-rows", specialize_rows),

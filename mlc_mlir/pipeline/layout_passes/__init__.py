@@ -4,6 +4,7 @@ transposes propagated until they cancel, Winograd and im2col convolutions, packe
 weights, attention fused into one function, unit-row versions of dynamic matmuls). Each is
 registered with ``mlc-opt``; its ``select`` callable is where a rule's decision comes in."""
 
+from .conv_grouped import GroupedConvToBatchMatmul  # noqa: F401
 from .conv_im2col import ConvToIm2col  # noqa: F401
 from .conv_nhwc import ConvToNHWC  # noqa: F401
 from .conv_winograd import ConvToWinograd  # noqa: F401

@@ -391,6 +391,24 @@ def schedule_grouped_conv2d(sch: Schedule, block: BlockRV, ctx: RuleContext) -> 
 
 
 
+def prefers_grouped_gemm(target: Target, x_shape: Sequence[int], w_shape: Sequence[int],
+                         out_shape: Sequence[int], dtype: str) -> bool:
+    """Whether a grouped convolution (input ``(N, G, C, H, W)`` padded, filter
+    ``(G, F, C, KH, KW)``, output ``(N, G, F, OH, OW)``, ``C`` and ``F`` per group) should run
+    as a per-group im2col + ``linalg.batch_matmul`` (``layout_passes.GroupedConvToBatchMatmul``
+    and the batch matmul rule) rather than :func:`schedule_grouped_conv2d`: float dtypes on CPU
+    targets whose per-group GEMM is a matrix product, more than one input and one output
+    channel per group (depthwise convolutions, ``C == 1``, and channel multipliers, ``F == 1``,
+    keep the grouped rule: their GEMM would be a dot product per pixel), with at least one full
+    vector of output pixels (``N * OH * OW >= lanes``: the GEMM's vectorized dimension).
+    """
+    if target.kind != "cpu" or not dtypes.is_float(dtype):
+        return False
+    if x_shape[2] < 2 or w_shape[1] < 2:
+        return False
+    return out_shape[0] * out_shape[3] * out_shape[4] >= target.vector_lanes(dtypes.bit_width(dtype))
+
+
 #: Smallest multiply-add reduction of the GEMM (direct convolution MACs / Winograd GEMM MACs)
 #: for which :func:`winograd_tile` rewrites a convolution.
 WINOGRAD_MIN_SAVING = 2.0
