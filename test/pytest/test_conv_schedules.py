@@ -80,7 +80,8 @@ def test_conv_default_schedule_matches_torch(name):
     args, ref = inputs_and_ref(name)
     payload, sch = nhwc_schedule(build(name), SMALL)
     nhwc = "linalg.conv_2d_nhwc_hwcf" in str(payload)
-    assert nhwc == (CASES[name][1][0] % SMALL.vector_lanes(32) == 0)
+    f, lanes = CASES[name][1][0], SMALL.vector_lanes(32)
+    assert nhwc == (f % lanes == 0 or f > lanes)
     got = mlc.compile(sch.mod)(*args)
     np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
     replayed = mlc.Schedule.from_trace(payload, mlc.Trace.from_json(sch.trace.as_json()))
@@ -145,6 +146,10 @@ def test_layout_and_tile_follow_the_target():
     assert prefers_nhwc(AVX2, (1, 3, 8, 8), (8, 3, 3, 3), (1, 8, 6, 6), "float32")
     assert not prefers_nhwc(AVX512, (1, 3, 8, 8), (8, 3, 3, 3), (1, 8, 6, 6), "float32")
     assert not prefers_nhwc(AVX2, (1, 3, 8, 8), (8, 3, 3, 3), (1, 8, 6, 6), "int32")
+    # 24 channels: more than one AVX-512 vector, no whole number of them -> NHWC, then the GEMM
+    assert prefers_nhwc(AVX512, (1, 3, 226, 226), (24, 3, 3, 3), (1, 24, 112, 112), "float32")
+    assert prefers_im2col(AVX512, (1, 226, 226, 3), (3, 3, 3, 24), (1, 112, 112, 24), "float32")
+    assert not prefers_im2col(AVX512, (1, 226, 226, 3), (3, 3, 3, 32), (1, 112, 112, 32), "float32")
 
 
 def test_constant_filter_is_folded(tmp_path):
@@ -396,3 +401,21 @@ def test_channel_blocking_follows_the_caches_and_matches_torch(name, target):
     assert (vec[-1:] or [None]) == [tile], (vec, tile)
     for threads in (1, 2):
         np.testing.assert_allclose(mlc.compile(sch.mod, threads=threads)(*args), ref, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_ragged_output_channels_run_as_im2col_gemm(threads, tmp_path):
+    """20 output channels (no whole number of AVX2 or AVX-512 vectors, more than one) over a
+    17x17 map: NHWC, then im2col + GEMM (prefers_nhwc, prefers_im2col); numerics as torch."""
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((1, 3, 34, 34)).astype(np.float32)
+    w = rng.standard_normal((20, 3, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(20).astype(np.float32)
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        f.output(ops.relu(ops.conv2d(f.arg("x", shape=(1, 3, 34, 34)), w, b, strides=2, padding=1)))
+    got = mlc.compile(bb.finish(), threads=threads, dump_ir=str(tmp_path))(x)
+    ref = F.relu(F.conv2d(torch.from_numpy(x), torch.from_numpy(w), torch.from_numpy(b), stride=2, padding=1))
+    np.testing.assert_allclose(got, ref.numpy(), rtol=1e-4, atol=1e-4)
+    layout = (tmp_path / "01-layout.mlir").read_text()
+    assert "linalg.matmul" in layout and "linalg.conv_2d" not in layout
