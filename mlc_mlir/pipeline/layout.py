@@ -29,20 +29,20 @@ module gets default schedules or a tuning database's (``schedule="default"`` or 
 5. ``im2col``         -- the NHWC convolutions step 2 chose im2col for, and without a choice
    those with small output maps (:func:`~mlc_mlir.schedule.rules.conv.prefers_im2col`), become
    im2col + ``linalg.matmul`` (``layout_passes.ConvToIm2col``);
-5b. ``grouped``       -- grouped convolutions (not depthwise) that
+6. ``grouped``        -- grouped convolutions (not depthwise) that
    :func:`~mlc_mlir.schedule.rules.conv.prefers_grouped_gemm` picks become a per-group im2col
    (a view for a pointwise one of one image) + ``linalg.batch_matmul`` over the groups
    (``layout_passes.GroupedConvToBatchMatmul``);
-6. ``pack-weights``   -- matmuls on a constant B that feed no elementwise op get B packed into
+7. ``pack-weights``   -- matmuls on a constant B that feed no elementwise op get B packed into
    the panels of their register tile (``layout_passes.PackMatmulWeights``,
    :func:`~mlc_mlir.schedule.cpu_recipes.packed_b_panel`: a ``linalg.mmt4d``);
-7. ``fold-constants`` -- the packed weights and the remaining constant filter transposes become
+8. ``fold-constants`` -- the packed weights and the remaining constant filter transposes become
    constants;
-8. ``specialize-rows`` -- a matmul of dynamic M gets an ``M == 1`` version (a GEMV) chosen at
+9. ``specialize-rows`` -- a matmul of dynamic M gets an ``M == 1`` version (a GEMV) chosen at
    run time by ``scf.if`` (``layout_passes.SpecializeUnitRows``, as Relax dispatches on symbolic
    sizes).
 
-Constant evaluation (steps 3 and 7) is ``graph.FoldConstant`` restricted to the data-movement
+Constant evaluation (steps 3 and 8) is ``graph.FoldConstant`` restricted to the data-movement
 ops numpy evaluates (:data:`~mlc_mlir.graph.constant_eval.NUMPY_OPS`): no constant subgraph is
 compiled, the compiler never calls itself. Source: TVM Relay ``AlterOpLayout`` /
 ``ConvertLayout`` before ``FoldConstant``; Triton's named stages.
