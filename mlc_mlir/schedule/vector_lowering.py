@@ -63,7 +63,8 @@ def lower_vectors(func: ir.Value, unit_reduction_loops=(), masked: bool = False,
     contractions to outer products (FMAs). No canonicalization after the lowering: MLIR 22's
     canonicalizer scalarizes the rows of the accumulator (benchmarks/recipe/NOTES.md).
 
-    ``unit_reduction_loops`` (handles of the ops around vectorized ``linalg.mmt4d`` tiles):
+    ``unit_reduction_loops`` (handles of the ops around vectorized ``linalg.mmt4d`` tiles; a
+    static tile has no contraction left there, :func:`vectorize_unit_tile`, a masked one has):
     there, contractions are lowered first to elementwise FMAs on broadcast operands
     (``ParallelArith``: every reduction dim of the tile has size 1). The outer-product
     lowering does not take the tile's extra unit dims (``m0``, ``k0``) and falls back to one
