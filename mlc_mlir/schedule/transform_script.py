@@ -34,7 +34,7 @@ from .gpu_script import GpuEmitter, gpu_owned, is_gpu_block
 from .loop_nest import Block, LoopNestModel, Tiling
 from .partial_tiles import peel_packing, peel_partial
 from .tileability import check_tileable
-from .vector_lowering import lower_vectors
+from .vector_lowering import lower_vectors, vectorize_unit_tile
 
 
 #: Longest vector (in elements) an init or epilogue row is written with. Longer rows are written
@@ -442,8 +442,11 @@ class _Emitter:
                         self.masked_funcs.add(b.func)
                         last = sizes[b.info.out_dims[-1]] if b.info.out_dims and \
                             b.info.out_dims[-1] is not None else None
-                v = structured_transform_d.VectorizeOp(h, sizes)
-                v.operation.attributes["create_named_contraction"] = ir.UnitAttr.get()
+                if b.op_name == "linalg.mmt4d" and sizes is None:
+                    vectorize_unit_tile(h)
+                else:
+                    v = structured_transform_d.VectorizeOp(h, sizes)
+                    v.operation.attributes["create_named_contraction"] = ir.UnitAttr.get()
                 init = self.model.init_of(b)
                 if init is not None:
                     self.vectorize_rows(self.match(init), len(init.dims),

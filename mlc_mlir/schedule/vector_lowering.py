@@ -1,4 +1,5 @@
-"""The vector lowering of a scheduled function's transform script, after vectorization:
+"""The vector lowering of a scheduled function's transform script: :func:`vectorize_unit_tile`
+(an ``linalg.mmt4d`` register tile vectorized without its unit dims) and, after vectorization,
 :func:`lower_vectors` (MLIR's vector transform patterns: subset folding, loop-invariant subset
 hoisting, contraction lowering to outer products or parallel FMAs, multi-reduction and transpose
 lowering). Source: MLIR ``transform.apply_patterns.vector.*``, IREE's CPU codegen pipeline.
@@ -11,10 +12,48 @@ from .._mlir import (ir, loop_transform_d, structured_transform_d, tensor_transf
 from ..ir.transform_values import any_op
 
 
+#: ``fastmath`` of the multiply and add of a flattened mmt4d tile (:func:`vectorize_unit_tile`):
+#: LLVM fuses them into one FMA (one rounding, as the ``vector.fma`` of a contraction).
+CONTRACT_FASTMATH = "#arith.fastmath<contract>"
+
 #: ``fastmath`` of the horizontal reductions of an rfactor's partial results: ``reassoc`` lets
 #: LLVM sum a vector as a tree of shuffles (log2 of the lanes deep) instead of one lane after
 #: the other, which is also the more accurate order (pairwise summation).
 TREE_FASTMATH = "#arith.fastmath<reassoc>"
+
+
+def _match(target: ir.Value, *names: str) -> ir.Value:
+    return structured_transform_d.MatchOp(
+        any_op(), target, ops=ir.ArrayAttr.get([ir.StringAttr.get(n) for n in names])).result
+
+
+def vectorize_unit_tile(tile: ir.Value) -> None:
+    """Vectorize the static register tile ``tile`` (transform handle) of a ``linalg.mmt4d``
+    ``(M, N1, K, M0, N0, K0)`` whose ``N1``, ``K``, ``M0`` and ``K0`` extents are 1 (the
+    :func:`~mlc_mlir.schedule.rules.matmul.schedule_mmt4d` nest: ``MR`` rows of A times one
+    ``NR``-wide row of a packed B panel). The tile is generalized and its unit dims are folded
+    away (``linalg.fold_unit_extent_dims_via_slices``: rank-reducing slices), so it vectorizes as
+    ``C (MR, NR) += A (MR) x B (NR)`` on 2-D vectors: B is read as one ``vector<NRxf32>`` and
+    the C tile stays a loop-carried ``vector<MRxNR>`` (the slices fold into the transfers).
+    Vectorized as a 4-D ``vector.contract``, the ``(..., NR, 1)`` operand tiles have a unit
+    innermost dim: B is read one element at a time and its transpose to the result's order is
+    lowered to one ``vector.extract``/``vector.insert`` pair per element and operand per k step,
+    most of the code LLVM then has to combine. The tile's multiply and add get
+    :data:`CONTRACT_FASTMATH` so that LLVM emits one FMA for them. The tile's parent op (its k
+    loop) is the scope of the rewrites; ``tile`` is consumed.
+
+    Source: MLIR ``linalg::populateFoldUnitExtentDimsPatterns`` (``DropUnitDims``), IREE's
+    ``mmt4d`` ukernel-free CPU path (unit dims dropped before vectorization)."""
+    loop = transform_d.GetParentOp(any_op(), tile).result
+    structured_transform_d.GeneralizeOp(tile)
+    p = transform_d.ApplyPatternsOp(loop)
+    with ir.InsertionPoint(p.patterns):
+        structured_transform_d.ApplyFoldUnitExtentDimsViaSlicesPatternsOp()
+    v = structured_transform_d.VectorizeOp(_match(loop, "linalg.generic"))
+    v.operation.attributes["create_named_contraction"] = ir.UnitAttr.get()
+    contract = transform_d.ParamConstantOp(transform_d.AnyParamType.get(),
+                                           ir.Attribute.parse(CONTRACT_FASTMATH)).result
+    transform_d.AnnotateOp(_match(loop, "arith.mulf", "arith.addf"), "fastmath", param=contract)
 
 
 def lower_vectors(func: ir.Value, unit_reduction_loops=(), masked: bool = False,
@@ -24,7 +63,8 @@ def lower_vectors(func: ir.Value, unit_reduction_loops=(), masked: bool = False,
     contractions to outer products (FMAs). No canonicalization after the lowering: MLIR 22's
     canonicalizer scalarizes the rows of the accumulator (benchmarks/recipe/NOTES.md).
 
-    ``unit_reduction_loops`` (handles of the ops around vectorized ``linalg.mmt4d`` tiles):
+    ``unit_reduction_loops`` (handles of the ops around vectorized ``linalg.mmt4d`` tiles; a
+    static tile has no contraction left there, :func:`vectorize_unit_tile`, a masked one has):
     there, contractions are lowered first to elementwise FMAs on broadcast operands
     (``ParallelArith``: every reduction dim of the tile has size 1). The outer-product
     lowering does not take the tile's extra unit dims (``m0``, ``k0``) and falls back to one
