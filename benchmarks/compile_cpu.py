@@ -4,9 +4,10 @@ SqueezeNet, VGG-19, ZFNet-512, AlexNet) and the ResNet-18 of ``models_cpu.py``.
 
 Each model runs in its own process (fresh memory, fresh LLVM): ``mlc.from_onnx`` then
 ``mlc.compile(threads=1)``; the row prints the wall seconds and the CPU seconds of the process
-(``resource.getrusage``: LLVM runs in the calling thread, so its time is counted), next to the
+(``timing.cpu_seconds``: LLVM runs in the calling thread, so its time is counted), next to the
 peer's preparation time (onnxruntime ``InferenceSession`` with all graph optimizations), one
-call of each (ms, best of 3) and the largest difference between their outputs.
+call of each (ms, the best repeat of ``timing.best_seconds``) and the largest difference
+between their outputs.
 
     python benchmarks/compile_cpu.py [--models densenet121,resnet18] [--timeout 900] [--json]
 """
@@ -17,13 +18,14 @@ import argparse
 import glob
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
 import time
 
+import models_cpu  # benchmarks/models_cpu.py; this folder is on sys.path
 import numpy as np
+from timing import best_seconds, cpu_seconds  # benchmarks/timing.py
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -39,21 +41,6 @@ def light_models() -> dict:
             for p in sorted(glob.glob(os.path.join(root, "light_*.onnx")))}
 
 
-def _cpu_seconds() -> float:
-    ru = resource.getrusage(resource.RUSAGE_SELF)
-    return ru.ru_utime + ru.ru_stime
-
-
-def _best_ms(fn, repeat: int = 3) -> float:
-    fn()
-    ts = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
-    return 1e3 * min(ts)
-
-
 def measure_one(name: str, path: str) -> dict:
     """One model in this process: import + compile (wall / CPU s), onnxruntime's session (s),
     one call of each (ms) and the max |ours - onnxruntime| over the first output."""
@@ -61,10 +48,10 @@ def measure_one(name: str, path: str) -> dict:
 
     import mlc_mlir as mlc
 
-    w0, c0 = time.perf_counter(), _cpu_seconds()
+    w0, c0 = time.perf_counter(), cpu_seconds()
     mod = mlc.from_onnx(path)
     exe = mlc.compile(mod, threads=1)
-    wall, cpu = time.perf_counter() - w0, _cpu_seconds() - c0
+    wall, cpu = time.perf_counter() - w0, cpu_seconds() - c0
     so = ort.SessionOptions()
     so.intra_op_num_threads = 1
     t0 = time.perf_counter()
@@ -78,13 +65,13 @@ def measure_one(name: str, path: str) -> dict:
     ours = ours[0] if isinstance(ours, (list, tuple)) else ours
     ref = sess.run(None, feeds)[0]
     return {"model": name, "compile_wall_s": wall, "compile_cpu_s": cpu, "ort_session_s": ort_s,
-            "mlc_ms": _best_ms(lambda: exe(*args)), "ort_ms": _best_ms(lambda: sess.run(None, feeds)),
+            "mlc_ms": 1e3 * best_seconds(lambda: exe(*args)),
+            "ort_ms": 1e3 * best_seconds(lambda: sess.run(None, feeds)),
             "max_abs_diff": float(np.max(np.abs(np.asarray(ours) - ref)))}
 
 
 def _path_of(name: str, work: str) -> str:
     if name in EXPORTED:
-        import models_cpu  # benchmarks/models_cpu.py; this folder is on sys.path
         models_cpu.export_onnx(work)
         return models_cpu.onnx_path(EXPORTED[name], work)
     return light_models()[name]

@@ -35,7 +35,7 @@ import tempfile
 import time
 
 import numpy as np
-from timing import min_median_seconds  # benchmarks/timing.py; this folder is on sys.path
+from timing import cpu_seconds, min_median_seconds  # benchmarks/timing.py; this folder is on sys.path
 
 MODELS = ("resnet18", "resnet18-onnx", "resnet50-light", "bert")
 #: model -> implementations measured (ours first)
@@ -188,10 +188,10 @@ def measure_mlc(name: str, work: str, threads, tune_trials: int = 0):
         return rows, describe(host_target())
     for t in threads:   # one tuning per thread count: a schedule is tuned for its thread count
         omp.omp_set_num_threads(t)
-        t2, cpu0, load0 = time.perf_counter(), _cpu_seconds(), os.getloadavg()[0]
+        t2, cpu0, load0 = time.perf_counter(), cpu_seconds(), os.getloadavg()[0]
         db = mlc.tune(mod, trials=tune_trials, work_dir=os.path.join(work, f"tune-{name}-{t}t"),
                       threads=t, progress=False)
-        tuning = {"wall_s": time.perf_counter() - t2, "cpu_s": _cpu_seconds() - cpu0,
+        tuning = {"wall_s": time.perf_counter() - t2, "cpu_s": cpu_seconds() - cpu0,
                   "trials": len([r for r in db.records() if not r.final]),
                   "load": [load0, os.getloadavg()[0]]}
         exe = mlc.compile(mod, database=db, threads=t)
@@ -208,14 +208,6 @@ def measure_mlc(name: str, work: str, threads, tune_trials: int = 0):
                      "default_min_ms": min(lo for lo, _ in default_s) * 1e3,
                      "import_s": t1 - t0, "compile_s": t3 - t2, "tuning": tuning})
     return rows, describe(host_target())
-
-
-def _cpu_seconds() -> float:
-    """CPU seconds of this process and its reaped children (the tuner's worker processes,
-    reaped when it returns), user + system."""
-    import resource
-    return sum(r.ru_utime + r.ru_stime for r in (resource.getrusage(resource.RUSAGE_SELF),
-                                                 resource.getrusage(resource.RUSAGE_CHILDREN)))
 
 
 def measure_ort(name: str, work: str, threads):

@@ -2,6 +2,7 @@
 least 50 ms (TVM ``time_evaluator``'s ``number``/``repeat``, with ``number`` chosen like
 ``timeit.Timer.autorange``)."""
 
+import resource
 import statistics
 import time
 
@@ -29,3 +30,11 @@ def min_median_seconds(fn, repeat: int = 7, min_repeat_s: float = 0.05):
             fn()
         ts.append((time.perf_counter() - t0) / number)
     return min(ts), statistics.median(ts)
+
+
+def cpu_seconds() -> float:
+    """CPU seconds of this process and its reaped children (e.g. the tuner's worker processes,
+    reaped when it returns), user + system (``getrusage``). Threads of the process, such as
+    LLVM compiling in the calling thread, are counted."""
+    return sum(r.ru_utime + r.ru_stime for r in (resource.getrusage(resource.RUSAGE_SELF),
+                                                 resource.getrusage(resource.RUSAGE_CHILDREN)))
