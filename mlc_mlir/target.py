@@ -48,6 +48,10 @@ ISA_FEATURES = frozenset(_X86_FEATURES.values())
 #: LLVM target triple of the host code of every target (x86-64 Linux, see :func:`host_target`).
 HOST_TRIPLE = "x86_64-unknown-linux-gnu"
 
+#: Bytes of a cache line of the host code's CPUs (every x86-64 core): the unit of the
+#: prefetches, non-temporal stores and aligned results of compiled code.
+CACHE_LINE_BYTES = 64
+
 #: The pipeline file and runtime libraries of each target kind.
 _KIND_PIPELINE = {"cpu": "cpu", "cuda": "cuda"}
 _KIND_RUNTIME_LIBS = {"cpu": ("c_runner_utils", "omp"), "cuda": ("c_runner_utils", "cuda_runtime")}

@@ -33,9 +33,7 @@ from .._mlir import arith_d, ir, llvm_d, memref_d, scf_d, vector_d
 from ..ir.module import Module
 from ..ir.walk import find_ops
 from ..schedule.rules.elementwise import NONTEMPORAL
-
-#: Largest alignment asked of a non-temporal store (a cache line), bytes.
-LINE_BYTES = 64
+from ..target import CACHE_LINE_BYTES
 
 
 def _annotated(op: ir.Operation) -> bool:
@@ -65,7 +63,7 @@ def _alignment(write: ir.Operation) -> int:
         return 0
     nbytes = vt.shape[-1] * vt.element_type.width // 8
     align = nbytes & -nbytes                                # largest power of 2 dividing it
-    return min(align, LINE_BYTES) if align >= 16 else 0
+    return min(align, CACHE_LINE_BYTES) if align >= 16 else 0
 
 
 def _address(base: ir.Value, indices: List[ir.Value], elem_bytes: int) -> ir.Value:

@@ -15,6 +15,7 @@ from typing import Optional
 import numpy as np
 
 from ..errors import format_shape
+from ..target import CACHE_LINE_BYTES
 
 
 def out_array_problem(o, dtype, shape) -> Optional[str]:
@@ -75,7 +76,7 @@ ALIGNED_RESULT_BYTES = 4 << 20
 
 #: The alignment of large results, bytes: a cache line, which a non-temporal vector store of
 #: a whole line needs (``vmovntps`` of a zmm register).
-RESULT_ALIGNMENT = 64
+RESULT_ALIGNMENT = CACHE_LINE_BYTES
 
 _U8 = np.dtype(np.uint8)
 

@@ -29,10 +29,7 @@ from ..._mlir import arith_d, bufferization_d, ir, memref_d
 from ...graph.pass_manager import Pass, register_pass
 from ...ir.module import Module
 from ...schedule.rules.matmul import PREFETCH_ROWS_ATTR as ATTR
-
-#: Bytes of a cache line: one prefetch per line of a tile's row (64 on x86-64 and the
-#: Arm Neoverse cores).
-LINE_BYTES = 64
+from ...target import CACHE_LINE_BYTES
 
 
 def _op(owner) -> ir.Operation:
@@ -56,7 +53,7 @@ def _tile_read(op: ir.Operation, iv: ir.Value) -> Optional[Tuple[int, int]]:
     perm = ir.AffineMapAttr(op.attributes["permutation_map"]).value
     if perm != ir.AffineMap.get_minor_identity(2, vt.rank) or vt.rank > 2 \
             or not all(ir.BoolAttr(b).value for b in ir.ArrayAttr(op.attributes["in_bounds"])) \
-            or vt.shape[-1] * ir.RankedTensorType(t).element_type.width < 8 * LINE_BYTES:
+            or vt.shape[-1] * ir.RankedTensorType(t).element_type.width < 8 * CACHE_LINE_BYTES:
         return None
     return (vt.shape[0] if vt.rank == 2 else 1), vt.shape[-1]
 
@@ -85,7 +82,7 @@ def _prefetch(read: ir.Operation, rows: int, cols: int, ahead: int) -> None:
         buf = bufferization_d.to_buffer(ir.MemRefType.get(t.shape, t.element_type), src, read_only=True)
         last = _index(t.shape[0] - 1)
         k, j = read.operands[1], read.operands[2]
-        per_line = max(1, LINE_BYTES // max(1, t.element_type.width // 8))
+        per_line = max(1, CACHE_LINE_BYTES // max(1, t.element_type.width // 8))
         for r in range(rows):
             row = arith_d.minui(arith_d.addi(k, _index(ahead + r)), last)
             for c in range(0, cols, per_line):

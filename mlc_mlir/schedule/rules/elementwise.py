@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from ...target import CACHE_LINE_BYTES
 from ..cpu_recipes import tile_width
 from ..schedule import Schedule
 from ..state import BlockRV
@@ -18,8 +19,8 @@ from .common import (RuleContext, block_bytes, categorical, element_bits, parall
 #: writes (:mod:`mlc_mlir.pipeline.nontemporal` realizes it).
 NONTEMPORAL = "mlc.nontemporal"
 
-#: Half of an x86 cache line, bytes (:func:`half_line_tile`).
-HALF_LINE_BYTES = 32
+#: Half of a cache line, bytes (:func:`half_line_tile`).
+HALF_LINE_BYTES = CACHE_LINE_BYTES // 2
 
 
 def contiguous_last(blk) -> bool:
