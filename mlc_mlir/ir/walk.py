@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from typing import List
+from typing import List, Union
 
 from .._mlir import ir
 from .module import Module
 
 
-def find_ops(module: Module, name: str) -> List[ir.Operation]:
-    """Every operation named ``name`` (``"mlc.call_library"``) in ``module``, in pre-order."""
+def find_ops(module: Union[Module, ir.Operation], name: str) -> List[ir.Operation]:
+    """Every operation named ``name`` (``"mlc.call_library"``) in ``module`` (a Module, or an
+    operation: itself and the ops nested in it), in pre-order."""
     found: List[ir.Operation] = []
 
     def visit(op):

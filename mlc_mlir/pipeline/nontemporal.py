@@ -123,17 +123,8 @@ def nontemporal_stores(module: Module) -> Module:
     fenced: List[ir.Operation] = []
     with module.context, ir.Location.unknown():
         for loop in loops:
-            writes = []
-
-            def visit(op):
-                op = op.operation if hasattr(op, "operation") else op
-                if op.name == "vector.transfer_write":
-                    writes.append(op)
-                return ir.WalkResult.ADVANCE
-
-            loop.walk(visit, ir.WalkOrder.PRE_ORDER)
             done = 0
-            for w in writes:
+            for w in find_ops(loop, "vector.transfer_write"):
                 align = _alignment(w)
                 if align:
                     _rewrite(w, align)

@@ -27,7 +27,7 @@ from typing import Dict, List, Optional, Tuple
 from .._mlir import func_d, ir
 from ..ir.context import new_context
 from ..ir.module import Module
-from ..ir.walk import has_op
+from ..ir.walk import find_ops, has_op
 from ..pipeline.compile import run_stages
 from ..pipeline.layout_passes.fuse_attention import FuseAttention
 from ..pipeline.options import CompileOptions
@@ -113,17 +113,9 @@ def _distinct(task_types, scale: float, target: Target, knobs: List[AttentionKno
 
 def _calls(mod: Module, callee: str) -> int:
     """Call sites of ``callee`` in ``mod``."""
-    count = [0]
-
-    def visit(op):
-        op = op.operation if hasattr(op, "operation") else op
-        if op.name == "func.call" and ir.FlatSymbolRefAttr(op.attributes["callee"]).value == callee:
-            count[0] += 1
-        return ir.WalkResult.ADVANCE
-
     with mod.context:
-        mod.operation.walk(visit, ir.WalkOrder.PRE_ORDER)
-    return count[0]
+        return sum(ir.FlatSymbolRefAttr(op.attributes["callee"]).value == callee
+                   for op in find_ops(mod, "func.call"))
 
 
 def extract_attention_tasks(mod: Module, target: Target) -> List[AttentionTask]:

@@ -28,12 +28,9 @@ from typing import List, Optional, Tuple
 from ..._mlir import arith_d, bufferization_d, ir, memref_d
 from ...graph.pass_manager import Pass, register_pass
 from ...ir.module import Module
+from ...ir.walk import find_ops
 from ...schedule.rules.matmul import PREFETCH_ROWS_ATTR as ATTR
 from ...target import CACHE_LINE_BYTES
-
-
-def _op(owner) -> ir.Operation:
-    return owner.operation if hasattr(owner, "operation") else owner
 
 
 def _index(v: int) -> ir.Value:
@@ -60,18 +57,8 @@ def _tile_read(op: ir.Operation, iv: ir.Value) -> Optional[Tuple[int, int]]:
 
 def _reads(loop: ir.Operation) -> List[Tuple[ir.Operation, int, int]]:
     iv = loop.regions[0].blocks[0].arguments[0]
-    found = []
-
-    def visit(op):
-        op = _op(op)
-        tile = _tile_read(op, iv)
-        if tile is not None:
-            found.append((op, *tile))
-        return ir.WalkResult.ADVANCE
-
-    for op in loop.regions[0].blocks[0].operations:
-        _op(op).walk(visit, ir.WalkOrder.PRE_ORDER)
-    return found
+    tiles = [(op, _tile_read(op, iv)) for op in find_ops(loop, "vector.transfer_read")]
+    return [(op, *tile) for op, tile in tiles if tile is not None]
 
 
 def _prefetch(read: ir.Operation, rows: int, cols: int, ahead: int) -> None:
@@ -99,19 +86,7 @@ class PrefetchRows(Pass):
     name = "mlc-prefetch-rows"
 
     def transform(self, mod: Module) -> Module:
-        loops = []
-        for f in mod.func_ops():
-            if f.is_external:
-                continue
-
-            def visit(op):
-                op = _op(op)
-                if op.name == "scf.for" and ATTR in op.attributes:
-                    loops.append(op)
-                return ir.WalkResult.ADVANCE
-
-            f.operation.walk(visit, ir.WalkOrder.PRE_ORDER)
-        for loop in loops:
+        for loop in [op for op in find_ops(mod, "scf.for") if ATTR in op.attributes]:
             ahead = ir.IntegerAttr(loop.attributes[ATTR]).value
             for read, rows, cols in _reads(loop) if ahead > 0 else ():
                 _prefetch(read, rows, cols, ahead)
