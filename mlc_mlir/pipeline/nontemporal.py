@@ -16,7 +16,7 @@ memref (in bounds, unmasked, minor identity map, unit innermost stride, leading 
 with ``A`` the vector's bytes up to 64 (a cache line; LLVM splits an unaligned non-temporal
 vector store into scalar ``movnti``/``movntsd``, so only aligned addresses take it: the branch
 costs a compare per vector and is always the same within a call). Outputs the runtime allocates
-are cache-line aligned (:func:`mlc_mlir.runtime.memref.aligned_empty`). Each outermost loop
+are cache-line aligned (:func:`mlc_mlir.runtime.memref.empty_result`). Each outermost loop
 holding such stores (per thread: inside an ``scf.forall``) is followed by an ``sfence``, so the
 weakly ordered non-temporal stores are visible before the threads join.
 

@@ -64,11 +64,10 @@ def schedule_elementwise(sch: Schedule, block: BlockRV, ctx: RuleContext) -> Non
     :data:`NONTEMPORAL` with a sampled 0 or 1 (default 1) and, unless its body computes a
     transcendental function (``OpFacts.transcendental``: bound by arithmetic, which half-width
     vectors would slow), the vectors default to half a cache line where the target's are a
-    whole one (:func:`half_line_tile`). A static
-    innermost dim that
-    the lanes do not divide gets whole vectors and a peeled partial last tile (:func:`lane_tile`).
-    A dynamic innermost dim is split into ``(None, V)`` (the last tile partial, vectorized with masks); a dynamic outermost
-    dim is made parallel as it is. Shapes: any rank >= 1; dtypes: any the vectorizer accepts
+    whole one (:func:`half_line_tile`). A static innermost dim that the lanes do not divide
+    gets whole vectors and a peeled partial last tile (:func:`lane_tile`). A dynamic innermost
+    dim is split into ``(None, V)`` (the last tile partial, vectorized with masks); a dynamic
+    outermost dim is made parallel as it is. Shapes: any rank >= 1; dtypes: any the vectorizer accepts
     (float16/32/64, int8..64).
 
     Parameters
@@ -123,8 +122,7 @@ def half_line_tile(ctx: RuleContext, blk, extent) -> Optional[int]:
     64-byte aligned inputs with 64-byte vectors. A block bound by arithmetic loses: the
     ``gelu_tanh(a + b)`` of two 4096x1024 inputs took 12.8 ms with 8 lanes against 2.1 ms with
     4 x 16 (both with non-temporal stores), so the rule keeps whole vectors for bodies with a
-    transcendental function. The streaming default of the rule
-    (:func:`streams_past_cache`). Source: the split-load penalty of the Intel optimization
+    transcendental function. Used for blocks :func:`streams_past_cache` selects. Source: the split-load penalty of the Intel optimization
     manual (data alignment for AVX-512) and AMD's Zen software optimization guide."""
     bits = element_bits(blk)
     lanes = ctx.target.vector_lanes(bits)
@@ -196,4 +194,3 @@ def transpose_tile(sch: Schedule, block: BlockRV, ctx: RuleContext) -> bool:
                       [extents[d] for d in rest])
     sch.vectorize(m1)
     return True
-

@@ -45,6 +45,7 @@ class OpFacts:
     dilations: Tuple[int, ...] = ()
     transcendental: bool = False
 
+
 #: ``math`` ops that are one or two instructions (not what :attr:`OpFacts.transcendental` means).
 _CHEAP_MATH = frozenset(f"math.{n}" for n in ("absf", "absi", "copysign", "fma", "floor", "ceil",
                                               "round", "roundeven", "trunc"))
