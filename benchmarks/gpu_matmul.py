@@ -24,8 +24,11 @@ import mlc_mlir as mlc
 from mlc_mlir import ops
 from mlc_mlir.ir import dtypes
 from mlc_mlir.runtime.cuda import driver_problem
+from mlc_mlir.target import get_target
 from mlc_mlir.tune.gpu_space import matmul_tile_candidates, sample_gpu_matmul
 
+#: The resources of the GPU ``mlc.compile(..., target="cuda")`` compiles for.
+ARCH = get_target("cuda").cuda_arch
 ELEM_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
 
 
@@ -76,10 +79,10 @@ def tuned(n: int, dtype: str, args, count: int):
     first); a candidate that fails is skipped and counted."""
     best, failed = (float("inf"), None), 0
     mod = _module(n, dtype)
-    for tiles in list(matmul_tile_candidates(n, n, n, ELEM_BYTES[dtype]))[:count]:
+    for tiles in list(matmul_tile_candidates(n, n, n, ARCH, ELEM_BYTES[dtype]))[:count]:
         sch = mlc.Schedule(mod)
         try:
-            sample_gpu_matmul(sch, sch.get_block("matmul"), tiles)
+            sample_gpu_matmul(sch, sch.get_block("matmul"), tiles, ARCH)
             s = ours_seconds(sch.mod, args)
         except mlc.MlcError as e:
             failed += 1

@@ -3,7 +3,8 @@
 A :class:`Target` carries what lowering and schedules need to know about the machine: the LLVM
 CPU name and feature list (``llc -mcpu/-mattr``), the vector width and register count (register
 tiles), cache sizes (cache blocking) and core count (threads) for the CPU; the SM architecture
-for CUDA. ``Target.host()`` reads them from the machine at run time (LLVM's host CPU name,
+and its per-block and per-SM resources for CUDA (:class:`CudaArch`: shared memory, threads,
+registers). ``Target.host()`` reads them from the machine at run time (LLVM's host CPU name,
 ``/proc/cpuinfo`` flags, ``/sys`` cache sizes, the process's CPU affinity), so no schedule
 constant comes from a table written for one CPU. Targets are frozen dataclasses: hashable, usable
 in cache keys (Triton's backend options, TVM's ``tvm.target.Target``).
@@ -58,6 +59,83 @@ _KIND_RUNTIME_LIBS = {"cpu": ("c_runner_utils", "omp"), "cuda": ("c_runner_utils
 
 
 @dataclasses.dataclass(frozen=True)
+class CudaArch:
+    """The per-block and per-SM resources of one CUDA compute capability, from the CUDA C++
+    Programming Guide's table "Technical Specifications per Compute Capability" (TVM's target
+    tags carry the same numbers: ``max_shared_memory_per_block``, ``max_threads_per_block``,
+    ``thread_warp_size``, ``registers_per_block``).
+
+    Attributes
+    ----------
+    sm : int
+        Compute capability as major * 10 + minor (90 for ``sm_90``).
+    shared_bytes_per_sm : int
+        Shared memory of one SM (bytes; 228 KiB on sm_90).
+    optin_shared_bytes_per_block : int
+        Most shared memory one block may use after opting in to dynamic shared memory beyond
+        :attr:`static_shared_bytes_per_block` (``cudaFuncAttributeMaxDynamicSharedMemorySize``;
+        227 KiB on sm_90).
+    max_threads_per_sm : int
+        Resident threads of one SM (2048 on sm_90, 1536 on sm_86/sm_89, 1024 on sm_75).
+    static_shared_bytes_per_block : int
+        Shared memory a block may declare statically (``__shared__`` arrays, the lowering's
+        ``memref.alloc`` in the workgroup address space): 48 KiB on every architecture.
+    max_threads_per_block : int
+        1024 on every architecture since sm_20.
+    warp_size : int
+        Threads of a warp (32).
+    registers_per_sm : int
+        32-bit registers of one SM, also the most one block may use (64 Ki).
+    max_registers_per_thread : int
+        Most registers ``ptxas`` gives one thread (255).
+    """
+
+    sm: int
+    shared_bytes_per_sm: int
+    optin_shared_bytes_per_block: int
+    max_threads_per_sm: int
+    static_shared_bytes_per_block: int = 48 << 10
+    max_threads_per_block: int = 1024
+    warp_size: int = 32
+    registers_per_sm: int = 64 << 10
+    max_registers_per_thread: int = 255
+
+
+#: Compute capability -> (shared memory per SM, opt-in shared memory per block, threads per SM)
+#: in KiB, KiB and threads: the CUDA C++ Programming Guide's "Technical Specifications per
+#: Compute Capability" (Maxwell sm_50 to Blackwell sm_120).
+_CUDA_ARCHS = {
+    50: (64, 48, 2048), 52: (96, 48, 2048), 53: (64, 48, 2048),
+    60: (64, 48, 2048), 61: (96, 48, 2048), 62: (64, 48, 2048),
+    70: (96, 96, 2048), 72: (96, 96, 2048), 75: (64, 64, 1024),
+    80: (164, 163, 2048), 86: (100, 99, 1536), 87: (164, 163, 2048), 89: (100, 99, 1536),
+    90: (228, 227, 2048), 100: (228, 227, 2048), 101: (228, 227, 2048), 120: (100, 99, 1536),
+}
+
+
+@functools.lru_cache(maxsize=None)
+def cuda_arch(arch: str) -> CudaArch:
+    """The :class:`CudaArch` of an SM architecture name (``sm_90``, ``sm_90a``). A capability
+    the table does not list takes the resources of the newest listed one of the same major
+    version (``sm_121`` those of ``sm_120``).
+
+    Raises
+    ------
+    TargetError
+        For a name that is not ``sm_<NN>[a]`` or an architecture older than ``sm_50`` (or of a
+        major version the table does not know).
+    """
+    m = re.fullmatch(r"sm_(\d+)a?", arch)
+    known = [cc for cc in _CUDA_ARCHS if m and cc // 10 == int(m.group(1)) // 10 and cc <= int(m.group(1))]
+    if not known:
+        raise TargetError(f"cuda_arch: {arch!r} is not a known CUDA architecture; expected sm_NN "
+                          f"with NN one of {sorted(_CUDA_ARCHS)} (or a newer minor version)")
+    smem, optin, threads = _CUDA_ARCHS[max(known)]
+    return CudaArch(sm=int(m.group(1)), shared_bytes_per_sm=smem << 10,
+                    optin_shared_bytes_per_block=optin << 10, max_threads_per_sm=threads)
+
+
+@dataclasses.dataclass(frozen=True)
 class Target:
     """A compilation target (frozen, hashable).
 
@@ -103,6 +181,8 @@ class Target:
             raise PipelineError(f"Target: kind {self.kind!r}; expected one of {sorted(_KIND_PIPELINE)}")
         if self.kind == "cuda" and not re.fullmatch(r"sm_\d+a?", self.arch):
             raise PipelineError(f"Target: cuda arch {self.arch!r}; expected sm_<NN> such as sm_90")
+        if self.kind == "cuda":
+            cuda_arch(self.arch)
         if not isinstance(self.cores, int) or self.cores < 1:
             raise PipelineError(f"Target: cores={self.cores!r}; expected an int >= 1")
         if not isinstance(self.features, tuple) or not all(isinstance(f, str) for f in self.features):
@@ -114,6 +194,19 @@ class Target:
     def pipeline(self) -> str:
         """Name of the lowering pipeline in ``pipelines/``."""
         return _KIND_PIPELINE[self.kind]
+
+    @property
+    def cuda_arch(self) -> CudaArch:
+        """The GPU's resources (:func:`cuda_arch` of :attr:`arch`) for ``kind == "cuda"``.
+
+        Raises
+        ------
+        TargetError
+            For a CPU target, or an architecture :func:`cuda_arch` does not know.
+        """
+        if self.kind != "cuda":
+            raise TargetError(f"Target.cuda_arch: a {self.kind} target has no CUDA architecture")
+        return cuda_arch(self.arch)
 
     @property
     def runtime_libs(self) -> Tuple[str, ...]:

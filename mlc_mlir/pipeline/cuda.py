@@ -41,6 +41,7 @@ from ..ir.module import Module, diagnostics
 from ..ir.walk import find_ops, function_body_ops
 from ..ir.pass_pipeline import run_pass_pipeline
 from ..runtime.cuda import DEVICE_SUFFIX
+from ..target import cuda_arch
 from .cuda_buffers import clean_kernel_buffers, drop_self_copies
 from .cuda_pads import materialize_host_pads
 from .registry import load_pipeline
@@ -401,7 +402,7 @@ def lower_to_gpu(module: Module, chip: str = "sm_90", fmt: str = "isa",
     """
     if fmt not in ("isa", "bin", "fatbin"):
         raise PipelineError(f"cuda: format {fmt!r}; expected 'isa', 'bin' or 'fatbin'")
-    buf = _apply(materialize_host_pads(module, _apply), _bufferize, "bufferize")
+    buf = _apply(materialize_host_pads(module, _apply, cuda_arch(chip)), _bufferize, "bufferize")
     outputs = _num_results(buf)
     buf = run_pass_pipeline(buf, "builtin.module(buffer-results-to-out-params{hoist-static-allocs "
                             "modify-public-functions},canonicalize,cse)", "cuda out-params")

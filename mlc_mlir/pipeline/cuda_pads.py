@@ -14,8 +14,8 @@ only):
 2. ``transform.structured.insert_slice_to_copy`` -- the insertion becomes a ``linalg.copy``
    into a slice of the filled tensor (in place after bufferization);
 3. the fill and the copy each get the elementwise GPU mapping: one block per row (the outer
-   dims, ``#gpu.block<linear_dim_k>``), the contiguous last dim over up to
-   :data:`MAX_THREADS` threads (``#gpu.thread<x>``).
+   dims, ``#gpu.block<linear_dim_k>``), the contiguous last dim over up to the GPU rules'
+   :func:`~mlc_mlir.schedule.rules.gpu_rules.default_threads` of the chip (``#gpu.thread<x>``).
 
 The padded tensor is a temporary between kernels (device memory, :mod:`.cuda`).
 """
@@ -29,9 +29,8 @@ from ..ir.transform_values import any_op
 from ..errors import PipelineError
 from ..ir.module import Module
 from ..ir.walk import function_body_ops
-
-#: Threads per block of the pad kernels.
-MAX_THREADS = 256
+from ..schedule.rules.gpu_rules import default_threads
+from ..target import CudaArch
 
 #: Marks a host-level pad or insert_slice for matching (``mlc.host_pad = i``).
 _TAG = "mlc.host_pad"
@@ -67,16 +66,12 @@ def _host_pads(module: Module) -> Tuple[List[Tuple[str, List[int], List[int]]], 
     return tagged, fills
 
 
-def _threads(n: int) -> int:
-    """Largest divisor of ``n`` that is at most :data:`MAX_THREADS`."""
-    return next(d for d in range(min(n, MAX_THREADS), 0, -1) if n % d == 0)
-
-
-def _map_elementwise(op: ir.Value, shape: List[int]) -> None:
+def _map_elementwise(op: ir.Value, shape: List[int], most: int) -> None:
     """Emit the block and thread ``tile_using_forall`` of a rank-``len(shape)`` elementwise op
-    (module docstring, step 3)."""
+    (module docstring, step 3), with the largest divisor of the last dim up to ``most``
+    threads."""
     last = shape[-1]
-    t = _threads(last)
+    t = next(d for d in range(min(last, most), 0, -1) if last % d == 0)
     outer = [d for d, e in enumerate(shape[:-1]) if e > 1]
     sizes = [1 if d in outer else 0 for d in range(len(shape))]
     if not outer:   # a single row: blocks of t elements along it
@@ -94,11 +89,12 @@ def _map_elementwise(op: ir.Value, shape: List[int]) -> None:
             tiled, tile_sizes=inner, mapping=ir.ArrayAttr.get([ir.Attribute.parse("#gpu.thread<x>")]))
 
 
-def materialize_host_pads(module: Module, apply: Callable) -> Module:
+def materialize_host_pads(module: Module, apply: Callable, arch: CudaArch) -> Module:
     """Rewrite every host-level ``tensor.pad`` of ``module`` into a fill kernel and a copy
     kernel, every host-level ``tensor.insert_slice`` into a copy kernel and the ``linalg.fill``
     it writes into into a fill kernel (module docstring). ``apply(module, build, stage)`` runs a transform script built by
-    ``build(root)`` (:func:`mlc_mlir.pipeline.cuda._apply`). Returns ``module`` itself when it
+    ``build(root)`` (:func:`mlc_mlir.pipeline.cuda._apply`); ``arch``: the chip's resources (the kernels'
+    threads). Returns ``module`` itself when it
     has no such pad.
 
     Raises
@@ -110,6 +106,7 @@ def materialize_host_pads(module: Module, apply: Callable) -> Module:
     tagged, fills = _host_pads(module)
     if not tagged:
         return module
+    most = default_threads(arch)
 
     def build(root):
         def match(name: str, tag: str, i: int) -> ir.Value:
@@ -118,13 +115,13 @@ def materialize_host_pads(module: Module, apply: Callable) -> Module:
                 op_attrs=ir.DictAttr.get({tag: _i64(i)})).result
 
         for i, shape in enumerate(fills):
-            _map_elementwise(match("linalg.fill", _FILL_TAG, i), shape)
+            _map_elementwise(match("linalg.fill", _FILL_TAG, i), shape, most)
         for i, (name, shape, source) in enumerate(tagged):
             insert = match(name, _TAG, i)
             if name == "tensor.pad":
                 insert = structured_transform_d.RewriteInDestinationPassingStyleOp(any_op(), insert).result
-                _map_elementwise(transform_d.GetProducerOfOperand(any_op(), insert, 1).result, shape)
+                _map_elementwise(transform_d.GetProducerOfOperand(any_op(), insert, 1).result, shape, most)
             copy = structured_transform_d.InsertSliceToCopyOp(any_op(), insert).result
-            _map_elementwise(copy, source)   # the copy has the source's shape
+            _map_elementwise(copy, source, most)   # the copy has the source's shape
 
     return apply(module, build, "pad")

@@ -183,7 +183,7 @@ def apply_default_schedule(sch: Schedule, target: Target, threads: Optional[int]
         if functions is not None:
             claimed.update(key for key in sch.model.ops if key[0] not in set(functions))
         kinds = {key: classify(info) for key, info in sch.model.ops.items()}
-        return apply_gpu_default_schedule(sch, kinds, claimed)
+        return apply_gpu_default_schedule(sch, target.cuda_arch, kinds, claimed)
     if not isinstance(target, Target) or target.kind != "cpu":
         raise ScheduleError(f"default schedule: target is {target!r}; expected a cpu Target (or a cuda Target)")
     threads = target.cores if threads is None else threads

@@ -9,11 +9,12 @@ five tiles (:func:`~mlc_mlir.schedule.rules.gpu_rules.matmul_tiles`):
 * ``ly``, ``lx``: the register tile each thread computes (``cache_write(..., "local")``);
 * ``kt``: the K panel staged in shared memory per step (``cache_read(..., "shared")`` at ``k0``).
 
-A combination that breaks a CUDA limit (threads per block, 48 KiB of static shared memory: the
-``__shared__`` arrays the lowering allocates; a larger block needs dynamic shared memory and an
-opt-in on every architecture) is a failed candidate, never a crash: the tuner records the
-error. This module also enumerates the valid tiles (:func:`matmul_tile_candidates`) for grid
-searches and benchmarks.
+A combination that breaks a CUDA limit of the target's architecture
+(:class:`~mlc_mlir.target.CudaArch`: ``max_threads_per_block``, and
+``static_shared_bytes_per_block``, since the lowering allocates the panels as ``__shared__``
+arrays; the architecture's larger opt-in limit, 227 KiB on sm_90, needs dynamic shared memory)
+is a failed candidate, never a crash: the tuner records the error. This module also enumerates
+the valid tiles (:func:`matmul_tile_candidates`) for grid searches and benchmarks.
 """
 
 from __future__ import annotations
@@ -25,10 +26,7 @@ from ..schedule.rules.gpu_rules import (
     matmul_tile_defaults, matmul_tile_options, matmul_tiles, schedule_matmul_tiles,
 )
 from ..schedule.schedule import Schedule
-
-#: Static shared memory a block may use without opting in (bytes).
-MAX_SHARED_BYTES = 48 * 1024
-MAX_THREADS = 1024
+from ..target import CudaArch
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,16 +47,18 @@ class MatmulTiles:
         """Shared memory of the ``A`` and ``B`` panels."""
         return (self.ty * self.ly + self.tx * self.lx) * self.kt * elem_bytes
 
-    def valid(self, m: int, n: int, k: int, elem_bytes: int = 4) -> bool:
-        """Whether the tiles divide ``(m, n, k)`` and fit CUDA's per-block limits."""
+    def valid(self, m: int, n: int, k: int, arch: CudaArch, elem_bytes: int = 4) -> bool:
+        """Whether the tiles divide ``(m, n, k)`` and fit the per-block limits of ``arch``
+        (a warp to ``max_threads_per_block`` threads, ``static_shared_bytes_per_block``)."""
         return (m % (self.ty * self.ly) == 0 and n % (self.tx * self.lx) == 0 and k % self.kt == 0
-                and 32 <= self.threads() <= MAX_THREADS
-                and self.shared_bytes(elem_bytes) <= MAX_SHARED_BYTES)
+                and arch.warp_size <= self.threads() <= arch.max_threads_per_block
+                and self.shared_bytes(elem_bytes) <= arch.static_shared_bytes_per_block)
 
 
-def matmul_tile_candidates(m: int, n: int, k: int, elem_bytes: int = 4) -> Iterator[MatmulTiles]:
-    """Every valid point of the space for an ``(m, n, k)`` matmul (largest register tiles
-    first), e.g. for a grid search or to seed an evolutionary search."""
+def matmul_tile_candidates(m: int, n: int, k: int, arch: CudaArch, elem_bytes: int = 4) -> Iterator[MatmulTiles]:
+    """Every valid point of the space for an ``(m, n, k)`` matmul on ``arch`` (a target's
+    :attr:`~mlc_mlir.target.Target.cuda_arch`; largest register tiles first), e.g. for a grid
+    search or to seed an evolutionary search."""
     o = matmul_tile_options(m, n, k)
     for ly in reversed(o["ly"]):
         for lx in reversed(o["lx"]):
@@ -66,13 +66,13 @@ def matmul_tile_candidates(m: int, n: int, k: int, elem_bytes: int = 4) -> Itera
                 for tx in o["tx"]:
                     for kt in o["kt"]:
                         t = MatmulTiles(ty, tx, ly, lx, kt)
-                        if t.valid(m, n, k, elem_bytes):
+                        if t.valid(m, n, k, arch, elem_bytes):
                             yield t
 
 
-def sample_gpu_matmul(sch: Schedule, block, tiles: MatmulTiles) -> None:
+def sample_gpu_matmul(sch: Schedule, block, tiles: MatmulTiles, arch: CudaArch) -> None:
     """The GPU matmul rule's tiles with the decisions ``tiles``
-    (:func:`~mlc_mlir.schedule.rules.gpu_rules.matmul_tiles`), then
+    (:func:`~mlc_mlir.schedule.rules.gpu_rules.matmul_tiles`, the defaults of ``arch``), then
     :func:`~mlc_mlir.schedule.rules.gpu_rules.schedule_matmul_tiles`.
 
     Raises
@@ -82,4 +82,4 @@ def sample_gpu_matmul(sch: Schedule, block, tiles: MatmulTiles) -> None:
     """
     m, n, k = (d.extent for d in sch.get(block).dims)
     forced = dataclasses.asdict(tiles)
-    schedule_matmul_tiles(sch, block, *matmul_tiles(sch, m, n, k, matmul_tile_defaults(m, n, k), forced))
+    schedule_matmul_tiles(sch, block, *matmul_tiles(sch, m, n, k, matmul_tile_defaults(m, n, k, arch), forced))

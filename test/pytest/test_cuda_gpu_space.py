@@ -1,6 +1,7 @@
 """GPU design space for the tuner: the matmul's block/thread/register/k tiles as knobs; sampled
 candidates lower to ptxas-clean PTX; traces replay; bad targets and tiles are clear errors."""
 
+import dataclasses
 import os
 import random
 import shutil
@@ -20,6 +21,7 @@ from mlc_mlir.schedule.rules.gpu_rules import matmul_tile_defaults
 from mlc_mlir.tune.gpu_space import MatmulTiles, matmul_tile_candidates, sample_gpu_matmul
 from mlc_mlir.tune.space_rules import default_space
 
+ARCH = Target.cuda().cuda_arch
 needs_ptxas = pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas not on PATH")
 
 
@@ -31,7 +33,7 @@ def _matmul(m=256, k=128, n=256):
 
 
 def test_candidates_respect_cuda_limits():
-    cands = list(matmul_tile_candidates(256, 256, 128))
+    cands = list(matmul_tile_candidates(256, 256, 128, ARCH))
     assert MatmulTiles(16, 16, 4, 4, 8) in cands
     for t in cands:
         assert 32 <= t.threads() <= 1024 and t.shared_bytes() <= 48 * 1024
@@ -41,9 +43,9 @@ def test_candidates_respect_cuda_limits():
 @needs_ptxas
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_sampled_candidates_are_ptxas_clean(seed):
-    t = random.Random(seed).choice(list(matmul_tile_candidates(256, 256, 128)))
+    t = random.Random(seed).choice(list(matmul_tile_candidates(256, 256, 128, ARCH)))
     sch = mlc.Schedule(_matmul())
-    sample_gpu_matmul(sch, sch.get_block("matmul"), t)
+    sample_gpu_matmul(sch, sch.get_block("matmul"), t, ARCH)
     texts = compile_to_ptx(sch.mod).values()
     for text in texts:
         check_ptx(text)
@@ -60,7 +62,7 @@ def test_wide_float32_panels_map_onto_few_threads(kt):
     global loads stay 4-byte: the panel's alignment is not known to be 16 bytes."""
     t = MatmulTiles(4, 8, 8, 8, kt)
     sch = mlc.Schedule(_matmul())
-    sample_gpu_matmul(sch, sch.get_block("matmul"), t)
+    sample_gpu_matmul(sch, sch.get_block("matmul"), t, ARCH)
     texts = list(compile_to_ptx(sch.mod).values())
     for text in texts:
         check_ptx(text)
@@ -81,7 +83,7 @@ def test_default_schedule_is_the_rule_at_its_defaults():
     mod = _matmul()
     dflt = mlc.Schedule(mod)
     apply_default_schedule(dflt, Target.cuda())
-    d = matmul_tile_defaults(256, 256, 128)
+    d = matmul_tile_defaults(256, 256, 128, ARCH)
     cats = [i for i, inst in enumerate(dflt.trace.insts) if inst.kind == "sample_categorical"]
     values = [dflt.trace.insts[i].attrs["candidates"][dflt.trace.decisions[i]] for i in cats]
     assert values == [d["ty"], d["tx"], d["ly"], d["lx"], d["kt"]]
@@ -122,7 +124,7 @@ def test_space_needs_a_cpu_or_cuda_target():
 def test_tile_outside_the_options_is_refused():
     sch = mlc.Schedule(_matmul())
     with pytest.raises(ScheduleError, match="decision"):
-        sample_gpu_matmul(sch, sch.get_block("matmul"), MatmulTiles(64, 16, 4, 4, 8))
+        sample_gpu_matmul(sch, sch.get_block("matmul"), MatmulTiles(64, 16, 4, 4, 8), ARCH)
 
 
 @pytest.mark.skipif(cuda_available(), reason="a CUDA driver is present")
@@ -131,3 +133,53 @@ def test_benchmark_prints_a_skip_line_without_a_gpu():
     out = subprocess.run([sys.executable, os.path.join(root, "benchmarks", "gpu_matmul.py")],
                          capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=root))
     assert out.returncode == 0 and out.stdout.startswith("gpu_matmul: skipped: libcuda.so.1")
+
+
+def test_architecture_resources_follow_the_compute_capability():
+    """The CUDA C++ Programming Guide's per-capability table: shared memory per SM / opt-in per
+    block in KiB, resident threads per SM; 48 KiB static per block everywhere."""
+    expect = {"sm_75": (64, 64, 1024), "sm_80": (164, 163, 2048), "sm_86": (100, 99, 1536),
+              "sm_90": (228, 227, 2048), "sm_90a": (228, 227, 2048), "sm_121": (100, 99, 1536)}
+    for arch, (smem, optin, threads) in expect.items():
+        a = Target("cuda", cpu="generic", arch=arch).cuda_arch
+        assert (a.shared_bytes_per_sm, a.optin_shared_bytes_per_block, a.max_threads_per_sm) == \
+            (smem * 1024, optin * 1024, threads)
+        assert a.static_shared_bytes_per_block == 48 * 1024 and a.max_threads_per_block == 1024
+    with pytest.raises(mlc.MlcError, match="sm_35"):
+        Target("cuda", cpu="generic", arch="sm_35")
+    with pytest.raises(mlc.MlcError, match="no CUDA architecture"):
+        Target("cpu", cpu="generic").cuda_arch
+
+
+def test_default_tiles_derive_from_the_registers():
+    """256 threads = the most whose threads may each hold 255 registers of a 64 Ki file; a 4 x 4
+    register tile = half of the 32 registers a thread has at full occupancy (65536 / 2048)."""
+    from mlc_mlir.schedule.rules.gpu_rules import default_threads, min_cooperative, mma_warps
+    assert default_threads(ARCH) == max(t for t in (32, 64, 128, 256, 512, 1024) if t * 255 <= 65536)
+    assert min_cooperative(ARCH) == 64 and mma_warps(ARCH) == (2, 4)
+    assert matmul_tile_defaults(256, 256, 128, ARCH) == {"ty": 16, "tx": 16, "ly": 4, "lx": 4, "kt": 8}
+    small = dataclasses.replace(ARCH, registers_per_sm=16384)   # 8 registers at full occupancy
+    assert default_threads(small) == 64
+    d = matmul_tile_defaults(256, 256, 128, small)
+    assert (d["ty"], d["tx"], d["ly"], d["lx"]) == (8, 8, 2, 2)
+
+
+def test_candidates_fit_the_architectures_shared_memory():
+    small = dataclasses.replace(ARCH, static_shared_bytes_per_block=8 * 1024)
+    full = list(matmul_tile_candidates(256, 256, 128, ARCH))
+    fits = list(matmul_tile_candidates(256, 256, 128, small))
+    assert fits and all(t.shared_bytes() <= 8 * 1024 for t in fits)
+    assert set(fits) == {t for t in full if t.shared_bytes() <= 8 * 1024} and len(fits) < len(full)
+
+
+def test_tensor_cores_only_from_sm80():
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        f.output(ops.matmul(f.arg("a", shape=(128, 64), dtype="float16"),
+                            f.arg("b", shape=(64, 128), dtype="float16")))
+    mod = bb.finish()
+    for arch, mma in (("sm_75", False), ("sm_80", True), ("sm_90", True)):
+        sch = mlc.Schedule(mod)
+        apply_default_schedule(sch, Target("cuda", cpu="generic", arch=arch))
+        annotated = any(i.kind == "annotate" and "mlc.mma_sync" in i.inputs for i in sch.trace.insts)
+        assert annotated == mma, arch

@@ -46,7 +46,7 @@ def _loops(ptx: str):
 
 def _tiled(t: MatmulTiles):
     sch = mlc.Schedule(_matmul())
-    sample_gpu_matmul(sch, sch.get_block("matmul"), t)
+    sample_gpu_matmul(sch, sch.get_block("matmul"), t, CUDA.cuda_arch)
     return sch.mod
 
 

@@ -135,7 +135,16 @@ def prefers_nhwc(target: Target, x_shape: Sequence[int], w_shape: Sequence[int],
     return w_shape[0] % lanes == 0 or w_shape[0] > lanes
 
 
-#: Largest output map (OH * OW) that :func:`prefers_im2col` sends to the GEMM.
+#: Largest output map (OH * OW) that :func:`prefers_im2col` sends to the GEMM: the default of
+#: the tuned algorithm decision (:func:`conv_algorithms` offers direct and im2col for every
+#: float convolution). A bound on the shapes, not on the machine: it separates the layers the
+#: same way on a 16-register AVX2 core with a 32 KiB L1d and 512 KiB L2 (znver1, see
+#: :func:`prefers_im2col`) and on a 32-register AVX-512 core with 48 KiB and 1 MiB (znver5;
+#: medians of 15 interleaved runs, one thread, loaded host, ResNet-18's 3x3 layers with bias +
+#: relu, direct / im2col: 28x28 outputs 128 ch 2.04 / 2.36 ms, stride 2 64 -> 128 1.35 / 1.38;
+#: 14x14 outputs 256 ch 1.85 / 1.79, stride 2 128 -> 256 1.48 / 1.37; 7x7 512 ch 5.55 / 5.01,
+#: best runs 2.70 / 1.13), so no Target quantity, each twice as large on the second core,
+#: moves it.
 IM2COL_MAX_OUTPUT_PIXELS = 256
 
 
@@ -419,7 +428,16 @@ def prefers_grouped_gemm(target: Target, x_shape: Sequence[int], w_shape: Sequen
 
 
 #: Smallest multiply-add reduction of the GEMM (direct convolution MACs / Winograd GEMM MACs)
-#: for which :func:`winograd_tile` rewrites a convolution.
+#: for which :func:`winograd_tile` rewrites a convolution. A ratio of two operation counts on
+#: one machine, so its FMA rate, vector width and register count cancel out; what is left is
+#: an algorithmic margin: the Winograd path (the input and output transforms, and the
+#: ``(m + 2)^2`` small GEMMs that stream the transformed filter once per row block) must save
+#: at least half of the direct kernel's multiply-adds to pay for its extra passes over memory
+#: (Lavin & Gray, "Fast Algorithms for Convolutional Neural Networks", 2016: F(2x2, 3x3) takes
+#: 16 products for 4 outputs against 36, 2.25x; F(4x4, 3x3) 36 for 16 against 144, 4x, on maps
+#: they tile exactly). The bound admits F(2x2) only on maps
+#: it tiles (nearly) exactly and F(4x4) down to 14x14 maps; the tile itself is a tuned decision
+#: (:func:`conv_algorithms` offers 2 and 4).
 WINOGRAD_MIN_SAVING = 2.0
 
 

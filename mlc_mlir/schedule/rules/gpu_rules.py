@@ -2,11 +2,12 @@
 a user would write (TVM dlight's ``gpu.Fallback``/``gpu.Matmul`` rules; the mlc.ai GPU
 chapter's recipes):
 
-* ``elementwise``: the innermost dim split into ``[blocks, threads]`` (up to 256 threads), the
-  outer dims bound to ``blockIdx.y/z``;
+* ``elementwise``: the innermost dim split into ``[blocks, threads]`` (up to
+  :func:`default_threads`: 256 on every architecture so far), the outer dims bound to
+  ``blockIdx.y/z``;
 * ``reduction`` (row reductions, softmax's parts, layer_norm's statistics): a block per row
   when the one reduction dim is the input's contiguous (last) dim and long enough
-  (``K >= MIN_COOPERATIVE``): ``split(k, [None, T])``, the parallel dims fused and bound to
+  (``K >= 2 * warp size``, :func:`min_cooperative`): ``split(k, [None, T])``, the parallel dims fused and bound to
   ``blockIdx.x``, ``k1`` bound to ``threadIdx.x`` -- a cooperative reduction through shared
   memory (:mod:`mlc_mlir.schedule.gpu_reduction`); otherwise the parallel dims over
   blocks x threads, each thread reducing its rows serially;
@@ -23,8 +24,10 @@ chapter's recipes):
   ``pooling_nhwc``: the reduction rule (output elements over blocks x threads, the reduction
   dims serial in each thread).
 
-Tile sizes derive from the shapes (largest divisors within the CUDA limit of 1024 threads per
-block), not from one GPU's measurements: the tuner refines them.
+Tile sizes derive from the shapes and the architecture's resources
+(:attr:`Target.cuda_arch <mlc_mlir.target.Target.cuda_arch>`: threads and registers per block
+and per SM, the warp size; largest divisors within those), not from one GPU's measurements:
+the tuner refines them.
 """
 
 from __future__ import annotations
@@ -32,15 +35,33 @@ from __future__ import annotations
 from typing import Dict, List, Optional
 
 from ...errors import ScheduleError
+from ...target import CudaArch
 from ..schedule import Schedule
 from ..state import BlockRV, ExprRV
 from .common import categorical
 
-#: At most this many threads per block in the default decisions (the rules sample up to 1024).
-MAX_THREADS = 256
+def default_threads(arch: CudaArch) -> int:
+    """Most threads per block in the default decisions: the largest power of two whose threads
+    may each hold the most registers ``ptxas`` gives a thread (``threads *
+    max_registers_per_thread <= registers_per_sm``: 256 with 64 Ki registers and 255 per
+    thread), so no default launch fails for want of registers; the rules sample up to
+    ``max_threads_per_block``. TVM dlight's fallback rules start from the same budget
+    (``max_threads_per_block`` capped by the register file)."""
+    t = arch.warp_size
+    while 2 * t <= arch.max_threads_per_block and 2 * t * arch.max_registers_per_thread <= arch.registers_per_sm:
+        t *= 2
+    return t
 
-#: Shortest reduction a block cooperates on (a shorter row is reduced by one thread).
-MIN_COOPERATIVE = 64
+
+def min_cooperative(arch: CudaArch) -> int:
+    """Shortest reduction a block cooperates on: two elements per lane of one warp (a shorter
+    row is reduced by one thread; below that the shared-memory combine's barriers cost more
+    than the serial adds they save)."""
+    return 2 * arch.warp_size
+
+
+def _pow2_floor(x: int) -> int:
+    return 1 << (max(1, x).bit_length() - 1)
 
 
 def _divisor(n: int, limit: int) -> int:
@@ -51,22 +72,18 @@ def _divisor(n: int, limit: int) -> int:
     return 1
 
 
-#: Threads per block the rules sample from (powers of two dividing the dim; the shape-derived
-#: default is always a candidate), within CUDA's limit of 1024 per block.
-THREAD_OPTIONS = (32, 64, 128, 256, 512, 1024)
+def thread_options(arch: CudaArch, extent: int, default: int, keep) -> List[int]:
+    """Thread counts of a dim of ``extent``: the powers of two from a warp to
+    ``max_threads_per_block`` that divide it and satisfy ``keep``, and ``default``."""
+    opts = {arch.warp_size << i for i in range(12) if arch.warp_size << i <= arch.max_threads_per_block}
+    return sorted({t for t in opts if extent % t == 0 and keep(t)} | {default})
 
 
-def thread_options(extent: int, default: int, keep) -> List[int]:
-    """Thread counts of a dim of ``extent``: :data:`THREAD_OPTIONS` that divide it and satisfy
-    ``keep``, and ``default``."""
-    return sorted({t for t in THREAD_OPTIONS if extent % t == 0 and keep(t)} | {default})
-
-
-def _bind_parallel(sch: Schedule, block: BlockRV, parallel: List[int], loops=None) -> None:
+def _bind_parallel(sch: Schedule, block: BlockRV, arch: CudaArch, parallel: List[int], loops=None) -> None:
     """Split the innermost parallel dim into blocks x threads and bind the outer parallel dims
     to the remaining block axes (the others stay serial loops of each thread); the threads are
     a sampled decision (:func:`thread_options`; default: the largest divisor up to
-    :data:`MAX_THREADS`, keeping two blocks when nothing else gives blocks). ``loops``: the
+    :func:`default_threads`, keeping two blocks when nothing else gives blocks). ``loops``: the
     block's loops by dim (default: ``get_loops``, in dim order)."""
     loops = sch.get_loops(block) if loops is None else loops
     info = sch.get(block)
@@ -75,8 +92,9 @@ def _bind_parallel(sch: Schedule, block: BlockRV, parallel: List[int], loops=Non
     e = ext[-1]
     outer = [d for d in parallel[:-1] if info.dims[d].extent > 1]
     # keep at least two blocks when nothing else gives blocks
-    t = _divisor(e, MAX_THREADS if outer or e < 2 else min(MAX_THREADS, e // 2))
-    t = categorical(sch, thread_options(e, t, lambda c: outer or e // c > 1 or e < 2), t)
+    most = default_threads(arch)
+    t = _divisor(e, most if outer or e < 2 else min(most, e // 2))
+    t = categorical(sch, thread_options(arch, e, t, lambda c: outer or e // c > 1 or e < 2), t)
     l0, l1 = sch.split(loops[last], [None, t])
     if e // t > 1:
         sch.bind(l0, "blockIdx.x")
@@ -94,13 +112,13 @@ def _bind_parallel(sch: Schedule, block: BlockRV, parallel: List[int], loops=Non
         sch.bind(l1, "threadIdx.x")
 
 
-def schedule_elementwise(sch: Schedule, block: BlockRV) -> None:
+def schedule_elementwise(sch: Schedule, block: BlockRV, arch: CudaArch) -> None:
     """Elementwise/injective op: every dim is parallel; see :func:`_bind_parallel`."""
     info = sch.get(block)
-    _bind_parallel(sch, block, [d.index for d in info.dims])
+    _bind_parallel(sch, block, arch, [d.index for d in info.dims])
 
 
-def schedule_reduction(sch: Schedule, block: BlockRV) -> None:
+def schedule_reduction(sch: Schedule, block: BlockRV, arch: CudaArch) -> None:
     """Reduction over some dims: the parallel dims over blocks x threads (reduction loops inside
     each thread). Raises ScheduleError for a full reduction to a scalar (no parallel dim)."""
     info = sch.get(block)
@@ -114,27 +132,27 @@ def schedule_reduction(sch: Schedule, block: BlockRV) -> None:
     order = [d.index for d in info.dims if d.kind == "parallel"] + red
     if order != list(range(len(order))):
         sch.reorder(*[loops[d] for d in order])
-    if _cooperative(sch, block, red, loops):
+    if _cooperative(sch, block, arch, red, loops):
         return
-    _bind_parallel(sch, block, parallel, loops)
+    _bind_parallel(sch, block, arch, parallel, loops)
 
 
-def _cooperative(sch: Schedule, block: BlockRV, red: List[int], loops) -> bool:
+def _cooperative(sch: Schedule, block: BlockRV, arch: CudaArch, red: List[int], loops) -> bool:
     """A block per output element when the op reduces one contiguous dim of length
-    ``>= MIN_COOPERATIVE`` (module docstring); returns whether it applied. ``loops``: the
-    block's loops by dim."""
+    ``>= min_cooperative(arch)`` (module docstring), with at least a warp of threads; returns
+    whether it applied. ``loops``: the block's loops by dim."""
     info = sch.get(block)
     if len(red) != 1 or info.info.init is None or info.info.num_inputs < 1:
         return False
     r = red[0]
     k = info.dims[r].extent
     first = info.info.operand_dims[0]
-    if k < MIN_COOPERATIVE or not first or first[-1] != r:
+    if k < min_cooperative(arch) or not first or first[-1] != r:
         return False
-    t = _divisor(k, MAX_THREADS)
-    if t < 32:
+    t = _divisor(k, default_threads(arch))
+    if t < arch.warp_size:
         return False
-    t = categorical(sch, thread_options(k, t, lambda c: c >= 32), t)
+    t = categorical(sch, thread_options(arch, k, t, lambda c: c >= arch.warp_size), t)
     outer = [loops[d.index] for d in info.dims if d.kind == "parallel"]
     if len(outer) > 1:
         outer = [sch.fuse(*outer)]
@@ -144,7 +162,7 @@ def _cooperative(sch: Schedule, block: BlockRV, red: List[int], loops) -> bool:
     return True
 
 
-def schedule_matmul(sch: Schedule, block: BlockRV) -> None:
+def schedule_matmul(sch: Schedule, block: BlockRV, arch: CudaArch) -> None:
     """``C[i, j] += A[i, k] * B[k, j]``: the GPU chapter's shared-memory blocking (module
     docstring). Other contractions fall back to :func:`schedule_reduction`."""
     info = sch.get(block)
@@ -154,24 +172,43 @@ def schedule_matmul(sch: Schedule, block: BlockRV) -> None:
     fused_inputs = [p for p in info.info.producers if p != info.info.init]
     if len(dims) != 3 or [d.kind for d in dims] != ["parallel", "parallel", "reduction"] or \
             info.info.num_inputs != 2 or info.info.init is None or fused_inputs:
-        schedule_reduction(sch, block)
+        schedule_reduction(sch, block, arch)
         return
-    if schedule_matmul_mma(sch, block):
+    if schedule_matmul_mma(sch, block, arch):
         return
     m, n, k = (d.extent for d in dims)
-    d = matmul_tile_defaults(m, n, k)
-    if m // (d["ty"] * d["ly"]) * (n // (d["tx"] * d["lx"])) < 2 or d["tx"] * d["ty"] < 32:
-        schedule_reduction(sch, block)
+    d = matmul_tile_defaults(m, n, k, arch)
+    if m // (d["ty"] * d["ly"]) * (n // (d["tx"] * d["lx"])) < 2 or d["tx"] * d["ty"] < arch.warp_size:
+        schedule_reduction(sch, block, arch)
         return
     schedule_matmul_tiles(sch, block, *matmul_tiles(sch, m, n, k, d))
 
 
-def matmul_tile_defaults(m: int, n: int, k: int) -> Dict[str, int]:
-    """The default tiles of an ``(m, n, k)`` matmul, from its shape: register tiles ``ly x lx``
-    of up to 4 x 4, up to 16 x 16 threads, ``kt`` up to 8 (largest divisors within those)."""
-    lx, ly = _divisor(n, 4), _divisor(m, 4)
-    return {"ty": _divisor(m // ly, 16), "tx": _divisor(n // lx, 16), "ly": ly, "lx": lx,
-            "kt": _divisor(k, 8)}
+#: Default K panel (``kt``) of the GPU matmul: the ``k1`` loop of a thread's ``ly x lx``
+#: register tile between two barriers, unrolled. A code-shape choice like the CPU rules'
+#: ``UNROLL_K``, not a resource of the GPU: the two panels of a 64 x 64 block at ``kt = 8``
+#: take 4 KiB of shared memory, far below every architecture's 48 KiB per block; the tuner
+#: samples 4 to 32 (:data:`MATMUL_TILE_OPTIONS`).
+MATMUL_KT = 8
+
+
+def matmul_tile_defaults(m: int, n: int, k: int, arch: CudaArch) -> Dict[str, int]:
+    """The default tiles of an ``(m, n, k)`` matmul on ``arch``, largest divisors of its dims
+    within:
+
+    * threads ``ty x tx``: the largest power-of-two square within :func:`default_threads`
+      (16 x 16 of 256);
+    * register tile ``ly x lx``: the largest power-of-two square of accumulators within half
+      the registers a thread has when the SM runs at full occupancy (``registers_per_sm /
+      max_threads_per_sm / 2``: 16 of 32 on sm_90, 4 x 4; the other half holds the ``ly + lx``
+      operands from shared memory and the addresses);
+    * ``kt``: :data:`MATMUL_KT`.
+    """
+    side = _pow2_floor(int(default_threads(arch) ** 0.5))
+    reg = _pow2_floor(int((arch.registers_per_sm // arch.max_threads_per_sm // 2) ** 0.5))
+    lx, ly = _divisor(n, reg), _divisor(m, reg)
+    return {"ty": _divisor(m // ly, side), "tx": _divisor(n // lx, side), "ly": ly, "lx": lx,
+            "kt": _divisor(k, MATMUL_KT)}
 
 
 #: Candidate sizes of the matmul's tiles (each filtered by divisibility of its dim; the rule's
@@ -212,9 +249,20 @@ def matmul_tiles(sch: Schedule, m: int, n: int, k: int, default: Dict[str, int],
     return out
 
 
-#: Tensor cores: one warp's ``mma.sync`` tile ``(m, n, k)`` for f16, and warps per block (y, x).
+#: Tensor cores: one warp's ``mma.sync`` tile ``(m, n, k)`` for f16: the shape of the PTX
+#: instruction ``mma.sync.aligned.m16n8k16`` (sm_80 and newer), fixed by the ISA.
 MMA_TILE = (16, 8, 16)
-MMA_WARPS = (2, 4)
+
+#: Oldest architecture with :data:`MMA_TILE` (``m16n8k16`` f16 needs sm_80).
+MMA_MIN_SM = 80
+
+
+def mma_warps(arch: CudaArch):
+    """Warps per block ``(y, x)`` of the tensor-core matmul: :func:`default_threads` in warps,
+    as square as powers of two allow, the longer side along x (``(2, 4)`` of 8 warps)."""
+    warps = max(1, default_threads(arch) // arch.warp_size)
+    wy = _pow2_floor(int(warps ** 0.5))
+    return wy, warps // wy
 
 
 def _block_grid(sch: Schedule, block: BlockRV, ty, tx, ly, lx, kt, k_inner: bool):
@@ -239,19 +287,19 @@ def _block_grid(sch: Schedule, block: BlockRV, ty, tx, ly, lx, kt, k_inner: bool
     return i0, i1, i2, j0, j1, j2, k0, k1
 
 
-def schedule_matmul_mma(sch: Schedule, block: BlockRV) -> bool:
-    """An f16 ``C[i, j] += A[i, k] * B[k, j]`` on tensor cores when its dims divide into warp
-    tiles: blocks of ``MMA_WARPS`` warps, each warp computing ``16 x 8`` outputs in ``k`` steps
-    of 16 with ``mma.sync.m16n8k16`` (loops bound to ``warpIdx.z`` / ``warpIdx.y``, the block annotated
-    ``mlc.mma_sync``: :mod:`mlc_mlir.pipeline.cuda` rewrites the warp's matmul with
-    ``transform.nvgpu.rewrite_matmul_as_mma_sync``). Returns whether it applied (f16 operands
-    and divisible dims); source: the upstream ``nvgpu`` transform tests, TVM's ``tensorize``
+def schedule_matmul_mma(sch: Schedule, block: BlockRV, arch: CudaArch) -> bool:
+    """An f16 ``C[i, j] += A[i, k] * B[k, j]`` on tensor cores (sm_80 and newer) when its dims
+    divide into warp tiles: blocks of :func:`mma_warps` warps, each warp computing ``16 x 8``
+    outputs in ``k`` steps of 16 with ``mma.sync.m16n8k16`` (loops bound to ``warpIdx.z`` /
+    ``warpIdx.y``, the block annotated ``mlc.mma_sync``: :mod:`mlc_mlir.pipeline.cuda`
+    rewrites the warp's matmul with ``transform.nvgpu.rewrite_matmul_as_mma_sync``). Returns
+    whether it applied (f16 operands, divisible dims, sm_80 or newer); source: the upstream ``nvgpu`` transform tests, TVM's ``tensorize``
     with ``mma_sync`` intrinsics.
     """
     info = sch.get(block)
     m, n, k = (d.extent for d in info.dims)
-    (tm, tn, tk), (wy, wx) = MMA_TILE, MMA_WARPS
-    if set(info.info.dtypes) != {"float16"} or m % (tm * wy) or n % (tn * wx) or k % tk:
+    (tm, tn, tk), (wy, wx) = MMA_TILE, mma_warps(arch)
+    if arch.sm < MMA_MIN_SM or set(info.info.dtypes) != {"float16"} or m % (tm * wy) or n % (tn * wx) or k % tk:
         return False
     _, i1, _, _, j1, _, _, _ = _block_grid(sch, block, wy, wx, tm, tn, tk, k_inner=True)
     # warps along y and z only: blockDim.x stays one warp, since rewrite_matmul_as_mma_sync
@@ -298,9 +346,9 @@ GPU_RULES = {
 }
 
 
-def apply_gpu_default_schedule(sch: Schedule, kinds, claimed) -> Schedule:
-    """Apply :data:`GPU_RULES` to every op of ``sch`` whose kind has a rule and that is not in
-    ``claimed`` (``kinds``: ``{(func, name): kind}``).
+def apply_gpu_default_schedule(sch: Schedule, arch: CudaArch, kinds, claimed) -> Schedule:
+    """Apply :data:`GPU_RULES` for ``arch`` to every op of ``sch`` whose kind has a rule and that
+    is not in ``claimed`` (``kinds``: ``{(func, name): kind}``).
 
     Raises
     ------
@@ -317,7 +365,7 @@ def apply_gpu_default_schedule(sch: Schedule, kinds, claimed) -> Schedule:
                                       f"('{key[1]}' in @{key[0]}) on target cuda")
         block = sch.get_block(key[1], func_name=key[0])
         try:
-            rule(sch, block)
+            rule(sch, block, arch)
         except ScheduleError as e:
             raise ScheduleError(f"gpu default rule {kind} on '{key[1]}' in @{key[0]}: {e}") from None
     return sch
