@@ -34,16 +34,13 @@ as a batch over groups).
 
 from __future__ import annotations
 
-from typing import Optional
-
 from ..._mlir import ir, linalg_d
 from ...ir import dtypes, emitters
-from ...ir.module import OP_NAME_ATTR, Module
+from ...ir.module import OP_NAME_ATTR
 from ...graph.emit_rewrites import emit_transpose, named_fill, replace_contraction, reshape, reshaped_accumulator
 from ...graph.linalg_attrs import int_list, tensor_shape
-from ...graph.use_def import named_ops
-from .conv_select import conv_signature, ConvSelect
-from ...graph.pass_manager import ScopedPass, register_pass
+from ...graph.pass_manager import register_pass
+from .conv_select import ConvRewrite
 
 _NGF_TO_GFN, _GFN_TO_NGF = [1, 2, 0, 3, 4], [2, 0, 1, 3, 4]
 
@@ -103,26 +100,16 @@ def _rewrite(op: ir.Operation) -> None:
 
 
 @register_pass
-class GroupedConvToBatchMatmul(ScopedPass):
+class GroupedConvToBatchMatmul(ConvRewrite):
     """Rewrite ``linalg.conv_2d_ngchw_gfchw`` ops into a per-group im2col and a
-    ``linalg.batch_matmul`` over the groups (see the module docstring).
-
-    Parameters
-    ----------
-    select : ConvSelect, optional
-        Which convolutions to rewrite (:data:`~.conv_select.ConvSelect`, given the padded input
-        ``(N, G, C, H, W)``, the filter ``(G, F, C, KH, KW)`` and the output
-        ``(N, G, F, OH, OW)``); default: every grouped convolution. The default schedule passes
-        :func:`mlc_mlir.schedule.rules.conv.prefers_grouped_gemm` for its target.
-    functions : sequence of str, optional
-        As :class:`~.pass_manager.ScopedPass`.
+    ``linalg.batch_matmul`` over the groups (see the module docstring). Parameters as
+    :class:`~.conv_select.ConvRewrite`: ``select`` is given the padded input
+    ``(N, G, C, H, W)``, the filter ``(G, F, C, KH, KW)`` and the output ``(N, G, F, OH, OW)``;
+    the default schedule passes :func:`mlc_mlir.schedule.rules.conv.prefers_grouped_gemm`.
     """
 
     name = "mlc-grouped-conv-to-batch-matmul"
-    select: Optional[ConvSelect]
+    op_name = "linalg.conv_2d_ngchw_gfchw"
 
-    def transform(self, mod: Module) -> Module:
-        for op in named_ops(mod, "linalg.conv_2d_ngchw_gfchw", self.functions):
-            if self.select is None or self.select(*conv_signature(op)):
-                _rewrite(op)
-        return mod
+    def rewrite(self, op: ir.Operation) -> None:
+        _rewrite(op)

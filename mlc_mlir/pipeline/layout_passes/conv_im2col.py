@@ -33,16 +33,13 @@ produces a ``linalg.generic`` contraction, not the ``linalg.matmul`` the default
 
 from __future__ import annotations
 
-from typing import Optional
-
 from ..._mlir import ir, linalg_d
 from ...ir import dtypes, emitters
-from ...ir.module import CONV_IM2COL, OP_NAME_ATTR, Module
+from ...ir.module import CONV_IM2COL, OP_NAME_ATTR
 from ...graph.emit_rewrites import replace_contraction, reshape, reshaped_accumulator
 from ...graph.linalg_attrs import int_list, tensor_shape
-from ...graph.use_def import named_ops
-from .conv_select import chosen_algorithm, conv_signature, ConvSelect
-from ...graph.pass_manager import ScopedPass, register_pass
+from ...graph.pass_manager import register_pass
+from .conv_select import ConvRewrite
 
 def is_pointwise(x_shape, window, out_shape, strides) -> bool:
     """Whether an NHWC convolution with input ``(N, H, W, C)``, window ``(KH, KW)``, output
@@ -83,30 +80,18 @@ def _rewrite(op: ir.Operation) -> None:
 
 
 @register_pass
-class ConvToIm2col(ScopedPass):
+class ConvToIm2col(ConvRewrite):
     """Rewrite ``linalg.conv_2d_nhwc_hwcf`` ops into an im2col ``linalg.generic`` and a
     ``linalg.matmul`` (see the module docstring). Numerically the same sums, in another order.
-
-    Parameters
-    ----------
-    select : ConvSelect, optional
-        Which convolutions to rewrite (:data:`~.conv_select.ConvSelect`, given the padded input
-        ``(N, H, W, C)``, the filter ``(KH, KW, C, F)`` and the output ``(N, OH, OW, F)``);
-        default: every convolution. The default schedule passes
-        :func:`mlc_mlir.schedule.rules.conv.prefers_im2col` for its target. A convolution with
-        an ``mlc.conv_algorithm`` attribute (a tuned choice) is rewritten when it says
-        ``CONV_IM2COL``, whatever ``select`` says.
-    functions : sequence of str, optional
-        As :class:`~.pass_manager.ScopedPass`.
+    Parameters as :class:`~.conv_select.ConvRewrite`: ``select`` is given the padded input
+    ``(N, H, W, C)``, the filter ``(KH, KW, C, F)`` and the output ``(N, OH, OW, F)``; the
+    default schedule passes :func:`mlc_mlir.schedule.rules.conv.prefers_im2col`; a tuned
+    ``mlc.conv_algorithm`` of ``CONV_IM2COL`` takes the convolution whatever ``select`` says.
     """
 
     name = "mlc-conv-to-im2col"
-    select: Optional[ConvSelect]
+    op_name = "linalg.conv_2d_nhwc_hwcf"
+    algorithm = CONV_IM2COL
 
-    def transform(self, mod: Module) -> Module:
-        for op in named_ops(mod, "linalg.conv_2d_nhwc_hwcf", self.functions):
-            chosen = chosen_algorithm(op)
-            if chosen == CONV_IM2COL if chosen is not None else \
-                    self.select is None or self.select(*conv_signature(op)):
-                _rewrite(op)
-        return mod
+    def rewrite(self, op: ir.Operation) -> None:
+        _rewrite(op)

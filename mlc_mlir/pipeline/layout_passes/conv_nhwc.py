@@ -42,12 +42,11 @@ from typing import Optional
 
 from ..._mlir import ir, linalg_d, tensor_d
 from ...ir import emitters
-from ...ir.module import OP_NAME_ATTR, Module
+from ...ir.module import OP_NAME_ATTR
 from ...graph.emit_rewrites import constant_pad_value, emit_transpose, has_constant_pad_value
 from ...graph.linalg_attrs import int_list, is_projected_map, rename_dims, tensor_shape
-from ...graph.use_def import named_ops
-from .conv_select import conv_signature, ConvSelect
-from ...graph.pass_manager import ScopedPass, register_pass
+from ...graph.pass_manager import register_pass
+from .conv_select import ConvRewrite, conv_signature
 
 _TO_NHWC, _TO_HWCF, _TO_NCHW = [0, 2, 3, 1], [2, 3, 1, 0], [0, 3, 1, 2]
 
@@ -146,34 +145,20 @@ def _padded_nhwc(x, nm: str, dtype: str):
 
 
 @register_pass
-class ConvToNHWC(ScopedPass):
+class ConvToNHWC(ConvRewrite):
     """Rewrite ``linalg.conv_2d_nchw_fchw`` ops into NHWC/HWCF convolutions between transposes
-    (see the module docstring).
-
-    Parameters
-    ----------
-    select : ConvSelect, optional
-        Which convolutions to rewrite (:data:`~.conv_select.ConvSelect`, given the padded input
-        ``(N, C, H, W)``, the filter ``(F, C, KH, KW)`` and the output ``(N, F, OH, OW)``);
-        default: every convolution. The default schedule passes
-        :func:`mlc_mlir.schedule.rules.conv.prefers_nhwc` for its target.
-    functions : sequence of str, optional
-        As :class:`~.pass_manager.ScopedPass`.
+    (see the module docstring). Parameters as :class:`~.conv_select.ConvRewrite`: ``select``
+    is given the padded input ``(N, C, H, W)``, the filter ``(F, C, KH, KW)`` and the output
+    ``(N, F, OH, OW)``; the default schedule passes
+    :func:`mlc_mlir.schedule.rules.conv.prefers_nhwc`.
     """
 
     name = "mlc-conv-to-nhwc"
-    select: Optional[ConvSelect]
+    op_name = "linalg.conv_2d_nchw_fchw"
 
-    def transform(self, mod: Module) -> Module:
-        for op in named_ops(mod, "linalg.conv_2d_nchw_fchw", self.functions):
-            self._rewrite(op)
-        return mod
-
-    def _rewrite(self, op: ir.Operation) -> None:
+    def rewrite(self, op: ir.Operation) -> None:
         x, w, init = op.operands[0], op.operands[1], op.operands[2]
-        *shapes, dtype = conv_signature(op)
-        if self.select is not None and not self.select(*shapes, dtype):
-            return
+        dtype = conv_signature(op)[3]
         nm = ir.StringAttr(op.attributes[OP_NAME_ATTR]).value
         fill = init.owner if not isinstance(init.owner, ir.Block) else None
         is_fill = fill is not None and fill.name == "linalg.fill" and OP_NAME_ATTR in fill.attributes \

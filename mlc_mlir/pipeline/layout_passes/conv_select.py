@@ -1,6 +1,7 @@
 """What the conv rewrites of the layout stage read from a convolution: its shapes and element
 dtype (:func:`conv_signature`, the arguments of a :data:`ConvSelect` callback) and the algorithm
-a tuning record chose for it (:func:`chosen_algorithm`).
+a tuning record chose for it (:func:`chosen_algorithm`); and :class:`ConvRewrite`, the pass
+that applies a rewrite to the convolutions they select.
 """
 
 from __future__ import annotations
@@ -10,7 +11,9 @@ from typing import Callable, Optional, Tuple
 from ..._mlir import ir
 from ...graph.linalg_attrs import tensor_shape
 from ...ir import dtypes
-from ...ir.module import CONV_ALGORITHM_ATTR
+from ...graph.pass_manager import ScopedPass
+from ...graph.use_def import named_ops
+from ...ir.module import CONV_ALGORITHM_ATTR, Module
 
 
 #: ``select(x_shape, w_shape, out_shape, dtype) -> bool``: which convolutions a conv rewrite
@@ -31,3 +34,43 @@ def chosen_algorithm(op) -> Optional[int]:
     if CONV_ALGORITHM_ATTR not in op.attributes:
         return None
     return ir.IntegerAttr(op.attributes[CONV_ALGORITHM_ATTR]).value
+
+
+class ConvRewrite(ScopedPass):
+    """A conv rewrite of the layout stage: each ``op_name`` op (a ``linalg.conv_2d_*`` named
+    op) in the functions the pass is scoped to that :meth:`takes` is rewritten by
+    :meth:`rewrite`. Subclasses set ``name``, ``op_name``, ``algorithm`` and :meth:`rewrite`.
+
+    Parameters
+    ----------
+    select : ConvSelect, optional
+        Which convolutions to rewrite, given :func:`conv_signature` (each subclass names its
+        operands' layouts); default: every one. The default schedule passes a predicate of
+        :mod:`mlc_mlir.schedule.rules.conv` for its target. Where ``algorithm`` is set, a
+        convolution with an ``mlc.conv_algorithm`` attribute (a tuned choice,
+        :func:`chosen_algorithm`) is rewritten when the attribute is ``algorithm``, whatever
+        ``select`` says.
+    functions : sequence of str, optional
+        As :class:`~mlc_mlir.graph.pass_manager.ScopedPass`.
+    """
+
+    op_name = ""
+    algorithm: Optional[int] = None
+    select: Optional[ConvSelect]
+
+    def transform(self, mod: Module) -> Module:
+        for op in named_ops(mod, self.op_name, self.functions):
+            if self.takes(op):
+                self.rewrite(op)
+        return mod
+
+    def takes(self, op: ir.Operation) -> bool:
+        """Whether ``op`` is rewritten (the class docstring)."""
+        chosen = chosen_algorithm(op) if self.algorithm is not None else None
+        if chosen is not None:
+            return chosen == self.algorithm
+        return self.select is None or bool(self.select(*conv_signature(op)))
+
+    def rewrite(self, op: ir.Operation) -> None:
+        """Replace ``op`` (and what belongs to it) with the rewritten IR, in place."""
+        raise NotImplementedError(f"{type(self).__name__}.rewrite")

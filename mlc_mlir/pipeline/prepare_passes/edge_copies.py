@@ -100,21 +100,15 @@ def _rewrite_materialize(op: ir.Operation) -> None:
 @register_pass
 class CopyEdgeTiles(Pass):
     """Copies into and out of padded edge tiles as identity ``linalg.generic`` ops (see the
-    module docstring). Shapes and dtypes are unchanged.
-
-    Raises
-    ------
-    IRError
-        If the result does not verify (a bug of the pass).
-    """
+    module docstring). Shapes and dtypes are unchanged; the result is verified
+    (:class:`~mlc_mlir.graph.pass_manager.Pass`)."""
 
     name = "mlc-copy-edge-tiles"
 
     def transform(self, mod: Module) -> Module:
-        with mod.context:
-            for op in _edge_ops(mod):
-                if op.name == "tensor.pad":
-                    _rewrite_pad(op)
-                else:
-                    _rewrite_materialize(op)
+        for op in _edge_ops(mod):
+            if op.name == "tensor.pad":
+                _rewrite_pad(op)
+            else:
+                _rewrite_materialize(op)
         return mod

@@ -64,11 +64,7 @@ def _writes_into(value, arg) -> bool:
         op = producer(value)
         if op is None:
             return False
-        if op.name == "tensor.extract_slice":
-            src, res = op.operands[0], op.results[0]
-            if src.type == res.type and not ir.RankedTensorType(res.type).has_static_shape and _whole(op, src):
-                found.append(op)
-        elif op.name == "tensor.insert_slice":
+        if op.name == "tensor.insert_slice":
             value = op.operands[1]
         elif op.name == "vector.transfer_write":
             value = op.operands[1]
@@ -148,22 +144,15 @@ def _identity_slices(module: Module) -> List[ir.Operation]:
 class FoldIdentitySlices(Pass):
     """Replace whole-tensor ``tensor.extract_slice`` / ``tensor.insert_slice`` ops of dynamically
     shaped tensors by the tensor itself (see the module docstring). Shapes and dtypes are
-    unchanged.
-
-    Raises
-    ------
-    IRError
-        If the result does not verify (a bug of the pass).
-    """
+    unchanged; the result is verified (:class:`~mlc_mlir.graph.pass_manager.Pass`)."""
 
     name = "mlc-fold-identity-slices"
 
     def transform(self, mod: Module) -> Module:
-        with mod.context:
-            _fold_slices(mod)
-            for loop in _loops(mod):
-                _drop_unchanged_iter_args(loop)
-            _fold_slices(mod)
+        _fold_slices(mod)
+        for loop in _loops(mod):
+            _drop_unchanged_iter_args(loop)
+        _fold_slices(mod)
         return mod
 
 

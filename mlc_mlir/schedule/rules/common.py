@@ -66,6 +66,22 @@ def near_divisors(extent: int, center: int, scales: Sequence[float] = BLOCK_SCAL
     return sorted({largest_divisor(extent, max(1, int(center * s))) for s in scales})
 
 
+def rule_block(sch, block, rule: str, dims: Sequence[str]) -> Tuple[Block, List[int]]:
+    """``(block, extents)`` of the block a rule schedules, whose dims must be ``dims`` (names
+    for the message, e.g. ``("i", "j", "k")``).
+
+    Raises
+    ------
+    ScheduleError
+        If the block has another number of dims (names the rule and the block).
+    """
+    blk = sch.get(block)
+    if len(blk.dims) != len(dims):
+        raise ScheduleError(f"rule {rule}: '{blk.name}' has {len(blk.dims)} dims; expected "
+                            f"({', '.join(dims)})")
+    return blk, [d.extent for d in blk.dims]
+
+
 def element_bits(blk: Block) -> int:
     """Widest element of the block's operands, in bits (sets the vector lanes)."""
     return max((dtypes.bit_width(d) for d in blk.info.dtypes), default=32)

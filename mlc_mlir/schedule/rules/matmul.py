@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Dict, List, Optional, Tuple
 
-from ...errors import ScheduleError
 from ...target import Target
 from ..cpu_recipes import (
     UNROLL_K, batch_matmul_padding, goto_loop_nest, goto_padding, goto_params, packs_b,
@@ -23,7 +22,7 @@ from ..schedule import Schedule
 from ..state import BlockRV
 from .common import (
     TILE_VECTORS, RuleContext, block_size, categorical, element_bits, largest_divisor, perfect_tile,
-    thread_candidates, vector_candidates, vector_tile, worth_threads,
+    rule_block, thread_candidates, vector_candidates, vector_tile, worth_threads,
 )
 from .epilogue import claim_epilogues
 
@@ -148,15 +147,9 @@ def schedule_matmul(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
 
     Shapes: A (M, K) (or transposed), B (K, N) or (N, K), C (M, N); dtypes float16/32/64, int32.
 
-    Raises
-    ------
-    ScheduleError
-        If the block does not have 3 dims.
+    Raises ``ScheduleError`` for a block of other than 3 dims (:func:`~.common.rule_block`).
     """
-    blk = sch.get(block)
-    if len(blk.dims) != 3:
-        raise ScheduleError(f"rule matmul: '{blk.name}' has {len(blk.dims)} dims; expected (i, j, k)")
-    m, n, k = (d.extent for d in blk.dims)
+    blk, (m, n, k) = rule_block(sch, block, "matmul", "ijk")
     bits = element_bits(blk)
     threads = ctx.threads if worth_threads(ctx, blk) else 1
     if m == 1 and schedule_gemv(sch, block, ctx, threads):
@@ -443,16 +436,9 @@ def schedule_batch_matmul(sch: Schedule, block: BlockRV, ctx: RuleContext) -> No
 
     Shapes: A (B, M, K), B (B, K, N), C (B, M, N).
 
-    Raises
-    ------
-    ScheduleError
-        If the block does not have 4 dims.
+    Raises ``ScheduleError`` for a block of other than 4 dims (:func:`~.common.rule_block`).
     """
-    blk = sch.get(block)
-    if len(blk.dims) != 4:
-        raise ScheduleError(f"rule batch_matmul: '{blk.name}' has {len(blk.dims)} dims; "
-                            "expected (b, i, j, k)")
-    nb, m, n, k = (d.extent for d in blk.dims)
+    blk, (nb, m, n, k) = rule_block(sch, block, "batch_matmul", "bijk")
     bits = element_bits(blk)
     epi = pad_or_fuse_epilogues(sch, block, ctx, batch_matmul_padding(ctx.target, nb, m, n, k, ctx.threads, bits))
     nb, m, n, k = (d.extent for d in blk.dims)
