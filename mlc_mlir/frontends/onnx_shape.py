@@ -92,20 +92,21 @@ def _unsqueeze(n: NodeInputs) -> List[object]:
     return [ops.unsqueeze(n.t(0), axes_input(n, 13))]
 
 
+def _indices(n: NodeInputs):
+    """Input 1 of an index op (Gather, Scatter and their variants): a Tensor, or a constant as
+    an int64 array (ONNX allows int32 and int64 indices)."""
+    idx = n.t(1)
+    return idx if isinstance(idx, Tensor) else np.asarray(idx).astype(np.int64)
+
+
 @register("Gather")
 def _gather(n: NodeInputs) -> List[object]:
-    idx = n.t(1)
-    if not isinstance(idx, Tensor):
-        idx = np.asarray(idx).astype(np.int64)
-    return [ops.gather(n.t(0), idx, axis=int(n.attr("axis", 0)))]
+    return [ops.gather(n.t(0), _indices(n), axis=int(n.attr("axis", 0)))]
 
 
 @register("GatherElements", opsets=(11, OPSETS[1]))
 def _gather_elements(n: NodeInputs) -> List[object]:
-    idx = n.t(1)
-    if not isinstance(idx, Tensor):
-        idx = np.asarray(idx).astype(np.int64)
-    return [ops.gather_elements(n.t(0), idx, axis=int(n.attr("axis", 0)))]
+    return [ops.gather_elements(n.t(0), _indices(n), axis=int(n.attr("axis", 0)))]
 
 
 @register("ScatterElements", opsets=(11, OPSETS[1]))
@@ -114,9 +115,7 @@ def _scatter_elements(n: NodeInputs) -> List[object]:
     """``ops.scatter_elements`` (negative indices count from the end, as ONNX allows);
     ``reduction`` none/add/mul/max/min (opset 16/18). ``Scatter`` (opset 9-10, deprecated at
     11) is ScatterElements without ``reduction``."""
-    idx = n.t(1)
-    if not isinstance(idx, Tensor):
-        idx = np.asarray(idx).astype(np.int64)
+    idx = _indices(n)
     reduction = n.attr("reduction", b"none").decode()
     if reduction not in ("none", "add", "mul", "max", "min"):
         raise n.fail(f"attribute 'reduction' is {reduction!r}; expected none, add, mul, max or min")
@@ -126,10 +125,7 @@ def _scatter_elements(n: NodeInputs) -> List[object]:
 
 @register("GatherND", opsets=(11, OPSETS[1]))
 def _gather_nd(n: NodeInputs) -> List[object]:
-    idx = n.t(1)
-    if not isinstance(idx, Tensor):
-        idx = np.asarray(idx).astype(np.int64)
-    return [ops.gather_nd(n.t(0), idx, batch_dims=int(n.attr("batch_dims", 0)))]
+    return [ops.gather_nd(n.t(0), _indices(n), batch_dims=int(n.attr("batch_dims", 0)))]
 
 
 @register("Expand")
