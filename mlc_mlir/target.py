@@ -53,6 +53,10 @@ HOST_TRIPLE = "x86_64-unknown-linux-gnu"
 #: prefetches, non-temporal stores and aligned results of compiled code.
 CACHE_LINE_BYTES = 64
 
+#: Threads of a warp on every NVIDIA architecture (:attr:`CudaArch.warp_size`): the width of the
+#: ``#gpu.warp`` mappings of the GPU schedules and of the lowering's warp-level reductions.
+WARP_SIZE = 32
+
 #: The pipeline file and runtime libraries of each target kind.
 _KIND_PIPELINE = {"cpu": "cpu", "cuda": "cuda"}
 _KIND_RUNTIME_LIBS = {"cpu": ("c_runner_utils", "omp"), "cuda": ("c_runner_utils", "cuda_runtime")}
@@ -96,7 +100,7 @@ class CudaArch:
     max_threads_per_sm: int
     static_shared_bytes_per_block: int = 48 << 10
     max_threads_per_block: int = 1024
-    warp_size: int = 32
+    warp_size: int = WARP_SIZE
     registers_per_sm: int = 64 << 10
     max_registers_per_thread: int = 255
 

@@ -41,13 +41,10 @@ from ..ir.module import Module, diagnostics
 from ..ir.walk import find_ops, function_body_ops
 from ..ir.pass_pipeline import run_pass_pipeline
 from ..runtime.cuda import DEVICE_SUFFIX
-from ..target import cuda_arch
+from ..target import WARP_SIZE, cuda_arch
 from .cuda_buffers import clean_kernel_buffers, drop_self_copies
 from .cuda_pads import materialize_host_pads
 from .registry import load_pipeline
-
-#: Threads per warp (``#gpu.warp`` foralls).
-WARP_SIZE = 32
 
 #: Marks a linear thread mapping (``#gpu.thread<linear_dim_0>``).
 _LINEAR = "linear_dim_"
@@ -414,7 +411,7 @@ def lower_to_gpu(module: Module, chip: str = "sm_90", fmt: str = "isa",
     _check_host(mapped)
     mapped = run_pass_pipeline(_workgroup_allocations(mapped), "builtin.module(canonicalize,cse)",
                                "cuda buffers")   # one value per view: the rewrites compare them
-    mapped = _mma_sync(clean_kernel_buffers(mapped))
+    mapped = _mma_sync(clean_kernel_buffers(mapped, cuda_arch(chip)))
     if host_code:
         mapped = _host_memory(mapped, outputs)
     text = load_pipeline("cuda").replace("cubin-chip=sm_90", f"cubin-chip={chip}") \

@@ -20,7 +20,8 @@ What bufferizing the GPU schedules leaves in a kernel, and what this stage makes
 4. ``private_allocations`` -- any other static ``memref.alloc`` in a kernel (device ``malloc``)
    becomes a ``memref.alloca`` (thread-private, freed on return).
 6. ``private_accumulators`` -- a reduction (conv, pooling, a serial matmul tile) that a thread
-   runs on a small global tile right after filling it (``linalg.fill`` then the op with that
+   runs on a small global tile (at most :func:`max_private_elements` of the chip) right after
+   filling it (``linalg.fill`` then the op with that
    tile as ``outs``, nothing between but barriers) accumulates in a ``memref.alloca`` filled
    instead, stored to the tile once after the op (else one ``st.global`` per step).
 5. ``contract_multiply_adds`` -- ``arith.mulf``/``addf`` in the bodies of the kernel's linalg
@@ -36,6 +37,7 @@ from typing import List, Optional
 from .._mlir import ir, linalg_d, memref_d
 from ..ir.module import Module
 from ..ir.walk import find_ops
+from ..target import CudaArch
 
 #: Ops that only order threads or do nothing to memory (may sit between a fill and its loop).
 _NEUTRAL = ("gpu.barrier",)
@@ -196,12 +198,19 @@ def private_allocations(launch: ir.Operation) -> None:
         alloc.erase()
 
 
-#: Largest tile (elements) a thread accumulates privately (registers after unrolling).
-MAX_PRIVATE_ELEMENTS = 64
+def max_private_elements(arch: CudaArch) -> int:
+    """Largest tile (32-bit elements) a thread accumulates privately (registers after
+    unrolling): the largest power of two within half the registers ``ptxas`` gives a thread (64
+    of 255), the other half for the operands and addresses; it covers the GPU matmul rule's
+    largest register tile (8 x 8)."""
+    half = max(1, arch.max_registers_per_thread // 2)
+    return 1 << (half.bit_length() - 1)
 
 
-def private_accumulators(launch: ir.Operation) -> int:
-    """Rewrite 6 of the module docstring; returns how many ops now accumulate privately."""
+def private_accumulators(launch: ir.Operation, arch: CudaArch) -> int:
+    """Rewrite 6 of the module docstring on ``arch``; returns how many ops now accumulate
+    privately."""
+    most = max_private_elements(arch)
     n = 0
     for fill in _walk(launch, "linalg.fill"):
         tile = fill.operands[1]
@@ -215,7 +224,7 @@ def private_accumulators(launch: ir.Operation) -> int:
         i = ops.index(fill) + 1
         while i < len(ops) and ops[i].name in _NEUTRAL:
             i += 1
-        if i == len(ops) or not ops[i].name.startswith("linalg.") or size > MAX_PRIVATE_ELEMENTS:
+        if i == len(ops) or not ops[i].name.startswith("linalg.") or size > most:
             continue
         op = ops[i]
         if op.name in ("linalg.copy", "linalg.fill", "linalg.map") or op.operands[len(op.operands) - 1] != tile:
@@ -253,9 +262,9 @@ def drop_self_copies(module: Module) -> Module:
     return out
 
 
-def clean_kernel_buffers(module: Module) -> Module:
-    """Apply rewrites 1-6 of the module docstring to every ``gpu.launch`` of ``module`` (in
-    place on a copy); returns the copy, verified."""
+def clean_kernel_buffers(module: Module, arch: CudaArch) -> Module:
+    """Apply rewrites 1-6 of the module docstring to every ``gpu.launch`` of ``module`` for the
+    chip ``arch`` (in place on a copy); returns the copy, verified."""
     out = module.clone()
     with out.context:
         for launch in find_ops(out, "gpu.launch"):
@@ -263,6 +272,6 @@ def clean_kernel_buffers(module: Module) -> Module:
             erase_self_copies(launch)
             hoist_accumulators(launch)
             private_allocations(launch)
-            private_accumulators(launch)
+            private_accumulators(launch, arch)
             contract_multiply_adds(launch)
     return out.verify()

@@ -33,10 +33,8 @@ from typing import List
 from .._mlir import ir, structured_transform_d
 from ..ir.transform_values import any_op, gpu_attr
 from ..errors import ScheduleError
+from ..target import WARP_SIZE
 from .loop_nest import Block, Loop
-
-#: Threads of the second combine level (one warp).
-WARP = 32
 
 
 def is_cross_thread(blk: Block) -> bool:
@@ -137,9 +135,9 @@ def emit_cross_thread(gpu, blk: Block) -> ir.Value:
     structured_transform_d.FuseIntoContainingOp(pfill, tt.forall_op)
     _to_shared(tt.forall_op, shared)
     # 4. the combine over 32 threads (each reads T/32 partials)
-    if nthreads >= 2 * WARP and nthreads % WARP == 0:
+    if nthreads >= 2 * WARP_SIZE and nthreads % WARP_SIZE == 0:
         red = structured_transform_d.TileReductionUsingForallOp(
-            [any_op()], any_op(), any_op(), any_op(), comb, num_threads=[0] * len(outs) + [WARP],
+            [any_op()], any_op(), any_op(), any_op(), comb, num_threads=[0] * len(outs) + [WARP_SIZE],
             mapping=thread)
         structured_transform_d.FuseIntoContainingOp(red.results[0], red.forall_op)
         _to_shared(red.forall_op, shared)

@@ -36,6 +36,7 @@ from typing import Dict, List, Optional, Tuple
 from .._mlir import ir, loop_transform_d, structured_transform_d, transform_d
 from ..ir.transform_values import any_op, gpu_attr, param_constant
 from ..errors import ScheduleError
+from ..target import WARP_SIZE
 from .gpu_reduction import emit_cross_thread, is_cross_thread
 from .loop_nest import Block, Loop, LoopNestModel
 
@@ -55,9 +56,6 @@ def gpu_owned(model: LoopNestModel, blk: Block) -> bool:
         return parent is not None and is_gpu_block(model, parent)
     return False
 
-
-#: Threads per warp (``#gpu.warp`` mappings).
-WARP_SIZE = 32
 
 #: Bound-axis prefix -> forall level and ``#gpu.<kind>`` mapping (warps are a thread level).
 _LEVELS = {"blockIdx": ("block", "block"), "threadIdx": ("thread", "thread"),

@@ -100,7 +100,7 @@ def test_hoist_only_without_other_accesses(extra):
     read = ("%o = memref.subview %c[%k] [4] [1] : memref<64xf32> to memref<4xf32, strided<[1], "
             "offset: ?>>\n linalg.copy ins(%o : memref<4xf32, strided<[1], offset: ?>>) "
             "outs(%acc : memref<4xf32>)")
-    mod = clean_kernel_buffers(Module.parse(_PAYLOAD.replace("EXTRA", read if extra else "")))
+    mod = clean_kernel_buffers(Module.parse(_PAYLOAD.replace("EXTRA", read if extra else "")), CUDA.cuda_arch)
     with mod.context:
         (loop,) = find_ops(mod, "scf.for")
         inside = [op.name for op in loop.regions[0].blocks[0].operations]
@@ -146,7 +146,7 @@ func.func @f(%a: memref<4x16xf32>, %c: memref<4x16xf32>) {
 
 @pytest.mark.parametrize("src", ["%a", "%c"])
 def test_private_accumulator_unless_the_input_aliases_the_output(src):
-    mod = clean_kernel_buffers(Module.parse(_REDUCE.replace("SRC", src)))
+    mod = clean_kernel_buffers(Module.parse(_REDUCE.replace("SRC", src)), CUDA.cuda_arch)
     with mod.context:
         (red,) = find_ops(mod, "linalg.reduce")
         private = "memref.alloca" in str(red.operands[1].owner)
