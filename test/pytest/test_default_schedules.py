@@ -4,6 +4,7 @@ the same after ``graph.FuseOps`` (fused primitives, epilogues in their anchor's 
 constants derived from the target; skipped kinds and errors."""
 
 import dataclasses
+import re
 
 import numpy as np
 import pytest
@@ -361,3 +362,19 @@ def test_gemv_rows_rule_for_one_row_dense(n, k, threads):
     xa, wa = rng.standard_normal((1, k), dtype=np.float32), rng.standard_normal((n, k), dtype=np.float32)
     got = mlc.compile(mod, threads=threads)(xa, wa)
     np.testing.assert_allclose(got, xa.astype(np.float64) @ wa.T, rtol=1e-4, atol=1e-4 * np.sqrt(k))
+
+
+@pytest.mark.parametrize("rule, dims", [("schedule_matmul", "(i, j, k)"),
+                                        ("schedule_batch_matmul", "(b, i, j, k)")])
+def test_matmul_rules_name_the_dims_they_expect(rule, dims):
+    """A contraction rule given a block of another rank says which rule, which block and which
+    dims it expected (rules.common.rule_block)."""
+    from mlc_mlir.schedule.rules import matmul
+    from mlc_mlir.schedule.rules.common import RuleContext
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        f.output(ops.relu(f.arg("x", shape=(4, 8))))
+    sch = mlc.Schedule(bb.finish())
+    ctx = RuleContext(host_target(), 1, {})
+    with pytest.raises(ScheduleError, match=r"rule \w+: 'relu' has 2 dims; expected " + re.escape(dims)):
+        getattr(matmul, rule)(sch, sch.get_block("relu"), ctx)
