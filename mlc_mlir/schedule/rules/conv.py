@@ -143,8 +143,8 @@ def prefers_nhwc(target: Target, x_shape: Sequence[int], w_shape: Sequence[int],
 #: medians of 15 interleaved runs, one thread, loaded host, ResNet-18's 3x3 layers with bias +
 #: relu, direct / im2col: 28x28 outputs 128 ch 2.04 / 2.36 ms, stride 2 64 -> 128 1.35 / 1.38;
 #: 14x14 outputs 256 ch 1.85 / 1.79, stride 2 128 -> 256 1.48 / 1.37; 7x7 512 ch 5.55 / 5.01,
-#: best runs 2.70 / 1.13), so no Target quantity, each twice as large on the second core,
-#: moves it.
+#: best runs 2.70 / 1.13; ``benchmarks/results/im2col_bound_2026-11-26_znver5_rules-derive.txt``),
+#: so no Target quantity, each twice as large on the second core, moves it.
 IM2COL_MAX_OUTPUT_PIXELS = 256
 
 
