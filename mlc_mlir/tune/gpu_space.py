@@ -55,7 +55,8 @@ class MatmulTiles:
                 and self.shared_bytes(elem_bytes) <= arch.static_shared_bytes_per_block)
 
 
-def matmul_tile_candidates(m: int, n: int, k: int, arch: CudaArch, elem_bytes: int = 4) -> Iterator[MatmulTiles]:
+def matmul_tile_candidates(m: int, n: int, k: int, arch: CudaArch,
+                           elem_bytes: int = 4) -> Iterator[MatmulTiles]:
     """Every valid point of the space for an ``(m, n, k)`` matmul on ``arch`` (a target's
     :attr:`~mlc_mlir.target.Target.cuda_arch`; largest register tiles first), e.g. for a grid
     search or to seed an evolutionary search."""

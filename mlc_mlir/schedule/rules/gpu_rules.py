@@ -7,9 +7,9 @@ chapter's recipes):
   ``blockIdx.y/z``;
 * ``reduction`` (row reductions, softmax's parts, layer_norm's statistics): a block per row
   when the one reduction dim is the input's contiguous (last) dim and long enough
-  (``K >= 2 * warp size``, :func:`min_cooperative`): ``split(k, [None, T])``, the parallel dims fused and bound to
-  ``blockIdx.x``, ``k1`` bound to ``threadIdx.x`` -- a cooperative reduction through shared
-  memory (:mod:`mlc_mlir.schedule.gpu_reduction`); otherwise the parallel dims over
+  (``K >= 2 * warp size``, :func:`min_cooperative`): ``split(k, [None, T])``, the parallel
+  dims fused and bound to ``blockIdx.x``, ``k1`` bound to ``threadIdx.x`` -- a cooperative
+  reduction through shared memory (:mod:`mlc_mlir.schedule.gpu_reduction`); otherwise the parallel dims over
   blocks x threads, each thread reducing its rows serially;
 * ``matmul`` (and 2-parallel + 1-reduction contractions): the shared-memory blocking of the
   chapter -- block tile ``(ty*ly, tx*lx)``, ``ty*tx`` threads each computing an ``ly x lx``
@@ -48,7 +48,8 @@ def default_threads(arch: CudaArch) -> int:
     ``max_threads_per_block``. TVM dlight's fallback rules start from the same budget
     (``max_threads_per_block`` capped by the register file)."""
     t = arch.warp_size
-    while 2 * t <= arch.max_threads_per_block and 2 * t * arch.max_registers_per_thread <= arch.registers_per_sm:
+    while 2 * t <= arch.max_threads_per_block and \
+            2 * t * arch.max_registers_per_thread <= arch.registers_per_sm:
         t *= 2
     return t
 
@@ -293,13 +294,14 @@ def schedule_matmul_mma(sch: Schedule, block: BlockRV, arch: CudaArch) -> bool:
     outputs in ``k`` steps of 16 with ``mma.sync.m16n8k16`` (loops bound to ``warpIdx.z`` /
     ``warpIdx.y``, the block annotated ``mlc.mma_sync``: :mod:`mlc_mlir.pipeline.cuda`
     rewrites the warp's matmul with ``transform.nvgpu.rewrite_matmul_as_mma_sync``). Returns
-    whether it applied (f16 operands, divisible dims, sm_80 or newer); source: the upstream ``nvgpu`` transform tests, TVM's ``tensorize``
-    with ``mma_sync`` intrinsics.
+    whether it applied (f16 operands, divisible dims, sm_80 or newer); source: the upstream
+    ``nvgpu`` transform tests, TVM's ``tensorize`` with ``mma_sync`` intrinsics.
     """
     info = sch.get(block)
     m, n, k = (d.extent for d in info.dims)
     (tm, tn, tk), (wy, wx) = MMA_TILE, mma_warps(arch)
-    if arch.sm < MMA_MIN_SM or set(info.info.dtypes) != {"float16"} or m % (tm * wy) or n % (tn * wx) or k % tk:
+    if arch.sm < MMA_MIN_SM or set(info.info.dtypes) != {"float16"} or \
+            m % (tm * wy) or n % (tn * wx) or k % tk:
         return False
     _, i1, _, _, j1, _, _, _ = _block_grid(sch, block, wy, wx, tm, tn, tk, k_inner=True)
     # warps along y and z only: blockDim.x stays one warp, since rewrite_matmul_as_mma_sync
