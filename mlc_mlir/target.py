@@ -166,7 +166,8 @@ class Target:
     cores : int
         CPU cores this process may run on (its affinity mask).
     arch : str
-        CUDA SM architecture (``sm_90``) for ``kind == "cuda"``; ``""`` otherwise.
+        CUDA SM architecture (``sm_90``) for ``kind == "cuda"``, one :func:`cuda_arch` knows
+        (its resources: :attr:`cuda_arch`); ``""`` otherwise.
     """
 
     kind: str
