@@ -2,8 +2,9 @@
 models from configs with seeded random weights, one row per (model, threads).
 
 Columns: compile s (import + both steps), prefill ms at 32/128/512 prompt tokens (ours: one
-call of the prefill step, symbolic in the prompt length, compiled once for all three), decode tokens/s at context 128 and 1024 over 64 new
-tokens, the decode's share of the bandwidth roofline, peak RSS of the worker (``VmHWM``) after
+call of the prefill step, symbolic in the prompt length, compiled once for all three), decode
+tokens/s at context 128 and 1024 over 64 new tokens, the decode's share of the bandwidth
+roofline, the round's read bandwidth, peak RSS of the worker (``VmHWM``) after
 the compile ("cRSS") and after our prefills and decodes ("RSS"; transformers eager runs after it
 in the same worker). GPT-2 has 1024 positions in all: its "1024" context is 1024 - 64 = 960
 tokens.
@@ -305,20 +306,19 @@ PEERS = {"compile": peer_compile, "ort": lambda name, threads: _peer_onnx(name, 
          "mlc-onnx": lambda name, threads: _peer_onnx(name, threads, "mlc-onnx")}
 
 
-def _peer_rows(name: str, threads: int, peers, timeout: float) -> list:
-    """One subprocess per peer; a peer that fails or runs past ``timeout`` gives a row saying why."""
-    rows = []
+def _peer_rows(name: str, threads: int, peers, timeout: float):
+    """Each peer's row, measured in a subprocess per peer as the caller asks for it (a
+    generator); a peer that fails or runs past ``timeout`` gives a row saying why."""
     for peer in peers:
         env = dict(os.environ, OMP_NUM_THREADS=str(threads))
         try:
             r = subprocess.run([sys.executable, __file__, "--peer-worker", peer, name, str(threads)],
                                env=env, capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired:
-            rows.append({"impl": peer, "failed": f"did not finish in {timeout:.0f} s"})
+            yield {"impl": peer, "failed": f"did not finish in {timeout:.0f} s"}
             continue
         got = [json.loads(ln[4:]) for ln in r.stdout.splitlines() if ln.startswith("ROW ")]
-        rows.append(got[0] if got else {"impl": peer, "failed": (r.stderr.strip().splitlines() or ["?"])[-1][:160]})
-    return rows
+        yield got[0] if got else {"impl": peer, "failed": (r.stderr.strip().splitlines() or ["?"])[-1][:160]}
 
 
 def _decode_score(row: dict) -> float:
@@ -355,24 +355,27 @@ def _round(name: str, threads: int, rnd: int, a, rounds: Rounds) -> None:
     r = subprocess.run([sys.executable, __file__, "--worker", name, str(threads)],
                        env=dict(os.environ, OMP_NUM_THREADS=str(threads)), capture_output=True, text=True)
     got = [json.loads(ln[4:]) for ln in r.stdout.splitlines() if ln.startswith("ROW ")]
-    impls = []
-    if got:
-        mlc = {k: v for k, v in got[0].items() if k != "eager"}
-        impls = [("mlc", mlc), ("eager", dict(got[0]["eager"], weight_bytes=mlc["weight_bytes"]))]
-    else:
-        why = (r.stderr.strip().splitlines() or ["?"])[-1][:160]
-        impls = [("mlc", {"failed": why}), ("eager", {"failed": why})]
-    impls += [(p["impl"], p) for p in _peer_rows(name, threads, [q for q in a.peers.split(",") if q], a.peer_timeout)]
-    for impl, row in impls:
+
+    def record(impl: str, row: dict) -> None:
         if a.json:
             print("# " + json.dumps(dict(row, model=name, threads=threads, impl=impl, **bw)))
         if "failed" in row:
-            print(f"{name:11s} {threads:3d} {impl:8s} r{rnd:<4d} failed: {row['failed']}")
+            print(f"{name:11s} {threads:3d} {impl:8s} r{rnd:<4d} failed: {row['failed']}", flush=True)
             rounds.fail((name, threads, impl), row["failed"])
-            continue
+            return
         row = dict(row, **bw)
         rounds.add((name, threads, impl), row)
         _print_row(name, threads, impl, f"r{rnd}", row)
+    if got:
+        mlc = {k: v for k, v in got[0].items() if k != "eager"}
+        record("mlc", mlc)
+        record("eager", dict(got[0]["eager"], weight_bytes=mlc["weight_bytes"]))
+    else:
+        why = (r.stderr.strip().splitlines() or ["?"])[-1][:160]
+        record("mlc", {"failed": why})
+        record("eager", {"failed": why})
+    for peer in _peer_rows(name, threads, [q for q in a.peers.split(",") if q], a.peer_timeout):
+        record(peer["impl"], peer)
 
 
 def _summary(models, thread_counts, rounds: Rounds, n) -> None:
