@@ -51,6 +51,7 @@ import argparse
 import json
 import os
 import resource
+import signal
 import subprocess
 import sys
 import time
@@ -419,6 +420,12 @@ def _summary(models, thread_counts, rounds: Rounds, n) -> None:
             print(f"#   {name} {t} thr: " + ", ".join(parts))
 
 
+def _interrupt(signum, frame):
+    """SIGTERM handler: stop the measurement as SIGINT does (the child in flight is killed by
+    ``subprocess.run``), so the rounds measured so far are summarized."""
+    raise KeyboardInterrupt
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--models", default=",".join(MODELS), help="comma-separated: " + ",".join(MODELS))
@@ -460,13 +467,14 @@ def main(argv=None) -> int:
           " ".join(f"{'roof' + str(c):>8s}" for c in CONTEXTS) + " " +
           " ".join(f"{'best' + str(c):>8s}" for c in CONTEXTS) + f" {'bw GB/s':>7s} {'RSS MB':>7s} {'cRSS MB':>7s}")
     rounds, done = Rounds(), 0
+    signal.signal(signal.SIGTERM, _interrupt)   # a background run ignores SIGINT: kill it with SIGTERM
     try:
         for rnd in range(1, a.rounds + 1):
             for name in models:
                 for threads in thread_counts:
                     _round(name, threads, rnd, a, rounds)
             done = rnd
-    except KeyboardInterrupt:   # SIGINT: summarize the rounds measured so far
+    except KeyboardInterrupt:   # SIGINT or SIGTERM: summarize the rounds measured so far
         print(f"# interrupted in round {done + 1}: the summary holds the rows measured so far")
     _summary(models, thread_counts, rounds, done if done == a.rounds else f"{done}-{done + 1}")
     return 0
