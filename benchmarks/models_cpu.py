@@ -35,7 +35,7 @@ import tempfile
 import time
 
 import numpy as np
-from timing import cpu_seconds, min_median_seconds  # benchmarks/timing.py; this folder is on sys.path
+from timing import Rounds, cpu_seconds, min_median_seconds  # benchmarks/timing.py; this folder is on sys.path
 
 MODELS = ("resnet18", "resnet18-onnx", "resnet50-light", "bert")
 #: model -> implementations measured (ours first)
@@ -281,20 +281,6 @@ def run_child(name: str, impl: str, work: str, threads, timeout: int):
     return None, None, f"exit {p.returncode}: {err[:200]}"
 
 
-def _best_rows(old, new):
-    """Merge two rounds' results of one (model, implementation): per thread count, the row with
-    the lower min ms (an error only when both rounds failed)."""
-    if old is None or not old["rows"]:
-        return new if new["rows"] or old is None else old
-    if not new["rows"]:
-        return old
-    best = {r["threads"]: r for r in old["rows"]}
-    for r in new["rows"]:
-        if r["threads"] not in best or r["min_ms"] < best[r["threads"]]["min_ms"]:
-            best[r["threads"]] = r
-    return {"rows": [best[t] for t in sorted(best)], "error": None}
-
-
 def main() -> int:
     """Parse arguments, measure every (model, implementation) in turn (``--rounds`` times),
     print the table."""
@@ -321,7 +307,7 @@ def main() -> int:
     bad = [m for m in models if m not in MODELS]
     if bad:
         ap.error(f"--models {bad}: expected some of {list(MODELS)}")
-    results, cpu = {}, None
+    rounds, measured, cpu = Rounds(), [], None   # rounds: (model, impl, threads) -> rows; errors by (model, impl)
     with tempfile.TemporaryDirectory(prefix="mlc-models-") as work:
         if any(m in ONNX_FILES for m in models):
             export_onnx(work)
@@ -332,10 +318,19 @@ def main() -> int:
                         continue
                     rows, c, err = run_child(m, impl, work, threads, args.timeout)
                     cpu = cpu or c
-                    results[(m, impl)] = _best_rows(results.get((m, impl)), {"rows": rows, "error": err})
+                    measured += [] if (m, impl) in measured else [(m, impl)]
+                    if err:
+                        rounds.fail((m, impl), err)
+                    for r in rows or ():
+                        rounds.add((m, impl, r["threads"]), r)
                     if not args.json:
                         print(f"  measured {m} / {impl} (round {rnd + 1}): {'ok' if rows else err}",
                               file=sys.stderr, flush=True)
+    results = {}   # (model, impl) -> {"rows": each thread count's best round, "error"}
+    for m, impl in measured:
+        best = [rounds.best((m, impl, t), lambda r: -r["min_ms"]) for t in threads]
+        best = [r for r in best if r]
+        results[(m, impl)] = {"rows": best, "error": None if best else rounds.error((m, impl))}
     if args.json:
         print(json.dumps({"cpu": cpu, "results": [{"model": m, "impl": i, **v} for (m, i), v in results.items()]},
                          indent=1))

@@ -1,7 +1,7 @@
 """ONNX decoder LLMs with symbolic sizes vs onnxruntime: the ops a ``torch.onnx.export``-ed
 transformers decoder needs (GatherND, Range/CumSum/Reshape over dynamic dims, IsNaN, Sin/Cos),
 each in a small onnx.helper model with ``dim_param`` inputs compiled once and run at several
-sizes, and tiny GPT-2 / Llama exported with dynamic batch and sequence axes."""
+sizes, and tiny GPT-2 / Llama / Qwen2 exported with dynamic batch and sequence axes."""
 
 import numpy as np
 import pytest
@@ -153,12 +153,14 @@ def _decoder(kind):
     if kind == "gpt2":
         cfg = transformers.GPT2Config(n_layer=1, n_embd=64, n_head=4, vocab_size=100)
         return transformers.GPT2LMHeadModel(cfg).eval()
-    cfg = transformers.LlamaConfig(num_hidden_layers=1, hidden_size=64, intermediate_size=172,
-                                   num_attention_heads=4, num_key_value_heads=2, vocab_size=100)
-    return transformers.LlamaForCausalLM(cfg).eval()
+    name = {"llama": "Llama", "qwen2": "Qwen2"}[kind]   # Qwen2: q/k/v biases
+    cfg = getattr(transformers, name + "Config")(num_hidden_layers=1, hidden_size=64, intermediate_size=172,
+                                                 num_attention_heads=4, num_key_value_heads=2, vocab_size=100)
+    return getattr(transformers, name + "ForCausalLM")(cfg).eval()
 
 
-@pytest.mark.parametrize("kind,past", [("gpt2", False), ("llama", False), ("gpt2", True), ("llama", True)])
+@pytest.mark.parametrize("kind,past", [("gpt2", False), ("llama", False), ("gpt2", True), ("llama", True),
+                                       ("qwen2", True)])
 def test_exported_decoder_dynamic_vs_onnxruntime(kind, past, tmp_path):
     """A tiny transformers decoder through ``export_decoder`` (``torch.onnx.export``, dynamo,
     dynamic batch/seq/past axes; logits only or the decoder with past): one import with the
@@ -173,7 +175,7 @@ def test_exported_decoder_dynamic_vs_onnxruntime(kind, past, tmp_path):
     m = onnx.load(path)
     assert [d.dim_param for d in m.graph.input[0].type.tensor_type.shape.dim] == ["batch", "seq"]
     assert [o.name for o in m.graph.output] == outputs
-    kv = (2 if kind == "llama" else 4, 16)
+    kv = (4 if kind == "gpt2" else 2, 16)
     feeds = []
     for b, s, p in [(1, 1, 1), (2, 7, 5), (1, 33, 20)] + ([(1, 6, 0)] if past else []):
         f = {"input_ids": RNG.integers(0, 100, (b, s))}

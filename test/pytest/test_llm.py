@@ -1,4 +1,5 @@
 """Decoder LLMs: tiny GPT-2 / Llama / Qwen2 / Mistral logits vs transformers (static import),
+Mistral's sliding window (full when it covers the cache, refused when shorter),
 ``ops.update_slice`` and in/out arguments vs numpy, the KV-cache decode step never copying a
 cache (bufferized IR), and ``mlc.llm`` generation token-exact with transformers' ``generate``."""
 
@@ -18,11 +19,13 @@ from mlc_mlir.pipeline.compile import lower  # noqa: E402
 RTOL = 1e-4
 
 
-def _tiny(name: str):
+def _tiny(name: str, **config):
+    """A 2-layer decoder of kind ``name`` with seeded random weights; ``config`` overrides the
+    Llama/Qwen2/Mistral config's arguments."""
     torch.manual_seed(0)
     t = transformers
-    gqa = dict(num_hidden_layers=2, hidden_size=128, intermediate_size=344, num_attention_heads=4,
-               num_key_value_heads=2, vocab_size=1000)
+    gqa = dict(dict(num_hidden_layers=2, hidden_size=128, intermediate_size=344, num_attention_heads=4,
+                    num_key_value_heads=2, vocab_size=1000), **config)
     model = {
         "gpt2": lambda: t.GPT2LMHeadModel(t.GPT2Config(n_layer=2, n_embd=128, n_head=4, vocab_size=1000)),
         "llama": lambda: t.LlamaForCausalLM(t.LlamaConfig(**gqa)),
@@ -167,6 +170,22 @@ def test_generate_is_token_exact_with_transformers(name, monkeypatch):
     lm.prefill_chunk = 8
     with pytest.raises(ExecutionError, match="size 'seq'.* is 129"):
         lm.prefill(long)
+
+
+def test_mistral_generate_is_token_exact_and_short_windows_are_refused():
+    """Mistral's sliding-window attention: a window (4096 by default) covering ``max_seq_len``
+    is full attention, and 64 greedy tokens after a 21-token prompt match transformers'
+    ``generate``; a window shorter than ``max_seq_len`` (transformers keeps a ring buffer of
+    ``window`` positions, ``StaticSlidingWindowLayer``, not a cache written at ``position``)
+    is refused at import with a ``BuildError`` naming the layer and the window."""
+    model = _tiny("mistral")
+    assert model.config.sliding_window >= 96
+    lm = mlc.llm.compile_causal_lm(model, max_seq_len=96)
+    ids = torch.randint(0, 1000, (1, 21), generator=torch.Generator().manual_seed(4))
+    np.testing.assert_array_equal(lm.generate(ids.numpy(), max_new_tokens=64), _want(model, ids, 64))
+    with pytest.raises(BuildError, match=r"cache layer 0 is StaticSlidingWindowLayer \(window 16\); expected "
+                       r"full attention over max_seq_len=96"):
+        mlc.llm.import_step(_tiny("mistral", sliding_window=16), 96, 1)
 
 
 def test_next_token_filters_like_transformers():
