@@ -341,20 +341,35 @@ def schedule_gemv(sch: Schedule, block: BlockRV, ctx: RuleContext, threads: int)
     v = v if n >= v else lanes
     tcands = [t for t in range(1, max(1, min(threads, n // v)) + 1) if gemv_chunk(n, t, 1, v)]
     t = int(categorical(sch, tcands, tcands[-1])) if len(tcands) > 1 else 1
-    per = -(-(-(-n // t)) // v) * v
-    dflt, counts = gemv_chunk_counts(ctx.target, per, max(1, bits // 8))
-    nbs = {c: gemv_chunk(n, t, c, v) for c in counts}
-    counts = [c for c in counts if nbs[c]]
+    nbytes = max(1, bits // 8)
+    split = 0
+    if t > 1 and k % t == 0 and n % v == 0 and gemv_chunk_counts(ctx.target, n, nbytes)[1][0] == 1:
+        # split K (whole rows per thread) by default where one chunk of a whole row's
+        # accumulators fits: each thread then reads one contiguous run of the weight
+        split = int(categorical(sch, [0, 1], int(gemv_chunk_counts(ctx.target, n, nbytes)[0] == 1)))
+    per = n if split else -(-(-(-n // t)) // v) * v
+    dflt, counts = gemv_chunk_counts(ctx.target, per, nbytes)
+    nbs = {c: gemv_chunk(n, 1 if split else t, c, v) for c in counts}
+    counts = [c for c in counts if nbs[c] and not (split and n % nbs[c])]
     dflt = dflt if dflt in counts else counts[-1]
     chunks = int(categorical(sch, counts, dflt)) if len(counts) > 1 else counts[0]
     nb = nbs[chunks]
-    rows = int(categorical(sch, sorted({r for r in UNROLL_FACTORS if k % r == 0} | {largest_divisor(k, GEMV_ROWS)}),
-                           largest_divisor(k, GEMV_ROWS)))
+    kt = k // t if split else k
+    rows = int(categorical(sch, sorted({r for r in UNROLL_FACTORS if kt % r == 0} | {largest_divisor(kt, GEMV_ROWS)}),
+                           largest_divisor(kt, GEMV_ROWS)))
     ahead = 0
-    if k // rows > 1:
-        dflt = int(nb * max(1, bits // 8) < PAGE_BYTES)
+    if kt // rows > 1 and not split:
+        dflt = int(nb * nbytes < PAGE_BYTES)
         ahead = int(categorical(sch, list(PREFETCH_STEPS), PREFETCH_STEPS[dflt]))
     i, j, kk = sch.get_loops(block)
+    if split:
+        k0, k1, k2 = sch.split(kk, [t, None, rows])
+        j1, j2, j3 = sch.split(j, [None, nb // v, v])
+        sch.reorder(i, k0, j1, k1, j2, k2, j3)
+        sch.rfactor(k0)
+        sch.parallel(k0)
+        sch.vectorize(k2 if rows > 1 else j3)
+        return True
     j0, j1, j2, j3 = sch.split(j, [t, None, nb // v, v])
     k0, k1 = sch.split(kk, [None, rows])
     sch.reorder(i, j0, j1, k0, j2, k1, j3)
