@@ -12,7 +12,6 @@ threaded ``sgemv_t`` (each thread a range of rows of A, partial ``y`` vectors su
 
 from __future__ import annotations
 
-import math
 from typing import Optional
 
 from .._mlir import ir, structured_transform_d, transform_d, vector_transform_d
@@ -69,32 +68,38 @@ def emit_split(em, blk: Block, op: ir.Value) -> ir.Value:
     r = structured_transform_d.SplitReductionOp(
         any_op(), any_op(), any_op(), any_op(), op, split_factor=factored.extent,
         insert_split_dimension=0)
-    row = math.prod(d.extent for d in blk.dims if d.index == blk.info.out_dims[-1]) \
-        if blk.info.out_dims else 1
+    row = blk.dims[blk.info.out_dims[-1]].extent if blk.info.out_dims else 1
     em.splits.setdefault(blk.func, []).append((blk, r.fill_op, r.combining_linalg_op, row))
     return r.split_linalg_op
 
 
 def vectorize_split(em, fname: str) -> None:
-    """Vectorize the fills and combining ops of the splits in function ``fname``: each a chunk
-    of a row at a time (the largest divisor of the row up to :data:`COMBINE_CHUNK` elements)."""
+    """Finish the splits in function ``fname`` once their partial ops are vectorized: fold the
+    partial op's vector form into a contraction the outer-product lowering takes, and vectorize
+    the partial results' fill and the combining op a chunk of a row at a time (the largest
+    divisor of the row up to :data:`COMBINE_CHUNK` elements).
+
+    The vectorized tile of the partial op (a ``linalg.generic``, dims ``(t, i, j, k)``, no
+    named contraction) is a multiplication of B's tile read transposed and A's broadcast, then
+    a ``multi_reduction`` over k; ``transfer_permutation`` patterns make the transposes and
+    broadcasts explicit, ``reduction_to_contract`` folds them into one ``vector.contract`` with
+    B's rows as they are in memory, and casting away its unit leading dims (``t``, ``i``)
+    leaves the vector-matrix form that lowers to one FMA per row of the tile, as a matmul's
+    GEMV tile does."""
     for blk, fill, comb, row in em.splits.get(fname, ()):
-        # the partial op's tile has unit leading dims (its partial result's index, the rows of
-        # A): without them the contraction lowers to outer products (FMAs)
         loop = em.loop_handles[blk.rfactor.outer]
         p = transform_d.ApplyPatternsOp(loop)
         with ir.InsertionPoint(p.patterns):
             vector_transform_d.ApplyTransferPermutationPatternsOp()
             vector_transform_d.ApplyVectorReductionToContractPatternsOp()
+        # a separate set: casting the unit dims away first would keep the transposes apart
+        # from the contraction
         p = transform_d.ApplyPatternsOp(loop)
         with ir.InsertionPoint(p.patterns):
             vector_transform_d.ApplyCastAwayVectorLeadingOneDimPatternsOp()
-        ndims = len(blk.dims)
         chunk = largest_divisor(row, COMBINE_CHUNK)
-        # the fill (T, i.., n) and the combining op (t, i.., n): one chunk of a row per step
-        for h, nd in ((fill, ndims), (comb, ndims)):
-            sizes = [1] * (nd - 1) + [chunk]
-            if h is comb:
-                sizes[0] = 0   # the reduction over the partial results stays inside the tile
+        # the fill (T, i.., n) and the combining op (t, i.., n; the sum over t inside each tile)
+        for h, first in ((fill, 1), (comb, 0)):
+            sizes = [first] + [1] * (len(blk.dims) - 2) + [chunk]
             tiled = structured_transform_d.TileUsingForOp(h, sizes=sizes).tiled_linalg_op
             structured_transform_d.VectorizeOp(tiled)

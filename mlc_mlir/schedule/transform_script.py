@@ -172,8 +172,8 @@ class _Emitter:
             if split and blk.loops[p].id == blk.rfactor.outer:
                 sizes[0] = 1            # one partial result per iteration
                 continue
-            d = op_dim(blk, p) if split else blk.loops[p].dim if dim_map is None else dim_map[blk.loops[p].dim]
-            sizes[d] = self.tile_size(blk, p)
+            d = blk.loops[p].dim
+            sizes[op_dim(blk, p) if split else d if dim_map is None else dim_map[d]] = self.tile_size(blk, p)
         return sizes
 
     # ---------------------------------------------------------------- tiling
