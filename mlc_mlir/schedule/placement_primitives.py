@@ -141,7 +141,7 @@ class PlacementPrimitives(ScheduleState):
                 any(l_.kind not in ("serial", "vectorized") or l_.unroll is not None or l_.annotations
                     or l_.fused_group is not None for l_ in inner) or blk.cache_reads or \
                 blk.cache_writes or blk.decomposed_at is not None or \
-                (blk.rfactor is not None and not producer):
+                (blk.rfactor is not None and (not producer or blk.rfactor.split)):
             raise ScheduleError(f"{prim}: block '{blk.name}' already has loop transformations; "
                                 "expected an untouched block")
         if self._model.attached(blk) or self._model.epilogues(blk):

@@ -209,12 +209,10 @@ class _Emitter:
         return op
 
     def emit_loops(self, blk: Block, op: ir.Value, start: int = 0) -> ir.Value:
-        ndims = len(blk.dims)
+        ndims = len(blk.dims) + is_split(blk)    # split_reduction's leading dim
         init_pos = blk.loop_index(blk.decomposed_at) if blk.decomposed_at is not None else 0
         if start == 0:
             op = self.maybe_pad(blk, op, -1)
-            if is_split(blk):
-                op, ndims = emit_split(self, blk, op), ndims + 1
         init = self.model.init_of(blk) if init_pos > start else None
         init_op = self.match(init) if init is not None else None
         for t in self.model.tilings(blk, start):
@@ -306,6 +304,8 @@ class _Emitter:
     def emit_block(self, blk: Block) -> None:
         consumers = self.model.epilogues(blk)
         op = self.pad_einsum(blk, self.match(blk))
+        if is_split(blk):
+            op = emit_split(self, blk, op)
         if not consumers:
             self.op_handles[blk.id] = self.emit_loops(blk, op)
             return
