@@ -327,8 +327,8 @@ def schedule_gemv(sch: Schedule, block: BlockRV, ctx: RuleContext, threads: int)
     ``K / T``, nothing is prefetched. Default: the K split where the default chunk count of a
     whole row is one (its accumulators fit half the L1d). The N split gives each thread a run
     of ``N / T`` columns per row, 1.5 to 6 KiB for GPT-2's projections: the prefetchers
-    restart at each run's page, and 2 threads of a loaded 2-core Zen 5 read 1.65 to 2.4x
-    slower than with the K split (``benchmarks/gemv_split_cpu.py``).
+    restart at each run's page: on 2 threads of a loaded 2-core Zen 5 the K split reads
+    GPT-2's four projection weights 1.35 to 2.55x faster (``benchmarks/gemv_split_cpu.py``).
 
     Holding the accumulators of an ``NR``-column tile in registers and running k innermost
     instead reads ``NR`` elements of each row in turn, one new page per row: the hardware
