@@ -174,10 +174,21 @@ class CacheWrite:
 
 @dataclasses.dataclass(frozen=True)
 class RFactor:
-    """An ``rfactor``: the reduction dim split into ``outer`` (kept) and ``inner`` (factored)."""
+    """An ``rfactor``: the reduction dim split into ``outer`` and ``inner`` loops. Without
+    ``split``, ``inner`` is factored (partial results indexed by it, accumulated over ``outer``:
+    ``tile_reduction_using_for``); with ``split``, ``outer`` (the dim's outermost loop, a
+    constant extent ``T`` dividing the dim) is factored: MLIR's ``split_reduction`` rewrites the
+    op into ``T`` partial reductions over ``(T, extent / T)`` whose results are laid out
+    factored index first (each partial result contiguous), and a combining op sums them."""
 
     outer: int
     inner: int
+    split: bool = False
+
+    @property
+    def factored(self) -> int:
+        """Id of the factored loop (data-parallel: it may run in parallel or be vectorized)."""
+        return self.outer if self.split else self.inner
 
 
 @dataclasses.dataclass

@@ -216,7 +216,7 @@ class LoopPrimitives(ScheduleState):
         blk, pos, lp = self._loop("parallel", loop)
         for p in blk.group(pos):
             l_ = blk.loops[p]
-            if blk.dims[l_.dim].kind != "parallel" and not (blk.rfactor and blk.rfactor.inner == l_.id):
+            if blk.dims[l_.dim].kind != "parallel" and not (blk.rfactor and blk.rfactor.factored == l_.id):
                 raise ScheduleError(f"parallel: loop {blk.label(p)} of '{blk.name}' "
                                     "iterates a reduction dim (use rfactor first)")
             if l_.kind != "serial" or l_.unroll is not None:

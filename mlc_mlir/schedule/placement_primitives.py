@@ -9,6 +9,7 @@ from typing import Optional
 
 from ..errors import ScheduleError
 from .loop_nest import Block, CacheRead, CacheWrite, Dim, Loop, OpInfo, RFactor
+from .split_reduction import check_splittable
 from .state import BlockRV, LoopRV, ScheduleState, as_int, as_str
 
 CACHE_SCOPES = ("local", "global", "shared")
@@ -140,7 +141,7 @@ class PlacementPrimitives(ScheduleState):
                 any(l_.kind not in ("serial", "vectorized") or l_.unroll is not None or l_.annotations
                     or l_.fused_group is not None for l_ in inner) or blk.cache_reads or \
                 blk.cache_writes or blk.decomposed_at is not None or \
-                (blk.rfactor is not None and not producer):
+                (blk.rfactor is not None and (not producer or blk.rfactor.split)):
             raise ScheduleError(f"{prim}: block '{blk.name}' already has loop transformations; "
                                 "expected an untouched block")
         if self._model.attached(blk) or self._model.epilogues(blk):
@@ -316,11 +317,20 @@ class PlacementPrimitives(ScheduleState):
         return out
 
     def rfactor(self, loop: LoopRV, factor_axis: int = 0) -> BlockRV:
-        """Factorize a reduction (TVM ``rfactor``): ``loop`` must be the inner loop ``k1`` of a
-        reduction dim split into ``k0, k1``; partial results are accumulated in a buffer indexed
-        by ``k1`` (so ``k1`` becomes data-parallel and can be vectorized or parallelized) over
-        the ``k0`` loop, then combined. Realized by ``structured.tile_reduction_using_for`` at
-        the ``k0`` loop. ``factor_axis`` must be 0 (the rf dim is appended last by upstream).
+        """Factorize a reduction (TVM ``rfactor``): partial results are accumulated in a buffer
+        indexed by ``loop``, which becomes data-parallel (it can be vectorized or run in
+        parallel), then combined. ``loop`` is either
+
+        * the inner loop ``k1`` of a reduction dim split into ``k0, k1``: the partials are
+          accumulated over ``k0`` (``structured.tile_reduction_using_for`` at ``k0``; the rf dim
+          is appended last by upstream), e.g. ``V`` lanes of a row sum; or
+        * the outermost loop of a reduction dim split into two or more loops, of a constant
+          extent ``T`` dividing the dim: ``structured.split_reduction`` (``insert_split_dimension
+          = 0``) rewrites the op into ``T`` partial reductions over ``K / T`` each, their results
+          laid out ``(T, ...)`` (each partial contiguous), and a combining op summing them, e.g.
+          a GEMV whose threads each stream whole rows of the weight.
+
+        ``factor_axis`` must be 0.
 
         Returns
         -------
@@ -330,7 +340,8 @@ class PlacementPrimitives(ScheduleState):
         Raises
         ------
         ScheduleError
-            If the loop is not the inner half of a 2-way split reduction dim.
+            If the loop is neither of the two, or the dim's loops are not serial, unfused and
+            not unrolled.
         """
         blk, pos, lp = self._loop("rfactor", loop)
         label = blk.label(pos)
@@ -340,18 +351,27 @@ class PlacementPrimitives(ScheduleState):
         if blk.dims[lp.dim].kind != "reduction":
             raise ScheduleError(f"rfactor: loop {label} of '{blk.name}' iterates a parallel dim")
         same = [p for p, q in enumerate(blk.loops) if q.dim == lp.dim]
-        if len(same) != 2 or same[1] != pos:
+        extent = blk.dims[lp.dim].extent
+        split = len(same) >= 2 and same[0] == pos
+        if split and (lp.extent is None or extent is None or lp.extent < 2 or extent % lp.extent):
+            raise ScheduleError(f"rfactor: the outer loop {label} of '{blk.name}' has extent "
+                                f"{lp.extent}; expected a constant >= 2 dividing the dim's {extent}")
+        reason = check_splittable(blk, lp.dim) if split else None
+        if reason:
+            raise ScheduleError(f"rfactor: the outer loop {label} of '{blk.name}' cannot be factored: {reason}")
+        if not split and (len(same) != 2 or same[1] != pos):
             raise ScheduleError(f"rfactor: loop {label} must be the inner loop of a reduction dim "
-                                f"split into exactly two loops (it has {len(same)})")
+                                f"split into exactly two loops, or the outer loop of one split into "
+                                f"two or more (it has {len(same)})")
         if blk.rfactor is not None or blk.decomposed_at is not None:
             raise ScheduleError(f"rfactor: '{blk.name}' is already factorized or decomposed")
         self._check_untouched("rfactor", blk)
-        outer = blk.loops[same[0]]
-        if outer.kind != "serial" or lp.kind != "serial" or outer.extent == 1 or \
-                outer.fused_group is not None or outer.unroll is not None:
+        outer, inner = blk.loops[same[0]], blk.loops[same[1]]
+        if any(blk.loops[p].kind != "serial" or blk.loops[p].fused_group is not None or
+               blk.loops[p].unroll is not None for p in same[:2]) or outer.extent == 1:
             raise ScheduleError(f"rfactor: the loops of the reduction dim of '{blk.name}' must be "
                                 "serial, not fused or unrolled, the outer one of extent > 1")
-        blk.rfactor = RFactor(outer.id, lp.id)
+        blk.rfactor = RFactor(outer.id, inner.id, split)
         out = self._block_rv(blk)
         self._record("rfactor", [loop], {"factor_axis": factor_axis} if factor_axis else {}, [out.rv])
         return out

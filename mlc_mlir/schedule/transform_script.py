@@ -33,6 +33,7 @@ from .factors import largest_divisor
 from .gpu_script import GpuEmitter, gpu_owned, is_gpu_block
 from .loop_nest import Block, LoopNestModel, Tiling
 from .partial_tiles import peel_packing, peel_partial
+from .split_reduction import emit_split, is_split, op_dim, vectorize_split
 from .tileability import check_tileable
 from .vector_lowering import lower_vectors, vectorize_unit_tile
 
@@ -126,6 +127,7 @@ class _Emitter:
         self.coalesce = []                                 # (block, positions, outer loop handle)
         self.pads = []                                     # (func, pad handle, loops to hoist, tile)
         self.merges: Dict[str, list] = {}                  # func -> rfactor combining ops
+        self.splits: Dict[str, list] = {}                  # func -> split_reduction's ops
 
     # ---------------------------------------------------------------- matching
     def func(self, name: str) -> ir.Value:
@@ -165,9 +167,13 @@ class _Emitter:
 
     def sizes(self, blk: Block, positions, ndims: int, dim_map=None):
         sizes = [0] * ndims
+        split = dim_map is None and is_split(blk)
         for p in positions:
-            d = blk.loops[p].dim if dim_map is None else dim_map[blk.loops[p].dim]
-            sizes[d] = self.tile_size(blk, p)
+            if split and blk.loops[p].id == blk.rfactor.outer:
+                sizes[0] = 1            # one partial result per iteration
+                continue
+            d = blk.loops[p].dim
+            sizes[op_dim(blk, p) if split else d if dim_map is None else dim_map[d]] = self.tile_size(blk, p)
         return sizes
 
     # ---------------------------------------------------------------- tiling
@@ -175,7 +181,7 @@ class _Emitter:
              fuse_producers: bool = False):
         lp = blk.loops[t.positions[0]]
         sizes = self.sizes(blk, t.positions, ndims, dim_map)
-        if blk.rfactor is not None and lp.id == blk.rfactor.outer and dim_map is None:
+        if blk.rfactor is not None and lp.id == blk.rfactor.outer and dim_map is None and not blk.rfactor.split:
             # tile_reduction_using_for takes static sizes only: a sampled factor enters as its
             # decision (the knob is not threaded through this op)
             static = [0] * ndims
@@ -203,7 +209,7 @@ class _Emitter:
         return op
 
     def emit_loops(self, blk: Block, op: ir.Value, start: int = 0) -> ir.Value:
-        ndims = len(blk.dims)
+        ndims = len(blk.dims) + is_split(blk)    # split_reduction's leading dim
         init_pos = blk.loop_index(blk.decomposed_at) if blk.decomposed_at is not None else 0
         if start == 0:
             op = self.maybe_pad(blk, op, -1)
@@ -298,6 +304,8 @@ class _Emitter:
     def emit_block(self, blk: Block) -> None:
         consumers = self.model.epilogues(blk)
         op = self.pad_einsum(blk, self.match(blk))
+        if is_split(blk):
+            op = emit_split(self, blk, op)
         if not consumers:
             self.op_handles[blk.id] = self.emit_loops(blk, op)
             return
@@ -466,6 +474,7 @@ class _Emitter:
             for m in merges:
                 # the V partial results of an rfactor, summed as a tree (lower_vectors)
                 structured_transform_d.VectorizeOp(m)
+            vectorize_split(self, fname)
             lower_vectors(self.func(fname), self.unit_reduction_loops.get(fname, ()),
                           fname in self.masked_funcs, tree_reductions=bool(merges))
         for fname in sorted(set(self.funcs) - self.vectorized_funcs):

@@ -15,7 +15,7 @@ divide the sampled KC): the list is recorded in the trace, so replay reproduces 
 
 Some choices are *structural*: their sampled value feeds no primitive, it steers which
 primitives run or enters one as a constant: packing B or not (``cache_read``), unrolling the
-convolution window or not, the unroll factors (``unroll`` records its factor as a constant, not
+convolution window or not, a GEMV's threads splitting N or K, the unroll factors (``unroll`` records its factor as a constant, not
 as the sampled variable) and a row reduction's vector tile (``rfactor`` needs a constant split:
 the emitter's ``tile_reduction_using_for`` takes no knob). :func:`structural_sampling` finds
 them in a trace; a search changes them by running the space again with the decisions
