@@ -14,7 +14,10 @@ module gets default schedules or a tuning database's (``schedule="default"`` or 
 1. ``nhwc``           -- NCHW convolutions that :func:`~mlc_mlir.schedule.rules.conv.prefers_nhwc`
    picks for the target become NHWC ones between transposes (``layout_passes.ConvToNHWC``), and the
    transposes sink through elementwise ops, pads and poolings until inverse pairs cancel
-   (``layout_passes.PropagateTransposes``: consecutive convolutions stay NHWC); in a module
+   (``layout_passes.PropagateTransposes``: consecutive convolutions stay NHWC); so do the
+   depthwise grouped convolutions that
+   :func:`~mlc_mlir.schedule.rules.depthwise.prefers_depthwise_nhwc` picks
+   (``layout_passes.DepthwiseToNHWC``: ``linalg.depthwise_conv_2d_nhwc_hwc``); in a module
    without such convolutions, inverse transpose pairs cancel (``PropagateTransposes(sink=False)``:
    BERT's imported attention output goes through two transposes that undo each other);
 2. ``algorithm``      -- with a tuning database, each NHWC convolution whose algorithm record
@@ -66,11 +69,13 @@ from ..ir.walk import has_op
 from ..schedule.cpu_recipes import packed_b_panel
 from ..schedule.rules.attention import (AttentionKnobs, attention_key, decided_knobs, emit_flash_attention,
                                         knob_candidates)
+from ..schedule.rules.depthwise import prefers_depthwise_nhwc
 from ..schedule.rules.conv import (conv_algorithms, decided_algorithm, prefers_grouped_gemm, prefers_im2col,
                                    prefers_nhwc, winograd_tile)
 from ..schedule.trace import Trace
 from ..target import Target
 from .layout_passes.conv_grouped import GroupedConvToBatchMatmul
+from .layout_passes.conv_depthwise import DepthwiseToNHWC
 from .layout_passes.conv_im2col import ConvToIm2col
 from .layout_passes.conv_nhwc import ConvToNHWC
 from .layout_passes.conv_winograd import ConvToWinograd, winograd_applies
@@ -138,8 +143,13 @@ def fuse_attention(module: Module, target: Target, functions: List[str], options
 
 def to_nhwc(module: Module, target: Target, functions: List[str], options: CompileOptions) -> Module:
     """Step ``nhwc`` (see the module docstring)."""
-    if has_op(module, "linalg.conv_2d_nchw_fchw"):
-        return PropagateTransposes(functions)(ConvToNHWC(partial(prefers_nhwc, target), functions)(module))
+    dense, grouped = has_op(module, "linalg.conv_2d_nchw_fchw"), has_op(module, "linalg.conv_2d_ngchw_gfchw")
+    if dense or grouped:
+        if dense:
+            module = ConvToNHWC(partial(prefers_nhwc, target), functions)(module)
+        if grouped:
+            module = DepthwiseToNHWC(partial(prefers_depthwise_nhwc, target), functions)(module)
+        return PropagateTransposes(functions)(module)
     if not has_inverse_pair(module, functions):
         return module
     return PropagateTransposes(functions, sink=False)(module)

@@ -5,6 +5,7 @@ weights, attention fused into one function, unit-row versions of dynamic matmuls
 registered with ``mlc-opt``; its ``select`` callable is where a rule's decision comes in."""
 
 from .conv_grouped import GroupedConvToBatchMatmul  # noqa: F401
+from .conv_depthwise import DepthwiseToNHWC  # noqa: F401
 from .conv_im2col import ConvToIm2col  # noqa: F401
 from .conv_nhwc import ConvToNHWC  # noqa: F401
 from .conv_winograd import ConvToWinograd  # noqa: F401
