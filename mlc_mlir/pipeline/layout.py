@@ -31,7 +31,9 @@ module gets default schedules or a tuning database's (``schedule="default"`` or 
    where :func:`~mlc_mlir.schedule.rules.conv.winograd_tile` picks them;
 5. ``im2col``         -- the NHWC convolutions step 2 chose im2col for, and without a choice
    those with small output maps (:func:`~mlc_mlir.schedule.rules.conv.prefers_im2col`), become
-   im2col + ``linalg.matmul`` (``layout_passes.ConvToIm2col``);
+   im2col + ``linalg.matmul`` (``layout_passes.ConvToIm2col``), and so do the NCHW ones that
+   :func:`~mlc_mlir.schedule.rules.conv.prefers_nchw_im2col` kept out of step 1 (the GEMM
+   ``W x cols``, output pixels in its columns);
 6. ``grouped``        -- grouped convolutions (not depthwise) that
    :func:`~mlc_mlir.schedule.rules.conv.prefers_grouped_gemm` picks become a per-group im2col
    (a view for a pointwise one of one image) + ``linalg.batch_matmul`` over the groups
@@ -71,7 +73,7 @@ from ..schedule.rules.attention import (AttentionKnobs, attention_key, decided_k
                                         knob_candidates)
 from ..schedule.rules.depthwise import prefers_depthwise_nhwc
 from ..schedule.rules.conv import (conv_algorithms, decided_algorithm, prefers_grouped_gemm, prefers_im2col,
-                                   prefers_nhwc, winograd_tile)
+                                   prefers_nchw_im2col, prefers_nhwc, winograd_tile)
 from ..schedule.trace import Trace
 from ..target import Target
 from .layout_passes.conv_grouped import GroupedConvToBatchMatmul
@@ -242,9 +244,10 @@ def to_winograd(module: Module, target: Target, functions: List[str], options: C
 
 def to_im2col(module: Module, target: Target, functions: List[str], options: CompileOptions) -> Module:
     """Step ``im2col`` (see the module docstring)."""
-    if not has_op(module, "linalg.conv_2d_nhwc_hwcf"):
+    if not has_op(module, "linalg.conv_2d_nhwc_hwcf") and not has_op(module, "linalg.conv_2d_nchw_fchw"):
         return module
-    return ConvToIm2col(partial(prefers_im2col, target), functions)(module)
+    return ConvToIm2col(partial(prefers_im2col, target), functions,
+                        select_nchw=partial(prefers_nchw_im2col, target))(module)
 
 
 def grouped_to_gemm(module: Module, target: Target, functions: List[str], options: CompileOptions) -> Module:

@@ -17,6 +17,16 @@ After (``n, oh, ow, kh, kw, c``; the collapses of contiguous dims are views)::
     %m = linalg.matmul {mlc.name = "conv2d"} ins(%a, %b) outs(%c)
     %y = tensor.expand_shape %m [[0, 1, 2], [3]] output_shape [1, 7, 7, 512]
 
+An NCHW convolution of one image (``linalg.conv_2d_nchw_fchw``, ``select_nchw``) becomes the
+transposed product, output pixels in the GEMM's columns (its vector lanes)::
+
+    %cols = linalg.generic {mlc.name = "conv2d.im2col"}   // cols[c,kh,kw,n,oh,ow] =
+           ins(%x) outs(tensor<3x3x3x1x112x112xf32>)      //   x[n, c, oh*s+kh*d, ow*s+kw*d]
+    %b = tensor.collapse_shape %cols [[0, 1, 2], [3, 4, 5]] : tensor<27x12544xf32>
+    %a = tensor.collapse_shape %w [[0], [1, 2, 3]] : tensor<24x27xf32>
+    %m = linalg.matmul {mlc.name = "conv2d"} ins(%a, %b) outs(%c : tensor<24x12544xf32>)
+    %y = tensor.expand_shape %m [[0, 1], [2, 3]] output_shape [1, 24, 112, 112]
+
 A pointwise convolution (1x1 window, unit strides, no padding: :func:`is_pointwise`) needs
 no copy: its im2col matrix is the input collapsed to ``(N * H * W, C)``.
 An accumulating convolution (its init not a named single-use ``linalg.fill``) accumulates into
@@ -33,7 +43,7 @@ produces a ``linalg.generic`` contraction, not the ``linalg.matmul`` the default
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Sequence
 
 from ..._mlir import ir, linalg_d
 from ...ir import dtypes, emitters
@@ -51,6 +61,32 @@ def is_pointwise(x_shape, window, out_shape, strides) -> bool:
     reads ``x`` collapsed to ``(N * H * W, C)``, a view, instead of a copy of it."""
     return tuple(window) == (1, 1) and tuple(strides) == (1, 1) and \
         tuple(x_shape[1:3]) == tuple(out_shape[1:3])
+
+
+def _rewrite_nchw(op: ir.Operation) -> None:
+    """The NCHW form (module docstring) of one image: ``W (F, C*KH*KW) x cols (C*KH*KW, OH*OW)``."""
+    x, w, init = op.operands[0], op.operands[1], op.operands[2]
+    n, c, _, _ = tensor_shape(x)
+    f, _, kh, kw = tensor_shape(w)
+    _, _, oh, ow = tensor_shape(init)
+    sh, sw = int_list(op.attributes["strides"])
+    dh, dw = int_list(op.attributes["dilations"])
+    dtype = dtypes.from_ir_type(ir.RankedTensorType(x.type).element_type)
+    nm = ir.StringAttr(op.attributes[OP_NAME_ATTR]).value
+    k, p = c * kh * kw, n * oh * ow
+    with ir.InsertionPoint(op):
+        d = [ir.AffineDimExpr.get(i) for i in range(6)]   # c, kh, kw, n, oh, ow
+        x_map = ir.AffineMap.get(6, 0, [d[3], d[0], d[4] * sh + d[1] * dh, d[5] * sw + d[2] * dw])
+        cols = emitters.empty([c, kh, kw, n, oh, ow], dtype, nm)
+        (patches,) = emitters.generic(f"{nm}.im2col", [x], [x_map], [cols], [ir.AffineMap.get_identity(6)],
+                                      ["parallel"] * 6, lambda a, _out: [a])
+        b = reshape(patches, [[0, 1, 2], [3, 4, 5]], (k, p), f"{nm}.im2col_2d")
+        a = reshape(w, [[0], [1, 2, 3]], (f, k), f"{nm}.w_gemm")
+        acc = reshaped_accumulator(init, [[0, 1], [2, 3]], (f, p), nm)
+        mm = linalg_d.matmul(a, b, outs=[acc])
+        emitters.set_name(mm.owner, nm)
+        y = reshape(mm, [[0, 1], [2, 3]], (n, f, oh, ow), f"{nm}.nchw")
+    replace_contraction(op, y)
 
 
 def _rewrite(op: ir.Operation) -> None:
@@ -96,14 +132,31 @@ class ConvToIm2col(ScopedPass):
         :func:`mlc_mlir.schedule.rules.conv.prefers_im2col` for its target. A convolution with
         an ``mlc.conv_algorithm`` attribute (a tuned choice) is rewritten when it says
         ``CONV_IM2COL``, whatever ``select`` says.
+    select_nchw : ConvSelect, optional
+        Which ``linalg.conv_2d_nchw_fchw`` ops of one image (``N == 1``) to rewrite into the
+        NCHW form ``W (F, C*KH*KW) x cols (C*KH*KW, OH*OW)`` (given the padded input
+        ``(N, C, H, W)``, the filter ``(F, C, KH, KW)`` and the output ``(N, F, OH, OW)``);
+        default: none. The default schedule passes
+        :func:`mlc_mlir.schedule.rules.conv.prefers_nchw_im2col`.
     functions : sequence of str, optional
         As :class:`~.pass_manager.ScopedPass`.
     """
 
     name = "mlc-conv-to-im2col"
     select: Optional[ConvSelect]
+    select_nchw: Optional[ConvSelect]
+
+    def __init__(self, select: Optional[ConvSelect] = None, functions: Optional[Sequence[str]] = None,
+                 select_nchw: Optional[ConvSelect] = None):
+        super().__init__(select, functions)
+        self.select_nchw = select_nchw
 
     def transform(self, mod: Module) -> Module:
+        if self.select_nchw is not None:
+            for op in named_ops(mod, "linalg.conv_2d_nchw_fchw", self.functions):
+                sig = conv_signature(op)
+                if sig[0][0] == 1 and self.select_nchw(*sig):
+                    _rewrite_nchw(op)
         for op in named_ops(mod, "linalg.conv_2d_nhwc_hwcf", self.functions):
             chosen = chosen_algorithm(op)
             if chosen == CONV_IM2COL if chosen is not None else \
