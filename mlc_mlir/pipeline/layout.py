@@ -17,7 +17,9 @@ module gets default schedules or a tuning database's (``schedule="default"`` or 
    (``layout_passes.PropagateTransposes``: consecutive convolutions stay NHWC); so do the
    depthwise grouped convolutions that
    :func:`~mlc_mlir.schedule.rules.depthwise.prefers_depthwise_nhwc` picks
-   (``layout_passes.DepthwiseToNHWC``: ``linalg.depthwise_conv_2d_nhwc_hwc``); in a module
+   (``layout_passes.DepthwiseToNHWC``: ``linalg.depthwise_conv_2d_nhwc_hwc``) and the strided
+   NCHW poolings that :func:`~mlc_mlir.schedule.rules.pooling.prefers_pool_nhwc` picks
+   (``layout_passes.PoolToNHWC``); in a module
    without such convolutions, inverse transpose pairs cancel (``PropagateTransposes(sink=False)``:
    BERT's imported attention output goes through two transposes that undo each other);
 2. ``algorithm``      -- with a tuning database, each NHWC convolution whose algorithm record
@@ -72,6 +74,7 @@ from ..schedule.cpu_recipes import packed_b_panel
 from ..schedule.rules.attention import (AttentionKnobs, attention_key, decided_knobs, emit_flash_attention,
                                         knob_candidates)
 from ..schedule.rules.depthwise import prefers_depthwise_nhwc
+from ..schedule.rules.pooling import prefers_pool_nhwc
 from ..schedule.rules.conv import (conv_algorithms, decided_algorithm, prefers_grouped_gemm, prefers_im2col,
                                    prefers_nchw_im2col, prefers_nhwc, winograd_tile)
 from ..schedule.trace import Trace
@@ -83,6 +86,7 @@ from .layout_passes.conv_nhwc import ConvToNHWC
 from .layout_passes.conv_winograd import ConvToWinograd, winograd_applies
 from .layout_passes.fuse_attention import FuseAttention
 from .layout_passes.pack_matmul import PackMatmulWeights
+from .layout_passes.pool_nhwc import PoolToNHWC
 from .layout_passes.specialize_rows import SpecializeUnitRows
 from .layout_passes.transpose_propagation import PropagateTransposes, has_inverse_pair
 from .options import CompileOptions
@@ -146,11 +150,14 @@ def fuse_attention(module: Module, target: Target, functions: List[str], options
 def to_nhwc(module: Module, target: Target, functions: List[str], options: CompileOptions) -> Module:
     """Step ``nhwc`` (see the module docstring)."""
     dense, grouped = has_op(module, "linalg.conv_2d_nchw_fchw"), has_op(module, "linalg.conv_2d_ngchw_gfchw")
-    if dense or grouped:
+    pools = has_op(module, "linalg.pooling_nchw_max") or has_op(module, "linalg.pooling_nchw_sum")
+    if dense or grouped or pools:
         if dense:
             module = ConvToNHWC(partial(prefers_nhwc, target), functions)(module)
         if grouped:
             module = DepthwiseToNHWC(partial(prefers_depthwise_nhwc, target), functions)(module)
+        if pools:
+            module = PoolToNHWC(partial(prefers_pool_nhwc, target), functions)(module)
         return PropagateTransposes(functions)(module)
     if not has_inverse_pair(module, functions):
         return module

@@ -11,5 +11,6 @@ from .conv_nhwc import ConvToNHWC  # noqa: F401
 from .conv_winograd import ConvToWinograd  # noqa: F401
 from .fuse_attention import FuseAttention  # noqa: F401
 from .pack_matmul import PackMatmulWeights  # noqa: F401
+from .pool_nhwc import PoolToNHWC  # noqa: F401
 from .specialize_rows import SpecializeUnitRows  # noqa: F401
 from .transpose_propagation import PropagateTransposes  # noqa: F401
