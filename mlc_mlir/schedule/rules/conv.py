@@ -10,7 +10,10 @@ defaults derive from the target, the values described below).
 * ``linalg.conv_2d_nchw_fchw`` (:func:`schedule_conv2d`): the output row tiled, the window
   unrolled, elementwise epilogues (bias, relu) fused per row tile; used for the convolutions
   :func:`prefers_nhwc` leaves in NCHW and for schedules built on NCHW payloads directly.
-* ``linalg.conv_2d_ngchw_gfchw`` (:func:`schedule_grouped_conv2d`).
+* ``linalg.conv_2d_ngchw_gfchw`` (:func:`schedule_grouped_conv2d`); depthwise ones run as
+  ``linalg.depthwise_conv_2d_nhwc_hwc`` (:mod:`.depthwise`).
+* One-image NCHW convolutions with ragged output channels over large maps
+  (:func:`prefers_nchw_im2col`) run as the GEMM ``W (F, C*KH*KW) x cols (C*KH*KW, OH*OW)``.
 * Small output maps (:func:`prefers_im2col`) are not scheduled as convolutions at all:
   ``mlc.compile`` rewrites them into an im2col copy + ``linalg.matmul`` (``layout_passes.ConvToIm2col``).
 * Stride-1 3x3 convolutions that :func:`winograd_tile` picks are not either: ``mlc.compile``
@@ -407,12 +410,15 @@ def schedule_conv2d(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
 
 
 def schedule_grouped_conv2d(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
-    """Schedule ``linalg.conv_2d_ngchw_gfchw`` (groups > 1, depthwise included), dims ``(n, g,
-    f, oh, ow, c, kh, kw)``: groups (or, with fewer groups than threads, output channels per
-    group) over the threads; the loop nest is otherwise left as it is. The structured vectorizer
-    has no 1-D decomposition of grouped convolutions, and moving the output row innermost (for
-    LLVM's loop vectorizer) measured slower (depthwise 1x64x56x56 3x3, one thread: 1.72 ms
-    unscheduled, 1.96 ms reordered).
+    """Schedule ``linalg.conv_2d_ngchw_gfchw`` (groups > 1), dims ``(n, g, f, oh, ow, c, kh,
+    kw)``: groups (or, with fewer groups than threads, output channels per group) over the
+    threads; the loop nest is otherwise left as it is. The structured vectorizer has no 1-D
+    decomposition of grouped convolutions, and moving the output row innermost (for LLVM's loop
+    vectorizer) measured slower (depthwise 1x64x56x56 3x3, one thread: 1.72 ms unscheduled,
+    1.96 ms reordered). ``mlc.compile`` sends depthwise ones to
+    :func:`~.depthwise.schedule_depthwise_nhwc` and those with matrix-sized groups to the
+    batch matmul (:func:`prefers_grouped_gemm`); this rule takes the rest (channel
+    multipliers, integer dtypes, GPU targets, payloads scheduled directly).
     """
     blk = sch.get(block)
     n, g, f, oh, ow, c, kh, kw = sch.get_loops(block)
