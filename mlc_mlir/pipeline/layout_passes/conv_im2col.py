@@ -63,23 +63,35 @@ def is_pointwise(x_shape, window, out_shape, strides) -> bool:
         tuple(x_shape[1:3]) == tuple(out_shape[1:3])
 
 
+def _window(op: ir.Operation):
+    """``((sh, sw), (dh, dw), dtype name, op name)`` of a convolution op."""
+    dtype = dtypes.from_ir_type(ir.RankedTensorType(op.operands[0].type).element_type)
+    return (int_list(op.attributes["strides"]), int_list(op.attributes["dilations"]), dtype,
+            ir.StringAttr(op.attributes[OP_NAME_ATTR]).value)
+
+
+def _patches(x, shape, x_dims, nm: str, dtype: str) -> ir.Value:
+    """The im2col copy ``cols[d0..d5] = x[x_dims]`` of shape ``shape`` (``<nm>.im2col``);
+    ``x_dims`` maps the six dims (a list of ``AffineDimExpr``) to x's four indices."""
+    d = [ir.AffineDimExpr.get(i) for i in range(6)]
+    cols = emitters.empty(list(shape), dtype, nm)
+    (patches,) = emitters.generic(f"{nm}.im2col", [x], [ir.AffineMap.get(6, 0, x_dims(d))], [cols],
+                                  [ir.AffineMap.get_identity(6)], ["parallel"] * 6, lambda a, _out: [a])
+    return patches
+
+
 def _rewrite_nchw(op: ir.Operation) -> None:
     """The NCHW form (module docstring) of one image: ``W (F, C*KH*KW) x cols (C*KH*KW, OH*OW)``."""
     x, w, init = op.operands[0], op.operands[1], op.operands[2]
     n, c, _, _ = tensor_shape(x)
     f, _, kh, kw = tensor_shape(w)
     _, _, oh, ow = tensor_shape(init)
-    sh, sw = int_list(op.attributes["strides"])
-    dh, dw = int_list(op.attributes["dilations"])
-    dtype = dtypes.from_ir_type(ir.RankedTensorType(x.type).element_type)
-    nm = ir.StringAttr(op.attributes[OP_NAME_ATTR]).value
+    (sh, sw), (dh, dw), dtype, nm = _window(op)
     k, p = c * kh * kw, n * oh * ow
     with ir.InsertionPoint(op):
-        d = [ir.AffineDimExpr.get(i) for i in range(6)]   # c, kh, kw, n, oh, ow
-        x_map = ir.AffineMap.get(6, 0, [d[3], d[0], d[4] * sh + d[1] * dh, d[5] * sw + d[2] * dw])
-        cols = emitters.empty([c, kh, kw, n, oh, ow], dtype, nm)
-        (patches,) = emitters.generic(f"{nm}.im2col", [x], [x_map], [cols], [ir.AffineMap.get_identity(6)],
-                                      ["parallel"] * 6, lambda a, _out: [a])
+        # dims c, kh, kw, n, oh, ow
+        patches = _patches(x, (c, kh, kw, n, oh, ow),
+                           lambda d: [d[3], d[0], d[4] * sh + d[1] * dh, d[5] * sw + d[2] * dw], nm, dtype)
         b = reshape(patches, [[0, 1, 2], [3, 4, 5]], (k, p), f"{nm}.im2col_2d")
         a = reshape(w, [[0], [1, 2, 3]], (f, k), f"{nm}.w_gemm")
         acc = reshaped_accumulator(init, [[0, 1], [2, 3]], (f, p), nm)
@@ -94,21 +106,16 @@ def _rewrite(op: ir.Operation) -> None:
     n, _, _, c = tensor_shape(x)
     kh, kw, _, f = tensor_shape(w)
     _, oh, ow, _ = tensor_shape(init)
-    sh, sw = int_list(op.attributes["strides"])
-    dh, dw = int_list(op.attributes["dilations"])
-    dtype = dtypes.from_ir_type(ir.RankedTensorType(x.type).element_type)
-    nm = ir.StringAttr(op.attributes[OP_NAME_ATTR]).value
+    (sh, sw), (dh, dw), dtype, nm = _window(op)
     m, k = n * oh * ow, kh * kw * c
     with ir.InsertionPoint(op):
         if is_pointwise(tensor_shape(x), (kh, kw), tensor_shape(init), (sh, sw)):
             # the im2col matrix of a 1x1 stride-1 window is the input itself: a view
             a = reshape(x, [[0, 1, 2], [3]], (m, k), f"{nm}.im2col_2d")
         else:
-            d = [ir.AffineDimExpr.get(i) for i in range(6)]
-            x_map = ir.AffineMap.get(6, 0, [d[0], d[1] * sh + d[3] * dh, d[2] * sw + d[4] * dw, d[5]])
-            cols = emitters.empty([n, oh, ow, kh, kw, c], dtype, nm)
-            (patches,) = emitters.generic(f"{nm}.im2col", [x], [x_map], [cols], [ir.AffineMap.get_identity(6)],
-                                          ["parallel"] * 6, lambda a, _out: [a])
+            # dims n, oh, ow, kh, kw, c
+            patches = _patches(x, (n, oh, ow, kh, kw, c),
+                               lambda d: [d[0], d[1] * sh + d[3] * dh, d[2] * sw + d[4] * dw, d[5]], nm, dtype)
             a = reshape(patches, [[0, 1, 2], [3, 4, 5]], (m, k), f"{nm}.im2col_2d")
         b = reshape(w, [[0, 1, 2], [3]], (k, f), f"{nm}.w_gemm")
         acc = reshaped_accumulator(init, [[0, 1, 2], [3]], (m, f), nm)
