@@ -149,8 +149,11 @@ def fuse_attention(module: Module, target: Target, functions: List[str], options
 
 def to_nhwc(module: Module, target: Target, functions: List[str], options: CompileOptions) -> Module:
     """Step ``nhwc`` (see the module docstring)."""
-    dense, grouped = has_op(module, "linalg.conv_2d_nchw_fchw"), has_op(module, "linalg.conv_2d_ngchw_gfchw")
-    pools = has_op(module, "linalg.pooling_nchw_max") or has_op(module, "linalg.pooling_nchw_sum")
+    # depthwise convolutions and poolings change layout on CPU targets only (their predicates)
+    cpu = target.kind == "cpu"
+    dense = has_op(module, "linalg.conv_2d_nchw_fchw")
+    grouped = cpu and has_op(module, "linalg.conv_2d_ngchw_gfchw")
+    pools = cpu and (has_op(module, "linalg.pooling_nchw_max") or has_op(module, "linalg.pooling_nchw_sum"))
     if dense or grouped or pools:
         if dense:
             module = ConvToNHWC(partial(prefers_nhwc, target), functions)(module)
