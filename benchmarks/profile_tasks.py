@@ -39,8 +39,11 @@ from models_cpu import MODELS, export_onnx, onnx_path, torch_model  # benchmarks
 
 
 def load(name: str, work: str):
-    """The model ``name`` (one of :data:`models_cpu.MODELS`) as an mlc Module, params bound."""
+    """The model ``name`` (one of :data:`models_cpu.MODELS`, or the path of an ONNX file) as an
+    mlc Module, params bound."""
     import mlc_mlir as mlc
+    if name.endswith(".onnx"):
+        return mlc.from_onnx(name)
     if name in ("resnet18", "bert"):
         return mlc.from_torch(*torch_model(name))
     if name != "resnet50-light":
@@ -219,7 +222,8 @@ def print_decode(prof: dict) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--model", default="resnet18-onnx", choices=MODELS)
+    ap.add_argument("--model", default="resnet18-onnx",
+                    help=f"one of {', '.join(MODELS)}, or the path of an ONNX file")
     ap.add_argument("--threads", default="1,2", help="comma-separated OpenMP thread counts")
     ap.add_argument("--filter", default="", help="only tasks whose name contains this")
     ap.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
@@ -232,6 +236,8 @@ def main() -> int:
         if not args.json:
             print_decode(prof)
         return 0
+    if args.model not in MODELS and not args.model.endswith(".onnx"):
+        ap.error(f"--model {args.model!r}: expected one of {list(MODELS)} or an .onnx path")
     threads = [int(t) for t in args.threads.split(",")]
     from mlc_mlir.target import describe, host_target
     rows = profile(args.model, threads, args.filter)

@@ -14,7 +14,12 @@ module gets default schedules or a tuning database's (``schedule="default"`` or 
 1. ``nhwc``           -- NCHW convolutions that :func:`~mlc_mlir.schedule.rules.conv.prefers_nhwc`
    picks for the target become NHWC ones between transposes (``layout_passes.ConvToNHWC``), and the
    transposes sink through elementwise ops, pads and poolings until inverse pairs cancel
-   (``layout_passes.PropagateTransposes``: consecutive convolutions stay NHWC); in a module
+   (``layout_passes.PropagateTransposes``: consecutive convolutions stay NHWC); so do the
+   depthwise grouped convolutions that
+   :func:`~mlc_mlir.schedule.rules.depthwise.prefers_depthwise_nhwc` picks
+   (``layout_passes.DepthwiseToNHWC``: ``linalg.depthwise_conv_2d_nhwc_hwc``) and the strided
+   NCHW poolings that :func:`~mlc_mlir.schedule.rules.pooling.prefers_pool_nhwc` picks
+   (``layout_passes.PoolToNHWC``); in a module
    without such convolutions, inverse transpose pairs cancel (``PropagateTransposes(sink=False)``:
    BERT's imported attention output goes through two transposes that undo each other);
 2. ``algorithm``      -- with a tuning database, each NHWC convolution whose algorithm record
@@ -28,7 +33,9 @@ module gets default schedules or a tuning database's (``schedule="default"`` or 
    where :func:`~mlc_mlir.schedule.rules.conv.winograd_tile` picks them;
 5. ``im2col``         -- the NHWC convolutions step 2 chose im2col for, and without a choice
    those with small output maps (:func:`~mlc_mlir.schedule.rules.conv.prefers_im2col`), become
-   im2col + ``linalg.matmul`` (``layout_passes.ConvToIm2col``);
+   im2col + ``linalg.matmul`` (``layout_passes.ConvToIm2col``), and so do the NCHW ones that
+   :func:`~mlc_mlir.schedule.rules.conv.prefers_nchw_im2col` kept out of step 1 (the GEMM
+   ``W x cols``, output pixels in its columns);
 6. ``grouped``        -- grouped convolutions (not depthwise) that
    :func:`~mlc_mlir.schedule.rules.conv.prefers_grouped_gemm` picks become a per-group im2col
    (a view for a pointwise one of one image) + ``linalg.batch_matmul`` over the groups
@@ -66,16 +73,20 @@ from ..ir.walk import has_op
 from ..schedule.cpu_recipes import packed_b_panel
 from ..schedule.rules.attention import (AttentionKnobs, attention_key, decided_knobs, emit_flash_attention,
                                         knob_candidates)
+from ..schedule.rules.depthwise import prefers_depthwise_nhwc
+from ..schedule.rules.pooling import prefers_pool_nhwc
 from ..schedule.rules.conv import (conv_algorithms, decided_algorithm, prefers_grouped_gemm, prefers_im2col,
-                                   prefers_nhwc, winograd_tile)
+                                   prefers_nchw_im2col, prefers_nhwc, winograd_tile)
 from ..schedule.trace import Trace
 from ..target import Target
 from .layout_passes.conv_grouped import GroupedConvToBatchMatmul
+from .layout_passes.conv_depthwise import DepthwiseToNHWC
 from .layout_passes.conv_im2col import ConvToIm2col
 from .layout_passes.conv_nhwc import ConvToNHWC
 from .layout_passes.conv_winograd import ConvToWinograd, winograd_applies
 from .layout_passes.fuse_attention import FuseAttention
 from .layout_passes.pack_matmul import PackMatmulWeights
+from .layout_passes.pool_nhwc import PoolToNHWC
 from .layout_passes.specialize_rows import SpecializeUnitRows
 from .layout_passes.transpose_propagation import PropagateTransposes, has_inverse_pair
 from .options import CompileOptions
@@ -138,8 +149,19 @@ def fuse_attention(module: Module, target: Target, functions: List[str], options
 
 def to_nhwc(module: Module, target: Target, functions: List[str], options: CompileOptions) -> Module:
     """Step ``nhwc`` (see the module docstring)."""
-    if has_op(module, "linalg.conv_2d_nchw_fchw"):
-        return PropagateTransposes(functions)(ConvToNHWC(partial(prefers_nhwc, target), functions)(module))
+    # depthwise convolutions and poolings change layout on CPU targets only (their predicates)
+    cpu = target.kind == "cpu"
+    dense = has_op(module, "linalg.conv_2d_nchw_fchw")
+    grouped = cpu and has_op(module, "linalg.conv_2d_ngchw_gfchw")
+    pools = cpu and (has_op(module, "linalg.pooling_nchw_max") or has_op(module, "linalg.pooling_nchw_sum"))
+    if dense or grouped or pools:
+        if dense:
+            module = ConvToNHWC(partial(prefers_nhwc, target), functions)(module)
+        if grouped:
+            module = DepthwiseToNHWC(partial(prefers_depthwise_nhwc, target), functions)(module)
+        if pools:
+            module = PoolToNHWC(partial(prefers_pool_nhwc, target), functions)(module)
+        return PropagateTransposes(functions)(module)
     if not has_inverse_pair(module, functions):
         return module
     return PropagateTransposes(functions, sink=False)(module)
@@ -232,9 +254,10 @@ def to_winograd(module: Module, target: Target, functions: List[str], options: C
 
 def to_im2col(module: Module, target: Target, functions: List[str], options: CompileOptions) -> Module:
     """Step ``im2col`` (see the module docstring)."""
-    if not has_op(module, "linalg.conv_2d_nhwc_hwcf"):
+    if not has_op(module, "linalg.conv_2d_nhwc_hwcf") and not has_op(module, "linalg.conv_2d_nchw_fchw"):
         return module
-    return ConvToIm2col(partial(prefers_im2col, target), functions)(module)
+    return ConvToIm2col(partial(prefers_im2col, target), functions,
+                        select_nchw=partial(prefers_nchw_im2col, target))(module)
 
 
 def grouped_to_gemm(module: Module, target: Target, functions: List[str], options: CompileOptions) -> Module:

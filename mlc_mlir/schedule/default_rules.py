@@ -28,6 +28,7 @@ from ..target import Target
 from .loop_nest import OpInfo
 from .rules.common import RuleContext
 from .rules.conv import schedule_conv2d, schedule_conv2d_nhwc, schedule_grouped_conv2d
+from .rules.depthwise import schedule_depthwise_nhwc
 from .rules.dynamic_matmul import schedule_dynamic_matmul
 from .rules.gpu_rules import apply_gpu_default_schedule
 from .rules.matmul import schedule_batch_matmul, schedule_matmul, schedule_mmt4d
@@ -50,6 +51,7 @@ RULES: Dict[str, Rule] = {
     "conv2d": schedule_conv2d,
     "conv2d_nhwc": schedule_conv2d_nhwc,
     "grouped_conv2d": schedule_grouped_conv2d,
+    "depthwise_nhwc": schedule_depthwise_nhwc,
     "pooling": schedule_pooling,
     "pooling_nhwc": schedule_pooling_nhwc,
     "elementwise": schedule_rows_or_elementwise,
@@ -76,7 +78,8 @@ def classify(info: OpInfo) -> str:
       ``linalg.batch_matmul`` -> ``batch_matmul``; ``linalg.mmt4d`` with unit ``M0`` and
       ``K0`` (a pre-packed B) -> ``mmt4d``; ``linalg.conv_2d_nchw_fchw`` -> ``conv2d``;
       ``linalg.conv_2d_nhwc_hwcf`` -> ``conv2d_nhwc``;
-      ``linalg.conv_2d_ngchw_gfchw`` -> ``grouped_conv2d``; ``linalg.pooling_nchw_*`` ->
+      ``linalg.conv_2d_ngchw_gfchw`` -> ``grouped_conv2d``;
+      ``linalg.depthwise_conv_2d_nhwc_hwc`` -> ``depthwise_nhwc``; ``linalg.pooling_nchw_*`` ->
       ``pooling``; ``linalg.pooling_nhwc_{max,sum}`` -> ``pooling_nhwc``;
     * any other op whose iterators are all parallel (``linalg.generic`` elementwise/broadcast,
       ``linalg.transpose``, ``linalg.broadcast``, ``linalg.copy``) -> ``elementwise``; with a
@@ -107,6 +110,8 @@ def classify(info: OpInfo) -> str:
         return "conv2d_nhwc"
     if op.startswith("linalg.conv_2d_ngchw"):
         return "grouped_conv2d"
+    if op == "linalg.depthwise_conv_2d_nhwc_hwc":
+        return "depthwise_nhwc"
     if op.startswith("linalg.pooling_nchw_"):
         return "pooling"
     if op in ("linalg.pooling_nhwc_max", "linalg.pooling_nhwc_sum"):

@@ -16,7 +16,8 @@ import mlc_mlir as mlc
 from mlc_mlir import graph, ops
 from mlc_mlir._mlir import MLIR_BIN_DIR
 from mlc_mlir.schedule.default_rules import apply_default_schedule
-from mlc_mlir.schedule.rules.conv import filter_block_channels, nhwc_register_tile, prefers_im2col, prefers_nhwc
+from mlc_mlir.schedule.rules.conv import (filter_block_channels, nhwc_register_tile, prefers_im2col,
+                                        prefers_nchw_im2col, prefers_nhwc)
 from mlc_mlir.target import Target, host_target
 from mlc_mlir.pipeline import layout_passes
 from targets import AVX2
@@ -146,8 +147,11 @@ def test_layout_and_tile_follow_the_target():
     assert prefers_nhwc(AVX2, (1, 3, 8, 8), (8, 3, 3, 3), (1, 8, 6, 6), "float32")
     assert not prefers_nhwc(AVX512, (1, 3, 8, 8), (8, 3, 3, 3), (1, 8, 6, 6), "float32")
     assert not prefers_nhwc(AVX2, (1, 3, 8, 8), (8, 3, 3, 3), (1, 8, 6, 6), "int32")
-    # 24 channels: more than one AVX-512 vector, no whole number of them -> NHWC, then the GEMM
-    assert prefers_nhwc(AVX512, (1, 3, 226, 226), (24, 3, 3, 3), (1, 24, 112, 112), "float32")
+    # 24 channels: more than one AVX-512 vector, no whole number of them -> NHWC, then the GEMM;
+    # one image over a large map stays NCHW for the GEMM W x cols (prefers_nchw_im2col)
+    assert prefers_nhwc(AVX512, (2, 3, 226, 226), (24, 3, 3, 3), (2, 24, 112, 112), "float32")
+    assert not prefers_nhwc(AVX512, (1, 3, 226, 226), (24, 3, 3, 3), (1, 24, 112, 112), "float32")
+    assert prefers_nchw_im2col(AVX512, (1, 3, 226, 226), (24, 3, 3, 3), (1, 24, 112, 112), "float32")
     assert prefers_im2col(AVX512, (1, 226, 226, 3), (3, 3, 3, 24), (1, 112, 112, 24), "float32")
     assert not prefers_im2col(AVX512, (1, 226, 226, 3), (3, 3, 3, 32), (1, 112, 112, 32), "float32")
 

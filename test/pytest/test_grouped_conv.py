@@ -58,14 +58,15 @@ def test_grouped_conv_matches_torch(name, threads, tmp_path):
     assert "linalg.batch_matmul" in layout and "linalg.conv_2d_ngchw_gfchw" not in layout
 
 
-def test_depthwise_keeps_the_grouped_rule(tmp_path):
+def test_depthwise_is_no_batch_matmul(tmp_path):
+    """Depthwise convolutions go to DepthwiseToNHWC (test_depthwise_nhwc.py), not the GEMM."""
     mod, w, _ = _grouped_conv((1, 8, 9, 9), (8, 1, 3, 3), 8, 1, 1, bias=False)
     x = np.random.default_rng(3).standard_normal((1, 8, 9, 9)).astype(np.float32)
     got = np.asarray(mlc.compile(mod, threads=1, dump_ir=str(tmp_path))(x))
     want = F.relu(F.conv2d(torch.from_numpy(x), torch.from_numpy(w), padding=1, groups=8)).numpy()
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
     layout = (tmp_path / "01-layout.mlir").read_text()
-    assert "linalg.conv_2d_ngchw_gfchw" in layout and "linalg.batch_matmul" not in layout
+    assert "linalg.depthwise_conv_2d_nhwc_hwc" in layout and "linalg.batch_matmul" not in layout
 
 
 def test_prefers_grouped_gemm():

@@ -120,7 +120,7 @@ def _nchw_pad(x) -> Optional[ir.Operation]:
     return pad if has_constant_pad_value(pad) else None
 
 
-def _padded_nhwc(x, nm: str, dtype: str):
+def padded_nhwc(x, nm: str, dtype: str):
     """``x`` (N, C, H, W) in NHWC: a plain transpose, or, when ``x`` is a ``tensor.pad`` of H and
     W (:func:`_nchw_pad`), a fill of the padded NHWC tensor with the pad value and the transpose
     of the unpadded source written into its interior (``tensor.extract_slice`` as the
@@ -144,6 +144,26 @@ def _padded_nhwc(x, nm: str, dtype: str):
     return tensor_d.InsertSliceOp(t, full, [], [], [], offsets, sizes, strides).result, pad
 
 
+def move_epilogues_to_nhwc(last: ir.Operation, value, nm: str, dtype: str) -> None:
+    """Replace the NCHW result of ``last`` by ``value`` (its NHWC equivalent) transposed back
+    (``<nm>.to_nchw``), after moving ``last``'s elementwise epilogue chain
+    (:func:`_epilogue_user`) into NHWC; the moved epilogues are erased, ``last`` is not."""
+    moved = []
+    while True:
+        nxt = _epilogue_user(last)
+        if nxt is None:
+            break
+        with ir.InsertionPoint(nxt):
+            value = _to_nhwc_epilogue(nxt, last.results[0], value, dtype)
+        moved.append(nxt)
+        last = nxt
+    with ir.InsertionPoint(last):
+        y = emit_transpose(value, _TO_NCHW, f"{nm}.to_nchw")
+    last.results[0].replace_all_uses_with(y)
+    for o in reversed(moved):
+        o.erase()
+
+
 @register_pass
 class ConvToNHWC(ConvRewrite):
     """Rewrite ``linalg.conv_2d_nchw_fchw`` ops into NHWC/HWCF convolutions between transposes
@@ -164,7 +184,7 @@ class ConvToNHWC(ConvRewrite):
         is_fill = fill is not None and fill.name == "linalg.fill" and OP_NAME_ATTR in fill.attributes \
             and len(list(fill.results[0].uses)) == 1
         with ir.InsertionPoint(op):
-            xt, pad = _padded_nhwc(x, nm, dtype)
+            xt, pad = padded_nhwc(x, nm, dtype)
             wt = emit_transpose(w, _TO_HWCF, f"{nm}.w_hwcf")
             if is_fill:
                 n, fo, oh, ow = tensor_shape(init)
@@ -176,20 +196,7 @@ class ConvToNHWC(ConvRewrite):
             conv = linalg_d.conv_2d_nhwc_hwcf(xt, wt, outs=[it], strides=int_list(op.attributes["strides"]),
                                               dilations=int_list(op.attributes["dilations"]))
             emitters.set_name(conv.owner, nm)
-        last, value, moved = op, conv, []
-        while True:
-            nxt = _epilogue_user(last)
-            if nxt is None:
-                break
-            with ir.InsertionPoint(nxt):
-                value = _to_nhwc_epilogue(nxt, last.results[0], value, dtype)
-            moved.append(nxt)
-            last = nxt
-        with ir.InsertionPoint(last):
-            y = emit_transpose(value, _TO_NCHW, f"{nm}.to_nchw")
-        last.results[0].replace_all_uses_with(y)
-        for o in reversed(moved):
-            o.erase()
+        move_epilogues_to_nhwc(op, conv, nm, dtype)
         op.erase()
         if pad is not None:
             pad.erase()

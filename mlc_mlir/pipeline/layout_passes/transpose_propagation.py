@@ -171,8 +171,10 @@ def _sink_pad(op: ir.Operation) -> bool:
     return True
 
 
-def _sink_pooling(op: ir.Operation) -> bool:
-    """pooling_nchw_{max,sum}(transpose(x, NHWC->NCHW)) -> transpose(pooling_nhwc_*(x))."""
+def sink_pooling(op: ir.Operation) -> bool:
+    """pooling_nchw_{max,sum}(transpose(x, NHWC->NCHW)) -> transpose(pooling_nhwc_*(x)), at the
+    insertion point; returns whether ``op`` (then unused, erased by the caller's dead-code
+    sweep) had that form and was rewritten."""
     kind = op.name[len("linalg.pooling_nchw_"):]
     t = _transposed(op.operands[0])
     init = op.operands[2]
@@ -275,7 +277,7 @@ class PropagateTransposes(ScopedPass):
                 elif op.name == "tensor.pad":
                     done = _sink_pad(op)
                 elif op.name in ("linalg.pooling_nchw_max", "linalg.pooling_nchw_sum"):
-                    done = _sink_pooling(op)
+                    done = sink_pooling(op)
                 else:
                     done = False
             changed = changed or done

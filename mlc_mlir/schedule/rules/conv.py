@@ -10,7 +10,10 @@ defaults derive from the target, the values described below).
 * ``linalg.conv_2d_nchw_fchw`` (:func:`schedule_conv2d`): the output row tiled, the window
   unrolled, elementwise epilogues (bias, relu) fused per row tile; used for the convolutions
   :func:`prefers_nhwc` leaves in NCHW and for schedules built on NCHW payloads directly.
-* ``linalg.conv_2d_ngchw_gfchw`` (:func:`schedule_grouped_conv2d`).
+* ``linalg.conv_2d_ngchw_gfchw`` (:func:`schedule_grouped_conv2d`); depthwise ones run as
+  ``linalg.depthwise_conv_2d_nhwc_hwc`` (:mod:`.depthwise`).
+* One-image NCHW convolutions with ragged output channels over large maps
+  (:func:`prefers_nchw_im2col`) run as the GEMM ``W (F, C*KH*KW) x cols (C*KH*KW, OH*OW)``.
 * Small output maps (:func:`prefers_im2col`) are not scheduled as convolutions at all:
   ``mlc.compile`` rewrites them into an im2col copy + ``linalg.matmul`` (``layout_passes.ConvToIm2col``).
 * Stride-1 3x3 convolutions that :func:`winograd_tile` picks are not either: ``mlc.compile``
@@ -129,10 +132,31 @@ def prefers_nhwc(target: Target, x_shape: Sequence[int], w_shape: Sequence[int],
     so does every convolution on a GPU target (the GPU rule maps NCHW output elements to
     threads; its padded input comes from the pad kernels of :mod:`mlc_mlir.pipeline.cuda_pads`).
     """
-    if target.kind != "cpu" or not dtypes.is_float(dtype):
+    if target.kind != "cpu" or not dtypes.is_float(dtype) or \
+            prefers_nchw_im2col(target, x_shape, w_shape, out_shape, dtype):
         return False
     lanes = target.vector_lanes(dtypes.bit_width(dtype))
     return w_shape[0] % lanes == 0 or w_shape[0] > lanes
+
+
+def prefers_nchw_im2col(target: Target, x_shape: Sequence[int], w_shape: Sequence[int],
+                        out_shape: Sequence[int], dtype: str) -> bool:
+    """Whether an NCHW convolution of one image (input ``(1, C, H, W)``, filter
+    ``(F, C, KH, KW)``, output ``(1, F, OH, OW)``) should run as the NCHW im2col GEMM
+    ``W (F, C*KH*KW) x cols (C*KH*KW, OH*OW)`` (``layout_passes.ConvToIm2col`` with
+    ``select_nchw``, no layout transposes) rather than in NHWC: float dtypes on CPU targets
+    whose output channels are no whole number of vectors (``F % lanes != 0``: the NHWC GEMM
+    would put them in its ragged vector columns) over a large output map, whole vectors of
+    pixels (``OH * OW % lanes == 0`` and above :data:`IM2COL_MAX_OUTPUT_PIXELS`), which then
+    fill the GEMM's columns. Measured on a 2-core AMD EPYC znver5 (AVX-512), one thread, CPU
+    time, ShuffleNet's stem GEMM (3x3 stride 2, 3 -> 24 channels over 112 x 112) with relu:
+    12544 x 27 x 24 (NHWC) 0.54 ms, 24 x 27 x 12544 (NCHW) 0.12 ms.
+    """
+    if target.kind != "cpu" or not dtypes.is_float(dtype) or x_shape[0] != 1:
+        return False
+    lanes = target.vector_lanes(dtypes.bit_width(dtype))
+    pixels = out_shape[2] * out_shape[3]
+    return w_shape[0] % lanes != 0 and pixels % lanes == 0 and pixels > IM2COL_MAX_OUTPUT_PIXELS
 
 
 #: Largest output map (OH * OW) that :func:`prefers_im2col` sends to the GEMM: the default of
@@ -395,12 +419,15 @@ def schedule_conv2d(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
 
 
 def schedule_grouped_conv2d(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
-    """Schedule ``linalg.conv_2d_ngchw_gfchw`` (groups > 1, depthwise included), dims ``(n, g,
-    f, oh, ow, c, kh, kw)``: groups (or, with fewer groups than threads, output channels per
-    group) over the threads; the loop nest is otherwise left as it is. The structured vectorizer
-    has no 1-D decomposition of grouped convolutions, and moving the output row innermost (for
-    LLVM's loop vectorizer) measured slower (depthwise 1x64x56x56 3x3, one thread: 1.72 ms
-    unscheduled, 1.96 ms reordered).
+    """Schedule ``linalg.conv_2d_ngchw_gfchw`` (groups > 1), dims ``(n, g, f, oh, ow, c, kh,
+    kw)``: groups (or, with fewer groups than threads, output channels per group) over the
+    threads; the loop nest is otherwise left as it is. The structured vectorizer has no 1-D
+    decomposition of grouped convolutions, and moving the output row innermost (for LLVM's loop
+    vectorizer) measured slower (depthwise 1x64x56x56 3x3, one thread: 1.72 ms unscheduled,
+    1.96 ms reordered). ``mlc.compile`` sends depthwise ones to
+    :func:`~.depthwise.schedule_depthwise_nhwc` and those with matrix-sized groups to the
+    batch matmul (:func:`prefers_grouped_gemm`); this rule takes the rest (channel
+    multipliers, integer dtypes, GPU targets, payloads scheduled directly).
     """
     blk = sch.get(block)
     n, g, f, oh, ow, c, kh, kw = sch.get_loops(block)
