@@ -16,8 +16,10 @@ import mlc_mlir as mlc
 from mlc_mlir import graph, ops
 from mlc_mlir._mlir import MLIR_BIN_DIR
 from mlc_mlir.schedule.default_rules import apply_default_schedule
-from mlc_mlir.schedule.rules.conv import (filter_block_channels, nhwc_register_tile, prefers_im2col,
-                                        prefers_nchw_im2col, prefers_nhwc)
+from mlc_mlir.schedule.rules.conv import (
+    blocks_inside_rows, filter_block_channels, nhwc_register_tile, prefers_im2col,
+    prefers_nchw_im2col, prefers_nhwc,
+)
 from mlc_mlir.target import Target, host_target
 from mlc_mlir.pipeline import layout_passes
 from targets import AVX2
@@ -405,6 +407,46 @@ def test_channel_blocking_follows_the_caches_and_matches_torch(name, target):
     assert (vec[-1:] or [None]) == [tile], (vec, tile)
     for threads in (1, 2):
         np.testing.assert_allclose(mlc.compile(sch.mod, threads=threads)(*args), ref, rtol=1e-4, atol=1e-4)
+
+
+#: An L2 smaller than one output-channel block's pass over a 24x24x32 map, larger than the
+#: whole 1x1 filter plus one output row: blocks_inside_rows holds
+ROWS_OUTER = dataclasses.replace(host_target(), l1d_bytes=48 << 10, l2_bytes=64 << 10, cores=2)
+
+
+def test_blocks_inside_rows_follows_the_l2():
+    """ResNet-50's 56x56 1x1 64 -> 256 convolution (32-channel blocks): the map and a block's
+    output stripe (1.2 MiB) exceed a 1 MiB L2, not a 2 MiB one; a filter over the L2 keeps the
+    blocks outside; one block (F = FR) has nothing to reorder."""
+    ext = (1, 56, 56, 256, 1, 1, 64)
+    assert blocks_inside_rows(dataclasses.replace(AVX512, l2_bytes=1 << 20), ext, 1, 1, 32)
+    assert not blocks_inside_rows(dataclasses.replace(AVX512, l2_bytes=2 << 20), ext, 1, 1, 32)
+    big = (1, 56, 56, 512, 3, 3, 512)   # a 9 MiB filter
+    assert not blocks_inside_rows(dataclasses.replace(AVX512, l2_bytes=1 << 20), big, 1, 1, 32)
+    assert not blocks_inside_rows(dataclasses.replace(AVX512, l2_bytes=1 << 20), ext[:3] + (32,) + ext[4:], 1, 1, 32)
+
+
+@pytest.mark.parametrize("target", ["rows_outer", "l2_panels"])
+def test_blocks_inside_rows_matches_torch(target):
+    """A 1x1 convolution 32 -> 64 over 24x24 with bias, residual add and relu: with ROWS_OUTER
+    the output rows run outside the output-channel blocks (``n oh f0``), with L2_PANELS's 1 MiB
+    L2 the blocks stay outside (``n f0 oh``); both at 1 and 2 threads against torch."""
+    tgt = ROWS_OUTER if target == "rows_outer" else L2_PANELS
+    xs, ws, rs = (1, 32, 24, 24), (64, 32, 1, 1), (1, 64, 24, 24)
+    rng = np.random.default_rng(5)
+    x, w, b, r = (rng.standard_normal(s).astype(np.float32) for s in (xs, ws, (64,), rs))
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        y = ops.conv2d(f.arg("x", shape=xs), f.arg("w", shape=ws), f.arg("b", shape=(64,)))
+        f.output(ops.relu(ops.add(y, f.arg("r", shape=rs))))
+    t = [torch.from_numpy(a) for a in (x, w, b, r)]
+    ref = F.relu(F.conv2d(t[0], t[1], t[2]) + t[3]).numpy()
+    payload, sch = nhwc_schedule(bb.finish(), tgt)
+    blk = sch.get(sch.get_block("conv2d"))
+    first = {d: next(i for i, lp in enumerate(blk.loops) if lp.dim == d) for d in (1, 3)}   # oh, f
+    assert (first[1] < first[3]) == (target == "rows_outer"), [(lp.dim, lp.extent) for lp in blk.loops]
+    for threads in (1, 2):
+        np.testing.assert_allclose(mlc.compile(sch.mod, threads=threads)(x, w, b, r), ref, rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("threads", [1, 2])
