@@ -1,10 +1,13 @@
 """Tuning tasks: one per distinct workload among the units of a module.
 
-:func:`extract_tasks` runs the compiler's own ``graph`` and ``layout`` stages and takes the
-``tasks`` stage's units (:func:`mlc_mlir.pipeline.tasks.task_units`): the units the tuned and
-the default compile schedule are the same, and a record replaces the default schedule of its
-unit where ``mlc.compile`` schedules it. Units are grouped by workload key; a task's weight is
-how many units have its workload, so the task scheduler spends trials where they pay off most.
+:func:`extract_tasks` runs the compiler's own ``graph``, ``layout`` and ``tasks`` stages and takes
+the units of the result (:func:`mlc_mlir.pipeline.tasks.task_units`): the units the tuned and
+the default compile schedule are the same (a unit repeated across layers is the one function
+the ``tasks`` stage shares, its weights passed as arguments:
+:mod:`mlc_mlir.pipeline.shared_units`), and a record replaces the default schedule of its unit
+where ``mlc.compile`` schedules it. Units are grouped by workload key; a task's weight is how
+many times units of its workload run (a shared unit once per call), so the task scheduler spends
+trials where they pay off most.
 Source: TVM MetaSchedule ``ExtractedTask`` (``extract_task_from_relax``) and ``TuneContext``'s
 task.
 """
@@ -13,10 +16,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections import Counter
 from typing import Dict, List
 
+from .._mlir import ir
 from ..errors import TuningError
 from ..ir.module import Module
+from ..ir.walk import find_ops
 from ..pipeline.compile import run_stages
 from ..pipeline.options import CompileOptions
 from ..pipeline.scheduling import unscheduled_functions
@@ -71,7 +77,7 @@ def estimate_flops(mod: Module, func_name: str) -> float:
 
 def extract_tasks(mod: Module, target="cpu", winograd: bool = False, database=None) -> List[Task]:
     """One :class:`Task` per distinct workload among the units of ``mod``'s unscheduled
-    functions, after the compiler's ``graph`` and ``layout`` stages for ``target``.
+    functions, after the compiler's ``graph``, ``layout`` and ``tasks`` stages for ``target``.
 
     Parameters
     ----------
@@ -98,16 +104,20 @@ def extract_tasks(mod: Module, target="cpu", winograd: bool = False, database=No
     if not isinstance(mod, Module):
         raise TuningError(f"tune: expected an mlc.Module, got {type(mod).__name__}")
     options = CompileOptions(target=get_target(target), winograd=winograd, database=database)
-    _, laid = run_stages(mod, options, until="layout")
+    _, laid = run_stages(mod, options, until="tasks")
     units = task_units(laid, unscheduled_functions(laid))
+    with laid.context:   # a unit shared by the tasks stage runs once per call of its function
+        calls = Counter(ir.FlatSymbolRefAttr(op.attributes["callee"]).value
+                        for op in find_ops(laid, "func.call"))
     if not units:
         raise TuningError(f"extract_tasks: the module has no unit to tune (no named linalg op "
                           f"with static shapes in an unscheduled function; functions: "
                           f"{mod.function_names()}; symbolic sizes keep the default schedules)")
     by_key: Dict[str, Task] = {}
     for u in units:
+        runs = max(1, calls[u.func])
         if u.workload in by_key:
-            by_key[u.workload] = dataclasses.replace(by_key[u.workload], weight=by_key[u.workload].weight + 1)
+            by_key[u.workload] = dataclasses.replace(by_key[u.workload], weight=by_key[u.workload].weight + runs)
             continue
-        by_key[u.workload] = Task(u.name, u.workload, u.module, u.func, 1, estimate_flops(u.module, u.func))
+        by_key[u.workload] = Task(u.name, u.workload, u.module, u.func, runs, estimate_flops(u.module, u.func))
     return list(by_key.values())

@@ -13,9 +13,10 @@ import mlc_mlir as mlc
 from mlc_mlir import ops
 from mlc_mlir._mlir import MLIR_BIN_DIR
 from mlc_mlir._mlir import ir
-from mlc_mlir.ir.module import OP_NAME_ATTR
 from mlc_mlir.pipeline.compile import run_stages
 from mlc_mlir.pipeline.options import CompileOptions
+from mlc_mlir.ir.walk import find_ops
+from mlc_mlir.pipeline.scheduling import unscheduled_functions
 from mlc_mlir.pipeline.tasks import task_units
 from mlc_mlir.schedule.loop_nest import analyze_module
 from mlc_mlir.target import host_target
@@ -89,24 +90,24 @@ def test_tune_mlp_shares_workloads_and_applies_to_every_function(tmp_path, rng):
     assert {r.workload for r in db.records()} == {t.workload for t in tasks}
     tuned = mlc.tune.apply_best(mod, db, host_target())
     shared = next(t for t in tasks if t.weight == 2)
-    # a scheduled record of the first layer alone in a database: applied to both layers, where
-    # the graph function holds them (schedule="none": nothing else is scheduled)
+    # a scheduled record of the first layer alone in a database: applied to both layers, which
+    # the tasks stage made one function called twice, as the tuner's task is (schedule="none":
+    # nothing else is scheduled)
     rec = next(r for r in db.records(shared.workload, host_target().key())
                if r.ok and mlc.Trace.from_json(r.trace).insts and not r.final)
     assert rec.task_name == shared.name
     only = Database(tmp_path / "only.jsonl")
     only.commit(rec)
     one = run_stages(mod, CompileOptions(host_target(), schedule="none", database=only), until="schedule")[1]
-    laid = run_stages(mod, CompileOptions(host_target()), until="layout")[1]
-    kinds = {name: info.op_name for (_, name), info in analyze_module(laid).items()}
-    units = task_units(laid, ["main"])
-    assert sum(u.workload == shared.workload for u in units) == 2
-    top = {ir.StringAttr(o.attributes[OP_NAME_ATTR]).value
-           for o in one.get_function("main").regions[0].blocks[0].operations
-           if OP_NAME_ATTR in o.attributes and o.operation.name.startswith("linalg.")}
-    for u in units:
-        matmul_op = next(b for b in u.blocks if kinds[b] == "linalg.matmul")
-        assert (matmul_op in top) == (u.workload != shared.workload), u.name
+    tasked = run_stages(mod, CompileOptions(host_target()), until="tasks")[1]
+    units = task_units(tasked, unscheduled_functions(tasked))
+    unit, = [u for u in units if u.workload == shared.workload]
+    with tasked.context:
+        callees = [ir.FlatSymbolRefAttr(op.attributes["callee"]).value
+                   for op in find_ops(tasked, "func.call")]
+    assert callees.count(unit.func) == 2 and len(units) == 2
+    # the record scheduled the shared function; the other unit stays plain linalg in main
+    assert unscheduled_functions(one) == ["main"] and unit.func in one.function_names()
     x = rng.standard_normal((4, 16)).astype(np.float32)
     np.testing.assert_allclose(mlc.compile(one)(x), ref(x), rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(mlc.compile(mod, database=only)(x), ref(x), rtol=1e-4, atol=1e-4)
