@@ -29,10 +29,10 @@ from __future__ import annotations
 
 from typing import Dict, List
 
-from .._mlir import ir, loop_transform_d, structured_transform_d, transform_d, transform_interpreter
+from .._mlir import ir, loop_transform_d, structured_transform_d, transform_interpreter
 from ..errors import PipelineError
 from ..ir.module import Module, diagnostics
-from ..ir.transform_values import any_op
+from ..ir.transform_values import any_op, build_script
 from ..ir.walk import find_ops
 from .shared_units import llvm_noinline
 
@@ -97,19 +97,15 @@ def outline_loop_nests(module: Module) -> Module:
         if not marked:
             return module
         before = set(module.function_names())
-        script = ir.Module.create()
-        script.operation.attributes["transform.with_named_sequence"] = ir.UnitAttr.get()
-        with ir.InsertionPoint(script.body):
-            seq = transform_d.NamedSequenceOp("__transform_main", [any_op()], [],
-                                              arg_attrs=[{"transform.consumed": ir.UnitAttr.get()}])
-            with ir.InsertionPoint(seq.body):
-                for name in marked:
-                    nests = structured_transform_d.MatchOp(
-                        any_op(), seq.bodyTarget,
-                        op_attrs=ir.DictAttr.get({OUTLINE_ATTR: ir.StringAttr.get(name)}))
-                    loop_transform_d.LoopOutlineOp(any_op(), any_op(), nests.result,
-                                                   func_name=name + NEST_SUFFIX)
-                transform_d.YieldOp([])
+
+        def build(root: ir.Value) -> None:
+            for name in marked:
+                nests = structured_transform_d.MatchOp(
+                    any_op(), root, op_attrs=ir.DictAttr.get({OUTLINE_ATTR: ir.StringAttr.get(name)}))
+                loop_transform_d.LoopOutlineOp(any_op(), any_op(), nests.result,
+                                               func_name=name + NEST_SUFFIX)
+
+        script, seq = build_script(build)
         try:
             transform_interpreter.apply_named_sequence(module.operation, seq, script)
         except ir.MLIRError as e:
