@@ -8,7 +8,7 @@ lowering scripts (:mod:`mlc_mlir.pipeline.cuda`, :mod:`mlc_mlir.pipeline.cuda_pa
 
 from __future__ import annotations
 
-from typing import Union
+from typing import Callable, Tuple, Union
 
 from .._mlir import ir, transform_d
 
@@ -36,3 +36,19 @@ def gpu_attr(text: str) -> ir.Attribute:
     """A GPU dialect attribute (``#gpu.block<x>``, ``#gpu.address_space<workgroup>``...).
     Parsing text is debt: the bindings have no builders for the GPU mapping attributes."""
     return ir.Attribute.parse(text)
+
+
+def build_script(build: Callable[[ir.Value], None]) -> Tuple[ir.Module, ir.Operation]:
+    """A transform script whose ``__transform_main`` body ``build(root)`` fills (``root``: the
+    payload's handle, consumed), as ``(script module, named sequence)`` for
+    ``transform_interpreter.apply_named_sequence(payload, sequence, script)``. Call it with a
+    context and location active."""
+    script = ir.Module.create()
+    script.operation.attributes["transform.with_named_sequence"] = ir.UnitAttr.get()
+    with ir.InsertionPoint(script.body):
+        seq = transform_d.NamedSequenceOp("__transform_main", [any_op()], [],
+                                          arg_attrs=[{"transform.consumed": ir.UnitAttr.get()}])
+        with ir.InsertionPoint(seq.body):
+            build(seq.bodyTarget)
+            transform_d.YieldOp([])
+    return script, seq

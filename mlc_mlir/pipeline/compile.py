@@ -43,7 +43,9 @@ writes ``DIR/<nn>-<name>.mlir``, and a stage made of steps also writes each step
    each buffer's dealloc moved after its last use once ``buffer-deallocation-pipeline`` has
    run (:func:`~.early_dealloc.dealloc_after_last_use`), the stores of loops the schedule
    annotated ``mlc.nontemporal`` made non-temporal where aligned
-   (:func:`~.nontemporal.nontemporal_stores`), then the buffer cache linked in
+   (:func:`~.nontemporal.nontemporal_stores`), each top-level loop nest of a function holding
+   several moved to a ``noinline`` function of its own, so LLVM compiles one kernel per function
+   (:func:`~.outline_nests.outline_loop_nests`), then the buffer cache linked in
    (:func:`~.buffer_cache.link_buffer_cache`);
 8. ``denormals`` -- with ``flush_denormals``, MXCSR FTZ|DAZ around each call and OpenMP region;
 
@@ -81,6 +83,7 @@ from .cuda_compile import compile_cuda, export_cuda_library
 from .denormals import flush_denormals
 from .early_dealloc import dealloc_after_last_use
 from .nontemporal import nontemporal_stores
+from .outline_nests import outline_loop_nests
 from .libraries import runtime_library_paths
 from .jit_weights import link_weights
 from .options import CompileOptions
@@ -347,11 +350,15 @@ def _prepare(module: Module, options: CompileOptions) -> Module:
     return out
 
 
+def _nests_of_buffers(module: Module) -> Module:
+    return outline_loop_nests(nontemporal_stores(module))
+
+
 def _lower(module: Module, options: CompileOptions) -> Module:
     out = link_buffer_cache(lower(module, options.pipeline or options.target.pipeline,
                                   threads=options.threads,
                                   after={"buffer-deallocation-pipeline": dealloc_after_last_use,
-                                         "convert-bufferization-to-memref": nontemporal_stores}))
+                                         "convert-bufferization-to-memref": _nests_of_buffers}))
     if options.target.kind == "cpu" and options.target.cpu:
         set_codegen_target(out, options.target)
     return out

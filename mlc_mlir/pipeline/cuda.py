@@ -34,8 +34,8 @@ import tempfile
 from typing import Dict, List, Tuple
 
 from .._mlir import (bufferization_transform_d, func_d, gpu_d, gpu_transform_d, ir,
-                     nvgpu_transform_d, structured_transform_d, transform_d, transform_interpreter)
-from ..ir.transform_values import any_op
+                     nvgpu_transform_d, structured_transform_d, transform_interpreter)
+from ..ir.transform_values import any_op, build_script
 from ..errors import PipelineError
 from ..ir.module import Module, diagnostics
 from ..ir.walk import find_ops, function_body_ops
@@ -54,14 +54,7 @@ def _apply(module: Module, build, stage: str) -> Module:
     """Build a transform script with ``build(root)`` and apply it to a copy of ``module``."""
     out = module.clone()
     with out.context, ir.Location.unknown():
-        script = ir.Module.create()
-        script.operation.attributes["transform.with_named_sequence"] = ir.UnitAttr.get()
-        with ir.InsertionPoint(script.body):
-            seq = transform_d.NamedSequenceOp("__transform_main", [any_op()], [],
-                                              arg_attrs=[{"transform.consumed": ir.UnitAttr.get()}])
-            with ir.InsertionPoint(seq.body):
-                build(seq.bodyTarget)
-                transform_d.YieldOp([])
+        script, seq = build_script(build)
         try:
             transform_interpreter.apply_named_sequence(out.operation, seq, script)
         except (ir.MLIRError, ValueError) as e:

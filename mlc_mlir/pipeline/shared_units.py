@@ -46,7 +46,7 @@ from ..ir.module import Module
 from ..ir.pass_pipeline import run_pass_pipeline
 from ..ir.workload import structural_key
 
-def _no_inline(fn) -> None:
+def llvm_noinline(fn) -> None:
     """Keep LLVM from inlining ``fn``: ``passthrough = ["noinline"]``, which the conversion to
     the LLVM dialect carries over to ``llvm.func`` and translation to the LLVM function
     attribute."""
@@ -240,12 +240,12 @@ def share_repeated_units(module: Module, functions: Sequence[str]) -> Module:
             prim = _outline(out, fns[fname], group, names)
             first = shared.get(key)
             if first is None:
-                _no_inline(prim)
+                llvm_noinline(prim)
                 shared[key] = prim
                 continue
             call = user.operands[index].owner
             if str(first.type) != str(prim.type):   # equal keys have equal types
-                _no_inline(prim)
+                llvm_noinline(prim)
                 continue
             call.attributes["callee"] = ir.FlatSymbolRefAttr.get(first.sym_name.value)
             names.discard(prim.sym_name.value)

@@ -1,0 +1,125 @@
+"""Part of stage ``lower`` of :func:`mlc_mlir.compile`: each top-level loop nest of a function
+that holds several becomes a function of its own, called in its place, so that LLVM optimizes
+and generates code for one kernel per function instead of one graph function holding every
+kernel of the model.
+
+The units that stay in a graph function (those that write in place into their consumer's
+padded buffer or concatenation slice, and those that occur once:
+:mod:`~mlc_mlir.pipeline.shared_units`) all end up in its body; after the vector unrolling a
+light Inception v1's ``main`` is about 225k lines of LLVM IR. LLVM's loop passes
+(``LoopFullUnrollPass``, ``LoopRotatePass``) then cost time that grows faster than the function's
+size (about 80% of ``opt -O2`` on that ``main``). Cut into one function per loop nest, the same
+code compiles in a fraction of the time and runs the same instructions.
+
+:func:`outline_loop_nests` runs on the buffers (after bufferization, before the loops are
+lowered): every ``scf.for`` / ``scf.forall`` / ``scf.parallel`` and ``linalg`` op directly in
+the body of a function with at least two of them moves to a new private function with MLIR's
+``transform.loop.outline`` (its operands and the buffers it reads and writes become arguments;
+strided subviews keep their static layouts in the argument types). Constants it used from the
+caller are cloned into the new function (``transform.loop.outline`` sinks index constants
+only), so the lowering still sees constant bounds and values. The new functions are
+``noinline`` for LLVM (each has one call site, which LLVM would otherwise inline back).
+
+Source: MLIR's ``transform.loop.outline`` (``outlineSingleBlockRegion``); IREE's dispatch
+regions and TVM's per-PrimFunc code generation (one kernel per function); LLVM's own advice
+that very large functions make its loop and scheduling passes superlinear.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List
+
+from .._mlir import ir, loop_transform_d, structured_transform_d, transform_interpreter
+from ..errors import PipelineError
+from ..ir.module import Module, diagnostics
+from ..ir.transform_values import any_op, build_script
+from ..ir.walk import find_ops
+from .shared_units import llvm_noinline
+
+#: Marks the loop nests to outline (its value names their function); removed afterwards.
+OUTLINE_ATTR = "mlc.outline"
+#: Suffix of the outlined functions' names (``main_nest``, ``main_nest_0``, ...).
+NEST_SUFFIX = "_nest"
+#: Ops that compute a loop nest of their own (linalg ops become loops in ``convert-linalg-to-loops``).
+_NEST_OPS = ("scf.for", "scf.forall", "scf.parallel")
+#: Ops whose results are cloned into an outlined function instead of passed to it.
+_CONSTANTS = ("arith.constant", "llvm.mlir.constant")
+
+
+def _is_nest(op: ir.Operation) -> bool:
+    return op.name in _NEST_OPS or op.name.startswith("linalg.")
+
+
+def _mark(module: Module) -> List[str]:
+    """Mark the top-level nests of each function with two or more; the names of those functions."""
+    marked = []
+    for f in module.func_ops():
+        if f.is_external:
+            continue
+        nests = [op.operation for op in f.regions[0].blocks[0].operations if _is_nest(op.operation)]
+        if len(nests) < 2:
+            continue
+        name = f.sym_name.value
+        for op in nests:
+            op.attributes[OUTLINE_ATTR] = ir.StringAttr.get(name)
+        marked.append(name)
+    return marked
+
+
+def _sink_constants(fn: ir.Operation, call: ir.Operation) -> None:
+    """Replace each used argument of ``fn`` that ``call`` passes a constant with a clone of that
+    constant at the top of ``fn`` (the argument stays, unused: LLVM drops it)."""
+    entry = fn.regions[0].blocks[0]
+    first = entry.operations[0]
+    for arg, value in zip(entry.arguments, call.operands):
+        owner = value.owner
+        if isinstance(owner, ir.Block):
+            continue
+        owner = owner.operation if hasattr(owner, "operation") else owner
+        if owner.name in _CONSTANTS and next(iter(arg.uses), None) is not None:
+            clone = owner.clone(ip=ir.InsertionPoint(first))
+            arg.replace_all_uses_with(clone.results[0])
+
+
+def outline_loop_nests(module: Module) -> Module:
+    """``module`` (memrefs, after bufferization) with each top-level loop nest of a function
+    holding two or more moved to a private ``noinline`` function ``<function>_nest[_k]`` and
+    called in its place (see the module docstring); ``module`` itself, unchanged, when no
+    function holds two nests. Modifies ``module`` in place.
+
+    Raises
+    ------
+    PipelineError
+        If ``transform.loop.outline`` fails (with MLIR's diagnostics).
+    """
+    with module.context, ir.Location.unknown():
+        marked = _mark(module)
+        if not marked:
+            return module
+        before = set(module.function_names())
+
+        def build(root: ir.Value) -> None:
+            for name in marked:
+                nests = structured_transform_d.MatchOp(
+                    any_op(), root, op_attrs=ir.DictAttr.get({OUTLINE_ATTR: ir.StringAttr.get(name)}))
+                loop_transform_d.LoopOutlineOp(any_op(), any_op(), nests.result,
+                                               func_name=name + NEST_SUFFIX)
+
+        script, seq = build_script(build)
+        try:
+            transform_interpreter.apply_named_sequence(module.operation, seq, script)
+        except ir.MLIRError as e:
+            raise PipelineError(f"lower: outlining the loop nests failed: {diagnostics(e)}") from None
+        outlined: Dict[str, ir.Operation] = {f.sym_name.value: f for f in module.func_ops()
+                                             if f.sym_name.value not in before}
+        for call in find_ops(module, "func.call"):
+            fn = outlined.get(ir.FlatSymbolRefAttr(call.attributes["callee"]).value)
+            if fn is not None:
+                _sink_constants(fn, call)
+        for fn in outlined.values():
+            fn.attributes["sym_visibility"] = ir.StringAttr.get("private")
+            llvm_noinline(fn)
+            for op in fn.regions[0].blocks[0].operations:
+                if OUTLINE_ATTR in op.operation.attributes:
+                    del op.operation.attributes[OUTLINE_ATTR]
+    return module

@@ -1,0 +1,102 @@
+"""The ``lower`` stage moves each top-level loop nest of a function holding several into a
+``noinline`` function of its own (:func:`mlc_mlir.pipeline.outline_nests.outline_loop_nests`):
+the calls replace the nests, constants are cloned into the callees, and compiled models give
+numpy's results with one or two threads."""
+
+import sys
+
+import numpy as np
+import pytest
+
+import mlc_mlir as mlc
+from mlc_mlir import ops
+from mlc_mlir.ir.module import Module
+from mlc_mlir.ir.walk import find_ops
+from mlc_mlir.pipeline import CompileOptions
+from mlc_mlir.pipeline.outline_nests import NEST_SUFFIX, OUTLINE_ATTR, outline_loop_nests
+
+_compile = sys.modules["mlc_mlir.pipeline.compile"]
+
+_TWO_LOOPS = """
+func.func @main(%a: memref<16xf32>, %b: memref<16xf32>) {
+  %c0 = arith.constant 0 : index
+  %c16 = arith.constant 16 : index
+  %c1 = arith.constant 1 : index
+  %f = arith.constant 2.0 : f32
+  scf.for %i = %c0 to %c16 step %c1 {
+    %x = memref.load %a[%i] : memref<16xf32>
+    %y = arith.mulf %x, %f : f32
+    memref.store %y, %b[%i] : memref<16xf32>
+  }
+  scf.for %i = %c0 to %c16 step %c1 {
+    %x = memref.load %b[%i] : memref<16xf32>
+    memref.store %x, %a[%i] : memref<16xf32>
+  }
+  return
+}
+"""
+
+
+def _llvm_functions(mod: Module):
+    with mod.context:
+        return [str(f.attributes["sym_name"]).strip('"') for f in find_ops(mod, "llvm.func")]
+
+
+def test_two_loops_become_two_noinline_functions_with_constants_inside():
+    mod = outline_loop_nests(Module.parse(_TWO_LOOPS))
+    mod.verify()
+    with mod.context:
+        names = mod.function_names()
+        nests = sorted(n for n in names if n.startswith("main" + NEST_SUFFIX))
+        assert len(nests) == 2 and len(names) == 3
+        main = mod.get_function("main")
+        assert not find_ops(main, "scf.for")
+        assert sorted(str(c.attributes["callee"]).lstrip("@") for c in find_ops(main, "func.call")) == nests
+        for n in nests:
+            fn = mod.get_function(n)
+            assert str(fn.attributes["sym_visibility"]) == '"private"'
+            assert "noinline" in str(fn.attributes["passthrough"])
+            assert len(find_ops(fn, "scf.for")) == 1
+            assert not any(OUTLINE_ATTR in op.attributes for op in find_ops(fn, "scf.for"))
+            # the loop's bounds and the multiplier are constants of the callee, not its arguments
+            loop = find_ops(fn, "scf.for")[0]
+            assert all(v.owner.name == "arith.constant" for v in list(loop.operands)[:3])
+        muls = [op for n in nests for op in find_ops(mod.get_function(n), "arith.mulf")]
+        assert len(muls) == 1 and muls[0].operands[1].owner.name == "arith.constant"
+
+
+def test_one_loop_stays_in_place():
+    text = _TWO_LOOPS.split("  scf.for %i", 2)
+    one = text[0] + "  scf.for %i" + text[1] + "  return\n}\n"
+    mod = Module.parse(one)
+    out = outline_loop_nests(mod)
+    assert out.function_names() == ["main"]
+
+
+def _concat_of_dense(seed: int):
+    """Two dense + relu layers written into one concatenation, then a third dense: units whose
+    writes go into their consumer's buffer, kept in ``main`` by the ``tasks`` stage."""
+    rng = np.random.default_rng(seed)
+    w1, w2 = (rng.standard_normal((48, 32)).astype(np.float32) / 6 for _ in range(2))
+    w3 = rng.standard_normal((16, 96)).astype(np.float32) / 10
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        x = f.arg("x", shape=(8, 32), dtype="float32")
+        a = ops.relu(ops.dense(x, w1, name="fc1"), name="relu1")
+        b = ops.relu(ops.dense(x, w2, name="fc2"), name="relu2")
+        f.output(ops.dense(ops.concat([a, b], axis=1), w3, name="fc3"))
+
+    def reference(v):
+        h = np.concatenate([np.maximum(v @ w1.T, 0), np.maximum(v @ w2.T, 0)], axis=1)
+        return h @ w3.T
+
+    return bb.finish(), reference
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_model_with_several_nests_matches_numpy(threads):
+    mod, reference = _concat_of_dense(0)
+    lowered = _compile.run_stages(mod, CompileOptions(target="cpu", threads=threads), until="lower")[1]
+    assert any(n.startswith("main" + NEST_SUFFIX) for n in _llvm_functions(lowered))
+    x = np.random.default_rng(1).standard_normal((8, 32)).astype(np.float32)
+    np.testing.assert_allclose(mlc.compile(mod, threads=threads)(x), reference(x), rtol=1e-4, atol=1e-4)
