@@ -2,7 +2,7 @@
 base registry (:mod:`.torch_converters`) lacks: runtime asserts, ``split_with_sizes``, the
 comparisons and boolean ops of attention masks, ``sin``/``cos`` of rotary embeddings, and
 ``index_put`` of a static KV cache (a run-time-offset :func:`~mlc_mlir.ops.update_slice`),
-``index.Tensor`` with one index, and transposes of 2-D weights folded into transposed params.
+``index.Tensor`` (advanced indexing), and transposes of 2-D weights folded into transposed params.
 
 Masks are int8 0/1 (see :mod:`mlc_mlir.builder.math_ops`): ``bool`` tensors of torch arrive as
 int8, so ``bitwise_and``/``bitwise_or`` of masks are ``minimum``/``maximum``.
@@ -96,15 +96,37 @@ def _arange_offset(ctx, src, n):
 
 @register_converter("aten.index.Tensor")
 def _index(ctx, node, args):
-    """``x[:, ..., idx]``: one index tensor at dim ``d`` (the others ``None``) is
-    ``take(x, idx, axis=d)`` (transformers' ``logits_to_keep`` tensor, gathers of masks)."""
-    x = _tensor("aten.index", "self", args[0])
+    """``x[..., i0, i1, ...]`` (PyTorch advanced indexing; a negative index counts from the end).
+    One index tensor at dim ``d`` (the others ``None``) is ``take(x, idx, axis=d)``. Several are
+    broadcast to one shape ``B`` and stacked into coordinates for :func:`ops.gather_nd` over ``x``
+    permuted so the indexed dims lead; the result's ``B`` dims stand where the first indexed dim
+    was when the indexed dims are adjacent, else first (numpy's and PyTorch's rule)."""
+    op = "aten.index"
+    x = _tensor(op, "self", args[0])
     indices = list(args[1])
     dims = [i for i, e in enumerate(indices) if e is not None]
-    if len(dims) != 1:
-        raise BuildError(f"aten.index: argument 'indices' indexes dims {dims}; expected one dim "
-                         "(advanced indexing with several index tensors is not converted)")
-    return ops.take(x, _tensor("aten.index", f"indices[{dims[0]}]", indices[dims[0]]), axis=dims[0])
+    idx = [_tensor(op, f"indices[{d}]", indices[d]) for d in dims]
+    if any(i.dtype not in ("int8", "int16", "int32", "int64") for i in idx):
+        raise BuildError(f"{op}: index dtypes {[i.dtype for i in idx]}; expected integer tensors (a bool "
+                         "mask index has a data-dependent shape)")
+    if len(dims) == 1:
+        return ops.take(x, idx[0], axis=dims[0])
+    shapes = [tuple(i.shape) for i in idx]
+    if not all(isinstance(n, int) for sh in shapes for n in sh):
+        raise BuildError(f"{op}: index shapes {shapes} are symbolic; expected static shapes")
+    try:
+        bshape = tuple(np.broadcast_shapes(*shapes))
+    except ValueError:
+        raise BuildError(f"{op}: index shapes {shapes} do not broadcast") from None
+    coords = ops.concat([ops.unsqueeze(ops.broadcast_to(ops.cast(i, "int64"), bshape), [len(bshape)])
+                         for i in idx], axis=len(bshape))
+    rest = [d for d in range(x.ndim) if d not in dims]
+    out = ops.gather_nd(ops.permute(x, dims + rest), coords)
+    first = dims[0]
+    if dims != list(range(first, first + len(dims))) or first == 0:
+        return out
+    nb = len(bshape)  # adjacent indexed dims after `first` kept dims: move those dims to the front
+    return ops.permute(out, list(range(nb, nb + first)) + list(range(nb)) + list(range(nb + first, out.ndim)))
 
 
 _BASE_TRANSPOSES = {k: CONVERTERS[k] for k in ("aten.permute.default", "aten.t.default", "aten.transpose.int")}
