@@ -2,7 +2,7 @@
 base registry (:mod:`.torch_converters`) lacks: runtime asserts, ``split_with_sizes``, the
 comparisons and boolean ops of attention masks, ``sin``/``cos`` of rotary embeddings, and
 ``index_put`` of a static KV cache (a run-time-offset :func:`~mlc_mlir.ops.update_slice`),
-``index.Tensor`` with one index, and transposes of 2-D weights folded into transposed params.
+``index.Tensor`` (advanced indexing), and transposes of 2-D weights folded into transposed params.
 
 Masks are int8 0/1 (see :mod:`mlc_mlir.builder.math_ops`): ``bool`` tensors of torch arrive as
 int8, so ``bitwise_and``/``bitwise_or`` of masks are ``minimum``/``maximum``.
@@ -49,37 +49,94 @@ register_converter("aten.cos.default")(lambda ctx, node, args: ops.cos(args[0]))
 # ----------------------------------------------------------------------------- KV cache writes
 @register_converter("aten.index_put.default", "aten.index_copy.default")
 def _index_put(ctx, node, args):
-    """``x[..., idx, ...] = values`` along one dim where ``idx`` is a run of consecutive positions
-    (``start + arange(n)``: a static KV cache's write): one :func:`ops.update_slice` at
-    ``start``. ``index_copy(x, dim, idx, values)`` is the same write."""
+    """``x[..., idx, ...] = values`` (``accumulate``: ``+=``). Along one dim where ``idx`` is a run
+    of consecutive positions (``start + arange(n)``: a static KV cache's write), one
+    :func:`ops.update_slice` at ``start``; any other index tensors (several, broadcast, negative)
+    go through :func:`_scatter_put`. ``index_copy(x, dim, idx, values)`` is the same write."""
     op = str(node.target)
     x = _tensor(op, "self", args[0])
+    accumulate = False
     if op.startswith("aten.index_copy"):
-        dim, index, values = args[1] % x.ndim, args[2], args[3]
+        dim = args[1] % x.ndim
+        indices, values = [None] * dim + [args[2]], args[3]
         node_index = node.args[2]
     else:
         indices, values = list(args[1]), args[2]
-        if arg(ctx, args, 3, "accumulate", False):
-            raise BuildError(f"{op}: argument 'accumulate' is True; expected False")
+        accumulate = bool(arg(ctx, args, 3, "accumulate", False))
         dims = [i for i, e in enumerate(indices) if e is not None]
-        if len(dims) != 1:
-            raise BuildError(f"{op}: argument 'indices' indexes dims {dims}; expected one dim")
-        dim, index = dims[0], indices[dims[0]]
-        node_index = node.args[1][dim]
+        dim = dims[0] if dims else 0
+        node_index = node.args[1][dim] if dims else None
     values = _tensor(op, "values", values)
-    if not isinstance(index, Tensor) or index.ndim != 1 or values.ndim != x.ndim \
-            or values.shape[dim] != index.shape[0] \
-            or any(v != s for d, (v, s) in enumerate(zip(values.shape, x.shape)) if d != dim):
-        raise BuildError(f"{op}: index {index!r} and values {format_shape(getattr(values, 'shape', ()))} do not "
-                         f"write whole slices of dim {dim} of self {format_shape(x.shape)}")
-    start = index if index.shape[0] == 1 else _arange_offset(ctx, node_index, index.shape[0])
-    if start is None:
-        raise BuildError(f"{op}: the index of dim {dim} is not provably consecutive positions; "
-                         "expected a one-element index or arange(0, n) + start")
+    index = indices[dim] if dim < len(indices) else None
+    whole_slices = len([e for e in indices if e is not None]) == 1 and isinstance(index, Tensor) \
+        and index.ndim == 1 and values.ndim == x.ndim and values.shape[dim] == index.shape[0] \
+        and all(v == s for d, (v, s) in enumerate(zip(values.shape, x.shape)) if d != dim)
+    start = None
+    if whole_slices and not accumulate and values.dtype == x.dtype:
+        start = index if index.shape[0] == 1 else _arange_offset(ctx, node_index, index.shape[0])
+    if start is None or (isinstance(start, Tensor) and start.dtype not in ("int32", "int64")):
+        return _scatter_put(op, x, indices, values, accumulate)
     start = start if isinstance(start, int) else ops.reshape(start, [1]) if start.ndim == 0 else start
-    if isinstance(start, Tensor) and start.dtype not in ("int32", "int64"):
-        raise BuildError(f"{op}: the start position has dtype {start.dtype}; expected int32/int64")
     return ops.update_slice(x, values, [start if d == dim else 0 for d in range(x.ndim)])
+
+
+def _scatter_put(op, x, indices, values, accumulate):
+    """PyTorch's ``index_put`` in general: ``x`` permuted so the indexed dims lead and flattened
+    to ``(N, R)`` (``N`` the indexed positions, ``R`` the rest), the index tensors broadcast to
+    ``B``, wrapped (``i < 0`` reads ``i + n``) and linearized to ``M = prod(B)`` rows, ``values``
+    broadcast to ``x[indices]``'s shape and laid out as ``(M, R)``; one
+    :func:`ops.scatter_elements` along axis 0 (reduction ``add`` when accumulating)."""
+    dims = [i for i, e in enumerate(indices) if e is not None]
+    idx = [_tensor(op, f"indices[{d}]", indices[d]) for d in dims]
+    if any(i.dtype not in ("int8", "int16", "int32", "int64") for i in idx):
+        raise BuildError(f"{op}: index dtypes {[i.dtype for i in idx]}; expected integer tensors (a bool "
+                         "mask index has a data-dependent shape)")
+    shapes = [tuple(i.shape) for i in idx] + [tuple(x.shape), tuple(values.shape)]
+    if not all(isinstance(n, int) for sh in shapes for n in sh):
+        raise BuildError(f"{op}: shapes {shapes} are symbolic; expected static shapes")
+    try:
+        bshape = tuple(np.broadcast_shapes(*shapes[:len(idx)]))
+    except ValueError:
+        raise BuildError(f"{op}: index shapes {shapes[:len(idx)]} do not broadcast") from None
+    reduction = "add" if accumulate else "none"
+    if len(bshape) == 1 and len(dims) == 1:  # one 1-D index: a scatter along its dim
+        d, m = dims[0], bshape[0]
+        sel = tuple(x.shape[:d]) + (m,) + tuple(x.shape[d + 1:])
+        _check_broadcast(op, values, sel)
+        rows = ops.broadcast_to(ops.reshape(ops.cast(idx[0], "int64"), [1] * d + [m] + [1] * (x.ndim - d - 1)), sel)
+        return ops.scatter_elements(x, rows, ops.broadcast_to(ops.cast(values, x.dtype), sel), axis=d,
+                                    reduction=reduction, negative_indices=True)
+    rest = [d for d in range(x.ndim) if d not in dims]
+    sizes, rsizes = [x.shape[d] for d in dims], [x.shape[d] for d in rest]
+    n_rows, r_cols, m_rows = int(np.prod(sizes)), int(np.prod(rsizes)), int(np.prod(bshape))
+    linear = 0
+    for i, n in zip(idx, sizes):  # row-major position among the indexed dims
+        i = ops.broadcast_to(ops.cast(i, "int64"), bshape)
+        i = ops.where(ops.less(i, 0), ops.add(i, n), i)
+        linear = i if isinstance(linear, int) else ops.add(ops.multiply(linear, n), i)
+    rows = ops.broadcast_to(ops.reshape(linear, [m_rows, 1]), [m_rows, r_cols])
+    adjacent = dims == list(range(dims[0], dims[0] + len(dims)))
+    lead = dims[0] if adjacent else 0  # where x[indices] holds the B dims
+    sel_shape = tuple(rsizes[:lead]) + bshape + tuple(rsizes[lead:])
+    _check_broadcast(op, values, sel_shape)
+    v = ops.broadcast_to(ops.cast(values, x.dtype), sel_shape)
+    nb = len(bshape)
+    v = ops.permute(v, list(range(lead, lead + nb)) + list(range(lead)) + list(range(lead + nb, len(sel_shape))))
+    flat = ops.reshape(ops.permute(x, dims + rest), [n_rows, r_cols])
+    out = ops.scatter_elements(flat, rows, ops.reshape(v, [m_rows, r_cols]), axis=0,
+                               reduction=reduction)
+    out = ops.reshape(out, sizes + rsizes)
+    order = dims + rest
+    return ops.permute(out, [order.index(d) for d in range(x.ndim)])
+
+
+def _check_broadcast(op, values, shape) -> None:
+    """Raise unless ``values`` broadcasts to ``shape`` (the indexed part of ``self``)."""
+    try:
+        np.broadcast_shapes(tuple(values.shape), tuple(shape))
+    except ValueError:
+        raise BuildError(f"{op}: values {format_shape(values.shape)} do not broadcast to the indexed "
+                         f"shape {format_shape(shape)}") from None
 
 
 def _arange_offset(ctx, src, n):
@@ -96,15 +153,37 @@ def _arange_offset(ctx, src, n):
 
 @register_converter("aten.index.Tensor")
 def _index(ctx, node, args):
-    """``x[:, ..., idx]``: one index tensor at dim ``d`` (the others ``None``) is
-    ``take(x, idx, axis=d)`` (transformers' ``logits_to_keep`` tensor, gathers of masks)."""
-    x = _tensor("aten.index", "self", args[0])
+    """``x[..., i0, i1, ...]`` (PyTorch advanced indexing; a negative index counts from the end).
+    One index tensor at dim ``d`` (the others ``None``) is ``take(x, idx, axis=d)``. Several are
+    broadcast to one shape ``B`` and stacked into coordinates for :func:`ops.gather_nd` over ``x``
+    permuted so the indexed dims lead; the result's ``B`` dims stand where the first indexed dim
+    was when the indexed dims are adjacent, else first (numpy's and PyTorch's rule)."""
+    op = "aten.index"
+    x = _tensor(op, "self", args[0])
     indices = list(args[1])
     dims = [i for i, e in enumerate(indices) if e is not None]
-    if len(dims) != 1:
-        raise BuildError(f"aten.index: argument 'indices' indexes dims {dims}; expected one dim "
-                         "(advanced indexing with several index tensors is not converted)")
-    return ops.take(x, _tensor("aten.index", f"indices[{dims[0]}]", indices[dims[0]]), axis=dims[0])
+    idx = [_tensor(op, f"indices[{d}]", indices[d]) for d in dims]
+    if any(i.dtype not in ("int8", "int16", "int32", "int64") for i in idx):
+        raise BuildError(f"{op}: index dtypes {[i.dtype for i in idx]}; expected integer tensors (a bool "
+                         "mask index has a data-dependent shape)")
+    if len(dims) == 1:
+        return ops.take(x, idx[0], axis=dims[0])
+    shapes = [tuple(i.shape) for i in idx]
+    if not all(isinstance(n, int) for sh in shapes for n in sh):
+        raise BuildError(f"{op}: index shapes {shapes} are symbolic; expected static shapes")
+    try:
+        bshape = tuple(np.broadcast_shapes(*shapes))
+    except ValueError:
+        raise BuildError(f"{op}: index shapes {shapes} do not broadcast") from None
+    coords = ops.concat([ops.unsqueeze(ops.broadcast_to(ops.cast(i, "int64"), bshape), [len(bshape)])
+                         for i in idx], axis=len(bshape))
+    rest = [d for d in range(x.ndim) if d not in dims]
+    out = ops.gather_nd(ops.permute(x, dims + rest), coords)
+    first = dims[0]
+    if dims != list(range(first, first + len(dims))) or first == 0:
+        return out
+    nb = len(bshape)  # adjacent indexed dims after `first` kept dims: move those dims to the front
+    return ops.permute(out, list(range(nb, nb + first)) + list(range(nb)) + list(range(nb + first, out.ndim)))
 
 
 _BASE_TRANSPOSES = {k: CONVERTERS[k] for k in ("aten.permute.default", "aten.t.default", "aten.transpose.int")}

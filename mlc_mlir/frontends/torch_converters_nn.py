@@ -93,14 +93,20 @@ def _avg_pool3d(ctx, node, args):
 def _upsample(ctx, node, args):
     """``ops.resize`` of H, W: nearest as ONNX ``asymmetric`` + ``floor``; bilinear with
     ``align_corners`` as ONNX ``align_corners``, else ``pytorch_half_pixel``. With
-    ``scale_factors`` the scales (PyTorch maps coordinates by them), else the output size."""
+    ``scale_factors`` the scales (PyTorch maps coordinates by them), else the output size; with
+    ``align_corners`` always the output size ``floor(n * scale)`` (PyTorch maps corners to
+    corners of the integer size, ONNX by the unrounded ``n * scale``)."""
     x = _tensor(str(node.target), "input", args[0])
     bilinear = "bilinear" in str(node.target)
     size = arg(ctx, args, 1, "output_size")
     scales = arg(ctx, args, 3 if bilinear else 2, "scale_factors")
+    corners = bilinear and bool(arg(ctx, args, 2, "align_corners", False))
+    if scales is not None and corners:
+        size = [int(np.floor(x.shape[2 + i] * float(s))) for i, s in enumerate(scales)]
+        scales = None
     kw = dict(sizes=_ints(size)) if scales is None else dict(scales=[float(s) for s in scales])
     if bilinear:
-        mode = "align_corners" if arg(ctx, args, 2, "align_corners", False) else "pytorch_half_pixel"
+        mode = "align_corners" if corners else "pytorch_half_pixel"
         return ops.resize(x, mode="linear", coordinate_transformation_mode=mode, axes=[2, 3], **kw)
     return ops.resize(x, mode="nearest", coordinate_transformation_mode="asymmetric", nearest_mode="floor",
                       axes=[2, 3], **kw)

@@ -162,6 +162,8 @@ CASES = {
     "upsample_nearest": (lambda x: F.interpolate(x, scale_factor=2, mode="nearest"), (randn(1, 2, 3, 4),)),
     "upsample_nearest_size": (lambda x: F.interpolate(x, size=(5, 7), mode="nearest"), (randn(1, 2, 3, 4),)),
     "upsample_bilinear": (lambda x: F.interpolate(x, scale_factor=2, mode="bilinear"), (randn(1, 2, 3, 4),)),
+    "upsample_bilinear_ac_scale": (lambda x: F.interpolate(x, scale_factor=1.7, mode="bilinear", align_corners=True),
+                                   (randn(2, 3, 4, 4),)),
     "upsample_bilinear_ac": (lambda x: F.interpolate(x, size=(5, 6), mode="bilinear", align_corners=True),
                              (randn(1, 2, 3, 4),)),
     # trigonometric and hyperbolic functions (libm through convert-math-to-libm)
