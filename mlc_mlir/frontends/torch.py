@@ -115,9 +115,21 @@ class ConvertContext:
         return ops.constant(arr.astype(np.int8) if arr.dtype == np.bool_ else arr)
 
 
+#: Why an op tagged ``torch.Tag.nondeterministic_seeded`` (``bernoulli``, ``normal``, the
+#: dropout masks of ``training=True``) is refused when no converter takes it.
+RANDOM_REASON = ("draws random numbers (a compiled graph has no RNG state): call model.eval() or "
+                 "pass the random tensor as an input")
+
+
+def _draws_random(node) -> bool:
+    """Whether ``node`` calls an ATen op tagged ``nondeterministic_seeded`` (a random draw)."""
+    return any(getattr(t, "name", "") == "nondeterministic_seeded" for t in getattr(node.target, "tags", ()))
+
+
 def _foldable(ep) -> set:
     """Names of the nodes computable at import time: buffers, constant tensors, and every node
-    whose inputs all are foldable (``arange``, mask arithmetic on buffers); parameters never are."""
+    whose inputs all are foldable (``arange``, mask arithmetic on buffers); parameters never are,
+    nor random draws (folding one would freeze a single sample into the compiled graph)."""
     kinds = {s.arg.name: s.kind.name for s in ep.graph_signature.input_specs}
     out = set()
     for node in ep.graph_module.graph.nodes:
@@ -125,7 +137,7 @@ def _foldable(ep) -> set:
             if kinds.get(node.name) in ("BUFFER", "CONSTANT_TENSOR"):
                 out.add(node.name)
         elif node.op == "call_function" and str(node.target) not in REFUSED and \
-                all(n.name in out for n in node.all_input_nodes):
+                not _draws_random(node) and all(n.name in out for n in node.all_input_nodes):
             out.add(node.name)
     return out
 
@@ -151,10 +163,12 @@ def _location(node) -> str:
     return where
 
 
-def _report_unsupported(api: str, missing: Counter, first: Dict[str, str]) -> None:
-    """Raise one BuildError listing every unsupported op (count, first location), if any."""
+def _report_unsupported(api: str, missing: Counter, first: Dict[str, str],
+                        reasons: Dict[str, str]) -> None:
+    """Raise one BuildError listing every unsupported op (count, first location, and the reason
+    from ``reasons`` where it has one), if any."""
     if missing:
-        lines = [f"  {op} x{n}, first at {first[op]}" + (f": {REFUSED[op]}" if op in REFUSED else "")
+        lines = [f"  {op} x{n}, first at {first[op]}" + (f": {reasons[op]}" if op in reasons else "")
                  for op, n in sorted(missing.items())]
         raise BuildError(f"{api}: {len(missing)} unsupported op(s) (register a converter with "
                          f"mlc_mlir.frontends.torch.register_converter):\n" + "\n".join(lines))
@@ -343,14 +357,16 @@ def from_exported_program(ep, dim_names: Optional[Dict[str, str]] = None, keep_p
     api = "from_torch"
     graph = ep.graph_module.graph
     foldable = _foldable(ep)
-    missing, first = Counter(), {}
+    missing, first, reasons = Counter(), {}, dict(REFUSED)
     for node in graph.nodes:
         if node.op == "call_function" and node.target is not operator.getitem and node.name not in foldable:
             key = str(node.target)
             if key not in CONVERTERS:
                 missing[key] += 1
                 first.setdefault(key, _location(node))
-    _report_unsupported(api, missing, first)
+                if _draws_random(node):
+                    reasons.setdefault(key, RANDOM_REASON)
+    _report_unsupported(api, missing, first, reasons)
 
     specs = {s.arg.name: s for s in ep.graph_signature.input_specs}
     out_kinds = [s.kind.name for s in ep.graph_signature.output_specs]

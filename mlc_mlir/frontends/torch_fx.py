@@ -152,7 +152,7 @@ def from_fx(graph_module, input_shapes: Sequence[Sequence[int]],
                     "call_module": lambda: type(modules[node.target]).__name__}[node.op]()
             missing[f"{node.op} {what}"] += 1
             first.setdefault(f"{node.op} {what}", f"node '{node.name}'")
-    _report_unsupported(api, missing, first)
+    _report_unsupported(api, missing, first, {})
 
     bb = GraphBuilder()
     with bb.function("main") as f:

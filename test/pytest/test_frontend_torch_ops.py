@@ -338,6 +338,10 @@ def test_random_and_data_dependent_ops_refused_with_reason():
         mlc.from_torch(Fn(lambda x: x + torch.randn(3)), (randn(3),))
     with pytest.raises(BuildError, match=r"aten.nonzero.default.*depends on the data"):
         mlc.from_torch(Fn(lambda x: torch.nonzero(x)), (randn(3),))
+    # a training-mode dropout mask depends on no input: it must not be folded into one sample
+    with pytest.raises(BuildError, match=r"aten.bernoulli.p x1.*draws random numbers"):
+        mlc.from_torch(Fn(lambda x: torch.nn.functional.dropout2d(x, 0.5, training=True)),
+                       (randn(2, 4, 3, 3),))
 
 
 def test_integer_bitwise_refused_by_name():
