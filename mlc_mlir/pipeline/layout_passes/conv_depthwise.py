@@ -40,13 +40,13 @@ from typing import Optional
 
 from ..._mlir import ir, linalg_d
 from ...ir import emitters
-from ...ir.module import OP_NAME_ATTR, Module
+from ...ir.module import OP_NAME_ATTR
 from ...graph.emit_rewrites import emit_transpose, named_fill, reshape
 from ...graph.linalg_attrs import int_list, tensor_shape
-from ...graph.use_def import named_ops, producer
+from ...graph.use_def import producer
 from .conv_nhwc import move_epilogues_to_nhwc, padded_nhwc
-from .conv_select import conv_signature, ConvSelect
-from ...graph.pass_manager import ScopedPass, register_pass
+from .conv_select import ConvRewrite, conv_signature
+from ...graph.pass_manager import register_pass
 
 _TO_HWCF = [2, 3, 1, 0]
 
@@ -124,27 +124,21 @@ def _rewrite(op: ir.Operation) -> None:
 
 
 @register_pass
-class DepthwiseToNHWC(ScopedPass):
+class DepthwiseToNHWC(ConvRewrite):
     """Rewrite depthwise ``linalg.conv_2d_ngchw_gfchw`` ops (:func:`is_depthwise`) into
     ``linalg.depthwise_conv_2d_nhwc_hwc`` between transposes (see the module docstring).
 
-    Parameters
-    ----------
-    select : ConvSelect, optional
-        Which depthwise convolutions to rewrite (:data:`~.conv_select.ConvSelect`, given the
-        padded input ``(N, G, 1, H, W)``, the filter ``(G, 1, 1, KH, KW)`` and the output
-        ``(N, G, 1, OH, OW)``); default: every one. The default schedule passes
-        :func:`mlc_mlir.schedule.rules.conv.prefers_depthwise_nhwc` for its target.
-    functions : sequence of str, optional
-        As :class:`~.pass_manager.ScopedPass`.
+    Parameters as :class:`~.conv_select.ConvRewrite`: ``select`` is given the padded input
+    ``(N, G, 1, H, W)``, the filter ``(G, 1, 1, KH, KW)`` and the output ``(N, G, 1, OH, OW)``
+    of a depthwise convolution; the default schedule passes
+    :func:`mlc_mlir.schedule.rules.conv.prefers_depthwise_nhwc` for its target.
     """
 
     name = "mlc-depthwise-to-nhwc"
-    select: Optional[ConvSelect]
+    op_name = "linalg.conv_2d_ngchw_gfchw"
 
-    def transform(self, mod: Module) -> Module:
-        for op in named_ops(mod, "linalg.conv_2d_ngchw_gfchw", self.functions):
-            sig = conv_signature(op)
-            if is_depthwise(sig[1]) and (self.select is None or self.select(*sig)):
-                _rewrite(op)
-        return mod
+    def takes(self, op: ir.Operation) -> bool:
+        return is_depthwise(conv_signature(op)[1]) and super().takes(op)
+
+    def rewrite(self, op: ir.Operation) -> None:
+        _rewrite(op)
