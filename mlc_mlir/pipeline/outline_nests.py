@@ -96,7 +96,7 @@ def outline_loop_nests(module: Module) -> Module:
         marked = _mark(module)
         if not marked:
             return module
-        before = set(module.function_names())
+        before = {f.sym_name.value for f in module.func_ops()}   # external declarations too
 
         def build(root: ir.Value) -> None:
             for name in marked:
