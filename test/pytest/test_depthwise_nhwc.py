@@ -142,3 +142,4 @@ def test_prefers_pool_nhwc():
     assert not prefers_pool_nhwc(AVX512, (1, 24, 58, 58), (3, 3), (1, 24, 56, 56), "float32")   # stride 1
     assert not prefers_pool_nhwc(AVX512, (1, 8, 114, 114), (3, 3), (1, 8, 56, 56), "float32")   # < 1 vector
     assert prefers_pool_nhwc(AVX2, (1, 8, 114, 114), (3, 3), (1, 8, 56, 56), "float32")
+    assert not prefers_pool_nhwc(AVX512, (8, 64, 1, 4096), (1, 4), (8, 64, 1, 1024), "float32")   # 1-D window

@@ -23,10 +23,13 @@ def prefers_pool_nhwc(target: Target, x_shape: Sequence[int], window: Sequence[i
     :func:`schedule_pooling_nhwc`): float dtypes on CPU targets with a strided or dilated
     window (``W != OW + KW - 1``), which :func:`schedule_pooling` leaves unvectorized, over
     channels that fill whole vectors or more than one (``C % lanes == 0`` or ``C > lanes``: the
-    NHWC rule's channel tile). Measured on a 2-core AMD EPYC znver5 (AVX-512), one thread,
-    ShuffleNet's 3x3 stride-2 max pool over 24 x 112 x 112: 1.1 ms NCHW, 0.04 ms NHWC (plus
-    its transposes)."""
-    if target.kind != "cpu" or not dtypes.is_float(dtype) or x_shape[3] == out_shape[3] + window[1] - 1:
+    NHWC rule's channel tile), for 2-D windows (``KH > 1``). Measured on a 2-core AMD EPYC
+    znver5 (AVX-512), one thread, ShuffleNet's 3x3 stride-2 max pool over 24 x 112 x 112: 1.1 ms
+    NCHW, 0.04 ms NHWC (plus its transposes). A 1-D window (``KH == 1``, e.g. ``avg_pool1d``)
+    reads each row once in NCHW, where the two transposes would cost more than the pooling:
+    ``avg_pool1d(x, 4)`` on 8 x 64 x 4096, 0.20 ms NCHW against 1.45 ms in NHWC."""
+    if target.kind != "cpu" or not dtypes.is_float(dtype) or window[0] == 1 or \
+            x_shape[3] == out_shape[3] + window[1] - 1:
         return False
     lanes = target.vector_lanes(dtypes.bit_width(dtype))
     return x_shape[1] % lanes == 0 or x_shape[1] > lanes
