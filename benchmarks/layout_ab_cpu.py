@@ -5,7 +5,7 @@ as the default, timed in turn with onnxruntime (``intra_op_num_threads=1``) in t
 
 Switched off for the baseline: depthwise convolutions in NHWC
 (``schedule.rules.depthwise.prefers_depthwise_nhwc``), the NCHW im2col GEMM of ragged-channel
-stems (``schedule.rules.conv.prefers_nchw_im2col``) and strided poolings in NHWC
+stems (``schedule.rules.conv_strategy.prefers_nchw_im2col``) and strided poolings in NHWC
 (``schedule.rules.pooling.prefers_pool_nhwc``).
 
 Each row gives the CPU time per call (``time.process_time`` over 40 calls, the best of
@@ -29,7 +29,7 @@ from timing import best_seconds
 #: (module path, attribute) of the predicates the baseline sets to False
 SWITCHES = (("mlc_mlir.pipeline.layout", "prefers_depthwise_nhwc"),
             ("mlc_mlir.pipeline.layout", "prefers_nchw_im2col"),
-            ("mlc_mlir.schedule.rules.conv", "prefers_nchw_im2col"),
+            ("mlc_mlir.schedule.rules.conv_strategy", "prefers_nchw_im2col"),
             ("mlc_mlir.pipeline.layout", "prefers_pool_nhwc"))
 
 

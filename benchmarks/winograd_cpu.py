@@ -42,7 +42,7 @@ def main() -> int:
     os.environ["OMP_NUM_THREADS"] = str(a.threads)
     import torch
     import mlc_mlir as mlc
-    from mlc_mlir.schedule.rules.conv import winograd_tile
+    from mlc_mlir.schedule.rules.conv_strategy import winograd_tile
     from mlc_mlir.target import describe, host_target
     torch.set_num_threads(a.threads)
     F = torch.nn.functional

@@ -11,7 +11,7 @@ module gets default schedules or a tuning database's (``schedule="default"`` or 
    :func:`~mlc_mlir.schedule.rules.attention.emit_flash_attention`: an online softmax over
    key blocks, K/V read in place), with a tuning database's knobs where its record beats the
    default (:func:`recorded_attention_knobs`);
-1. ``nhwc``           -- NCHW convolutions that :func:`~mlc_mlir.schedule.rules.conv.prefers_nhwc`
+1. ``nhwc``           -- NCHW convolutions that :func:`~mlc_mlir.schedule.rules.conv_strategy.prefers_nhwc`
    picks for the target become NHWC ones between transposes (``layout_passes.ConvToNHWC``), and the
    transposes sink through elementwise ops, pads and poolings until inverse pairs cancel
    (``layout_passes.PropagateTransposes``: consecutive convolutions stay NHWC); so do the
@@ -24,20 +24,20 @@ module gets default schedules or a tuning database's (``schedule="default"`` or 
    BERT's imported attention output goes through two transposes that undo each other);
 2. ``algorithm``      -- with a tuning database, each NHWC convolution whose algorithm record
    (key :func:`conv_algorithm_key`) beats the default gets the record's decision as its
-   ``mlc.conv_algorithm`` attribute (:func:`~mlc_mlir.schedule.rules.conv.conv_algorithms`:
+   ``mlc.conv_algorithm`` attribute (:func:`~mlc_mlir.schedule.rules.conv_strategy.conv_algorithms`:
    direct, im2col, Winograd F(2x2, 3x3) or F(4x4, 3x3)); the steps below follow it;
 3. ``fold-filters``   -- the transposes of constant filters become constants (evaluated with
    numpy), so that the Winograd transforms of step 4 are constants too;
 4. ``winograd``       -- stride-1 3x3 NHWC convolutions become Winograd ones
    (``layout_passes.ConvToWinograd``) where step 2 chose it, or with ``CompileOptions.winograd``
-   where :func:`~mlc_mlir.schedule.rules.conv.winograd_tile` picks them;
+   where :func:`~mlc_mlir.schedule.rules.conv_strategy.winograd_tile` picks them;
 5. ``im2col``         -- the NHWC convolutions step 2 chose im2col for, and without a choice
-   those with small output maps (:func:`~mlc_mlir.schedule.rules.conv.prefers_im2col`), become
+   those with small output maps (:func:`~mlc_mlir.schedule.rules.conv_strategy.prefers_im2col`), become
    im2col + ``linalg.matmul`` (``layout_passes.ConvToIm2col``), and so do the NCHW ones that
-   :func:`~mlc_mlir.schedule.rules.conv.prefers_nchw_im2col` kept out of step 1 (the GEMM
+   :func:`~mlc_mlir.schedule.rules.conv_strategy.prefers_nchw_im2col` kept out of step 1 (the GEMM
    ``W x cols``, output pixels in its columns);
 6. ``grouped``        -- grouped convolutions (not depthwise) that
-   :func:`~mlc_mlir.schedule.rules.conv.prefers_grouped_gemm` picks become a per-group im2col
+   :func:`~mlc_mlir.schedule.rules.conv_strategy.prefers_grouped_gemm` picks become a per-group im2col
    (a view for a pointwise one of one image) + ``linalg.batch_matmul`` over the groups
    (``layout_passes.GroupedConvToBatchMatmul``);
 7. ``pack-weights``   -- matmuls on a constant B that feed no elementwise op get B packed into
@@ -75,8 +75,8 @@ from ..schedule.rules.attention import (AttentionKnobs, attention_key, decided_k
                                         knob_candidates)
 from ..schedule.rules.depthwise import prefers_depthwise_nhwc
 from ..schedule.rules.pooling import prefers_pool_nhwc
-from ..schedule.rules.conv import (conv_algorithms, decided_algorithm, prefers_grouped_gemm, prefers_im2col,
-                                   prefers_nchw_im2col, prefers_nhwc, winograd_tile)
+from ..schedule.rules.conv_strategy import (conv_algorithms, decided_algorithm, prefers_grouped_gemm,
+                                            prefers_im2col, prefers_nchw_im2col, prefers_nhwc, winograd_tile)
 from ..schedule.trace import Trace
 from ..target import Target
 from .layout_passes.conv_grouped import GroupedConvToBatchMatmul
@@ -170,7 +170,7 @@ def to_nhwc(module: Module, target: Target, functions: List[str], options: Compi
 def conv_algorithm_key(op: ir.Operation) -> str:
     """The database key of the algorithm decision of a ``linalg.conv_2d_nhwc_hwcf`` op: its
     shapes, dtype, strides, dilations and whether its output starts from a named fill (what the
-    rewrites and :func:`~mlc_mlir.schedule.rules.conv.conv_algorithms` read)."""
+    rewrites and :func:`~mlc_mlir.schedule.rules.conv_strategy.conv_algorithms` read)."""
     x, w, out, dtype = conv_signature(op)
     dims = " ".join("x".join(map(str, s)) for s in (x, w, out))
     return (f"conv2d_nhwc_hwcf algorithm {dims} {dtype} strides {int_list(op.attributes['strides'])} "
@@ -181,7 +181,7 @@ def conv_algorithm_key(op: ir.Operation) -> str:
 def conv_choices(module: Module, target: Target, functions: List[str],
                  winograd: Optional[bool]) -> List[Tuple[ir.Operation, str, List[int], int]]:
     """``(op, key, candidates, default)`` of each NHWC convolution of ``functions``
-    (:func:`conv_algorithm_key`, :func:`~mlc_mlir.schedule.rules.conv.conv_algorithms` with
+    (:func:`conv_algorithm_key`, :func:`~mlc_mlir.schedule.rules.conv_strategy.conv_algorithms` with
     ``winograd``), in program order."""
     out = []
     with module.context:

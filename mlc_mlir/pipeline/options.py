@@ -34,7 +34,7 @@ class CompileOptions:
         1-2 ulp, 4.5e-7 absolute for erf) instead of one libm call per vector lane. Default True.
     winograd : bool
         CPU, opt-in: rewrite the stride-1 3x3 convolutions that
-        :func:`~mlc_mlir.schedule.rules.conv.winograd_tile` picks into Winograd F(4x4, 3x3) or
+        :func:`~mlc_mlir.schedule.rules.conv_strategy.winograd_tile` picks into Winograd F(4x4, 3x3) or
         F(2x2, 3x3) (``layout_passes.ConvToWinograd``: 2-4x fewer multiply-adds). Its results differ
         from a convolution's beyond rounding: the error against float64 is about 5e-6 of the
         output's scale instead of 1e-6, and each output tile mixes its whole input tile

@@ -15,7 +15,8 @@ Loops inside a vectorized loop stay in the op, which ``structured.vectorize`` tu
 ops; trailing loops already in the op's dim order are left to ``convert-linalg-to-loops``.
 Attached blocks (``compute_at``, ``decompose_reduction``) are fused with
 ``structured.fuse_into_containing_op`` into each enclosing loop; ``reverse_compute_at`` tiles
-the epilogue with the producer's outer loops and fuses the producer into them.
+the epilogue with the producer's outer loops and fuses the producer into them. Packed operand
+tiles (``cache_read``) are emitted by :mod:`~.packed_tiles`.
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ from ..ir.module import Module, OP_NAME_ATTR, diagnostics
 from .factors import largest_divisor
 from .gpu_script import GpuEmitter, gpu_owned, is_gpu_block
 from .loop_nest import Block, LoopNestModel, Tiling
-from .partial_tiles import peel_packing, peel_partial
+from .packed_tiles import emit_cache_reads, emit_pad
+from .partial_tiles import peel_partial
 from .split_reduction import emit_split, is_split, op_dim, vectorize_split
 from .tileability import check_tileable
 from .vector_lowering import lower_vectors, vectorize_unit_tile
@@ -232,7 +234,7 @@ class _Emitter:
     def maybe_pad(self, blk: Block, op: ir.Value, pos: int) -> ir.Value:
         for c in blk.cache_reads:
             if self.model.cache_position(blk, c.operand) == pos:
-                op = self.pad(blk, op, c.operand, c.block_id, pos)
+                op = emit_pad(self, blk, op, c.operand, c.block_id, pos)
         for c in blk.cache_writes:
             if self.model.cache_position(blk, c.operand) == pos:
                 op = structured_transform_d.PadOp(
@@ -247,33 +249,6 @@ class _Emitter:
             t = dtypes.to_ir_type(dt)
             out.append(ir.FloatAttr.get(t, 0.0) if dtypes.is_float(dt) else ir.IntegerAttr.get(t, 0))
         return out
-
-    def pad(self, blk: Block, op: ir.Value, idx: int, cid: int, pos: int) -> ir.Value:
-        """``structured.pad`` with ``nofold`` on operand ``idx`` (a packed copy of its tile)."""
-        zeros = self.zeros(blk)
-        nofold = [1 if i == idx else 0 for i in range(len(zeros))]
-        # with partial tiles, only the dims of the packed operand are padded: its partial edge
-        # is zero-filled in the packed tile, and the other operands keep their partial tiles
-        # (no padded copy of A's rows per panel of B); the peeled loops make them full
-        # (an edge tile of C padded with them is written back into C where it came from)
-        partial = bool(blk.partial_dims())
-        dims = sorted(set(blk.info.operand_dims[idx])) if partial else range(len(blk.dims))
-        pad = structured_transform_d.PadOp(
-            op, padding_values=zeros, padding_dimensions=list(dims), nofold_flags=nofold,
-            copy_back_op="bufferization.materialize_in_destination" if partial else "none")
-        cache = self.model.cache_block(cid)
-        n = 0
-        if cache.compute_at is not None:
-            ca = blk.loop_index(cache.compute_at)
-            n = len({id(self.loop_handles[q.id]) for q in blk.loops[ca + 1:pos + 1]
-                     if q.id in self.loop_handles})
-        operand_pad = transform_d.GetProducerOfOperand(any_op(), pad.padded, idx).result
-        # the packed tile: the operand's extent along each of its dims inside loop `pos`
-        tile = [_prod(q.extent for q in blk.loops[pos + 1:] if q.dim == d)
-                for d in blk.info.operand_dims[idx]]
-        perm = _pack_transpose(blk, idx) if n else None
-        self.pads.append((blk.func, operand_pad, n, tile, perm, blk, pos, idx))
-        return pad.padded
 
     # ---------------------------------------------------------------- attachment
     def enclosing_handles(self, blk: Block, upto_loop_id: int) -> List[ir.Value]:
@@ -341,51 +316,6 @@ class _Emitter:
                 tensor_transform_d.ApplyFoldTensorEmptyPatternsOp()
         self.op_handles[blk.id] = self.emit_loops(blk, op) if len(blk.loops) > len(blk.dims) else op
 
-    def emit_cache_reads(self) -> None:
-        """Hoist each packing out of the loops inside its compute_at loop (``hoist_pad``, after
-        merging slices and canonicalizing as it requires) and vectorize the packing copy."""
-        for func in sorted({p[0] for p in self.pads}):
-            self.cleanup(self.func(func))
-        for func, pad, n, tile, perm, blk, pos, idx in self.pads:
-            if n:
-                pad = structured_transform_d.HoistPadOp(any_op(), pad, n, transpose=perm).transformed
-            if perm is not None:
-                self.transposed_pack(pad, blk, pos, tile)
-            pads = [pad]
-            if n and perm is None and set(blk.info.operand_dims[idx]) & set(blk.partial_dims()):
-                pads = peel_packing(pad)
-            for i, pad in enumerate(pads):
-                if len(tile) > 1:   # one row at a time, as vectorize_rows (a KC x NR panel at
-                    # once unrolls into KC loads and stores: 10x the code and compile time)
-                    rows = structured_transform_d.TileUsingForOp(pad, sizes=[1] * (len(tile) - 1) + [0])
-                    pad = rows.tiled_linalg_op
-                    if len(pads) > 1 and i == 0:   # a row of a full panel: a plain slice copy
-                        structured_transform_d.VectorizeOp(structured_transform_d.MatchOp(
-                            any_op(), rows.loops[0],
-                            ops=ir.ArrayAttr.get([ir.StringAttr.get("tensor.insert_slice")])).result)
-                structured_transform_d.VectorizeOp(pad, [1] * (len(tile) - 1) + tile[-1:])
-
-    def transposed_pack(self, hoisted: ir.Value, blk: Block, pos: int, tile: list) -> None:
-        """A panel packed transposed (``hoist_pad ... transpose by``) is written by a
-        ``linalg.transpose`` in the packing loop and read back through a ``linalg.transpose`` in
-        loop ``pos``. The packing transpose is tiled into square blocks and vectorized
-        (``vector.transpose``, lowered to shuffles); the read-back one is fused into the loops
-        inside ``pos`` down to the register tile and vectorized there, where it cancels against
-        the transposed read of the contraction (the tile reads one contiguous packed row)."""
-        packer = transform_d.GetConsumersOfResult(any_op(), hoisted, 0).result
-        back = structured_transform_d.MatchOp(
-            any_op(), self.loop_handles[blk.loops[pos].id],
-            ops=ir.ArrayAttr.get([ir.StringAttr.get("linalg.transpose")])).result
-        inner = []
-        for q in blk.loops[pos + 1:]:
-            h = self.loop_handles.get(q.id)
-            if h is not None and (not inner or inner[-1] is not h):
-                inner.append(h)
-        structured_transform_d.VectorizeOp(self.fuse_into(back, inner))
-        side = math.gcd(*tile, _TRANSPOSE_BLOCK)
-        tiled = structured_transform_d.TileUsingForOp(packer, sizes=[side] * len(tile)).tiled_linalg_op
-        structured_transform_d.VectorizeOp(tiled)
-
     def peel_partial(self, b: Block, h: ir.Value):
         """See :func:`~.partial_tiles.peel_partial`."""
         return peel_partial(self, b, h)
@@ -428,7 +358,7 @@ class _Emitter:
         for b in sorted((b for b in blocks if b.compute_at is not None and b.kind == "compute"),
                         key=lambda b: b.attach_order):
             self.emit_attached(b)
-        self.emit_cache_reads()
+        emit_cache_reads(self)
         for b in blocks:
             if b.kind == "compute" and any(lp.kind == "vectorized" for lp in b.loops):
                 h = self.op_handles[b.id]
@@ -504,31 +434,6 @@ class _Emitter:
             done.add(id(h))
             for k, v in lp.annotations.items():
                 transform_d.AnnotateOp(h, k, param=param_constant(v))
-
-
-#: Side of the square blocks a transposed packing copy is vectorized in: an 8 x 8 block of
-#: 32-bit elements is one ``vector.transpose`` of 8 registers on AVX2 (shuffles), half a
-#: register row on AVX-512; larger blocks unroll into spills. A code-shape choice.
-_TRANSPOSE_BLOCK = 8
-
-
-def _pack_transpose(blk: Block, idx: int):
-    """The permutation of a packed 2-d tile (``hoist_pad ... transpose by``) that puts the dim
-    of the block's innermost loop (the vectorized NR columns) last, so the register tile reads
-    the packed panel with unit stride: ``dense``'s B is ``(N, K)`` and its panels are packed as
-    ``(K, NR)``, as BLIS packs a transposed B. None when that dim is already last."""
-    dims = list(blk.info.operand_dims[idx])
-    inner = blk.loops[-1].dim if blk.loops else None
-    if len(dims) != 2 or inner not in dims or dims[-1] == inner:
-        return None
-    return [1, 0]
-
-
-def _prod(xs) -> int:
-    out = 1
-    for x in xs:
-        out *= x
-    return out
 
 
 def emit_transform_script(model: LoopNestModel, context: ir.Context,

@@ -1,5 +1,5 @@
 """Algorithm tasks: the per-convolution algorithm decision of the ``layout`` stage (direct,
-im2col + GEMM, Winograd F(2x2, 3x3) or F(4x4, 3x3); :func:`~mlc_mlir.schedule.rules.conv.conv_algorithms`),
+im2col + GEMM, Winograd F(2x2, 3x3) or F(4x4, 3x3); :func:`~mlc_mlir.schedule.rules.conv_strategy.conv_algorithms`),
 tuned by measurement before the schedules.
 
 One task per distinct decision key (:func:`~mlc_mlir.pipeline.layout.conv_algorithm_key`)
@@ -10,7 +10,7 @@ the filter transforms folded, the input transform, the GEMM and the output trans
 epilogue. Each candidate is that module with the convolution's ``mlc.conv_algorithm`` set to
 the candidate, compiled with default schedules (what ``mlc.compile`` does with the decision)
 and checked against the unit's plain loops. Its record holds the decision as the
-``sample_categorical`` of :func:`~mlc_mlir.schedule.rules.conv.sample_conv_algorithm`
+``sample_categorical`` of :func:`~mlc_mlir.schedule.rules.conv_strategy.sample_conv_algorithm`
 (the default's record has the empty trace), so the database's rules (ties keep the default,
 the re-measurement of the finalists) apply unchanged and ``mlc.compile(database=)`` replays
 the choice in its ``algorithm`` step. Source: TVM Relay ``OpStrategy`` (the conv2d
@@ -30,7 +30,7 @@ from ..pipeline.layout import conv_choices, set_conv_algorithm, to_nhwc
 from ..pipeline.options import CompileOptions
 from ..pipeline.scheduling import unscheduled_functions
 from ..pipeline.tasks import task_units
-from ..schedule.rules.conv import sample_conv_algorithm
+from ..schedule.rules.conv_strategy import sample_conv_algorithm
 from ..schedule.schedule import Schedule
 from ..schedule.trace import Trace
 from ..target import Target
@@ -72,7 +72,7 @@ class AlgorithmTask:
 
     def trace_for(self, algorithm: int) -> str:
         """The record trace of ``algorithm``: empty for the default, else the decision as
-        ``sample_categorical`` (:func:`~mlc_mlir.schedule.rules.conv.sample_conv_algorithm`)."""
+        ``sample_categorical`` (:func:`~mlc_mlir.schedule.rules.conv_strategy.sample_conv_algorithm`)."""
         if algorithm == self.default:
             return Trace().as_json()
         sch = Schedule(self.task.module)
@@ -83,7 +83,7 @@ class AlgorithmTask:
 def extract_algorithm_tasks(mod: Module, target: Target, winograd: Optional[bool]) -> List[AlgorithmTask]:
     """One :class:`AlgorithmTask` per decision key with more than one candidate among the
     convolutions of ``mod``'s unscheduled functions, in program order (``winograd``: as
-    :func:`~mlc_mlir.schedule.rules.conv.conv_algorithms`)."""
+    :func:`~mlc_mlir.schedule.rules.conv_strategy.conv_algorithms`)."""
     options = CompileOptions(target=target)
     _, graph = run_stages(mod, options, until="graph")
     if not any(has_op(graph, o) for o in CONV_OPS):

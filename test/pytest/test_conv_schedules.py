@@ -16,10 +16,8 @@ import mlc_mlir as mlc
 from mlc_mlir import graph, ops
 from mlc_mlir._mlir import MLIR_BIN_DIR
 from mlc_mlir.schedule.default_rules import apply_default_schedule
-from mlc_mlir.schedule.rules.conv import (
-    blocks_inside_rows, filter_block_channels, nhwc_register_tile, prefers_im2col,
-    prefers_nchw_im2col, prefers_nhwc,
-)
+from mlc_mlir.schedule.rules.conv import blocks_inside_rows, filter_block_channels, nhwc_register_tile
+from mlc_mlir.schedule.rules.conv_strategy import prefers_im2col, prefers_nchw_im2col, prefers_nhwc
 from mlc_mlir.target import Target, host_target
 from mlc_mlir.pipeline import layout_passes
 from targets import AVX2

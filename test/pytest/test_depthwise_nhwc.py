@@ -11,7 +11,7 @@ import mlc_mlir as mlc
 from mlc_mlir import ops
 from mlc_mlir.target import host_target
 from mlc_mlir.pipeline.layout_passes import DepthwiseToNHWC
-from mlc_mlir.schedule.rules.conv import prefers_nchw_im2col, prefers_nhwc
+from mlc_mlir.schedule.rules.conv_strategy import prefers_nchw_im2col, prefers_nhwc
 from mlc_mlir.schedule.rules.depthwise import channel_vector, depthwise_register_tile
 from mlc_mlir.schedule.rules.pooling import prefers_pool_nhwc
 from targets import AVX2, AVX512

@@ -16,7 +16,7 @@ from mlc_mlir import ops
 from mlc_mlir.pipeline.layout_passes.conv_winograd import WINOGRAD_MATRICES, winograd_applies
 from mlc_mlir.pipeline.layout import layout_rewrites
 from mlc_mlir.pipeline.options import CompileOptions
-from mlc_mlir.schedule.rules.conv import winograd_tile
+from mlc_mlir.schedule.rules.conv_strategy import winograd_tile
 from mlc_mlir.target import Target, host_target
 from mlc_mlir.pipeline import layout_passes
 from targets import AVX2, AVX512

@@ -8,7 +8,7 @@ import pytest
 import mlc_mlir as mlc
 from mlc_mlir import ops
 from mlc_mlir.pipeline.layout_passes import GroupedConvToBatchMatmul
-from mlc_mlir.schedule.rules.conv import prefers_grouped_gemm
+from mlc_mlir.schedule.rules.conv_strategy import prefers_grouped_gemm
 from targets import AVX512
 
 torch = pytest.importorskip("torch")

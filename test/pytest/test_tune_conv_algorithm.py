@@ -11,7 +11,7 @@ torch = pytest.importorskip("torch")
 
 import mlc_mlir as mlc
 from mlc_mlir.ir.module import CONV_ALGORITHM_ATTR, CONV_DIRECT, CONV_IM2COL
-from mlc_mlir.schedule.rules.conv import decided_algorithm
+from mlc_mlir.schedule.rules.conv_strategy import decided_algorithm
 from mlc_mlir.target import host_target
 from mlc_mlir.tune import MeasureResult
 from mlc_mlir.tune.conv_algorithm import extract_algorithm_tasks

@@ -2,7 +2,7 @@
 ``linalg.conv_2d_ngchw_gfchw`` ops (one input and one output channel per group, as
 :func:`mlc_mlir.builder.nn.conv2d` emits ``groups == C``) into
 ``linalg.depthwise_conv_2d_nhwc_hwc`` between layout transposes, for the channel-vectorized
-rule :func:`mlc_mlir.schedule.rules.conv.schedule_depthwise_nhwc`.
+rule :func:`mlc_mlir.schedule.rules.depthwise.schedule_depthwise_nhwc`.
 
 Before (``%xp`` the ``tensor.pad`` of ``%x``, ``%w`` the ``(C, 1, KH, KW)`` filter)::
 
@@ -131,7 +131,7 @@ class DepthwiseToNHWC(ConvRewrite):
     Parameters as :class:`~.conv_select.ConvRewrite`: ``select`` is given the padded input
     ``(N, G, 1, H, W)``, the filter ``(G, 1, 1, KH, KW)`` and the output ``(N, G, 1, OH, OW)``
     of a depthwise convolution; the default schedule passes
-    :func:`mlc_mlir.schedule.rules.conv.prefers_depthwise_nhwc` for its target.
+    :func:`mlc_mlir.schedule.rules.depthwise.prefers_depthwise_nhwc` for its target.
     """
 
     name = "mlc-depthwise-to-nhwc"

@@ -105,7 +105,7 @@ class GroupedConvToBatchMatmul(ConvRewrite):
     ``linalg.batch_matmul`` over the groups (see the module docstring). Parameters as
     :class:`~.conv_select.ConvRewrite`: ``select`` is given the padded input
     ``(N, G, C, H, W)``, the filter ``(G, F, C, KH, KW)`` and the output ``(N, G, F, OH, OW)``;
-    the default schedule passes :func:`mlc_mlir.schedule.rules.conv.prefers_grouped_gemm`.
+    the default schedule passes :func:`mlc_mlir.schedule.rules.conv_strategy.prefers_grouped_gemm`.
     """
 
     name = "mlc-grouped-conv-to-batch-matmul"

@@ -131,7 +131,7 @@ class ConvToIm2col(ConvRewrite):
     ``linalg.matmul`` (see the module docstring). Numerically the same sums, in another order.
     Parameters as :class:`~.conv_select.ConvRewrite`: ``select`` is given the padded input
     ``(N, H, W, C)``, the filter ``(KH, KW, C, F)`` and the output ``(N, OH, OW, F)``; the
-    default schedule passes :func:`mlc_mlir.schedule.rules.conv.prefers_im2col`; a tuned
+    default schedule passes :func:`mlc_mlir.schedule.rules.conv_strategy.prefers_im2col`; a tuned
     ``mlc.conv_algorithm`` of ``CONV_IM2COL`` takes the convolution whatever ``select`` says.
     One more parameter:
 
@@ -140,7 +140,7 @@ class ConvToIm2col(ConvRewrite):
         NCHW form ``W (F, C*KH*KW) x cols (C*KH*KW, OH*OW)`` (given the padded input
         ``(N, C, H, W)``, the filter ``(F, C, KH, KW)`` and the output ``(N, F, OH, OW)``);
         default: none. The default schedule passes
-        :func:`mlc_mlir.schedule.rules.conv.prefers_nchw_im2col`.
+        :func:`mlc_mlir.schedule.rules.conv_strategy.prefers_nchw_im2col`.
     """
 
     name = "mlc-conv-to-im2col"

@@ -170,7 +170,7 @@ class ConvToNHWC(ConvRewrite):
     (see the module docstring). Parameters as :class:`~.conv_select.ConvRewrite`: ``select``
     is given the padded input ``(N, C, H, W)``, the filter ``(F, C, KH, KW)`` and the output
     ``(N, F, OH, OW)``; the default schedule passes
-    :func:`mlc_mlir.schedule.rules.conv.prefers_nhwc`.
+    :func:`mlc_mlir.schedule.rules.conv_strategy.prefers_nhwc`.
     """
 
     name = "mlc-conv-to-nhwc"

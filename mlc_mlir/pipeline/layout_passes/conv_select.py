@@ -46,7 +46,7 @@ class ConvRewrite(ScopedPass):
     select : ConvSelect, optional
         Which convolutions to rewrite, given :func:`conv_signature` (each subclass names its
         operands' layouts); default: every one. The default schedule passes a predicate of
-        :mod:`mlc_mlir.schedule.rules.conv` for its target. Where ``algorithm`` is set, a
+        :mod:`mlc_mlir.schedule.rules.conv_strategy` for its target. Where ``algorithm`` is set, a
         convolution with an ``mlc.conv_algorithm`` attribute (a tuned choice,
         :func:`chosen_algorithm`) is rewritten when the attribute is ``algorithm``, whatever
         ``select`` says.

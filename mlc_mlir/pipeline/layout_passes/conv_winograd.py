@@ -392,7 +392,7 @@ class ConvToWinograd(ScopedPass):
         ``(N, H, W, C)``, filter ``(3, 3, C, F)`` and output ``(N, OH, OW, F)`` shapes and the
         element dtype: the output tile ``m`` (2 or 4), or 0 to keep the convolution. Default:
         ``m = 4`` for every convolution of that form. The default schedule passes
-        :func:`mlc_mlir.schedule.rules.conv.winograd_tile` for its target. A convolution with
+        :func:`mlc_mlir.schedule.rules.conv_strategy.winograd_tile` for its target. A convolution with
         an ``mlc.conv_algorithm`` attribute (a tuned choice) takes its tile from it (2 or 4;
         any other value keeps the convolution), whatever ``select`` says.
     functions : sequence of str, optional

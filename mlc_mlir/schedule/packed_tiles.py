@@ -1,0 +1,120 @@
+"""Packed operand tiles (``cache_read``) in the transform script of
+:mod:`~mlc_mlir.schedule.transform_script`: each packed tile is a ``structured.pad`` with
+``nofold`` on the operand (a private copy of its tile), hoisted out of the loops inside its
+``compute_at`` loop (``structured.hoist_pad``, transposed where the register tile reads it
+across its rows) and vectorized one row at a time. ``em`` is the transform script's emitter
+(its loop handles, model, matching and cleanup). Source: BLIS/Goto packed panels; MLIR's
+``transform.structured.pad`` + ``hoist_pad`` (the IREE CPU codegen packing); TVM's
+``cache_read`` + ``compute_at``.
+"""
+
+from __future__ import annotations
+
+import math
+
+from .._mlir import ir, structured_transform_d, transform_d
+from ..ir.transform_values import any_op
+from .loop_nest import Block
+from .partial_tiles import peel_packing
+
+
+def emit_pad(em, blk: Block, op: ir.Value, idx: int, cid: int, pos: int) -> ir.Value:
+    """``structured.pad`` with ``nofold`` on operand ``idx`` of ``blk``'s op ``op`` (a packed copy
+    of its tile inside loop ``pos``, for the cache block ``cid``); records the pad for
+    :func:`emit_cache_reads` and returns the padded op."""
+    zeros = em.zeros(blk)
+    nofold = [1 if i == idx else 0 for i in range(len(zeros))]
+    # with partial tiles, only the dims of the packed operand are padded: its partial edge
+    # is zero-filled in the packed tile, and the other operands keep their partial tiles
+    # (no padded copy of A's rows per panel of B); the peeled loops make them full
+    # (an edge tile of C padded with them is written back into C where it came from)
+    partial = bool(blk.partial_dims())
+    dims = sorted(set(blk.info.operand_dims[idx])) if partial else range(len(blk.dims))
+    pad = structured_transform_d.PadOp(
+        op, padding_values=zeros, padding_dimensions=list(dims), nofold_flags=nofold,
+        copy_back_op="bufferization.materialize_in_destination" if partial else "none")
+    cache = em.model.cache_block(cid)
+    n = 0
+    if cache.compute_at is not None:
+        ca = blk.loop_index(cache.compute_at)
+        n = len({id(em.loop_handles[q.id]) for q in blk.loops[ca + 1:pos + 1]
+                 if q.id in em.loop_handles})
+    operand_pad = transform_d.GetProducerOfOperand(any_op(), pad.padded, idx).result
+    # the packed tile: the operand's extent along each of its dims inside loop `pos`
+    tile = [_prod(q.extent for q in blk.loops[pos + 1:] if q.dim == d)
+            for d in blk.info.operand_dims[idx]]
+    perm = _pack_transpose(blk, idx) if n else None
+    em.pads.append((blk.func, operand_pad, n, tile, perm, blk, pos, idx))
+    return pad.padded
+
+
+def emit_cache_reads(em) -> None:
+    """Hoist each packing out of the loops inside its compute_at loop (``hoist_pad``, after
+    merging slices and canonicalizing as it requires) and vectorize the packing copy."""
+    for func in sorted({p[0] for p in em.pads}):
+        em.cleanup(em.func(func))
+    for func, pad, n, tile, perm, blk, pos, idx in em.pads:
+        if n:
+            pad = structured_transform_d.HoistPadOp(any_op(), pad, n, transpose=perm).transformed
+        if perm is not None:
+            _transposed_pack(em, pad, blk, pos, tile)
+        pads = [pad]
+        if n and perm is None and set(blk.info.operand_dims[idx]) & set(blk.partial_dims()):
+            pads = peel_packing(pad)
+        for i, pad in enumerate(pads):
+            if len(tile) > 1:   # one row at a time, as vectorize_rows (a KC x NR panel at
+                # once unrolls into KC loads and stores: 10x the code and compile time)
+                rows = structured_transform_d.TileUsingForOp(pad, sizes=[1] * (len(tile) - 1) + [0])
+                pad = rows.tiled_linalg_op
+                if len(pads) > 1 and i == 0:   # a row of a full panel: a plain slice copy
+                    structured_transform_d.VectorizeOp(structured_transform_d.MatchOp(
+                        any_op(), rows.loops[0],
+                        ops=ir.ArrayAttr.get([ir.StringAttr.get("tensor.insert_slice")])).result)
+            structured_transform_d.VectorizeOp(pad, [1] * (len(tile) - 1) + tile[-1:])
+
+
+def _transposed_pack(em, hoisted: ir.Value, blk: Block, pos: int, tile: list) -> None:
+    """A panel packed transposed (``hoist_pad ... transpose by``) is written by a
+    ``linalg.transpose`` in the packing loop and read back through a ``linalg.transpose`` in
+    loop ``pos``. The packing transpose is tiled into square blocks and vectorized
+    (``vector.transpose``, lowered to shuffles); the read-back one is fused into the loops
+    inside ``pos`` down to the register tile and vectorized there, where it cancels against
+    the transposed read of the contraction (the tile reads one contiguous packed row)."""
+    packer = transform_d.GetConsumersOfResult(any_op(), hoisted, 0).result
+    back = structured_transform_d.MatchOp(
+        any_op(), em.loop_handles[blk.loops[pos].id],
+        ops=ir.ArrayAttr.get([ir.StringAttr.get("linalg.transpose")])).result
+    inner = []
+    for q in blk.loops[pos + 1:]:
+        h = em.loop_handles.get(q.id)
+        if h is not None and (not inner or inner[-1] is not h):
+            inner.append(h)
+    structured_transform_d.VectorizeOp(em.fuse_into(back, inner))
+    side = math.gcd(*tile, _TRANSPOSE_BLOCK)
+    tiled = structured_transform_d.TileUsingForOp(packer, sizes=[side] * len(tile)).tiled_linalg_op
+    structured_transform_d.VectorizeOp(tiled)
+
+
+#: Side of the square blocks a transposed packing copy is vectorized in: an 8 x 8 block of
+#: 32-bit elements is one ``vector.transpose`` of 8 registers on AVX2 (shuffles), half a
+#: register row on AVX-512; larger blocks unroll into spills. A code-shape choice.
+_TRANSPOSE_BLOCK = 8
+
+
+def _pack_transpose(blk: Block, idx: int):
+    """The permutation of a packed 2-d tile (``hoist_pad ... transpose by``) that puts the dim
+    of the block's innermost loop (the vectorized NR columns) last, so the register tile reads
+    the packed panel with unit stride: ``dense``'s B is ``(N, K)`` and its panels are packed as
+    ``(K, NR)``, as BLIS packs a transposed B. None when that dim is already last."""
+    dims = list(blk.info.operand_dims[idx])
+    inner = blk.loops[-1].dim if blk.loops else None
+    if len(dims) != 2 or inner not in dims or dims[-1] == inner:
+        return None
+    return [1, 0]
+
+
+def _prod(xs) -> int:
+    out = 1
+    for x in xs:
+        out *= x
+    return out
