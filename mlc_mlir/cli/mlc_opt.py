@@ -30,6 +30,7 @@ from ..pipeline.registry import available
 from ..target import get_target
 from ..schedule import Schedule, Trace
 from ..schedule.cpu_recipes import packed_b_panel
+from ..schedule.rules.attention import emit_flash_attention
 from ..schedule.transform_script import TransformScript, apply_transform_script
 
 
@@ -73,6 +74,9 @@ def _graph_pass(name: str, value) -> Callable[[Module], Module]:
         return cls(mapping)
     if name == "mlc-pack-matmul-weights":
         return cls(_panel_select(value))
+    if name == "mlc-fuse-attention":
+        # the fused kernel of the compiler's attention step for the host CPU, default knobs
+        return cls(partial(emit_flash_attention, target=get_target("cpu")))
     return cls()
 
 
