@@ -1,12 +1,16 @@
-"""The package's shape: layers (import-linter), no function-level imports, module sizes, and a
-wheel that carries its package data."""
+"""The package's shape: layers (import-linter), no function-level imports, module sizes, a
+wheel that carries its package data, and a lit test for every pass ``mlc-opt`` registers."""
 
 import ast
 import pathlib
+import re
 import shutil
 import subprocess
 
 import pytest
+
+from mlc_mlir.cli import mlc_opt  # noqa: F401  (importing it registers the layout and prepare passes)
+from mlc_mlir.graph import PASS_REGISTRY
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "mlc_mlir"
@@ -76,3 +80,24 @@ def test_package_data_links_point_at_the_sources():
         shipped = sorted(f.name for f in (PACKAGE / "_data" / name).glob(pattern))
         source = sorted(f.name for f in (ROOT / name).glob(pattern))
         assert shipped == source and source, (name, shipped, source)
+
+
+def _lit_run_lines():
+    """The ``RUN:`` lines of the lit suite (test/lit), all files together."""
+    lines = []
+    for p in sorted((ROOT / "test" / "lit").rglob("*")):
+        if p.suffix in (".mlir", ".py") and "Inputs" not in p.parts and p.name != "lit.cfg.py":
+            lines += [ln for ln in p.read_text().splitlines() if "RUN:" in ln]
+    return lines
+
+
+def test_every_registered_pass_has_a_lit_test():
+    """Every pass ``mlc-opt`` offers (``graph.PASS_REGISTRY``, filled by importing the pass
+    modules, as ``mlc-opt`` does) runs in a RUN line of a lit FileCheck test, as upstream MLIR
+    tests each of its passes."""
+    # the registry holds the passes of all three modules (an empty one would pass vacuously)
+    assert {"mlc-dce", "mlc-conv-to-nhwc", "mlc-prefetch-rows"} <= set(PASS_REGISTRY)
+    runs = _lit_run_lines()
+    missing = sorted(name for name in PASS_REGISTRY
+                     if not any(re.search(rf"--{re.escape(name)}(?![\w-])", ln) for ln in runs))
+    assert not missing, f"registered passes without a lit test (a RUN line with --NAME): {missing}"
