@@ -42,10 +42,10 @@ from ..._mlir import ir, linalg_d
 from ...ir import emitters
 from ...ir.module import OP_NAME_ATTR
 from ...graph.emit_rewrites import emit_transpose, named_fill, reshape
-from ...graph.linalg_attrs import int_list, tensor_shape
+from ...graph.linalg_attrs import tensor_shape
 from ...graph.use_def import producer
 from .conv_nhwc import move_epilogues_to_nhwc, padded_nhwc
-from .conv_select import ConvRewrite, conv_signature
+from .conv_select import ConvRewrite, conv_signature, conv_window
 from ...graph.pass_manager import register_pass
 
 _TO_HWCF = [2, 3, 1, 0]
@@ -85,8 +85,7 @@ def _rewrite(op: ir.Operation) -> None:
     n, g, _, hp, wp = tensor_shape(x)
     _, _, _, kh, kw = tensor_shape(w)
     _, _, _, oh, ow = tensor_shape(init)
-    *_, dtype = conv_signature(op)
-    nm = ir.StringAttr(op.attributes[OP_NAME_ATTR]).value
+    strides, dilations, dtype, nm = conv_window(op)
     fill = named_fill(init)
     collapse = _collapse_user(op)
     with ir.InsertionPoint(op):
@@ -101,8 +100,7 @@ def _rewrite(op: ir.Operation) -> None:
         else:
             it = emit_transpose(reshape(init, [[0], [1, 2], [3], [4]], (n, g, oh, ow), f"{nm}.init_4d"),
                                 [0, 2, 3, 1], f"{nm}.out_nhwc")
-        conv = linalg_d.depthwise_conv_2d_nhwc_hwc(xt, wt, outs=[it], strides=int_list(op.attributes["strides"]),
-                                                   dilations=int_list(op.attributes["dilations"]))
+        conv = linalg_d.depthwise_conv_2d_nhwc_hwc(xt, wt, outs=[it], strides=strides, dilations=dilations)
         emitters.set_name(conv.owner, nm)
     if collapse is not None:
         move_epilogues_to_nhwc(collapse, conv, nm, dtype)

@@ -35,12 +35,11 @@ as a batch over groups).
 from __future__ import annotations
 
 from ..._mlir import ir, linalg_d
-from ...ir import dtypes, emitters
-from ...ir.module import OP_NAME_ATTR
+from ...ir import emitters
 from ...graph.emit_rewrites import emit_transpose, named_fill, replace_contraction, reshape, reshaped_accumulator
-from ...graph.linalg_attrs import int_list, tensor_shape
+from ...graph.linalg_attrs import tensor_shape
 from ...graph.pass_manager import register_pass
-from .conv_select import ConvRewrite
+from .conv_select import ConvRewrite, conv_window
 
 _NGF_TO_GFN, _GFN_TO_NGF = [1, 2, 0, 3, 4], [2, 0, 1, 3, 4]
 
@@ -71,9 +70,7 @@ def _rewrite(op: ir.Operation) -> None:
     n, g, c, _, _ = tensor_shape(x)
     _, f, _, kh, kw = tensor_shape(w)
     _, _, _, oh, ow = tensor_shape(init)
-    strides, dilations = int_list(op.attributes["strides"]), int_list(op.attributes["dilations"])
-    dtype = dtypes.from_ir_type(ir.RankedTensorType(x.type).element_type)
-    nm = ir.StringAttr(op.attributes[OP_NAME_ATTR]).value
+    strides, dilations, dtype, nm = conv_window(op)
     k, p = c * kh * kw, n * oh * ow
     with ir.InsertionPoint(op):
         if _is_view(n, tensor_shape(x), (kh, kw), tensor_shape(init), strides):

@@ -46,13 +46,13 @@ from __future__ import annotations
 from typing import Optional, Sequence
 
 from ..._mlir import ir, linalg_d
-from ...ir import dtypes, emitters
-from ...ir.module import CONV_IM2COL, OP_NAME_ATTR, Module
+from ...ir import emitters
+from ...ir.module import CONV_IM2COL, Module
 from ...graph.emit_rewrites import replace_contraction, reshape, reshaped_accumulator
-from ...graph.linalg_attrs import int_list, tensor_shape
+from ...graph.linalg_attrs import tensor_shape
 from ...graph.pass_manager import register_pass
 from ...graph.use_def import named_ops
-from .conv_select import ConvRewrite, ConvSelect, conv_signature
+from .conv_select import ConvRewrite, ConvSelect, conv_signature, conv_window
 
 def is_pointwise(x_shape, window, out_shape, strides) -> bool:
     """Whether an NHWC convolution with input ``(N, H, W, C)``, window ``(KH, KW)``, output
@@ -61,13 +61,6 @@ def is_pointwise(x_shape, window, out_shape, strides) -> bool:
     reads ``x`` collapsed to ``(N * H * W, C)``, a view, instead of a copy of it."""
     return tuple(window) == (1, 1) and tuple(strides) == (1, 1) and \
         tuple(x_shape[1:3]) == tuple(out_shape[1:3])
-
-
-def _window(op: ir.Operation):
-    """``((sh, sw), (dh, dw), dtype name, op name)`` of a convolution op."""
-    dtype = dtypes.from_ir_type(ir.RankedTensorType(op.operands[0].type).element_type)
-    return (int_list(op.attributes["strides"]), int_list(op.attributes["dilations"]), dtype,
-            ir.StringAttr(op.attributes[OP_NAME_ATTR]).value)
 
 
 def _patches(x, shape, x_dims, nm: str, dtype: str) -> ir.Value:
@@ -86,7 +79,7 @@ def _rewrite_nchw(op: ir.Operation) -> None:
     n, c, _, _ = tensor_shape(x)
     f, _, kh, kw = tensor_shape(w)
     _, _, oh, ow = tensor_shape(init)
-    (sh, sw), (dh, dw), dtype, nm = _window(op)
+    (sh, sw), (dh, dw), dtype, nm = conv_window(op)
     k, p = c * kh * kw, n * oh * ow
     with ir.InsertionPoint(op):
         # dims c, kh, kw, n, oh, ow
@@ -106,7 +99,7 @@ def _rewrite(op: ir.Operation) -> None:
     n, _, _, c = tensor_shape(x)
     kh, kw, _, f = tensor_shape(w)
     _, oh, ow, _ = tensor_shape(init)
-    (sh, sw), (dh, dw), dtype, nm = _window(op)
+    (sh, sw), (dh, dw), dtype, nm = conv_window(op)
     m, k = n * oh * ow, kh * kw * c
     with ir.InsertionPoint(op):
         if is_pointwise(tensor_shape(x), (kh, kw), tensor_shape(init), (sh, sw)):

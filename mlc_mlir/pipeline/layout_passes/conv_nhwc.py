@@ -44,9 +44,9 @@ from ..._mlir import ir, linalg_d, tensor_d
 from ...ir import emitters
 from ...ir.module import OP_NAME_ATTR
 from ...graph.emit_rewrites import constant_pad_value, emit_transpose, has_constant_pad_value
-from ...graph.linalg_attrs import int_list, is_projected_map, rename_dims, tensor_shape
+from ...graph.linalg_attrs import is_projected_map, rename_dims, tensor_shape
 from ...graph.pass_manager import register_pass
-from .conv_select import ConvRewrite, conv_signature
+from .conv_select import ConvRewrite, conv_window
 
 _TO_NHWC, _TO_HWCF, _TO_NCHW = [0, 2, 3, 1], [2, 3, 1, 0], [0, 3, 1, 2]
 
@@ -178,8 +178,7 @@ class ConvToNHWC(ConvRewrite):
 
     def rewrite(self, op: ir.Operation) -> None:
         x, w, init = op.operands[0], op.operands[1], op.operands[2]
-        dtype = conv_signature(op)[3]
-        nm = ir.StringAttr(op.attributes[OP_NAME_ATTR]).value
+        strides, dilations, dtype, nm = conv_window(op)
         fill = init.owner if not isinstance(init.owner, ir.Block) else None
         is_fill = fill is not None and fill.name == "linalg.fill" and OP_NAME_ATTR in fill.attributes \
             and len(list(fill.results[0].uses)) == 1
@@ -193,8 +192,7 @@ class ConvToNHWC(ConvRewrite):
                 emitters.set_name(it.owner, ir.StringAttr(fill.attributes[OP_NAME_ATTR]).value)
             else:
                 it = emit_transpose(init, _TO_NHWC, f"{nm}.out_nhwc")
-            conv = linalg_d.conv_2d_nhwc_hwcf(xt, wt, outs=[it], strides=int_list(op.attributes["strides"]),
-                                              dilations=int_list(op.attributes["dilations"]))
+            conv = linalg_d.conv_2d_nhwc_hwcf(xt, wt, outs=[it], strides=strides, dilations=dilations)
             emitters.set_name(conv.owner, nm)
         move_epilogues_to_nhwc(op, conv, nm, dtype)
         op.erase()

@@ -1,19 +1,20 @@
 """What the conv rewrites of the layout stage read from a convolution: its shapes and element
-dtype (:func:`conv_signature`, the arguments of a :data:`ConvSelect` callback) and the algorithm
-a tuning record chose for it (:func:`chosen_algorithm`); and :class:`ConvRewrite`, the pass
-that applies a rewrite to the convolutions they select.
+dtype (:func:`conv_signature`, the arguments of a :data:`ConvSelect` callback), its window and
+name (:func:`conv_window`) and the algorithm a tuning record chose for it
+(:func:`chosen_algorithm`); and :class:`ConvRewrite`, the pass that applies a rewrite to the
+convolutions they select.
 """
 
 from __future__ import annotations
 
-from typing import Callable, Optional, Tuple
+from typing import Callable, List, NamedTuple, Optional, Tuple
 
 from ..._mlir import ir
-from ...graph.linalg_attrs import tensor_shape
+from ...graph.linalg_attrs import int_list, tensor_shape
 from ...ir import dtypes
 from ...graph.pass_manager import ScopedPass
 from ...graph.use_def import named_ops
-from ...ir.module import CONV_ALGORITHM_ATTR, Module
+from ...ir.module import CONV_ALGORITHM_ATTR, OP_NAME_ATTR, Module
 
 
 #: ``select(x_shape, w_shape, out_shape, dtype) -> bool``: which convolutions a conv rewrite
@@ -27,6 +28,26 @@ def conv_signature(op) -> Tuple[Tuple[int, ...], Tuple[int, ...], Tuple[int, ...
     callbacks are given."""
     dtype = dtypes.from_ir_type(ir.RankedTensorType(op.operands[0].type).element_type)
     return tensor_shape(op.operands[0]), tensor_shape(op.operands[1]), tensor_shape(op.operands[2]), dtype
+
+
+class ConvWindow(NamedTuple):
+    """The window of a ``linalg.conv_2d_*`` op and what its rewrite names its ops after:
+    ``strides`` and ``dilations`` (``[sh, sw]``, ``[dh, dw]``: its ``strides`` and
+    ``dilations`` attributes), the element ``dtype`` name of its input and its ``name`` (the
+    ``mlc.name`` attribute, the prefix of the names of the ops a rewrite emits for it)."""
+
+    strides: List[int]
+    dilations: List[int]
+    dtype: str
+    name: str
+
+
+def conv_window(op) -> ConvWindow:
+    """The :class:`ConvWindow` of a named ``linalg.conv_2d_*`` op (one the graph builder or a
+    conv rewrite made: with ``strides``, ``dilations`` and ``mlc.name`` attributes)."""
+    dtype = dtypes.from_ir_type(ir.RankedTensorType(op.operands[0].type).element_type)
+    return ConvWindow(int_list(op.attributes["strides"]), int_list(op.attributes["dilations"]), dtype,
+                      ir.StringAttr(op.attributes[OP_NAME_ATTR]).value)
 
 
 def chosen_algorithm(op) -> Optional[int]:

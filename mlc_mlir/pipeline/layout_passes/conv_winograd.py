@@ -67,7 +67,7 @@ from ...ir.module import OP_NAME_ATTR, Module
 from ...graph.emit_rewrites import named_fill, replace_contraction, reshape
 from ...graph.linalg_attrs import int_list, is_projected_map, static_slice, tensor_shape
 from ...graph.use_def import clone_ops, named_ops, producer
-from .conv_select import chosen_algorithm, conv_signature
+from .conv_select import chosen_algorithm, conv_signature, conv_window
 from ...graph.pass_manager import ScopedPass, register_pass
 
 #: ``select(x_shape, w_shape, out_shape, dtype) -> m``: the output tile (2 or 4) for an NHWC
@@ -269,8 +269,7 @@ def _rewrite(mod: Module, op: ir.Operation, m: int) -> None:
     x, w, init = op.operands[0], op.operands[1], op.operands[2]
     n, _, _, c = tensor_shape(x)
     _, oh, ow, f = tensor_shape(init)
-    dtype = dtypes.from_ir_type(ir.RankedTensorType(x.type).element_type)
-    nm = ir.StringAttr(op.attributes[OP_NAME_ATTR]).value
+    *_, dtype, nm = conv_window(op)
     bt, g, at = WINOGRAD_MATRICES[m]
     alpha = m + 2
     th, tw = -(-oh // m), -(-ow // m)

@@ -31,7 +31,6 @@ from .common import categorical
 from .conv import nhwc_register_tile
 
 
-
 def prefers_nhwc(target: Target, x_shape: Sequence[int], w_shape: Sequence[int],
                  out_shape: Sequence[int], dtype: str) -> bool:
     """Whether an NCHW convolution (input ``(N, C, H, W)``, filter ``(F, C, KH, KW)``, output
