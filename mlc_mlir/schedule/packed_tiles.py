@@ -41,7 +41,7 @@ def emit_pad(em, blk: Block, op: ir.Value, idx: int, cid: int, pos: int) -> ir.V
                  if q.id in em.loop_handles})
     operand_pad = transform_d.GetProducerOfOperand(any_op(), pad.padded, idx).result
     # the packed tile: the operand's extent along each of its dims inside loop `pos`
-    tile = [_prod(q.extent for q in blk.loops[pos + 1:] if q.dim == d)
+    tile = [math.prod(q.extent for q in blk.loops[pos + 1:] if q.dim == d)
             for d in blk.info.operand_dims[idx]]
     perm = _pack_transpose(blk, idx) if n else None
     em.pads.append((blk.func, operand_pad, n, tile, perm, blk, pos, idx))
@@ -111,10 +111,3 @@ def _pack_transpose(blk: Block, idx: int):
     if len(dims) != 2 or inner not in dims or dims[-1] == inner:
         return None
     return [1, 0]
-
-
-def _prod(xs) -> int:
-    out = 1
-    for x in xs:
-        out *= x
-    return out
