@@ -40,8 +40,9 @@ module gets default schedules or a tuning database's (``schedule="default"`` or 
    :func:`~mlc_mlir.schedule.rules.conv_strategy.prefers_grouped_gemm` picks become a per-group im2col
    (a view for a pointwise one of one image) + ``linalg.batch_matmul`` over the groups
    (``layout_passes.GroupedConvToBatchMatmul``);
-7. ``pack-weights``   -- matmuls on a constant B that feed no elementwise op get B packed into
-   the panels of their register tile (``layout_passes.PackMatmulWeights``,
+7. ``pack-weights``   -- matmuls on a constant B that feed no elementwise op (or convolution
+   GEMMs whose epilogue moves onto the packed shape) get B packed into the panels of their
+   register tile (``layout_passes.PackMatmulWeights``,
    :func:`~mlc_mlir.schedule.cpu_recipes.packed_b_panel`: a ``linalg.mmt4d``);
 8. ``fold-constants`` -- the packed weights and the remaining constant filter transposes become
    constants;
