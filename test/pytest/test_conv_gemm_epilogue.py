@@ -13,7 +13,7 @@ import mlc_mlir as mlc
 from mlc_mlir import ops
 from mlc_mlir._mlir import ir
 from mlc_mlir.ir.walk import function_body_ops
-from mlc_mlir.schedule.rules.conv import prefers_im2col
+from mlc_mlir.schedule.rules.conv_strategy import prefers_im2col
 from mlc_mlir.target import host_target
 
 torch = pytest.importorskip("torch")
