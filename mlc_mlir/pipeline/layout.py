@@ -40,16 +40,20 @@ module gets default schedules or a tuning database's (``schedule="default"`` or 
    :func:`~mlc_mlir.schedule.rules.conv.prefers_grouped_gemm` picks become a per-group im2col
    (a view for a pointwise one of one image) + ``linalg.batch_matmul`` over the groups
    (``layout_passes.GroupedConvToBatchMatmul``);
-7. ``pack-weights``   -- matmuls on a constant B that feed no elementwise op get B packed into
+7. ``merge-projections`` -- matmuls of static M that read one input with constant weights
+   (Llama's q/k/v projections, its gate and up projections) become one matmul over the
+   weights concatenated along N, sliced after (``layout_passes.MergeProjections``): a decode
+   step streams them in one GEMV, one fork/join instead of one per projection;
+8. ``pack-weights``   -- matmuls on a constant B that feed no elementwise op get B packed into
    the panels of their register tile (``layout_passes.PackMatmulWeights``,
    :func:`~mlc_mlir.schedule.cpu_recipes.packed_b_panel`: a ``linalg.mmt4d``);
-8. ``fold-constants`` -- the packed weights and the remaining constant filter transposes become
+9. ``fold-constants`` -- the packed weights and the remaining constant filter transposes become
    constants;
-9. ``specialize-rows`` -- a matmul of dynamic M gets an ``M == 1`` version (a GEMV) chosen at
+10. ``specialize-rows`` -- a matmul of dynamic M gets an ``M == 1`` version (a GEMV) chosen at
    run time by ``scf.if`` (``layout_passes.SpecializeUnitRows``, as Relax dispatches on symbolic
    sizes).
 
-Constant evaluation (steps 3 and 8) is ``graph.FoldConstant`` restricted to the data-movement
+Constant evaluation (steps 3 and 9) is ``graph.FoldConstant`` restricted to the data-movement
 ops numpy evaluates (:data:`~mlc_mlir.graph.constant_eval.NUMPY_OPS`): no constant subgraph is
 compiled, the compiler never calls itself. Source: TVM Relay ``AlterOpLayout`` /
 ``ConvertLayout`` before ``FoldConstant``; Triton's named stages.
@@ -85,6 +89,7 @@ from .layout_passes.conv_im2col import ConvToIm2col
 from .layout_passes.conv_nhwc import ConvToNHWC
 from .layout_passes.conv_winograd import ConvToWinograd, winograd_applies
 from .layout_passes.fuse_attention import FuseAttention
+from .layout_passes.merge_projections import MergeProjections
 from .layout_passes.pack_matmul import PackMatmulWeights
 from .layout_passes.pool_nhwc import PoolToNHWC
 from .layout_passes.specialize_rows import SpecializeUnitRows
@@ -267,6 +272,13 @@ def grouped_to_gemm(module: Module, target: Target, functions: List[str], option
     return GroupedConvToBatchMatmul(partial(prefers_grouped_gemm, target), functions)(module)
 
 
+def merge_projections(module: Module, target: Target, functions: List[str], options: CompileOptions) -> Module:
+    """Step ``merge-projections`` (see the module docstring)."""
+    if not has_op(module, "linalg.matmul"):
+        return module
+    return MergeProjections(functions=functions)(module)
+
+
 def pack_weights(module: Module, target: Target, functions: List[str], options: CompileOptions) -> Module:
     """Step ``pack-weights`` (see the module docstring)."""
     if not has_op(module, "linalg.matmul"):
@@ -297,6 +309,7 @@ LAYOUT_STEPS: Tuple[Tuple[str, LayoutStep], ...] = (
     ("winograd", to_winograd),
     ("im2col", to_im2col),
     ("grouped", grouped_to_gemm),
+    ("merge-projections", merge_projections),
     ("pack-weights", pack_weights),
     ("fold-constants", fold_constants),
     ("specialize-rows", specialize_rows),
