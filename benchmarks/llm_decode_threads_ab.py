@@ -4,7 +4,11 @@ ops in the lowered IR: one fork/join and one barrier each per call), the share o
 anonymous memory in transparent huge pages, and the CPU each thread last ran on.
 
 Variants (``--variants``): ``main`` (the default compile), ``nomerge`` (the same step with
-:class:`~mlc_mlir.graph.merge_projections.MergeProjections` off: one GEMV per projection).
+:class:`~mlc_mlir.pipeline.layout_passes.MergeProjections` off: one GEMV per projection),
+``t1`` (the default compile on one thread); a suffix ``:btN`` runs the variant with libomp's
+blocktime set to ``N`` ms (``kmp_set_blocktime`` before each of its rounds: how long a thread
+that waits at a barrier or for the next region spins before it sleeps; libomp's default is 200).
+Variants with the same compile share one compiled step.
 Each round runs ``--tokens`` decode steps of every variant in turn (context 128); tokens/s per
 round, the min-max spread and the best per variant are printed. Use on a loaded host: the
 ratio of the variants within one process is what it measures, and the spread of one variant
@@ -51,11 +55,13 @@ def compile_step(hf, max_len: int, threads: int, variant: str):
     return exe["main"], regions_per_call(exe._keepalive[1], "main")
 
 
-def regions_per_call(lowered, entry: str) -> int:
-    """``omp.parallel`` regions one call of ``entry`` runs in the lowered (LLVM dialect) module:
-    each function's own regions plus those of the functions it calls, once per call site (the
-    units shared between layers are one function called once per layer; a call inside a loop
-    counts once, which the decode step's straight-line body does not have)."""
+def regions_per_call(lowered, entry: str):
+    """``(regions, by_function)``: the ``omp.parallel`` regions one call of ``entry`` runs in
+    the lowered (LLVM dialect) module (each function's own regions plus those of the functions
+    it calls, once per call site: the units shared between layers are one function called once
+    per layer; the decode step's body has no loop around a call), and ``{function: regions it
+    runs itself in one call of entry}``."""
+    from collections import Counter
     from mlc_mlir.ir.walk import find_ops
     funcs = {}
     with lowered.context:
@@ -64,25 +70,33 @@ def regions_per_call(lowered, entry: str) -> int:
             funcs[name] = (len(find_ops(f, "omp.parallel")),
                            [str(c.attributes["callee"]).lstrip("@") for c in find_ops(f, "llvm.call")
                             if "callee" in c.attributes])
-    memo = {}
+    by_function: Counter = Counter()
 
-    def count(name):
-        if name not in memo:
-            own, callees = funcs.get(name, (0, []))
-            memo[name] = own + sum(count(c) for c in callees if c in funcs and c != name)
-        return memo[name]
-    return count(entry)
+    def visit(name):
+        own, callees = funcs.get(name, (0, []))
+        by_function[name] += own
+        for c in callees:
+            if c in funcs and c != name:
+                visit(c)
+    visit(entry)
+    by_function = Counter({k: v for k, v in by_function.items() if v})
+    return sum(by_function.values()), by_function
 
 
-def huge_page_share() -> str:
-    """AnonHugePages / anonymous RSS of this process (``/proc/self/smaps_rollup``)."""
-    vals = {}
-    with open("/proc/self/smaps_rollup") as f:
-        for line in f:
-            k, _, rest = line.partition(":")
-            if k in ("Anonymous", "AnonHugePages"):
-                vals[k] = int(rest.split()[0]) >> 10
-    return f"{vals.get('AnonHugePages', 0)} of {vals.get('Anonymous', 0)} MB anonymous in huge pages"
+def huge_page_eligible(step) -> str:
+    """Of the weights the step links (``link_weights``), the bytes that lie in whole aligned
+    huge pages (what ``advise_huge_pages`` can collapse): a buffer's unaligned head and tail
+    stay in 4 KiB pages, so a 2.4 MB weight gets 0 or 1 huge page depending on its address."""
+    from mlc_mlir.runtime.huge_pages import huge_page_bytes
+    page = huge_page_bytes() or (2 << 20)
+    ws = getattr(step._invoke, "_weights", [])
+    total = sum(w.nbytes for w in ws)
+    inside = 0
+    for w in ws:
+        lo = -(-w.ctypes.data // page) * page
+        hi = (w.ctypes.data + w.nbytes) // page * page
+        inside += max(0, hi - lo)
+    return f"{inside >> 20} of {total >> 20} MB of {len(ws)} linked weights in whole huge pages"
 
 
 def thread_cpus() -> str:
@@ -109,12 +123,23 @@ def main() -> int:
     from mlc_mlir.target import describe, host_target
     hf = build_model(args.model)
     ctx, max_len = 128, 128 + args.tokens + 1
-    steps = {}
+    import ctypes
+    from mlc_mlir.pipeline.libraries import libomp_path
+    omp = ctypes.CDLL(libomp_path())
+    default_bt = omp.kmp_get_blocktime()
+    steps, compiled, blocktime = {}, {}, {}
     for name in args.variants.split(","):
-        t = time.perf_counter()
-        steps[name], par = compile_step(hf, max_len, args.threads, name)
-        print(f"# {name}: compiled in {time.perf_counter() - t:.0f} s; {par} omp.parallel "
-              "regions (fork/join + barrier) per decode step", flush=True)
+        base, _, bt = name.partition(":bt")
+        blocktime[name] = int(bt) if bt else default_bt
+        if base not in compiled:
+            t = time.perf_counter()
+            threads = 1 if base == "t1" else args.threads
+            compiled[base], (par, by_function) = compile_step(hf, max_len, threads, base)
+            print(f"# {base}: compiled in {time.perf_counter() - t:.0f} s for {threads} thread(s); {par} "
+                  "omp.parallel regions (fork/join + barrier) per decode step: "
+                  + ", ".join(f"{f} x{n}" for f, n in by_function.most_common()), flush=True)
+            print(f"# {base}: {huge_page_eligible(compiled[base])}", flush=True)
+        steps[name] = compiled[base]
     caches = {n: [np.zeros(s, np.float32) for s in cache_shapes(hf, max_len)] for n in steps}
     out = {n: step(np.array([[1]], np.int64), np.array(0, np.int64), *caches[n]).reshape(-1)
            for n, step in steps.items()}
@@ -125,12 +150,14 @@ def main() -> int:
     tps = {n: [] for n in steps}
     for r in range(args.rounds):
         for n, step in steps.items():
+            omp.kmp_set_blocktime(blocktime[n])
             t = time.perf_counter()
             for i in range(args.tokens):
                 step(np.array([[i % 1000]], np.int64), np.array(ctx + i, np.int64), *caches[n])
             tps[n].append(args.tokens / (time.perf_counter() - t))
             print(f"round {r} {n:10s} {tps[n][-1]:7.1f} t/s  load {os.getloadavg()[0]:.1f}", flush=True)
-    print(f"# {huge_page_share()}; threads {thread_cpus()}")
+    omp.kmp_set_blocktime(default_bt)
+    print(f"# {huge_page_share()}; threads {thread_cpus()}; libomp blocktime default {default_bt} ms")
     print(f"CPU: {describe(host_target())}; threads {args.threads}; {args.model} decode at context {ctx}")
     for n, v in tps.items():
         print(f"{n:10s} best {max(v):7.1f} median {float(np.median(v)):7.1f} spread {min(v):.1f}-{max(v):.1f} t/s")

@@ -61,6 +61,7 @@ compiled, the compiler never calls itself. Source: TVM Relay ``AlterOpLayout`` /
 
 from __future__ import annotations
 
+import dataclasses
 from functools import partial
 from typing import Callable, List, Optional, Tuple
 
@@ -75,8 +76,8 @@ from .layout_passes.conv_select import chosen_algorithm, conv_signature
 from ..ir.module import CONV_ALGORITHM_ATTR, OP_NAME_ATTR, Module
 from ..ir.walk import has_op
 from ..schedule.cpu_recipes import packed_b_panel
-from ..schedule.rules.attention import (AttentionKnobs, attention_key, decided_knobs, emit_flash_attention,
-                                        knob_candidates)
+from ..schedule.rules.attention import (AttentionKnobs, attention_key, decided_knobs, default_knobs,
+                                        emit_flash_attention, knob_candidates)
 from ..schedule.rules.depthwise import prefers_depthwise_nhwc
 from ..schedule.rules.pooling import prefers_pool_nhwc
 from ..schedule.rules.conv import (conv_algorithms, decided_algorithm, prefers_grouped_gemm, prefers_im2col,
@@ -135,9 +136,14 @@ def recorded_attention_knobs(database, target: Target, q_type, k_type, v_type,
     return knobs if knobs in knob_candidates(target, q_type.shape[3]) else None
 
 
-def _attention_kernel(target: Target, database, module_body, name, q_type, k_type, v_type, bias_type, scale):
-    """The ``FuseAttention`` kernel: the fused function with the database's knobs, if any."""
+def _attention_kernel(target: Target, database, threads: Optional[int], module_body, name, q_type, k_type,
+                      v_type, bias_type, scale):
+    """The ``FuseAttention`` kernel: the fused function with the database's knobs, if any, else
+    the default knobs with rows on at most the compile's ``threads`` (serial loops on one
+    thread: no OpenMP region that would fork a team of one)."""
     knobs = recorded_attention_knobs(database, target, q_type, k_type, v_type, bias_type)
+    if knobs is None and threads is not None and threads < target.cores:
+        knobs = dataclasses.replace(default_knobs(target, q_type.shape[3]), threads=threads)
     return emit_flash_attention(module_body, name, q_type, k_type, v_type, bias_type, scale, target, knobs)
 
 
@@ -147,7 +153,7 @@ def fuse_attention(module: Module, target: Target, functions: List[str], options
     knobs (:func:`recorded_attention_knobs`)."""
     if not has_op(module, "linalg.batch_matmul"):
         return module
-    fused = FuseAttention(partial(_attention_kernel, target, options.database), functions)(module)
+    fused = FuseAttention(partial(_attention_kernel, target, options.database, options.threads), functions)(module)
     added = len(fused.function_names()) > len(module.function_names())
     return DeadCodeElimination()(fused) if added else fused
 
