@@ -6,8 +6,11 @@ anonymous memory in transparent huge pages, and the CPU each thread last ran on.
 Variants (``--variants``): ``main`` (the default compile), ``nomerge`` (the same step with
 :class:`~mlc_mlir.pipeline.layout_passes.MergeProjections` off: one GEMV per projection),
 ``t1`` (the default compile on one thread); a suffix ``:btN`` runs the variant with libomp's
-blocktime set to ``N`` ms (``kmp_set_blocktime`` before each of its rounds: how long a thread
-that waits at a barrier or for the next region spins before it sleeps; libomp's default is 200).
+blocktime set to ``N`` (``kmp_set_blocktime`` before each of its rounds: how long a thread
+that waits at a barrier or for the next region spins before it sleeps; libomp's default is 200
+ms). ``N`` is in libomp's blocktime unit: ms, or us when the process starts with
+``KMP_BLOCKTIME=<n>us`` (libomp >= 18), e.g. ``KMP_BLOCKTIME=200000us`` (the default in us)
+with ``--variants main,main:bt0,main:bt100`` compares 200 ms, 0 and 100 us in one process.
 Variants with the same compile share one compiled step.
 Each round runs ``--tokens`` decode steps of every variant in turn (context 128); tokens/s per
 round, the min-max spread and the best per variant are printed. Use on a loaded host: the
@@ -81,6 +84,17 @@ def regions_per_call(lowered, entry: str):
     visit(entry)
     by_function = Counter({k: v for k, v in by_function.items() if v})
     return sum(by_function.values()), by_function
+
+
+def huge_page_share() -> str:
+    """AnonHugePages / anonymous RSS of this process (``/proc/self/smaps_rollup``)."""
+    vals = {}
+    with open("/proc/self/smaps_rollup") as f:
+        for line in f:
+            k, _, rest = line.partition(":")
+            if k in ("Anonymous", "AnonHugePages"):
+                vals[k] = int(rest.split()[0]) >> 10
+    return f"{vals.get('AnonHugePages', 0)} of {vals.get('Anonymous', 0)} MB anonymous in huge pages"
 
 
 def huge_page_eligible(step) -> str:
@@ -157,7 +171,7 @@ def main() -> int:
             tps[n].append(args.tokens / (time.perf_counter() - t))
             print(f"round {r} {n:10s} {tps[n][-1]:7.1f} t/s  load {os.getloadavg()[0]:.1f}", flush=True)
     omp.kmp_set_blocktime(default_bt)
-    print(f"# {huge_page_share()}; threads {thread_cpus()}; libomp blocktime default {default_bt} ms")
+    print(f"# {huge_page_share()}; threads {thread_cpus()}; libomp blocktime default {default_bt}")
     print(f"CPU: {describe(host_target())}; threads {args.threads}; {args.model} decode at context {ctx}")
     for n, v in tps.items():
         print(f"{n:10s} best {max(v):7.1f} median {float(np.median(v)):7.1f} spread {min(v):.1f}-{max(v):.1f} t/s")
