@@ -11,6 +11,8 @@ that waits at a barrier or for the next region spins before it sleeps; libomp's 
 ms). ``N`` is in libomp's blocktime unit: ms, or us when the process starts with
 ``KMP_BLOCKTIME=<n>us`` (libomp >= 18), e.g. ``KMP_BLOCKTIME=200000us`` (the default in us)
 with ``--variants main,main:bt0,main:bt100`` compares 200 ms, 0 and 100 us in one process.
+A suffix ``:policy`` runs the variant's steps through :class:`mlc_mlir.llm.wait_policy.WaitPolicy`
+(as ``CausalLM.decode`` does), one policy per variant kept across its rounds.
 Variants with the same compile share one compiled step.
 Each round runs ``--tokens`` decode steps of every variant in turn (context 128); tokens/s per
 round, the min-max spread and the best per variant are printed. Use on a loaded host: the
@@ -143,7 +145,7 @@ def main() -> int:
     default_bt = omp.kmp_get_blocktime()
     steps, compiled, blocktime = {}, {}, {}
     for name in args.variants.split(","):
-        base, _, bt = name.partition(":bt")
+        base, _, bt = name.replace(":policy", "").partition(":bt")
         blocktime[name] = int(bt) if bt else default_bt
         if base not in compiled:
             t = time.perf_counter()
@@ -154,6 +156,8 @@ def main() -> int:
                   + ", ".join(f"{f} x{n}" for f, n in by_function.most_common()), flush=True)
             print(f"# {base}: {huge_page_eligible(compiled[base])}", flush=True)
         steps[name] = compiled[base]
+    from mlc_mlir.llm.wait_policy import WaitPolicy
+    policies = {n: WaitPolicy(1 if n.startswith("t1") else args.threads) for n in steps if n.endswith(":policy")}
     caches = {n: [np.zeros(s, np.float32) for s in cache_shapes(hf, max_len)] for n in steps}
     out = {n: step(np.array([[1]], np.int64), np.array(0, np.int64), *caches[n]).reshape(-1)
            for n, step in steps.items()}
@@ -166,15 +170,17 @@ def main() -> int:
         for n, step in steps.items():
             omp.kmp_set_blocktime(blocktime[n])
             t = time.perf_counter()
+            run = policies[n].run if n in policies else (lambda f, *a: f(*a))
             for i in range(args.tokens):
-                step(np.array([[i % 1000]], np.int64), np.array(ctx + i, np.int64), *caches[n])
+                run(step, np.array([[i % 1000]], np.int64), np.array(ctx + i, np.int64), *caches[n])
             tps[n].append(args.tokens / (time.perf_counter() - t))
             print(f"round {r} {n:10s} {tps[n][-1]:7.1f} t/s  load {os.getloadavg()[0]:.1f}", flush=True)
     omp.kmp_set_blocktime(default_bt)
     print(f"# {huge_page_share()}; threads {thread_cpus()}; libomp blocktime default {default_bt}")
     print(f"CPU: {describe(host_target())}; threads {args.threads}; {args.model} decode at context {ctx}")
     for n, v in tps.items():
-        print(f"{n:10s} best {max(v):7.1f} median {float(np.median(v)):7.1f} spread {min(v):.1f}-{max(v):.1f} t/s")
+        chosen = f" (policy chose blocktime {policies[n].chosen})" if n in policies else ""
+        print(f"{n:10s} best {max(v):7.1f} median {float(np.median(v)):7.1f} spread {min(v):.1f}-{max(v):.1f} t/s{chosen}")
     return 0
 
 
