@@ -29,6 +29,7 @@ from ..runtime.huge_pages import advise_huge_pages
 from ..target import get_target
 from .export import SEQ, cache_shapes, import_step
 from .sampling import check_sampling, next_token
+from .wait_policy import WaitPolicy
 
 
 class CausalLM:
@@ -49,10 +50,13 @@ class CausalLM:
         them, :func:`~mlc_mlir.runtime.huge_pages.advise_huge_pages`).
     compile_seconds : float
         Wall time of the import and both compiles.
+    wait_policy : WaitPolicy
+        Whether the decode step's OpenMP threads spin or sleep while they wait, chosen by
+        timing the decode steps (:class:`~mlc_mlir.llm.wait_policy.WaitPolicy`).
     """
 
     def __init__(self, prefill, decode, shapes, dtype, max_seq_len: int, prefill_chunk: Optional[int],
-                 compile_seconds: float):
+                 compile_seconds: float, threads: int = 1):
         self.prefill_step, self.decode_step = prefill, decode
         self.max_seq_len, self.prefill_chunk = max_seq_len, prefill_chunk
         # one buffer for all caches (each a C-contiguous view), on huge pages: every decode
@@ -63,6 +67,7 @@ class CausalLM:
         self.caches = [block[a:a + n].reshape(s) for a, n, s in zip(starts, sizes, shapes)]
         advise_huge_pages(block)
         self.compile_seconds = compile_seconds
+        self.wait_policy = WaitPolicy(threads)
 
     def prefill(self, input_ids) -> np.ndarray:
         """Run the prompt ``input_ids`` (``(1, n)`` or ``(n,)`` ints) from position 0; returns the
@@ -103,8 +108,8 @@ class CausalLM:
         if not 0 <= position < self.max_seq_len:
             raise ExecutionError(f"decode: argument 'position' is {position}; expected 0.."
                                  f"{self.max_seq_len - 1} (max_seq_len {self.max_seq_len})")
-        return self.decode_step(np.array([[token]], np.int64), np.array(position, np.int64),
-                                *self.caches).reshape(-1)
+        return self.wait_policy.run(self.decode_step, np.array([[token]], np.int64),
+                                    np.array(position, np.int64), *self.caches).reshape(-1)
 
     def generate(self, input_ids, max_new_tokens: int = 64, do_sample: bool = False,
                  temperature: float = 1.0, top_k: Optional[int] = None, top_p: Optional[float] = None,
@@ -198,4 +203,4 @@ def compile_causal_lm(hf_model, max_seq_len: int = 1024, threads: Optional[int] 
                        database=database)["main"]
     dtype = next(hf_model.parameters()).detach().numpy().dtype
     return CausalLM(prefill, decode, cache_shapes(hf_model, max_seq_len), dtype, max_seq_len, prefill_chunk,
-                    time.perf_counter() - t)
+                    time.perf_counter() - t, threads or get_target(target).cores)

@@ -40,17 +40,21 @@ module gets default schedules or a tuning database's (``schedule="default"`` or 
    :func:`~mlc_mlir.schedule.rules.conv_strategy.prefers_grouped_gemm` picks become a per-group im2col
    (a view for a pointwise one of one image) + ``linalg.batch_matmul`` over the groups
    (``layout_passes.GroupedConvToBatchMatmul``);
-7. ``pack-weights``   -- matmuls on a constant B that feed no elementwise op (or convolution
+7. ``merge-projections`` -- matmuls of static M that read one input with constant weights
+   (Llama's q/k/v projections, its gate and up projections) become one matmul over the
+   weights concatenated along N, sliced after (``layout_passes.MergeProjections``): a decode
+   step streams them in one GEMV, one fork/join instead of one per projection;
+8. ``pack-weights``   -- matmuls on a constant B that feed no elementwise op (or convolution
    GEMMs whose epilogue moves onto the packed shape) get B packed into the panels of their
    register tile (``layout_passes.PackMatmulWeights``,
    :func:`~mlc_mlir.schedule.cpu_recipes.packed_b_panel`: a ``linalg.mmt4d``);
-8. ``fold-constants`` -- the packed weights and the remaining constant filter transposes become
+9. ``fold-constants`` -- the packed weights and the remaining constant filter transposes become
    constants;
-9. ``specialize-rows`` -- a matmul of dynamic M gets an ``M == 1`` version (a GEMV) chosen at
+10. ``specialize-rows`` -- a matmul of dynamic M gets an ``M == 1`` version (a GEMV) chosen at
    run time by ``scf.if`` (``layout_passes.SpecializeUnitRows``, as Relax dispatches on symbolic
    sizes).
 
-Constant evaluation (steps 3 and 8) is ``graph.FoldConstant`` restricted to the data-movement
+Constant evaluation (steps 3 and 9) is ``graph.FoldConstant`` restricted to the data-movement
 ops numpy evaluates (:data:`~mlc_mlir.graph.constant_eval.NUMPY_OPS`): no constant subgraph is
 compiled, the compiler never calls itself. Source: TVM Relay ``AlterOpLayout`` /
 ``ConvertLayout`` before ``FoldConstant``; Triton's named stages.
@@ -58,6 +62,7 @@ compiled, the compiler never calls itself. Source: TVM Relay ``AlterOpLayout`` /
 
 from __future__ import annotations
 
+import dataclasses
 from functools import partial
 from typing import Callable, List, Optional, Tuple
 
@@ -72,8 +77,8 @@ from .layout_passes.conv_select import chosen_algorithm, conv_signature
 from ..ir.module import CONV_ALGORITHM_ATTR, OP_NAME_ATTR, Module
 from ..ir.walk import has_op
 from ..schedule.cpu_recipes import packed_b_panel
-from ..schedule.rules.attention import (AttentionKnobs, attention_key, decided_knobs, emit_flash_attention,
-                                        knob_candidates)
+from ..schedule.rules.attention import (AttentionKnobs, attention_key, decided_knobs, default_knobs,
+                                        emit_flash_attention, knob_candidates)
 from ..schedule.rules.depthwise import prefers_depthwise_nhwc
 from ..schedule.rules.pooling import prefers_pool_nhwc
 from ..schedule.rules.conv_strategy import (conv_algorithms, decided_algorithm, prefers_grouped_gemm,
@@ -86,6 +91,7 @@ from .layout_passes.conv_im2col import ConvToIm2col
 from .layout_passes.conv_nhwc import ConvToNHWC
 from .layout_passes.conv_winograd import ConvToWinograd, winograd_applies
 from .layout_passes.fuse_attention import FuseAttention
+from .layout_passes.merge_projections import MergeProjections
 from .layout_passes.pack_matmul import PackMatmulWeights
 from .layout_passes.pool_nhwc import PoolToNHWC
 from .layout_passes.specialize_rows import SpecializeUnitRows
@@ -131,9 +137,14 @@ def recorded_attention_knobs(database, target: Target, q_type, k_type, v_type,
     return knobs if knobs in knob_candidates(target, q_type.shape[3]) else None
 
 
-def _attention_kernel(target: Target, database, module_body, name, q_type, k_type, v_type, bias_type, scale):
-    """The ``FuseAttention`` kernel: the fused function with the database's knobs, if any."""
+def _attention_kernel(target: Target, database, threads: Optional[int], module_body, name, q_type, k_type,
+                      v_type, bias_type, scale):
+    """The ``FuseAttention`` kernel: the fused function with the database's knobs, if any, else
+    the default knobs with rows on at most the compile's ``threads`` (serial loops on one
+    thread: no OpenMP region that would fork a team of one)."""
     knobs = recorded_attention_knobs(database, target, q_type, k_type, v_type, bias_type)
+    if knobs is None and threads is not None and threads < target.cores:
+        knobs = dataclasses.replace(default_knobs(target, q_type.shape[3]), threads=threads)
     return emit_flash_attention(module_body, name, q_type, k_type, v_type, bias_type, scale, target, knobs)
 
 
@@ -143,7 +154,7 @@ def fuse_attention(module: Module, target: Target, functions: List[str], options
     knobs (:func:`recorded_attention_knobs`)."""
     if not has_op(module, "linalg.batch_matmul"):
         return module
-    fused = FuseAttention(partial(_attention_kernel, target, options.database), functions)(module)
+    fused = FuseAttention(partial(_attention_kernel, target, options.database, options.threads), functions)(module)
     added = len(fused.function_names()) > len(module.function_names())
     return DeadCodeElimination()(fused) if added else fused
 
@@ -268,6 +279,13 @@ def grouped_to_gemm(module: Module, target: Target, functions: List[str], option
     return GroupedConvToBatchMatmul(partial(prefers_grouped_gemm, target), functions)(module)
 
 
+def merge_projections(module: Module, target: Target, functions: List[str], options: CompileOptions) -> Module:
+    """Step ``merge-projections`` (see the module docstring)."""
+    if not has_op(module, "linalg.matmul"):
+        return module
+    return MergeProjections(functions=functions)(module)
+
+
 def pack_weights(module: Module, target: Target, functions: List[str], options: CompileOptions) -> Module:
     """Step ``pack-weights`` (see the module docstring)."""
     if not has_op(module, "linalg.matmul"):
@@ -298,6 +316,7 @@ LAYOUT_STEPS: Tuple[Tuple[str, LayoutStep], ...] = (
     ("winograd", to_winograd),
     ("im2col", to_im2col),
     ("grouped", grouped_to_gemm),
+    ("merge-projections", merge_projections),
     ("pack-weights", pack_weights),
     ("fold-constants", fold_constants),
     ("specialize-rows", specialize_rows),

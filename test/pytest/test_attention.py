@@ -14,6 +14,7 @@ F = torch.nn.functional
 import mlc_mlir as mlc  # noqa: E402
 from mlc_mlir import ops  # noqa: E402
 from mlc_mlir.pipeline.compile import lower  # noqa: E402
+from mlc_mlir.target import host_target  # noqa: E402
 
 
 class _SDPA(torch.nn.Module):
@@ -158,4 +159,19 @@ def test_a_constant_bias_is_dropped_or_passed_as_one_row(tmp_path, kind, operand
     assert ("tensor<1x2x1x37xf32>" in call.group(2)) == (kind == "equal rows")
     with torch.no_grad():
         want = net(q, k, v).numpy()
+    np.testing.assert_allclose(exe(q.numpy(), k.numpy(), v.numpy()), want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_attention_rows_use_the_compile_threads(tmp_path, threads):
+    """The fused attention's rows run on at most the compile's threads: on one thread its
+    loops are serial (no OpenMP region forking a team of one); results match torch either way."""
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(s, generator=g) for s in ((1, 4, 1, 64), (1, 4, 200, 64), (1, 4, 200, 64)))
+    with torch.no_grad():
+        want = _SDPA()(q, k, v).numpy()
+    exe = mlc.compile(mlc.from_torch(_SDPA(), (q, k, v)), threads=threads, dump_ir=str(tmp_path))
+    text = _fused(tmp_path)
+    forall = re.search(r"func.func [^\n]*@main_attention.*?scf.forall", text, re.S)
+    assert (forall is not None) == (threads > 1 and host_target().cores > 1)
     np.testing.assert_allclose(exe(q.numpy(), k.numpy(), v.numpy()), want, rtol=1e-5, atol=1e-5)
