@@ -48,7 +48,8 @@ NEST_SUFFIX = "_nest"
 #: Size (operations nested in the function, counted on the buffers before the loops are lowered)
 #: from which ``outline_nests="auto"`` outlines a function's nests. LLVM's CPU time for a graph
 #: function, measured on the znver5 host with and without outlining (same process, outputs
-#: bit-identical; ``benchmarks/results/compile_cpu_2026-11-26_znver5_compile-time.txt``):
+#: bit-identical; ``benchmarks/results/compile_cpu_2026-11-26_znver5_compile-time.txt`` and
+#: ``outline_ab_2026-11-26_znver5_session17.txt``):
 #: SqueezeNet's ``main``, 4.4k ops: 8.5 s inline, 6.6 s outlined (1.9 vs 1.5 ms per op);
 #: ResNet-18's, 4.3k ops: no gain in the whole compile (6.2 vs 6.6 s); Inception v1's,
 #: 10.1k ops: 76.6 vs 23.4 s (7.6 vs 2.3 ms per op); DenseNet-121's: 111 vs 22 s. The outlined
