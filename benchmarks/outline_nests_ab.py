@@ -1,15 +1,14 @@
-"""A/B of the ``lower`` stage's loop-nest outlining (:mod:`mlc_mlir.pipeline.outline_nests`):
-each model compiled twice in one process, with the outlining and without it (the stage's
-after-bufferization hook replaced by the non-temporal stores alone), then timed in turn at 1 and
-2 OpenMP threads; prints compile CPU seconds, the outputs' max difference and the best ms of
-each over ``rounds`` interleaved rounds.
+"""A/B of the ``lower`` stage's loop-nest outlining (:mod:`mlc_mlir.pipeline.outline_nests`,
+``CompileOptions.outline_nests``): each model compiled once per setting in one process, then
+timed in turn at 1 and 2 OpenMP threads; prints compile CPU seconds, whether the outputs are the
+same bits and the best ms of each over ``rounds`` interleaved rounds.
 
-Usage: ``python benchmarks/outline_nests_ab.py resnet18,resnet50-light,bert 4`` (models of
-``models_cpu.py``; rounds, default 4).
+Usage: ``python benchmarks/outline_nests_ab.py resnet18,resnet50-light,bert 4 auto,always``
+(models of ``models_cpu.py``; rounds, default 4; two or more settings, default
+``always,never``).
 """
 
 import ctypes
-import importlib
 import os
 import sys
 import time
@@ -21,14 +20,12 @@ import mlc_mlir as mlc
 from mlc_mlir.pipeline.libraries import libomp_path
 from timing import min_median_seconds
 
-cp = importlib.import_module("mlc_mlir.pipeline.compile")   # the package re-exports compile()
-
 
 def main() -> None:
     omp = ctypes.CDLL(libomp_path())
-    outlined = cp._nests_of_buffers
     names = sys.argv[1].split(",")
     rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 4
+    settings = sys.argv[3].split(",") if len(sys.argv) > 3 else ["always", "never"]
     work = os.path.join("/tmp", "outline_nests_ab")
     os.makedirs(work, exist_ok=True)
     for name in names:
@@ -39,23 +36,23 @@ def main() -> None:
             mod = mlc.from_onnx(mc.onnx_path(name, work))
         xs = mc.numpy_inputs(name)
         exes, cpu_s = {}, {}
-        for k in ("outline", "no-outline"):
-            cp._nests_of_buffers = outlined if k == "outline" else cp.nontemporal_stores
+        for k in settings:
             t = time.process_time()
-            exes[k] = mlc.compile(mod)
+            exes[k] = mlc.compile(mod, outline_nests=k)
             cpu_s[k] = time.process_time() - t
-        cp._nests_of_buffers = outlined
         outs = [np.asarray(o[0] if isinstance(o, (list, tuple)) else o) for o in (exes[k](*xs) for k in exes)]
-        print(f"{name}: compile CPU s outline {cpu_s['outline']:.1f} no-outline {cpu_s['no-outline']:.1f}; "
-              f"max|diff| {np.max(np.abs(outs[0] - outs[1])):.2e}", flush=True)
+        same = all(o.tobytes() == outs[0].tobytes() for o in outs)
+        print(f"{name}: compile CPU s " + ", ".join(f"{k} {cpu_s[k]:.1f}" for k in settings)
+              + f"; outputs {'bit-identical' if same else 'DIFFER'}", flush=True)
+        a, b = settings[0], settings[1]
         for th in (1, 2):
             omp.omp_set_num_threads(th)
             best = {k: float("inf") for k in exes}
             for _ in range(rounds):
                 for k, exe in exes.items():
                     best[k] = min(best[k], min_median_seconds(lambda: exe(*xs), repeat=3, min_repeat_s=0.2)[0])
-            print(f"  {th} thr: outline {best['outline'] * 1e3:.3f} ms, no-outline {best['no-outline'] * 1e3:.3f} ms, "
-                  f"no/with {best['no-outline'] / best['outline']:.3f}", flush=True)
+            print(f"  {th} thr: " + ", ".join(f"{k} {best[k] * 1e3:.3f} ms" for k in settings)
+                  + f", {b}/{a} {best[b] / best[a]:.3f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -44,7 +44,8 @@ writes ``DIR/<nn>-<name>.mlir``, and a stage made of steps also writes each step
    run (:func:`~.early_dealloc.dealloc_after_last_use`), the stores of loops the schedule
    annotated ``mlc.nontemporal`` made non-temporal where aligned
    (:func:`~.nontemporal.nontemporal_stores`), each top-level loop nest of a function holding
-   several moved to a ``noinline`` function of its own, so LLVM compiles one kernel per function
+   several (and, by default, large enough: ``outline_nests``) moved to a ``noinline`` function
+   of its own, so LLVM compiles one kernel per function
    (:func:`~.outline_nests.outline_loop_nests`), then the buffer cache linked in
    (:func:`~.buffer_cache.link_buffer_cache`);
 8. ``denormals`` -- with ``flush_denormals``, MXCSR FTZ|DAZ around each call and OpenMP region;
@@ -83,7 +84,7 @@ from .cuda_compile import compile_cuda, export_cuda_library
 from .denormals import flush_denormals
 from .early_dealloc import dealloc_after_last_use
 from .nontemporal import nontemporal_stores
-from .outline_nests import outline_loop_nests
+from .outline_nests import OUTLINE_MIN_OPS, outline_loop_nests
 from .libraries import runtime_library_paths
 from .jit_weights import link_weights
 from .options import CompileOptions
@@ -350,15 +351,23 @@ def _prepare(module: Module, options: CompileOptions) -> Module:
     return out
 
 
-def _nests_of_buffers(module: Module) -> Module:
-    return outline_loop_nests(nontemporal_stores(module))
+def _nests_of_buffers(options: CompileOptions) -> Callable[[Module], Module]:
+    """The step of ``lower`` on the buffers: non-temporal stores, then the loop nests outlined
+    as ``options.outline_nests`` says (``"auto"``: functions of ``OUTLINE_MIN_OPS`` or more)."""
+    def run(module: Module) -> Module:
+        module = nontemporal_stores(module)
+        if options.outline_nests == "never":
+            return module
+        return outline_loop_nests(module, OUTLINE_MIN_OPS if options.outline_nests == "auto" else 0)
+
+    return run
 
 
 def _lower(module: Module, options: CompileOptions) -> Module:
     out = link_buffer_cache(lower(module, options.pipeline or options.target.pipeline,
                                   threads=options.threads,
                                   after={"buffer-deallocation-pipeline": dealloc_after_last_use,
-                                         "convert-bufferization-to-memref": _nests_of_buffers}))
+                                         "convert-bufferization-to-memref": _nests_of_buffers(options)}))
     if options.target.kind == "cpu" and options.target.cpu:
         set_codegen_target(out, options.target)
     return out
@@ -437,7 +446,7 @@ def run_stages(module: Module, options: CompileOptions, stages=CPU_STAGES,
 def compile(module: Module, target="cpu", *, threads: Optional[int] = None, opt_level: int = 2,
             flush_denormals: bool = False, approximate_math: bool = True, winograd: bool = False,
             schedule: str = "default", database=None, pipeline: Optional[str] = None,
-            dump_ir: Optional[str] = None,
+            outline_nests: str = "auto", dump_ir: Optional[str] = None,
             options: Optional[CompileOptions] = None) -> Executable:
     """Compile a Module for ``target`` and load it with the MLIR ExecutionEngine (JIT).
 
@@ -450,7 +459,7 @@ def compile(module: Module, target="cpu", *, threads: Optional[int] = None, opt_
         a schedule's ``sch.mod``).
     target : str or Target
         ``"cpu"`` (the host, :meth:`Target.host`) or a :class:`Target`.
-    threads, opt_level, flush_denormals, approximate_math, winograd, schedule, database, pipeline, dump_ir
+    threads, opt_level, flush_denormals, approximate_math, winograd, schedule, database, pipeline, outline_nests, dump_ir
         See :class:`CompileOptions`; ignored when ``options`` is given. By default every function
         that was not scheduled by hand gets the target's default schedule (``schedule="none"``
         compiles plain loops); ``database=mlc.tune(...)`` applies tuned schedules.
@@ -482,7 +491,8 @@ def compile(module: Module, target="cpu", *, threads: Optional[int] = None, opt_
         options = CompileOptions(target=target, threads=threads, opt_level=opt_level,
                                  flush_denormals=flush_denormals,
                                  approximate_math=approximate_math, winograd=winograd, schedule=schedule,
-                                 database=database, pipeline=pipeline, dump_ir=dump_ir)
+                                 database=database, pipeline=pipeline,
+                                 outline_nests=outline_nests, dump_ir=dump_ir)
     tgt: Target = options.target
     if tgt.kind == "cuda":
         return compile_cuda(module, options, CPU_STAGES)

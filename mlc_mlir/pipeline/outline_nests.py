@@ -20,6 +20,11 @@ caller are cloned into the new function (``transform.loop.outline`` sinks index 
 only), so the lowering still sees constant bounds and values. The new functions are
 ``noinline`` for LLVM (each has one call site, which LLVM would otherwise inline back).
 
+Outlining has a price at run time: a nest in its own function no longer sees the caller's
+allocations (alignment, no aliasing between distinct buffers), and ResNet-18 / BERT run 1-3%
+slower outlined. So by default only functions of at least :data:`OUTLINE_MIN_OPS` operations are
+cut (``CompileOptions.outline_nests``, ``"auto"``); see that constant for the cost curve.
+
 Source: MLIR's ``transform.loop.outline`` (``outlineSingleBlockRegion``); IREE's dispatch
 regions and TVM's per-PrimFunc code generation (one kernel per function); LLVM's own advice
 that very large functions make its loop and scheduling passes superlinear.
@@ -40,6 +45,20 @@ from .shared_units import llvm_noinline
 OUTLINE_ATTR = "mlc.outline"
 #: Suffix of the outlined functions' names (``main_nest``, ``main_nest_0``, ...).
 NEST_SUFFIX = "_nest"
+#: Size (operations nested in the function, counted on the buffers before the loops are lowered)
+#: from which ``outline_nests="auto"`` outlines a function's nests. LLVM's CPU time for a graph
+#: function, measured on the znver5 host with and without outlining (same process, outputs
+#: bit-identical; ``benchmarks/results/compile_cpu_2026-11-26_znver5_compile-time.txt`` and
+#: ``outline_ab_2026-11-26_znver5_session17.txt``):
+#: SqueezeNet's ``main``, 4.4k ops: 8.5 s inline, 6.6 s outlined (1.9 vs 1.5 ms per op);
+#: ResNet-18's, 4.3k ops: no gain in the whole compile (6.2 vs 6.6 s); Inception v1's,
+#: 10.1k ops: 76.6 vs 23.4 s (7.6 vs 2.3 ms per op); DenseNet-121's: 111 vs 22 s. The outlined
+#: cost per op stays about flat (one kernel per function), while the inline cost per op
+#: quadruples between 4.4k and 10k ops: the superlinear part (LLVM's loop passes on one huge
+#: function) is about a quarter of the LLVM time at 4.4k ops and twice the linear part at 10k.
+#: The threshold sits between the two regimes, where the saving of outlining starts to
+#: outweigh its 1-3% of run time by seconds of compile time.
+OUTLINE_MIN_OPS = 6000
 #: Ops that compute a loop nest of their own (linalg ops become loops in ``convert-linalg-to-loops``).
 _NEST_OPS = ("scf.for", "scf.forall", "scf.parallel")
 #: Ops whose results are cloned into an outlined function instead of passed to it.
@@ -50,14 +69,28 @@ def _is_nest(op: ir.Operation) -> bool:
     return op.name in _NEST_OPS or op.name.startswith("linalg.")
 
 
-def _mark(module: Module) -> List[str]:
-    """Mark the top-level nests of each function with two or more; the names of those functions."""
+def count_ops(op: ir.Operation) -> int:
+    """The number of operations nested in ``op``, ``op`` included."""
+    n = 0
+
+    def visit(_op):
+        nonlocal n
+        n += 1
+        return ir.WalkResult.ADVANCE
+
+    op.walk(visit)
+    return n
+
+
+def _mark(module: Module, min_ops: int) -> List[str]:
+    """Mark the top-level nests of each function with two or more and at least ``min_ops``
+    operations; the names of those functions."""
     marked = []
     for f in module.func_ops():
         if f.is_external:
             continue
         nests = [op.operation for op in f.regions[0].blocks[0].operations if _is_nest(op.operation)]
-        if len(nests) < 2:
+        if len(nests) < 2 or (min_ops > 0 and count_ops(f.operation) < min_ops):
             continue
         name = f.sym_name.value
         for op in nests:
@@ -81,11 +114,12 @@ def _sink_constants(fn: ir.Operation, call: ir.Operation) -> None:
             arg.replace_all_uses_with(clone.results[0])
 
 
-def outline_loop_nests(module: Module) -> Module:
+def outline_loop_nests(module: Module, min_ops: int = 0) -> Module:
     """``module`` (memrefs, after bufferization) with each top-level loop nest of a function
-    holding two or more moved to a private ``noinline`` function ``<function>_nest[_k]`` and
-    called in its place (see the module docstring); ``module`` itself, unchanged, when no
-    function holds two nests. Modifies ``module`` in place.
+    holding two or more and at least ``min_ops`` operations (:func:`count_ops`; 0: any size)
+    moved to a private ``noinline`` function ``<function>_nest[_k]`` and called in its place
+    (see the module docstring); ``module`` itself, unchanged, when no function qualifies.
+    Modifies ``module`` in place.
 
     Raises
     ------
@@ -93,7 +127,7 @@ def outline_loop_nests(module: Module) -> Module:
         If ``transform.loop.outline`` fails (with MLIR's diagnostics).
     """
     with module.context, ir.Location.unknown():
-        marked = _mark(module)
+        marked = _mark(module, min_ops)
         if not marked:
             return module
         before = {f.sym_name.value for f in module.func_ops()}   # external declarations too

@@ -1,7 +1,9 @@
 """The ``lower`` stage moves each top-level loop nest of a function holding several into a
 ``noinline`` function of its own (:func:`mlc_mlir.pipeline.outline_nests.outline_loop_nests`):
 the calls replace the nests, constants are cloned into the callees, and compiled models give
-numpy's results with one or two threads."""
+numpy's results with one or two threads. ``CompileOptions.outline_nests`` decides which
+functions are cut ("auto": those of ``OUTLINE_MIN_OPS`` operations or more), and the outputs
+are the same bits with and without outlining."""
 
 import sys
 
@@ -13,7 +15,9 @@ from mlc_mlir import ops
 from mlc_mlir.ir.module import Module
 from mlc_mlir.ir.walk import find_ops
 from mlc_mlir.pipeline import CompileOptions
-from mlc_mlir.pipeline.outline_nests import NEST_SUFFIX, OUTLINE_ATTR, outline_loop_nests
+from mlc_mlir.errors import PipelineError
+from mlc_mlir.pipeline.outline_nests import (NEST_SUFFIX, OUTLINE_ATTR, OUTLINE_MIN_OPS, count_ops,
+                                             outline_loop_nests)
 
 _compile = sys.modules["mlc_mlir.pipeline.compile"]
 
@@ -73,6 +77,15 @@ def test_one_loop_stays_in_place():
     assert out.function_names() == ["main"]
 
 
+def test_min_ops_keeps_smaller_functions_in_place():
+    mod = Module.parse(_TWO_LOOPS)
+    with mod.context:
+        size = count_ops(mod.get_function("main").operation)
+    assert 10 < size < 40   # func, 4 constants, 2 loops with their bodies, return
+    assert outline_loop_nests(mod, min_ops=size + 1).function_names() == ["main"]
+    assert len(outline_loop_nests(Module.parse(_TWO_LOOPS), min_ops=size).function_names()) == 3
+
+
 def _concat_of_dense(seed: int):
     """Two dense + relu layers written into one concatenation, then a third dense: units whose
     writes go into their consumer's buffer, kept in ``main`` by the ``tasks`` stage."""
@@ -93,10 +106,38 @@ def _concat_of_dense(seed: int):
     return bb.finish(), reference
 
 
+def _nests(mod: Module, **options):
+    lowered = _compile.run_stages(mod, CompileOptions(target="cpu", **options), until="lower")[1]
+    return [n for n in _llvm_functions(lowered) if n.startswith("main" + NEST_SUFFIX)]
+
+
 @pytest.mark.parametrize("threads", [1, 2])
 def test_model_with_several_nests_matches_numpy(threads):
     mod, reference = _concat_of_dense(0)
-    lowered = _compile.run_stages(mod, CompileOptions(target="cpu", threads=threads), until="lower")[1]
-    assert any(n.startswith("main" + NEST_SUFFIX) for n in _llvm_functions(lowered))
+    assert _nests(mod, threads=threads, outline_nests="always")
     x = np.random.default_rng(1).standard_normal((8, 32)).astype(np.float32)
-    np.testing.assert_allclose(mlc.compile(mod, threads=threads)(x), reference(x), rtol=1e-4, atol=1e-4)
+    exe = mlc.compile(mod, threads=threads, outline_nests="always")
+    np.testing.assert_allclose(exe(x), reference(x), rtol=1e-4, atol=1e-4)
+
+
+def test_option_decides_outlining_and_outputs_are_the_same_bits():
+    mod, reference = _concat_of_dense(2)
+    assert _nests(mod, threads=1, outline_nests="always")
+    assert not _nests(mod, threads=1, outline_nests="never")
+    assert not _nests(mod, threads=1)   # "auto": main is far below OUTLINE_MIN_OPS
+    assert OUTLINE_MIN_OPS > 1000
+    x = np.random.default_rng(3).standard_normal((8, 32)).astype(np.float32)
+    outs = {k: mlc.compile(mod, threads=1, outline_nests=k)(x) for k in ("always", "never", "auto")}
+    np.testing.assert_allclose(outs["always"], reference(x), rtol=1e-4, atol=1e-4)
+    assert outs["always"].tobytes() == outs["never"].tobytes() == outs["auto"].tobytes()
+
+
+def test_auto_outlines_a_function_of_min_ops(monkeypatch):
+    mod, _ = _concat_of_dense(4)
+    monkeypatch.setattr(_compile, "OUTLINE_MIN_OPS", 1)
+    assert _nests(mod, threads=1)
+
+
+def test_bad_outline_option_is_refused():
+    with pytest.raises(PipelineError, match="outline_nests='sometimes'"):
+        CompileOptions(target="cpu", outline_nests="sometimes")
