@@ -453,7 +453,7 @@ class _Emitter:
                 if b.op_name == "linalg.mmt4d" and sizes is None:
                     vectorize_unit_tile(h)
                 else:
-                    v = structured_transform_d.VectorizeOp(h, sizes)
+                    v = structured_transform_d.VectorizeOp(h, sizes, vectorize_nd_extract=True)
                     v.operation.attributes["create_named_contraction"] = ir.UnitAttr.get()
                 init = self.model.init_of(b)
                 if init is not None:
