@@ -51,3 +51,23 @@ def test_row_gather_reads_rows_as_vectors(tmp_path):
     assert reads, "the table is not read with vector transfers"
     assert "vector.gather" not in text
     assert not [ln for ln in text.splitlines() if "tensor.extract " in ln and "1000x128xf32" in ln]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("idx_shape,x_shape,axis", [(("n",), None, 0), ((2, "n"), None, 0),
+                                                    ((5,), ("m", 33), 0), ((5,), (7, "m"), 1),
+                                                    (("n",), ("m", 40), 0)])
+def test_take_dynamic_matches_numpy(idx_shape, x_shape, axis, threads):
+    """Symbolic index counts and sources (the vectorized gather with masks or a partial tile)."""
+    rng = np.random.default_rng(2)
+    table = rng.standard_normal((1000, 70)).astype(np.float32)
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        idx = f.arg("idx", idx_shape, "int64")
+        f.output(ops.take(table if x_shape is None else f.arg("x", x_shape), idx, axis=axis))
+    fn = mlc.compile(bb.finish(), threads=threads)["main"]
+    x = table if x_shape is None else \
+        rng.standard_normal(tuple(9 if isinstance(d, str) else d for d in x_shape)).astype(np.float32)
+    idx = rng.integers(-x.shape[axis], x.shape[axis], tuple(13 if isinstance(d, str) else d for d in idx_shape))
+    got = fn(idx) if x_shape is None else fn(idx, x)
+    np.testing.assert_array_equal(got, np.take(x, idx, axis=axis))
