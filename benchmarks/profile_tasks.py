@@ -6,8 +6,9 @@ inference), GFLOP/s and the weighted total.
 
 A task runs on random inputs with warm caches (its arguments, and the packed weights it reads,
 stay in L2/L3 between calls), so the weighted total is a lower bound of the whole model; the
-difference to ``benchmarks/models_cpu.py`` is what the model loses to cold caches and to the code
-between tasks. Used to find which kernels to work on (TVM MetaSchedule's task-level view;
+whole model's own native call (min of single calls, as ``benchmarks/models_cpu.py``) is timed in
+the same process and each row shows its share of it: the gap (whole minus weighted total) is what
+the model loses to cold caches and to the code between tasks (calls, OpenMP forks, copies). Used to find which kernels to work on (TVM MetaSchedule's task-level view;
 onnxruntime's per-node profile, ``SessionOptions.enable_profiling``, is the peer's).
 
     python benchmarks/profile_tasks.py [--model resnet18-onnx] [--threads 1,2] [--filter conv]
@@ -52,8 +53,9 @@ def load(name: str, work: str):
 
 
 def profile(name: str, threads, pattern: str = ""):
-    """Rows ``{task, weight, mflop, ms: {threads: min ms}}`` of the tasks of ``name`` whose
-    name contains ``pattern``, in the order of the tasks."""
+    """``(rows, whole)``: rows ``{task, weight, mflop, ms: {threads: min ms}}`` of the tasks of
+    ``name`` whose name contains ``pattern``, in the order of the tasks, and ``whole``
+    ``{threads: min ms}`` of the whole model's native call (its default compile)."""
     import mlc_mlir as mlc
     from mlc_mlir.pipeline.libraries import libomp_path
     from mlc_mlir.target import host_target
@@ -63,22 +65,35 @@ def profile(name: str, threads, pattern: str = ""):
     with tempfile.TemporaryDirectory() as work:
         mod = load(name, work)
         tasks = extract_tasks(mod) + [a.task for a in extract_attention_tasks(mod, host_target())]
+        inputs = [rng_inputs(a) for a in mod.signature("main").args]
     omp = ctypes.CDLL(libomp_path())
-    rng = np.random.default_rng(0)
     rows = []
     for t in tasks:
         if pattern not in t.name:
             continue
         fn = mlc.compile(t.module)[t.func_name]
-        args = [rng.standard_normal(a.shape).astype(a.dtype) if np.dtype(a.dtype).kind == "f"
-                else np.zeros(a.shape, a.dtype) for a in fn.signature.args]
+        args = [rng_inputs(a) for a in fn.signature.args]
         ms = {}
         for th in threads:
             omp.omp_set_num_threads(th)
             fn.benchmark(*args, number=5, repeat=1)          # threads started, caches warm
             ms[th] = fn.benchmark(*args, number=20, repeat=7).min_ms
         rows.append({"task": t.name, "weight": t.weight, "mflop": t.flops / 1e6, "ms": ms})
-    return rows
+    exe = mlc.compile(mod)["main"]
+    whole = {}
+    for th in threads:
+        omp.omp_set_num_threads(th)
+        exe.benchmark(*inputs, number=5, repeat=1)
+        whole[th] = exe.benchmark(*inputs, number=1, repeat=300).min_ms
+    return rows, whole
+
+
+def rng_inputs(arg) -> np.ndarray:
+    """A random array for a signature argument: standard normal floats, integer zeros (valid
+    indices)."""
+    rng = np.random.default_rng(0)
+    return rng.standard_normal(arg.shape).astype(arg.dtype) if np.dtype(arg.dtype).kind == "f" \
+        else np.zeros(arg.shape, arg.dtype)
 
 
 def _unit_bytes(mod, func_name: str, constants: bool) -> int:
@@ -240,18 +255,22 @@ def main() -> int:
         ap.error(f"--model {args.model!r}: expected one of {list(MODELS)} or an .onnx path")
     threads = [int(t) for t in args.threads.split(",")]
     from mlc_mlir.target import describe, host_target
-    rows = profile(args.model, threads, args.filter)
+    rows, whole = profile(args.model, threads, args.filter)
     totals = {th: sum(r["weight"] * r["ms"][th] for r in rows) for th in threads}
     if args.json:
         print(json.dumps({"model": args.model, "cpu": describe(host_target()), "tasks": rows,
-                          "weighted_total_ms": totals}))
+                          "weighted_total_ms": totals, "whole_ms": whole}))
         return 0
     print(f"CPU: {describe(host_target())}")
-    print(f"{'task':58s} {'calls':>5s} {'MFLOP':>8s} " + " ".join(f"{f'{th}T ms':>8s} {'GFLOP/s':>8s}" for th in threads))
+    print(f"{'task':58s} {'calls':>5s} {'MFLOP':>8s} " +
+          " ".join(f"{f'{th}T ms':>8s} {'GFLOP/s':>8s} {'share':>6s}" for th in threads))
     for r in rows:
-        cells = " ".join(f"{r['ms'][th]:8.3f} {r['mflop'] / r['ms'][th]:8.1f}" for th in threads)
+        cells = " ".join(f"{r['ms'][th]:8.4f} {r['mflop'] / r['ms'][th]:8.1f} "
+                         f"{100 * r['weight'] * r['ms'][th] / whole[th]:5.1f}%" for th in threads)
         print(f"{r['task'][:58]:58s} {r['weight']:5d} {r['mflop']:8.1f} {cells}")
-    print(f"{'weighted total (ms)':58s} {'':5s} {'':8s} " + " ".join(f"{totals[th]:8.2f} {'':8s}" for th in threads))
+    for label, v in (("weighted total (ms)", totals), ("whole model, native call (ms)", whole),
+                     ("gap: whole - weighted total (ms)", {th: whole[th] - totals[th] for th in threads})):
+        print(f"{label:58s} {'':5s} {'':8s} " + " ".join(f"{v[th]:8.4f} {'':8s} {'':6s}" for th in threads))
     return 0
 
 

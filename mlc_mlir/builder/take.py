@@ -21,7 +21,7 @@ from ..ir import dtypes, emitters
 from ..ir.module import CHECK_PASSED
 from ..ir.symbolic import SymDim
 from . import linalg_emit as emit
-from .shape import reshape, slice as slice_
+from .shape import slice as slice_
 from .tensor import Tensor
 
 
@@ -136,16 +136,16 @@ def take(x, indices, axis: int = 0, name: Optional[str] = None, negative_indices
     is built, a Tensor when the function runs (a check result, see the module docstring): an
     index out of range raises ``ExecutionError`` from the call.
 
-    Emits one ``linalg.generic`` (``name``) reading ``indices`` through the map
-    ``(d...) -> (d_axis, ..., d_axis+r-1)`` and ``x`` with ``tensor.extract`` at
-    ``linalg.index`` positions plus the (``arith.index_cast``) index, wrapped and clamped into
-    ``[0, n)`` (an invalid index reads a valid element before the call raises).
-
-    The generic computes ``out`` with two trailing unit dims (``tensor.expand_shape`` of x,
-    ``<name>.expand``; ``tensor.collapse_shape`` of the result) whose iterators are swapped in
-    the output map, so its innermost loop is not the output's contiguous dim and the default
-    elementwise rule does not vectorize it: the linalg vectorizer rejects ``tensor.extract``
-    unless ``vectorize_nd_extract`` is set (a limitation to lift in the schedule layer).
+    Emits one ``linalg.generic`` (``name``) with no inputs over the output's dims whose body
+    reads ``indices`` and ``x`` with ``tensor.extract``: the index at
+    ``linalg.index(axis .. axis+r-1)``, cast to ``index``, wrapped and clamped into ``[0, n)``
+    (an invalid index reads a valid element before the call raises), then ``x`` at that row and
+    the other ``linalg.index`` positions. Read through ``tensor.extract`` rather than an input
+    map, the index is invariant along the trailing dims, so the linalg vectorizer
+    (``vectorize_nd_extract``, the elementwise rule) turns a gather of rows (an embedding,
+    ``axis`` not last) into contiguous ``vector.transfer_read`` s of each row, and any other
+    gather into ``vector.gather``. Source: MLIR ``linalg::vectorize`` tensor.extract support
+    (``vectorize-tensor-extract.mlir``), IREE's embedding lookups.
 
     Parameters
     ----------
@@ -174,24 +174,18 @@ def take(x, indices, axis: int = 0, name: Optional[str] = None, negative_indices
     r = indices.ndim
     nm, n = _gather_axis(op, fn, x, indices, raw, ax, name, negative_indices)
     out_shape = tuple(x.shape[:ax]) + tuple(indices.shape) + tuple(x.shape[ax + 1:])
-    xu = reshape(x, tuple(x.shape) + (1, 1), name=f"{nm}.expand")
-    rank = len(out_shape) + 2
-    init = emit.empty(out_shape + (1, 1), x.dtype)
-    idx_map = ir.AffineMap.get(rank, 0, [ir.AffineDimExpr.get(ax + k) for k in range(r)])
-    dims = list(range(rank - 2)) + [rank - 1, rank - 2]
-    out_map = ir.AffineMap.get(rank, 0, [ir.AffineDimExpr.get(d) for d in dims])
-    idx_type = ir.IndexType.get()
+    rank = len(out_shape)
+    init = emit.empty(out_shape, x.dtype)
 
-    def body(i, _out):
+    def body(_out):
+        i = tensor_d.ExtractOp(indices.value, [linalg_d.IndexOp(ax + k).result for k in range(r)]).result
         j = _wrap_and_clamp(i, n)
-        zero = arith_d.ConstantOp(idx_type, 0).result
         pos = [linalg_d.IndexOp(d).result for d in range(ax)] + [j] + \
-              [linalg_d.IndexOp(d).result for d in range(ax + r, rank - 2)] + [zero, zero]
-        return [tensor_d.ExtractOp(xu.value, pos).result]
+              [linalg_d.IndexOp(d).result for d in range(ax + r, rank)]
+        return [tensor_d.ExtractOp(x.value, pos).result]
 
-    res = emit.generic(f"{nm}.gather", [indices.value], [idx_map], [init], [out_map],
-                       ["parallel"] * rank, body)
-    return reshape(Tensor(res[0], fn), out_shape, name=nm)
+    res = emit.generic(nm, [], [], [init], [emit.identity_map(rank)], ["parallel"] * rank, body)
+    return Tensor(res[0], fn)
 
 
 

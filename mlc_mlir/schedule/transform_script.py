@@ -383,7 +383,9 @@ class _Emitter:
                 if b.op_name == "linalg.mmt4d" and sizes is None:
                     vectorize_unit_tile(h)
                 else:
-                    v = structured_transform_d.VectorizeOp(h, sizes)
+                    # nd_extract: a gather's tensor.extract (ops.take) becomes contiguous
+                    # transfer reads or vector.gather; ops without one are unaffected
+                    v = structured_transform_d.VectorizeOp(h, sizes, vectorize_nd_extract=True)
                     v.operation.attributes["create_named_contraction"] = ir.UnitAttr.get()
                 init = self.model.init_of(b)
                 if init is not None:

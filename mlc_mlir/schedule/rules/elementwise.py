@@ -33,9 +33,10 @@ def contiguous_last(blk) -> bool:
 def vectorizable(blk, ctx: RuleContext) -> bool:
     """Whether an all-parallel block's innermost dim may be vectorized: its operands are
     contiguous along it (:func:`contiguous_last`) and every indexing map and body is one the
-    vectorizer accepts (``OpFacts.simple_maps``: no ``tensor.extract`` gather, no ``5 - i``)."""
+    vectorizer accepts (``OpFacts.simple_maps``: no ``5 - i``; a ``tensor.extract`` gather with
+    such maps, ``OpFacts.gathers``, is vectorized with ``vectorize_nd_extract``)."""
     facts = ctx.fact(blk)
-    return contiguous_last(blk) and (facts is None or facts.simple_maps)
+    return contiguous_last(blk) and (facts is None or facts.simple_maps or facts.gathers)
 
 
 def lane_tile(ctx: RuleContext, blk, extent) -> Optional[int]:

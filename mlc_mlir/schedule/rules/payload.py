@@ -31,6 +31,12 @@ class OpFacts:
         are not, nor is a body that gathers with ``tensor.extract`` (``ops.take``).
     strides, dilations : tuple of int
         A convolution's or pooling's window attributes (``()`` for other ops).
+    gathers : bool
+        Its body reads another tensor with ``tensor.extract`` (``ops.take``) and its indexing
+        maps are simple: the linalg vectorizer takes it with ``vectorize_nd_extract`` (a read
+        whose innermost index is the innermost loop's ``linalg.index`` and whose other indices
+        are invariant along it becomes a contiguous ``vector.transfer_read``, any other a
+        ``vector.gather``).
     transcendental : bool
         Its body computes a ``math`` function that costs a polynomial or a library call
         (``exp``, ``tanh``, ``log1p``, ``sqrt``...; not ``absf``, ``fma``, rounding): the op is
@@ -44,6 +50,7 @@ class OpFacts:
     strides: Tuple[int, ...] = ()
     dilations: Tuple[int, ...] = ()
     transcendental: bool = False
+    gathers: bool = False
 
 
 #: ``math`` ops that are one or two instructions (not what :attr:`OpFacts.transcendental` means).
@@ -71,8 +78,8 @@ def _body_extracts(op: ir.Operation) -> bool:
                for o in b.operations)
 
 
-def _simple_maps(op: ir.Operation) -> bool:
-    if _body_extracts(op):
+def _simple_maps(op: ir.Operation, gathers_too: bool = False) -> bool:
+    if _body_extracts(op) and not gathers_too:
         return False  # a gather (tensor.extract in the body): the vectorizer needs nd-extract
     if "indexing_maps" not in op.attributes:
         return True  # named ops without the attribute: the vectorizer knows their maps
@@ -111,5 +118,6 @@ def payload_facts(mod: Module) -> Dict[Tuple[str, str], OpFacts]:
             window = [tuple(int(x) for x in ir.DenseIntElementsAttr(op.attributes[a]))
                       if a in op.attributes else () for a in ("strides", "dilations")]
             out[(fname, name)] = OpFacts(len(op.results), uses, _reads_index(op), _simple_maps(op),
-                                         *window, transcendental=_transcendental(op))
+                                         *window, transcendental=_transcendental(op),
+                                         gathers=_body_extracts(op) and _simple_maps(op, True))
     return out
