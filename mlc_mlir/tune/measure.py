@@ -69,6 +69,10 @@ class MeasureInput:
     cutoff_ms : float
         When > 0: a candidate whose checked call takes longer (ms) is recorded with that call's
         time alone, without further timed calls (it is clearly slower than the best so far).
+    records : tuple of str
+        ``TuningRecord.to_json()`` lines the module is compiled with
+        (:class:`~mlc_mlir.tune.database.RecordSet`; a whole model with some of a database's
+        choices, :mod:`~mlc_mlir.tune.model_check`); empty: none.
     """
 
     task_name: str
@@ -84,6 +88,7 @@ class MeasureInput:
     atol: float = 1e-3
     reference: Optional[str] = None
     cutoff_ms: float = 0.0
+    records: Tuple[str, ...] = ()
 
     def to_dict(self) -> Dict[str, Any]:
         """JSON-able form (the worker's request payload)."""
@@ -96,7 +101,7 @@ class MeasureInput:
         """Inverse of :meth:`to_dict`."""
         t = dict(d["target"])
         t["features"] = tuple(t["features"])
-        return cls(**{**d, "target": Target(**t)})
+        return cls(**{**d, "target": Target(**t), "records": tuple(d.get("records", ()))})
 
 
 @dataclasses.dataclass(frozen=True)
