@@ -216,12 +216,15 @@ def _tune(mod, tgt, trials, work_dir, space, strategy, executor, timeout_s, thre
 def _check_model(mod, tasks: List[Task], db: Database, executor: Executor, tgt, threads, seed: int,
                  timeout_s: float, work_dir: str, bar: ProgressBar) -> None:
     """The whole-model check (:func:`~.model_check.check_model`) of ``mod`` 's entry function,
-    its reference (the plain loops' outputs) computed once in ``work_dir``."""
+    its reference (the plain loops' outputs) computed once in ``work_dir``; builds and runs of
+    the model get the time limit of a reference."""
     func = entry_function(mod)
     if func is None:
         bar.log("model check: skipped (several public functions, none named main)")
         return
-    check_model(mod, func, tasks, db, executor, tgt, threads, seed, timeout_s,
+    # a model builds and runs like a task's reference, not like one candidate: the same limit
+    limit = max(REFERENCE_MIN_TIMEOUT_S, REFERENCE_TIMEOUT_RATIO * timeout_s)
+    check_model(mod, func, tasks, db, executor, tgt, threads, seed, limit,
                 lambda inp: _reference(executor, f"model-{func}", inp, work_dir, timeout_s, bar,
                                        collections.defaultdict(float)), bar.log)
 
