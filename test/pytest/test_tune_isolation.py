@@ -114,20 +114,23 @@ def test_compare_runs_each_build_in_every_round_and_survives_a_crash():
     assert res[2].error.startswith("wrong result: output 0 differs")
 
 
+class FakeWorker:
+    """Stands for a WorkerProcess in the RunGate tests: records pause and resume."""
+
+    def __init__(self):
+        self.calls = []
+
+    def pause(self):
+        self.calls.append("pause")
+
+    def resume(self):
+        self.calls.append("resume")
+
+
 def test_an_exclusive_run_pauses_the_builds_instead_of_waiting_for_them():
     from mlc_mlir.tune.measure import RunGate
 
-    class Worker:
-        def __init__(self):
-            self.calls = []
-
-        def pause(self):
-            self.calls.append("pause")
-
-        def resume(self):
-            self.calls.append("resume")
-
-    gate, w = RunGate(), Worker()
+    gate, w = RunGate(), FakeWorker()
     with gate.build(w):                       # a build in flight on w
         with gate.run(exclusive=False):
             assert w.calls == []              # a run on part of the cores leaves it alone
@@ -144,17 +147,7 @@ def test_an_exclusive_run_stops_every_other_worker_of_the_gate_idle_ones_too():
     run stops it (and each worker once, building or not), never the worker that runs."""
     from mlc_mlir.tune.measure import RunGate
 
-    class Worker:
-        def __init__(self):
-            self.calls = []
-
-        def pause(self):
-            self.calls.append("pause")
-
-        def resume(self):
-            self.calls.append("resume")
-
-    runner, idle, building = Worker(), Worker(), Worker()
+    runner, idle, building = FakeWorker(), FakeWorker(), FakeWorker()
     gate = RunGate([runner, idle, building])
     with gate.build(building):
         with gate.run(exclusive=False, worker=runner):
