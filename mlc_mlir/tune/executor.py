@@ -86,6 +86,15 @@ class Executor(abc.ABC):
         self.close()
 
 
+def compare(executor, inputs: Sequence[MeasureInput], rounds: int,
+            timeout_s: float) -> List[MeasureResult]:
+    """``executor.compare(inputs, rounds, timeout_s)``; an executor that only measures (any
+    object with :meth:`Executor.measure`, not an Executor subclass) compares by measuring
+    each round (:meth:`Executor.compare`)."""
+    method = getattr(executor, "compare", None)
+    return method(inputs, rounds, timeout_s) if method else Executor.compare(executor, inputs, rounds, timeout_s)
+
+
 class LocalExecutor(Executor):
     """A pool of ``max_workers`` worker processes on this machine.
 

@@ -20,14 +20,13 @@ TSE 2002).
 from __future__ import annotations
 
 import dataclasses
-import functools
 from typing import Callable, List, Optional, Sequence
 
 from ..ir.module import Module
 from ..schedule.trace import Trace
 from ..target import Target
 from .database import TIE_TOLERANCE, Database
-from .executor import Executor
+from .executor import Executor, compare
 from .measure import MeasureInput, MeasureResult
 from .record import TuningRecord
 from .task import Task
@@ -125,12 +124,11 @@ def check_model(mod: Module, func_name: str, tasks: Sequence[Task], db: Database
     proto = MeasureInput(func_name, str(mod), Trace().as_json(), target, threads=threads,
                          seed=seed, repeat=MODEL_REPEATS)
     proto = dataclasses.replace(proto, reference=reference(proto))
-    compare = getattr(executor, "compare", None) or functools.partial(Executor.compare, executor)
 
     def measure(prefixes: List[int]) -> List[MeasureResult]:
         inputs = [proto] + [dataclasses.replace(proto, records=tuple(r.to_json() for _, r in chosen[:k]))
                             for k in prefixes]
-        return compare(inputs, MODEL_ROUNDS, timeout_s)
+        return compare(executor, inputs, MODEL_ROUNDS, timeout_s)
 
     names = [t.name for t, _ in chosen]
     prefixes = [len(chosen)]

@@ -4,7 +4,6 @@ committed to the database at once. Source: TVM MetaSchedule ``tune_tasks`` / ``t
 from __future__ import annotations
 
 import collections
-import functools
 import hashlib
 import os
 import random
@@ -19,7 +18,7 @@ from .attention_task import extract_attention_tasks
 from .conv_algorithm import AlgorithmTask, extract_algorithm_tasks
 from .database import Database
 from .evolutionary import EvolutionarySearch
-from .executor import Executor, LocalExecutor
+from .executor import Executor, LocalExecutor, compare
 from .measure import MeasureInput, MeasureResult
 from .model_check import check_model, entry_function
 from .record import TuningRecord, candidate_id
@@ -357,9 +356,7 @@ def _commit_final(task: Task, db: Database, executor: Executor, tkey: str, trace
     results as the final records of one re-measurement; returns them in the order of ``traces``."""
     inputs = [MeasureInput(task.func_name, *candidate(t), target, threads=threads, seed=seed,
                            repeat=REMEASURE_REPEATS, reference=reference) for t in traces]
-    # an executor that only measures (not an Executor subclass) compares by measuring each round
-    compare = getattr(executor, "compare", None) or functools.partial(Executor.compare, executor)
-    results = compare(inputs, REMEASURE_ROUNDS, timeout_s)
+    results = compare(executor, inputs, REMEASURE_ROUNDS, timeout_s)
     batch = f"{time.time():.6f}"
     names = canonical_names(task.module, task.func_name)
     for t, res in zip(traces, results):
