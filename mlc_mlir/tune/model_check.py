@@ -6,7 +6,7 @@ cache contents, another layout around it, a measurement disturbed by noise).
 Both builds run through the executor like any candidate (:meth:`Executor.compare`: each built
 once, :data:`MODEL_ROUNDS` interleaved rounds of :data:`MODEL_REPEATS` repeats, outputs checked
 against the module's plain loops). The tuned model is kept only if it beats the default by more
-than the database's tie tolerance (:data:`~.database.TIE_TOLERANCE`). Otherwise the records
+than the database's tie tolerance (:data:`~.database.TIE_TOLERANCE`) in every round. Otherwise the records
 are ranked by the time they claim to save (default minus record latency, times the task's
 weight) and the prefixes of half, a quarter, ... of them are measured against the default in
 one more comparison; the fastest prefix that beats the default keeps its records, and every
@@ -151,14 +151,25 @@ def check_model(mod: Module, func_name: str, tasks: Sequence[Task], db: Database
     return verdict
 
 
+def _round_mins(res: MeasureResult) -> List[float]:
+    """The fastest repeat of each round (:meth:`Executor.compare` concatenates the rounds)."""
+    lat = res.latencies_ms
+    return [min(lat[i:i + MODEL_REPEATS]) for i in range(0, len(lat), MODEL_REPEATS)]
+
+
 def _decide(results: List[MeasureResult], prefixes: List[int], names: List[str]) -> ModelVerdict:
     """The verdict of one comparison: ``results[0]`` the default, ``results[i + 1]`` the model
-    with the first ``prefixes[i]`` records of ``names``."""
+    with the first ``prefixes[i]`` records of ``names``. A prefix wins when it beats the
+    default by more than the tie tolerance in every round (a slow phase of the machine that hits
+    one build's turn cannot decide); the fastest winner is kept, else the default."""
     if results[0].error is not None:
         return ModelVerdict(0.0, 0.0, tuple(names), (), f"the default build: {results[0].error}")
-    default_ms = min(results[0].latencies_ms)
-    timed = [(min(r.latencies_ms), k) for r, k in zip(results[1:], prefixes) if r.error is None]
-    best_ms, k = min(timed, default=(float("inf"), 0))
-    if best_ms * (1 + TIE_TOLERANCE) >= default_ms:
+    default = _round_mins(results[0])
+    default_ms = min(default)
+    wins = [(min(r.latencies_ms), k) for r, k in zip(results[1:], prefixes)
+            if r.error is None and len(_round_mins(r)) == len(default)
+            and all(t * (1 + TIE_TOLERANCE) < d for t, d in zip(_round_mins(r), default))]
+    if not wins:
         return ModelVerdict(default_ms, default_ms, (), tuple(names))
+    best_ms, k = min(wins)
     return ModelVerdict(default_ms, best_ms, tuple(names[:k]), tuple(names[k:]))

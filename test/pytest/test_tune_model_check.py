@@ -67,24 +67,26 @@ def two_matmuls():
 class ModelTimes(Executor):
     """Injected times of the whole model (the tasks are not measured again): 10 ms, minus
     ``gain[task name]`` for each task whose record it is compiled with (a negative gain: the
-    record slows the model down)."""
+    record slows the model down); the measurements numbered in ``slow`` take three times as
+    long (a slow phase of the machine)."""
 
     max_workers = 2
     shares_files = False
 
-    def __init__(self, model, gain):
-        self.model, self.gain = str(model), gain
+    def __init__(self, model, gain, slow=()):
+        self.model, self.gain, self.slow = str(model), gain, set(slow)
         self.models = []
 
     def measure(self, inputs, timeout_s):
         for i, inp in enumerate(inputs):
             assert inp.module == self.model
             names = {json.loads(r)["task_name"] for r in inp.records}
+            ms = (10.0 - sum(self.gain[n] for n in names)) * (3 if len(self.models) in self.slow else 1)
             self.models.append(names)
-            yield i, MeasureResult((10.0 - sum(self.gain[n] for n in names),) * inp.repeat)
+            yield i, MeasureResult((ms,) * inp.repeat)
 
 
-def _tuned_two_matmuls(tmp_path, gain):
+def _tuned_two_matmuls(tmp_path, gain, slow=()):
     """``mlc.tune`` of :func:`two_matmuls` over a database where each task has a candidate that
     beat its default (0.3 and 0.6 ms against 1 ms: the first task claims the larger saving),
     with nothing left to search and no re-measurement: only the model check runs."""
@@ -98,7 +100,7 @@ def _tuned_two_matmuls(tmp_path, gain):
         sch.split(i, sch.sample_perfect_tile(i, 2, 16))
         db.commit(_record(t, mlc.Trace().as_json(), 1.0))
         db.commit(_record(t, sch.trace.as_json(), ms))
-    fake = ModelTimes(mod, {t1.name: gain[0], t2.name: gain[1]})
+    fake = ModelTimes(mod, {t1.name: gain[0], t2.name: gain[1]}, slow)
     db = mlc.tune(mod, trials=4, work_dir=str(tmp_path), space=tunecheck.space, finalists=0,
                   executor=fake, progress=False)
     return mod, t1, t2, db, fake
@@ -123,6 +125,19 @@ def test_a_model_that_gains_keeps_every_record(tmp_path):
     assert fake.models == [set(), both, both, set(), set(), both]
     assert not db.best(t1.workload).is_default and not db.best(t2.workload).is_default
     assert db.rejected(t1.workload) is None and db.rejected(t2.workload) is None
+    _check_outputs(mod, db)
+
+
+def test_the_tuned_model_must_win_every_round(tmp_path):
+    """The records gain 5 % together, but the tuned model's run of the last round (measurement
+    5) hits a slow phase: its fastest time still beats the default's, yet it lost a round, so
+    the full set is not accepted; the halving then measures the first record alone (2.5 %
+    faster in every round): kept, the other rejected."""
+    mod, t1, t2, db, fake = _tuned_two_matmuls(tmp_path, (0.25, 0.25), slow={5})
+    both = {t1.name, t2.name}
+    assert fake.models[:6] == [set(), both, both, set(), set(), both] and len(fake.models) == 12
+    assert not db.best(t1.workload).is_default and db.rejected(t1.workload) is None
+    assert db.best(t2.workload).is_default and db.rejected(t2.workload) is not None
     _check_outputs(mod, db)
 
 
