@@ -191,9 +191,13 @@ def measure_mlc(name: str, work: str, threads, tune_trials: int = 0):
         t2, cpu0, load0 = time.perf_counter(), cpu_seconds(), os.getloadavg()[0]
         db = mlc.tune(mod, trials=tune_trials, work_dir=os.path.join(work, f"tune-{name}-{t}t"),
                       threads=t, progress=False)
+        workloads = {r.workload for r in db.records()}
         tuning = {"wall_s": time.perf_counter() - t2, "cpu_s": cpu_seconds() - cpu0,
                   "trials": len([r for r in db.records() if not r.final]),
-                  "load": [load0, os.getloadavg()[0]]}
+                  "load": [load0, os.getloadavg()[0]],
+                  # the whole-model check's verdict: records given back to the default, and kept
+                  "rejected": sum(db.rejected(w) is not None for w in workloads),
+                  "replaced": sum(not getattr(db.best(w), "is_default", True) for w in workloads)}
         exe = mlc.compile(mod, database=db, threads=t)
         default = mlc.compile(mod, threads=t)   # timed in this process, interleaved with the tuned one
         t3 = time.perf_counter()
@@ -354,7 +358,8 @@ def main() -> int:
         for tuning, t in ((r["tuning"], r["threads"]) for r in v["rows"] or [] if r.get("tuning")):
             print(f"tuning {m}, {t} thread(s): {tuning['trials']} trials measured, {tuning['wall_s']:.1f} s wall, "
                   f"{tuning['cpu_s']:.1f} CPU s (tuner and its workers), load average "
-                  f"{tuning['load'][0]:.1f} -> {tuning['load'][1]:.1f}")
+                  f"{tuning['load'][0]:.1f} -> {tuning['load'][1]:.1f}; {tuning['replaced']} tasks tuned, "
+                  f"{tuning['rejected']} given back to the default by the whole-model check")
     return 0
 
 

@@ -12,15 +12,22 @@ last step: the default and the best candidates measured again with full repeats,
 else among all records, the fastest; it replaces the default only if it is faster than the
 default by more than :data:`TIE_TOLERANCE` (ties, within noise, keep the default), and never
 when the default was measured and failed (nothing is known to beat it then).
-Source: TVM MetaSchedule ``JSONDatabase`` (``database_tuning_record.json``).
+:meth:`Database.reject` records a verdict from outside the task (the whole-model check of
+:mod:`.model_check`): a final batch in which the candidate carries the error
+``rejected: ...``, so the default schedules the workload again.
+:class:`RecordSet` answers the compiler's protocol for a given list of records (a model compiled
+with some of the database's choices). Source: TVM MetaSchedule ``JSONDatabase``
+(``database_tuning_record.json``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import os
-from typing import Dict, Iterator, List, Optional, Union
+import time
+from typing import Dict, Iterable, Iterator, List, Optional, Union
 
 from ..errors import TuningError
 from ..target import Target, get_target
@@ -28,6 +35,14 @@ from .record import TuningRecord, rename_blocks
 
 #: A record replaces the default schedule only when it is faster by more than this fraction.
 TIE_TOLERANCE = 0.02
+#: The error of a candidate rejected by :meth:`Database.reject` starts with this.
+REJECTED = "rejected: "
+
+
+def _trace_for_unit(rec: TuningRecord, names: Optional[Dict[str, str]],
+                    func_name: Optional[str]) -> str:
+    """``rec`` 's trace with its blocks renamed for the unit (see :meth:`Database.query_best_trace`)."""
+    return rec.trace if names is None else rename_blocks(rec.trace, rec.block_names, names, func_name)
 
 
 class Database:
@@ -282,6 +297,58 @@ class Database:
         rec = self.best(workload, target_key)
         if rec is None or not rec.ok:
             return None
-        if names is None:
-            return rec.trace
-        return rename_blocks(rec.trace, rec.block_names, names, func_name)
+        return _trace_for_unit(rec, names, func_name)
+
+    def reject(self, workload, target, reason: str) -> Optional[TuningRecord]:
+        """Give ``workload`` back to its default schedule for a reason found outside its task
+        (the whole model ran slower with the record, :mod:`.model_check`): commit a final batch
+        of the default's record as :meth:`default` has it (no new measurement) and the record
+        :meth:`best` chose, without latencies and with the error ``rejected: <reason>``.
+        :meth:`best` then returns the default (None when the default was never measured,
+        which the compiler reads the same way); a later re-measurement of the task's finalists
+        decides again.
+
+        Returns
+        -------
+        TuningRecord or None
+            The rejected record (None when the default already schedules the workload).
+        """
+        tkey = self._target_key(target)
+        workload = self._workload(workload, tkey)
+        best, default = self.best(workload, tkey), self.default(workload, tkey)
+        if best is None or best.is_default:
+            return None
+        now = time.time()
+        batch = f"{now:.6f}"
+        if default is not None:
+            self.commit(dataclasses.replace(default, timestamp=now, final=batch))
+        rejected = dataclasses.replace(best, latencies_ms=(), error=REJECTED + reason,
+                                       timestamp=now, final=batch)
+        self.commit(rejected)
+        return rejected
+
+    def rejected(self, workload, target=None) -> Optional[TuningRecord]:
+        """The record :meth:`reject` rejected in the latest final batch of ``workload``, if any."""
+        tkey = self._target_key(target)
+        pool = self.finalists(self._workload(workload, tkey), tkey)
+        return next((r for r in pool if (r.error or "").startswith(REJECTED)), None)
+
+
+class RecordSet:
+    """The compiler's database protocol (``query_best_trace``) over the given records, one per
+    workload and target: a unit whose workload has one gets its trace, every other unit its
+    default schedule. Used to compile a model with a subset of a database's choices.
+
+    Parameters
+    ----------
+    records : iterable of TuningRecord
+    """
+
+    def __init__(self, records: Iterable[TuningRecord]):
+        self._by_key = {(r.workload, r.target): r for r in records}
+
+    def query_best_trace(self, workload: str, target_key: str, names: Optional[Dict[str, str]] = None,
+                         func_name: Optional[str] = None) -> Optional[str]:
+        """As :meth:`Database.query_best_trace`, for the given records only."""
+        rec = self._by_key.get((workload, target_key))
+        return None if rec is None else _trace_for_unit(rec, names, func_name)

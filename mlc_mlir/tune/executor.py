@@ -86,11 +86,21 @@ class Executor(abc.ABC):
         self.close()
 
 
+def compare(executor, inputs: Sequence[MeasureInput], rounds: int,
+            timeout_s: float) -> List[MeasureResult]:
+    """``executor.compare(inputs, rounds, timeout_s)``; an executor that only measures (any
+    object with :meth:`Executor.measure`, not an Executor subclass) compares by measuring
+    each round (:meth:`Executor.compare`)."""
+    method = getattr(executor, "compare", None)
+    return method(inputs, rounds, timeout_s) if method else Executor.compare(executor, inputs, rounds, timeout_s)
+
+
 class LocalExecutor(Executor):
     """A pool of ``max_workers`` worker processes on this machine.
 
     Builds run in parallel; runs (numerics check and timing) never overlap, and a run of a
-    candidate that uses every core pauses the builds (:class:`~.measure.RunGate`). Workers
+    candidate that uses every core stops the other workers, building or idle
+    (:class:`~.measure.RunGate`). Workers
     start on first use and are restarted after a crash or timeout.
 
     Parameters
@@ -119,6 +129,7 @@ class LocalExecutor(Executor):
         if self._pool is not None:
             return
         self._workers = [WorkerProcess() for _ in range(self.max_workers)]
+        self._gate = RunGate(self._workers)
         self._pool = concurrent.futures.ThreadPoolExecutor(self.max_workers, "mlc-tune")
         for f in [self._pool.submit(w.ensure_started) for w in self._workers]:  # start in parallel
             f.result()

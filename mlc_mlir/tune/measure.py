@@ -3,9 +3,8 @@
 A :class:`MeasureInput` (task module text, trace JSON, target, compile options, seed) goes to a
 worker over a pipe in two phases: ``build`` (replay the trace, compile; builds of several workers
 overlap) and ``run`` (check numerics against the reference, time it; a :class:`RunGate` keeps
-runs from overlapping each other, and pauses builds during a run that uses every core, so
-neither disturbs its timing). Each phase has a
-timeout. The reference (outputs of the unscheduled function) is computed once per task by
+runs from overlapping each other, and stops the other workers, building or idle, during a run
+that uses every core, so nothing of the tuner disturbs its timing). Each phase has a timeout. The reference (outputs of the unscheduled function) is computed once per task by
 :func:`reference_on`, outside any candidate's timeout, and loaded by every candidate.
 A worker that crashes (segfault, abort), hangs past the timeout or fails to compile yields a
 :class:`MeasureResult` with an ``error``, never an exception in the tuner; a dead or killed
@@ -26,7 +25,7 @@ import sys
 import tempfile
 import threading
 import time
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import TuningError
 from ..pipeline.options import CompileOptions
@@ -70,6 +69,10 @@ class MeasureInput:
     cutoff_ms : float
         When > 0: a candidate whose checked call takes longer (ms) is recorded with that call's
         time alone, without further timed calls (it is clearly slower than the best so far).
+    records : tuple of str
+        ``TuningRecord.to_json()`` lines the module is compiled with
+        (:class:`~mlc_mlir.tune.database.RecordSet`; a whole model with some of a database's
+        choices, :mod:`~mlc_mlir.tune.model_check`); empty: none.
     """
 
     task_name: str
@@ -85,6 +88,7 @@ class MeasureInput:
     atol: float = 1e-3
     reference: Optional[str] = None
     cutoff_ms: float = 0.0
+    records: Tuple[str, ...] = ()
 
     def to_dict(self) -> Dict[str, Any]:
         """JSON-able form (the worker's request payload)."""
@@ -97,7 +101,7 @@ class MeasureInput:
         """Inverse of :meth:`to_dict`."""
         t = dict(d["target"])
         t["features"] = tuple(t["features"])
-        return cls(**{**d, "target": Target(**t)})
+        return cls(**{**d, "target": Target(**t), "records": tuple(d.get("records", ()))})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -285,13 +289,23 @@ class WorkerProcess:
 
 class RunGate:
     """Orders builds and runs of the workers of one executor: runs never overlap each other;
-    an *exclusive* run (a candidate that uses every core) holds new builds back and stops the
-    worker processes that are building (``SIGSTOP``, ``SIGCONT`` after the run; a build of
-    no known worker is waited for instead), so that nothing else of the tuner competes with
-    its timing while the builds of the other workers need not finish first (a run takes
-    milliseconds, a build about a second)."""
+    an *exclusive* run (a candidate that uses every core) holds new builds back and stops every
+    other worker process of the gate (``SIGSTOP``, ``SIGCONT`` after the run): those that are
+    building, and the idle ones too, whose OpenMP threads keep spinning on the cores after their
+    own run (LLVM's libomp waits ``KMP_BLOCKTIME``, 200 ms, before it sleeps: longer than a
+    whole run of most candidates). A build of no known worker is waited for instead. So nothing
+    else of the tuner competes with the timing, while the builds of the other workers need not
+    finish first (a run takes milliseconds, a build about a second). The search itself never
+    overlaps a measurement: the tuner proposes a batch, measures it, then updates the search.
 
-    def __init__(self):
+    Parameters
+    ----------
+    workers : sequence of WorkerProcess, optional
+        The executor's workers: an exclusive run stops all of them but its own.
+    """
+
+    def __init__(self, workers: Sequence["WorkerProcess"] = ()):
+        self._workers = list(workers)
         self._cond = threading.Condition()
         self._builds = 0                    # builds of no known worker (cannot be paused)
         self._building: List["WorkerProcess"] = []
@@ -319,14 +333,16 @@ class RunGate:
                 self._cond.notify_all()
 
     @contextlib.contextmanager
-    def run(self, exclusive: bool):
-        """Context of a run (one at a time; ``exclusive``: builds paused)."""
+    def run(self, exclusive: bool, worker: Optional["WorkerProcess"] = None):
+        """Context of a run on ``worker`` (one at a time; ``exclusive``: the other workers and
+        the builds are stopped)."""
         with self._cond:
             self._exclusive_waiting += exclusive
             self._cond.wait_for(lambda: not self._running and (not exclusive or self._builds == 0))
             self._exclusive_waiting -= exclusive
             self._running, self._exclusive = True, exclusive
-            paused = list(self._building) if exclusive else []
+            others = dict.fromkeys(self._building + self._workers)   # each once, in order
+            paused = [w for w in others if w is not worker] if exclusive else []
             for w in paused:
                 w.pause()
         try:
@@ -364,7 +380,7 @@ def measure_on(worker: WorkerProcess, inp: MeasureInput, timeout_s: float,
         phases.update(reply.get("phases_s") or {})
         if reply.get("error") is None:
             tw = time.monotonic()
-            with gate.run(exclusive):
+            with gate.run(exclusive, worker):
                 phases["wait"] = time.monotonic() - tw
                 reply = worker.request({"op": "run"}, timeout_s)
             phases.update(reply.get("phases_s") or {})
@@ -395,7 +411,7 @@ def run_on(worker: WorkerProcess, slot: int, timeout_s: float, gate: RunGate,
     :func:`build_on`; ``exclusive`` as for :func:`measure_on`)."""
     t0 = time.monotonic()
     try:
-        with gate.run(exclusive):
+        with gate.run(exclusive, worker):
             reply = worker.request({"op": "run", "slot": slot, "keep": True}, timeout_s)
     except WorkerFailed as e:
         return MeasureResult((), str(e), time.monotonic() - t0)

@@ -59,7 +59,8 @@ def summary_rows(tasks: List[Task], db: Database, target_key: str) -> List[dict]
     """Per task: name, weight, trials (search records), errors, ``best_ms`` and GFLOP/s of the
     record that schedules the task (:meth:`Database.best`: a candidate only if it beats the
     default), ``default_ms`` and the speedup of the former over the latter (1.0 when the
-    default is kept; 0.0 when nothing ran)."""
+    default is kept; 0.0 when nothing ran), ``note``: ``rejected by the model check`` when the
+    whole-model check gave the task back to its default (:meth:`Database.reject`), else empty."""
     rows = []
     for t in tasks:
         recs = [r for r in db.records(t.workload, target_key) if not r.final]
@@ -71,7 +72,8 @@ def summary_rows(tasks: List[Task], db: Database, target_key: str) -> List[dict]
         rows.append({"task": t.name, "weight": t.weight, "trials": len(recs),
                      "errors": sum(not r.ok for r in recs), "best_ms": best, "default_ms": base,
                      "gflops": t.flops / (best * 1e6) if ok else 0.0,
-                     "speedup": base / best if ok and not math.isinf(base) else (1.0 if ok else 0.0)})
+                     "speedup": base / best if ok and not math.isinf(base) else (1.0 if ok else 0.0),
+                     "note": "rejected by the model check" if db.rejected(t.workload, target_key) else ""})
     return rows
 
 
@@ -81,12 +83,12 @@ def print_summary(tasks: List[Task], db: Database, target_key: str, enabled: boo
     if not enabled:
         return rows
     table = rich_table.Table(title="mlc-mlir tuning")
-    for col in ("task", "weight", "trials", "errors", "best ms", "GFLOP/s", "speedup over default"):
-        table.add_column(col, justify="left" if col == "task" else "right")
+    for col in ("task", "weight", "trials", "errors", "best ms", "GFLOP/s", "speedup over default", "note"):
+        table.add_column(col, justify="left" if col in ("task", "note") else "right")
     for r in rows:
         best = "-" if math.isinf(r["best_ms"]) else f"{r['best_ms']:.4f}"
         table.add_row(r["task"], str(r["weight"]), str(r["trials"]), str(r["errors"]), best,
-                      f"{r['gflops']:.2f}", f"{r['speedup']:.2f}x")
+                      f"{r['gflops']:.2f}", f"{r['speedup']:.2f}x", r["note"])
     rich_console.Console().print(table)
     return rows
 

@@ -4,7 +4,6 @@ committed to the database at once. Source: TVM MetaSchedule ``tune_tasks`` / ``t
 from __future__ import annotations
 
 import collections
-import functools
 import hashlib
 import os
 import random
@@ -19,8 +18,9 @@ from .attention_task import extract_attention_tasks
 from .conv_algorithm import AlgorithmTask, extract_algorithm_tasks
 from .database import Database
 from .evolutionary import EvolutionarySearch
-from .executor import Executor, LocalExecutor
+from .executor import Executor, LocalExecutor, compare
 from .measure import MeasureInput, MeasureResult
+from .model_check import check_model, entry_function
 from .record import TuningRecord, candidate_id
 from .report import ProgressBar, plot_curve, print_summary
 from .search import SearchStrategy, Space, TuneContext
@@ -46,12 +46,12 @@ REMEASURE_ROUNDS = 2
 REMEASURE_REPEATS = 5
 
 
-def reference_path(work_dir: str, task: Task, inp: MeasureInput) -> str:
-    """Where the reference of ``task`` is kept in ``work_dir``: keyed by the task module, the
-    target, the compile options and the seed of the inputs."""
+def reference_path(work_dir: str, name: str, inp: MeasureInput) -> str:
+    """Where the reference of task (or model) ``name`` is kept in ``work_dir``: keyed by the
+    module, the target, the compile options and the seed of the inputs."""
     key = hashlib.sha256("\0".join((inp.module, inp.target.key(), str(inp.threads),
                                     str(inp.opt_level), str(inp.seed))).encode()).hexdigest()[:16]
-    return os.path.join(work_dir, REFERENCE_DIR, f"{task.name}-{key}.npz")
+    return os.path.join(work_dir, REFERENCE_DIR, f"{name}-{key}.npz")
 
 
 def _record(task: Task, names, tkey: str, trace_json: str, res: MeasureResult,
@@ -66,7 +66,7 @@ def tune(mod, target="cpu", trials: int = 64, work_dir: str = "tune/", space: Op
          strategy: Optional[SearchStrategy] = None, executor: Optional[Executor] = None,
          timeout_s: float = 30.0, threads: Optional[int] = None, progress: bool = True,
          batch_size: Optional[int] = None, seed: int = 0, finalists: int = 2,
-         winograd: Optional[bool] = None) -> Database:
+         winograd: Optional[bool] = None, check_model: bool = True) -> Database:
     """Tune the units of ``mod`` for ``target`` (TVM MetaSchedule ``tune_tasks``).
 
     First the algorithm of each convolution (direct, im2col, Winograd F(2x2, 3x3) or
@@ -134,6 +134,12 @@ def tune(mod, target="cpu", trials: int = 64, work_dir: str = "tune/", space: Op
         that may hold such values. True: also the default where ``mlc.compile(winograd=True)``
         takes it (the records are for that compile). ``mlc.compile(mod, database=db)`` replays
         the recorded choice either way.
+    check_model : bool
+        At the end, time the whole module compiled with the chosen records against its default
+        compile, interleaved, and reject the records that do not make it faster (ties keep the
+        default; :mod:`.model_check`, :meth:`Database.reject`), so that
+        ``mlc.compile(mod, database=db)`` is never slower than ``mlc.compile(mod)`` by more than
+        the noise of that measurement. The verdict is logged and shown in the table.
 
     Returns
     -------
@@ -156,11 +162,11 @@ def tune(mod, target="cpu", trials: int = 64, work_dir: str = "tune/", space: Op
     db = Database(os.path.join(work_dir, DATABASE_FILE))
     with db.exclusive():
         return _tune(mod, tgt, trials, work_dir, space, strategy, executor, timeout_s, threads,
-                     progress, batch_size, seed, finalists, winograd, db)
+                     progress, batch_size, seed, finalists, winograd, check_model, db)
 
 
 def _tune(mod, tgt, trials, work_dir, space, strategy, executor, timeout_s, threads, progress,
-          batch_size, seed, finalists, winograd, db: Database) -> Database:
+          batch_size, seed, finalists, winograd, check: bool, db: Database) -> Database:
     space = default_space(tgt, threads) if space is None else space
     tkey = tgt.key()
     algorithms = extract_algorithm_tasks(mod, tgt, winograd) + extract_attention_tasks(mod, tgt)
@@ -189,6 +195,9 @@ def _tune(mod, tgt, trials, work_dir, space, strategy, executor, timeout_s, thre
                     for task, ctx in zip(tasks, ctxs):
                         _remeasure(task, ctx, db, executor, tkey, finalists, timeout_s, threads,
                                    seed, refs.get(id(task)), bar)
+                if check:
+                    _check_model(mod, [a.task for a in algorithms] + tasks, db, executor, tgt,
+                                 threads, seed, timeout_s, work_dir, bar)
             except KeyboardInterrupt:
                 bar.log(f"interrupted: {len(db)} records kept in {db.path}")
     finally:
@@ -203,6 +212,22 @@ def _tune(mod, tgt, trials, work_dir, space, strategy, executor, timeout_s, thre
     return db
 
 
+def _check_model(mod, tasks: List[Task], db: Database, executor: Executor, tgt, threads, seed: int,
+                 timeout_s: float, work_dir: str, bar: ProgressBar) -> None:
+    """The whole-model check (:func:`~.model_check.check_model`) of ``mod`` 's entry function,
+    its reference (the plain loops' outputs) computed once in ``work_dir``; builds and runs of
+    the model get the time limit of a reference."""
+    func = entry_function(mod)
+    if func is None:
+        bar.log("model check: skipped (several public functions, none named main)")
+        return
+    # a model builds and runs like a task's reference, not like one candidate: the same limit
+    limit = max(REFERENCE_MIN_TIMEOUT_S, REFERENCE_TIMEOUT_RATIO * timeout_s)
+    check_model(mod, func, tasks, db, executor, tgt, threads, seed, limit,
+                lambda inp: _reference(executor, f"model-{func}", inp, work_dir, timeout_s, bar,
+                                       collections.defaultdict(float)), bar.log)
+
+
 def _schedule_tasks(mod, tgt, winograd: bool, db: Database, others: bool) -> List[Task]:
     """:func:`extract_tasks` with the layout ``db``'s records give; none (rather than the
     error) when ``others``, the algorithm and attention tasks, are all there is to tune (a
@@ -215,20 +240,21 @@ def _schedule_tasks(mod, tgt, winograd: bool, db: Database, others: bool) -> Lis
         return []
 
 
-def _reference(executor: Executor, task: Task, inp: MeasureInput, work_dir: str, timeout_s: float,
+def _reference(executor: Executor, name: str, inp: MeasureInput, work_dir: str, timeout_s: float,
                bar: ProgressBar, prof: Dict[str, float]) -> Optional[str]:
-    """The path of the task's reference, computed now if ``work_dir`` does not have it; None
-    (each worker computes its own) when the executor's workers do not share files or it fails."""
+    """The path of the reference of task (or model) ``name``, computed now if ``work_dir`` does
+    not have it; None (each worker computes its own) when the executor's workers do not share
+    files or it fails."""
     if not executor.shares_files:
         return None
-    path = reference_path(work_dir, task, inp)
+    path = reference_path(work_dir, name, inp)
     if not os.path.exists(path):
         t0 = time.monotonic()
         err = executor.prepare_reference(inp, path, max(REFERENCE_MIN_TIMEOUT_S,
                                                          REFERENCE_TIMEOUT_RATIO * timeout_s))
         prof["reference (once per task)"] += time.monotonic() - t0
         if err is not None:
-            bar.log(f"[{task.name}] reference: {err.splitlines()[0][:200]}")
+            bar.log(f"[{name}] reference: {err.splitlines()[0][:200]}")
             return None
     return path
 
@@ -270,7 +296,7 @@ def _loop(tasks: List[Task], ctxs: List[TuneContext], sched, db: Database, strat
         proto = MeasureInput(task.func_name, str(task.module), baseline, ctx.target,
                              threads=threads, seed=seed)
         if id(task) not in refs:
-            refs[id(task)] = _reference(executor, task, proto, work_dir, timeout_s, bar, prof)
+            refs[id(task)] = _reference(executor, task.name, proto, work_dir, timeout_s, bar, prof)
         best = min((r.latency_ms for r in ctx.history if r.ok), default=float("inf"))
         cutoff = CUTOFF_RATIO * best if best < float("inf") else 0.0
         inputs = [MeasureInput(task.func_name, str(task.module), t, ctx.target, threads=threads,
@@ -330,9 +356,7 @@ def _commit_final(task: Task, db: Database, executor: Executor, tkey: str, trace
     results as the final records of one re-measurement; returns them in the order of ``traces``."""
     inputs = [MeasureInput(task.func_name, *candidate(t), target, threads=threads, seed=seed,
                            repeat=REMEASURE_REPEATS, reference=reference) for t in traces]
-    # an executor that only measures (not an Executor subclass) compares by measuring each round
-    compare = getattr(executor, "compare", None) or functools.partial(Executor.compare, executor)
-    results = compare(inputs, REMEASURE_ROUNDS, timeout_s)
+    results = compare(executor, inputs, REMEASURE_ROUNDS, timeout_s)
     batch = f"{time.time():.6f}"
     names = canonical_names(task.module, task.func_name)
     for t, res in zip(traces, results):
@@ -354,7 +378,7 @@ def _tune_algorithms(algorithms: List[AlgorithmTask], db: Database, executor: Ex
         todo = [t for t in by_trace if not db.has_candidate(candidate_id(task.workload, tkey, t))]
         todo = todo[:max(0, trials - spent)]
         proto = MeasureInput(task.func_name, str(task.module), empty, a.target, threads=threads, seed=seed)
-        ref = _reference(executor, task, proto, work_dir, timeout_s, bar, collections.defaultdict(float)) \
+        ref = _reference(executor, task.name, proto, work_dir, timeout_s, bar, collections.defaultdict(float)) \
             if todo or finalists else None
         names = canonical_names(task.module, task.func_name)
 

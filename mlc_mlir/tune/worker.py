@@ -6,7 +6,8 @@ once (random inputs of the seed, the outputs of the unscheduled function compile
 ``schedule="none"``) and saves both to ``path`` (``.npz``, written atomically), for the tuner to
 hand to every candidate (:attr:`MeasureInput.reference`); ``{"op": "build", "input":
 MeasureInput.to_dict()}`` replays the trace (``Schedule.from_trace``) on the task module and
-compiles it (an empty trace: the compiler's default schedule); ``{"op": "run"}`` runs the last
+compiles it (an empty trace: the compiler's default schedule; with ``records``, compiled with
+those tuning records, :class:`~mlc_mlir.tune.database.RecordSet`); ``{"op": "run"}`` runs the last
 build once on the inputs, compares with the reference (loaded from ``reference`` or, without one,
 computed here and cached per task) and times it (``benchmark``, each repeat's mean, ms; a
 candidate slower than ``cutoff_ms`` keeps one time only: its checked call's, or where that call
@@ -44,7 +45,9 @@ from ..pipeline.compile import compile as compile_module
 from ..pipeline.options import CompileOptions
 from ..schedule.schedule import Schedule
 from ..schedule.trace import Trace
+from .database import RecordSet
 from .measure import MeasureInput
+from .record import TuningRecord
 
 #: The annotation key of the test-only fault hook (see the module docstring).
 FAULT_KEY = "mlc.tune.test_fault"
@@ -161,7 +164,9 @@ class Worker:
         self._built.pop(slot, None)
         phases: Dict[str, float] = {}
         t0 = time.perf_counter()
-        options = CompileOptions(target=inp.target, threads=inp.threads, opt_level=inp.opt_level)
+        database = RecordSet(TuningRecord.from_json(r) for r in inp.records) if inp.records else None
+        options = CompileOptions(target=inp.target, threads=inp.threads, opt_level=inp.opt_level,
+                                 database=database)
         try:
             mod, args, expected = self._reference(inp)
         except (MlcError, OSError, ValueError, KeyError) as e:

@@ -15,7 +15,7 @@ import mlc_mlir as mlc  # noqa: E402
 from mlc_mlir.schedule.rules.attention import (AttentionKnobs, decided_knobs, default_knobs,  # noqa: E402
                                                knob_candidates)
 from mlc_mlir.target import host_target  # noqa: E402
-from mlc_mlir.tune import MeasureResult  # noqa: E402
+from mlc_mlir.tune import MeasureResult, TuningRecord  # noqa: E402
 from mlc_mlir.tune.attention_task import extract_attention_tasks, kernel_module  # noqa: E402
 
 
@@ -81,18 +81,21 @@ def test_an_attention_is_a_task_and_its_knobs_round_trip():
 
 
 class Prefer:
-    """An executor whose timings make the attention kernel ``text`` take ``ratio`` of the time
-    of every other candidate (1 ms)."""
+    """An executor whose timings make the attention kernel ``text`` (the candidate whose record
+    has trace ``trace``), and the whole model with its record (the model check), take ``ratio``
+    of the time of every other candidate (1 ms)."""
 
     max_workers = 1
     shares_files = False
 
-    def __init__(self, text, ratio):
-        self.text, self.ratio = text, ratio
+    def __init__(self, text, trace, ratio):
+        self.text, self.trace, self.ratio = text, trace, ratio
 
     def measure(self, inputs, timeout_s):
         for i, inp in enumerate(inputs):
-            yield i, MeasureResult(((self.ratio if inp.module == self.text else 1.0),) * inp.repeat)
+            fast = inp.module == self.text or any(TuningRecord.from_json(r).trace == self.trace
+                                                  for r in inp.records)
+            yield i, MeasureResult(((self.ratio if fast else 1.0),) * inp.repeat)
 
     def close(self):
         pass
@@ -108,7 +111,7 @@ def test_a_record_is_replayed_by_compile_and_matches_torch(tmp_path):
     task, = extract_attention_tasks(mod, host_target())
     want = _pick(task)
     db = mlc.tune(mod, trials=len(task.candidates) + 4, work_dir=str(tmp_path / "t"),
-                  executor=Prefer(task.module_for(want), 0.5), progress=False)
+                  executor=Prefer(task.module_for(want), task.trace_for(want), 0.5), progress=False)
     assert decided_knobs(mlc.Trace.from_json(db.best(task.task.workload, host_target().key()).trace)) == want
     exe = mlc.compile(mod, database=db, dump_ir=str(tmp_path / "tuned"))
     mlc.compile(mod, dump_ir=str(tmp_path / "default"))
@@ -126,5 +129,5 @@ def test_a_tie_keeps_the_default_knobs(tmp_path):
     mod, _ = _sdpa()
     task, = extract_attention_tasks(mod, host_target())
     db = mlc.tune(mod, trials=len(task.candidates) + 4, work_dir=str(tmp_path / "t"),
-                  executor=Prefer(task.module_for(_pick(task)), 0.99), progress=False)
+                  executor=Prefer(task.module_for(_pick(task)), task.trace_for(_pick(task)), 0.99), progress=False)
     assert db.best(task.task.workload, host_target().key()).is_default

@@ -13,7 +13,7 @@ import mlc_mlir as mlc
 from mlc_mlir.ir.module import CONV_ALGORITHM_ATTR, CONV_DIRECT, CONV_IM2COL
 from mlc_mlir.schedule.rules.conv_strategy import decided_algorithm
 from mlc_mlir.target import host_target
-from mlc_mlir.tune import MeasureResult
+from mlc_mlir.tune import MeasureResult, TuningRecord
 from mlc_mlir.tune.conv_algorithm import extract_algorithm_tasks
 
 
@@ -28,8 +28,8 @@ def two_convs():
 
 class PreferWinograd:
     """An executor whose timings make the Winograd F(4x4, 3x3) candidates of the algorithm
-    tasks take ``ratio`` of the time of the rest (every other candidate, schedules included,
-    takes 1 ms)."""
+    tasks, and the whole model with a record choosing it (the model check), take ``ratio`` of the
+    time of the rest (every other candidate, schedules included, takes 1 ms)."""
 
     max_workers = 1
     shares_files = False
@@ -39,7 +39,9 @@ class PreferWinograd:
 
     def measure(self, inputs, timeout_s):
         for i, inp in enumerate(inputs):
-            fast = f"{CONV_ALGORITHM_ATTR} = 4 : i64" in inp.module
+            fast = f"{CONV_ALGORITHM_ATTR} = 4 : i64" in inp.module or any(
+                decided_algorithm(mlc.Trace.from_json(TuningRecord.from_json(r).trace)) == 4
+                for r in inp.records)
             yield i, MeasureResult(((self.ratio if fast else 1.0),) * inp.repeat)
 
     def close(self):

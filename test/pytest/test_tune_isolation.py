@@ -114,20 +114,23 @@ def test_compare_runs_each_build_in_every_round_and_survives_a_crash():
     assert res[2].error.startswith("wrong result: output 0 differs")
 
 
+class FakeWorker:
+    """Stands for a WorkerProcess in the RunGate tests: records pause and resume."""
+
+    def __init__(self):
+        self.calls = []
+
+    def pause(self):
+        self.calls.append("pause")
+
+    def resume(self):
+        self.calls.append("resume")
+
+
 def test_an_exclusive_run_pauses_the_builds_instead_of_waiting_for_them():
     from mlc_mlir.tune.measure import RunGate
 
-    class Worker:
-        def __init__(self):
-            self.calls = []
-
-        def pause(self):
-            self.calls.append("pause")
-
-        def resume(self):
-            self.calls.append("resume")
-
-    gate, w = RunGate(), Worker()
+    gate, w = RunGate(), FakeWorker()
     with gate.build(w):                       # a build in flight on w
         with gate.run(exclusive=False):
             assert w.calls == []              # a run on part of the cores leaves it alone
@@ -137,6 +140,68 @@ def test_an_exclusive_run_pauses_the_builds_instead_of_waiting_for_them():
     with gate.run(exclusive=True):            # the build is over: nothing to pause
         pass
     assert w.calls == ["pause", "resume"]
+
+
+def test_an_exclusive_run_stops_every_other_worker_of_the_gate_idle_ones_too():
+    """An idle worker's OpenMP threads spin for KMP_BLOCKTIME after its own run; an exclusive
+    run stops it (and each worker once, building or not), never the worker that runs."""
+    from mlc_mlir.tune.measure import RunGate
+
+    runner, idle, building = FakeWorker(), FakeWorker(), FakeWorker()
+    gate = RunGate([runner, idle, building])
+    with gate.build(building):
+        with gate.run(exclusive=False, worker=runner):
+            assert idle.calls == building.calls == []
+        with gate.run(exclusive=True, worker=runner):
+            assert idle.calls == building.calls == ["pause"] and runner.calls == []
+    assert idle.calls == building.calls == ["pause", "resume"] and runner.calls == []
+
+
+def test_an_exclusive_run_leaves_no_cpu_to_another_workers_spinning_openmp_threads():
+    """Two real workers with a 2-thread candidate each: right after worker B's run, B's libomp
+    threads spin (KMP_BLOCKTIME); during A's exclusive run B is stopped and burns no CPU."""
+    import time
+
+    from mlc_mlir.schedule.trace import Trace
+    from mlc_mlir.tune.measure import RunGate, WorkerProcess, build_on, run_on
+
+    def stats(pid):   # the fields after the command name of each thread's /proc stat line
+        out = []
+        for t in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{t}/stat") as f:
+                out.append(f.read().rsplit(")", 1)[1].split())
+        return out
+
+    def states(pid):
+        return [f[0] for f in stats(pid)]
+
+    def cpu_ticks(pid):   # utime + stime of every thread
+        return sum(int(f[11]) + int(f[12]) for f in stats(pid))
+
+    if not os.path.isdir("/proc/self/task"):
+        pytest.skip("needs Linux /proc")
+    task, = extract_tasks(matmul(128))
+    inp = MeasureInput(task.func_name, str(task.module), Trace().as_json(), host_target(),
+                       threads=2, number=50, repeat=3)
+    a, b = WorkerProcess(), WorkerProcess()
+    gate = RunGate([a, b])
+    try:
+        for w in (a, b):
+            assert build_on(w, inp, 0, 120, gate)[0] is None
+        for _ in range(3):
+            assert run_on(b, 0, 60, gate, True).error is None
+            with gate.run(exclusive=True, worker=a):   # what run_on does around A's request
+                deadline = time.monotonic() + 10        # SIGSTOP reaches every thread of B
+                while set(states(b._proc.pid)) != {"T"} and time.monotonic() < deadline:
+                    time.sleep(0.001)
+                assert set(states(b._proc.pid)) == {"T"}
+                before = cpu_ticks(b._proc.pid)
+                assert a.request({"op": "run", "slot": 0, "keep": True}, 60)["error"] is None
+                assert cpu_ticks(b._proc.pid) == before
+            assert set(states(b._proc.pid)) != {"T"}   # continued after the run
+    finally:
+        a.close()
+        b.close()
 
 
 def test_time_stopped_by_an_exclusive_run_does_not_count_toward_a_build_timeout():
