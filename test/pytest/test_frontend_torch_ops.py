@@ -154,6 +154,7 @@ CASES = {
     "any_all": (lambda x: ((x > 0).any(), (x > -3).all(), (x > 0).all(1), x.any(0)), (randn(3, 4),)),
     "sort": (lambda x: x.sort(1), (randn(3, 6),)),
     "sort_desc": (lambda x: x.sort(0, descending=True).values, (randn(5, 3),)),
+    "sort_stable": (lambda x: torch.sort(x, dim=0, descending=True, stable=True), (randint(-2, 3, 9, 4),)),
     "var_mean": (lambda x: torch.var_mean(x, 1, correction=0), (randn(3, 8),)),
     "flip": (lambda x: x.flip(0, -1), (randn(3, 4, 2),)),
     "index_select": (lambda x, i: x.index_select(1, i), (randn(3, 5), randint(0, 5, 7))),
