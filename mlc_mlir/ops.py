@@ -38,4 +38,5 @@ from .builder.col2im import col2im  # noqa: F401
 from .builder.embedding_bag import embedding_bag  # noqa: F401
 from .builder.grid_sample import grid_sample  # noqa: F401
 from .builder.resize import resize  # noqa: F401
+from .builder.sort import sort  # noqa: F401
 from .builder.topk import topk  # noqa: F401

@@ -37,13 +37,13 @@ def _lowest(dtype: str):
     return float("-inf") if dtypes.is_float(dtype) else int(np.iinfo(dtypes.to_numpy_dtype(dtype)).min)
 
 
-def _positions(shape, ax: int, fn) -> Tensor:
+def positions(shape, ax: int, fn, prefix: str = "topk") -> Tensor:
     """An int64 tensor of ``shape`` holding each element's index along ``ax`` (numpy
     ``arange`` reshaped), computed by a ``linalg.generic`` from ``linalg.index`` rather than
-    stored: a constant would grow with the axis."""
+    stored: a constant would grow with the axis. The op is named ``<prefix>.positions``."""
     i64 = ir.IntegerType.get_signless(64)
     out = emit.empty(shape, "int64")
-    (r,) = emit.generic(emit.op_name(fn, "topk.positions", None), [], [], [out],
+    (r,) = emit.generic(emit.op_name(fn, f"{prefix}.positions", None), [], [], [out],
                         [emit.identity_map(len(shape))], ["parallel"] * len(shape),
                         lambda _: [arith_d.index_cast(i64, linalg_d.IndexOp(ax).result)])
     return Tensor(r, fn)
@@ -93,7 +93,7 @@ def topk(x, k: int, axis: int = -1, largest: bool = True, sorted: bool = True,  
     else:
         key = subtract(np.asarray(-1, dtypes.to_numpy_dtype(x.dtype)), x)
     low = _lowest(x.dtype)
-    positions = _positions([n if d == ax else 1 for d in range(rank)], ax, x.fn)
+    pos = positions([n if d == ax else 1 for d in range(rank)], ax, x.fn)
     values, indices, taken = [], [], None
     for _ in range(int(k)):
         if taken is None:
@@ -104,7 +104,7 @@ def topk(x, k: int, axis: int = -1, largest: bool = True, sorted: bool = True,  
             # every element left equals the mask value: take the first one not taken yet
             first_free = argmax(subtract(np.asarray(1, np.int8), taken), axis=ax, keepdims=True)
             idx = where(equal(reduce_max(masked, axis=ax, keepdims=True), low), first_free, idx)
-        hit = equal(positions, idx)
+        hit = equal(pos, idx)
         taken = hit if taken is None else maximum(taken, hit)
         values.append(gather_elements(x, idx, axis=ax))
         indices.append(idx)

@@ -52,7 +52,9 @@ def _index_put(ctx, node, args):
     """``x[..., idx, ...] = values`` (``accumulate``: ``+=``). Along one dim where ``idx`` is a run
     of consecutive positions (``start + arange(n)``: a static KV cache's write), one
     :func:`ops.update_slice` at ``start``; any other index tensors (several, broadcast, negative)
-    go through :func:`_scatter_put`. ``index_copy(x, dim, idx, values)`` is the same write."""
+    go through :func:`_scatter_put`; a bool mask index (told by the fx node's fake value: masks
+    arrive as int8, like integer indices) through :func:`_mask_put`. ``index_copy(x, dim, idx,
+    values)`` is the same write."""
     op = str(node.target)
     x = _tensor(op, "self", args[0])
     accumulate = False
@@ -66,6 +68,12 @@ def _index_put(ctx, node, args):
         dims = [i for i, e in enumerate(indices) if e is not None]
         dim = dims[0] if dims else 0
         node_index = node.args[1][dim] if dims else None
+        if any(_is_mask(node.args[1][d]) for d in dims):
+            if len(dims) != 1:
+                raise BuildError(f"{op}: indices {[_index_kind(node.args[1][d]) for d in dims]} at dims "
+                                 f"{dims}; expected a bool mask index alone (the others None)")
+            return _mask_put(op, x, dim, _tensor(op, f"indices[{dim}]", indices[dim]),
+                             _tensor(op, "values", values), accumulate)
     values = _tensor(op, "values", values)
     index = indices[dim] if dim < len(indices) else None
     whole_slices = len([e for e in indices if e is not None]) == 1 and isinstance(index, Tensor) \
@@ -78,6 +86,47 @@ def _index_put(ctx, node, args):
         return _scatter_put(op, x, indices, values, accumulate)
     start = start if isinstance(start, int) else ops.reshape(start, [1]) if start.ndim == 0 else start
     return ops.update_slice(x, values, [start if d == dim else 0 for d in range(x.ndim)])
+
+
+def _is_mask(src) -> bool:
+    """Whether the fx node ``src`` is a bool (or legacy uint8) tensor: an index that masks the
+    dims it stands for rather than listing positions (its fake value's dtype; False without
+    one)."""
+    val = src.meta.get("val") if hasattr(src, "meta") else None
+    return str(getattr(val, "dtype", "")) in ("torch.bool", "torch.uint8")
+
+
+def _index_kind(src) -> str:
+    return "bool mask" if _is_mask(src) else "integer"
+
+
+def _mask_put(op, x, dim, mask, values, accumulate):
+    """``x[(:,) * dim + (mask,)] = values`` (``accumulate``: ``+=``) for a bool ``mask`` over
+    ``x``'s dims ``dim .. dim + mask.ndim - 1``: ``where(mask, values, x)``, the mask and the values
+    broadcast over ``x``. PyTorch broadcasts ``values`` to ``x[mask]``'s shape ``lead + (T,) +
+    trail`` with ``T`` the mask's True count; ``values`` must have size 1 (or no dim) at ``T``'s
+    place, since ``T`` is known only at run time.
+
+    Raises
+    ------
+    BuildError
+        If the mask's shape is not that of the dims it masks, or ``values`` does not broadcast
+        to ``lead + (1,) + trail``."""
+    k = mask.ndim
+    lead, trail = tuple(x.shape[:dim]), tuple(x.shape[dim + k:])
+    if tuple(mask.shape) != tuple(x.shape[dim:dim + k]):
+        raise BuildError(f"{op}: argument 'indices[{dim}]' is a bool mask of shape {format_shape(mask.shape)}; "
+                         f"expected the shape of the dims it masks, {format_shape(x.shape[dim:dim + k])}")
+    at = values.ndim - len(trail) - 1  # the values dim broadcast over the True positions
+    if at >= 0 and values.shape[at] != 1:
+        raise BuildError(f"{op}: values {format_shape(values.shape)} hold {values.shape[at]} rows for the "
+                         f"True positions of the bool mask index at dim {dim}; expected 1 row broadcast to "
+                         "all of them (their number is known only at run time)")
+    _check_broadcast(op, values, lead + (1,) + trail)
+    full = (1,) * (len(lead) + 1 + len(trail) - values.ndim) + tuple(values.shape)
+    v = ops.reshape(ops.cast(values, x.dtype), list(full[:dim]) + [1] * k + list(full[dim + 1:]))
+    m = ops.reshape(mask, [1] * dim + list(mask.shape) + [1] * len(trail))
+    return ops.where(m, ops.add(x, v) if accumulate else v, x)
 
 
 def _scatter_put(op, x, indices, values, accumulate):

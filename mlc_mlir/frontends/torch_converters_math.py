@@ -356,16 +356,17 @@ def _any_default(ctx, node, args):
     return ops.max(_mask(args[0]))
 
 
-@register_converter("aten.sort.default", dtypes="float, int")
+@register_converter("aten.sort.default", "aten.sort.stable", dtypes="float, int")
 def _sort(ctx, node, args):
-    """``ops.topk`` with ``k`` the whole axis (``descending``: largest first); indices of equal
-    values may be in another order than PyTorch's (its sort is not stable either)."""
+    """``ops.sort``: stable (equal values keep their order), which ``stable=True`` asks for and
+    the default (``stable=False``) allows."""
     x = _tensor("aten.sort", "self", args[0])
-    dim = int(arg(ctx, args, 1, "dim", -1))
+    stable = str(node.target).endswith("stable")
+    dim = int(ctx.kwargs.get("dim", -1) if stable else arg(ctx, args, 1, "dim", -1))
+    descending = bool(ctx.kwargs.get("descending", False) if stable else arg(ctx, args, 2, "descending", False))
     if x.ndim == 0:
         return x, ops.cast(ops.multiply(x, 0), "int64")
-    v, i = ops.topk(x, x.shape[dim], axis=dim, largest=bool(arg(ctx, args, 2, "descending", False)))
-    return v, i
+    return ops.sort(x, axis=dim, descending=descending)
 
 
 @register_converter("aten.var_mean.correction")

@@ -66,6 +66,9 @@ SKIPPED: Dict[str, str] = {
     "untileable": "an indexing map linalg tiling cannot slice (OpInfo.tiling_blocker: a negative "
                   "coefficient, floordiv or mod); the op runs as plain loops",
     "dynamic": "a convolution or pooling with a dynamic extent (symbolic size): plain loops",
+    "identity": "an identity copy (all indexing maps equal, the body yields its arguments, e.g. "
+                "a broadcast_to of the same shape): the schedule's cleanup canonicalization "
+                "erases it (linalg EraseIdentityLinalgOp), so no rule may hold a handle to it",
 }
 
 
@@ -73,7 +76,8 @@ def classify(info: OpInfo) -> str:
     """The op kind of a named linalg op: a key of :data:`RULES` or :data:`SKIPPED`.
 
     * an op with an indexing map that linalg tiling cannot slice
-      (:attr:`~.loop_nest.OpInfo.tiling_blocker`) -> ``untileable``;
+      (:attr:`~.loop_nest.OpInfo.tiling_blocker`) -> ``untileable``; an identity copy
+      (:attr:`~.loop_nest.OpInfo.identity`) -> ``identity``;
     * ``linalg.fill`` -> ``fill``; ``linalg.matmul`` (3 dims) -> ``matmul``;
       ``linalg.batch_matmul`` -> ``batch_matmul``; ``linalg.mmt4d`` with unit ``M0`` and
       ``K0`` (a pre-packed B) -> ``mmt4d``; ``linalg.conv_2d_nchw_fchw`` -> ``conv2d``;
@@ -91,6 +95,8 @@ def classify(info: OpInfo) -> str:
     op = info.op_name
     if info.tiling_blocker is not None:
         return "untileable"
+    if info.identity:
+        return "identity"
     if op == "linalg.fill":
         return "fill"
     if any(d.extent is None for d in info.dims):

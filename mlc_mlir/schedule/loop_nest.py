@@ -22,7 +22,7 @@ from .._mlir import PassManager, ir
 from ..errors import ScheduleError
 from ..ir import dtypes
 from ..ir.module import OP_NAME_ATTR, Module
-from .tileability import tiling_blocker
+from .tileability import is_identity_copy, tiling_blocker
 
 #: Names given to the iteration dims of an op, in order (TVM prints i, j, k for matmul).
 DIM_NAMES = "ijklmnopqrstuvwxyz"
@@ -88,6 +88,8 @@ class OpInfo:
         Element dtype of each operand.
     tiling_blocker : str or None
         Why linalg tiling cannot slice the op (:func:`tiling_blocker`), or None.
+    identity : bool
+        An identity copy (:func:`~.tileability.is_identity_copy`): a cleanup erases it.
     """
 
     func: str
@@ -102,6 +104,7 @@ class OpInfo:
     operand_dims: Tuple[Tuple[int, ...], ...] = ()
     dtypes: Tuple[str, ...] = ()
     tiling_blocker: Optional[str] = None
+    identity: bool = False
 
 
 @dataclasses.dataclass
@@ -411,7 +414,7 @@ def analyze_module(module: Module) -> Dict[Tuple[str, str], OpInfo]:
                 operand_dims=tuple(tuple(d for d in map(_affine_dim, m.results) if d is not None)
                                    for m in maps),
                 dtypes=tuple(_elem_dtype(v.type) for v in g.operands),
-                tiling_blocker=tiling_blocker(maps))
+                tiling_blocker=tiling_blocker(maps), identity=is_identity_copy(g))
     return out
 
 

@@ -2,8 +2,10 @@
 when the loop-nest model is built (``OpInfo.tiling_blocker``), :func:`check_tileable` refuses a
 schedule that would transform such a block before any transform op runs (MLIR 22's
 ``TileCheck`` asserts on a negative index coefficient and the process aborts; a ``floordiv`` /
-``mod`` index is sliced as if it were monotone and unit-stepped). Source: MLIR
-``Linalg/Utils/Utils.cpp`` (``TileCheck``, ``makeTiledShape``).
+``mod`` index is sliced as if it were monotone and unit-stepped). :func:`is_identity_copy` marks
+the ops that a schedule's cleanup erases (``OpInfo.identity``). Source: MLIR
+``Linalg/Utils/Utils.cpp`` (``TileCheck``, ``makeTiledShape``), ``LinalgOps.cpp``
+(``EraseIdentityLinalgOp``).
 """
 
 from __future__ import annotations
@@ -74,3 +76,16 @@ def check_tileable(model, blk) -> None:
                             f"tiled: {reason}; linalg tiling slices only sums of dims times positive "
                             "constants, so this block takes no loop transformation (leave its loops "
                             "as get_loops returns them)")
+
+
+def is_identity_copy(generic) -> bool:
+    """Whether a (generalized) ``linalg.generic`` is an identity copy: all its indexing maps are
+    equal and its body only yields block arguments. Linalg's canonicalization
+    (``EraseIdentityLinalgOp``, run by every ``transform.apply_patterns.canonicalization``)
+    replaces such an op by its operands, so no handle to it survives a cleanup."""
+    if len(set(str(a) for a in ir.ArrayAttr(generic.attributes["indexing_maps"]))) != 1:
+        return False
+    body = generic.regions[0].blocks[0]
+    ops = list(body.operations)
+    return len(ops) == 1 and all(isinstance(v.owner, ir.Block) and v.owner == body
+                                 for v in ops[0].operands)

@@ -378,3 +378,28 @@ def test_matmul_rules_name_the_dims_they_expect(rule, dims):
     ctx = RuleContext(host_target(), 1, {})
     with pytest.raises(ScheduleError, match=r"rule \w+: 'relu' has 2 dims; expected " + re.escape(dims)):
         getattr(matmul, rule)(sch, sch.get_block("relu"), ctx)
+
+
+@pytest.mark.parametrize("shape", [(5, 5), (7, 3), (4, 16)])
+def test_identity_copy_is_left_to_the_cleanup(shape):
+    """A broadcast_to of the same shape is an identity copy: the cleanup canonicalization that
+    the matmul's peeled tiles bring erases it, so no rule holds a handle to it (it used to fail
+    with 'tracking listener failed to find replacement op'); one also ends a matmul's epilogue
+    chain."""
+    m, n = shape
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        a = f.arg("a", shape=shape, dtype=F32)
+        b = f.arg("b", shape=(n, n), dtype=F32)
+        y = ops.broadcast_to(ops.add(a, a), shape)
+        f.output(ops.multiply(y, a), ops.subtract(y, a), ops.relu(ops.broadcast_to(ops.matmul(a, b), shape)))
+    mod = bb.finish()
+    sch = mlc.Schedule(mod)
+    kinds = {k[1]: classify(info) for k, info in sch.model.ops.items()}
+    assert kinds["broadcast_to"] == kinds["broadcast_to_1"] == "identity" and kinds["add"] == "elementwise"
+    rng = np.random.default_rng(0)
+    xa, xb = rng.standard_normal(shape).astype(np.float32), rng.standard_normal((n, n)).astype(np.float32)
+    got = mlc.compile(mod)(xa, xb)
+    want = [2 * xa * xa, xa, np.maximum(xa.astype(np.float64) @ xb, 0)]
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(np.asarray(g, np.float64), w, **TOL)

@@ -73,6 +73,15 @@ PUT_CASES = {
     "int_tensor": (lambda x, i, v: x.index_put((i,), v, accumulate=True),
                    (torch.arange(12).reshape(3, 4), _t(-1, -1), torch.arange(8).reshape(2, 4))),
     "index_copy": (lambda x, i, v: x.index_copy(1, i, v), (X, _t(3, 0), torch.randn(3, 2, 5, 2, generator=g))),
+    # a bool mask index sets the rows where it is True (OpInfo index_put sample 1), not rows 0/1
+    "bool_mask_rows": (lambda x, m, v: x.index_put((m,), v),
+                       (torch.randn(5, 5, generator=g), _t(True, True, False, True, False), torch.randn(5, generator=g))),
+    "bool_mask_2d_accumulate": (lambda x, m, v: x.index_put((m,), v, accumulate=True),
+                                (X, torch.rand(3, 4, generator=g) > 0.5, torch.randn(5, 2, generator=g))),
+    "bool_mask_middle_dim": (lambda x, m, v: _setitem(x, (slice(None), m), v),
+                             (X, _t(False, True, True, False), torch.randn(3, 1, 1, 2, generator=g))),
+    "bool_mask_scalar_value": (lambda x, m, v: x.index_put((m,), v),
+                               (torch.arange(12).reshape(3, 4), _t(True, False, True), torch.tensor(-7))),
 }
 
 
@@ -80,6 +89,27 @@ PUT_CASES = {
 def test_index_put_matches_eager(name):
     f, args = PUT_CASES[name]
     want = f(*args)
-    got = np.asarray(mlc.compile(mlc.from_torch(Fn(f), args))(*[a.numpy() for a in args]))
+    got = np.asarray(mlc.compile(mlc.from_torch(Fn(f), args))(*[_np(a) for a in args]))
     assert got.shape == tuple(want.shape) and got.dtype == want.numpy().dtype
     np.testing.assert_allclose(got, want.numpy(), rtol=1e-6, atol=1e-6)
+
+
+def _np(a):
+    """A compiled function's argument: a bool tensor as the builder's int8 mask."""
+    return a.numpy().astype(np.int8) if a.dtype == torch.bool else a.numpy()
+
+
+@pytest.mark.parametrize("values, match", [
+    (torch.randn(2, 5), "hold 2 rows for the True positions"),
+    (torch.randn(1, 4), "do not broadcast"),
+])
+def test_bool_mask_put_refuses_values_it_cannot_place(values, match):
+    with pytest.raises(BuildError, match=r"aten.index_put.default: values \(.*\) " + match):
+        mlc.from_torch(Fn(lambda x, m, v: x.index_put((m,), v)),
+                       (torch.zeros(4, 5), _t(True, False, True, True), values))
+
+
+def test_bool_mask_put_with_another_index_refused():
+    with pytest.raises(BuildError, match="expected a bool mask index alone"):
+        mlc.from_torch(Fn(lambda x, m, i, v: x.index_put((m, i), v)),
+                       (torch.zeros(4, 5), _t(True, False, True, True), _t(0, 1, 2), torch.tensor(1.0)))

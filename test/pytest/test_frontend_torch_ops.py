@@ -154,6 +154,7 @@ CASES = {
     "any_all": (lambda x: ((x > 0).any(), (x > -3).all(), (x > 0).all(1), x.any(0)), (randn(3, 4),)),
     "sort": (lambda x: x.sort(1), (randn(3, 6),)),
     "sort_desc": (lambda x: x.sort(0, descending=True).values, (randn(5, 3),)),
+    "sort_stable": (lambda x: torch.sort(x, dim=0, descending=True, stable=True), (randint(-2, 3, 9, 4),)),
     "var_mean": (lambda x: torch.var_mean(x, 1, correction=0), (randn(3, 8),)),
     "flip": (lambda x: x.flip(0, -1), (randn(3, 4, 2),)),
     "index_select": (lambda x, i: x.index_select(1, i), (randn(3, 5), randint(0, 5, 7))),
@@ -202,6 +203,18 @@ CASES = {
     "slice_scatter": (lambda x, y: torch.slice_scatter(x, y, 0, 1, 3), (randn(5, 3), randn(2, 3))),
     "slice_scatter_step": (lambda x, y: torch.slice_scatter(x, y, 1, 0, None, 2), (randn(2, 5), randn(2, 3))),
     "masked_scatter": (lambda x, m, s: x.masked_scatter(m > 0, s), (randn(3, 4), randn(1, 4), randn(20))),
+    # a mask of the input's shape: its broadcast_to is an identity copy (OpInfo masked_scatter 0)
+    "masked_scatter_full_mask": (lambda x, m, s: x.masked_scatter(m > 0, s), (randn(5, 5), randn(5, 5), randn(25))),
+    "masked_scatter_full_mask_3d": (lambda x, m, s: x.masked_scatter(m > 0, s), (randn(2, 3, 7), randn(2, 3, 7),
+                                                                                randn(50))),
+    "masked_index_put_accumulate": (  # OpInfo _unsafe_masked_index_put_accumulate 0
+        lambda x, m, v: torch.ops.aten._unsafe_masked_index_put_accumulate(
+            x, m > 0, [torch.tensor([[0], [1], [1], [0], [1], [4], [2], [0], [0], [4]]),
+                       torch.tensor([[3, 1, 4, 2, 3, 2, 1, 3, 2, 2]])], v), (randn(5, 5), randn(10, 10), randn(10, 10))),
+    "masked_index_put_accumulate_wide": (
+        lambda x, m, v: torch.ops.aten._unsafe_masked_index_put_accumulate(
+            x, m > 0, [torch.tensor([[3], [0], [3]]), torch.tensor([[5, 0, 7, 7, 2, 1]])], v),
+        (randn(4, 8), randn(3, 6), randn(3, 6))),
     "scatter_src": (lambda x, s: x.scatter(1, torch.tensor([[2, 0], [1, 3], [0, 0]]), s),
                     (randn(3, 4), randn(3, 3))),
     "scatter_value": (lambda x: (x * 0).scatter(1, torch.tensor([[4], [0], [2]]), 1.0) + x, (randn(3, 5),)),

@@ -32,7 +32,7 @@ def _is_epilogue(anchor: Block, cand: Block) -> bool:
 def epilogue_chain(sch: Schedule, anchor: Block, ctx: RuleContext) -> List[str]:
     """Names of the elementwise consumers fusable into ``anchor``'s tiles, producer to consumer:
     each link has a single use (its only consumer is the next link), the same output shape and
-    no transposed operand."""
+    no transposed operand; an identity copy ends the chain (the cleanup erases it)."""
     chain: List[str] = []
     cur = anchor
     while True:
@@ -42,7 +42,7 @@ def epilogue_chain(sch: Schedule, anchor: Block, ctx: RuleContext) -> List[str]:
             return chain
         key = (cur.func, cons[0])
         info = sch.model.ops.get(key)
-        if info is None or key in ctx.claimed or info.op_name == "linalg.fill":
+        if info is None or key in ctx.claimed or info.op_name == "linalg.fill" or info.identity:
             return chain
         probe = Block(-1, info.name, info, [])
         if not _is_epilogue(anchor, probe):

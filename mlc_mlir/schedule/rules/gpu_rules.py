@@ -350,7 +350,8 @@ GPU_RULES = {
 
 def apply_gpu_default_schedule(sch: Schedule, arch: CudaArch, kinds, claimed) -> Schedule:
     """Apply :data:`GPU_RULES` for ``arch`` to every op of ``sch`` whose kind has a rule and that
-    is not in ``claimed`` (``kinds``: ``{(func, name): kind}``).
+    is not in ``claimed`` (``kinds``: ``{(func, name): kind}``; ``fill`` and ``identity`` ops are
+    left to their consumers and the cleanup).
 
     Raises
     ------
@@ -359,7 +360,7 @@ def apply_gpu_default_schedule(sch: Schedule, arch: CudaArch, kinds, claimed) ->
         rule and the op).
     """
     for key, kind in kinds.items():
-        if key in claimed or kind == "fill":
+        if key in claimed or kind in ("fill", "identity"):
             continue
         rule = GPU_RULES.get(kind)
         if rule is None:

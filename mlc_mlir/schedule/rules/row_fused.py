@@ -29,7 +29,8 @@ def row_chain(sch: Schedule, out: Block, ctx: RuleContext) -> Optional[List[Bloc
     innermost dim of its first input, the others kept in order), an all-parallel op of rank
     ``n - 1`` (a per-row value) or an all-parallel op of rank ``n`` (a row's elementwise values,
     softmax's ``exp(x - max)``, read by the row's sum and by ``out``); at least one is a
-    reduction. The row length is static (the row count may be dynamic)."""
+    reduction; none is an identity copy (the cleanup erases it). The row length is static (the
+    row count may be dynamic)."""
     n = len(out.dims)
     if n < 2 or sch.model.consumers(out) or not contiguous_last(out) or out.dims[-1].extent is None:
         return None   # a dynamic row length: the ops are scheduled one by one
@@ -37,7 +38,7 @@ def row_chain(sch: Schedule, out: Block, ctx: RuleContext) -> Optional[List[Bloc
            if f == out.func and info.name != out.name and info.op_name != "linalg.fill"]
     reductions = 0
     for info in ops:
-        if (info.func, info.name) in ctx.claimed or info.op_name != "linalg.generic":
+        if (info.func, info.name) in ctx.claimed or info.op_name != "linalg.generic" or info.identity:
             return None
         kinds = [d.kind for d in info.dims]
         if all(k == "parallel" for k in kinds):
