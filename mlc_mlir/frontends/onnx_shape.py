@@ -163,7 +163,9 @@ def _slice(n: NodeInputs) -> List[object]:
     if any(s <= 0 for s in steps):
         raise n.fail(f"input 'steps' is {steps}; expected positive steps")
     lim = lambda v: int(max(min(int(v), 2**62), -2**62))  # noqa: E731
-    ends = [_end_from(n, shape_of(x)[a], e) if isinstance(e, SymDim) else lim(e) for a, e in zip(axes, ends)]
+    # an end at the int64 limits (INT64_MAX: "to the end") is None: no clamp left in the sizes
+    ends = [_end_from(n, shape_of(x)[a], e) if isinstance(e, SymDim) else None if lim(e) == 2**62 else lim(e)
+            for a, e in zip(axes, ends)]
     return [ops.slice(x, [lim(s) for s in starts], ends, strides=steps, axes=axes)]
 
 
