@@ -227,9 +227,16 @@ def _mask(x):
 @register_converter("aten.logical_and.default", "aten.bitwise_and.Tensor",
                     "aten.bitwise_and.Scalar", dtypes="bool")
 def _and(ctx, node, args):
-    """Masks multiplied; ``bitwise_and`` only of bool tensors."""
+    """Masks multiplied; ``bitwise_and`` only of bool tensors. A constant True operand (e.g. a
+    folded ``torch.full(..., True)`` of transformers' mask functions) leaves the other mask as
+    it is: no ``x * 1`` op, which schedules' canonicalization would erase under a handle."""
     _bool_only(node)
-    return ops.multiply(_mask(args[0]), _mask(args[1]))
+    a, b = _mask(args[0]), _mask(args[1])
+    if isinstance(a, int) and a == 1:
+        return b
+    if isinstance(b, int) and b == 1:
+        return a
+    return ops.multiply(a, b)
 
 
 @register_converter("aten.logical_or.default", "aten.bitwise_or.Tensor",
