@@ -142,6 +142,27 @@ def test_slice_clamped_starts_and_size_min_max_vs_onnxruntime():
     _check(m, feeds)
 
 
+def test_slice_negative_steps_vs_onnxruntime():
+    """ONNX Slice with steps -1 and -2 on a ``dim_param`` axis and a static one: reversal
+    (INT64_MAX:INT64_MIN), starts/ends past either end and negative ones, compiled once, sizes
+    where the clamps bite and where they do not."""
+    big, small = 2**63 - 1, -(2**63)
+    cases = [(big, small, -1), (-2, 0, -1), (100, -100, -2), (3, -7, -1), (-1, 5, -2), (0, 4, -1)]
+    inits, nodes, outs = [], [], []
+    for k, (b, e, st) in enumerate(cases):
+        for nm, v in (("b", b), ("e", e), ("s", st)):
+            inits.append(helper.make_tensor(f"{nm}{k}", TP.INT64, [1], [v]))
+        inits.append(helper.make_tensor(f"a{k}", TP.INT64, [1], [0]))
+        nodes.append(helper.make_node("Slice", ["x", f"b{k}", f"e{k}", f"a{k}", f"s{k}"], [f"y{k}"]))
+        outs.append(f"y{k}")
+    inits.append(helper.make_tensor("ax1", TP.INT64, [1], [1]))
+    nodes.append(helper.make_node("Slice", ["x", "b0", "e0", "ax1", "s0"], ["flip"]))   # static axis 1
+    nodes.append(helper.make_node("Slice", ["x", "b1", "e1", "ax1", "s1"], ["part"]))
+    m = _model(nodes, [helper.make_tensor_value_info("x", TP.FLOAT, ["n", 3])],
+               [helper.make_empty_tensor_value_info(o) for o in outs + ["flip", "part"]], inits)
+    _check(m, [{"x": RNG.standard_normal((n, 3)).astype(np.float32)} for n in (1, 2, 3, 6, 9, 30)])
+
+
 def test_dim_param_bounds():
     """A dim_param is >= 1 unless ``dim_bounds`` says otherwise; a call outside raises."""
     m = _model([helper.make_node("Relu", ["x"], ["y"])], [helper.make_tensor_value_info("x", TP.FLOAT, ["s", 2])],
