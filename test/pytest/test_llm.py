@@ -55,6 +55,21 @@ def test_decoder_logits_match_transformers(name):
     assert got.shape == want.shape and err < RTOL, err
 
 
+def test_mistral_sliding_window_logits_dynamic_seq_match_transformers():
+    """Mistral with a window of 16, logits for the whole sequence (no cache), imported with a
+    symbolic ``seq`` (its mask indexes positions with ``(1, 1, seq, 1)`` index tensors): one
+    compile, logits equal to transformers' at lengths 5, 32 and 77 (the window cuts in above 16)."""
+    lm = _Logits(_tiny("mistral", sliding_window=16))
+    ids = torch.zeros((1, 32), dtype=torch.int64)
+    exe = mlc.compile(mlc.from_torch(lm, (ids,), dynamic_shapes={"ids": {1: torch.export.Dim("seq", min=2, max=128)}}))
+    for n in (5, 32, 77):
+        ids = torch.randint(0, 1000, (1, n), generator=torch.Generator().manual_seed(n))
+        with torch.no_grad():
+            want = lm(ids).numpy()
+        got = np.asarray(exe(ids.numpy()))
+        assert got.shape == want.shape and np.abs(got - want).max() / np.abs(want).max() < RTOL
+
+
 def _update_module(shape, upd, writable):
     bb = mlc.GraphBuilder()
     with bb.function("main") as f:
