@@ -380,8 +380,8 @@ def slice(x, begin: Sequence[Optional[int]], end: Sequence[Optional[int]],  # no
     offs, sizes, steps = [0] * x.ndim, list(x.shape), [1] * x.ndim
     for a, b, e, s in zip(axes, begin, end, strides):
         for arg, v in (("begin", b), ("end", e), ("strides", s)):
-            if arg == "end" and isinstance(v, SymDim) and isinstance(x.shape[a], SymDim):
-                continue  # a symbolic end on a symbolic axis: proved in range below
+            if arg != "strides" and isinstance(v, SymDim) and isinstance(x.shape[a], SymDim):
+                continue  # a symbolic bound on a symbolic axis: clamped below
             if v is not None and (not isinstance(v, (int, np.integer)) or isinstance(v, bool)):
                 raise BuildError(f"{op}: argument '{arg}' has {v!r} for axis {a}; expected an int or None")
         s = 1 if s is None else int(s)
@@ -407,31 +407,37 @@ def slice(x, begin: Sequence[Optional[int]], end: Sequence[Optional[int]],  # no
 
 
 def _symbolic_slice(op: str, x: Tensor, a: int, b, e, s: int):
-    """``(start, size, step)`` of ``b:e:s`` along the symbolic axis ``a`` of ``x`` (size ``n``):
-    ``b`` is None (0) or an int (negative: counted from the end, ``n + b``: ``x[-1:]`` is the
-    last row whatever ``n`` is); ``e`` None (``n``), an int (negative: ``n + e``) or a symbolic
-    size (``seq + 1``); no clamping, so the bounds of ``n`` (``f.dim(name, min=...)``) must prove
-    ``0 <= start <= stop <= n``.
+    """``(start, size, step)`` of ``b:e:s`` (``s > 0``) along the symbolic axis ``a`` of ``x``
+    (size ``n``), with Python's / ONNX ``Slice``'s rules: a negative bound counts from the end
+    (``n + b``), then each bound is clamped to ``0 .. n``, and the size is
+    ``max(0, ceil((stop - start) / s))``. ``b`` and ``e`` are None (``0``, ``n``), ints or
+    symbolic sizes of known sign (``seq + 1``; a symbolic bound whose sign the dims' bounds do
+    not decide is an error). Clamps the declared bounds of the dims decide disappear
+    (:meth:`~mlc_mlir.builder.symbols.SymbolScope.minimum`); the others stay in the sizes as
+    ``min``/``max`` atoms (``x[-4095:]`` of ``past`` rows: start ``max(past - 4095, 0)``, size
+    ``min(past, 4095)``), emitted as ``arith.minsi``/``maxsi``.
 
     Raises
     ------
     BuildError
-        For bounds that do not prove the slice in range.
+        For a symbolic bound whose sign the bounds of the dims do not decide.
     """
-    n = x.shape[a]
-    start = 0 if b is None else (n + int(b) if b < 0 else int(b))
-    stop = n if e is None else e if isinstance(e, SymDim) else (n + int(e) if e < 0 else int(e))
-    lo = x.fn.symbols.lower_bound(n - stop)
-    start_lo = x.fn.symbols.lower_bound(start)
-    if start_lo is None or start_lo < 0:
-        raise BuildError(f"{op}: axis {a} of x {format_shape(x.shape)}: begin {b} is not provably "
-                         f"within the size {n}; declare its bounds (f.dim('{n}', min=...))")
-    if start != 0 or e is not None:
-        need_lo = x.fn.symbols.lower_bound(stop - start)
-        if lo is None or lo < 0 or need_lo is None or need_lo < 0:
-            raise BuildError(f"{op}: axis {a} of x {format_shape(x.shape)}: {b}:{e} is not provably "
-                             f"within the size {n}; declare its bounds (f.dim('{n}', min=...))")
-    return start, (stop - start + s - 1) // s if s != 1 else stop - start, s
+    n, sc = x.shape[a], x.fn.symbols
+
+    def bound(v, default, arg):
+        if v is None:
+            return default
+        lo, hi = sc.lower_bound(v), sc.upper_bound(v)
+        if lo is not None and lo >= 0:
+            return sc.minimum(v, n)
+        if hi is not None and hi < 0:
+            return sc.maximum(n + v, 0)
+        raise BuildError(f"{op}: axis {a} of x {format_shape(x.shape)}: argument '{arg}' is {v}, whose "
+                         "sign the bounds of its dims do not decide; declare them (f.dim(name, min=...))")
+
+    start, stop = bound(b, 0, "begin"), bound(e, n, "end")
+    size = sc.maximum(stop - start if s == 1 else (stop - start + s - 1) // s, 0)
+    return start, size, s
 
 
 def pad(x, pad_width, constant_value=0, name: Optional[str] = None) -> Tensor:

@@ -25,7 +25,7 @@ from typing import Dict, List, Optional, Tuple
 
 from .._mlir import arith_d, ir, tensor_d
 from ..errors import BuildError
-from ..ir.symbolic import Dim, SymDim, parse, symbol
+from ..ir.symbolic import Dim, FloorDiv, MinMax, SymDim, maximum, minimum, parse, symbol
 
 
 class SymbolScope:
@@ -98,29 +98,61 @@ class SymbolScope:
         grows with is unbounded."""
         return self._range(d)[1]
 
+    def minimum(self, a: Dim, b: Dim) -> Dim:
+        """``min(a, b)``: the one the declared bounds prove smaller, else
+        :func:`~mlc_mlir.ir.symbolic.minimum` (a ``min`` atom unless a constant difference
+        decides)."""
+        lo, hi = self._range(a - b)
+        if hi is not None and hi <= 0:
+            return a
+        if lo is not None and lo >= 0:
+            return b
+        return self._bind(minimum(a, b))
+
+    def maximum(self, a: Dim, b: Dim) -> Dim:
+        """``max(a, b)``, as :meth:`minimum`."""
+        lo, hi = self._range(a - b)
+        if lo is not None and lo >= 0:
+            return a
+        if hi is not None and hi <= 0:
+            return b
+        return self._bind(maximum(a, b))
+
     def _range(self, d: Dim) -> Tuple[Optional[int], Optional[int]]:
         if isinstance(d, int):
             return d, d
+        for m, c in d.terms:   # r + c*max(a, b) = max(r + c*a, r + c*b) (c > 0; min for c < 0)
+            if len(m) == 1 and isinstance(m[0], MinMax):
+                rest = d - SymDim({m: c})
+                ranges = [self._range(rest + c * a) for a in m[0].args]
+                return _extremum_range("max" if (m[0].kind == "max") == (c > 0) else "min", ranges)
         lo_sum: Optional[int] = 0
         hi_sum: Optional[int] = 0
         for m, c in d.terms:
-            lo_p: Optional[int] = 1
-            hi_p: Optional[int] = 1
-            for a in m:
-                if isinstance(a, str):
-                    alo, ahi = self.bounds.get(a, (0, None))
-                else:
-                    nlo, nhi = self._range(a.num)
-                    alo = None if nlo is None or nlo < 0 else nlo // a.den
-                    ahi = None if nhi is None else nhi // a.den
-                lo_p = None if lo_p is None or alo is None else lo_p * alo
-                hi_p = None if hi_p is None or ahi is None else hi_p * ahi
+            ranges = [self._atom_range(a) for a in m]
+            if len(ranges) == 1:
+                lo_p, hi_p = ranges[0]
+            elif all(lo is not None and lo >= 0 for lo, _ in ranges):   # a product of sizes >= 0
+                lo_p, hi_p = 1, 1
+                for alo, ahi in ranges:
+                    lo_p = lo_p * alo
+                    hi_p = None if hi_p is None or ahi is None else hi_p * ahi
+            else:
+                lo_p = hi_p = None
             lo_t, hi_t = (c * lo_p if lo_p is not None else None, c * hi_p if hi_p is not None else None)
             if c < 0:
                 lo_t, hi_t = hi_t, lo_t
             lo_sum = None if lo_sum is None or lo_t is None else lo_sum + lo_t
             hi_sum = None if hi_sum is None or hi_t is None else hi_sum + hi_t
         return lo_sum, hi_sum
+
+    def _atom_range(self, a) -> Tuple[Optional[int], Optional[int]]:
+        if isinstance(a, str):
+            return self.bounds.get(a, (0, None))
+        if isinstance(a, FloorDiv):
+            nlo, nhi = self._range(a.num)
+            return (None if nlo is None else nlo // a.den), (None if nhi is None else nhi // a.den)
+        return _extremum_range(a.kind, [self._range(d) for d in a.args])
 
     def check_defined(self, where: str, shape) -> None:
         """Raise BuildError if a dim of ``shape`` uses a symbol no argument dim defines
@@ -265,9 +297,13 @@ class SymbolScope:
             if isinstance(axis, int):
                 out = self.shape_of(op.operands[0])[axis]
         elif name in ("arith.addi", "arith.subi", "arith.muli", "arith.floordivsi", "arith.divui",
-                      "arith.divsi"):
+                      "arith.divsi", "arith.minsi", "arith.maxsi"):
             a, b = self.index_expr(op.operands[0]), self.index_expr(op.operands[1])
-            if name == "arith.addi":
+            if name == "arith.minsi":
+                out = minimum(a, b)
+            elif name == "arith.maxsi":
+                out = maximum(a, b)
+            elif name == "arith.addi":
                 out = a + b
             elif name == "arith.subi":
                 out = a - b
@@ -280,6 +316,16 @@ class SymbolScope:
                              "of argument sizes")
         self._exprs[value] = out
         return self._bind(out)
+
+
+def _extremum_range(kind: str, ranges) -> Tuple[Optional[int], Optional[int]]:
+    """The range of ``min`` (``kind``) or ``max`` of values in ``ranges`` (``(lo, hi)`` pairs,
+    None: unbounded)."""
+    los, his = [lo for lo, _ in ranges], [hi for _, hi in ranges]
+    known_lo, known_hi = [v for v in los if v is not None], [v for v in his if v is not None]
+    if kind == "min":
+        return (None if len(known_lo) < len(los) else min(known_lo)), (min(known_hi) if known_hi else None)
+    return (max(known_lo) if known_lo else None), (None if len(known_hi) < len(his) else max(known_hi))
 
 
 def _index(v: int) -> ir.Value:

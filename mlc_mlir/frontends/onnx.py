@@ -22,7 +22,8 @@ import numpy as np
 
 from ..builder import GraphBuilder, Tensor
 from ..errors import BuildError, MlcError
-from ..ir import Module
+from ..ir import Module, symbolic
+from ..ir.symbolic import SymDim
 from .. import ops
 from . import (  # noqa: F401  (register the converters)
     onnx_attention, onnx_control, onnx_index, onnx_loss, onnx_nn, onnx_ops, onnx_reduce, onnx_rnn, onnx_shape,
@@ -161,9 +162,19 @@ _SIZE_ARITH = {"Add": lambda a, b: a + b, "Sub": lambda a, b: a - b, "Mul": lamb
                "Div": lambda a, b: a // b}
 
 
+def _size_extremum(op: str, a, b):
+    """``Min``/``Max`` of two sizes: decided by the function's dim bounds where a size carries
+    its scope (:meth:`~mlc_mlir.builder.symbols.SymbolScope.minimum`), else a ``min``/``max``
+    atom (:func:`~mlc_mlir.ir.symbolic.minimum`)."""
+    scope = next((d.scope for d in (a, b) if isinstance(d, SymDim) and d.scope is not None), None)
+    if scope is not None:
+        return scope.minimum(a, b) if op == "Min" else scope.maximum(a, b)
+    return symbolic.minimum(a, b) if op == "Min" else symbolic.maximum(a, b)
+
+
 def _fold_sizes(node, values):
     """A node on symbolic sizes evaluated at import time with numpy on object arrays: Add/Sub/
-    Mul/Div (the divisor static), Neg, Cast/Identity (sizes are integers already), Squeeze,
+    Mul/Div (the divisor static), Min/Max (any number of inputs), Neg, Cast/Identity (sizes are integers already), Squeeze,
     Unsqueeze, Concat, Gather, Slice, Reshape; ``None`` for other ops (their converters take the
     object arrays, e.g. Reshape's or Expand's ``shape``).
 
@@ -177,6 +188,11 @@ def _fold_sizes(node, values):
     try:
         if op in _SIZE_ARITH and len(values) == 2:
             out = _SIZE_ARITH[op](values[0].astype(object), values[1].astype(object))
+        elif op in ("Min", "Max"):
+            pick = np.frompyfunc(lambda a, b: _size_extremum(op, a, b), 2, 1)
+            out = values[0].astype(object)
+            for v in values[1:]:
+                out = pick(out, v.astype(object))
         elif op == "Neg":
             out = -x
         elif op in ("Cast", "Identity"):

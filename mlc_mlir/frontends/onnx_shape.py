@@ -160,11 +160,44 @@ def _slice(n: NodeInputs) -> List[object]:
         steps = n.np(4, "steps") if n.has(4) else None
     axes = list(range(len(starts))) if axes is None else [int(a) % len(shape_of(x)) for a in axes]
     steps = [1] * len(starts) if steps is None else [int(s) for s in steps]
-    if any(s <= 0 for s in steps):
-        raise n.fail(f"input 'steps' is {steps}; expected positive steps")
-    lim = lambda v: int(max(min(int(v), 2**62), -2**62))  # noqa: E731
-    ends = [_end_from(n, shape_of(x)[a], e) if isinstance(e, SymDim) else lim(e) for a, e in zip(axes, ends)]
-    return [ops.slice(x, [lim(s) for s in starts], ends, strides=steps, axes=axes)]
+    if any(s == 0 for s in steps):
+        raise n.fail(f"input 'steps' is {steps}; expected non-zero steps")
+    lim = lambda v: v if isinstance(v, SymDim) else int(max(min(int(v), 2**62), -2**62))  # noqa: E731
+    starts, ends = [lim(b) for b in starts], [lim(e) for e in ends]
+    back = [(a, b, e, s) for a, b, e, s in zip(axes, starts, ends, steps) if s < 0]
+    fwd = [(a, b, e, s) for a, b, e, s in zip(axes, starts, ends, steps) if s > 0]
+    if fwd:
+        # an end at the int64 limits (INT64_MAX: "to the end") is None: no clamp left in the sizes
+        x = ops.slice(x, [b for _, b, _, _ in fwd],
+                      [_end_from(n, shape_of(x)[a], e) if isinstance(e, SymDim) else None if e == 2**62 else e
+                       for a, _, e, _ in fwd], strides=[s for *_, s in fwd], axes=[a for a, *_ in fwd])
+    for a, b, e, s in back:
+        x = _reverse_slice(n, x, a, b, e, s)
+    return [x]
+
+
+def _reverse_slice(n: NodeInputs, x, axis: int, b, e, s: int):
+    """``x[b:e:s]`` along ``axis`` for a negative step ``s`` (Python / ONNX Slice rules: a
+    negative bound counts from the end; the start clamps to ``-1 .. size - 1``, the end to
+    ``-1 .. size - 1``, INT64_MIN meaning before the first element), gathered with
+    :func:`~mlc_mlir.ops.take` at ``arange(start, end, s)`` (a constant index array for a
+    static size; for a symbolic one the bounds are size expressions with ``min``/``max``)."""
+    size = shape_of(x)[axis]
+    if not isinstance(size, SymDim):
+        if isinstance(b, SymDim) or isinstance(e, SymDim):
+            raise n.fail(f"a symbolic start/end {b}:{e} with the negative step {s}; expected int bounds")
+        return ops.take(x, np.arange(*slice(b, e, s).indices(size)), axis=axis)
+    sc = size.scope
+
+    def bound(v, edge):
+        if v == edge:                      # INT64_MAX start / INT64_MIN end: the far edges
+            return size - 1 if edge > 0 else -1
+        if isinstance(v, SymDim) or v >= 0:
+            return sc.maximum(sc.minimum(v, size - 1), -1)
+        return sc.maximum(size + v, -1)
+
+    start, stop = bound(b, 2**62), bound(e, -2**62)
+    return ops.take(x, ops.arange(start, sc.minimum(stop, start), s), axis=axis)
 
 
 def _end_from(n: NodeInputs, size, end):

@@ -174,8 +174,15 @@ def _alpha_operands(ctx, node, args, scaled: int = 1) -> list:
 
 @register_converter("aten.add.Tensor", "aten.add.Scalar", dtypes="float, int")
 def _add(ctx, node, args):
-    """``self + alpha * other``, operands cast to the result dtype."""
-    return ops.add(*_alpha_operands(ctx, node, args))
+    """``self + alpha * other``, operands cast to the result dtype; an integer ``x + 0`` is ``x``."""
+    a, b = _alpha_operands(ctx, node, args)
+    # transformers' arange(n) + offset with offset 0: an identity op, which the schedules'
+    # canonicalization would erase under a transform handle
+    for x, y in ((a, b), (b, a)):
+        if isinstance(x, Tensor) and not x.dtype.startswith("float") and not isinstance(y, Tensor) \
+                and np.ndim(y) == 0 and y == 0:
+            return x
+    return ops.add(a, b)
 
 
 @register_converter("aten.sub.Tensor", "aten.sub.Scalar", dtypes="float, int")
@@ -317,8 +324,8 @@ def _slice(ctx, node, args):
     dim = arg(ctx, args, 1, "dim", 0) % x.ndim
     start, end, step = arg(ctx, args, 2, "start"), arg(ctx, args, 3, "end"), arg(ctx, args, 4, "step", 1)
     n = x.shape[dim]
-    if isinstance(n, SymDim):   # the slice's bounds are proved by the size's declared bounds
-        end = None if end is not None and end >= np.iinfo(np.int64).max else end
+    if isinstance(n, SymDim):   # ops.slice clamps the bounds (Python rules) on a symbolic axis
+        end = None if isinstance(end, int) and end >= np.iinfo(np.int64).max else end
     else:
         start = None if start is None else max(min(start, n), -n)
         end = None if end is None else max(min(end, n), -n)  # end=INT64_MAX

@@ -18,6 +18,7 @@ import numpy as np
 
 from .. import ops
 from ..builder import Tensor
+from ..builder.linalg_emit import broadcast_shapes
 from ..errors import BuildError, format_shape
 from .torch_converters import CONVERTERS, _tensor, arg, register_converter
 
@@ -204,7 +205,7 @@ def _arange_offset(ctx, src, n):
 def _index(ctx, node, args):
     """``x[..., i0, i1, ...]`` (PyTorch advanced indexing; a negative index counts from the end).
     One index tensor at dim ``d`` (the others ``None``) is ``take(x, idx, axis=d)``. Several are
-    broadcast to one shape ``B`` and stacked into coordinates for :func:`ops.gather_nd` over ``x``
+    broadcast to one shape ``B`` (sizes may be symbolic) and stacked into coordinates for :func:`ops.gather_nd` over ``x``
     permuted so the indexed dims lead; the result's ``B`` dims stand where the first indexed dim
     was when the indexed dims are adjacent, else first (numpy's and PyTorch's rule)."""
     op = "aten.index"
@@ -217,15 +218,10 @@ def _index(ctx, node, args):
                          "mask index has a data-dependent shape)")
     if len(dims) == 1:
         return ops.take(x, idx[0], axis=dims[0])
-    shapes = [tuple(i.shape) for i in idx]
-    if not all(isinstance(n, int) for sh in shapes for n in sh):
-        raise BuildError(f"{op}: index shapes {shapes} are symbolic; expected static shapes")
-    try:
-        bshape = tuple(np.broadcast_shapes(*shapes))
-    except ValueError:
-        raise BuildError(f"{op}: index shapes {shapes} do not broadcast") from None
-    coords = ops.concat([ops.unsqueeze(ops.broadcast_to(ops.cast(i, "int64"), bshape), [len(bshape)])
-                         for i in idx], axis=len(bshape))
+    bshape = tuple(broadcast_shapes(op, *[tuple(i.shape) for i in idx]))   # symbolic sizes too
+    wide = [ops.cast(i, "int64") for i in idx]     # broadcast where needed (no identity copy)
+    coords = ops.concat([ops.unsqueeze(w if tuple(w.shape) == bshape else ops.broadcast_to(w, bshape), [len(bshape)])
+                         for w in wide], axis=len(bshape))
     rest = [d for d in range(x.ndim) if d not in dims]
     out = ops.gather_nd(ops.permute(x, dims + rest), coords)
     first = dims[0]

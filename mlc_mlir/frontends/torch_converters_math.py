@@ -227,9 +227,17 @@ def _mask(x):
 @register_converter("aten.logical_and.default", "aten.bitwise_and.Tensor",
                     "aten.bitwise_and.Scalar", dtypes="bool")
 def _and(ctx, node, args):
-    """Masks multiplied; ``bitwise_and`` only of bool tensors."""
+    """Masks multiplied (a constant True operand leaves the other mask); ``bitwise_and`` only of
+    bool tensors."""
+    # transformers' and_masks start from torch.full((), True): no x * 1 op, an identity that
+    # the schedules' canonicalization would erase under a transform handle
     _bool_only(node)
-    return ops.multiply(_mask(args[0]), _mask(args[1]))
+    a, b = _mask(args[0]), _mask(args[1])
+    if isinstance(a, int) and a == 1:
+        return b
+    if isinstance(b, int) and b == 1:
+        return a
+    return ops.multiply(a, b)
 
 
 @register_converter("aten.logical_or.default", "aten.bitwise_or.Tensor",

@@ -1,8 +1,10 @@
 """Symbolic sizes: integer polynomials over named dims (``batch``, ``seq``, ``2*seq + 1``).
 
 A dynamic dimension of a graph function is a :class:`SymDim`: a polynomial with integer
-coefficients over *atoms*, each atom a symbol name (``"seq"``) or an exact-free floor division
-``(expr)//c`` by a positive constant. Polynomials are kept in a canonical form (monomials sorted,
+coefficients over *atoms*, each atom a symbol name (``"seq"``), an exact-free floor division
+``(expr)//c`` by a positive constant, or a ``min(...)``/``max(...)`` of expressions that no
+constant difference decides (:func:`minimum`, :func:`maximum`: the clamps of ONNX/numpy slice
+bounds, ``max(seq - 4095, 0)``). Polynomials are kept in a canonical form (monomials sorted,
 zero terms dropped), so ``batch*seq == seq*batch`` and ``seq + seq == 2*seq``; an expression that
 becomes a constant is returned as a Python ``int``. Equality is *provable* equality: two different
 symbols compare unequal (they may or may not be equal at run time).
@@ -27,7 +29,7 @@ from typing import Dict, Mapping, Optional, Tuple, Union
 from .._mlir import arith_d, ir
 from ..errors import BuildError
 
-Atom = Union[str, "FloorDiv"]
+Atom = Union[str, "FloorDiv", "MinMax"]
 Monomial = Tuple[Atom, ...]
 
 
@@ -47,6 +49,26 @@ class FloorDiv:
 
     def __hash__(self) -> int:
         return hash((str(self.num), self.den))
+
+
+class MinMax:
+    """The atom ``min(a, b, ...)`` or ``max(a, b, ...)`` (``kind``) of two or more SymDims and
+    at most one int, no two of which differ by a constant (see :func:`minimum`)."""
+
+    __slots__ = ("kind", "args")
+
+    def __init__(self, kind: str, args: Tuple["Dim", ...]):
+        self.kind, self.args = kind, args
+
+    def __str__(self) -> str:
+        return f"{self.kind}({', '.join(str(a) for a in self.args)})"
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, MinMax) and other.kind == self.kind and \
+            [str(a) for a in other.args] == [str(a) for a in self.args]
+
+    def __hash__(self) -> int:
+        return hash(str(self))
 
 
 def _key(a: Atom) -> str:
@@ -148,7 +170,12 @@ class SymDim:
         out = set()
         for m, _ in self.terms:
             for a in m:
-                out.update([a] if isinstance(a, str) else a.num.symbols())
+                if isinstance(a, str):
+                    out.add(a)
+                elif isinstance(a, FloorDiv):
+                    out.update(a.num.symbols())
+                else:
+                    out.update(s for d in a.args if isinstance(d, SymDim) for s in d.symbols())
         return tuple(sorted(out))
 
     @property
@@ -188,7 +215,7 @@ class SymDim:
         for m, c in self.terms:
             p = c
             for a in m:
-                p *= values[a] if isinstance(a, str) else a.num.evaluate(values) // a.den
+                p *= _atom_value(a, values)
             total += p
         return total
 
@@ -213,8 +240,7 @@ class SymDim:
         for m, c in self.terms:
             p = None
             for a in m:
-                v = self.scope.atom_value(a) if isinstance(a, str) else arith_d.floordivsi(
-                    a.num.with_scope(self.scope).materialize(), _const(a.den))
+                v = self._atom_ir(a)
                 p = v if p is None else arith_d.muli(p, v)
             if p is None:
                 p = _const(c)
@@ -224,6 +250,74 @@ class SymDim:
         assert total is not None and total.type == idx
         self.scope.record(total, self)
         return total
+
+
+    def _atom_ir(self, a: Atom) -> ir.Value:
+        if isinstance(a, str):
+            return self.scope.atom_value(a)
+        alone = SymDim({(a,): 1}, self.scope)
+        out = self.scope.cached(alone)
+        if out is not None:
+            return out
+        if isinstance(a, FloorDiv):
+            out = arith_d.floordivsi(a.num.with_scope(self.scope).materialize(), _const(a.den))
+        else:
+            vals = [d.with_scope(self.scope).materialize() if isinstance(d, SymDim) else _const(d) for d in a.args]
+            fold = arith_d.minsi if a.kind == "min" else arith_d.maxsi
+            out = vals[0]
+            for v in vals[1:]:
+                out = fold(out, v)
+        self.scope.record(out, alone)
+        return out
+
+
+def _atom_value(a: Atom, values: Mapping[str, int]) -> int:
+    if isinstance(a, str):
+        return values[a]
+    if isinstance(a, FloorDiv):
+        return a.num.evaluate(values) // a.den
+    got = [d.evaluate(values) if isinstance(d, SymDim) else d for d in a.args]
+    return min(got) if a.kind == "min" else max(got)
+
+
+def minimum(a: "Dim", b: "Dim") -> "Dim":
+    """``min(a, b)`` of two sizes: the one that a constant difference proves smaller, else the
+    atom ``min(a, b)`` (nested mins flattened, arguments that another dominates by a constant
+    dropped, the rest sorted by text). :meth:`~mlc_mlir.builder.symbols.SymbolScope.minimum`
+    also decides from the symbols' bounds."""
+    return _extremum("min", a, b)
+
+
+def maximum(a: "Dim", b: "Dim") -> "Dim":
+    """``max(a, b)`` of two sizes, as :func:`minimum`."""
+    return _extremum("max", a, b)
+
+
+def _extremum(kind: str, a: "Dim", b: "Dim") -> "Dim":
+    sign = -1 if kind == "min" else 1
+    kept: list = []
+    for d in _flat(kind, a) + _flat(kind, b):
+        for i, k in enumerate(kept):
+            diff = d - k
+            if isinstance(diff, int):
+                if sign * diff > 0:
+                    kept[i] = d
+                break
+        else:
+            kept.append(d)
+    if len(kept) == 1:
+        return kept[0]
+    scope = next((d.scope for d in kept if isinstance(d, SymDim) and d.scope is not None), None)
+    args = tuple(sorted((d.with_scope(None) if isinstance(d, SymDim) else d for d in kept), key=str))
+    return SymDim({(MinMax(kind, args),): 1}, scope)
+
+
+def _flat(kind: str, d: "Dim") -> list:
+    if isinstance(d, SymDim) and len(d.terms) == 1 and d.terms[0][1] == 1 and len(d.terms[0][0]) == 1:
+        a = d.terms[0][0][0]
+        if isinstance(a, MinMax) and a.kind == kind:
+            return list(a.args)
+    return [d]
 
 
 def _const(v: int) -> ir.Value:
@@ -245,7 +339,7 @@ def is_static(shape) -> bool:
 
 def parse(text: str, scope=None) -> Dim:
     """The Dim of its text form: an int literal, or an expression of identifiers, ints, ``+``,
-    ``-``, ``*``, ``//`` (by an int) and parentheses (``"batch*seq"``, ``"(seq + 1)//2"``).
+    ``-``, ``*``, ``//`` (by an int), ``min(...)``, ``max(...)`` and parentheses (``"batch*seq"``, ``"(seq + 1)//2"``).
 
     Raises
     ------
@@ -262,6 +356,12 @@ def parse(text: str, scope=None) -> Dim:
             return n.value
         if isinstance(n, ast.Name):
             return symbol(n.id, scope)
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in ("min", "max") \
+                and len(n.args) >= 2 and not n.keywords:
+            out = go(n.args[0])
+            for arg in n.args[1:]:
+                out = (minimum if n.func.id == "min" else maximum)(out, go(arg))
+            return out
         if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub):
             return -go(n.operand)
         if isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv)):

@@ -160,7 +160,9 @@ def compile_causal_lm(hf_model, max_seq_len: int = 1024, threads: Optional[int] 
     Parameters
     ----------
     hf_model : transformers.PreTrainedModel
-        A ``...ForCausalLM`` whose attention uses the cache API (GPT-2, Llama, Qwen2, Mistral).
+        A ``...ForCausalLM`` whose attention uses the cache API (GPT-2, Llama, Qwen2, Mistral;
+        a ``sliding_window`` shorter than ``max_seq_len`` attends to the window's keys of the
+        cache, as transformers' sliding-window mask, see :func:`~mlc_mlir.llm.export.import_step`).
     max_seq_len : int
         Cache length: prompt plus generated tokens at most.
     threads : int, optional

@@ -6,7 +6,8 @@ installed as the layers of a transformers ``StaticCache`` whose length is ``posi
 model writes the new keys/values with its own ``index_copy_`` at positions ``position ..
 position + q - 1`` (an input mutation, imported as an in/out argument written in place,
 :meth:`~mlc_mlir.builder.graph_builder.FunctionBuilder.write_argument`) and attends over the
-cache with its own causal mask (keys at positions <= the query's). Only the last token's hidden
+cache with its own causal mask (keys at positions <= the query's; with a ``sliding_window``,
+Mistral's, also > the query's minus the window). Only the last token's hidden
 state goes through the LM head (transformers' ``logits_to_keep=1``).
 
 The query length ``q`` is static (a decode step: ``q = 1``) or symbolic: a ``torch.export.Dim``
@@ -56,18 +57,28 @@ def cache_shapes(hf_model, max_seq_len: int) -> List[Tuple[int, ...]]:
 
 def _static_cache(hf_model, max_seq_len: int, position, caches):
     """A transformers ``StaticCache`` whose layers hold ``caches`` and whose length is
-    ``position``; a sliding-window layer whose window covers ``max_seq_len`` is a full one."""
+    ``position``. A sliding-window layer (``StaticSlidingWindowLayer``, a ring buffer of
+    ``window`` positions) becomes a full ``StaticLayer`` written at ``position``: the model's
+    mask function (the config's ``sliding_window``: ``create_sliding_window_causal_mask``,
+    key ``k`` visible to query ``q`` iff ``q - window < k <= q``) is built over absolute cache
+    positions, so the attention reads the same keys as transformers' ``DynamicCache`` /
+    ``DynamicSlidingWindowLayer`` in ``generate``.
+
+    Raises
+    ------
+    BuildError
+        For a cache layer that is neither (linear attention, quantized or indexed layers).
+    """
     from transformers import StaticCache
-    from transformers.cache_utils import StaticLayer
+    from transformers.cache_utils import StaticLayer, StaticSlidingWindowLayer
 
     cache = StaticCache(config=hf_model.config, max_cache_len=max_seq_len)
     for i, layer in enumerate(cache.layers):
-        if type(layer) is not StaticLayer:
-            window = getattr(layer, "max_cache_len", 0)
-            if not isinstance(layer, StaticLayer) or window < max_seq_len:
-                raise BuildError(f"import_step: cache layer {i} is {type(layer).__name__} (window "
-                                 f"{window}); expected full attention over max_seq_len={max_seq_len}")
+        if type(layer) is StaticSlidingWindowLayer:
             layer = cache.layers[i] = StaticLayer(max_cache_len=max_seq_len)
+        elif type(layer) is not StaticLayer:
+            raise BuildError(f"import_step: cache layer {i} is {type(layer).__name__}; expected StaticLayer or "
+                             "StaticSlidingWindowLayer (attention over keys and values written at 'position')")
         k, v = caches[2 * i], caches[2 * i + 1]
         layer.keys, layer.values = k, v
         layer.batch_size, layer.num_heads, _, layer.k_head_dim = k.shape
@@ -130,9 +141,9 @@ def import_step(hf_model, max_seq_len: int, query_len: Optional[int] = None,
     Raises
     ------
     BuildError
-        For a model the step cannot express (see :func:`cache_shapes`, sliding windows shorter
-        than ``max_seq_len``), an op the importer does not convert, or ``query_len`` outside
-        ``1 .. max_seq_len``.
+        For a model the step cannot express (see :func:`cache_shapes`; a cache layer other than
+        full or sliding-window attention, see ``_static_cache``), an op the importer does not
+        convert, or ``query_len`` outside ``1 .. max_seq_len``.
     """
     import torch
 

@@ -203,9 +203,10 @@ def test_build_time_errors():
         with bb.function("a") as f:
             ops.matmul(f.arg("x", shape=(2, "n")), f.arg("y", shape=("m", 4)))
     bb = mlc.GraphBuilder()
-    with pytest.raises(BuildError, match="not provably within the size n"):
+    with pytest.raises(BuildError, match=r"argument 'begin' is -3 \+ m, whose sign the bounds"):
         with bb.function("a") as f:
-            ops.slice(f.arg("x", shape=("n",)), [1], [None])
+            m = f.arg("y", shape=("m",)).shape[0]
+            ops.slice(f.arg("x", shape=("n",)), [m - 3], [None])
     bb = mlc.GraphBuilder()
     with pytest.raises(BuildError, match="cannot reshape"):
         with bb.function("a") as f:
@@ -507,3 +508,50 @@ def test_tuning_tasks_skip_symbolic_sizes():
         f.output(ops.relu(f.arg("x", shape=("n", 16))))
     with pytest.raises(mlc.TuningError, match="no unit to tune .*with static shapes"):
         extract_tasks(bb.finish())
+
+
+def test_slice_clamps_symbolic_bounds_vs_numpy():
+    """Python/ONNX slice rules on a symbolic axis: negative bounds count from the end and every
+    bound clamps to ``0 .. n``; one compile serves sizes where the clamps bite (n < |bound|)
+    and where they do not, each result equal to numpy's. The result sizes carry ``min``/``max``
+    (text form parsed back by the runtime) and a clamp the dims' bounds decide disappears."""
+    cases = [(-5, None, 1), (2, -1, 1), (1, 7, 2), (-100, 3, 1), (-4, -1, 2), (3, 100, 3), (6, 2, 1), (-2, None, 1)]
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        x = f.arg("x", ("n", 3), "float32")
+        f.output(*[ops.slice(x, [b], [e], strides=[s]) for b, e, s in cases])
+    mod = bb.finish()
+    assert "max(-5 + n, 0)" in str(mod) and "arith.maxsi" in str(mod)
+    exe = mlc.compile(mod)
+    for n in (0, 1, 2, 3, 5, 8, 13, 120):
+        xv = np.arange(n * 3, dtype=np.float32).reshape(n, 3)
+        got = exe(xv)
+        for (b, e, s), g in zip(cases, got):
+            np.testing.assert_array_equal(np.asarray(g), xv[b:e:s])
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        f.dim("n", min=5)
+        y = ops.slice(f.arg("x", ("n", 3), "float32"), [-5], [None])
+        f.output(y)
+    assert y.shape == (5, 3)     # n >= 5: start n - 5, no clamp left
+    assert "maxsi" not in str(bb.finish())
+
+
+def test_symbolic_min_max_algebra():
+    """``min``/``max`` atoms: constant differences decide, nesting flattens, text parses back,
+    values evaluate, and the scope's bounds see through ``r - max(a, b) = min(r - a, r - b)``."""
+    from mlc_mlir.builder.symbols import SymbolScope
+    from mlc_mlir.ir.symbolic import maximum, minimum, parse, symbol
+    n, m = symbol("n"), symbol("m")
+    assert minimum(n + 1, n) == n and maximum(n + 1, n) == n + 1 and minimum(3, 5) == 3
+    d = minimum(minimum(n, m), n + 4)
+    assert str(d) == "min(m, n)" and parse(str(d)) == d
+    e = maximum(n - 4095, 0)
+    assert parse(str(n - e)) == n - e and (n - e).evaluate({"n": 5000}) == 4095
+    assert (n - e).evaluate({"n": 7}) == 7 and e.symbols() == ("n",)
+    scope = SymbolScope.__new__(SymbolScope)
+    scope.bounds = {}
+    assert scope.lower_bound(n - e) == 0 and scope.upper_bound(n - e) == 4095
+    assert scope.maximum(n - e, 0) == n - e and scope.minimum(n - e, 4095) == n - e
+    scope.bounds = {"n": (0, 4000)}
+    assert scope.maximum(n - 4095, 0) == 0

@@ -116,6 +116,53 @@ def test_shape_arithmetic_over_dynamic_dims_vs_onnxruntime():
     _check(m, feeds)
 
 
+def test_slice_clamped_starts_and_size_min_max_vs_onnxruntime():
+    """ONNX Slice on a ``dim_param`` axis with starts/ends past either end (-4095 as Mistral's
+    sliding window, 100, INT64_MAX), steps 1 and 2; and Max/Min of
+    Shape values sizing an Expand: one compile, sizes 1..40 (the clamps bite below 4095, 100)."""
+    c = lambda name, v: helper.make_tensor(name, TP.INT64, [len(v)], v)  # noqa: E731
+    inits = [c("b0", [-4095]), c("e0", [2**63 - 1]), c("b1", [1]), c("e1", [100]), c("st2", [2]),
+             c("b2", [-7]), c("e2", [-2]), c("ax", [0]), c("k", [6]), c("one", [1]), c("three", [3])]
+    nodes = [
+        helper.make_node("Slice", ["x", "b0", "e0", "ax"], ["y0"]),
+        helper.make_node("Slice", ["x", "b1", "e1", "ax", "st2"], ["y1"]),
+        helper.make_node("Slice", ["x", "b2", "e2", "ax"], ["y2"]),
+        helper.make_node("Shape", ["x"], ["sh"], start=0, end=1),
+        helper.make_node("Sub", ["sh", "k"], ["d"]),
+        helper.make_node("Max", ["d", "one"], ["rows"]),                 # max(n - 6, 1)
+        helper.make_node("Min", ["rows", "sh", "k"], ["rows2"]),         # min(max(n - 6, 1), n, 6)
+        helper.make_node("Concat", ["rows2", "three"], ["shape"], axis=0),
+        helper.make_node("Expand", ["w", "shape"], ["z"]),
+    ]
+    m = _model(nodes, [helper.make_tensor_value_info("x", TP.FLOAT, ["n", 3]),
+                       helper.make_tensor_value_info("w", TP.FLOAT, [1, 3])],
+               [helper.make_empty_tensor_value_info(o) for o in ("y0", "y1", "y2", "z")], inits)
+    feeds = [{"x": RNG.standard_normal((n, 3)).astype(np.float32), "w": RNG.standard_normal((1, 3)).astype(np.float32)}
+             for n in (1, 2, 5, 6, 7, 12, 40)]
+    _check(m, feeds)
+
+
+def test_slice_negative_steps_vs_onnxruntime():
+    """ONNX Slice with steps -1 and -2 on a ``dim_param`` axis and a static one: reversal
+    (INT64_MAX:INT64_MIN), starts/ends past either end and negative ones, compiled once, sizes
+    where the clamps bite and where they do not."""
+    big, small = 2**63 - 1, -(2**63)
+    cases = [(big, small, -1), (-2, 0, -1), (100, -100, -2), (3, -7, -1), (-1, 5, -2), (0, 4, -1)]
+    inits, nodes, outs = [], [], []
+    for k, (b, e, st) in enumerate(cases):
+        for nm, v in (("b", b), ("e", e), ("s", st)):
+            inits.append(helper.make_tensor(f"{nm}{k}", TP.INT64, [1], [v]))
+        inits.append(helper.make_tensor(f"a{k}", TP.INT64, [1], [0]))
+        nodes.append(helper.make_node("Slice", ["x", f"b{k}", f"e{k}", f"a{k}", f"s{k}"], [f"y{k}"]))
+        outs.append(f"y{k}")
+    inits.append(helper.make_tensor("ax1", TP.INT64, [1], [1]))
+    nodes.append(helper.make_node("Slice", ["x", "b0", "e0", "ax1", "s0"], ["flip"]))   # static axis 1
+    nodes.append(helper.make_node("Slice", ["x", "b1", "e1", "ax1", "s1"], ["part"]))
+    m = _model(nodes, [helper.make_tensor_value_info("x", TP.FLOAT, ["n", 3])],
+               [helper.make_empty_tensor_value_info(o) for o in outs + ["flip", "part"]], inits)
+    _check(m, [{"x": RNG.standard_normal((n, 3)).astype(np.float32)} for n in (1, 2, 3, 6, 9, 30)])
+
+
 def test_dim_param_bounds():
     """A dim_param is >= 1 unless ``dim_bounds`` says otherwise; a call outside raises."""
     m = _model([helper.make_node("Relu", ["x"], ["y"])], [helper.make_tensor_value_info("x", TP.FLOAT, ["s", 2])],
@@ -153,20 +200,24 @@ def _decoder(kind):
     if kind == "gpt2":
         cfg = transformers.GPT2Config(n_layer=1, n_embd=64, n_head=4, vocab_size=100)
         return transformers.GPT2LMHeadModel(cfg).eval()
-    name = {"llama": "Llama", "qwen2": "Qwen2"}[kind]   # Qwen2: q/k/v biases
+    name = {"llama": "Llama", "qwen2": "Qwen2", "mistral": "Mistral"}[kind]   # Qwen2: q/k/v biases
     cfg = getattr(transformers, name + "Config")(num_hidden_layers=1, hidden_size=64, intermediate_size=172,
                                                  num_attention_heads=4, num_key_value_heads=2, vocab_size=100)
     return getattr(transformers, name + "ForCausalLM")(cfg).eval()
 
 
 @pytest.mark.parametrize("kind,past", [("gpt2", False), ("llama", False), ("gpt2", True), ("llama", True),
-                                       ("qwen2", True)])
+                                       ("qwen2", True), ("mistral", True)])
 def test_exported_decoder_dynamic_vs_onnxruntime(kind, past, tmp_path):
     """A tiny transformers decoder through ``export_decoder`` (``torch.onnx.export``, dynamo,
     dynamic batch/seq/past axes; logits only or the decoder with past): one import with the
     dims symbolic, one compile, every output (logits, ``present.*``) equal to onnxruntime's on
     the same file at sequence lengths 1, 7 and 33 (and past lengths 1, 5, 20 and an empty
-    past: ``dim_bounds`` allows 0)."""
+    past: ``dim_bounds`` allows 0).
+
+    Mistral's sliding window (4096) keeps ``past[..., -4095:, :]`` (a Slice clamped at 0) and
+    sizes its mask with ``Max`` of sizes; the exported graph is consistent only for
+    ``past <= 4095`` (onnxruntime fails to broadcast beyond), which ``dim_bounds`` declares."""
     pytest.importorskip("onnxscript")
     from mlc_mlir.llm.onnx_export import export_decoder
     model = _decoder(kind)
@@ -182,4 +233,5 @@ def test_exported_decoder_dynamic_vs_onnxruntime(kind, past, tmp_path):
         for name in inputs[1:]:
             f[name] = RNG.standard_normal((b, kv[0], p, kv[1])).astype(np.float32)
         feeds.append(f)
-    _check(m, feeds, rtol=1e-4, atol=1e-4, dim_bounds={"past": (0, None)} if past else None)
+    bounds = {"past": (0, 4095 if kind == "mistral" else None)} if past else None
+    _check(m, feeds, rtol=1e-4, atol=1e-4, dim_bounds=bounds)

@@ -1,5 +1,5 @@
 """Decoder LLMs: tiny GPT-2 / Llama / Qwen2 / Mistral logits vs transformers (static import),
-Mistral's sliding window (full when it covers the cache, refused when shorter),
+Mistral's sliding window (covering the cache or shorter than the prompt),
 ``ops.update_slice`` and in/out arguments vs numpy, the KV-cache decode step never copying a
 cache (bufferized IR), and ``mlc.llm`` generation token-exact with transformers' ``generate``."""
 
@@ -53,6 +53,21 @@ def test_decoder_logits_match_transformers(name):
     got = mlc.compile(mlc.from_torch(lm, (ids,)))(ids.numpy())
     err = np.abs(got - want).max() / np.abs(want).max()
     assert got.shape == want.shape and err < RTOL, err
+
+
+def test_mistral_sliding_window_logits_dynamic_seq_match_transformers():
+    """Mistral with a window of 16, logits for the whole sequence (no cache), imported with a
+    symbolic ``seq`` (its mask indexes positions with ``(1, 1, seq, 1)`` index tensors): one
+    compile, logits equal to transformers' at lengths 5, 32 and 77 (the window cuts in above 16)."""
+    lm = _Logits(_tiny("mistral", sliding_window=16))
+    ids = torch.zeros((1, 32), dtype=torch.int64)
+    exe = mlc.compile(mlc.from_torch(lm, (ids,), dynamic_shapes={"ids": {1: torch.export.Dim("seq", min=2, max=128)}}))
+    for n in (5, 32, 77):
+        ids = torch.randint(0, 1000, (1, n), generator=torch.Generator().manual_seed(n))
+        with torch.no_grad():
+            want = lm(ids).numpy()
+        got = np.asarray(exe(ids.numpy()))
+        assert got.shape == want.shape and np.abs(got - want).max() / np.abs(want).max() < RTOL
 
 
 def _update_module(shape, upd, writable):
@@ -109,10 +124,12 @@ _BUFFERIZE = ("builtin.module(eliminate-empty-tensors, one-shot-bufferize{buffer
               "buffer-results-to-out-params{hoist-static-allocs modify-public-functions})")
 
 
-def test_decode_step_never_copies_a_cache(tmp_path):
-    """The decode step of the tiny Llama, bufferized as cpu.pipeline does: no memref.copy and no
-    allocation has a cache's shape (each step writes its K/V row into the caller's arrays)."""
-    model = _tiny("llama")
+@pytest.mark.parametrize("name,config", [("llama", {}), ("mistral", {"sliding_window": 16})])
+def test_decode_step_never_copies_a_cache(name, config, tmp_path):
+    """The decode step of the tiny Llama (and Mistral with a window of 16 over a cache of 96),
+    bufferized as cpu.pipeline does: no memref.copy and no allocation has a cache's shape (each
+    step writes its K/V row into the caller's arrays)."""
+    model = _tiny(name, **config)
     max_len = 96
     shape = mlc.llm.cache_shapes(model, max_len)[0]
     mod = mlc.llm.import_step(model, max_len, 1)
@@ -172,20 +189,29 @@ def test_generate_is_token_exact_with_transformers(name, monkeypatch):
         lm.prefill(long)
 
 
-def test_mistral_generate_is_token_exact_and_short_windows_are_refused():
+def test_mistral_generate_is_token_exact_with_and_without_a_short_window():
     """Mistral's sliding-window attention: a window (4096 by default) covering ``max_seq_len``
     is full attention, and 64 greedy tokens after a 21-token prompt match transformers'
-    ``generate``; a window shorter than ``max_seq_len`` (transformers keeps a ring buffer of
-    ``window`` positions, ``StaticSlidingWindowLayer``, not a cache written at ``position``)
-    is refused at import with a ``BuildError`` naming the layer and the window."""
+    ``generate``. A window of 16, shorter than the 32-token prompt and the cache: the steps
+    attend to keys ``q - 16 < k <= q`` of the cache written at ``position`` (transformers'
+    sliding-window mask over absolute positions), and 64 greedy tokens match ``generate``
+    (``DynamicSlidingWindowLayer``) through the symbolic prefill in one call, in pieces of 8
+    (a piece's keys reach into the previous pieces), and the static decode step; the tokens
+    differ from full attention's, so the window is exercised."""
     model = _tiny("mistral")
     assert model.config.sliding_window >= 96
     lm = mlc.llm.compile_causal_lm(model, max_seq_len=96)
     ids = torch.randint(0, 1000, (1, 21), generator=torch.Generator().manual_seed(4))
     np.testing.assert_array_equal(lm.generate(ids.numpy(), max_new_tokens=64), _want(model, ids, 64))
-    with pytest.raises(BuildError, match=r"cache layer 0 is StaticSlidingWindowLayer \(window 16\); expected "
-                       r"full attention over max_seq_len=96"):
-        mlc.llm.import_step(_tiny("mistral", sliding_window=16), 96, 1)
+    windowed = _tiny("mistral", sliding_window=16)
+    lm = mlc.llm.compile_causal_lm(windowed, max_seq_len=96)
+    ids = torch.randint(0, 1000, (1, 32), generator=torch.Generator().manual_seed(5))
+    want = _want(windowed, ids, 64)
+    np.testing.assert_array_equal(lm.generate(ids.numpy(), max_new_tokens=64), want)
+    lm.prefill_chunk = 8
+    np.testing.assert_array_equal(lm.generate(ids.numpy(), max_new_tokens=8), want[:, :40])
+    windowed.config.sliding_window = None
+    assert (_want(windowed, ids, 64) != want).any()
 
 
 def test_next_token_filters_like_transformers():
