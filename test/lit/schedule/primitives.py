@@ -83,7 +83,7 @@ section("parallel", sch)
 
 # CHECK-LABEL: TEST: vectorize
 # CHECK: SCRIPT
-# CHECK: transform.structured.vectorize %{{.*}} {create_named_contraction}
+# CHECK: transform.structured.vectorize %{{.*}} {create_named_contraction, vectorize_nd_extract}
 # CHECK: transform.loop.hoist_loop_invariant_subsets
 # CHECK: transform.apply_patterns.vector.lower_contraction
 # CHECK: PAYLOAD
