@@ -44,9 +44,8 @@ module gets default schedules or a tuning database's (``schedule="default"`` or 
    (Llama's q/k/v projections, its gate and up projections) become one matmul over the
    weights concatenated along N, sliced after (``layout_passes.MergeProjections``): a decode
    step streams them in one GEMV, one fork/join instead of one per projection;
-8. ``pack-weights``   -- matmuls on a constant B that feed no elementwise op (or convolution
-   GEMMs whose epilogue moves onto the packed shape) get B packed into the panels of their
-   register tile (``layout_passes.PackMatmulWeights``,
+8. ``pack-weights``   -- matmuls on a constant B that feed no elementwise op get B packed into
+   the panels of their register tile (``layout_passes.PackMatmulWeights``,
    :func:`~mlc_mlir.schedule.cpu_recipes.packed_b_panel`: a ``linalg.mmt4d``);
 9. ``fold-constants`` -- the packed weights and the remaining constant filter transposes become
    constants;

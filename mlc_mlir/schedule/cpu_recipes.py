@@ -389,7 +389,7 @@ def schedule_matmul_goto(sch: Schedule, block: BlockRV, threads: Optional[int] =
 
 def goto_loop_nest(sch: Schedule, block: BlockRV, threads: int, split_n: bool, mr: int, nr: int,
                    mc_tiles: int, nc_tiles: int, kc: int, pack: bool, unroll_k: int,
-                   epilogues=(), per_thread: Optional[int] = None, tile_epilogues: bool = False) -> None:
+                   epilogues=(), per_thread: Optional[int] = None) -> None:
     """The loop nest of :func:`schedule_matmul_goto` and :func:`schedule_mmt4d_goto` from its
     sizes, each an int or a sampled ``ExprRV`` that the splits take as a factor (the rules'
     decisions): ``k`` split ``[None, KC]``; the threads' dim (N with ``split_n``, else M) split
@@ -402,10 +402,6 @@ def goto_loop_nest(sch: Schedule, block: BlockRV, threads: int, split_n: bool, m
     ``per_thread`` (a multiple of MR, or of NR with ``split_n``): each thread takes that many
     rows (columns), the last one fewer, and the M and N splits may end in partial tiles (edge
     tiles, peeled by the transform script: ``transform_script._Emitter.peel_partial``).
-    With ``tile_epilogues`` (a single K block: ``kc`` equal to K) the ``k0`` loop of one
-    iteration moves inside ``i2`` and each ``MR x NR`` register tile is zeroed, accumulated and
-    passed through the epilogues at ``i2`` while it is in registers or L1 (oneDNN's post-ops on
-    the accumulators), instead of the epilogues reading an ``MC x NC`` block of C back.
 
     Raises
     ------
@@ -424,14 +420,11 @@ def goto_loop_nest(sch: Schedule, block: BlockRV, threads: int, split_n: bool, m
         outer, i = sch.split(i, [threads, per_thread])
     i1, i2, i3 = sch.split(i, [None, mc_tiles, mr])
     j0, j1, *j2 = sch.split(j, [None, nc_tiles] + ([] if panel else [nr]))
-    if tile_epilogues:
-        sch.reorder(outer, j0, i1, j1, i2, k0, k1, i3, *j2, *panel)
-    else:
-        sch.reorder(outer, j0, k0, i1, j1, i2, k1, i3, *j2, *panel)
+    sch.reorder(outer, j0, k0, i1, j1, i2, k1, i3, *j2, *panel)
     if threads > 1:
         sch.parallel(outer)
     for e in epilogues:
-        sch.reverse_compute_at(e, i2 if tile_epilogues else j0)
+        sch.reverse_compute_at(e, j0)
     if blk.info.init and epilogues:
         # each (M / threads, NC) tile of C is zeroed in the temporary the epilogue reads (not
         # copied there from a C zeroed whole: BERT 1 thread 5.4 -> 4.8 ms)

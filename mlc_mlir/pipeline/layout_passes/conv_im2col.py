@@ -29,11 +29,6 @@ transposed product, output pixels in the GEMM's columns (its vector lanes)::
 
 A pointwise convolution (1x1 window, unit strides, no padding: :func:`is_pointwise`) needs
 no copy: its im2col matrix is the input collapsed to ``(N * H * W, C)``.
-The elementwise epilogue chain of an NHWC convolution (bias add, residual add, relu: each op
-the single user of the previous one) is moved onto the GEMM's ``(N * OH * OW, F)`` shape
-(:func:`~.epilogue_reshape.move_epilogue_across_reshape`), so that ``graph.FuseOps`` groups it
-with the GEMM and the contraction's rule can fuse it into its register tiles instead of running
-it as a pass of its own over the output after the reshape.
 An accumulating convolution (its init not a named single-use ``linalg.fill``) accumulates into
 the collapsed init instead. Why: the direct NHWC kernel keeps a ``WR x FR`` output tile in
 registers with ``WR`` dividing the output width; on deep layers (7x7 maps, 512 channels) the
@@ -58,7 +53,6 @@ from ...graph.linalg_attrs import tensor_shape
 from ...graph.pass_manager import register_pass
 from ...graph.use_def import named_ops
 from .conv_select import ConvRewrite, ConvSelect, conv_signature, conv_window
-from .epilogue_reshape import move_epilogue_across_reshape
 
 def is_pointwise(x_shape, window, out_shape, strides) -> bool:
     """Whether an NHWC convolution with input ``(N, H, W, C)``, window ``(KH, KW)``, output
@@ -122,7 +116,6 @@ def _rewrite(op: ir.Operation) -> None:
         emitters.set_name(mm.owner, nm)
         y = reshape(mm, [[0, 1, 2], [3]], (n, oh, ow, f), f"{nm}.nhwc")
     replace_contraction(op, y)
-    move_epilogue_across_reshape(y, [1])
 
 
 @register_pass

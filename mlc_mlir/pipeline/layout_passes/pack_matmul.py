@@ -22,11 +22,9 @@ After (the transpose of the constant is folded by ``graph.FoldConstant``)::
 (``NR`` = the register tile's width: two vectors of the target), so the register tile streams it
 without the per-call packing copy (``cache_read``) the Goto recipe does for a ``(K, N)`` B, and
 without reading rows ``4 N`` bytes apart in place (a 512-column B puts its rows into 2 of the
-L1d's 64 sets). A matmul whose result feeds an elementwise op is rewritten only when it is a
-convolution's GEMM (:class:`~.conv_im2col.ConvToIm2col`) whose epilogue chain moves onto the
-mmt4d's ``(M, N / NR, 1, NR)`` shape (:func:`~.epilogue_reshape.move_epilogue_across_reshape`,
-a bias read as ``(N / NR, 1, NR)``), where the mmt4d rule can fuse it into its register tiles;
-other matmuls keep their epilogue on the plain matmul rule, which fuses it into its tiles. Measured on a 2-core AVX2 EPYC
+L1d's 64 sets). Only matmuls whose result feeds no elementwise op are rewritten: their epilogue
+would otherwise be fused into the matmul's tiles, which the reshape in between prevents (the
+im2col GEMMs of :class:`~.conv_im2col.ConvToIm2col` feed an ``expand_shape``). Measured on a 2-core AVX2 EPYC
 (znver1), ResNet-18's 49 x 4608 x 512 layer-4 GEMM: 7.05 ms (B read in place) -> 5.7 ms on one
 thread, 4.15 -> 3.5 ms on two.
 
@@ -49,7 +47,6 @@ from ...graph.linalg_attrs import indexing_maps, matmul_maps, tensor_shape
 from ...graph.use_def import named_ops, producer
 from ...graph.op_kinds import BROADCAST, ELEMWISE, op_kind
 from ...graph.pass_manager import ScopedPass, register_pass
-from .epilogue_reshape import epilogue_movable, move_epilogue_across_reshape
 
 #: ``select(m, n, k, dtype) -> NR``: the packed panel width for a matmul of that shape, or 0 to
 #: leave it as it is.
@@ -72,13 +69,6 @@ def _feeds_elementwise(op: ir.Operation) -> bool:
     return any(op_kind(u.owner) in (ELEMWISE, BROADCAST) for u in op.results[0].uses)
 
 
-def _im2col_gemm(op: ir.Operation) -> bool:
-    """Whether the matmul is a convolution's GEMM (``ConvToIm2col``: its A is ``<conv>.im2col_2d``)."""
-    a = producer(op.operands[0])
-    return a is not None and OP_NAME_ATTR in a.attributes and \
-        ir.StringAttr(a.attributes[OP_NAME_ATTR]).value.endswith(".im2col_2d")
-
-
 def _rewrite(op: ir.Operation, nr: int) -> None:
     a, w, init = op.operands[0], op.operands[1], op.operands[2]
     m, k = tensor_shape(a)
@@ -95,14 +85,12 @@ def _rewrite(op: ir.Operation, nr: int) -> None:
         emitters.set_name(r.owner, nm)
         y = reshape(r, [[0], [1, 2, 3]], (m, n1 * nr), f"{nm}.2d")
     replace_contraction(op, y)
-    move_epilogue_across_reshape(y, [1, 2, 3])
 
 
 @register_pass
 class PackMatmulWeights(ScopedPass):
     """Rewrite ``linalg.matmul`` ops whose B is a constant (after data movement) and whose result
-    feeds no elementwise op, or an epilogue chain that can move onto the packed shape (a
-    convolution's GEMM), into ``linalg.mmt4d`` on a packed B (see the module docstring).
+    feeds no elementwise op into ``linalg.mmt4d`` on a packed B (see the module docstring).
     Numerically the same sums in the same order of k.
 
     Parameters
@@ -125,8 +113,7 @@ class PackMatmulWeights(ScopedPass):
             maps = indexing_maps(op)
             if maps is not None and maps != matmul_maps(op.context):
                 continue  # a transposed operand (dense): its B is read along K already
-            if not is_constant_subgraph(op.operands[1]) or \
-                    (_feeds_elementwise(op) and not (_im2col_gemm(op) and epilogue_movable(op.results[0]))):
+            if not is_constant_subgraph(op.operands[1]) or _feeds_elementwise(op):
                 continue
             if not ir.RankedTensorType(op.operands[0].type).has_static_shape:
                 continue  # a dynamic M: the mmt4d rules need static extents

@@ -24,7 +24,7 @@ from .common import (
     TILE_VECTORS, RuleContext, block_size, categorical, element_bits, largest_divisor, perfect_tile,
     rule_block, thread_candidates, vector_candidates, vector_tile, worth_threads,
 )
-from .epilogue import claim_epilogues, epilogue_chain
+from .epilogue import claim_epilogues
 
 #: Unroll factors of a contraction's k loop the rules sample (code-size choices, not machine
 #: constants; the default is Goto's ``UNROLL_K`` shrunk to a divisor).
@@ -236,8 +236,7 @@ class GotoDecisions:
 
 
 def goto_decisions(sch: Schedule, ctx: RuleContext, m: int, n: int, k: int, threads: int,
-                   bits: int, panel: int = 0, tile: Optional[Tuple[int, int]] = None,
-                   kc: Optional[int] = None) -> GotoDecisions:
+                   bits: int, panel: int = 0, tile: Optional[Tuple[int, int]] = None) -> GotoDecisions:
     """Sample the Goto nest of an ``(M, N, K)`` contraction with at most ``threads`` threads,
     the defaults from :func:`~mlc_mlir.schedule.cpu_recipes.goto_params`, in order:
 
@@ -251,8 +250,7 @@ def goto_decisions(sch: Schedule, ctx: RuleContext, m: int, n: int, k: int, thre
     * ``MC / MR``, ``NC / NR`` and ``KC``: cache blocks around Goto's MC, NC and KC
       (cache-derived; :func:`~.common.block_size`).
 
-    ``tile`` replaces Goto's register tile (``goto_params(..., tile=...)``) as the default;
-    ``kc`` replaces Goto's KC as the center of the sampled K block.
+    ``tile`` replaces Goto's register tile (``goto_params(..., tile=...)``) as the default.
     """
     p = goto_params(ctx.target, m, n, k, threads, bits, tile)
     def nr0(t):
@@ -270,7 +268,7 @@ def goto_decisions(sch: Schedule, ctx: RuleContext, m: int, n: int, k: int, thre
     rows = tiles.get(int(nr)) or [dmr]
     mr = categorical(sch, rows, min(rows, key=lambda r: (abs(r - dmr), r)))
     return GotoDecisions(t, split_n, mr, nr, block_size(sch, mt // mr, p.mc // mr),
-                         block_size(sch, nt // nr, p.nc // nr), block_size(sch, k, kc or p.kc))
+                         block_size(sch, nt // nr, p.nc // nr), block_size(sch, k, p.kc))
 
 
 def gemv_chunk(n: int, threads: int, chunks: int, v: int) -> Optional[int]:
@@ -434,17 +432,8 @@ def schedule_mmt4d(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
     :func:`~mlc_mlir.schedule.cpu_recipes.register_rows`), then the matmul's nest
     (:func:`~mlc_mlir.schedule.cpu_recipes.goto_loop_nest`) on the panels, its decisions
     those of :func:`goto_decisions` with NR the panel width, then the k-unroll
-    (:func:`unroll_factor`).
-
-    An unpadded mmt4d with an elementwise epilogue chain (a convolution GEMM's bias add,
-    residual add and relu, moved onto the ``(M, N / NR, 1, NR)`` shape by the packing pass:
-    :mod:`~mlc_mlir.pipeline.layout_passes.epilogue_reshape`) runs the chain on each ``MR x NR``
-    register tile after its whole K (``goto_loop_nest(..., tile_epilogues=True)``), so the
-    output is written once, finished, instead of written, read and written again by a pass of
-    its own. That needs KC = K: the K block's default is K when the ``K x NR`` panel of B fits
-    half the L2 (the panel is read once per register tile, from L2), else Goto's KC and the
-    chain stays a pass of its own; a sampled KC below K also leaves the chain unfused. Source:
-    oneDNN's post-ops (applied on the accumulators), TVM's ``reverse_compute_at``.
+    (:func:`unroll_factor`). No epilogue: the packing pass only rewrites matmuls that feed no
+    elementwise op.
 
     Shapes: A (M, K, 1, 1), B (N / NR, K, NR, 1), C (M, N / NR, 1, NR); float dtypes.
     """
@@ -456,13 +445,9 @@ def schedule_mmt4d(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
     if mm > 1:
         sch.pad_einsum(block, [mm, 1, 1, 1, 1, 1])
         m = blk.dims[0].extent
-    l2 = ctx.target.l2_bytes or (256 << 10)
-    chain = mm == 1 and bool(epilogue_chain(sch, blk, ctx)) and k * nr * bits // 8 <= l2 // 2
-    d = goto_decisions(sch, ctx, m, panels * nr, k, threads, bits, panel=nr, kc=k if chain else None)
-    # one K block: each register tile is final after its k loop, so the epilogue runs on it there
-    epi = claim_epilogues(sch, blk, ctx) if chain and int(d.kc) == k else []
+    d = goto_decisions(sch, ctx, m, panels * nr, k, threads, bits, panel=nr)
     goto_loop_nest(sch, block, d.threads, d.split_n, d.mr, nr, d.mc_tiles, d.nc_tiles, d.kc, False,
-                   unroll_factor(sch, int(d.kc), UNROLL_K), epi, tile_epilogues=bool(epi))
+                   unroll_factor(sch, int(d.kc), UNROLL_K))
 
 
 def schedule_batch_matmul(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
