@@ -13,6 +13,7 @@ import numpy as np
 
 from .. import ops
 from ..builder import Tensor
+from ..builder.linalg_emit import prod
 from .onnx_registry import OPSETS, NodeInputs, np_dtype, register, same_dtype, shape_of
 
 
@@ -26,20 +27,12 @@ def _matmul(n: NodeInputs, a, b):
     if len(sa) == 2 and len(sb) == 2:
         return ops.matmul(a, b)
     if len(sb) == 2:  # (..., M, K) @ (K, N): fold the batch into M
-        y = ops.matmul(ops.reshape(a, (_prod(sa[:-1]), sa[-1])), b)
+        y = ops.matmul(ops.reshape(a, (prod(sa[:-1]), sa[-1])), b)
         return ops.reshape(y, sa[:-1] + (sb[-1],))
     batch = _broadcast(n, sa[:-2], sb[:-2])
-    a = ops.reshape(ops.expand(a, batch + sa[-2:]), (_prod(batch),) + sa[-2:])
-    b = ops.reshape(ops.expand(b, batch + sb[-2:]), (_prod(batch),) + sb[-2:])
+    a = ops.reshape(ops.expand(a, batch + sa[-2:]), (prod(batch),) + sa[-2:])
+    b = ops.reshape(ops.expand(b, batch + sb[-2:]), (prod(batch),) + sb[-2:])
     return ops.reshape(ops.batch_matmul(a, b), batch + (sa[-2], sb[-1]))
-
-
-def _prod(dims):
-    """The product of sizes (ints and symbolic sizes)."""
-    out = 1
-    for d in dims:
-        out = out * d
-    return out
 
 
 def _broadcast(n: NodeInputs, sa, sb) -> tuple:

@@ -11,6 +11,7 @@ replays either."""
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 from ...errors import ScheduleError
@@ -106,7 +107,7 @@ def block_bytes(blk: Block) -> Optional[int]:
     """Bytes of the block's operands in all; None when a size is dynamic."""
     if any(d < 0 for s in blk.info.operand_shapes for d in s):
         return None
-    return sum(_prod(s) * dtypes.bit_width(d) // 8
+    return sum(math.prod(s) * dtypes.bit_width(d) // 8
                for s, d in zip(blk.info.operand_shapes, blk.info.dtypes))
 
 
@@ -205,10 +206,3 @@ def parallelize_first(sch, ctx: RuleContext, blk: Block, loops: Sequence, extent
                 sch.reorder(outer, *loops[:pos])
             return pos, inner
     return None
-
-
-def _prod(xs) -> int:
-    out = 1
-    for x in xs:
-        out *= x
-    return out
