@@ -2,6 +2,8 @@
 # The GPU checks in one run, on the device machine, from the repository root, with the folder
 # that benchmarks/gpu/prepare.py filled (.whl) carried along:
 #   bash benchmarks/gpu/device_check.sh [phases]     (default: tests aot cases models matmul)
+# Phases: tests, aot, cases, models, matmul, and profile (Nsight Compute sections of the target
+# kernels, benchmarks/gpu/profile_kernels.py; not in the default list).
 # Unpacks the carried site-packages into /tmp/site, then runs each phase under its own time limit,
 # logging to $OUT/<phase>.log; the last lines are a summary.
 set -uo pipefail
@@ -48,6 +50,11 @@ for name, got in (('host', y), ('device', yd)):
       timeout 300 python3 benchmarks/gpu/cases.py > "$OUT/cases.log" 2>&1 ;;
     models)
       timeout 120 python3 benchmarks/gpu_models.py > "$OUT/models.log" 2>&1 ;;
+    profile)
+      NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+      timeout 150 $NCU --clock-control none --section SpeedOfLight --section Occupancy \
+        --section LaunchStats -c ${PROFILE_KERNELS:-12} python3 benchmarks/gpu/profile_kernels.py \
+        > "$OUT/profile.log" 2>&1 ;;
     matmul)
       timeout 120 python3 benchmarks/gpu_matmul.py --sizes ${MATMUL_SIZES:-1024,4096} \
         --dtypes float32,float16 --candidates ${MATMUL_CANDIDATES:-4} > "$OUT/matmul.log" 2>&1 ;;
