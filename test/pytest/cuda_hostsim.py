@@ -172,14 +172,18 @@ def _run_one(mlir_file: str, specs: list) -> dict:
     """Load one lowered module on a fresh fake device and call each function of ``specs`` once
     on random numpy inputs (results as out-params)."""
     from mlc_mlir.ir import dtypes
+    from mlc_mlir._mlir import ir
+    from mlc_mlir.ir.constants import Blobs
+    from mlc_mlir.ir.context import new_context
     from mlc_mlir.ir.module import Module
     from mlc_mlir.pipeline.aot import translate_to_llvmir
     from mlc_mlir.pipeline.libraries import runtime_library_paths
     from mlc_mlir.runtime.executable import Function, engine_invoker, load_engine
     from mlc_mlir.target import Target
 
-    with open(mlir_file) as f:
-        lowered = Module.parse(f.read())
+    ctx = new_context(Blobs())
+    with ctx:
+        lowered = Module(ir.Module.parseFile(mlir_file), ctx)   # MLIR bytecode
     names = sorted(set(re.findall(r"^declare [^@]*@(mgpu\w+)\(", translate_to_llvmir(lowered), re.M)))
     dev = FakeDevice()
     stubs = dev.symbols(names)
@@ -210,9 +214,9 @@ def run_lowered(modules) -> list:
     with tempfile.TemporaryDirectory() as d:
         jobs = []
         for i, (lowered, signatures) in enumerate(modules):
-            mlir = os.path.join(d, f"m{i}.mlir")
-            with open(mlir, "w") as f:
-                f.write(str(lowered))
+            mlir = os.path.join(d, f"m{i}.mlirbc")
+            with open(mlir, "wb") as f:
+                lowered.operation.write_bytecode(f)
             jobs.append((mlir, [{"name": n, "args": [(a.name, list(a.shape), a.dtype) for a in s.args],
                                  "results": [(r.name, list(r.shape), r.dtype) for r in s.results]}
                                 for n, s in signatures.items()]))
@@ -225,7 +229,7 @@ def run_lowered(modules) -> list:
                                   capture_output=True, text=True, timeout=900)
             done = [json.loads(ln) for ln in proc.stdout.splitlines() if ln.startswith("{")]
             results += [dict(r, returncode=0, stderr="") for r in done]
-            if proc.returncode != 0 and len(results) < len(jobs):   # the next one crashed
+            if proc.returncode < 0 and len(results) < len(jobs):   # the next one crashed
                 results.append({"returncode": proc.returncode, "problems": [], "copies": [],
                                 "launches": 0, "leaked": 0, "stderr": proc.stderr[-4000:]})
             elif proc.returncode != 0 or len(done) == 0:
