@@ -10,7 +10,9 @@ Stages (each inspectable; a failure is a ``PipelineError``, never a process abor
    ``transform.gpu.map_forall_to_blocks {generate_gpu_launch}`` then
    ``transform.gpu.map_nested_forall_to_threads`` with the block size read from the thread-level
    foralls; the latter puts a ``gpu.barrier`` after each thread-level forall (cooperative copies
-   into shared memory, then compute);
+   into shared memory, then compute); a ``memref.copy`` left between kernels becomes a
+   device-to-device ``gpu.memcpy`` (:func:`_device_copies`), and any other op that would touch
+   a buffer on the host is refused (:func:`_check_host`);
 3. ``workgroup``  -- each ``memref.alloca`` in ``#gpu.address_space<workgroup>`` inside a
    ``gpu.launch`` becomes a workgroup attribution of the launch (``.shared`` in PTX; NVPTX
    cannot allocate shared memory on the stack);
@@ -231,25 +233,74 @@ def _mma_sync(module: Module) -> Module:
     return _apply(module, build, "mma.sync")
 
 
+#: Ops that may stay in host code outside the kernels: they compute sizes and views, allocate
+#: and free, and order the device work, but never read or write a buffer's elements (which live
+#: in device memory: the host would fault on them).
+_HOST_DIALECTS = ("arith.", "index.", "gpu.")
+_HOST_OPS = frozenset((
+    "func.return", "affine.apply", "memref.alloc", "memref.dealloc", "memref.get_global",
+    "memref.subview", "memref.collapse_shape", "memref.expand_shape", "memref.cast",
+    "memref.reinterpret_cast", "memref.view", "memref.dim", "memref.extract_strided_metadata"))
+
+
 def _check_host(module: Module) -> None:
-    """Refuse computation left outside the kernels (it would run on the host, on device data)."""
+    """Refuse any op in a function body, outside the kernels, that is not in :data:`_HOST_OPS`
+    or of :data:`_HOST_DIALECTS`: a computation (linalg, a loop nest) or an access to a buffer's
+    elements (``memref.load``/``store``/``copy``) would run on the host, on device memory."""
     left = []
 
     def visit(op):
         op = op.operation
         if op.name == "gpu.launch":
             return ir.WalkResult.SKIP
-        if op.name.startswith("linalg.") or op.name == "scf.forall":
+        if op.name not in _HOST_OPS and not op.name.startswith(_HOST_DIALECTS):
             name = op.attributes["mlc.name"] if "mlc.name" in op.attributes else op.name
-            left.append(str(name))
+            left.append(str(name).strip('"'))
             return ir.WalkResult.SKIP
         return ir.WalkResult.ADVANCE
 
     with module.context:
-        module.operation.walk(visit, ir.WalkOrder.PRE_ORDER)
+        for f in module.func_ops():
+            if not f.is_external:
+                for op in f.regions[0].blocks[0].operations:
+                    op.operation.walk(visit, ir.WalkOrder.PRE_ORDER)
     if left:
-        raise PipelineError(f"cuda: {left} would run on the host: bind their loops to blockIdx/"
-                            "threadIdx (or use the default GPU schedule, mlc.compile(target='cuda'))")
+        raise PipelineError(f"cuda: {left} would run on the host, on device memory: bind their "
+                            "loops to blockIdx/threadIdx (or use the default GPU schedule, "
+                            "mlc.compile(target='cuda'))")
+
+
+def _device_copies(module: Module) -> Module:
+    """Each ``memref.copy`` in a function body (outside the kernels: ``buffer-results-to-out-params``
+    copies a result that is a view, e.g. the ``collapse_shape`` of a grouped conv's output, into
+    its out-param) becomes a device-to-device ``gpu.memcpy`` on a stream of its own, waited; on the
+    host it would be a ``memcpy`` between device pointers. Returns ``module`` when it has none.
+
+    Raises
+    ------
+    PipelineError
+        If a copied buffer is not static with the identity layout (``gpu.memcpy`` copies
+        contiguous buffers).
+    """
+    with module.context:
+        if not any(op.name == "memref.copy" for op in function_body_ops(module)):
+            return module
+    out = module.clone()
+    with out.context, ir.Location.unknown():
+        tok_t = gpu_d.AsyncTokenType.get()
+        for op in [op for op in function_body_ops(out) if op.name == "memref.copy"]:
+            src, dst = op.operands[0], op.operands[1]
+            for v in (src, dst):
+                t = ir.MemRefType(v.type)
+                if not t.has_static_shape or t.affine_map != ir.AffineMap.get_identity(t.rank):
+                    raise PipelineError(f"cuda host: a copy between buffers of types {src.type} "
+                                        f"and {dst.type} outside the kernels; expected static "
+                                        "identity-layout memrefs")
+            with ir.InsertionPoint(op):
+                copy = gpu_d.MemcpyOp(tok_t, [gpu_d.WaitOp(tok_t, []).result], dst, src)
+                gpu_d.WaitOp(None, [copy.result])
+            op.erase()
+    return out.verify()
 
 
 def _stream_alloc(t: ir.Type, tok: ir.Value) -> Tuple[ir.Value, ir.Value]:
@@ -400,7 +451,7 @@ def lower_to_gpu(module: Module, chip: str = "sm_90", fmt: str = "isa",
     kernels = _kernels(buf)
     if not kernels:
         raise PipelineError("cuda: no GPU kernel was produced; bind loops to blockIdx/threadIdx first")
-    mapped = _map(buf, kernels)
+    mapped = _device_copies(_map(buf, kernels))
     _check_host(mapped)
     mapped = run_pass_pipeline(_workgroup_allocations(mapped), "builtin.module(canonicalize,cse)",
                                "cuda buffers")   # one value per view: the rewrites compare them

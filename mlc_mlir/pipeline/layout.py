@@ -53,6 +53,9 @@ module gets default schedules or a tuning database's (``schedule="default"`` or 
    run time by ``scf.if`` (``layout_passes.SpecializeUnitRows``, as Relax dispatches on symbolic
    sizes).
 
+Steps 0, 7, 8 and 10 run on CPU targets only (:func:`cpu_only`: their forms have no GPU rule);
+the others decide per op with target-aware predicates that leave a GPU's ops as they are.
+
 Constant evaluation (steps 3 and 9) is ``graph.FoldConstant`` restricted to the data-movement
 ops numpy evaluates (:data:`~mlc_mlir.graph.constant_eval.NUMPY_OPS`): no constant subgraph is
 compiled, the compiler never calls itself. Source: TVM Relay ``AlterOpLayout`` /
@@ -299,7 +302,6 @@ def fold_constants(module: Module, target: Target, functions: List[str], options
     return module
 
 
-#: The steps of the ``layout`` stage, in order.
 def specialize_rows(module: Module, target: Target, functions: List[str], options: CompileOptions) -> Module:
     """Step ``specialize-rows`` (see the module docstring)."""
     if not has_op(module, "linalg.matmul"):
@@ -307,18 +309,33 @@ def specialize_rows(module: Module, target: Target, functions: List[str], option
     return SpecializeUnitRows(functions)(module)
 
 
+def cpu_only(step: LayoutStep) -> LayoutStep:
+    """``step`` on CPU targets, the identity on the others: a rewrite into what only the CPU
+    schedules run (a fused attention function with its loops, ``linalg.mmt4d`` on packed
+    panels, an ``scf.if`` on the row count) or whose reason is a CPU's (one fork/join for
+    several projections). The GPU rules have no rule for those forms."""
+    def run(module: Module, target: Target, functions: List[str], options: CompileOptions) -> Module:
+        return step(module, target, functions, options) if target.kind == "cpu" else module
+
+    run.__name__, run.__doc__ = step.__name__, step.__doc__
+    return run
+
+
+#: The steps of the ``layout`` stage, in order. The steps not marked :func:`cpu_only` decide
+#: per op with target-aware predicates (``prefers_nhwc`` and the like), which keep the GPU's
+#: ops as they are, or are layout-neutral (inverse transposes cancelling, constant folding).
 LAYOUT_STEPS: Tuple[Tuple[str, LayoutStep], ...] = (
-    ("attention", fuse_attention),
+    ("attention", cpu_only(fuse_attention)),
     ("nhwc", to_nhwc),
     ("algorithm", choose_algorithms),
     ("fold-filters", fold_filters),
     ("winograd", to_winograd),
     ("im2col", to_im2col),
     ("grouped", grouped_to_gemm),
-    ("merge-projections", merge_projections),
-    ("pack-weights", pack_weights),
+    ("merge-projections", cpu_only(merge_projections)),
+    ("pack-weights", cpu_only(pack_weights)),
     ("fold-constants", fold_constants),
-    ("specialize-rows", specialize_rows),
+    ("specialize-rows", cpu_only(specialize_rows)),
 )
 
 

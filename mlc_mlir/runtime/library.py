@@ -11,6 +11,8 @@ SHA-256) and, when the module has parameters, ``path + ".params.npz``.
 
 from __future__ import annotations
 
+import _ctypes
+import atexit
 import ctypes
 import hashlib
 import json
@@ -249,6 +251,9 @@ def load_library(path: str) -> Executable:
         missing from ``.params.npz`` or disagrees with its spec, or if an entry point is absent;
         for a CUDA library (``"device": "cuda"``), if no CUDA driver or GPU is present (probed
         before the ``.so`` is loaded: its host code would abort the process).
+
+    A device library is unloaded at interpreter exit (:func:`_close_at_exit`); its functions
+    raise ``ExecutionError`` after that.
     """
     path = os.path.abspath(path)
     try:
@@ -285,6 +290,9 @@ def load_library(path: str) -> Executable:
         raise ExecutionError(f"load_library: {path}.json does not match the target and "
                              f"signatures compiled into {os.path.basename(path)} (edited, or from "
                              "another export); export the library again")
+    closed: list = []   # non-empty once a device library was closed at exit
+    if device is not None:
+        atexit.register(_close_at_exit, lib, closed)
     params: Dict[str, np.ndarray] = {}
     if os.path.exists(path + ".params.npz"):
         with np.load(path + ".params.npz") as z:
@@ -301,10 +309,11 @@ def load_library(path: str) -> Executable:
             cfunc = getattr(lib, f"_mlir_ciface_{name}")
         except AttributeError:
             raise ExecutionError(f"load_library: {path} has no symbol _mlir_ciface_{name}") from None
-        invokers = [_invoker(cfunc, sig)]
+        invokers = [_invoker(cfunc, sig, closed)]
         if device == "cuda":   # the same kernels on device buffers (Function.on_device)
             try:
-                invokers.append(_invoker(getattr(lib, f"_mlir_ciface_{name}{DEVICE_SUFFIX}"), sig))
+                invokers.append(_invoker(getattr(lib, f"_mlir_ciface_{name}{DEVICE_SUFFIX}"), sig,
+                                         closed))
             except AttributeError:
                 raise ExecutionError(f"load_library: {path} has no symbol _mlir_ciface_{name}"
                                      f"{DEVICE_SUFFIX}; export it again") from None
@@ -313,12 +322,25 @@ def load_library(path: str) -> Executable:
     return Executable(functions, keepalive=(lib, runtimes))
 
 
-def _invoker(cfunc, sig: FunctionSignature):
-    """Call ``cfunc`` (a ``_mlir_ciface_`` entry) with one descriptor pointer per argument."""
+def _close_at_exit(lib: ctypes.CDLL, closed: list) -> None:
+    """Unload a device library's ``.so`` (``dlclose``) from Python's ``atexit``, so that its
+    destructors (``mgpuModuleUnload`` of each embedded cubin, from ``gpu-module-to-binary``)
+    run while the CUDA driver still lives. Left to the process's exit they ran after the
+    driver's own exit handler had torn the context down, each printing ``'cuModuleUnload(module)'
+    failed``. Marks ``closed``: a later call raises instead of jumping into unmapped code."""
+    closed.append(True)
+    _ctypes.dlclose(lib._handle)
+
+
+def _invoker(cfunc, sig: FunctionSignature, closed: list):
+    """Call ``cfunc`` (a ``_mlir_ciface_`` entry) with one descriptor pointer per argument;
+    raises ``ExecutionError`` once ``closed`` (:func:`_close_at_exit`) is non-empty."""
     cfunc.restype = None
     cfunc.argtypes = [ctypes.c_void_p] * (len(sig.args) + len(sig.results))
 
     def invoke(packed: PackedArgs) -> None:
+        if closed:
+            raise ExecutionError(f"{sig.name}: its library was unloaded at interpreter exit")
         cfunc(*packed.pointers)
 
     return invoke

@@ -92,6 +92,54 @@ def test_library_runs_with_numpy_and_the_cuda_runtime_only(library, tmp_path):
             f"np.save({str(tmp_path / 'y.npy')!r}, lib(a, b))\n"
             "d = lib.on_device(rt.DeviceArray.from_numpy(a), rt.DeviceArray.from_numpy(b))\n"
             f"np.save({str(tmp_path / 'yd.npy')!r}, d.numpy())\n")
-    subprocess.run([sys.executable, "-c", code], check=True)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "failed with" not in proc.stderr   # a CUDA call of the runtime, at exit included
     np.testing.assert_allclose(np.load(tmp_path / "y.npy"), _ref(a, b), rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(np.load(tmp_path / "yd.npy"), _ref(a, b), rtol=1e-4, atol=1e-5)
+
+
+#: A stand-in for ``libmlir_cuda_runtime.so``: every ``mgpu*`` function the library imports
+#: does nothing, except that the first module load registers an exit handler (as ``cuInit``
+#: does in the driver: it tears the context down at exit) and each unload reports whether the
+#: "driver" was still up.
+_FAKE_RUNTIME = r"""
+#include <stdio.h>
+#include <stdlib.h>
+static int torn_down, registered;
+static void teardown(void) { torn_down = 1; }
+void *mgpuModuleLoad(void *data, unsigned long size) {
+  if (!registered) { registered = 1; atexit(teardown); }
+  return (void *)0x1000;
+}
+void mgpuModuleUnload(void *module) {
+  fprintf(stderr, torn_down ? "unload after teardown\n" : "unload ok\n");
+}
+"""
+
+
+@needs_ptxas
+def test_cuda_library_unloads_its_modules_before_the_driver_exits(library, tmp_path):
+    """At process exit a CUDA library's module destructors ran after the driver's exit handler
+    (on an H200: ``'cuModuleUnload(module)' failed with '<unknown>'`` once per module); the
+    runtime unloads the library from Python's ``atexit`` instead. Checked with a stand-in
+    runtime beside the library (no GPU needed)."""
+    deploy = tmp_path / "deploy"
+    deploy.mkdir()
+    for f in (library, library + ".json"):
+        shutil.copy(f, deploy)
+    undefined = subprocess.run(["nm", "-D", "--undefined-only", library], capture_output=True,
+                               text=True, check=True).stdout.split()
+    others = sorted({s for s in undefined if s.startswith("mgpu")} - {"mgpuModuleLoad", "mgpuModuleUnload"})
+    src = tmp_path / "fake.c"
+    src.write_text(_FAKE_RUNTIME + "".join(f"void *{s}(void) {{ return 0; }}\n" for s in others))
+    subprocess.run(["gcc", "-shared", "-fPIC", "-Wl,-soname,libmlir_cuda_runtime.so", str(src),
+                    "-o", str(deploy / "libmlir_cuda_runtime.so")], check=True)
+    code = ("import mlc_mlir.runtime.library as L\n"
+            "L.require_cuda = lambda what: None   # the stand-in runtime needs no driver\n"
+            f"lib = L.load_library({str(deploy / 'mm.so')!r})\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    modules = open(library, "rb").read().count(b"\x7fELF") - 1   # the cubins inside the .so
+    assert proc.stderr.count("unload ok") == modules >= 2, proc.stderr
+    assert "unload after teardown" not in proc.stderr

@@ -1,10 +1,13 @@
 """Imported networks on the CUDA target: a small residual CNN (padded convolutions, batch norm,
-max pooling, a residual add, global average pooling, a linear head) and a matmul whose operand is
-transposed in the same function. Lowering to cubins (ptxas) runs in CI; numerics against
-PyTorch need a GPU (skipped without one)."""
+max pooling, a residual add, global average pooling, a linear head), a matmul whose operand is
+transposed in the same function, and the ResNet-18 and BERT that ``benchmarks/gpu_models.py``
+runs on the GPU. Lowering to cubins (ptxas) runs in CI; numerics against PyTorch need a GPU
+(skipped without one)."""
 
 import importlib
+import os
 import shutil
+import sys
 
 import numpy as np
 import pytest
@@ -13,14 +16,18 @@ torch = pytest.importorskip("torch")
 
 import mlc_mlir as mlc  # noqa: E402
 from mlc_mlir import ops  # noqa: E402
+from mlc_mlir.ir.walk import find_ops, has_op  # noqa: E402
 from mlc_mlir.pipeline.cuda_compile import lower_cuda  # noqa: E402
 from mlc_mlir.pipeline.options import CompileOptions  # noqa: E402
 from mlc_mlir.runtime.cuda import cuda_available  # noqa: E402
-from mlc_mlir.target import Target  # noqa: E402
+from mlc_mlir.target import Target, host_target  # noqa: E402
+
+from cuda_hostsim import run_lowered  # noqa: E402
 
 needs_ptxas = pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas not on PATH")
 needs_gpu = pytest.mark.skipif(not cuda_available(), reason="no CUDA driver/GPU")
 CPU_STAGES = importlib.import_module("mlc_mlir.pipeline.compile").CPU_STAGES
+BENCHMARKS = os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks")
 
 
 class ResidualNet(torch.nn.Module):
@@ -94,3 +101,70 @@ def test_matmul_on_a_transposed_operand_matches_numpy():
     x, w = rng.standard_normal((64, 96), np.float32), rng.standard_normal((128, 96), np.float32)
     got = mlc.compile(_transposed_matmul(), target="cuda")(x, w)
     np.testing.assert_allclose(got, x @ w.T, rtol=1e-4, atol=1e-4)
+
+
+def _benchmark_model(name):
+    """``(torch model, example args)`` of ``benchmarks/models_cpu.py``'s ``name``, the models
+    ``benchmarks/gpu_models.py`` compiles for the GPU."""
+    if name == "bert":
+        pytest.importorskip("transformers")
+    if BENCHMARKS not in sys.path:
+        sys.path.insert(0, BENCHMARKS)
+    return importlib.import_module("models_cpu").torch_model(name)
+
+
+def _constant_weight_matmul():
+    """A matmul on a constant B of a shape the CPU packs (``pack-weights``: ``linalg.mmt4d``)."""
+    w = np.random.default_rng(0).standard_normal((96, 128)).astype(np.float32)
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        f.output(ops.matmul(f.arg("x", shape=(64, 96)), ops.constant(w)))
+    return bb.finish(), w
+
+
+def test_cuda_layout_stage_skips_the_cpu_only_rewrites():
+    """The weight packing (and the other CPU-only layout steps) leave a CUDA compile's ops as
+    they are: the GPU rules have no rule for ``linalg.mmt4d`` (BERT failed so on an H200)."""
+    mod, _ = _constant_weight_matmul()
+    stages = [s for s in CPU_STAGES if s.name in ("graph", "layout")]
+
+    def layout(target):
+        m = mod
+        for stage in stages:
+            m = stage(m, CompileOptions(target=target))
+        return m
+
+    assert has_op(layout(host_target()), "linalg.mmt4d")   # the CPU packs it
+    cuda = layout(Target.cuda())
+    assert not has_op(cuda, "linalg.mmt4d") and has_op(cuda, "linalg.matmul")
+
+
+@needs_ptxas
+@pytest.mark.parametrize("name", ["bert", "resnet18"])
+def test_cuda_benchmark_models_lower_to_cubins(name):
+    """The GPU benchmark's models through every stage to cubins, and BERT's host code on a
+    simulated device (:mod:`cuda_hostsim`: no host access to device memory, copies in bounds)."""
+    net, args = _benchmark_model(name)
+    sigs, lowered = lower_cuda(mlc.from_torch(net, args), CompileOptions(target=Target.cuda()),
+                               CPU_STAGES)
+    assert len(find_ops(lowered, "gpu.binary")) >= (100 if name == "bert" else 50)
+    if name == "bert":   # ResNet-18's 46 MB of constants make the simulated run slow
+        res = run_lowered([(lowered, sigs)])[0]
+        assert res["returncode"] == 0 and res["problems"] == [] and res["leaked"] == 0
+
+
+@needs_gpu
+def test_cuda_matmul_on_constant_weights_matches_numpy():
+    mod, w = _constant_weight_matmul()
+    x = np.random.default_rng(1).standard_normal((64, 96)).astype(np.float32)
+    np.testing.assert_allclose(mlc.compile(mod, target="cuda")(x), x @ w, rtol=1e-4, atol=1e-4)
+
+
+@needs_gpu
+def test_bert_matches_torch_on_the_gpu():
+    net, args = _benchmark_model("bert")
+    exe = mlc.compile(mlc.from_torch(net, args), target="cuda")
+    with torch.no_grad():
+        want = net(*args).numpy()
+    got = exe(*[a.numpy() for a in args])
+    assert np.abs(got - want).max() <= 1e-4 * max(1.0, np.abs(want).max())

@@ -93,3 +93,17 @@ def test_unbound_module_has_no_kernel():
 def test_ptxas_rejection_is_reported():
     with pytest.raises(PipelineError, match="ptxas rejected the PTX"):
         check_ptx(".version 8.0\n.target sm_90\nthis is not ptx\n")
+
+
+def test_cuda_computation_left_on_the_host_is_refused():
+    """An op nobody bound to the GPU would run on the host, on device memory (a SIGSEGV when the
+    host dereferences it): the lowering refuses it by name."""
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        f.output(ops.gelu(ops.relu(f.arg("x", shape=(64, 256)))))
+    sch = mlc.Schedule(bb.finish())
+    i, j = sch.get_loops(sch.get_block("gelu"))
+    sch.bind(i, "blockIdx.x")
+    sch.bind(j, "threadIdx.x")
+    with pytest.raises(PipelineError, match=r"\['relu'\] would run on the host, on device memory"):
+        compile_to_ptx(sch.mod)
