@@ -2,7 +2,9 @@
 
 Stages (each inspectable; a failure is a ``PipelineError``, never a process abort):
 
-0. ``pad``        -- each ``tensor.pad`` outside the kernels (conv2d's padding) becomes a fill
+0. ``fetch``      -- the staged reads of each ``shared`` cache become one copy of their union,
+   spread over the block's threads in workgroup memory (:mod:`.cuda_fetch`);
+   ``pad``        -- each ``tensor.pad`` outside the kernels (conv2d's padding) becomes a fill
    and a copy kernel (:mod:`.cuda_pads`);
 1. ``bufferize``  -- ``transform.bufferization.one_shot_bufferize`` (function boundaries,
    ``memcpy_op = "linalg.copy"``: device code cannot call ``memrefCopy``);
@@ -43,6 +45,7 @@ from ..ir.pass_pipeline import run_pass_pipeline
 from ..runtime.cuda import DEVICE_SUFFIX
 from ..target import WARP_SIZE, cuda_arch
 from .cuda_buffers import clean_kernel_buffers, drop_self_copies
+from .cuda_fetch import stage_fetches
 from .cuda_pads import materialize_host_pads
 from .registry import load_pipeline
 
@@ -392,7 +395,8 @@ def lower_to_gpu(module: Module, chip: str = "sm_90", fmt: str = "isa",
     """
     if fmt not in ("isa", "bin", "fatbin"):
         raise PipelineError(f"cuda: format {fmt!r}; expected 'isa', 'bin' or 'fatbin'")
-    buf = _apply(materialize_host_pads(module, _apply, cuda_arch(chip)), _bufferize, "bufferize")
+    staged = stage_fetches(module, _apply)
+    buf = _apply(materialize_host_pads(staged, _apply, cuda_arch(chip)), _bufferize, "bufferize")
     outputs = _num_results(buf)
     buf = run_pass_pipeline(buf, "builtin.module(buffer-results-to-out-params{hoist-static-allocs "
                             "modify-public-functions},canonicalize,cse)", "cuda out-params")
