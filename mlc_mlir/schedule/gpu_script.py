@@ -9,10 +9,11 @@ of a CUDA kernel (TVM's lowering of ``thread_binding`` loops does the same):
    ``mapping = [#gpu.block<...>]`` in any axis order (fused loops: ``#gpu.block<linear_dim_k>``);
    the reduction's init (``linalg.fill``) is fused into it (``fuse_into_containing_op``);
 2. serial loops at or above a loop where a ``shared`` cache is computed (``compute_at``), e.g.
-   ``k0`` of a shared-memory matmul; the operands staged there are padded with ``nofold``
-   (``structured.pad``): a copy that ``structured.gpu.map_copy_to_threads`` spreads over all
-   threads of the block (the cooperative fetch) and ``structured.bufferize_to_allocation``
-   places in ``#gpu.address_space<workgroup>``;
+   ``k0`` of a shared-memory matmul; every read of a buffer staged there is padded with
+   ``nofold`` (``structured.pad``) and marked (:meth:`GpuEmitter.mark_fetch`): the CUDA
+   lowering merges the reads of one buffer into one copy of their union, spreads it over all
+   threads of the block (the cooperative fetch) and places it in workgroup memory
+   (:mod:`mlc_mlir.pipeline.cuda_fetch`);
 3. loops bound to ``threadIdx.*`` -> ``tile_using_forall`` with ``#gpu.thread<...>`` (fused
    loops: ``#gpu.thread<linear_dim_k>``), the init tiled likewise (or fused when no staging loop
    sits between); a ``local`` write cache is an allocation (``memref.alloca``) of the thread's

@@ -11,6 +11,7 @@ import math
 
 from typing import List
 
+from .gpu_script import is_gpu_block
 from .loop_nest import Block, LoopNestModel, Tiling
 
 
@@ -60,8 +61,30 @@ class _Printer:
                 self.emit(depth, _op_line(self.model, a, 0))
         for c in blk.cache_reads:
             cache = self.model.cache_block(c.block_id)
-            if cache.compute_at in ids:
+            if cache.compute_at in ids and c.scope == "shared" and is_gpu_block(self.model, blk):
+                self.fetch(cache, depth)
+            elif cache.compute_at in ids:
                 self.packing(blk, c.operand, blk.loop_index(cache.compute_at), cache.name, depth)
+
+    def fetch(self, cache: Block, depth: int) -> None:
+        """The cooperative fetch of a ``shared`` cache as its loops stand (TVM's script:
+        ``for ax0_1 in T.thread_binding(64, thread="threadIdx.x")``): a loop bound to threads
+        prints the extent the block's threads share, a vectorized loop stays in the copy."""
+        vec = []
+        for lp in cache.loops:
+            same = [q for q in cache.loops if q.dim == lp.dim]
+            name = f"ax{lp.dim}" + (f"_{same.index(lp)}" if len(same) > 1 else "")
+            if lp.kind == "vectorized":
+                vec.append(f"{name}={lp.extent}")
+            elif lp.kind == "bound":
+                self.emit(depth, f'for {name} in thread_binding({lp.extent}, thread="{lp.thread}"):')
+                depth += 1
+            elif lp.extent > 1:
+                self.emit(depth, f"for {name} in range({lp.extent}):")
+                depth += 1
+        tile = "x".join(str(d.extent) for d in cache.dims)
+        self.emit(depth, f'tensor.pad "{cache.name}"  # shared tile {tile}' +
+                  (f", vectorized: {', '.join(vec)}" if vec else ""))
 
     def packing(self, blk: Block, operand: int, ca: int, name: str, depth: int) -> None:
         """The packing loops ``hoist_pad`` builds: the materialized loops between the compute_at

@@ -2,6 +2,8 @@
 each lowers to PTX that ``ptxas -arch=sm_90`` accepts; on a GPU (skipped without one) each
 result matches numpy."""
 
+import io
+import re
 import shutil
 
 import numpy as np
@@ -153,6 +155,75 @@ def test_local_cache_is_private_not_memref_copy():
     assert "fma.rn.f32" in text
 
 
+def cross(n=64):
+    """``C[i, j] = A[i + 1, j] + A[i, j + 1]``: no read's tile covers the union of both."""
+    bb = mlc.GraphBuilder()
+    A = te.placeholder((n + 1, n + 1), name="A")
+    te.create_function(bb, "main", [A, te.compute((n, n), lambda i, j: A[i + 1, j] + A[i, j + 1],
+                                                  name="C")])
+    return bb.finish()
+
+
+def sch_cross():
+    sch = mlc.Schedule(cross())
+    block_C = sch.get_block("C")
+    i, j = sch.get_loops(block_C)
+    i0, i1 = sch.split(i, [None, 8])
+    j0, j1 = sch.split(j, [None, 32])
+    sch.reorder(i0, j0, i1, j1)
+    sch.bind(i0, "blockIdx.y")
+    sch.bind(j0, "blockIdx.x")
+    sch.bind(i1, "threadIdx.y")
+    sch.bind(j1, "threadIdx.x")
+    sch.compute_at(sch.cache_read(block_C, 0, "shared"), j1)
+    return sch
+
+
+def _shared_arrays(ptx):
+    """Bytes of each ``.shared`` array of a kernel."""
+    return [int(n) for n in re.findall(r"\.shared \.align \d+ \.b8 \w+\[(\d+)\]", ptx)]
+
+
+@needs_ptxas
+def test_window_sum_stages_the_union_of_its_reads():
+    """TVM's cache_read + compute_at stages A[128 b : 128 b + 130] once per block (the 128
+    elements of its threads and the 2 of the halo) and all three reads come from it."""
+    sch = sch_window_sum()
+    ptx = next(iter(compile_to_ptx(sch.mod).values()))
+    check_ptx(ptx, arch="sm_90")
+    assert _shared_arrays(ptx) == [130 * 4]
+    # the three reads of the sum, each from shared memory
+    assert len(re.findall(r"ld\.shared\.(?:b32|f32)", ptx)) == 3
+
+
+@needs_ptxas
+def test_stencil_stages_one_copy_of_the_union():
+    """Reads whose tiles overlap without one covering the others (8 x 32 threads reading
+    A[i + 1, j] and A[i, j + 1]) share one staged 9 x 33 tile."""
+    ptx = next(iter(compile_to_ptx(sch_cross().mod).values()))
+    check_ptx(ptx, arch="sm_90")
+    assert _shared_arrays(ptx) == [9 * 33 * 4]
+
+
+def test_show_prints_the_fetch_binding():
+    """show() prints the fetch loops as scheduled, a bound loop with the threads' extent
+    (TVM: ``for ax0_1 in T.thread_binding(64, thread="threadIdx.x")``)."""
+    text = sch_shared_blocking().show(file=io.StringIO())
+    assert text.count('for ax0_1 in thread_binding(64, thread="threadIdx.x"):') == 2
+    assert "shared tile 64x8, vectorized: ax0_2=4" in text and "packing" not in text
+    text = sch_window_sum().show(file=io.StringIO())
+    assert 'for ax0_1 in thread_binding(128, thread="threadIdx.x"):' in text
+    assert "shared tile 130" in text
+
+
+def test_a_buffer_is_cached_once():
+    sch = mlc.Schedule(window_sum())
+    block_C = sch.get_block("C")
+    sch.cache_read(block_C, 0, "shared")
+    with pytest.raises(mlc.ScheduleError, match="already cached"):
+        sch.cache_read(block_C, 2, "shared")
+
+
 def test_no_block_binding_is_a_schedule_error():
     sch = mlc.Schedule(vecadd())
     (i,) = sch.get_loops(sch.get_block("C"))
@@ -178,6 +249,12 @@ def test_gpu_vecadd_matches_numpy():
 def test_gpu_window_sum_matches_numpy():
     a = np.random.rand(1027).astype("float32")
     np.testing.assert_allclose(_run(sch_window_sum(), a), a[:-3] + a[1:-2] + a[2:-1], rtol=1e-5)
+
+
+@needs_gpu
+def test_gpu_stencil_union_matches_numpy():
+    a = np.random.rand(65, 65).astype("float32")
+    np.testing.assert_allclose(_run(sch_cross(), a), a[1:, :-1] + a[:-1, 1:], rtol=1e-6)
 
 
 @needs_gpu
