@@ -69,6 +69,13 @@ def gpu_owned(model: LoopNestModel, blk: Block) -> bool:
     return False
 
 
+def block_threads(blk: Block) -> int:
+    """Threads of a GPU-bound block: the product of its thread-bound loops' extents (a warp
+    loop counts :data:`~mlc_mlir.target.WARP_SIZE` threads per iteration); 1 if none."""
+    return max(math.prod(lp.extent * (WARP_SIZE if _kind(lp) == "warp" else 1)
+                         for lp in blk.loops if lp.kind == "bound" and _axis(lp)[0] == "thread"), 1)
+
+
 #: Bound-axis prefix -> forall level and ``#gpu.<kind>`` mapping (warps are a thread level).
 _LEVELS = {"blockIdx": ("block", "block"), "threadIdx": ("thread", "thread"),
            "warpIdx": ("thread", "warp")}
@@ -247,8 +254,7 @@ class GpuEmitter:
         # (fuse_into_containing_op) aborts MLIR 22; the CUDA lowering refuses it by name
         loop_handles: Dict[int, ir.Value] = {}
 
-        nthreads = math.prod(lp.extent * (WARP_SIZE if _kind(lp) == "warp" else 1)
-                             for lp in threads)
+        nthreads = block_threads(blk)
 
         def stage_here(after: Optional[int]):
             nonlocal op
@@ -263,7 +269,7 @@ class GpuEmitter:
             op = pad.padded
             for i, s in stage.items():
                 if s == after:
-                    self.mark_fetch(blk, i, op, max(nthreads, 1))
+                    self.mark_fetch(blk, i, op, nthreads)
 
         stage_here(None)
         # 2. staging loops (serial, outside the threads)

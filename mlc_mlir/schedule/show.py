@@ -11,7 +11,7 @@ import math
 
 from typing import List
 
-from .gpu_script import is_gpu_block
+from .gpu_script import block_threads, is_gpu_block
 from .loop_nest import Block, LoopNestModel, Tiling
 
 
@@ -62,14 +62,15 @@ class _Printer:
         for c in blk.cache_reads:
             cache = self.model.cache_block(c.block_id)
             if cache.compute_at in ids and c.scope == "shared" and is_gpu_block(self.model, blk):
-                self.fetch(cache, depth)
+                self.fetch(cache, block_threads(blk), depth)
             elif cache.compute_at in ids:
                 self.packing(blk, c.operand, blk.loop_index(cache.compute_at), cache.name, depth)
 
-    def fetch(self, cache: Block, depth: int) -> None:
+    def fetch(self, cache: Block, nthreads: int, depth: int) -> None:
         """The cooperative fetch of a ``shared`` cache as its loops stand (TVM's script:
         ``for ax0_1 in T.thread_binding(64, thread="threadIdx.x")``): a loop bound to threads
-        prints the extent the block's threads share, a vectorized loop stays in the copy."""
+        prints the extent the block's threads share, a vectorized loop stays in the copy; a
+        fetch with no bound loop is still spread over the block's ``nthreads`` threads."""
         vec = []
         for lp in cache.loops:
             same = [q for q in cache.loops if q.dim == lp.dim]
@@ -83,7 +84,9 @@ class _Printer:
                 self.emit(depth, f"for {name} in range({lp.extent}):")
                 depth += 1
         tile = "x".join(str(d.extent) for d in cache.dims)
-        self.emit(depth, f'tensor.pad "{cache.name}"  # shared tile {tile}' +
+        spread = "" if any(lp.kind == "bound" for lp in cache.loops) else \
+            f", spread over the block's {nthreads} threads"
+        self.emit(depth, f'tensor.pad "{cache.name}"  # shared tile {tile}{spread}' +
                   (f", vectorized: {', '.join(vec)}" if vec else ""))
 
     def packing(self, blk: Block, operand: int, ca: int, name: str, depth: int) -> None:
