@@ -216,6 +216,23 @@ def test_show_prints_the_fetch_binding():
     assert "shared tile 130" in text
 
 
+@needs_ptxas
+def test_vectorized_fetch_is_a_vector_load():
+    """vectorize(4) on the fetch: each thread moves 16 bytes at once, global to shared, and
+    the thread's 8x8 tile goes back the same way; the kernel's buffers and shared arrays are
+    declared 16-byte aligned (what proves it; the runtime checks foreign buffers)."""
+    ptx = next(iter(compile_to_ptx(sch_shared_blocking().mod).values()))
+    check_ptx(ptx, arch="sm_90")
+    vec = r"\.v4\.(?:b32|f32)"
+    assert len(re.findall(r"ld\.global" + vec, ptx)) == 4     # (2 A + 2 B rows of 4) per k0
+    assert not re.findall(r"ld\.global\.(?:b32|f32)", ptx)
+    assert len(re.findall(r"st\.shared" + vec, ptx)) == 4
+    assert len(re.findall(r"st\.global" + vec, ptx)) == 16     # 8x8 floats
+    assert re.findall(r"\.shared \.align (\d+)", ptx) == ["16", "16"]
+    # the allocated and aligned pointers of A, B, C
+    assert len(re.findall(r"\.param \.u64 \.ptr \.align 16", ptx)) == 6
+
+
 def test_a_buffer_is_cached_once():
     sch = mlc.Schedule(window_sum())
     block_C = sch.get_block("C")
@@ -249,6 +266,20 @@ def test_gpu_vecadd_matches_numpy():
 def test_gpu_window_sum_matches_numpy():
     a = np.random.rand(1027).astype("float32")
     np.testing.assert_allclose(_run(sch_window_sum(), a), a[:-3] + a[1:-2] + a[2:-1], rtol=1e-5)
+
+
+@needs_gpu
+def test_gpu_misaligned_device_buffer_is_refused():
+    """The kernels assume 16-byte aligned buffers: a view 4 bytes into one is refused."""
+    exe = mlc.compile(sch_vecadd().mod, target="cuda")
+    a = np.random.rand(1025).astype("float32")
+    base = mlc.DeviceArray.from_numpy(a)
+    view = mlc.DeviceArray(base.ptr + 4, (1024,), np.float32, owner=base)
+    b = mlc.DeviceArray.from_numpy(np.ones(1024, "float32"))
+    with pytest.raises(mlc.ExecutionError, match="16 bytes"):
+        exe["main"].on_device(view, b)
+    np.testing.assert_allclose(exe["main"].on_device(mlc.DeviceArray.from_numpy(a[1:]), b).numpy(),
+                               a[1:] + 1, rtol=1e-6)
 
 
 @needs_gpu
