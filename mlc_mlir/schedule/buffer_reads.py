@@ -55,26 +55,30 @@ def offsets(maps, operands) -> Tuple[Tuple[Tuple[Optional[int], int], ...], ...]
     return tuple(out)
 
 
+def _dims(info, k: int) -> Optional[Tuple[int, ...]]:
+    """The dim indexing each dim of operand ``k`` when each index is ``d + c``, else None."""
+    dims = tuple(d for d, _ in info.operand_offsets[k]) if info.operand_offsets else None
+    return None if dims is None or None in dims else dims
+
+
 def buffer_reads(info, operand: int) -> List[int]:
-    """The input operands of ``info`` (an :class:`~.loop_nest.OpInfo`) that read the same
-    buffer as input ``operand``, in operand order (``[operand]`` when the op reads it once)."""
-    src = info.operand_sources[operand] if info.operand_sources else operand
+    """The input operands of ``info`` (an :class:`~.loop_nest.OpInfo`) that read the buffer of
+    input ``operand`` at constant offsets from it (the same dim indexes each of its dims:
+    ``A[i]``, ``A[i + 1]``, ``A[i + 2]``), in operand order; ``[operand]`` when no other does
+    (``x @ x`` reads ``x`` by ``(i, k)`` and by ``(k, j)``: two reads, each staged alone)."""
+    dims = _dims(info, operand)
+    if dims is None:
+        return [operand]
+    src = info.operand_sources[operand]
     return [k for k in range(info.num_inputs)
-            if (info.operand_sources[k] if info.operand_sources else k) == src]
+            if k == operand or (info.operand_sources[k] == src and _dims(info, k) == dims)]
 
 
-def read_halo(info, operand: int) -> Optional[List[int]]:
+def read_halo(info, operand: int) -> List[int]:
     """For each dim of input ``operand``, how far the union of the reads of its buffer
-    extends beyond one read's tile (``max c - min c`` over the reads ``d + c``); None when
-    those reads differ by more than constant offsets (another dim, a compound index)."""
+    (:func:`buffer_reads`) extends beyond one read's tile: ``max c - min c`` over the reads
+    ``d + c`` (0 when it is read once)."""
     reads = buffer_reads(info, operand)
-    rows = [info.operand_offsets[k] for k in reads]
-    if any(len(r) != len(rows[0]) for r in rows):
-        return None
-    out = []
-    for res in zip(*rows):
-        if any(d is None or d != res[0][0] for d, _ in res):
-            return None
-        cs = [c for _, c in res]
-        out.append(max(cs) - min(cs))
-    return out
+    if len(reads) == 1:
+        return [0] * len(info.operand_offsets[operand]) if info.operand_offsets else []
+    return [max(c) - min(c) for c in zip(*([c for _, c in info.operand_offsets[k]] for k in reads))]

@@ -39,7 +39,10 @@ class PlacementPrimitives(ScheduleState):
         """Compute producer ``block`` inside consumer ``loop`` (TVM ``compute_at``): the tile the
         consumer needs is computed there — ``structured.fuse_into_containing_op`` into each
         enclosing loop from the outermost down to ``loop``. For a cache block (``cache_read``),
-        the packing is hoisted out of the loops inside ``loop`` (``structured.hoist_pad``).
+        the packing is hoisted out of the loops inside ``loop`` (``structured.hoist_pad``); a
+        ``shared`` cache of a GPU-bound block stages the union of the block's reads of the
+        buffer there (the tile of its threads plus the halo of shifted reads: 130 elements of
+        ``A`` for ``A[i] + A[i + 1] + A[i + 2]`` over 128 threads), copied by all threads.
 
         Raises
         ------
@@ -242,11 +245,6 @@ class PlacementPrimitives(ScheduleState):
         halo = [0] * len(dims)
         if len(buffer_reads(blk.info, read.operand)) > 1:
             halo = read_halo(blk.info, read.operand)
-            if halo is None:
-                raise ScheduleError(f"compute_at: the reads of input {read.operand} of "
-                                    f"'{blk.name}' index its buffer by different dims or compound "
-                                    "indices; a shared cache expects reads that differ by constant "
-                                    "offsets")
             dims = [d for d, _ in blk.info.operand_offsets[read.operand]]
         extents = []
         for d, h in zip(dims, halo):
@@ -271,6 +269,9 @@ class PlacementPrimitives(ScheduleState):
         ``cache_read``): ``structured.pad`` with ``nofold`` on that operand of the innermost tile
         (a contiguous copy); ``compute_at(cache_block, loop)`` then hoists the packing out of
         the loops inside ``loop`` (``structured.hoist_pad``), so each packed panel is reused.
+        A ``shared`` cache of a GPU-bound block holds every read of the input's buffer at
+        constant offsets from it (:func:`~.buffer_reads.buffer_reads`: ``A[i]``, ``A[i + 1]``,
+        ``A[i + 2]``), staged once per thread block as the union of their tiles.
 
         Returns
         -------
@@ -280,7 +281,8 @@ class PlacementPrimitives(ScheduleState):
         Raises
         ------
         ScheduleError
-            For an index that is not an input, an unknown scope, or an input cached twice.
+            For an index that is not an input, an unknown scope, or an input whose buffer
+            (those reads) is already cached.
         """
         blk = self._block("cache_read", block)
         idx = as_int("cache_read", "read_buffer_index", read_buffer_index, 0)

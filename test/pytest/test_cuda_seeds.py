@@ -97,8 +97,18 @@ def sch_local_blocking(tl=(8, 8), tb=(8, 8), tk=4):
     return sch
 
 
-def sch_shared_blocking(tl=(8, 8), tb=(8, 8), tk=8):
-    sch = mlc.Schedule(matmul())
+def gram(n=N):
+    """``C = A @ A``: one buffer read by ``(i, k)`` and by ``(k, j)``, two reads to stage."""
+    bb = mlc.GraphBuilder()
+    A = te.placeholder((n, n), name="A")
+    k = te.reduce_axis((0, n), name="k")
+    C = te.compute((n, n), lambda i, j: te.sum(A[i, k] * A[k, j], axis=k), name="C")
+    te.create_function(bb, "main", [A, C])
+    return bb.finish()
+
+
+def sch_shared_blocking(tl=(8, 8), tb=(8, 8), tk=8, payload=matmul):
+    sch = mlc.Schedule(payload())
     block_C = sch.get_block("C")
     C_local = sch.cache_write(block_C, 0, "local")
     i, j, k = sch.get_loops(block_C)
@@ -235,6 +245,16 @@ def test_vectorized_fetch_is_a_vector_load():
     assert len(re.findall(r"\.param \.u64 \.ptr \.align 16", ptx)) == 6
 
 
+@needs_ptxas
+def test_reads_of_one_buffer_by_other_dims_are_staged_apart():
+    """A @ A: the A panel and the B panel are tiles of one buffer by different dims, each its
+    own staged copy, as for two buffers."""
+    sch = sch_shared_blocking(payload=gram)
+    ptx = next(iter(compile_to_ptx(sch.mod).values()))
+    check_ptx(ptx, arch="sm_90")
+    assert _shared_arrays(ptx) == [64 * 8 * 4, 8 * 64 * 4]
+
+
 def test_a_buffer_is_cached_once():
     sch = mlc.Schedule(window_sum())
     block_C = sch.get_block("C")
@@ -282,6 +302,12 @@ def test_gpu_misaligned_device_buffer_is_refused():
         exe["main"].on_device(view, b)
     np.testing.assert_allclose(exe["main"].on_device(mlc.DeviceArray.from_numpy(a[1:]), b).numpy(),
                                a[1:] + 1, rtol=1e-6)
+
+
+@needs_gpu
+def test_gpu_gram_matches_numpy():
+    a = np.random.rand(N, N).astype("float32")
+    np.testing.assert_allclose(_run(sch_shared_blocking(payload=gram), a), a @ a, rtol=1e-4)
 
 
 @needs_gpu
