@@ -54,7 +54,7 @@ def _mapping(op: ir.Operation) -> Tuple[int, int]:
     shape, ebits = list(t.shape), t.element_type.width
     total = ir.IntegerAttr(op.attributes[FETCH_THREADS]).value
     lanes = max(ir.IntegerAttr(op.attributes[FETCH_BITS]).value // ebits, 1)
-    while lanes > 1 and (shape[-1] % lanes or shape[-1] // lanes > total):
+    while lanes > 1 and shape[-1] % lanes:
         lanes //= 2
     shape[-1] //= lanes
     return _most_threads(shape, total), lanes * ebits
