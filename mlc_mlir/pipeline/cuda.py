@@ -2,7 +2,9 @@
 
 Stages (each inspectable; a failure is a ``PipelineError``, never a process abort):
 
-0. ``pad``        -- each ``tensor.pad`` outside the kernels (conv2d's padding) becomes a fill
+0. ``fetch``      -- the staged reads of each ``shared`` cache become one copy of their union,
+   spread over the block's threads in workgroup memory (:mod:`.cuda_fetch`);
+   ``pad``        -- each ``tensor.pad`` outside the kernels (conv2d's padding) becomes a fill
    and a copy kernel (:mod:`.cuda_pads`);
 1. ``bufferize``  -- ``transform.bufferization.one_shot_bufferize`` (function boundaries,
    ``memcpy_op = "linalg.copy"``: device code cannot call ``memrefCopy``);
@@ -20,8 +22,13 @@ Stages (each inspectable; a failure is a ``PipelineError``, never a process abor
    shared memory, thread accumulators kept in registers across the ``k`` loop, no device
    ``malloc``;
    then tensor cores for matmuls annotated ``mlc.mma_sync`` (:func:`_mma_sync`);
-5. ``lower``      -- ``pipelines/cuda.pipeline`` (kernel outlining,
-   ``gpu-lower-to-nvvm-pipeline{cubin-chip=sm_90 cubin-format=isa}``), the chip and format
+5. ``kernels``    -- ``pipelines/cuda_kernels.pipeline`` (loops, kernel outlining); every
+   global buffer argument of a kernel gets ``llvm.align =`` :data:`DEVICE_ALIGNMENT` (the
+   runtime's buffers are aligned so, a foreign one is checked), so LLVM proves a thread's
+   16-byte accesses aligned and emits ``ld.global.v4`` / ``st.global.v4``; each ``.shared``
+   array is aligned to as many bytes;
+6. ``lower``      -- ``pipelines/cuda.pipeline``
+   (``gpu-lower-to-nvvm-pipeline{cubin-chip=sm_90 cubin-format=isa}``), the chip and format
    substituted from the target.
 
 ``compile_to_ptx`` returns the PTX of every kernel module; ``check_ptx`` runs ``ptxas``.
@@ -43,8 +50,10 @@ from ..ir.module import Module, diagnostics
 from ..ir.walk import find_ops, function_body_ops
 from ..ir.pass_pipeline import run_pass_pipeline
 from ..runtime.cuda import DEVICE_SUFFIX
+from ..runtime.device_array import DEVICE_ALIGNMENT
 from ..target import WARP_SIZE, cuda_arch
 from .cuda_buffers import clean_kernel_buffers, drop_self_copies
+from .cuda_fetch import stage_fetches
 from .cuda_pads import materialize_host_pads
 from .registry import load_pipeline
 
@@ -428,9 +437,34 @@ def _num_results(module: Module) -> Dict[str, int]:
                 for f in module.func_ops()}
 
 
+def _align_kernel_arguments(module: Module) -> Module:
+    """Stage 5 of the module docstring: ``llvm.align`` on each global ``memref`` argument of
+    each outlined kernel (``convert-gpu-to-nvvm`` puts it on the descriptor's pointers) and on
+    each workgroup attribution (its ``.shared`` array, which vector accesses read and write)."""
+    out = module.clone()
+    with out.context:
+        align = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), DEVICE_ALIGNMENT)
+        for f in find_ops(out, "gpu.func"):
+            inputs = ir.FunctionType(ir.TypeAttr(f.attributes["function_type"]).value).inputs
+            old = list(ir.ArrayAttr(f.attributes["arg_attrs"])) if "arg_attrs" in f.attributes \
+                else [ir.DictAttr.get({})] * len(inputs)
+            new = []
+            for t, d in zip(inputs, old):
+                entries = {a.name: a.attr for a in ir.DictAttr(d)}
+                if isinstance(t, ir.MemRefType) and t.memory_space is None:
+                    entries["llvm.align"] = align
+                new.append(ir.DictAttr.get(entries))
+            f.attributes["arg_attrs"] = ir.ArrayAttr.get(new)
+            if "workgroup_attributions" in f.attributes:
+                n = ir.IntegerAttr(f.attributes["workgroup_attributions"]).value
+                f.attributes["workgroup_attrib_attrs"] = ir.ArrayAttr.get(
+                    [ir.DictAttr.get({"llvm.align": align})] * n)
+    return out.verify()
+
+
 def lower_to_gpu(module: Module, chip: str = "sm_90", fmt: str = "isa",
                  host_code: bool = False) -> Module:
-    """Stages 1-5 of the module docstring: ``gpu.binary`` ops with PTX (``fmt="isa"``) or a
+    """Stages 0-6 of the module docstring: ``gpu.binary`` ops with PTX (``fmt="isa"``) or a
     cubin (``fmt="bin"``, needs ``ptxas`` on PATH) for ``chip``, host code in the LLVM dialect.
     With ``host_code`` each public function ``f`` copies its arguments to device buffers and its
     results back, and ``f__device`` runs the kernels on device buffers; temporaries between
@@ -443,7 +477,8 @@ def lower_to_gpu(module: Module, chip: str = "sm_90", fmt: str = "isa",
     """
     if fmt not in ("isa", "bin", "fatbin"):
         raise PipelineError(f"cuda: format {fmt!r}; expected 'isa', 'bin' or 'fatbin'")
-    buf = _apply(materialize_host_pads(module, _apply, cuda_arch(chip)), _bufferize, "bufferize")
+    staged = stage_fetches(module, _apply)
+    buf = _apply(materialize_host_pads(staged, _apply, cuda_arch(chip)), _bufferize, "bufferize")
     outputs = _num_results(buf)
     buf = run_pass_pipeline(buf, "builtin.module(buffer-results-to-out-params{hoist-static-allocs "
                             "modify-public-functions},canonicalize,cse)", "cuda out-params")
@@ -458,9 +493,11 @@ def lower_to_gpu(module: Module, chip: str = "sm_90", fmt: str = "isa",
     mapped = _mma_sync(clean_kernel_buffers(mapped, cuda_arch(chip)))
     if host_code:
         mapped = _host_memory(mapped, outputs)
+    kernels = _align_kernel_arguments(run_pass_pipeline(mapped, load_pipeline("cuda_kernels"),
+                                                        "cuda kernels"))
     text = load_pipeline("cuda").replace("cubin-chip=sm_90", f"cubin-chip={chip}") \
         .replace("cubin-format=isa", f"cubin-format={fmt}")
-    return run_pass_pipeline(mapped, text, "cuda lower")
+    return run_pass_pipeline(kernels, text, "cuda lower")
 
 
 def compile_to_ptx(module: Module, chip: str = "sm_90") -> Dict[str, str]:

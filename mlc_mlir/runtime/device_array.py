@@ -22,6 +22,20 @@ from .cuda import DRIVER, require_cuda
 from .memref import contiguous_strides, out_array_problem
 
 
+#: Bytes every device buffer a compiled kernel reads or writes is aligned to: cudaMalloc's
+#: allocations are (256), a view of a foreign one (``__cuda_array_interface__``) is checked. The
+#: CUDA lowering tells LLVM (``memref.assume_alignment``), so a thread's 16-byte fetch is one
+#: ``ld.global.v4.f32``.
+DEVICE_ALIGNMENT = 16
+
+
+#: Bytes every device buffer a compiled kernel reads or writes is aligned to (cudaMalloc's
+#: allocations are, to 256): the CUDA lowering tells LLVM so that a thread's 16-byte access is
+#: one ``ld.global.v4`` / ``st.global.v4``; a foreign buffer is checked
+#: (:meth:`~mlc_mlir.runtime.executable.Executable.on_device`).
+DEVICE_ALIGNMENT = 16
+
+
 class _Driver:
     """``libcuda`` with the primary context of device 0 retained (pushed around each call)."""
 

@@ -9,10 +9,11 @@ of a CUDA kernel (TVM's lowering of ``thread_binding`` loops does the same):
    ``mapping = [#gpu.block<...>]`` in any axis order (fused loops: ``#gpu.block<linear_dim_k>``);
    the reduction's init (``linalg.fill``) is fused into it (``fuse_into_containing_op``);
 2. serial loops at or above a loop where a ``shared`` cache is computed (``compute_at``), e.g.
-   ``k0`` of a shared-memory matmul; the operands staged there are padded with ``nofold``
-   (``structured.pad``): a copy that ``structured.gpu.map_copy_to_threads`` spreads over all
-   threads of the block (the cooperative fetch) and ``structured.bufferize_to_allocation``
-   places in ``#gpu.address_space<workgroup>``;
+   ``k0`` of a shared-memory matmul; every read of a buffer staged there is padded with
+   ``nofold`` (``structured.pad``) and marked (:meth:`GpuEmitter.mark_fetch`): the CUDA
+   lowering merges the reads of one buffer into one copy of their union, spreads it over all
+   threads of the block (the cooperative fetch) and places it in workgroup memory
+   (:mod:`mlc_mlir.pipeline.cuda_fetch`);
 3. loops bound to ``threadIdx.*`` -> ``tile_using_forall`` with ``#gpu.thread<...>`` (fused
    loops: ``#gpu.thread<linear_dim_k>``), the init tiled likewise (or fused when no staging loop
    sits between); a ``local`` write cache is an allocation (``memref.alloca``) of the thread's
@@ -37,8 +38,19 @@ from .._mlir import ir, loop_transform_d, structured_transform_d, transform_d
 from ..ir.transform_values import any_op, gpu_attr, param_constant
 from ..errors import ScheduleError
 from ..target import WARP_SIZE
+from ..ir import dtypes
+from .buffer_reads import buffer_reads
 from .gpu_reduction import emit_cross_thread, is_cross_thread
 from .loop_nest import Block, Loop, LoopNestModel
+
+
+#: Attributes of a staged ``shared`` copy (a ``nofold`` ``tensor.pad``): the cache block's name,
+#: the threads that copy it together and the bits each copies at once (:meth:`GpuEmitter.mark_fetch`).
+FETCH, FETCH_THREADS, FETCH_BITS = "mlc.fetch", "mlc.fetch_threads", "mlc.fetch_bits"
+
+#: Bits a thread copies at once when the schedule does not vectorize the fetch: a 16-byte vector
+#: (``ld.global.v4.f32``), as many lanes as divide the tile's minor dim.
+FETCH_VECTOR_BITS = 128
 
 
 def is_gpu_block(model: LoopNestModel, blk: Block) -> bool:
@@ -55,6 +67,13 @@ def gpu_owned(model: LoopNestModel, blk: Block) -> bool:
         parent = model.block(blk.parent)
         return parent is not None and is_gpu_block(model, parent)
     return False
+
+
+def block_threads(blk: Block) -> int:
+    """Threads of a GPU-bound block: the product of its thread-bound loops' extents (a warp
+    loop counts :data:`~mlc_mlir.target.WARP_SIZE` threads per iteration); 1 if none."""
+    return max(math.prod(lp.extent * (WARP_SIZE if _kind(lp) == "warp" else 1)
+                         for lp in blk.loops if lp.kind == "bound" and _axis(lp)[0] == "thread"), 1)
 
 
 #: Bound-axis prefix -> forall level and ``#gpu.<kind>`` mapping (warps are a thread level).
@@ -167,6 +186,33 @@ class GpuEmitter:
         r = structured_transform_d.TileUsingForallOp(op, tile_sizes=sizes, mapping=mapping)
         return r.tiled_op, r.forall_op
 
+    def mark_fetch(self, blk: Block, operand: int, padded: ir.Value, nthreads: int) -> None:
+        """Annotate the ``nofold`` pads of every read of input ``operand``'s buffer (the staged
+        copies of one ``shared`` cache) with :data:`FETCH` (the cache's name), the block's thread
+        count (:data:`FETCH_THREADS`) and the bits each thread copies at once
+        (:data:`FETCH_BITS`): ``lanes x element bits`` of the cache's vectorized loops, else a
+        16-byte vector. The CUDA lowering merges them into one copy of their union and spreads
+        it over the threads (:mod:`mlc_mlir.pipeline.cuda_fetch`).
+
+        Raises
+        ------
+        ScheduleError
+            If a loop of the cache is bound to a thread count other than the block's.
+        """
+        read = next(c for c in blk.cache_reads if c.operand == operand)
+        cache = self.model.cache_block(read.block_id)
+        bound = [lp for lp in cache.loops if lp.kind == "bound"]
+        if any(lp.extent != nthreads for lp in bound):
+            raise ScheduleError(f"bind: the fetch loop of '{cache.name}' is bound to "
+                                f"{[lp.extent for lp in bound]} threads; expected the "
+                                f"{nthreads} threads of the block that computes '{blk.name}'")
+        vec = [lp.extent for lp in cache.loops if lp.kind == "vectorized"]
+        bits = math.prod(vec) * dtypes.bit_width(blk.info.dtypes[operand]) if vec else FETCH_VECTOR_BITS
+        for k in buffer_reads(blk.info, operand):
+            h = transform_d.GetProducerOfOperand(any_op(), padded, k).result
+            for name, v in ((FETCH, cache.name), (FETCH_THREADS, nthreads), (FETCH_BITS, bits)):
+                transform_d.AnnotateOp(h, name, param=param_constant(v))
+
     # ---------------------------------------------------------------- emission
     def emit(self, blk: Block) -> ir.Value:
         """Emit ``blk`` and what belongs to it; returns the handle of the innermost tiled op.
@@ -207,11 +253,13 @@ class GpuEmitter:
         # a tensor.pad producer (conv2d's padding) stays outside: fusing it into the forall
         # (fuse_into_containing_op) aborts MLIR 22; the CUDA lowering refuses it by name
         loop_handles: Dict[int, ir.Value] = {}
-        pads = []
+
+        nthreads = block_threads(blk)
 
         def stage_here(after: Optional[int]):
             nonlocal op
-            idxs = [i for i, s in stage.items() if s == after]
+            idxs = sorted({k for i, s in stage.items() if s == after
+                           for k in buffer_reads(blk.info, i)})
             if not idxs:
                 return
             zeros = self.host.zeros(blk)
@@ -219,7 +267,9 @@ class GpuEmitter:
                 op, padding_values=zeros, padding_dimensions=list(range(ndims)),
                 nofold_flags=[1 if i in idxs else 0 for i in range(len(zeros))], copy_back_op="none")
             op = pad.padded
-            pads.extend(transform_d.GetProducerOfOperand(any_op(), op, i).result for i in idxs)
+            for i, s in stage.items():
+                if s == after:
+                    self.mark_fetch(blk, i, op, nthreads)
 
         stage_here(None)
         # 2. staging loops (serial, outside the threads)
@@ -230,8 +280,6 @@ class GpuEmitter:
                 op, loop_handles[lp.id] = r.tiled_linalg_op, r.loops[0]
             stage_here(lp.id)
         # 3. threads
-        nthreads = math.prod(lp.extent * (WARP_SIZE if _kind(lp) == "warp" else 1)
-                             for lp in threads)
         local = any(c.scope == "local" for c in blk.cache_writes)
         if any(lp.extent > 1 for lp in threads):
             tpos = list(range(nb + no, nb + no + nt))
@@ -259,17 +307,6 @@ class GpuEmitter:
             if lp.extent > 1:
                 r = structured_transform_d.TileUsingForOp(op, sizes=self.sizes(view, [p], ndims))
                 op, loop_handles[lp.id] = r.tiled_linalg_op, r.loops[0]
-        # cooperative copies of the shared caches, in workgroup memory
-        # (128-bit alignment: each thread copies up to a 16-byte vector, as many lanes as divide
-        # the panel's minor dim; a 64-wide f32 panel then needs 16 threads per row, not 64)
-        for pad in pads:
-            bits = 128
-            r = structured_transform_d.MapCopyToThreadsOp(any_op(), any_op(), pad,
-                                                         total_num_threads=max(nthreads, 1),
-                                                         desired_bit_alignment=bits)
-            structured_transform_d.BufferizeToAllocationOp(
-                r.forall_op, memory_space=gpu_attr("#gpu.address_space<workgroup>"),
-                bufferize_destination_only=True, alloc_op="memref.alloca", memcpy_op="linalg.copy")
         for lp in reversed(order):
             if lp.unroll is not None and lp.id in loop_handles:
                 loop_transform_d.LoopUnrollOp(loop_handles[lp.id], factor=lp.unroll or lp.extent)

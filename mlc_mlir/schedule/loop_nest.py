@@ -22,6 +22,7 @@ from .._mlir import PassManager, ir
 from ..errors import ScheduleError
 from ..ir import dtypes
 from ..ir.module import OP_NAME_ATTR, Module
+from .buffer_reads import offsets, sources
 from .tileability import is_identity_copy, tiling_blocker
 
 #: Names given to the iteration dims of an op, in order (TVM prints i, j, k for matmul).
@@ -90,6 +91,9 @@ class OpInfo:
         Why linalg tiling cannot slice the op (:func:`tiling_blocker`), or None.
     identity : bool
         An identity copy (:func:`~.tileability.is_identity_copy`): a cleanup erases it.
+    operand_sources, operand_offsets : tuple
+        Per operand, the first operand reading the same buffer and its map's results as
+        ``(dim, constant)``: see :mod:`.buffer_reads`.
     """
 
     func: str
@@ -105,6 +109,8 @@ class OpInfo:
     dtypes: Tuple[str, ...] = ()
     tiling_blocker: Optional[str] = None
     identity: bool = False
+    operand_sources: Tuple[int, ...] = ()
+    operand_offsets: Tuple[tuple, ...] = ()
 
 
 @dataclasses.dataclass
@@ -414,7 +420,8 @@ def analyze_module(module: Module) -> Dict[Tuple[str, str], OpInfo]:
                 operand_dims=tuple(tuple(d for d in map(_affine_dim, m.results) if d is not None)
                                    for m in maps),
                 dtypes=tuple(_elem_dtype(v.type) for v in g.operands),
-                tiling_blocker=tiling_blocker(maps), identity=is_identity_copy(g))
+                tiling_blocker=tiling_blocker(maps), identity=is_identity_copy(g),
+                operand_sources=sources(g.operands), operand_offsets=offsets(maps, g.operands))
     return out
 
 

@@ -8,6 +8,7 @@ import dataclasses
 from typing import Optional
 
 from ..errors import ScheduleError
+from .buffer_reads import buffer_reads, read_halo
 from .loop_nest import Block, CacheRead, CacheWrite, Dim, Loop, OpInfo, RFactor
 from .split_reduction import check_splittable
 from .state import BlockRV, LoopRV, ScheduleState, as_int, as_str
@@ -38,7 +39,10 @@ class PlacementPrimitives(ScheduleState):
         """Compute producer ``block`` inside consumer ``loop`` (TVM ``compute_at``): the tile the
         consumer needs is computed there — ``structured.fuse_into_containing_op`` into each
         enclosing loop from the outermost down to ``loop``. For a cache block (``cache_read``),
-        the packing is hoisted out of the loops inside ``loop`` (``structured.hoist_pad``).
+        the packing is hoisted out of the loops inside ``loop`` (``structured.hoist_pad``); a
+        ``shared`` cache of a GPU-bound block stages the union of the block's reads of the
+        buffer there (the tile of its threads plus the halo of shifted reads: 130 elements of
+        ``A`` for ``A[i] + A[i + 1] + A[i + 2]`` over 128 threads), copied by all threads.
 
         Raises
         ------
@@ -231,19 +235,26 @@ class PlacementPrimitives(ScheduleState):
         """Give a shared cache block the loops of the tile it holds once computed at
         ``blk.loops[pos]`` (TVM: ``get_loops(cache)`` after ``compute_at``), one per dim of the
         cached operand: every loop of that dim not bound to blockIdx and not a serial loop at or
-        above ``pos`` (a GPU-bound loop stages per thread block)."""
+        above ``pos`` (a GPU-bound loop stages per thread block), widened by the halo of the
+        other reads of the same buffer (the union of the block's reads: 128 + 2 elements of
+        ``A`` for ``A[i] + A[i + 1] + A[i + 2]`` over 128 threads)."""
         read = next((c for c in blk.cache_reads if c.block_id == cache.id), None)
         if read is None or read.scope != "shared":
             return
+        dims = list(blk.info.operand_dims[read.operand])
+        halo = [0] * len(dims)
+        if len(buffer_reads(blk.info, read.operand)) > 1:
+            halo = read_halo(blk.info, read.operand)
+            dims = [d for d, _ in blk.info.operand_offsets[read.operand]]
         extents = []
-        for d in blk.info.operand_dims[read.operand]:
+        for d, h in zip(dims, halo):
             e = 1
             for p, q in enumerate(blk.loops):
                 outside = (q.kind == "bound" and q.thread.startswith("blockIdx")) or \
                     (q.kind != "bound" and p <= pos and blk.loops[pos].kind != "bound")
                 if q.dim == d and not outside:
                     e *= q.extent
-            extents.append(e)
+            extents.append(e + h)
         dims = tuple(Dim(i, e, "parallel") for i, e in enumerate(extents))
         cache.info = dataclasses.replace(cache.info, dims=dims)
         cache.loops = [Loop(next(self._ids), i, e) for i, e in enumerate(extents)]
@@ -258,6 +269,9 @@ class PlacementPrimitives(ScheduleState):
         ``cache_read``): ``structured.pad`` with ``nofold`` on that operand of the innermost tile
         (a contiguous copy); ``compute_at(cache_block, loop)`` then hoists the packing out of
         the loops inside ``loop`` (``structured.hoist_pad``), so each packed panel is reused.
+        A ``shared`` cache of a GPU-bound block holds every read of the input's buffer at
+        constant offsets from it (:func:`~.buffer_reads.buffer_reads`: ``A[i]``, ``A[i + 1]``,
+        ``A[i + 2]``), staged once per thread block as the union of their tiles.
 
         Returns
         -------
@@ -267,7 +281,8 @@ class PlacementPrimitives(ScheduleState):
         Raises
         ------
         ScheduleError
-            For an index that is not an input, an unknown scope, or an input cached twice.
+            For an index that is not an input, an unknown scope, or an input whose buffer
+            (those reads) is already cached.
         """
         blk = self._block("cache_read", block)
         idx = as_int("cache_read", "read_buffer_index", read_buffer_index, 0)
@@ -276,8 +291,9 @@ class PlacementPrimitives(ScheduleState):
             raise ScheduleError(f"cache_read: read_buffer_index {idx} is not an input "
                                 f"of '{blk.name}' (it has {blk.info.num_inputs})")
         self._check_untouched("cache_read", blk)
-        if any(c.operand == idx for c in blk.cache_reads):
-            raise ScheduleError(f"cache_read: input {idx} of '{blk.name}' is already cached")
+        if any(c.operand in buffer_reads(blk.info, idx) for c in blk.cache_reads):
+            raise ScheduleError(f"cache_read: input {idx} of '{blk.name}' is already cached "
+                                "(a cache holds every read of its buffer)")
         cache = self._cache_block(blk, f"{blk.name}.read{idx}_{storage_scope}")
         blk.cache_reads.append(CacheRead(idx, storage_scope, cache.id))
         out = self._block_rv(cache)

@@ -11,6 +11,7 @@ import math
 
 from typing import List
 
+from .gpu_script import block_threads, is_gpu_block
 from .loop_nest import Block, LoopNestModel, Tiling
 
 
@@ -18,10 +19,22 @@ def _loop_line(blk: Block, t: Tiling) -> str:
     names = [blk.label(p) for p in t.positions]
     lp = blk.loops[t.positions[0]]
     if t.kind == "forall":
+        # a fused group is one loop (TVM: ``for i1_j1_fused in T.thread_binding(64, ...)``)
+        axes, seen = [], {}
+        for p, n in zip(t.positions, t.trip_counts):
+            g = blk.loops[p].fused_group
+            if g is not None and g in seen:
+                axes[seen[g]][0].append(blk.label(p))
+                axes[seen[g]][1] *= n
+                continue
+            if g is not None:
+                seen[g] = len(axes)
+            axes.append([[blk.label(p)], n, blk.loops[p].thread])
         tag = "forall"
         if lp.kind == "bound":
-            tag += " (bind " + ", ".join(blk.loops[p].thread for p in t.positions) + ")"
-        return f"{tag} ({', '.join(names)}) in ({', '.join(map(str, t.trip_counts))}):"
+            tag += " (bind " + ", ".join(a[2] for a in axes) + ")"
+        labels = ["_".join(a[0]) + ("_fused" if len(a[0]) > 1 else "") for a in axes]
+        return f"{tag} ({', '.join(labels)}) in ({', '.join(str(a[1]) for a in axes)}):"
     if len(t.positions) > 1:
         n = 1
         for c in t.trip_counts:
@@ -60,8 +73,33 @@ class _Printer:
                 self.emit(depth, _op_line(self.model, a, 0))
         for c in blk.cache_reads:
             cache = self.model.cache_block(c.block_id)
-            if cache.compute_at in ids:
+            if cache.compute_at in ids and c.scope == "shared" and is_gpu_block(self.model, blk):
+                self.fetch(cache, block_threads(blk), depth)
+            elif cache.compute_at in ids:
                 self.packing(blk, c.operand, blk.loop_index(cache.compute_at), cache.name, depth)
+
+    def fetch(self, cache: Block, nthreads: int, depth: int) -> None:
+        """The cooperative fetch of a ``shared`` cache as its loops stand (TVM's script:
+        ``for ax0_1 in T.thread_binding(64, thread="threadIdx.x")``): a loop bound to threads
+        prints the extent the block's threads share, a vectorized loop stays in the copy; a
+        fetch with no bound loop is still spread over the block's ``nthreads`` threads."""
+        vec = []
+        for lp in cache.loops:
+            same = [q for q in cache.loops if q.dim == lp.dim]
+            name = f"ax{lp.dim}" + (f"_{same.index(lp)}" if len(same) > 1 else "")
+            if lp.kind == "vectorized":
+                vec.append(f"{name}={lp.extent}")
+            elif lp.kind == "bound":
+                self.emit(depth, f'for {name} in thread_binding({lp.extent}, thread="{lp.thread}"):')
+                depth += 1
+            elif lp.extent > 1:
+                self.emit(depth, f"for {name} in range({lp.extent}):")
+                depth += 1
+        tile = "x".join(str(d.extent) for d in cache.dims)
+        spread = "" if any(lp.kind == "bound" for lp in cache.loops) else \
+            f", spread over the block's {nthreads} threads"
+        self.emit(depth, f'tensor.pad "{cache.name}"  # shared tile {tile}{spread}' +
+                  (f", vectorized: {', '.join(vec)}" if vec else ""))
 
     def packing(self, blk: Block, operand: int, ca: int, name: str, depth: int) -> None:
         """The packing loops ``hoist_pad`` builds: the materialized loops between the compute_at

@@ -2,6 +2,8 @@
 each lowers to PTX that ``ptxas -arch=sm_90`` accepts; on a GPU (skipped without one) each
 result matches numpy."""
 
+import io
+import re
 import shutil
 
 import numpy as np
@@ -95,8 +97,18 @@ def sch_local_blocking(tl=(8, 8), tb=(8, 8), tk=4):
     return sch
 
 
-def sch_shared_blocking(tl=(8, 8), tb=(8, 8), tk=8):
-    sch = mlc.Schedule(matmul())
+def gram(n=N):
+    """``C = A @ A``: one buffer read by ``(i, k)`` and by ``(k, j)``, two reads to stage."""
+    bb = mlc.GraphBuilder()
+    A = te.placeholder((n, n), name="A")
+    k = te.reduce_axis((0, n), name="k")
+    C = te.compute((n, n), lambda i, j: te.sum(A[i, k] * A[k, j], axis=k), name="C")
+    te.create_function(bb, "main", [A, C])
+    return bb.finish()
+
+
+def sch_shared_blocking(tl=(8, 8), tb=(8, 8), tk=8, payload=matmul):
+    sch = mlc.Schedule(payload())
     block_C = sch.get_block("C")
     C_local = sch.cache_write(block_C, 0, "local")
     i, j, k = sch.get_loops(block_C)
@@ -153,6 +165,104 @@ def test_local_cache_is_private_not_memref_copy():
     assert "fma.rn.f32" in text
 
 
+def cross(n=64):
+    """``C[i, j] = A[i + 1, j] + A[i, j + 1]``: no read's tile covers the union of both."""
+    bb = mlc.GraphBuilder()
+    A = te.placeholder((n + 1, n + 1), name="A")
+    te.create_function(bb, "main", [A, te.compute((n, n), lambda i, j: A[i + 1, j] + A[i, j + 1],
+                                                  name="C")])
+    return bb.finish()
+
+
+def sch_cross():
+    sch = mlc.Schedule(cross())
+    block_C = sch.get_block("C")
+    i, j = sch.get_loops(block_C)
+    i0, i1 = sch.split(i, [None, 8])
+    j0, j1 = sch.split(j, [None, 32])
+    sch.reorder(i0, j0, i1, j1)
+    sch.bind(i0, "blockIdx.y")
+    sch.bind(j0, "blockIdx.x")
+    sch.bind(i1, "threadIdx.y")
+    sch.bind(j1, "threadIdx.x")
+    sch.compute_at(sch.cache_read(block_C, 0, "shared"), j1)
+    return sch
+
+
+def _shared_arrays(ptx):
+    """Bytes of each ``.shared`` array of a kernel."""
+    return [int(n) for n in re.findall(r"\.shared \.align \d+ \.b8 \w+\[(\d+)\]", ptx)]
+
+
+@needs_ptxas
+def test_window_sum_stages_the_union_of_its_reads():
+    """TVM's cache_read + compute_at stages A[128 b : 128 b + 130] once per block (the 128
+    elements of its threads and the 2 of the halo) and all three reads come from it."""
+    sch = sch_window_sum()
+    ptx = next(iter(compile_to_ptx(sch.mod).values()))
+    check_ptx(ptx, arch="sm_90")
+    assert _shared_arrays(ptx) == [130 * 4]
+    # the three reads of the sum, each from shared memory
+    assert len(re.findall(r"ld\.shared\.(?:b32|f32)", ptx)) == 3
+
+
+@needs_ptxas
+def test_stencil_stages_one_copy_of_the_union():
+    """Reads whose tiles overlap without one covering the others (8 x 32 threads reading
+    A[i + 1, j] and A[i, j + 1]) share one staged 9 x 33 tile."""
+    ptx = next(iter(compile_to_ptx(sch_cross().mod).values()))
+    check_ptx(ptx, arch="sm_90")
+    assert _shared_arrays(ptx) == [9 * 33 * 4]
+
+
+def test_show_prints_the_fetch_binding():
+    """show() prints the fetch loops as scheduled, a bound loop with the threads' extent
+    (TVM: ``for ax0_1 in T.thread_binding(64, thread="threadIdx.x")``)."""
+    text = sch_shared_blocking().show(file=io.StringIO())
+    assert text.count('for ax0_1 in thread_binding(64, thread="threadIdx.x"):') == 2
+    assert "shared tile 64x8, vectorized: ax0_2=4" in text and "packing" not in text
+    # the fused thread loop is one loop (TVM: for i_1_j_1_fused in T.thread_binding(64, ...))
+    assert "forall (bind threadIdx.x) (i1_j1_fused) in (64):" in text
+    text = sch_window_sum().show(file=io.StringIO())
+    assert 'for ax0_1 in thread_binding(128, thread="threadIdx.x"):' in text
+    assert "shared tile 130" in text
+
+
+@needs_ptxas
+def test_vectorized_fetch_is_a_vector_load():
+    """vectorize(4) on the fetch: each thread moves 16 bytes at once, global to shared, and
+    the thread's 8x8 tile goes back the same way; the kernel's buffers and shared arrays are
+    declared 16-byte aligned (what proves it; the runtime checks foreign buffers)."""
+    ptx = next(iter(compile_to_ptx(sch_shared_blocking().mod).values()))
+    check_ptx(ptx, arch="sm_90")
+    vec = r"\.v4\.(?:b32|f32)"
+    assert len(re.findall(r"ld\.global" + vec, ptx)) == 4     # (2 A + 2 B rows of 4) per k0
+    assert not re.findall(r"ld\.global\.(?:b32|f32)", ptx)
+    assert len(re.findall(r"st\.shared" + vec, ptx)) == 4
+    assert len(re.findall(r"st\.global" + vec, ptx)) == 16     # 8x8 floats
+    assert re.findall(r"\.shared \.align (\d+)", ptx) == ["16", "16"]
+    # the allocated and aligned pointers of A, B, C
+    assert len(re.findall(r"\.param \.u64 \.ptr \.align 16", ptx)) == 6
+
+
+@needs_ptxas
+def test_reads_of_one_buffer_by_other_dims_are_staged_apart():
+    """A @ A: the A panel and the B panel are tiles of one buffer by different dims, each its
+    own staged copy, as for two buffers."""
+    sch = sch_shared_blocking(payload=gram)
+    ptx = next(iter(compile_to_ptx(sch.mod).values()))
+    check_ptx(ptx, arch="sm_90")
+    assert _shared_arrays(ptx) == [64 * 8 * 4, 8 * 64 * 4]
+
+
+def test_a_buffer_is_cached_once():
+    sch = mlc.Schedule(window_sum())
+    block_C = sch.get_block("C")
+    sch.cache_read(block_C, 0, "shared")
+    with pytest.raises(mlc.ScheduleError, match="already cached"):
+        sch.cache_read(block_C, 2, "shared")
+
+
 def test_no_block_binding_is_a_schedule_error():
     sch = mlc.Schedule(vecadd())
     (i,) = sch.get_loops(sch.get_block("C"))
@@ -178,6 +288,32 @@ def test_gpu_vecadd_matches_numpy():
 def test_gpu_window_sum_matches_numpy():
     a = np.random.rand(1027).astype("float32")
     np.testing.assert_allclose(_run(sch_window_sum(), a), a[:-3] + a[1:-2] + a[2:-1], rtol=1e-5)
+
+
+@needs_gpu
+def test_gpu_misaligned_device_buffer_is_refused():
+    """The kernels assume 16-byte aligned buffers: a view 4 bytes into one is refused."""
+    exe = mlc.compile(sch_vecadd().mod, target="cuda")
+    a = np.random.rand(1025).astype("float32")
+    base = mlc.DeviceArray.from_numpy(a)
+    view = mlc.DeviceArray(base.ptr + 4, (1024,), np.float32, owner=base)
+    b = mlc.DeviceArray.from_numpy(np.ones(1024, "float32"))
+    with pytest.raises(mlc.ExecutionError, match="16 bytes"):
+        exe["main"].on_device(view, b)
+    np.testing.assert_allclose(exe["main"].on_device(mlc.DeviceArray.from_numpy(a[1:]), b).numpy(),
+                               a[1:] + 1, rtol=1e-6)
+
+
+@needs_gpu
+def test_gpu_gram_matches_numpy():
+    a = np.random.rand(N, N).astype("float32")
+    np.testing.assert_allclose(_run(sch_shared_blocking(payload=gram), a), a @ a, rtol=1e-4)
+
+
+@needs_gpu
+def test_gpu_stencil_union_matches_numpy():
+    a = np.random.rand(65, 65).astype("float32")
+    np.testing.assert_allclose(_run(sch_cross(), a), a[1:, :-1] + a[:-1, 1:], rtol=1e-6)
 
 
 @needs_gpu

@@ -1,8 +1,8 @@
-// pipelines/cuda.pipeline on a bound elementwise op: the payload is what the CUDA lowering of
+// pipelines/cuda_kernels.pipeline then pipelines/cuda.pipeline on a bound elementwise op: the payload is what the CUDA lowering of
 // mlc_mlir/pipeline/cuda.py hands the pipeline (bufferized, scf.forall mapped to a gpu.launch
 // of 2x64 blocks of 128 threads by transform.gpu.map_forall_to_blocks /
 // map_nested_forall_to_threads). One kernel, compiled to PTX for sm_90.
-// RUN: mlir-opt %s --pass-pipeline=%cuda_pipeline | FileCheck %s
+// RUN: mlir-opt %s --pass-pipeline=%cuda_kernels_pipeline | mlir-opt --pass-pipeline=%cuda_pipeline | FileCheck %s
 // CHECK: llvm.func @main
 // CHECK-DAG: %[[C64:.*]] = llvm.mlir.constant(64 : index) : i64
 // CHECK-DAG: %[[C2:.*]] = llvm.mlir.constant(2 : index) : i64
