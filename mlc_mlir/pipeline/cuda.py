@@ -17,7 +17,9 @@ Stages (each inspectable; a failure is a ``PipelineError``, never a process abor
 4. ``buffers``    -- :func:`.cuda_buffers.clean_kernel_buffers`: staging copies straight into
    shared memory, thread accumulators kept in registers across the ``k`` loop, no device
    ``malloc``;
-   then tensor cores for matmuls annotated ``mlc.mma_sync`` (:func:`_mma_sync`);
+   then tensor cores for matmuls annotated ``mlc.mma_sync`` (:func:`_mma_sync`), and the
+   vector transfers of vectorized kernels lowered to 128-bit loads and stores on buffers
+   assumed 16-byte aligned (:mod:`.cuda_vectors`);
 5. ``lower``      -- ``pipelines/cuda.pipeline`` (kernel outlining,
    ``gpu-lower-to-nvvm-pipeline{cubin-chip=sm_90 cubin-format=isa}``), the chip and format
    substituted from the target.
@@ -44,6 +46,7 @@ from ..runtime.cuda import DEVICE_SUFFIX
 from ..target import WARP_SIZE, cuda_arch
 from .cuda_buffers import clean_kernel_buffers, drop_self_copies
 from .cuda_pads import materialize_host_pads
+from .cuda_vectors import assume_alignment, lower_transfers
 from .registry import load_pipeline
 
 #: Marks a linear thread mapping (``#gpu.thread<linear_dim_0>``).
@@ -405,8 +408,10 @@ def lower_to_gpu(module: Module, chip: str = "sm_90", fmt: str = "isa",
     mapped = run_pass_pipeline(_workgroup_allocations(mapped), "builtin.module(canonicalize,cse)",
                                "cuda buffers")   # one value per view: the rewrites compare them
     mapped = _mma_sync(clean_kernel_buffers(mapped, cuda_arch(chip)))
+    mapped = lower_transfers(mapped, _apply)
     if host_code:
         mapped = _host_memory(mapped, outputs)
+    mapped = assume_alignment(mapped)   # after the constants the kernels read moved to the GPU
     text = load_pipeline("cuda").replace("cubin-chip=sm_90", f"cubin-chip={chip}") \
         .replace("cubin-format=isa", f"cubin-format={fmt}")
     return run_pass_pipeline(mapped, text, "cuda lower")

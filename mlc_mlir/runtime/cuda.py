@@ -23,6 +23,13 @@ DRIVER = "libcuda.so.1"
 #: :meth:`mlc_mlir.runtime.executable.Function.on_device`.
 DEVICE_SUFFIX = "__device"
 
+#: Bytes every buffer a compiled kernel receives is aligned to (a 128-bit vector: the widest
+#: global load/store of one thread, ``ld.global.v4.f32``). ``cuMemAlloc`` gives 256; a foreign
+#: array (a slice of a ``torch.Tensor``) is checked by
+#: :func:`~mlc_mlir.runtime.device_array.as_device_array`. The CUDA lowering assumes it
+#: (:mod:`mlc_mlir.pipeline.cuda_vectors`).
+DEVICE_ALIGNMENT = 16
+
 
 @functools.lru_cache(maxsize=1)
 def driver_problem() -> Optional[str]:

@@ -17,7 +17,8 @@ of a CUDA kernel (TVM's lowering of ``thread_binding`` loops does the same):
    loops: ``#gpu.thread<linear_dim_k>``), the init tiled likewise (or fused when no staging loop
    sits between); a ``local`` write cache is an allocation (``memref.alloca``) of the thread's
    output tile (``bufferize_to_allocation {bufferize_destination_only}``);
-4. the remaining serial loops -> ``tile_using_for`` (``transform.loop.unroll`` where unrolled).
+4. the remaining serial loops -> ``tile_using_for`` (``transform.loop.unroll`` where unrolled);
+   a vectorized innermost tile -> ``structured.vectorize`` (static tiles only).
 
 A reduction whose reduction loop is bound to ``threadIdx`` (a block per row) is emitted by
 :mod:`.gpu_reduction` instead.
@@ -259,6 +260,15 @@ class GpuEmitter:
             if lp.extent > 1:
                 r = structured_transform_d.TileUsingForOp(op, sizes=self.sizes(view, [p], ndims))
                 op, loop_handles[lp.id] = r.tiled_linalg_op, r.loops[0]
+        # a vectorized thread tile: vector transfers (128-bit accesses where aligned,
+        # mlc_mlir.pipeline.cuda_vectors); a partial tile (masked vectors) is refused
+        if any(lp.kind == "vectorized" for lp in order):
+            if blk.partial_dims():
+                raise ScheduleError(f"vectorize: '{blk.name}' is split into partial tiles along "
+                                    f"{[blk.dims[d].name for d in blk.partial_dims()]}; a GPU "
+                                    "thread's vector needs factors that divide the extent")
+            structured_transform_d.VectorizeOp(op)
+            self.host.vectorized_funcs.add(blk.func)
         # cooperative copies of the shared caches, in workgroup memory
         # (128-bit alignment: each thread copies up to a 16-byte vector, as many lanes as divide
         # the panel's minor dim; a 64-wide f32 panel then needs 16 threads per row, not 64)

@@ -35,6 +35,7 @@ from __future__ import annotations
 from typing import Dict, List, Optional
 
 from ...errors import ScheduleError
+from ...ir import dtypes
 from ...target import CudaArch
 from ..schedule import Schedule
 from ..state import BlockRV, ExprRV
@@ -80,23 +81,61 @@ def thread_options(arch: CudaArch, extent: int, default: int, keep) -> List[int]
     return sorted({t for t in opts if extent % t == 0 and keep(t)} | {default})
 
 
-def _bind_parallel(sch: Schedule, block: BlockRV, arch: CudaArch, parallel: List[int], loops=None) -> None:
-    """Split the innermost parallel dim into blocks x threads and bind the outer parallel dims
-    to the remaining block axes (the others stay serial loops of each thread); the threads are
-    a sampled decision (:func:`thread_options`; default: the largest divisor up to
-    :func:`default_threads`, keeping two blocks when nothing else gives blocks). ``loops``: the
-    block's loops by dim (default: ``get_loops``, in dim order)."""
+def vector_lanes(arch: CudaArch, info, dim: int) -> List[int]:
+    """Candidate elements of ``dim`` one thread reads and writes as one vector (``sch.vectorize``
+    of the innermost split: ``ld.global.v4.f32``/``st.global.v4.f32``), best first: the powers
+    of two that divide the dim's extent, from the most that fit in :attr:`CudaArch.vector_bytes`
+    for the op's widest element (4 of f32, 8 of f16) down to 1; only ``[1]`` unless
+
+    * ``dim`` is the output's contiguous (last) dim and every input either is contiguous along
+      it too (its last index is ``dim``) or does not depend on it (a broadcast: one scalar load
+      splat over the lanes) -- a strided input would be gathered lane by lane;
+    * every element type is whole bytes (a vector of ``i1`` is bit-packed in memory, a
+      ``memref`` of ``i1`` is not);
+    * at least a warp of threads remains along the dim (``extent // lanes >= warp_size``).
+
+    The accesses are 128-bit only where the buffer and the offset are 16-byte aligned; the CUDA
+    lowering assumes the buffers are (:mod:`mlc_mlir.pipeline.cuda_vectors`) and LLVM proves
+    the offsets (a multiple of the lanes: the row length divides by them). TVM dlight's
+    elementwise rule and PyTorch's ``vectorized_elementwise_kernel`` pick the vector the same way.
+    ``info``: the block's :class:`~mlc_mlir.schedule.loop_nest.OpInfo`."""
+    extent = info.dims[dim].extent
+    bits = [dtypes.bit_width(d) for d in info.dtypes]
+    if extent is None or not bits or any(b % 8 for b in bits) or not info.out_dims or \
+            info.out_dims[-1] != dim:
+        return [1]
+    for k in range(info.num_inputs):
+        used = info.operand_dims[k]
+        contiguous = len(used) == len(info.operand_shapes[k]) and used[-1:] == (dim,)
+        if dim in used and not contiguous:
+            return [1]
+    most = _pow2_floor(max(1, arch.vector_bytes * 8 // max(bits)))
+    lanes = [v for v in (most >> i for i in range(most.bit_length()))
+             if extent % v == 0 and extent // v >= arch.warp_size]
+    return lanes if lanes and lanes[-1] == 1 else lanes + [1]
+
+
+def _bind_parallel(sch: Schedule, block: BlockRV, arch: CudaArch, parallel: List[int], loops=None,
+                   lanes: Optional[List[int]] = None) -> None:
+    """Split the innermost parallel dim into blocks x threads (x vector ``lanes``) and bind the
+    outer parallel dims to the remaining block axes (the others stay serial loops of each
+    thread); the threads are a sampled decision (:func:`thread_options`; default: the largest
+    divisor up to :func:`default_threads`, keeping two blocks when nothing else gives blocks).
+    ``lanes``: candidates of the vector width (:func:`vector_lanes`, the first the default),
+    the innermost split vectorized; None: no vector split. ``loops``: the block's loops by dim
+    (default: ``get_loops``, in dim order)."""
     loops = sch.get_loops(block) if loops is None else loops
     info = sch.get(block)
     ext = [info.dims[d].extent for d in parallel]
     last = parallel[-1]
-    e = ext[-1]
+    e = ext[-1] // (lanes[0] if lanes else 1)
     outer = [d for d in parallel[:-1] if info.dims[d].extent > 1]
     # keep at least two blocks when nothing else gives blocks
     most = default_threads(arch)
     t = _divisor(e, most if outer or e < 2 else min(most, e // 2))
     t = categorical(sch, thread_options(arch, e, t, lambda c: outer or e // c > 1 or e < 2), t)
-    l0, l1 = sch.split(loops[last], [None, t])
+    factors = [None, t] + ([categorical(sch, lanes, lanes[0])] if lanes else [])
+    l0, l1, *vec = sch.split(loops[last], factors)
     if e // t > 1:
         sch.bind(l0, "blockIdx.x")
         axes = ["blockIdx.y", "blockIdx.z"]
@@ -111,12 +150,18 @@ def _bind_parallel(sch: Schedule, block: BlockRV, arch: CudaArch, parallel: List
         sch.bind(loops[d], axes.pop(0))
     if t > 1:
         sch.bind(l1, "threadIdx.x")
+    if vec:
+        sch.vectorize(vec[0])
 
 
 def schedule_elementwise(sch: Schedule, block: BlockRV, arch: CudaArch) -> None:
-    """Elementwise/injective op: every dim is parallel; see :func:`_bind_parallel`."""
+    """Elementwise/injective op: every dim is parallel; see :func:`_bind_parallel`, each thread
+    taking a vector of :func:`vector_lanes` elements (a sampled decision; scalar where the
+    innermost dim does not allow a vector)."""
     info = sch.get(block)
-    _bind_parallel(sch, block, arch, [d.index for d in info.dims])
+    dims = [d.index for d in info.dims]
+    lanes = vector_lanes(arch, info.info, dims[-1])
+    _bind_parallel(sch, block, arch, dims, lanes=lanes if len(lanes) > 1 else None)
 
 
 def schedule_reduction(sch: Schedule, block: BlockRV, arch: CudaArch) -> None:
