@@ -10,7 +10,8 @@ Stages (each inspectable; a failure is a ``PipelineError``, never a process abor
    ``transform.gpu.map_forall_to_blocks {generate_gpu_launch}`` then
    ``transform.gpu.map_nested_forall_to_threads`` with the block size read from the thread-level
    foralls; the latter puts a ``gpu.barrier`` after each thread-level forall (cooperative copies
-   into shared memory, then compute);
+   into shared memory, then compute) unless the kernel's threads never share data
+   (:func:`_needs_barriers`);
 3. ``workgroup``  -- each ``memref.alloca`` in ``#gpu.address_space<workgroup>`` inside a
    ``gpu.launch`` becomes a workgroup attribution of the launch (``.shared`` in PTX; NVPTX
    cannot allocate shared memory on the stack);
@@ -132,27 +133,76 @@ def _block_dims(forall: ir.Operation) -> List[int]:
     return [dims["x"], dims["y"], dims["z"]]
 
 
-def _kernels(module: Module) -> List[Tuple[int, List[int]]]:
-    """Mark each top-level block-mapped forall ``mlc.kernel = i``; returns ``(i, block dims)``."""
+#: Ops that may sit in a kernel outside its thread-level forall without needing a barrier after
+#: it: index arithmetic, views, serial loops (they read and write no memory).
+_QUIET = ("affine.apply", "affine.min", "affine.max", "memref.subview", "memref.cast",
+          "memref.collapse_shape", "memref.expand_shape", "memref.reinterpret_cast", "scf.for",
+          "scf.yield", "scf.forall.in_parallel")
+
+
+def _needs_barriers(forall: ir.Operation) -> bool:
+    """Whether kernel ``forall`` needs the barrier ``map_nested_forall_to_threads`` puts after
+    each thread-level forall. It does not when it has exactly one thread-level forall (perhaps
+    inside serial loops: a block-strided loop of an elementwise op), no buffer outside global
+    memory (shared or private) and nothing but index arithmetic, views and loops around that
+    forall: every iteration gives each thread the same tiles of the outputs, which no other
+    thread reads or writes, so no barrier orders anything (one barrier per iteration would
+    stall the block's warps on the slowest)."""
+    threads, other = [], []
+
+    def visit(op):
+        op = op.operation
+        if op.name == "scf.forall" and _mapping(op) and not _mapping(op)[0].startswith("#gpu.block"):
+            threads.append(op)
+            return ir.WalkResult.SKIP
+        if op != forall and not (op.name in _QUIET or op.name.startswith("arith.")):
+            other.append(op.name)
+        for r in op.results:
+            if isinstance(r.type, ir.MemRefType) and ir.MemRefType(r.type).memory_space is not None:
+                other.append(str(r.type))
+        return ir.WalkResult.ADVANCE
+
+    forall.walk(visit, ir.WalkOrder.PRE_ORDER)
+    if len(threads) != 1:
+        return True
+    inside = []
+
+    def scan(op):
+        op = op.operation
+        for r in op.results:
+            if isinstance(r.type, ir.MemRefType) and ir.MemRefType(r.type).memory_space is not None:
+                inside.append(op.name)
+        if op.name.startswith("gpu.") or op.name == "scf.forall" and op != threads[0]:
+            inside.append(op.name)
+        return ir.WalkResult.ADVANCE
+
+    threads[0].walk(scan, ir.WalkOrder.PRE_ORDER)
+    return bool(other or inside)
+
+
+def _kernels(module: Module) -> List[Tuple[int, List[int], bool]]:
+    """Mark each top-level block-mapped forall ``mlc.kernel = i``; returns ``(i, block dims,
+    whether it needs barriers)`` (:func:`_needs_barriers`)."""
     out = []
     with module.context:
         for op in function_body_ops(module):
             if op.name == "scf.forall" and any(a.startswith("#gpu.block") for a in _mapping(op)):
                 i = len(out)
                 op.attributes["mlc.kernel"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), i)
-                out.append((i, _block_dims(op)))
+                out.append((i, _block_dims(op), _needs_barriers(op)))
     return out
 
 
 def _map(module: Module, kernels) -> Module:
     def build(root):
-        for i, dims in kernels:
+        for i, dims, sync in kernels:
             forall = structured_transform_d.MatchOp(
                 any_op(), root, ops=ir.ArrayAttr.get([ir.StringAttr.get("scf.forall")]),
                 op_attrs=ir.DictAttr.get({"mlc.kernel": ir.IntegerAttr.get(
                     ir.IntegerType.get_signless(64), i)})).result
             launch = gpu_transform_d.MapForallToBlocks(any_op(), forall, generate_gpu_launch=True).result
-            gpu_transform_d.MapNestedForallToThreads(any_op(), launch, block_dims=dims)
+            gpu_transform_d.MapNestedForallToThreads(any_op(), launch, block_dims=dims,
+                                                     sync_after_distribute=sync)
 
     return _apply(module, build, "map")
 

@@ -9,7 +9,9 @@ of a CUDA kernel (TVM's lowering of ``thread_binding`` loops does the same):
    ``mapping = [#gpu.block<...>]`` in any axis order (fused loops: ``#gpu.block<linear_dim_k>``);
    the reduction's init (``linalg.fill``) is fused into it (``fuse_into_containing_op``);
 2. serial loops at or above a loop where a ``shared`` cache is computed (``compute_at``), e.g.
-   ``k0`` of a shared-memory matmul; the operands staged there are padded with ``nofold``
+   ``k0`` of a shared-memory matmul, or above the thread loop of their own dim (``split(i,
+   [None, u, t, v])`` with ``t`` bound: each of the ``u`` steps spreads adjacent tiles over the
+   threads); the operands staged there are padded with ``nofold``
    (``structured.pad``): a copy that ``structured.gpu.map_copy_to_threads`` spreads over all
    threads of the block (the cooperative fetch) and ``structured.bufferize_to_allocation``
    places in ``#gpu.address_space<workgroup>``;
@@ -96,9 +98,11 @@ class GpuEmitter:
 
     # ---------------------------------------------------------------- canonical order
     def canonical(self, blk: Block) -> Tuple[List[Loop], List[Loop], List[Loop], List[Loop], Dict]:
-        """``(block loops, staging serial loops, thread loops, inner serial loops, stage)``:
+        """``(block loops, outer serial loops, thread loops, inner serial loops, stage)``:
         ``stage`` maps a cache-read operand to the serial loop id it is staged after (None:
-        right after the block loops)."""
+        right after the block loops). Outer serial loops are those at or above a staging loop
+        and those above the thread loop of their own dim (a block-strided loop: in each
+        iteration the block's threads take adjacent tiles, as TVM's ``split`` orders them)."""
         loops = blk.loops
         stage: Dict[int, Optional[int]] = {}
         last = -1
@@ -115,8 +119,12 @@ class GpuEmitter:
         blocks = [lp for lp in loops if lp.kind == "bound" and _axis(lp)[0] == "block"]
         threads = [lp for lp in loops if lp.kind == "bound" and _axis(lp)[0] == "thread"]
         serial = [(p, lp) for p, lp in enumerate(loops) if lp.kind != "bound"]
-        outer = [lp for p, lp in serial if p <= last]
-        inner = [lp for p, lp in serial if p > last]
+        thread_at = {lp.dim: p for p, lp in enumerate(loops)
+                     if lp.kind == "bound" and _axis(lp)[0] == "thread" and lp.extent > 1}
+        outer = [lp for p, lp in serial
+                 if p <= last or (lp.extent != 1 and p < thread_at.get(lp.dim, -1))]
+        outer_ids = {lp.id for lp in outer}
+        inner = [lp for p, lp in serial if lp.id not in outer_ids]
         return blocks, outer, threads, inner, stage
 
     # ---------------------------------------------------------------- helpers

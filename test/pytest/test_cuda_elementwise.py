@@ -17,7 +17,7 @@ from mlc_mlir.pipeline.cuda import check_ptx, compile_to_ptx
 from mlc_mlir.runtime import as_device_array
 from mlc_mlir.runtime.cuda import cuda_available
 from mlc_mlir.schedule.default_rules import apply_default_schedule, default_schedule
-from mlc_mlir.schedule.rules.gpu_rules import vector_lanes
+from mlc_mlir.schedule.rules.gpu_rules import VECTOR_STEPS, vector_lanes
 from mlc_mlir.target import Target
 
 needs_ptxas = pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas not on PATH")
@@ -66,15 +66,17 @@ def _ptx(name):
 
 def _global(ptx):
     """``(vector loads, scalar loads, vector stores, scalar stores)`` to global memory."""
-    return (len(re.findall(r"ld\.global\.v4\.", ptx)), len(re.findall(r"ld\.global\.(?:b|f|u|s)\d+", ptx)),
-            len(re.findall(r"st\.global\.v4\.", ptx)), len(re.findall(r"st\.global\.(?:b|f|u|s)\d+", ptx)))
+    return (len(re.findall(r"ld\.global\.v\d\.", ptx)), len(re.findall(r"ld\.global\.(?:b|f|u|s)\d+", ptx)),
+            len(re.findall(r"st\.global\.v\d\.", ptx)), len(re.findall(r"st\.global\.(?:b|f|u|s)\d+", ptx)))
 
 
 @needs_ptxas
 @pytest.mark.parametrize("name", ["add_1d", "add_f16", "relu", "gelu", "row_broadcast"])
 def test_divisible_rows_use_128_bit_accesses(name):
     n_in = len(CASES[name][1])
-    assert _global(_ptx(name)) == (n_in, 0, 1, 0)
+    ptx = _ptx(name)
+    assert _global(ptx) == (n_in, 0, 1, 0)
+    assert len(re.findall(r"ld\.global\.v4\.b32", ptx)) == n_in   # 16 bytes each
 
 
 @needs_ptxas
@@ -151,6 +153,32 @@ def test_scalar_kernel_stays_reachable_as_a_decision():
     assert _global(ptx) == (0, 2, 0, 1)
 
 
+def _with_decisions(mod, choices):
+    """The default CUDA schedule of ``mod`` replayed with the decision over each candidate list
+    of ``choices`` (``{tuple of candidates: value}``) set to ``value``."""
+    sch = mlc.Schedule(mod)
+    apply_default_schedule(sch, CUDA)
+    decisions = {}
+    for candidates, value in choices.items():
+        (i,) = [i for i, inst in enumerate(sch.trace.insts) if inst.kind == "sample_categorical"
+                and inst.attrs["candidates"] == list(candidates)]
+        decisions[i] = list(candidates).index(value)
+    return mlc.Schedule.from_trace(mod, sch.trace, decisions=decisions)
+
+
+@needs_ptxas
+def test_vectors_per_thread_form_a_block_strided_loop_without_barriers():
+    """Four vectors per thread: in each step the block's 256 threads take adjacent 16-byte
+    vectors (the next step 256 * 16 bytes further), no barrier between the steps."""
+    sch = _with_decisions(graph(ops.add, (1 << 16,), (1 << 16,)), {VECTOR_STEPS: 4})
+    ptx = "\n".join(compile_to_ptx(sch.mod).values())
+    check_ptx(ptx)
+    assert _global(ptx) == (8, 0, 4, 0)
+    assert "bar.sync" not in ptx
+    steps = sorted(int(m) for m in re.findall(r"st\.global\.v4\.b32\s+\[%rd\d+\+(\d+)\]", ptx))
+    assert steps == [4096, 8192, 12288]
+
+
 def test_vector_of_a_partial_tile_is_refused():
     sch = mlc.Schedule(graph(ops.relu, (999,)))
     (i,) = sch.get_loops(sch.get_block("relu"))
@@ -182,6 +210,33 @@ def test_cuda_elementwise_numerics(name):
     tol = 1e-3 if dtype == "float16" else 1e-5
     np.testing.assert_allclose(out.astype(np.float32), ref(*args).astype(np.float32),
                                rtol=tol, atol=tol)
+
+
+#: (lanes, vectors per thread) of a broadcast add (64, 4096) + (4096,): other points of the space
+DECISIONS = [(1, 1), (4, 1), (4, 4), (2, 4)]
+
+
+def _decided_add(lanes, steps):
+    return _with_decisions(graph(ops.add, (64, 4096), (4096,)), {(4, 2, 1): lanes, (1, 2, 4): steps})
+
+
+@needs_ptxas
+@pytest.mark.parametrize("lanes,steps", DECISIONS)
+def test_decisions_lower_to_clean_ptx(lanes, steps):
+    ptx = "\n".join(compile_to_ptx(_decided_add(lanes, steps).mod).values())
+    check_ptx(ptx)
+    vector = lanes > 1
+    assert _global(ptx) == ((2 * steps, 0, steps, 0) if vector else (0, 2 * steps, 0, steps))
+
+
+@needs_gpu
+@pytest.mark.parametrize("lanes,steps", DECISIONS)
+def test_cuda_elementwise_decisions_numerics(lanes, steps):
+    """Other points of the rule's space (scalar, block-strided vectors) against numpy."""
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal((64, 4096)).astype("float32"), rng.standard_normal(4096).astype("float32")
+    out = mlc.compile(_decided_add(lanes, steps).mod, target="cuda")(a, b)
+    np.testing.assert_array_equal(out, a + b)
 
 
 @needs_gpu

@@ -115,6 +115,13 @@ def vector_lanes(arch: CudaArch, info, dim: int) -> List[int]:
     return lanes if lanes and lanes[-1] == 1 else lanes + [1]
 
 
+#: Candidate vectors per thread of a vectorized elementwise kernel (a block-strided loop; the
+#: candidates that divide the blocks' extent). Default 1: each step's loads wait for the previous
+#: step's stores (LLVM cannot move a load above a store to a buffer it may alias), so more steps
+#: add no memory parallelism per thread; they launch fewer blocks, which the tuner weighs.
+VECTOR_STEPS = (1, 2, 4, 8)
+
+
 def _bind_parallel(sch: Schedule, block: BlockRV, arch: CudaArch, parallel: List[int], loops=None,
                    lanes: Optional[List[int]] = None) -> None:
     """Split the innermost parallel dim into blocks x threads (x vector ``lanes``) and bind the
@@ -122,8 +129,10 @@ def _bind_parallel(sch: Schedule, block: BlockRV, arch: CudaArch, parallel: List
     thread); the threads are a sampled decision (:func:`thread_options`; default: the largest
     divisor up to :func:`default_threads`, keeping two blocks when nothing else gives blocks).
     ``lanes``: candidates of the vector width (:func:`vector_lanes`, the first the default),
-    the innermost split vectorized; None: no vector split. ``loops``: the block's loops by dim
-    (default: ``get_loops``, in dim order)."""
+    the innermost split vectorized, and the vectors each thread takes in a block-strided loop
+    outside the threads (``split(i, [None, u, t, v])``: in step ``u`` the block's threads take
+    adjacent vectors) sampled from :data:`VECTOR_STEPS` (default 1); None: no vector split.
+    ``loops``: the block's loops by dim (default: ``get_loops``, in dim order)."""
     loops = sch.get_loops(block) if loops is None else loops
     info = sch.get(block)
     ext = [info.dims[d].extent for d in parallel]
@@ -134,8 +143,14 @@ def _bind_parallel(sch: Schedule, block: BlockRV, arch: CudaArch, parallel: List
     most = default_threads(arch)
     t = _divisor(e, most if outer or e < 2 else min(most, e // 2))
     t = categorical(sch, thread_options(arch, e, t, lambda c: outer or e // c > 1 or e < 2), t)
-    factors = [None, t] + ([categorical(sch, lanes, lanes[0])] if lanes else [])
-    l0, l1, *vec = sch.split(loops[last], factors)
+    steps = [1]
+    if lanes:   # a block-strided loop of vectors per thread (elementwise ops)
+        steps = [u for u in VECTOR_STEPS if (e // t) % u == 0 and (outer or e // t // u >= 2)]
+    step = categorical(sch, steps, 1) if len(steps) > 1 else None
+    factors = [None] + ([step] if step is not None else []) + [t] + \
+        ([categorical(sch, lanes, lanes[0])] if lanes else [])
+    l0, *rest = sch.split(loops[last], factors)
+    l1, vec = (rest[1], rest[2:]) if step is not None else (rest[0], rest[1:])
     if e // t > 1:
         sch.bind(l0, "blockIdx.x")
         axes = ["blockIdx.y", "blockIdx.z"]
