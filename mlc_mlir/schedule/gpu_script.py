@@ -176,6 +176,24 @@ class GpuEmitter:
         r = structured_transform_d.TileUsingForallOp(op, tile_sizes=sizes, mapping=mapping)
         return r.tiled_op, r.forall_op
 
+    def thread_forall(self, blk: Block, view: Block, op: ir.Value, tpos: List[int], ndims: int,
+                      threads: List[Loop]):
+        """Tile ``op`` over the thread loops at ``tpos`` of ``view``. Where a thread loop's dim
+        has partial tiles (a split that does not divide it), the block's tile has a dynamic
+        size and tiling it by the threads' step would give a dynamic number of threads, which
+        no launch can map: such a level is tiled by its (static) number of threads instead
+        (``num_threads``: each thread a share of the tile, an empty one past its end)."""
+        mapping = self.mapping(blk, threads, "thread")
+        partial = set(blk.partial_dims())
+        if not any(view.loops[p].dim in partial for p in tpos if view.loops[p].extent > 1):
+            return self.forall(op, self.sizes(view, tpos, ndims), mapping)
+        counts = [0] * ndims
+        for p in tpos:
+            if view.loops[p].extent > 1:
+                counts[view.loops[p].dim] = view.loops[p].extent
+        r = structured_transform_d.TileUsingForallOp(op, num_threads=counts, mapping=mapping)
+        return r.tiled_op, r.forall_op
+
     # ---------------------------------------------------------------- emission
     def emit(self, blk: Block) -> ir.Value:
         """Emit ``blk`` and what belongs to it; returns the handle of the innermost tiled op.
@@ -244,8 +262,7 @@ class GpuEmitter:
         local = any(c.scope == "local" for c in blk.cache_writes)
         if any(lp.extent > 1 for lp in threads):
             tpos = list(range(nb + no, nb + no + nt))
-            op, tforall = self.forall(op, self.sizes(view, tpos, ndims),
-                                      self.mapping(blk, threads, "thread"))
+            op, tforall = self.thread_forall(blk, view, op, tpos, ndims, threads)
             if fill is not None:
                 if no == 0:
                     fill = structured_transform_d.FuseIntoContainingOp(fill, tforall).fused_op

@@ -51,6 +51,8 @@ CASES = {
     "scalar_broadcast": (ops.add, [(64, 1024), (1,)], np.add, "float32"),
     "odd_rows": (ops.add, [(63, 999), (63, 999)], np.add, "float32"),
     "odd_1d": (ops.add, [(3 * 5 * 7 * 11 * 13,), (3 * 5 * 7 * 11 * 13,)], np.add, "float32"),
+    "prime_1d": (ops.add, [(1000003,), (1000003,)], np.add, "float32"),
+    "ragged_rows": (ops.add, [(16, 50257), (50257,)], np.add, "float32"),   # 50257 = 29 * 1733
     "transposed_input": (_transpose_add, [(256, 512), (512, 256)],
                          lambda a, b: a.T + b, "float32"),
 }
@@ -90,6 +92,17 @@ def test_broadcast_input_is_one_scalar_load(name):
 @pytest.mark.parametrize("name", ["odd_rows", "odd_1d"])
 def test_odd_extents_stay_scalar(name):
     assert _global(_ptx(name)) == (0, 2, 0, 1)
+
+
+@needs_ptxas
+@pytest.mark.parametrize("name", ["prime_1d", "ragged_rows"])
+def test_ragged_rows_take_full_blocks_and_a_guarded_tail(name):
+    """No divisor of the row gives a warp of threads: blocks of 256 threads, the last one
+    partial (its threads past the row's end skip the body), not blocks of 29 or 1 threads."""
+    ptx = _ptx(name)
+    assert ".maxntid 256, 1, 1" in ptx
+    assert re.search(r"setp\.\w+\.u64\s+%p\d+", ptx) and re.search(r"@%p\d+ bra", ptx)
+    assert _global(ptx) == (0, 2, 0, 1)
 
 
 @needs_ptxas

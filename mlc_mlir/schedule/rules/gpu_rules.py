@@ -2,9 +2,10 @@
 a user would write (TVM dlight's ``gpu.Fallback``/``gpu.Matmul`` rules; the mlc.ai GPU
 chapter's recipes):
 
-* ``elementwise``: the innermost dim split into ``[blocks, threads]`` (up to
-  :func:`default_threads`: 256 on every architecture so far), the outer dims bound to
-  ``blockIdx.y/z``;
+* ``elementwise``: the innermost dim split into ``[blocks, steps, threads, lanes]`` (threads up
+  to :func:`default_threads`: 256 on every architecture so far; each thread a vector of
+  :func:`vector_lanes` elements, 16 bytes where the dim allows, in :data:`VECTOR_STEPS`
+  block-strided steps, default 1), the outer dims bound to ``blockIdx.y/z``;
 * ``reduction`` (row reductions, softmax's parts, layer_norm's statistics): a block per row
   when the one reduction dim is the input's contiguous (last) dim and long enough
   (``K >= 2 * warp size``, :func:`min_cooperative`): ``split(k, [None, T])``, the parallel
@@ -123,7 +124,7 @@ VECTOR_STEPS = (1, 2, 4, 8)
 
 
 def _bind_parallel(sch: Schedule, block: BlockRV, arch: CudaArch, parallel: List[int], loops=None,
-                   lanes: Optional[List[int]] = None) -> None:
+                   lanes: Optional[List[int]] = None, ragged: bool = False) -> None:
     """Split the innermost parallel dim into blocks x threads (x vector ``lanes``) and bind the
     outer parallel dims to the remaining block axes (the others stay serial loops of each
     thread); the threads are a sampled decision (:func:`thread_options`; default: the largest
@@ -132,17 +133,32 @@ def _bind_parallel(sch: Schedule, block: BlockRV, arch: CudaArch, parallel: List
     the innermost split vectorized, and the vectors each thread takes in a block-strided loop
     outside the threads (``split(i, [None, u, t, v])``: in step ``u`` the block's threads take
     adjacent vectors) sampled from :data:`VECTOR_STEPS` (default 1); None: no vector split.
-    ``loops``: the block's loops by dim (default: ``get_loops``, in dim order)."""
+    ``ragged``: where no divisor of the innermost extent gives a warp of threads (a prime
+    extent), split it by a power of two anyway (the last block partial; scalar threads) instead
+    of launching blocks of a few threads. ``loops``: the block's loops by dim (default:
+    ``get_loops``, in dim order)."""
     loops = sch.get_loops(block) if loops is None else loops
     info = sch.get(block)
     ext = [info.dims[d].extent for d in parallel]
     last = parallel[-1]
-    e = ext[-1] // (lanes[0] if lanes else 1)
     outer = [d for d in parallel[:-1] if info.dims[d].extent > 1]
     # keep at least two blocks when nothing else gives blocks
     most = default_threads(arch)
-    t = _divisor(e, most if outer or e < 2 else min(most, e // 2))
-    t = categorical(sch, thread_options(arch, e, t, lambda c: outer or e // c > 1 or e < 2), t)
+    cap = (lambda n: most if outer or n < 2 else min(most, n // 2))
+    if ragged and lanes and _divisor(ext[-1] // lanes[0], cap(ext[-1] // lanes[0])) < arch.warp_size:
+        lanes = None   # a ragged row of vectors: scalar threads (a partial tile has no vector)
+    e = ext[-1] // (lanes[0] if lanes else 1)
+    t = _divisor(e, cap(e))
+    if ragged and t < arch.warp_size <= e:
+        # no divisor gives a warp of threads (a prime extent): blocks of a power of two
+        # threads, the last one partial (its threads past the end idle: the GPU emitter tiles
+        # a partial thread level by its number of threads)
+        t = _pow2_floor(cap(e))
+        opts = [arch.warp_size << i for i in range(12)
+                if arch.warp_size << i <= min(arch.max_threads_per_block, max(cap(e), arch.warp_size))]
+        t = categorical(sch, sorted(set(opts) | {t}), t)
+    else:
+        t = categorical(sch, thread_options(arch, e, t, lambda c: outer or e // c > 1 or e < 2), t)
     steps = [1]
     if lanes:   # a block-strided loop of vectors per thread (elementwise ops)
         steps = [u for u in VECTOR_STEPS if (e // t) % u == 0 and (outer or e // t // u >= 2)]
@@ -176,7 +192,7 @@ def schedule_elementwise(sch: Schedule, block: BlockRV, arch: CudaArch) -> None:
     info = sch.get(block)
     dims = [d.index for d in info.dims]
     lanes = vector_lanes(arch, info.info, dims[-1])
-    _bind_parallel(sch, block, arch, dims, lanes=lanes if len(lanes) > 1 else None)
+    _bind_parallel(sch, block, arch, dims, lanes=lanes if len(lanes) > 1 else None, ragged=True)
 
 
 def schedule_reduction(sch: Schedule, block: BlockRV, arch: CudaArch) -> None:
