@@ -4,8 +4,10 @@ against PyTorch eager on the same GPU, same run.
     python benchmarks/gpu_models.py [--models resnet18,bert] [--elementwise-mib 256]
 
 * Elementwise: ``a + b`` over float32 vectors of ``--elementwise-mib`` MiB each (three streams:
-  two reads, one write) against a device-to-device copy through PyTorch (two streams), both in
-  GB/s counting bytes read plus written; ratio = ours / copy.
+  two reads, one write), ours (default schedule, and the same at one vector lane) against
+  PyTorch's ``add`` and a device-to-device copy (two streams) on the same device buffers, in
+  GB/s counting bytes read plus written, from the device time (CUPTI through
+  ``torch.profiler``) and from the synchronized wall clock; ratio = ours / copy.
 * Models: the ResNet-18 and 2-layer BERT of ``models_cpu.py`` imported with ``mlc.from_torch``
   (parameters bound as constants), compiled for CUDA, checked against PyTorch on the GPU
   (max relative error) and timed with inputs kept on the GPU; PyTorch eager with CUDA events.
@@ -25,7 +27,11 @@ import numpy as np
 
 import mlc_mlir as mlc
 from mlc_mlir import ops
+from mlc_mlir.runtime import DeviceArray
 from mlc_mlir.runtime.cuda import driver_problem
+from mlc_mlir.schedule.default_rules import apply_default_schedule
+from mlc_mlir.schedule.rules.gpu_rules import vector_lanes
+from mlc_mlir.target import get_target
 from models_cpu import torch_model  # benchmarks/ is on sys.path when run as a script
 
 
@@ -54,24 +60,101 @@ def ours_ms(exe, args) -> float:
     return exe.benchmark(*args, number=number, repeat=5, device=True).min_ms
 
 
+def device_us(fn, reps: int = 20) -> float:
+    """Device time of ``fn`` per call (us): the summed durations of the kernels and copies it
+    runs, as CUPTI records them (``torch.profiler``, CUDA activity), over ``reps`` calls after a
+    warm-up. The same measure for our kernels (launched by MLIR's CUDA runtime) and PyTorch's:
+    launch latency, stream setup and host synchronization are left out of both.
+
+    Raises
+    ------
+    RuntimeError
+        If the profiler recorded no device activity.
+    """
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(reps):
+            fn()
+        torch.cuda.synchronize()
+    spans = [e.time_range.elapsed_us() for e in prof.events()
+             if e.device_type == torch.autograd.DeviceType.CUDA]
+    if not spans:
+        raise RuntimeError("torch.profiler recorded no CUDA kernel or copy")
+    return sum(spans) / reps
+
+
+def synced_ms(fn, reps: int = 20, repeat: int = 5) -> float:
+    """Wall-clock ms per call of ``fn`` followed by a device synchronization (min over
+    ``repeat`` rounds): what a caller waits for, launch and synchronization included."""
+    import torch
+
+    fn()
+    torch.cuda.synchronize()
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            fn()
+            torch.cuda.synchronize()
+        best = min(best, (time.perf_counter() - t0) * 1e3 / reps)
+    return best
+
+
+def _one_lane(mod, op: str):
+    """The default CUDA schedule of ``mod`` with the vector width decision of ``op`` at one
+    lane (the scalar kernel: one element per thread), for comparison in the same run."""
+    target = get_target("cuda")
+    probe = mlc.Schedule(mod)
+    info = probe.get(probe.get_block(op)).info
+    lanes = vector_lanes(target.cuda_arch, info, len(info.dims) - 1)
+    sch = mlc.Schedule(mod)
+    apply_default_schedule(sch, target)
+    (i,) = [i for i, inst in enumerate(sch.trace.insts)
+            if inst.kind == "sample_categorical" and inst.attrs["candidates"] == lanes]
+    return mlc.Schedule.from_trace(mod, sch.trace, decisions={i: lanes.index(1)}).mod
+
+
 def elementwise(mib: int) -> dict:
-    """``a + b`` (ours) vs a device-to-device copy (torch), GB/s counting reads and writes."""
+    """``a + b`` over float32 vectors of ``mib`` MiB: ours (default schedule: vector lanes;
+    and the same schedule at one lane) against PyTorch's ``torch.add(a, b, out=c)`` and
+    device-to-device copy ``dst.copy_(src)``, all on the same device buffers (PyTorch views ours
+    through ``__cuda_array_interface__``). Bandwidth in GB/s counts bytes read plus written the
+    same way for all: ``3 * 4 * n`` for an add, ``2 * 4 * n`` for the copy; from the device
+    time per call (:func:`device_us`) and from the synchronized wall clock
+    (:func:`synced_ms`)."""
     import torch
 
     n = mib * (1 << 20) // 4
     bb = mlc.GraphBuilder()
     with bb.function("main") as f:
         f.output(ops.add(f.arg("a", shape=(n,)), f.arg("b", shape=(n,))))
-    exe = mlc.compile(bb.finish(), target="cuda")
+    mod = bb.finish()
+    exes = {"ours": mlc.compile(mod, target="cuda"),
+            "ours 1 lane": mlc.compile(_one_lane(mod, "add"), target="cuda")}
     rng = np.random.default_rng(0)
     a, b = (rng.standard_normal(n).astype(np.float32) for _ in range(2))
-    err = float(np.abs(exe(a, b) - (a + b)).max())
-    ms = ours_ms(exe, (a, b))
-    src = torch.from_numpy(a).cuda()
-    dst = torch.empty_like(src)
-    copy = torch_ms(lambda: dst.copy_(src))
-    return {"n": n, "max_abs_err": err, "ours_gbs": 3 * 4 * n / ms / 1e6,
-            "copy_gbs": 2 * 4 * n / copy / 1e6}
+    da, db, dc = DeviceArray.from_numpy(a), DeviceArray.from_numpy(b), DeviceArray.empty((n,), np.float32)
+    ta, tb, tc = (torch.as_tensor(x, device="cuda") for x in (da, db, dc))
+    err = {}
+    runs = {}
+    for name, exe in exes.items():
+        exe.on_device(da, db, out=dc)
+        err[name] = float(np.abs(dc.numpy() - (a + b)).max())
+        runs[name] = (lambda e=exe: e.on_device(da, db, out=dc), 3)
+    runs["torch add"] = (lambda: torch.add(ta, tb, out=tc), 3)
+    runs["torch copy"] = (lambda: tc.copy_(ta), 2)
+    out = {"n": n, "max_abs_err": err}
+    for name, (fn, streams) in runs.items():
+        out[name] = {"synced_gbs": streams * 4 * n / synced_ms(fn) / 1e6}
+        try:
+            out[name]["device_gbs"] = streams * 4 * n / device_us(fn) / 1e3
+        except RuntimeError as e:   # no CUPTI: the line says so, the wall clock still counts
+            out["profiler_error"] = str(e)
+    return out
 
 
 def model(name: str) -> dict:
@@ -111,9 +194,16 @@ def main(argv=None) -> int:
     print(f"device: {torch.cuda.get_device_name()}")
     if opts.elementwise_mib:
         r = elementwise(opts.elementwise_mib)
-        print(f"elementwise add, {r['n']} float32: ours {r['ours_gbs']:.0f} GB/s, "
-              f"copy {r['copy_gbs']:.0f} GB/s, ratio {r['ours_gbs'] / r['copy_gbs']:.2f} "
-              f"(max abs err {r['max_abs_err']:.1e})", flush=True)
+        names = ["ours", "ours 1 lane", "torch add", "torch copy"]
+        for measure, label in (("device_gbs", "device time"), ("synced_gbs", "synchronized wall clock")):
+            if any(measure not in r[k] for k in names):
+                print(f"elementwise add ({label}): not measured: {r.get('profiler_error')}")
+                continue
+            cols = ", ".join(f"{k} {r[k][measure]:.0f}" for k in names)
+            print(f"elementwise add, {r['n']} float32, GB/s read+written ({label}): {cols}; "
+                  f"ratio ours/copy {r['ours'][measure] / r['torch copy'][measure]:.2f}, "
+                  f"ours/torch add {r['ours'][measure] / r['torch add'][measure]:.2f}", flush=True)
+        print(f"elementwise max abs err: {r['max_abs_err']}", flush=True)
     for name in [m for m in opts.models.split(",") if m]:
         try:
             r = model(name)

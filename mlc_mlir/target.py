@@ -92,6 +92,9 @@ class CudaArch:
         32-bit registers of one SM, also the most one block may use (64 Ki).
     max_registers_per_thread : int
         Most registers ``ptxas`` gives one thread (255).
+    vector_bytes : int
+        Widest global load or store of one thread: 16 bytes (``ld.global.v4.b32``, the PTX
+        ISA's 128-bit vector access on every architecture since sm_20).
     """
 
     sm: int
@@ -103,6 +106,7 @@ class CudaArch:
     warp_size: int = WARP_SIZE
     registers_per_sm: int = 64 << 10
     max_registers_per_thread: int = 255
+    vector_bytes: int = 16
 
 
 #: Compute capability -> (shared memory per SM, opt-in shared memory per block, threads per SM)

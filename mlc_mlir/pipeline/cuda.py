@@ -14,14 +14,17 @@ Stages (each inspectable; a failure is a ``PipelineError``, never a process abor
    foralls; the latter puts a ``gpu.barrier`` after each thread-level forall (cooperative copies
    into shared memory, then compute); a ``memref.copy`` left between kernels becomes a
    device-to-device ``gpu.memcpy`` (:func:`_device_copies`), and any other op that would touch
-   a buffer on the host is refused (:func:`_check_host`);
+   a buffer on the host is refused (:func:`_check_host`); a kernel's threads that never
+   share data get no barrier (:func:`_needs_barriers`);
 3. ``workgroup``  -- each ``memref.alloca`` in ``#gpu.address_space<workgroup>`` inside a
    ``gpu.launch`` becomes a workgroup attribution of the launch (``.shared`` in PTX; NVPTX
    cannot allocate shared memory on the stack);
 4. ``buffers``    -- :func:`.cuda_buffers.clean_kernel_buffers`: staging copies straight into
    shared memory, thread accumulators kept in registers across the ``k`` loop, no device
    ``malloc``;
-   then tensor cores for matmuls annotated ``mlc.mma_sync`` (:func:`_mma_sync`);
+   then tensor cores for matmuls annotated ``mlc.mma_sync`` (:func:`_mma_sync`), and the
+   vector transfers of vectorized kernels lowered to vector loads and stores
+   (:func:`.cuda_vectors.lower_transfers`);
 5. ``kernels``    -- ``pipelines/cuda_kernels.pipeline`` (loops, kernel outlining); every
    global buffer argument of a kernel gets ``llvm.align =`` :data:`DEVICE_ALIGNMENT` (the
    runtime's buffers are aligned so, a foreign one is checked), so LLVM proves a thread's
@@ -49,12 +52,12 @@ from ..errors import PipelineError
 from ..ir.module import Module, diagnostics
 from ..ir.walk import find_ops, function_body_ops
 from ..ir.pass_pipeline import run_pass_pipeline
-from ..runtime.cuda import DEVICE_SUFFIX
-from ..runtime.device_array import DEVICE_ALIGNMENT
+from ..runtime.cuda import DEVICE_ALIGNMENT, DEVICE_SUFFIX
 from ..target import WARP_SIZE, cuda_arch
 from .cuda_buffers import clean_kernel_buffers, drop_self_copies
 from .cuda_fetch import stage_fetches
 from .cuda_pads import materialize_host_pads
+from .cuda_vectors import lower_transfers
 from .registry import load_pipeline
 
 #: Marks a linear thread mapping (``#gpu.thread<linear_dim_0>``).
@@ -140,27 +143,76 @@ def _block_dims(forall: ir.Operation) -> List[int]:
     return [dims["x"], dims["y"], dims["z"]]
 
 
-def _kernels(module: Module) -> List[Tuple[int, List[int]]]:
-    """Mark each top-level block-mapped forall ``mlc.kernel = i``; returns ``(i, block dims)``."""
+#: Ops that may sit in a kernel outside its thread-level forall without needing a barrier after
+#: it: index arithmetic, views, serial loops (they read and write no memory).
+_QUIET = ("affine.apply", "affine.min", "affine.max", "memref.subview", "memref.cast",
+          "memref.collapse_shape", "memref.expand_shape", "memref.reinterpret_cast", "scf.for",
+          "scf.yield", "scf.forall.in_parallel")
+
+
+def _needs_barriers(forall: ir.Operation) -> bool:
+    """Whether kernel ``forall`` needs the barrier ``map_nested_forall_to_threads`` puts after
+    each thread-level forall. It does not when it has exactly one thread-level forall (perhaps
+    inside serial loops: a block-strided loop of an elementwise op), no buffer outside global
+    memory (shared or private) and nothing but index arithmetic, views and loops around that
+    forall: every iteration gives each thread the same tiles of the outputs, which no other
+    thread reads or writes, so no barrier orders anything (one barrier per iteration would
+    stall the block's warps on the slowest)."""
+    threads, other = [], []
+
+    def visit(op):
+        op = op.operation
+        if op.name == "scf.forall" and _mapping(op) and not _mapping(op)[0].startswith("#gpu.block"):
+            threads.append(op)
+            return ir.WalkResult.SKIP
+        if op != forall and not (op.name in _QUIET or op.name.startswith("arith.")):
+            other.append(op.name)
+        for r in op.results:
+            if isinstance(r.type, ir.MemRefType) and ir.MemRefType(r.type).memory_space is not None:
+                other.append(str(r.type))
+        return ir.WalkResult.ADVANCE
+
+    forall.walk(visit, ir.WalkOrder.PRE_ORDER)
+    if len(threads) != 1:
+        return True
+    inside = []
+
+    def scan(op):
+        op = op.operation
+        for r in op.results:
+            if isinstance(r.type, ir.MemRefType) and ir.MemRefType(r.type).memory_space is not None:
+                inside.append(op.name)
+        if op.name.startswith("gpu.") or op.name == "scf.forall" and op != threads[0]:
+            inside.append(op.name)
+        return ir.WalkResult.ADVANCE
+
+    threads[0].walk(scan, ir.WalkOrder.PRE_ORDER)
+    return bool(other or inside)
+
+
+def _kernels(module: Module) -> List[Tuple[int, List[int], bool]]:
+    """Mark each top-level block-mapped forall ``mlc.kernel = i``; returns ``(i, block dims,
+    whether it needs barriers)`` (:func:`_needs_barriers`)."""
     out = []
     with module.context:
         for op in function_body_ops(module):
             if op.name == "scf.forall" and any(a.startswith("#gpu.block") for a in _mapping(op)):
                 i = len(out)
                 op.attributes["mlc.kernel"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), i)
-                out.append((i, _block_dims(op)))
+                out.append((i, _block_dims(op), _needs_barriers(op)))
     return out
 
 
 def _map(module: Module, kernels) -> Module:
     def build(root):
-        for i, dims in kernels:
+        for i, dims, sync in kernels:
             forall = structured_transform_d.MatchOp(
                 any_op(), root, ops=ir.ArrayAttr.get([ir.StringAttr.get("scf.forall")]),
                 op_attrs=ir.DictAttr.get({"mlc.kernel": ir.IntegerAttr.get(
                     ir.IntegerType.get_signless(64), i)})).result
             launch = gpu_transform_d.MapForallToBlocks(any_op(), forall, generate_gpu_launch=True).result
-            gpu_transform_d.MapNestedForallToThreads(any_op(), launch, block_dims=dims)
+            gpu_transform_d.MapNestedForallToThreads(any_op(), launch, block_dims=dims,
+                                                     sync_after_distribute=sync)
 
     return _apply(module, build, "map")
 
@@ -247,7 +299,7 @@ def _mma_sync(module: Module) -> Module:
 #: in device memory: the host would fault on them).
 _HOST_DIALECTS = ("arith.", "index.", "gpu.")
 _HOST_OPS = frozenset((
-    "func.return", "affine.apply", "memref.alloc", "memref.dealloc", "memref.get_global",
+    "func.return", "affine.apply", "ub.poison", "memref.alloc", "memref.dealloc", "memref.get_global",
     "memref.subview", "memref.collapse_shape", "memref.expand_shape", "memref.cast",
     "memref.reinterpret_cast", "memref.view", "memref.dim", "memref.extract_strided_metadata"))
 
@@ -491,6 +543,7 @@ def lower_to_gpu(module: Module, chip: str = "sm_90", fmt: str = "isa",
     mapped = run_pass_pipeline(_workgroup_allocations(mapped), "builtin.module(canonicalize,cse)",
                                "cuda buffers")   # one value per view: the rewrites compare them
     mapped = _mma_sync(clean_kernel_buffers(mapped, cuda_arch(chip)))
+    mapped = lower_transfers(mapped, _apply)
     if host_code:
         mapped = _host_memory(mapped, outputs)
     kernels = _align_kernel_arguments(run_pass_pipeline(mapped, load_pipeline("cuda_kernels"),

@@ -23,6 +23,13 @@ DRIVER = "libcuda.so.1"
 #: :meth:`mlc_mlir.runtime.executable.Function.on_device`.
 DEVICE_SUFFIX = "__device"
 
+#: Bytes every device buffer a compiled kernel reads or writes is aligned to (a 128-bit vector:
+#: the widest global load/store of one thread, ``ld.global.v4.f32``). ``cuMemAlloc`` gives 256;
+#: a foreign buffer (a slice of a ``torch.Tensor``) is checked by
+#: :meth:`~mlc_mlir.runtime.executable.Function.on_device`. The CUDA lowering declares it on
+#: every kernel's buffer arguments (``llvm.align``).
+DEVICE_ALIGNMENT = 16
+
 
 @functools.lru_cache(maxsize=1)
 def driver_problem() -> Optional[str]:

@@ -18,22 +18,8 @@ from typing import Optional, Tuple
 import numpy as np
 
 from ..errors import ExecutionError, format_shape
-from .cuda import DRIVER, require_cuda
+from .cuda import DEVICE_ALIGNMENT, DRIVER, require_cuda
 from .memref import contiguous_strides, out_array_problem
-
-
-#: Bytes every device buffer a compiled kernel reads or writes is aligned to: cudaMalloc's
-#: allocations are (256), a view of a foreign one (``__cuda_array_interface__``) is checked. The
-#: CUDA lowering tells LLVM (``memref.assume_alignment``), so a thread's 16-byte fetch is one
-#: ``ld.global.v4.f32``.
-DEVICE_ALIGNMENT = 16
-
-
-#: Bytes every device buffer a compiled kernel reads or writes is aligned to (cudaMalloc's
-#: allocations are, to 256): the CUDA lowering tells LLVM so that a thread's 16-byte access is
-#: one ``ld.global.v4`` / ``st.global.v4``; a foreign buffer is checked
-#: (:meth:`~mlc_mlir.runtime.executable.Executable.on_device`).
-DEVICE_ALIGNMENT = 16
 
 
 class _Driver:
@@ -180,7 +166,9 @@ def as_device_array(x) -> DeviceArray:
     Raises
     ------
     ExecutionError
-        If ``x`` is neither, or is not C-contiguous (its strides are named).
+        If ``x`` is neither, is not C-contiguous (its strides are named), or does not start at
+        a :data:`~mlc_mlir.runtime.cuda.DEVICE_ALIGNMENT`-byte aligned address (a slice of a
+        tensor at an odd offset: compiled kernels read and write 16-byte vectors there).
     """
     if isinstance(x, DeviceArray):
         return x
@@ -196,4 +184,10 @@ def as_device_array(x) -> DeviceArray:
         if tuple(strides) != expected and int(np.prod(shape)) > 1:
             raise ExecutionError(f"device call: a {type(x).__name__} with strides {tuple(strides)} "
                                  f"(bytes); expected C-contiguous {tuple(expected)} (.contiguous())")
-    return DeviceArray(desc["data"][0], shape, dtype, owner=x)
+    ptr = int(desc["data"][0])
+    if ptr % DEVICE_ALIGNMENT:
+        raise ExecutionError(f"device call: a {type(x).__name__} at address 0x{ptr:x}, not a "
+                             f"multiple of {DEVICE_ALIGNMENT} bytes; compiled kernels access "
+                             f"{DEVICE_ALIGNMENT}-byte vectors (.clone() copies it to an aligned "
+                             "buffer)")
+    return DeviceArray(ptr, shape, dtype, owner=x)

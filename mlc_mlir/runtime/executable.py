@@ -23,7 +23,8 @@ from .._mlir import NativeExecutionEngine
 from ..errors import ExecutionError, format_shape
 from ..ir import dtypes
 from ..ir.module import CHECK_PASSED, FunctionSignature
-from .device_array import DEVICE_ALIGNMENT, DeviceArray, as_device_array, synchronize
+from .cuda import DEVICE_ALIGNMENT
+from .device_array import DeviceArray, as_device_array, synchronize
 from .jit_engine import create_engine, initialize_engine
 from .memref import PackedArgs, contiguous_strides, data_address, empty_result, out_array_problem
 from .size_binder import SizeBinder
@@ -337,7 +338,7 @@ class Function:
             if d.dtype != npd or d.shape != tuple(spec.shape):
                 raise ExecutionError(f"{self.name}: {where} is {d.dtype}{format_shape(d.shape)} on "
                                      f"the device; expected {spec.dtype}{format_shape(spec.shape)}")
-            if d.ptr % DEVICE_ALIGNMENT:
+            if d.ptr % DEVICE_ALIGNMENT:   # a DeviceArray made at an offset into another
                 raise ExecutionError(f"{self.name}: {where} starts at 0x{d.ptr:x}, not a multiple "
                                      f"of {DEVICE_ALIGNMENT} bytes as the kernels assume; expected "
                                      "an aligned buffer (a view at an offset: .clone() it)")
@@ -369,7 +370,7 @@ class Function:
         ExecutionError
             If the function was not compiled for CUDA, there is no GPU, or an argument is in
             host memory, of the wrong dtype/shape, not contiguous, or not aligned to
-            :data:`~mlc_mlir.runtime.device_array.DEVICE_ALIGNMENT` bytes.
+            :data:`~mlc_mlir.runtime.cuda.DEVICE_ALIGNMENT` bytes.
         """
         arrays = self._device_args(args, kwargs, out)
         if any(d._owner is not None for d in arrays):

@@ -13,12 +13,15 @@ of a CUDA kernel (TVM's lowering of ``thread_binding`` loops does the same):
    ``nofold`` (``structured.pad``) and marked (:meth:`GpuEmitter.mark_fetch`): the CUDA
    lowering merges the reads of one buffer into one copy of their union, spreads it over all
    threads of the block (the cooperative fetch) and places it in workgroup memory
-   (:mod:`mlc_mlir.pipeline.cuda_fetch`);
+   (:mod:`mlc_mlir.pipeline.cuda_fetch`); or above the thread loop of their own dim (``split(i,
+   [None, u, t, v])`` with ``t`` bound: each of the ``u`` steps spreads adjacent tiles over the
+   threads);
 3. loops bound to ``threadIdx.*`` -> ``tile_using_forall`` with ``#gpu.thread<...>`` (fused
    loops: ``#gpu.thread<linear_dim_k>``), the init tiled likewise (or fused when no staging loop
    sits between); a ``local`` write cache is an allocation (``memref.alloca``) of the thread's
    output tile (``bufferize_to_allocation {bufferize_destination_only}``);
-4. the remaining serial loops -> ``tile_using_for`` (``transform.loop.unroll`` where unrolled).
+4. the remaining serial loops -> ``tile_using_for`` (``transform.loop.unroll`` where unrolled);
+   a vectorized innermost tile -> ``structured.vectorize`` (static tiles only).
 
 A reduction whose reduction loop is bound to ``threadIdx`` (a block per row) is emitted by
 :mod:`.gpu_reduction` instead.
@@ -114,9 +117,11 @@ class GpuEmitter:
 
     # ---------------------------------------------------------------- canonical order
     def canonical(self, blk: Block) -> Tuple[List[Loop], List[Loop], List[Loop], List[Loop], Dict]:
-        """``(block loops, staging serial loops, thread loops, inner serial loops, stage)``:
+        """``(block loops, outer serial loops, thread loops, inner serial loops, stage)``:
         ``stage`` maps a cache-read operand to the serial loop id it is staged after (None:
-        right after the block loops)."""
+        right after the block loops). Outer serial loops are those at or above a staging loop
+        and those above the thread loop of their own dim (a block-strided loop: in each
+        iteration the block's threads take adjacent tiles, as TVM's ``split`` orders them)."""
         loops = blk.loops
         stage: Dict[int, Optional[int]] = {}
         last = -1
@@ -133,8 +138,12 @@ class GpuEmitter:
         blocks = [lp for lp in loops if lp.kind == "bound" and _axis(lp)[0] == "block"]
         threads = [lp for lp in loops if lp.kind == "bound" and _axis(lp)[0] == "thread"]
         serial = [(p, lp) for p, lp in enumerate(loops) if lp.kind != "bound"]
-        outer = [lp for p, lp in serial if p <= last]
-        inner = [lp for p, lp in serial if p > last]
+        thread_at = {lp.dim: p for p, lp in enumerate(loops)
+                     if lp.kind == "bound" and _axis(lp)[0] == "thread" and lp.extent > 1}
+        outer = [lp for p, lp in serial
+                 if p <= last or (lp.extent != 1 and p < thread_at.get(lp.dim, -1))]
+        outer_ids = {lp.id for lp in outer}
+        inner = [lp for p, lp in serial if lp.id not in outer_ids]
         return blocks, outer, threads, inner, stage
 
     # ---------------------------------------------------------------- helpers
@@ -213,6 +222,24 @@ class GpuEmitter:
             for name, v in ((FETCH, cache.name), (FETCH_THREADS, nthreads), (FETCH_BITS, bits)):
                 transform_d.AnnotateOp(h, name, param=param_constant(v))
 
+    def thread_forall(self, blk: Block, view: Block, op: ir.Value, tpos: List[int], ndims: int,
+                      threads: List[Loop]):
+        """Tile ``op`` over the thread loops at ``tpos`` of ``view``. Where a thread loop's dim
+        has partial tiles (a split that does not divide it), the block's tile has a dynamic
+        size and tiling it by the threads' step would give a dynamic number of threads, which
+        no launch can map: such a level is tiled by its (static) number of threads instead
+        (``num_threads``: each thread a share of the tile, an empty one past its end)."""
+        mapping = self.mapping(blk, threads, "thread")
+        partial = set(blk.partial_dims())
+        if not any(view.loops[p].dim in partial for p in tpos if view.loops[p].extent > 1):
+            return self.forall(op, self.sizes(view, tpos, ndims), mapping)
+        counts = [0] * ndims
+        for p in tpos:
+            if view.loops[p].extent > 1:
+                counts[view.loops[p].dim] = view.loops[p].extent
+        r = structured_transform_d.TileUsingForallOp(op, num_threads=counts, mapping=mapping)
+        return r.tiled_op, r.forall_op
+
     # ---------------------------------------------------------------- emission
     def emit(self, blk: Block) -> ir.Value:
         """Emit ``blk`` and what belongs to it; returns the handle of the innermost tiled op.
@@ -283,8 +310,7 @@ class GpuEmitter:
         local = any(c.scope == "local" for c in blk.cache_writes)
         if any(lp.extent > 1 for lp in threads):
             tpos = list(range(nb + no, nb + no + nt))
-            op, tforall = self.forall(op, self.sizes(view, tpos, ndims),
-                                      self.mapping(blk, threads, "thread"))
+            op, tforall = self.thread_forall(blk, view, op, tpos, ndims, threads)
             if fill is not None:
                 if no == 0:
                     fill = structured_transform_d.FuseIntoContainingOp(fill, tforall).fused_op
@@ -307,6 +333,15 @@ class GpuEmitter:
             if lp.extent > 1:
                 r = structured_transform_d.TileUsingForOp(op, sizes=self.sizes(view, [p], ndims))
                 op, loop_handles[lp.id] = r.tiled_linalg_op, r.loops[0]
+        # a vectorized thread tile: vector transfers (128-bit accesses where aligned,
+        # mlc_mlir.pipeline.cuda_vectors); a partial tile (masked vectors) is refused
+        if any(lp.kind == "vectorized" for lp in order):
+            if blk.partial_dims():
+                raise ScheduleError(f"vectorize: '{blk.name}' is split into partial tiles along "
+                                    f"{[blk.dims[d].name for d in blk.partial_dims()]}; a GPU "
+                                    "thread's vector needs factors that divide the extent")
+            structured_transform_d.VectorizeOp(op)
+            self.host.vectorized_funcs.add(blk.func)
         for lp in reversed(order):
             if lp.unroll is not None and lp.id in loop_handles:
                 loop_transform_d.LoopUnrollOp(loop_handles[lp.id], factor=lp.unroll or lp.extent)

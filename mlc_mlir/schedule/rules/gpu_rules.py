@@ -2,9 +2,10 @@
 a user would write (TVM dlight's ``gpu.Fallback``/``gpu.Matmul`` rules; the mlc.ai GPU
 chapter's recipes):
 
-* ``elementwise``: the innermost dim split into ``[blocks, threads]`` (up to
-  :func:`default_threads`: 256 on every architecture so far), the outer dims bound to
-  ``blockIdx.y/z``;
+* ``elementwise``: the innermost dim split into ``[blocks, steps, threads, lanes]`` (threads up
+  to :func:`default_threads`: 256 on every architecture so far; each thread a vector of
+  :func:`vector_lanes` elements, 16 bytes where the dim allows, in :data:`VECTOR_STEPS`
+  block-strided steps, default 1), the outer dims bound to ``blockIdx.y/z``;
 * ``reduction`` (row reductions, softmax's parts, layer_norm's statistics): a block per row
   when the one reduction dim is the input's contiguous (last) dim and long enough
   (``K >= 2 * warp size``, :func:`min_cooperative`): ``split(k, [None, T])``, the parallel
@@ -35,6 +36,7 @@ from __future__ import annotations
 from typing import Dict, List, Optional
 
 from ...errors import ScheduleError
+from ...ir import dtypes
 from ...target import CudaArch
 from ..schedule import Schedule
 from ..state import BlockRV, ExprRV
@@ -80,23 +82,91 @@ def thread_options(arch: CudaArch, extent: int, default: int, keep) -> List[int]
     return sorted({t for t in opts if extent % t == 0 and keep(t)} | {default})
 
 
-def _bind_parallel(sch: Schedule, block: BlockRV, arch: CudaArch, parallel: List[int], loops=None) -> None:
-    """Split the innermost parallel dim into blocks x threads and bind the outer parallel dims
-    to the remaining block axes (the others stay serial loops of each thread); the threads are
-    a sampled decision (:func:`thread_options`; default: the largest divisor up to
-    :func:`default_threads`, keeping two blocks when nothing else gives blocks). ``loops``: the
-    block's loops by dim (default: ``get_loops``, in dim order)."""
+def vector_lanes(arch: CudaArch, info, dim: int) -> List[int]:
+    """Candidate elements of ``dim`` one thread reads and writes as one vector (``sch.vectorize``
+    of the innermost split: ``ld.global.v4.f32``/``st.global.v4.f32``), best first: the powers
+    of two that divide the dim's extent, from the most that fit in :attr:`CudaArch.vector_bytes`
+    for the op's widest element (4 of f32, 8 of f16) down to 1; only ``[1]`` unless
+
+    * ``dim`` is the output's contiguous (last) dim and every input either is contiguous along
+      it too (its last index is ``dim``) or does not depend on it (a broadcast: one scalar load
+      splat over the lanes) -- a strided input would be gathered lane by lane;
+    * every element type is whole bytes (a vector of ``i1`` is bit-packed in memory, a
+      ``memref`` of ``i1`` is not);
+    * at least a warp of threads remains along the dim (``extent // lanes >= warp_size``).
+
+    The accesses are 128-bit only where the buffer and the offset are 16-byte aligned; the CUDA
+    lowering assumes the buffers are (:mod:`mlc_mlir.pipeline.cuda_vectors`) and LLVM proves
+    the offsets (a multiple of the lanes: the row length divides by them). TVM dlight's
+    elementwise rule and PyTorch's ``vectorized_elementwise_kernel`` pick the vector the same way.
+    ``info``: the block's :class:`~mlc_mlir.schedule.loop_nest.OpInfo`."""
+    extent = info.dims[dim].extent
+    bits = [dtypes.bit_width(d) for d in info.dtypes]
+    if extent is None or not bits or any(b % 8 for b in bits) or not info.out_dims or \
+            info.out_dims[-1] != dim:
+        return [1]
+    for k in range(info.num_inputs):
+        used = info.operand_dims[k]
+        contiguous = len(used) == len(info.operand_shapes[k]) and used[-1:] == (dim,)
+        if dim in used and not contiguous:
+            return [1]
+    most = _pow2_floor(max(1, arch.vector_bytes * 8 // max(bits)))
+    lanes = [v for v in (most >> i for i in range(most.bit_length()))
+             if extent % v == 0 and extent // v >= arch.warp_size]
+    return lanes if lanes and lanes[-1] == 1 else lanes + [1]
+
+
+#: Candidate vectors per thread of a vectorized elementwise kernel (a block-strided loop; the
+#: candidates that divide the blocks' extent). Default 1: each step's loads wait for the previous
+#: step's stores (LLVM cannot move a load above a store to a buffer it may alias), so more steps
+#: add no memory parallelism per thread; they launch fewer blocks, which the tuner weighs.
+VECTOR_STEPS = (1, 2, 4, 8)
+
+
+def _bind_parallel(sch: Schedule, block: BlockRV, arch: CudaArch, parallel: List[int], loops=None,
+                   lanes: Optional[List[int]] = None, ragged: bool = False) -> None:
+    """Split the innermost parallel dim into blocks x threads (x vector ``lanes``) and bind the
+    outer parallel dims to the remaining block axes (the others stay serial loops of each
+    thread); the threads are a sampled decision (:func:`thread_options`; default: the largest
+    divisor up to :func:`default_threads`, keeping two blocks when nothing else gives blocks).
+    ``lanes``: candidates of the vector width (:func:`vector_lanes`, the first the default),
+    the innermost split vectorized, and the vectors each thread takes in a block-strided loop
+    outside the threads (``split(i, [None, u, t, v])``: in step ``u`` the block's threads take
+    adjacent vectors) sampled from :data:`VECTOR_STEPS` (default 1); None: no vector split.
+    ``ragged``: where no divisor of the innermost extent gives a warp of threads (a prime
+    extent), split it by a power of two anyway (the last block partial; scalar threads) instead
+    of launching blocks of a few threads. ``loops``: the block's loops by dim (default:
+    ``get_loops``, in dim order)."""
     loops = sch.get_loops(block) if loops is None else loops
     info = sch.get(block)
     ext = [info.dims[d].extent for d in parallel]
     last = parallel[-1]
-    e = ext[-1]
     outer = [d for d in parallel[:-1] if info.dims[d].extent > 1]
     # keep at least two blocks when nothing else gives blocks
     most = default_threads(arch)
-    t = _divisor(e, most if outer or e < 2 else min(most, e // 2))
-    t = categorical(sch, thread_options(arch, e, t, lambda c: outer or e // c > 1 or e < 2), t)
-    l0, l1 = sch.split(loops[last], [None, t])
+    cap = (lambda n: most if outer or n < 2 else min(most, n // 2))
+    if ragged and lanes and _divisor(ext[-1] // lanes[0], cap(ext[-1] // lanes[0])) < arch.warp_size:
+        lanes = None   # a ragged row of vectors: scalar threads (a partial tile has no vector)
+    e = ext[-1] // (lanes[0] if lanes else 1)
+    t = _divisor(e, cap(e))
+    if ragged and t < arch.warp_size <= e:
+        # no divisor gives a warp of threads (a prime extent): blocks of a power of two
+        # threads, the last one partial (its threads past the end idle: the GPU emitter tiles
+        # a partial thread level by its number of threads)
+        t = _pow2_floor(cap(e))
+        opts = [arch.warp_size << i for i in range(12)
+                if arch.warp_size << i <= min(arch.max_threads_per_block, max(cap(e), arch.warp_size))]
+        t = categorical(sch, sorted(set(opts) | {t}), t)
+    else:
+        t = categorical(sch, thread_options(arch, e, t, lambda c: outer or e // c > 1 or e < 2), t)
+    steps = [1]
+    if lanes:   # a block-strided loop of vectors per thread (elementwise ops)
+        steps = [u for u in VECTOR_STEPS if (e // t) % u == 0 and (outer or e // t // u >= 2)]
+    step = categorical(sch, steps, 1) if len(steps) > 1 else None
+    factors = [None] + ([step] if step is not None else []) + [t] + \
+        ([categorical(sch, lanes, lanes[0])] if lanes else [])
+    l0, *rest = sch.split(loops[last], factors)
+    l1, vec = (rest[1], rest[2:]) if step is not None else (rest[0], rest[1:])
     if e // t > 1:
         sch.bind(l0, "blockIdx.x")
         axes = ["blockIdx.y", "blockIdx.z"]
@@ -111,12 +181,18 @@ def _bind_parallel(sch: Schedule, block: BlockRV, arch: CudaArch, parallel: List
         sch.bind(loops[d], axes.pop(0))
     if t > 1:
         sch.bind(l1, "threadIdx.x")
+    if vec:
+        sch.vectorize(vec[0])
 
 
 def schedule_elementwise(sch: Schedule, block: BlockRV, arch: CudaArch) -> None:
-    """Elementwise/injective op: every dim is parallel; see :func:`_bind_parallel`."""
+    """Elementwise/injective op: every dim is parallel; see :func:`_bind_parallel`, each thread
+    taking a vector of :func:`vector_lanes` elements (a sampled decision; scalar where the
+    innermost dim does not allow a vector)."""
     info = sch.get(block)
-    _bind_parallel(sch, block, arch, [d.index for d in info.dims])
+    dims = [d.index for d in info.dims]
+    lanes = vector_lanes(arch, info.info, dims[-1])
+    _bind_parallel(sch, block, arch, dims, lanes=lanes if len(lanes) > 1 else None, ragged=True)
 
 
 def schedule_reduction(sch: Schedule, block: BlockRV, arch: CudaArch) -> None:
