@@ -16,11 +16,12 @@ Stages (each inspectable; a failure is a ``PipelineError``, never a process abor
    cannot allocate shared memory on the stack);
 4. ``buffers``    -- :func:`.cuda_buffers.clean_kernel_buffers`: staging copies straight into
    shared memory, thread accumulators kept in registers across the ``k`` loop, no device
-   ``malloc``;
+   ``malloc``; the matmul's ``A`` panel stored ``k``-major (:mod:`.cuda_panels`);
    then tensor cores for matmuls annotated ``mlc.mma_sync`` (:func:`_mma_sync`);
 5. ``lower``      -- ``pipelines/cuda.pipeline`` (kernel outlining,
    ``gpu-lower-to-nvvm-pipeline{cubin-chip=sm_90 cubin-format=isa}``), the chip and format
-   substituted from the target.
+   substituted from the target; between the two, the kernels' buffer arguments get
+   ``llvm.align 16`` (:func:`.cuda_panels.align_kernel_arguments`: 16-byte global loads).
 
 ``compile_to_ptx`` returns the PTX of every kernel module; ``check_ptx`` runs ``ptxas``.
 """
@@ -44,6 +45,7 @@ from ..runtime.cuda import DEVICE_SUFFIX
 from ..target import WARP_SIZE, cuda_arch
 from .cuda_buffers import clean_kernel_buffers, drop_self_copies
 from .cuda_pads import materialize_host_pads
+from .cuda_panels import align_kernel_arguments, rewrite_panels, split_after_outlining
 from .registry import load_pipeline
 
 #: Marks a linear thread mapping (``#gpu.thread<linear_dim_0>``).
@@ -404,12 +406,14 @@ def lower_to_gpu(module: Module, chip: str = "sm_90", fmt: str = "isa",
     _check_host(mapped)
     mapped = run_pass_pipeline(_workgroup_allocations(mapped), "builtin.module(canonicalize,cse)",
                                "cuda buffers")   # one value per view: the rewrites compare them
-    mapped = _mma_sync(clean_kernel_buffers(mapped, cuda_arch(chip)))
+    mapped = _mma_sync(rewrite_panels(clean_kernel_buffers(mapped, cuda_arch(chip))))
     if host_code:
         mapped = _host_memory(mapped, outputs)
     text = load_pipeline("cuda").replace("cubin-chip=sm_90", f"cubin-chip={chip}") \
         .replace("cubin-format=isa", f"cubin-format={fmt}")
-    return run_pass_pipeline(mapped, text, "cuda lower")
+    head, tail = split_after_outlining(text)
+    outlined = align_kernel_arguments(run_pass_pipeline(mapped, head, "cuda outline"))
+    return run_pass_pipeline(outlined, tail, "cuda lower")
 
 
 def compile_to_ptx(module: Module, chip: str = "sm_90") -> Dict[str, str]:

@@ -23,6 +23,10 @@ DRIVER = "libcuda.so.1"
 #: :meth:`mlc_mlir.runtime.executable.Function.on_device`.
 DEVICE_SUFFIX = "__device"
 
+#: Bytes every device buffer a compiled kernel receives is aligned to (``cuMemAlloc`` returns
+#: 256-byte aligned memory; the kernels assume 16, a ``ld.global.v4``).
+DEVICE_ALIGNMENT = 16
+
 
 @functools.lru_cache(maxsize=1)
 def driver_problem() -> Optional[str]:

@@ -18,7 +18,7 @@ from typing import Optional, Tuple
 import numpy as np
 
 from ..errors import ExecutionError, format_shape
-from .cuda import DRIVER, require_cuda
+from .cuda import DEVICE_ALIGNMENT, DRIVER, require_cuda
 from .memref import contiguous_strides, out_array_problem
 
 
@@ -166,7 +166,10 @@ def as_device_array(x) -> DeviceArray:
     Raises
     ------
     ExecutionError
-        If ``x`` is neither, or is not C-contiguous (its strides are named).
+        If ``x`` is neither, is not C-contiguous (its strides are named), or its data pointer
+        is not a multiple of ``DEVICE_ALIGNMENT`` (16) bytes: compiled kernels assume their
+        buffers start there (``ld.global.v4``), a view at an odd element offset must be copied
+        (``.clone()``).
     """
     if isinstance(x, DeviceArray):
         return x
@@ -182,4 +185,9 @@ def as_device_array(x) -> DeviceArray:
         if tuple(strides) != expected and int(np.prod(shape)) > 1:
             raise ExecutionError(f"device call: a {type(x).__name__} with strides {tuple(strides)} "
                                  f"(bytes); expected C-contiguous {tuple(expected)} (.contiguous())")
-    return DeviceArray(desc["data"][0], shape, dtype, owner=x)
+    ptr = int(desc["data"][0])
+    if ptr % DEVICE_ALIGNMENT:
+        raise ExecutionError(f"device call: a {type(x).__name__} whose data starts at {ptr:#x}, not a "
+                             f"multiple of {DEVICE_ALIGNMENT} bytes (a view at an element offset); "
+                             "compiled kernels load 16-byte vectors: pass a copy (.clone())")
+    return DeviceArray(ptr, shape, dtype, owner=x)
