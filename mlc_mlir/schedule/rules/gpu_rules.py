@@ -315,7 +315,9 @@ def schedule_matmul_mma(sch: Schedule, block: BlockRV, arch: CudaArch) -> bool:
 def schedule_matmul_tiles(sch: Schedule, block: BlockRV, ty, tx, ly, lx, kt) -> None:
     """The shared-memory blocking of :func:`schedule_matmul` with given tiles: ``ty x tx``
     threads, each computing an ``ly x lx`` register tile (``cache_write(..., "local")``),
-    ``A``/``B`` panels of ``kt`` staged in shared memory at ``k0``. Each factor is an int or an
+    ``A``/``B`` panels of ``kt`` staged in shared memory at ``k0``, the ``kt`` steps of the
+    tile (``k1``) unrolled (one basic block: LLVM merges a thread's operand loads of
+    neighbouring steps into 16-byte ``ld.shared.v4``, ptxas schedules them ahead of the FMAs). Each factor is an int or an
     ``ExprRV`` of ``sample_categorical`` (:func:`matmul_tiles`).
 
     Raises
@@ -324,8 +326,9 @@ def schedule_matmul_tiles(sch: Schedule, block: BlockRV, ty, tx, ly, lx, kt) -> 
         If a factor does not divide its dim (``split``).
     """
     sch.cache_write(block, 0, "local")
-    _, i1, _, _, j1, _, k0, _ = _block_grid(sch, block, ty, tx, ly, lx, kt, k_inner=False)
+    _, i1, _, _, j1, _, k0, k1 = _block_grid(sch, block, ty, tx, ly, lx, kt, k_inner=False)
     sch.bind(sch.fuse(i1, j1), "threadIdx.x")
+    sch.unroll(k1)
     for idx in (0, 1):
         cache = sch.cache_read(block, idx, "shared")
         sch.compute_at(cache, k0)
