@@ -21,7 +21,8 @@ Stages (each inspectable; a failure is a ``PipelineError``, never a process abor
 5. ``lower``      -- ``pipelines/cuda.pipeline`` (kernel outlining,
    ``gpu-lower-to-nvvm-pipeline{cubin-chip=sm_90 cubin-format=isa}``), the chip and format
    substituted from the target; between the two, the kernels' buffer arguments get
-   ``llvm.align 16`` (:func:`.cuda_panels.align_kernel_arguments`: 16-byte global loads).
+   ``llvm.align 16`` and ``nvvm.minctasm`` (:func:`.cuda_panels.annotate_kernels`: 16-byte
+   global loads, a register budget per thread).
 
 ``compile_to_ptx`` returns the PTX of every kernel module; ``check_ptx`` runs ``ptxas``.
 """
@@ -45,7 +46,7 @@ from ..runtime.cuda import DEVICE_SUFFIX
 from ..target import WARP_SIZE, cuda_arch
 from .cuda_buffers import clean_kernel_buffers, drop_self_copies
 from .cuda_pads import materialize_host_pads
-from .cuda_panels import align_kernel_arguments, rewrite_panels, split_after_outlining
+from .cuda_panels import annotate_kernels, rewrite_panels, split_after_outlining
 from .registry import load_pipeline
 
 #: Marks a linear thread mapping (``#gpu.thread<linear_dim_0>``).
@@ -412,7 +413,7 @@ def lower_to_gpu(module: Module, chip: str = "sm_90", fmt: str = "isa",
     text = load_pipeline("cuda").replace("cubin-chip=sm_90", f"cubin-chip={chip}") \
         .replace("cubin-format=isa", f"cubin-format={fmt}")
     head, tail = split_after_outlining(text)
-    outlined = align_kernel_arguments(run_pass_pipeline(mapped, head, "cuda outline"))
+    outlined = annotate_kernels(run_pass_pipeline(mapped, head, "cuda outline"), cuda_arch(chip))
     return run_pass_pipeline(outlined, tail, "cuda lower")
 
 

@@ -13,6 +13,10 @@ kernels), as rewrites of the mapped kernels:
    panel offsets are multiples of 4 elements) and NVPTX emits ``ld.global.v4`` instead of four
    ``ld.global.b32``. ``memref.assume_alignment`` would say the same in the kernel body, but
    ``expand-strided-metadata`` drops it (the subviews read the descriptor around it).
+4. (with 1) every kernel gets ``nvvm.minctasm`` (PTX ``.minnctapersm``, CUDA's
+   ``__launch_bounds__(threads, blocks)``): :func:`min_blocks_per_sm` blocks per SM, so
+   ``ptxas`` keeps a 256-thread matmul within 128 registers (two blocks per SM) instead of
+   spending 150 on scheduling freedom (one block: a third of the warps to hide latency).
 2. ``transpose_row_panels`` (before outlining) -- the ``A`` panel of a thread's register tile
    (``M x K`` rows of ``A`` in workgroup memory, of which each thread reads ``ly > 1`` rows of
    one column per ``k`` step: ``ly`` loads ``kt`` elements apart) is stored ``K``-major: the
@@ -21,15 +25,30 @@ kernels), as rewrites of the mapped kernels:
    one ``k`` are contiguous (``ld.shared.v4``; the classic SGEMM layout). ``pad``
    (:func:`panel_pad`, 16 bytes) keeps each ``k`` row 16-byte aligned and moves the transposed
    stores of one warp (threads two rows apart writing the same ``k``) off one bank.
+3. ``prefetch_panels`` (before outlining) -- double buffering through registers (the "prefetch"
+   of the CUTLASS SIMT and MAGMA SGEMM main loops): a serial loop whose body starts with
+   cooperative copies from global into workgroup memory (``linalg.copy``, barriers between
+   them), then a barrier, ..., and ends with a barrier, loads each thread's part of the
+   first panels into a private buffer (``memref.alloca``) before the loop; each iteration
+   stores those registers into workgroup memory, passes the barrier, then loads the next
+   panels (``k + step``, clamped to the last panel: the last iteration reloads its own) into
+   the registers, whose global latency the iteration's compute hides. The barriers between
+   the copies go (each copy writes its own buffer; the barrier after them orders all).
+   Applies to a loop computing a matmul annotated :data:`~mlc_mlir.schedule.rules.gpu_rules.PREFETCH`
+   = 1 (a decision of the GPU matmul rule) whose copied buffers the kernel does not write.
 """
 
 from __future__ import annotations
 
-from .._mlir import ir, memref_d
+from typing import Dict, List, Optional
+
+from .._mlir import arith_d, ir, linalg_d, memref_d
 from ..errors import PipelineError
 from ..ir.module import Module
 from ..ir.walk import find_ops
 from ..runtime.cuda import DEVICE_ALIGNMENT
+from ..schedule.rules.gpu_rules import PREFETCH
+from ..target import CudaArch, max_private_elements
 
 #: The pass after which the CUDA pipeline's kernels are ``gpu.func`` ops (split point of
 #: :func:`split_after_outlining`).
@@ -126,12 +145,163 @@ def transpose_row_panels(launch: ir.Operation) -> int:
     return len(done)
 
 
-def align_kernel_arguments(module: Module) -> Module:
-    """Rewrite 1 of the module docstring on every ``gpu.func`` of ``module`` (in place on a
-    copy); returns the copy, verified."""
+#: Ops a panel's index computation may consist of (no side effects: cloned for the prefetch).
+_PURE = ("affine.apply", "affine.min", "affine.max", "memref.subview", "memref.cast")
+
+
+def _op(user) -> ir.Operation:
+    return user.operation if hasattr(user, "operation") else user
+
+
+def _defining(v: ir.Value) -> Optional[ir.Operation]:
+    return None if isinstance(v.owner, ir.Block) else _op(v.owner)
+
+
+def _root(v: ir.Value) -> ir.Value:
+    """The buffer ``v`` is a view of (through ``memref.subview`` / ``memref.cast``)."""
+    op = _defining(v)
+    while op is not None and op.name in ("memref.subview", "memref.cast"):
+        v = op.operands[0]
+        op = _defining(v)
+    return v
+
+
+def _written(launch: ir.Operation, root: ir.Value) -> bool:
+    """Whether an op in ``launch`` may write ``root`` (a destination of a linalg op, a
+    ``memref.store``, or any other non-view op taking a view of it)."""
+    hits = []
+
+    def visit(op):
+        op = op.operation
+        for i, v in enumerate(op.operands):
+            if not isinstance(v.type, ir.MemRefType) or op.name in ("memref.subview", "memref.cast") \
+                    or _root(v) != root:
+                continue
+            if op.name.startswith("linalg.") and i < len(op.operands) - len(op.opview.outputs):
+                continue
+            if op.name == "memref.load":
+                continue
+            hits.append(op)
+        return ir.WalkResult.ADVANCE
+
+    launch.walk(visit, ir.WalkOrder.PRE_ORDER)
+    return bool(hits)
+
+
+def _workgroup(v: ir.Value) -> bool:
+    space = ir.MemRefType(v.type).memory_space
+    return space is not None and "workgroup" in str(space)
+
+
+def _clone_slice(v: ir.Value, body: List[ir.Operation], mapping: Dict, ip) -> ir.Value:
+    """``v`` recomputed at ``ip`` with the values of ``mapping`` substituted: the ops of
+    ``body`` (pure, :data:`_PURE`) it depends on are cloned; values from outside ``body``
+    are used as they are. Raises ``ValueError`` on an impure op in the slice."""
+    for k, new in mapping.items():
+        if k == v:
+            return new
+    op = _defining(v)
+    if op is None or op not in body:
+        return v
+    if op.name not in _PURE:
+        raise ValueError(op.name)
+    operands = [_clone_slice(o, body, mapping, ip) for o in op.operands]
+    new = op.clone(ip=ip)
+    for i, o in enumerate(operands):
+        new.operands[i] = o
+    for old, res in zip(op.results, new.results):
+        mapping[old] = res
+    return mapping[v]
+
+
+def _staging(loop: ir.Operation, launch: ir.Operation):
+    """The cooperative copies heading ``loop``'s body and the barrier after them, when rewrite
+    3 applies: ``(copies, barriers between them, barrier after)`` or None."""
+    ops = [_op(o) for o in loop.regions[0].blocks[0].operations]
+    copies, barriers = [], []
+    for op in ops:
+        if op.name in _PURE:
+            continue
+        if op.name == "linalg.copy" and not _workgroup(op.operands[0]) and \
+                _workgroup(op.operands[1]) and ir.MemRefType(op.operands[0].type).has_static_shape:
+            copies.append(op)
+        elif op.name == "gpu.barrier" and copies:
+            barriers.append(op)
+        else:
+            break
+    last = ops.index(copies[-1]) if copies else -1
+    after = [b for b in barriers if ops.index(b) > last]
+    if not after:
+        return None
+    tail = [o for o in ops if o.name != "scf.yield"]
+    if tail[-1].name != "gpu.barrier" or tail[-1] == after[0]:
+        return None   # nothing orders the next iteration's stores after this one's reads
+    if any(_written(launch, _root(c.operands[0])) for c in copies):
+        return None
+    return copies, [b for b in barriers if ops.index(b) < last], after[0]
+
+
+def prefetch_panels(launch: ir.Operation) -> int:
+    """Rewrite 3 of the module docstring on one ``gpu.launch``; returns how many loops now
+    prefetch."""
+    n = 0
+    for loop in find_ops(launch, "scf.for"):
+        if not any(PREFETCH in mm.attributes and ir.IntegerAttr(mm.attributes[PREFETCH]).value
+                   for mm in find_ops(loop, "linalg.matmul")):
+            continue
+        found = _staging(loop, launch)
+        if found is None:
+            continue
+        copies, between, after = found
+        body = [_op(o) for o in loop.regions[0].blocks[0].operations]
+        iv = loop.regions[0].blocks[0].arguments[0]
+        lb, ub, step = loop.operands[0], loop.operands[1], loop.operands[2]
+        try:
+            with loop.location:
+                before = ir.InsertionPoint(loop)
+                first = [_clone_slice(c.operands[0], body, {iv: lb}, before) for c in copies]
+                later = ir.InsertionPoint(_next(after))
+                nxt = arith_d.MinSIOp(arith_d.AddIOp(iv, step, ip=later).result,
+                                      arith_d.SubIOp(ub, step, ip=before).result, ip=later).result
+                mapping = {iv: nxt}
+                nexts = [_clone_slice(c.operands[0], body, mapping, later) for c in copies]
+        except ValueError:
+            continue
+        with loop.location:
+            for c, src0, src1 in zip(copies, first, nexts):
+                t = ir.MemRefType(c.operands[0].type)
+                with ir.InsertionPoint(loop):
+                    reg = memref_d.AllocaOp(ir.MemRefType.get(t.shape, t.element_type), [], []).result
+                    linalg_d.copy(src0, outs=[reg])
+                with later:
+                    linalg_d.copy(src1, outs=[reg])
+                c.operands[0] = reg
+        for b in between:
+            b.erase()
+        n += 1
+    return n
+
+
+def _next(op: ir.Operation) -> ir.Operation:
+    ops = [_op(o) for o in op.block.operations]
+    return ops[ops.index(op) + 1]
+
+
+def min_blocks_per_sm(arch: CudaArch, threads: int) -> int:
+    """Blocks of ``threads`` an SM should hold at once (rewrite 4): as many as the register
+    file allows at twice :func:`~mlc_mlir.target.max_private_elements`
+    registers per thread (128 of 255 on every architecture so far: a GPU matmul's 8 x 8
+    accumulators and its operands), at least 1."""
+    return max(1, arch.registers_per_sm // (threads * 2 * max_private_elements(arch)))
+
+
+def annotate_kernels(module: Module, arch: CudaArch) -> Module:
+    """Rewrites 1 and 4 of the module docstring on every ``gpu.func`` of ``module`` for the
+    chip ``arch`` (in place on a copy); returns the copy, verified."""
     out = module.clone()
     with out.context:
-        align = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), DEVICE_ALIGNMENT)
+        i32, i64 = ir.IntegerType.get_signless(32), ir.IntegerType.get_signless(64)
+        align = ir.IntegerAttr.get(i64, DEVICE_ALIGNMENT)
         for f in find_ops(out, "gpu.func"):
             inputs = ir.FunctionType(ir.TypeAttr(f.attributes["function_type"]).value).inputs
             old = list(ir.ArrayAttr(f.attributes["arg_attrs"])) if "arg_attrs" in f.attributes \
@@ -143,14 +313,20 @@ def align_kernel_arguments(module: Module) -> Module:
                     d["llvm.align"] = align
                 new.append(ir.DictAttr.get(d))
             f.attributes["arg_attrs"] = ir.ArrayAttr.get(new)
+            if "known_block_size" in f.attributes:
+                threads = 1
+                for d in ir.DenseI32ArrayAttr(f.attributes["known_block_size"]):
+                    threads *= d
+                f.attributes["nvvm.minctasm"] = ir.IntegerAttr.get(i32, min_blocks_per_sm(arch, threads))
     return out.verify()
 
 
 def rewrite_panels(module: Module) -> Module:
-    """Rewrite 2 of the module docstring on every ``gpu.launch`` of ``module`` (in place on a
+    """Rewrites 2 and 3 of the module docstring on every ``gpu.launch`` of ``module`` (in place on a
     copy); returns the copy, verified."""
     out = module.clone()
     with out.context:
         for launch in find_ops(out, "gpu.launch"):
             transpose_row_panels(launch)
+            prefetch_panels(launch)
     return out.verify()

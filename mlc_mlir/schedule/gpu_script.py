@@ -270,9 +270,9 @@ class GpuEmitter:
             structured_transform_d.BufferizeToAllocationOp(
                 r.forall_op, memory_space=gpu_attr("#gpu.address_space<workgroup>"),
                 bufferize_destination_only=True, alloc_op="memref.alloca", memcpy_op="linalg.copy")
+        for k, v in blk.annotations.items():   # on the innermost tile (e.g. mlc.mma_sync);
+            transform_d.AnnotateOp(op, k, param=param_constant(v))   # unrolling copies it
         for lp in reversed(order):
             if lp.unroll is not None and lp.id in loop_handles:
                 loop_transform_d.LoopUnrollOp(loop_handles[lp.id], factor=lp.unroll or lp.extent)
-        for k, v in blk.annotations.items():   # on the innermost tile (e.g. mlc.mma_sync)
-            transform_d.AnnotateOp(op, k, param=param_constant(v))
         return op

@@ -82,6 +82,27 @@ def test_unaligned_shapes_keep_scalar_loads():
     assert "ld.global.v4" not in ptx and "ld.global" in ptx
 
 
+@needs_ptxas
+@pytest.mark.parametrize("prefetch", [1, 0])
+def test_next_panels_are_prefetched_into_registers(prefetch):
+    """prefetch=1: the first panels are loaded before the k loop; each iteration stores the
+    registers into shared memory, passes one barrier, then loads the next panels (k + 8,
+    clamped to the last panel at 120) ahead of the FMAs -- two barriers per step instead of
+    three. prefetch=0 keeps the load-store-barrier copies."""
+    ptx = _ptx(_tiled(256, 128, 256, MatmulTiles(16, 16, 8, 8, 8, prefetch)))
+    loop = _k_loop(ptx)
+    before = ptx[:ptx.index(loop)]
+    first_fma = loop.index("fma.rn.f32")
+    if prefetch:
+        assert before.count("ld.global.v4.b32") == 2 and loop.count("bar.sync") == 2
+        head = loop[:first_fma]
+        assert head.index("st.shared") < head.index("bar.sync") < head.index("ld.global.v4.b32")
+        assert head.count("ld.global.v4.b32") == 2 and re.search(r"min\.[us]64\s+%rd\d+, %rd\d+, 120;", head)
+    else:
+        assert "ld.global" not in before and loop.count("bar.sync") == 3
+        assert loop[:first_fma].rindex("ld.global") < loop[:first_fma].rindex("bar.sync")
+
+
 def test_pipeline_without_outlining_is_refused():
     with pytest.raises(PipelineError, match="needs one 'gpu-kernel-outlining,'"):
         split_after_outlining("builtin.module(canonicalize, gpu-lower-to-nvvm-pipeline)")
@@ -91,8 +112,9 @@ def test_pipeline_without_outlining_is_refused():
 
 @needs_gpu
 @pytest.mark.parametrize("shape,tiles", [
-    ((256, 128, 256), None), ((256, 128, 256), MatmulTiles(16, 16, 8, 8, 8)),
-    ((256, 64, 512), MatmulTiles(8, 16, 4, 8, 16)), ((777, 1029, 513), None)])
+    ((256, 128, 256), None), ((256, 128, 256), MatmulTiles(16, 16, 8, 8, 8, 0)),
+    ((256, 64, 512), MatmulTiles(8, 16, 4, 8, 16)), ((128, 8, 256), MatmulTiles(8, 8, 4, 4, 8)),
+    ((512, 256, 128), MatmulTiles(16, 16, 4, 4, 8)), ((777, 1029, 513), None)])
 def test_cuda_panel_matmul_matches_numpy(shape, tiles):
     m, k, n = shape
     rng = np.random.default_rng(0)
