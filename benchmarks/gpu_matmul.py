@@ -25,7 +25,7 @@ from mlc_mlir import ops
 from mlc_mlir.ir import dtypes
 from mlc_mlir.runtime.cuda import driver_problem
 from mlc_mlir.target import get_target
-from mlc_mlir.tune.gpu_space import matmul_tile_candidates, sample_gpu_matmul
+from mlc_mlir.tune.gpu_space import MatmulTiles, matmul_tile_candidates, sample_gpu_matmul
 
 #: The resources of the GPU ``mlc.compile(..., target="cuda")`` compiles for.
 ARCH = get_target("cuda").cuda_arch
@@ -74,12 +74,29 @@ def ours_seconds(mod, args) -> float:
     return exe.benchmark(*args, number=number, repeat=5, device=True).min_ms / 1e3
 
 
+#: Tiles tried first (``MatmulTiles(ty, tx, ly, lx, kt, prefetch)``), before the rest of the
+#: space in its order: the default without the register prefetch, a longer k panel, the
+#: previous default (4 x 4 per thread, 64 x 64 blocks: twice the blocks of a 1024 matmul), a
+#: 64 x 128 block of 128 threads, the best of the previous GPU run, one more.
+FIRST = [MatmulTiles(16, 16, 8, 8, 8, 0), MatmulTiles(16, 16, 8, 8, 16, 1),
+         MatmulTiles(16, 16, 4, 4, 8, 0), MatmulTiles(8, 16, 8, 8, 8, 1),
+         MatmulTiles(4, 16, 8, 8, 4, 0), MatmulTiles(16, 16, 4, 4, 8, 1)]
+
+
+def candidates(n: int, dtype: str, count: int):
+    """The first ``count`` valid tiles of an ``n``-cube matmul: :data:`FIRST`, then the space
+    (largest register tiles first)."""
+    valid = list(matmul_tile_candidates(n, n, n, ARCH, ELEM_BYTES[dtype]))
+    order = [t for t in FIRST if t in valid] + [t for t in valid if t not in FIRST]
+    return order[:count]
+
+
 def tuned(n: int, dtype: str, args, count: int):
-    """Best ``(seconds, tiles)`` over the first ``count`` candidates (largest register tiles
-    first); a candidate that fails is skipped and counted."""
+    """Best ``(seconds, tiles)`` over :func:`candidates`; a candidate that fails is skipped and
+    counted."""
     best, failed = (float("inf"), None), 0
     mod = _module(n, dtype)
-    for tiles in list(matmul_tile_candidates(n, n, n, ARCH, ELEM_BYTES[dtype]))[:count]:
+    for tiles in candidates(n, dtype, count):
         sch = mlc.Schedule(mod)
         try:
             sample_gpu_matmul(sch, sch.get_block("matmul"), tiles, ARCH)

@@ -16,7 +16,8 @@ Stages (each inspectable; a failure is a ``PipelineError``, never a process abor
    cannot allocate shared memory on the stack);
 4. ``buffers``    -- :func:`.cuda_buffers.clean_kernel_buffers`: staging copies straight into
    shared memory, thread accumulators kept in registers across the ``k`` loop, no device
-   ``malloc``; the matmul's ``A`` panel stored ``k``-major (:mod:`.cuda_panels`);
+   ``malloc``; the matmul's ``A`` panel stored ``k``-major, its next panels prefetched into
+   registers (:func:`.cuda_panels.rewrite_panels`);
    then tensor cores for matmuls annotated ``mlc.mma_sync`` (:func:`_mma_sync`);
 5. ``lower``      -- ``pipelines/cuda.pipeline`` (kernel outlining,
    ``gpu-lower-to-nvvm-pipeline{cubin-chip=sm_90 cubin-format=isa}``), the chip and format

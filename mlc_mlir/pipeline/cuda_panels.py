@@ -1,41 +1,46 @@
 """Memory traffic of the shared-memory GPU matmul (the classic SGEMM kernel: Volkov & Demmel,
 "Benchmarking GPUs to tune dense linear algebra", SC'08; the CUTLASS SIMT and MAGMA SGEMM
-kernels), as rewrites of the mapped kernels:
+kernels), as rewrites of the mapped kernels. Before outlining (:func:`rewrite_panels`, memref
+level, inside each ``gpu.launch``):
 
-1. ``align_kernel_arguments`` (after ``gpu-kernel-outlining``) -- every memref argument of a
-   kernel (``gpu.func``) gets ``llvm.align`` = :data:`~mlc_mlir.runtime.cuda.DEVICE_ALIGNMENT`
-   on the pointers of its descriptor. The buffers a kernel receives are ``cuMemAlloc``
-   allocations (256-byte aligned: the copies of the host arguments, the temporaries between
-   kernels, :class:`~mlc_mlir.runtime.device_array.DeviceArray`), or foreign device pointers
-   that :func:`~mlc_mlir.runtime.device_array.as_device_array` accepts only when aligned; a
-   descriptor's aligned pointer is its buffer's start also for a view (the view's offset is a
-   separate field). LLVM then proves a cooperative copy's 4-element row 16-byte aligned (the
-   panel offsets are multiples of 4 elements) and NVPTX emits ``ld.global.v4`` instead of four
-   ``ld.global.b32``. ``memref.assume_alignment`` would say the same in the kernel body, but
-   ``expand-strided-metadata`` drops it (the subviews read the descriptor around it).
-4. (with 1) every kernel gets ``nvvm.minctasm`` (PTX ``.minnctapersm``, CUDA's
-   ``__launch_bounds__(threads, blocks)``): :func:`min_blocks_per_sm` blocks per SM, so
-   ``ptxas`` keeps a 256-thread matmul within 128 registers (two blocks per SM) instead of
-   spending 150 on scheduling freedom (one block: a third of the warps to hide latency).
-2. ``transpose_row_panels`` (before outlining) -- the ``A`` panel of a thread's register tile
-   (``M x K`` rows of ``A`` in workgroup memory, of which each thread reads ``ly > 1`` rows of
-   one column per ``k`` step: ``ly`` loads ``kt`` elements apart) is stored ``K``-major: the
-   workgroup buffer becomes ``K x (M + pad)`` and every view of it a view of its transpose
+1. ``transpose_row_panels`` -- the ``A`` panel of a thread's register tile (``M x K`` rows of
+   ``A`` in workgroup memory, of which each thread reads ``ly > 1`` rows of one column per
+   ``k`` step: ``ly`` loads ``kt`` elements apart) is stored ``K``-major: the workgroup buffer
+   becomes ``K x (M + pad)`` and every view of it a view of its transpose
    (``memref.reinterpret_cast`` to strides ``[1, M + pad]``), so a thread's ``ly`` values of
    one ``k`` are contiguous (``ld.shared.v4``; the classic SGEMM layout). ``pad``
    (:func:`panel_pad`, 16 bytes) keeps each ``k`` row 16-byte aligned and moves the transposed
    stores of one warp (threads two rows apart writing the same ``k``) off one bank.
-3. ``prefetch_panels`` (before outlining) -- double buffering through registers (the "prefetch"
-   of the CUTLASS SIMT and MAGMA SGEMM main loops): a serial loop whose body starts with
-   cooperative copies from global into workgroup memory (``linalg.copy``, barriers between
-   them), then a barrier, ..., and ends with a barrier, loads each thread's part of the
-   first panels into a private buffer (``memref.alloca``) before the loop; each iteration
-   stores those registers into workgroup memory, passes the barrier, then loads the next
-   panels (``k + step``, clamped to the last panel: the last iteration reloads its own) into
-   the registers, whose global latency the iteration's compute hides. The barriers between
-   the copies go (each copy writes its own buffer; the barrier after them orders all).
-   Applies to a loop computing a matmul annotated :data:`~mlc_mlir.schedule.rules.gpu_rules.PREFETCH`
-   = 1 (a decision of the GPU matmul rule) whose copied buffers the kernel does not write.
+2. ``prefetch_panels`` -- double buffering through registers (the "prefetch" of the CUTLASS
+   SIMT and MAGMA SGEMM main loops): a serial loop whose body starts with cooperative copies
+   from global into workgroup memory (``linalg.copy``, barriers between them), then a
+   barrier, ..., and ends with a barrier, loads each thread's part of the first panels into
+   a private buffer (``memref.alloca``) before the loop; each iteration stores those
+   registers into workgroup memory, passes the barrier, then loads the next panels (``k +
+   step``, clamped to the last panel: the last iteration reloads its own) into the registers,
+   whose global latency the iteration's compute hides. The barriers between the copies go
+   (each copy writes its own buffer; the barrier after them orders all). Applies to a loop
+   computing a matmul annotated :data:`~mlc_mlir.schedule.rules.gpu_rules.PREFETCH` = 1 (a
+   decision of the GPU matmul rule) whose copied buffers the kernel does not write.
+
+After ``gpu-kernel-outlining`` (:func:`annotate_kernels`, on each ``gpu.func``):
+
+3. every memref argument that each launch passes from a function argument or an allocation
+   (through view ops only) gets ``llvm.align`` = :data:`~mlc_mlir.runtime.cuda.DEVICE_ALIGNMENT`
+   on the pointers of its descriptor. Those buffers are ``cuMemAlloc`` allocations (256-byte
+   aligned: the copies of the host arguments, the temporaries between kernels,
+   :class:`~mlc_mlir.runtime.device_array.DeviceArray`) or foreign device pointers that
+   :func:`~mlc_mlir.runtime.device_array.as_device_array` accepts only when aligned; a
+   descriptor's aligned pointer is its buffer's start also for a view (the view's offset is
+   a separate field). LLVM then proves a cooperative copy's 4-element row 16-byte aligned
+   (the panel offsets are multiples of 4 elements) and NVPTX emits ``ld.global.v4`` instead
+   of four ``ld.global.b32``; nothing is claimed where LLVM cannot prove it (a row of 1029
+   floats). ``memref.assume_alignment`` would say the same in the kernel body, but
+   ``expand-strided-metadata`` drops it (the subviews read the descriptor around it).
+4. every kernel gets ``nvvm.minctasm`` (PTX ``.minnctapersm``, CUDA's
+   ``__launch_bounds__(threads, blocks)``): :func:`min_blocks_per_sm` blocks per SM, so
+   ``ptxas`` keeps a 256-thread matmul within 128 registers (two blocks per SM) instead of
+   spending 150 on scheduling freedom (one block: a third of the warps to hide latency).
 """
 
 from __future__ import annotations
@@ -77,7 +82,7 @@ def split_after_outlining(text: str):
 
 
 def panel_pad(elem_bytes: int) -> int:
-    """Elements appended to each ``k`` row of a transposed panel (rewrite 2): 16 bytes, one
+    """Elements appended to each ``k`` row of a transposed panel (rewrite 1): 16 bytes, one
     4-bank step of the 32 four-byte banks, keeping the rows ``ld.shared.v4`` aligned."""
     return max(1, 16 // elem_bytes)
 
@@ -95,7 +100,7 @@ def _workgroup_arg(v: ir.Value, launch: ir.Operation):
 
 
 def _row_panel(launch: ir.Operation, mm: ir.Operation):
-    """The workgroup buffer of ``mm``'s ``A`` operand when rewrite 2 applies to it: every use
+    """The workgroup buffer of ``mm``'s ``A`` operand when rewrite 1 applies to it: every use
     a static-stride ``memref.subview``, ``mm`` reading ``ly > 1`` rows of one column."""
     a = mm.operands[0]
     view = a.owner.operation if not isinstance(a.owner, ir.Block) else None
@@ -117,7 +122,7 @@ def _row_panel(launch: ir.Operation, mm: ir.Operation):
 
 
 def transpose_row_panels(launch: ir.Operation) -> int:
-    """Rewrite 2 of the module docstring on one ``gpu.launch``; returns how many panels were
+    """Rewrite 1 of the module docstring on one ``gpu.launch``; returns how many panels were
     transposed."""
     done = []
     for mm in find_ops(launch, "linalg.matmul"):
@@ -216,7 +221,7 @@ def _clone_slice(v: ir.Value, body: List[ir.Operation], mapping: Dict, ip) -> ir
 
 def _staging(loop: ir.Operation, launch: ir.Operation):
     """The cooperative copies heading ``loop``'s body and the barrier after them, when rewrite
-    3 applies: ``(copies, barriers between them, barrier after)`` or None."""
+    2 applies: ``(copies, barriers between them, barrier after)`` or None."""
     ops = [_op(o) for o in loop.regions[0].blocks[0].operations]
     copies, barriers = [], []
     for op in ops:
@@ -242,7 +247,7 @@ def _staging(loop: ir.Operation, launch: ir.Operation):
 
 
 def prefetch_panels(launch: ir.Operation) -> int:
-    """Rewrite 3 of the module docstring on one ``gpu.launch``; returns how many loops now
+    """Rewrite 2 of the module docstring on one ``gpu.launch``; returns how many loops now
     prefetch."""
     n = 0
     for loop in find_ops(launch, "scf.for"):
@@ -295,21 +300,60 @@ def min_blocks_per_sm(arch: CudaArch, threads: int) -> int:
     return max(1, arch.registers_per_sm // (threads * 2 * max_private_elements(arch)))
 
 
+#: Host ops whose result is a whole buffer from ``cuMemAlloc`` (or a function argument, the
+#: caller's device buffer) or keeps its operand's aligned pointer (the view ops: a view's
+#: offset is a separate descriptor field), for rewrite 3.
+_ALIGNED_ROOTS = ("memref.alloc", "gpu.alloc")
+_POINTER_KEEPING = ("memref.subview", "memref.cast", "memref.reinterpret_cast",
+                    "memref.expand_shape", "memref.collapse_shape", "memref.transpose")
+
+
+def _aligned_on_host(v: ir.Value) -> bool:
+    """Whether the host value ``v`` (a kernel launch's memref argument) has a
+    ``DEVICE_ALIGNMENT``-aligned pointer: a function argument or an allocation, through view
+    ops only (``memref.view``, which moves the pointer by a byte shift, is not one)."""
+    while True:
+        op = _defining(v)
+        if op is None:
+            return _op(v.owner.owner).name == "func.func"
+        if op.name in _ALIGNED_ROOTS:
+            return True
+        if op.name not in _POINTER_KEEPING:
+            return False
+        v = op.operands[0]
+
+
+def _kernel_arguments(module: Module) -> Dict[tuple, List[List[ir.Value]]]:
+    """``{(gpu.module, kernel): [the arguments of each launch]}`` of the host code."""
+    out: Dict[tuple, List[List[ir.Value]]] = {}
+    for launch in find_ops(module, "gpu.launch_func"):
+        key = tuple(ir.SymbolRefAttr(launch.attributes["kernel"]).value)
+        out.setdefault(key, []).append(list(launch.opview.kernelOperands))
+    return out
+
+
 def annotate_kernels(module: Module, arch: CudaArch) -> Module:
-    """Rewrites 1 and 4 of the module docstring on every ``gpu.func`` of ``module`` for the
-    chip ``arch`` (in place on a copy); returns the copy, verified."""
+    """Rewrites 3 and 4 of the module docstring on every ``gpu.func`` of ``module`` for the
+    chip ``arch`` (in place on a copy; an argument that a launch passes through another op,
+    or a kernel no launch of the module names, keeps no alignment); returns the copy,
+    verified."""
     out = module.clone()
     with out.context:
         i32, i64 = ir.IntegerType.get_signless(32), ir.IntegerType.get_signless(64)
         align = ir.IntegerAttr.get(i64, DEVICE_ALIGNMENT)
+        launches = _kernel_arguments(out)
         for f in find_ops(out, "gpu.func"):
             inputs = ir.FunctionType(ir.TypeAttr(f.attributes["function_type"]).value).inputs
             old = list(ir.ArrayAttr(f.attributes["arg_attrs"])) if "arg_attrs" in f.attributes \
                 else [ir.DictAttr.get({}) for _ in inputs]
+            key = (ir.StringAttr(f.parent.attributes["sym_name"]).value,
+                   ir.StringAttr(f.attributes["sym_name"]).value)
+            calls = launches.get(key, [])
             new = []
-            for t, attrs in zip(inputs, old):
+            for i, (t, attrs) in enumerate(zip(inputs, old)):
                 d = {a.name: a.attr for a in ir.DictAttr(attrs)}
-                if isinstance(t, ir.MemRefType) and ir.MemRefType(t).memory_space is None:
+                if isinstance(t, ir.MemRefType) and ir.MemRefType(t).memory_space is None and \
+                        calls and all(_aligned_on_host(args[i]) for args in calls):
                     d["llvm.align"] = align
                 new.append(ir.DictAttr.get(d))
             f.attributes["arg_attrs"] = ir.ArrayAttr.get(new)
@@ -322,7 +366,7 @@ def annotate_kernels(module: Module, arch: CudaArch) -> Module:
 
 
 def rewrite_panels(module: Module) -> Module:
-    """Rewrites 2 and 3 of the module docstring on every ``gpu.launch`` of ``module`` (in place on a
+    """Rewrites 1 and 2 of the module docstring on every ``gpu.launch`` of ``module`` (in place on a
     copy); returns the copy, verified."""
     out = module.clone()
     with out.context:

@@ -121,3 +121,37 @@ def test_cuda_panel_matmul_matches_numpy(shape, tiles):
     a, b = rng.standard_normal((m, k), np.float32), rng.standard_normal((k, n), np.float32)
     mod = default_schedule(_matmul(m, k, n), CUDA) if tiles is None else _tiled(m, k, n, tiles)
     np.testing.assert_allclose(mlc.compile(mod, target="cuda")(a, b), a @ b, rtol=1e-4, atol=1e-3)
+
+
+_OUTLINED = """
+module attributes {gpu.container_module} {
+  gpu.module @k {
+    gpu.func @k(%a: memref<16xf32>, %b: memref<16xf32>, %n: index) kernel
+        attributes {known_block_size = array<i32: 64, 1, 1>} {
+      gpu.return
+    }
+  }
+  func.func @f(%x: memref<16xf32>, %raw: memref<128xi8>) {
+    %c1 = arith.constant 1 : index
+    %c4 = arith.constant 4 : index
+    %v = memref.view %raw[%c4][] : memref<128xi8> to memref<16xf32>
+    gpu.launch_func @k::@k blocks in (%c1, %c1, %c1) threads in (%c1, %c1, %c1)
+        args(%x : memref<16xf32>, %v : memref<16xf32>, %c1 : index)
+    return
+  }
+}
+"""
+
+
+def test_only_arguments_aligned_on_the_host_are_annotated():
+    """A function argument keeps its 16-byte alignment; a memref.view 4 bytes into a buffer
+    does not (no llvm.align); 64 threads of at most 128 registers: 8 blocks per SM."""
+    from mlc_mlir.ir.module import Module
+    from mlc_mlir.ir.walk import find_ops
+    from mlc_mlir.pipeline.cuda_panels import annotate_kernels
+    out = annotate_kernels(Module.parse(_OUTLINED), CUDA.cuda_arch)
+    with out.context:
+        (f,) = find_ops(out, "gpu.func")
+        attrs = [str(a) for a in f.attributes["arg_attrs"]]
+        assert attrs == ["{llvm.align = 16 : i64}", "{}", "{}"]
+        assert str(f.attributes["nvvm.minctasm"]) == "8 : i32"
