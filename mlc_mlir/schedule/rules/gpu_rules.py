@@ -193,6 +193,14 @@ def schedule_matmul(sch: Schedule, block: BlockRV, arch: CudaArch) -> None:
 MATMUL_KT = 8
 
 
+#: Unroll factor of the ``kt`` steps (``k1``) of the GPU matmul's register tile: two steps of
+#: an 8 x 8 tile are 128 FMAs on 8 ``ld.shared.v4`` per loop iteration. A code-shape choice
+#: read off ``ptxas -v`` for sm_90 at 128 registers: unrolled fully, LLVM hoists all the
+#: panel's shared loads to the top (``ptxas`` spills a register), by 4 it spills 88-100
+#: bytes, not unrolled (the affine unroll of the pipeline) 60-84; by 2 it does not spill.
+MATMUL_UNROLL_K = 2
+
+
 def matmul_tile_defaults(m: int, n: int, k: int, arch: CudaArch) -> Dict[str, int]:
     """The default tiles of an ``(m, n, k)`` matmul on ``arch``, largest divisors of its dims
     within:
@@ -338,8 +346,8 @@ def schedule_matmul_tiles(sch: Schedule, block: BlockRV, ty, tx, ly, lx, kt, pre
     """The shared-memory blocking of :func:`schedule_matmul` with given tiles: ``ty x tx``
     threads, each computing an ``ly x lx`` register tile (``cache_write(..., "local")``),
     ``A``/``B`` panels of ``kt`` staged in shared memory at ``k0``, the ``kt`` steps of the
-    tile (``k1``) unrolled (one basic block: LLVM merges a thread's operand loads of
-    neighbouring steps into 16-byte ``ld.shared.v4``, ptxas schedules them ahead of the FMAs),
+    tile (``k1``) unrolled by :data:`MATMUL_UNROLL_K` (fully when it does not divide ``kt``
+    or one of its options),
     the block annotated :data:`PREFETCH` = ``prefetch`` (1: the next panels are loaded into
     registers while the current ones are computed on). Each factor is an int or an
     ``ExprRV`` of ``sample_categorical`` (:func:`matmul_tiles`).
@@ -352,7 +360,9 @@ def schedule_matmul_tiles(sch: Schedule, block: BlockRV, ty, tx, ly, lx, kt, pre
     sch.cache_write(block, 0, "local")
     _, i1, _, _, j1, _, k0, k1 = _block_grid(sch, block, ty, tx, ly, lx, kt, k_inner=False)
     sch.bind(sch.fuse(i1, j1), "threadIdx.x")
-    sch.unroll(k1)
+    # the factor must divide every value a replay may give kt (a sampled decision's options)
+    steps = getattr(kt, "options", ()) or (int(kt),)
+    sch.unroll(k1, MATMUL_UNROLL_K if all(o % MATMUL_UNROLL_K == 0 for o in steps) else None)
     sch.annotate(block, PREFETCH, prefetch)
     for idx in (0, 1):
         cache = sch.cache_read(block, idx, "shared")
