@@ -38,7 +38,7 @@ After ``gpu-kernel-outlining`` (:func:`annotate_kernels`, on each ``gpu.func``):
    floats). ``memref.assume_alignment`` would say the same in the kernel body, but
    ``expand-strided-metadata`` drops it (the subviews read the descriptor around it).
 4. every kernel gets ``nvvm.maxnreg`` (PTX ``.maxnreg``, nvcc's ``-maxrregcount``):
-   :func:`max_registers` per thread, so ``ptxas`` keeps a 256-thread matmul within 128
+   :func:`max_registers` per thread for its block size, so ``ptxas`` keeps a 256-thread matmul within 128
    registers (two blocks per SM) instead of spending 150 on scheduling freedom (one block:
    half the warps to hide latency with).
 """
@@ -292,12 +292,15 @@ def _next(op: ir.Operation) -> ir.Operation:
     return ops[ops.index(op) + 1]
 
 
-def max_registers(arch: CudaArch) -> int:
-    """Registers per thread a kernel may use (rewrite 4): twice
+def max_registers(arch: CudaArch, threads: int) -> int:
+    """Registers per thread a kernel of ``threads`` per block may use (rewrite 4): twice
     :func:`~mlc_mlir.target.max_private_elements` (128 of 255 on every architecture so far: a
     GPU matmul's 8 x 8 accumulators and as many for operands and addresses; two blocks of 256
-    threads per SM)."""
-    return 2 * max_private_elements(arch)
+    threads per SM), at most the register file's share of one thread of a full block
+    (``.maxnreg`` overrides the bound ``ptxas`` derives from ``.maxntid``: 1024 threads of
+    more than 64 registers could not launch), in the allocation unit of 8."""
+    share = arch.registers_per_sm // max(threads, 1) // 8 * 8
+    return max(8, min(2 * max_private_elements(arch), share))
 
 
 #: Host ops whose result is a whole buffer from ``cuMemAlloc`` (or a function argument, the
@@ -357,7 +360,11 @@ def annotate_kernels(module: Module, arch: CudaArch) -> Module:
                     d["llvm.align"] = align
                 new.append(ir.DictAttr.get(d))
             f.attributes["arg_attrs"] = ir.ArrayAttr.get(new)
-            f.attributes["nvvm.maxnreg"] = ir.IntegerAttr.get(i32, max_registers(arch))
+            threads = 1
+            for d in ir.DenseI32ArrayAttr(f.attributes["known_block_size"]) \
+                    if "known_block_size" in f.attributes else [arch.max_threads_per_block]:
+                threads *= d
+            f.attributes["nvvm.maxnreg"] = ir.IntegerAttr.get(i32, max_registers(arch, threads))
     return out.verify()
 
 

@@ -170,3 +170,6 @@ def test_only_arguments_aligned_on_the_host_are_annotated():
         attrs = [str(a) for a in f.attributes["arg_attrs"]]
         assert attrs == ["{llvm.align = 16 : i64}", "{}", "{}"]
         assert str(f.attributes["nvvm.maxnreg"]) == "128 : i32"
+    from mlc_mlir.pipeline.cuda_panels import max_registers
+    # 1024 threads of 128 registers would not launch (64 Ki registers per block)
+    assert [max_registers(CUDA.cuda_arch, t) for t in (64, 256, 512, 1024)] == [128, 128, 128, 64]
