@@ -150,8 +150,13 @@ def transpose_row_panels(launch: ir.Operation) -> int:
     return len(done)
 
 
-#: Ops a panel's index computation may consist of (no side effects: cloned for the prefetch).
+#: Ops a panel's index computation may consist of (no side effects: cloned for the prefetch),
+#: besides the ``arith`` dialect's.
 _PURE = ("affine.apply", "affine.min", "affine.max", "memref.subview", "memref.cast")
+
+
+def _pure(op: ir.Operation) -> bool:
+    return op.name in _PURE or op.name.startswith("arith.")
 
 
 def _op(user) -> ir.Operation:
@@ -208,7 +213,7 @@ def _clone_slice(v: ir.Value, body: List[ir.Operation], mapping: Dict, ip) -> ir
     op = _defining(v)
     if op is None or op not in body:
         return v
-    if op.name not in _PURE:
+    if not _pure(op):
         raise ValueError(op.name)
     operands = [_clone_slice(o, body, mapping, ip) for o in op.operands]
     new = op.clone(ip=ip)
@@ -219,31 +224,93 @@ def _clone_slice(v: ir.Value, body: List[ir.Operation], mapping: Dict, ip) -> ir
     return mapping[v]
 
 
+def _staging_copy(op: ir.Operation) -> Optional[ir.Operation]:
+    """The cooperative copy ``op`` is or guards: a ``linalg.copy`` from global into workgroup
+    memory, or an ``scf.if`` without results or else-branch whose body is one such copy and
+    its index computations (``map_nested_forall_to_threads`` guards a copy with fewer vectors
+    than the block has threads)."""
+    if op.name == "linalg.copy":
+        ok = not _workgroup(op.operands[0]) and _workgroup(op.operands[1]) and \
+            ir.MemRefType(op.operands[0].type).has_static_shape
+        return op if ok else None
+    if op.name != "scf.if" or len(op.results) or len(op.regions[1].blocks):
+        return None
+    inner = [_op(o) for o in op.regions[0].blocks[0].operations]
+    rest = [o for o in inner if not _pure(o) and o.name != "scf.yield"]
+    return _staging_copy(rest[0]) if len(rest) == 1 and rest[0].name == "linalg.copy" else None
+
+
 def _staging(loop: ir.Operation, launch: ir.Operation):
     """The cooperative copies heading ``loop``'s body and the barrier after them, when rewrite
-    2 applies: ``(copies, barriers between them, barrier after)`` or None."""
+    2 applies: ``(units: [(op, its copy)], barriers between them, barrier after)`` or None."""
     ops = [_op(o) for o in loop.regions[0].blocks[0].operations]
-    copies, barriers = [], []
+    units, barriers = [], []
     for op in ops:
-        if op.name in _PURE:
+        if _pure(op):
             continue
-        if op.name == "linalg.copy" and not _workgroup(op.operands[0]) and \
-                _workgroup(op.operands[1]) and ir.MemRefType(op.operands[0].type).has_static_shape:
-            copies.append(op)
-        elif op.name == "gpu.barrier" and copies:
+        copy = _staging_copy(op)
+        if copy is not None:
+            units.append((op, copy))
+        elif op.name == "gpu.barrier" and units:
             barriers.append(op)
         else:
             break
-    last = ops.index(copies[-1]) if copies else -1
+    last = ops.index(units[-1][0]) if units else -1
     after = [b for b in barriers if ops.index(b) > last]
     if not after:
         return None
     tail = [o for o in ops if o.name != "scf.yield"]
     if tail[-1].name != "gpu.barrier" or tail[-1] == after[0]:
         return None   # nothing orders the next iteration's stores after this one's reads
-    if any(_written(launch, _root(c.operands[0])) for c in copies):
+    if any(_written(launch, _root(c.operands[0])) for _, c in units):
         return None
-    return copies, [b for b in barriers if ops.index(b) < last], after[0]
+    return units, [b for b in barriers if ops.index(b) < last], after[0]
+
+
+def _clone_unit(unit: ir.Operation, body: List[ir.Operation], mapping: Dict, ip) -> ir.Operation:
+    """A clone of ``unit`` (an op of the loop body ``body``, maybe with regions) at ``ip``,
+    the values it uses from the loop body recomputed with ``mapping`` substituted
+    (:func:`_clone_slice`)."""
+    outside: List[ir.Value] = []
+
+    def used(op):
+        for v in op.operation.operands:
+            owner = _defining(v)
+            owner = owner if owner is not None else _op(v.owner.owner)
+            if not _within(owner, unit) and v not in outside:
+                outside.append(v)
+        return ir.WalkResult.ADVANCE
+
+    unit.walk(used, ir.WalkOrder.PRE_ORDER)
+    repl = [(v, _clone_slice(v, body, mapping, ip)) for v in outside]
+    new = unit.clone(ip=ip)
+
+    def substitute(op):
+        op = op.operation
+        for i, v in enumerate(op.operands):
+            for old, value in repl:
+                if v == old:
+                    op.operands[i] = value
+                    break
+        return ir.WalkResult.ADVANCE
+
+    new.walk(substitute, ir.WalkOrder.PRE_ORDER)
+    return new
+
+
+def _copy_in(unit: ir.Operation) -> ir.Operation:
+    """The ``linalg.copy`` of a staging unit (the unit itself or the one its ``scf.if``
+    guards)."""
+    return unit if unit.name == "linalg.copy" else \
+        next(o for o in map(_op, unit.regions[0].blocks[0].operations) if o.name == "linalg.copy")
+
+
+def _within(op: ir.Operation, ancestor: ir.Operation) -> bool:
+    while op is not None:
+        if op == ancestor:
+            return True
+        op = op.parent
+    return False
 
 
 def prefetch_panels(launch: ir.Operation) -> int:
@@ -257,30 +324,28 @@ def prefetch_panels(launch: ir.Operation) -> int:
         found = _staging(loop, launch)
         if found is None:
             continue
-        copies, between, after = found
+        units, between, after = found
         body = [_op(o) for o in loop.regions[0].blocks[0].operations]
         iv = loop.regions[0].blocks[0].arguments[0]
         lb, ub, step = loop.operands[0], loop.operands[1], loop.operands[2]
         try:
             with loop.location:
                 before = ir.InsertionPoint(loop)
-                first = [_clone_slice(c.operands[0], body, {iv: lb}, before) for c in copies]
                 later = ir.InsertionPoint(_next(after))
-                nxt = arith_d.MinSIOp(arith_d.AddIOp(iv, step, ip=later).result,
-                                      arith_d.SubIOp(ub, step, ip=before).result, ip=later).result
-                mapping = {iv: nxt}
-                nexts = [_clone_slice(c.operands[0], body, mapping, later) for c in copies]
+                last = arith_d.SubIOp(ub, step, ip=before).result
+                nxt = arith_d.MinSIOp(arith_d.AddIOp(iv, step, ip=later).result, last, ip=later).result
+                firsts = [_clone_unit(u, body, {iv: lb}, before) for u, _ in units]
+                nexts = [_clone_unit(u, body, {iv: nxt}, later) for u, _ in units]
         except ValueError:
             continue
         with loop.location:
-            for c, src0, src1 in zip(copies, first, nexts):
-                t = ir.MemRefType(c.operands[0].type)
-                with ir.InsertionPoint(loop):
+            for (_, copy), first, nxt_unit in zip(units, firsts, nexts):
+                t = ir.MemRefType(copy.operands[0].type)
+                with ir.InsertionPoint(firsts[0]):
                     reg = memref_d.AllocaOp(ir.MemRefType.get(t.shape, t.element_type), [], []).result
-                    linalg_d.copy(src0, outs=[reg])
-                with later:
-                    linalg_d.copy(src1, outs=[reg])
-                c.operands[0] = reg
+                _copy_in(first).operands[1] = reg
+                _copy_in(nxt_unit).operands[1] = reg
+                copy.operands[0] = reg
         for b in between:
             b.erase()
         n += 1

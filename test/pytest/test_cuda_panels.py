@@ -24,10 +24,10 @@ needs_gpu = pytest.mark.skipif(not cuda_available(), reason="no CUDA driver/GPU"
 CUDA = Target("cuda", cpu="generic", arch="sm_90")
 
 
-def _matmul(m, k, n):
+def _matmul(m, k, n, dtype="float32"):
     bb = mlc.GraphBuilder()
     with bb.function("main") as f:
-        f.output(ops.matmul(f.arg("a", shape=(m, k)), f.arg("b", shape=(k, n))))
+        f.output(ops.matmul(f.arg("a", shape=(m, k), dtype=dtype), f.arg("b", shape=(k, n), dtype=dtype)))
     return bb.finish()
 
 
@@ -118,6 +118,17 @@ def test_default_4096_kernel_fits_128_registers_without_spills(tmp_path):
     assert 64 < regs <= 128 and "0 bytes spill stores, 0 bytes spill loads" in out
 
 
+@needs_ptxas
+def test_guarded_float16_panels_are_prefetched():
+    """f16 without tensor cores (100 rows: no 32-row mma block; 10 x 12 threads of 5 x 8):
+    the A panel (50 rows of 8 halves) is copied by 50 of the 120 threads, under a guard; the
+    guarded copies are prefetched too (one barrier before the loop, two per step), the
+    k-major A panel is 8 rows of 50 + 8 halves (16-byte pad): 928 bytes."""
+    ptx = _ptx(default_schedule(_matmul(100, 64, 96, "float16"), CUDA))
+    assert "mma" not in ptx and ptx.count("bar.sync") == 3
+    assert ptx.count("ld.global.v4.b32") == 4 and "__wg_main_kernel_0[928]" in ptx
+
+
 def test_pipeline_without_outlining_is_refused():
     with pytest.raises(PipelineError, match="needs one 'gpu-kernel-outlining,'"):
         split_after_outlining("builtin.module(canonicalize, gpu-lower-to-nvvm-pipeline)")
@@ -136,6 +147,15 @@ def test_cuda_panel_matmul_matches_numpy(shape, tiles):
     a, b = rng.standard_normal((m, k), np.float32), rng.standard_normal((k, n), np.float32)
     mod = default_schedule(_matmul(m, k, n), CUDA) if tiles is None else _tiled(m, k, n, tiles)
     np.testing.assert_allclose(mlc.compile(mod, target="cuda")(a, b), a @ b, rtol=1e-4, atol=1e-3)
+
+
+@needs_gpu
+def test_cuda_float16_panel_matmul_matches_numpy():
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal(s, np.float32).astype(np.float16) for s in ((100, 64), (64, 96)))
+    got = mlc.compile(default_schedule(_matmul(100, 64, 96, "float16"), CUDA), target="cuda")(a, b)
+    want = a.astype(np.float32) @ b.astype(np.float32)
+    np.testing.assert_allclose(got.astype(np.float32), want, rtol=2e-2, atol=5e-2)
 
 
 _OUTLINED = """
