@@ -109,6 +109,16 @@ class CudaArch:
     vector_bytes: int = 16
 
 
+def max_private_elements(arch: CudaArch) -> int:
+    """Largest tile (32-bit elements) a thread accumulates privately (registers after
+    unrolling): the largest power of two within half the registers ``ptxas`` gives a thread (64
+    of 255), the other half for the operands and addresses; the GPU matmul rule's register
+    tile (8 x 8: :mod:`mlc_mlir.schedule.rules.gpu_rules`) and a thread's private accumulators
+    (:mod:`mlc_mlir.pipeline.cuda_buffers`)."""
+    half = max(1, arch.max_registers_per_thread // 2)
+    return 1 << (half.bit_length() - 1)
+
+
 #: Compute capability -> (shared memory per SM, opt-in shared memory per block, threads per SM)
 #: in KiB, KiB and threads: the CUDA C++ Programming Guide's "Technical Specifications per
 #: Compute Capability" (Maxwell sm_50 to Blackwell sm_120).

@@ -21,15 +21,19 @@ Stages (each inspectable; a failure is a ``PipelineError``, never a process abor
    cannot allocate shared memory on the stack);
 4. ``buffers``    -- :func:`.cuda_buffers.clean_kernel_buffers`: staging copies straight into
    shared memory, thread accumulators kept in registers across the ``k`` loop, no device
-   ``malloc``;
+   ``malloc``; the matmul's ``A`` panel stored ``k``-major, its next panels prefetched into
+   registers (:func:`.cuda_panels.rewrite_panels`);
    then tensor cores for matmuls annotated ``mlc.mma_sync`` (:func:`_mma_sync`), and the
    vector transfers of vectorized kernels lowered to vector loads and stores
    (:func:`.cuda_vectors.lower_transfers`);
-5. ``kernels``    -- ``pipelines/cuda_kernels.pipeline`` (loops, kernel outlining); every
-   global buffer argument of a kernel gets ``llvm.align =`` :data:`DEVICE_ALIGNMENT` (the
-   runtime's buffers are aligned so, a foreign one is checked), so LLVM proves a thread's
+5. ``kernels``    -- ``pipelines/cuda_kernels.pipeline`` (loops, kernel outlining); then
+   :func:`.cuda_panels.annotate_kernels`: every global buffer argument of a kernel that is a
+   device allocation or a caller's buffer gets ``llvm.align`` =
+   :data:`~mlc_mlir.runtime.cuda.DEVICE_ALIGNMENT` (the runtime's buffers are aligned so, a
+   foreign one is checked), so LLVM proves a thread's
    16-byte accesses aligned and emits ``ld.global.v4`` / ``st.global.v4``; each ``.shared``
-   array is aligned to as many bytes;
+   array is aligned to as many bytes; each kernel gets ``nvvm.maxnreg`` (a register budget
+   per thread);
 6. ``lower``      -- ``pipelines/cuda.pipeline``
    (``gpu-lower-to-nvvm-pipeline{cubin-chip=sm_90 cubin-format=isa}``), the chip and format
    substituted from the target.
@@ -52,11 +56,12 @@ from ..errors import PipelineError
 from ..ir.module import Module, diagnostics
 from ..ir.walk import find_ops, function_body_ops
 from ..ir.pass_pipeline import run_pass_pipeline
-from ..runtime.cuda import DEVICE_ALIGNMENT, DEVICE_SUFFIX
+from ..runtime.cuda import DEVICE_SUFFIX
 from ..target import WARP_SIZE, cuda_arch
 from .cuda_buffers import clean_kernel_buffers, drop_self_copies
 from .cuda_fetch import stage_fetches
 from .cuda_pads import materialize_host_pads
+from .cuda_panels import annotate_kernels, rewrite_panels
 from .cuda_vectors import lower_transfers
 from .registry import load_pipeline
 
@@ -489,31 +494,6 @@ def _num_results(module: Module) -> Dict[str, int]:
                 for f in module.func_ops()}
 
 
-def _align_kernel_arguments(module: Module) -> Module:
-    """Stage 5 of the module docstring: ``llvm.align`` on each global ``memref`` argument of
-    each outlined kernel (``convert-gpu-to-nvvm`` puts it on the descriptor's pointers) and on
-    each workgroup attribution (its ``.shared`` array, which vector accesses read and write)."""
-    out = module.clone()
-    with out.context:
-        align = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), DEVICE_ALIGNMENT)
-        for f in find_ops(out, "gpu.func"):
-            inputs = ir.FunctionType(ir.TypeAttr(f.attributes["function_type"]).value).inputs
-            old = list(ir.ArrayAttr(f.attributes["arg_attrs"])) if "arg_attrs" in f.attributes \
-                else [ir.DictAttr.get({})] * len(inputs)
-            new = []
-            for t, d in zip(inputs, old):
-                entries = {a.name: a.attr for a in ir.DictAttr(d)}
-                if isinstance(t, ir.MemRefType) and t.memory_space is None:
-                    entries["llvm.align"] = align
-                new.append(ir.DictAttr.get(entries))
-            f.attributes["arg_attrs"] = ir.ArrayAttr.get(new)
-            if "workgroup_attributions" in f.attributes:
-                n = ir.IntegerAttr(f.attributes["workgroup_attributions"]).value
-                f.attributes["workgroup_attrib_attrs"] = ir.ArrayAttr.get(
-                    [ir.DictAttr.get({"llvm.align": align})] * n)
-    return out.verify()
-
-
 def lower_to_gpu(module: Module, chip: str = "sm_90", fmt: str = "isa",
                  host_code: bool = False) -> Module:
     """Stages 0-6 of the module docstring: ``gpu.binary`` ops with PTX (``fmt="isa"``) or a
@@ -542,12 +522,12 @@ def lower_to_gpu(module: Module, chip: str = "sm_90", fmt: str = "isa",
     _check_host(mapped)
     mapped = run_pass_pipeline(_workgroup_allocations(mapped), "builtin.module(canonicalize,cse)",
                                "cuda buffers")   # one value per view: the rewrites compare them
-    mapped = _mma_sync(clean_kernel_buffers(mapped, cuda_arch(chip)))
+    mapped = _mma_sync(rewrite_panels(clean_kernel_buffers(mapped, cuda_arch(chip))))
     mapped = lower_transfers(mapped, _apply)
     if host_code:
         mapped = _host_memory(mapped, outputs)
-    kernels = _align_kernel_arguments(run_pass_pipeline(mapped, load_pipeline("cuda_kernels"),
-                                                        "cuda kernels"))
+    kernels = annotate_kernels(run_pass_pipeline(mapped, load_pipeline("cuda_kernels"), "cuda kernels"),
+                               cuda_arch(chip))
     text = load_pipeline("cuda").replace("cubin-chip=sm_90", f"cubin-chip={chip}") \
         .replace("cubin-format=isa", f"cubin-format={fmt}")
     return run_pass_pipeline(kernels, text, "cuda lower")

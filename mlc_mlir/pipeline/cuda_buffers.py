@@ -37,7 +37,7 @@ from typing import List, Optional
 from .._mlir import ir, linalg_d, memref_d
 from ..ir.module import Module
 from ..ir.walk import find_ops
-from ..target import CudaArch
+from ..target import CudaArch, max_private_elements
 
 #: Ops that only order threads or do nothing to memory (may sit between a fill and its loop).
 _NEUTRAL = ("gpu.barrier",)
@@ -196,15 +196,6 @@ def private_allocations(launch: ir.Operation) -> None:
             if u.name == "memref.dealloc":
                 u.erase()
         alloc.erase()
-
-
-def max_private_elements(arch: CudaArch) -> int:
-    """Largest tile (32-bit elements) a thread accumulates privately (registers after
-    unrolling): the largest power of two within half the registers ``ptxas`` gives a thread (64
-    of 255), the other half for the operands and addresses; it covers the GPU matmul rule's
-    largest register tile (8 x 8)."""
-    half = max(1, arch.max_registers_per_thread // 2)
-    return 1 << (half.bit_length() - 1)
 
 
 def private_accumulators(launch: ir.Operation, arch: CudaArch) -> int:

@@ -11,7 +11,7 @@ inside a bound loop: ``vector.transfer_read``/``transfer_write`` after bufferiza
    size (a misaligned ``ld.v4`` traps); otherwise it splits the access into scalar ones.
    ``vector.load`` carries only the element's alignment; the kernels' buffer arguments are
    declared :data:`~mlc_mlir.runtime.cuda.DEVICE_ALIGNMENT`-byte aligned (``llvm.align``,
-   :func:`mlc_mlir.pipeline.cuda._align_kernel_arguments`) and LLVM's alignment inference
+   :func:`mlc_mlir.pipeline.cuda_panels.annotate_kernels`) and LLVM's alignment inference
    (``InferAlignment`` in the O2 pipeline ``gpu-module-to-binary`` runs) derives each access's
    alignment from the index arithmetic: where the offset of a thread's vector is a multiple of
    its lanes, the access is a single 128-bit one; where it is not (an odd row length, a slice

@@ -342,9 +342,9 @@ class GpuEmitter:
                                     "thread's vector needs factors that divide the extent")
             structured_transform_d.VectorizeOp(op)
             self.host.vectorized_funcs.add(blk.func)
+        for k, v in blk.annotations.items():   # on the innermost tile (e.g. mlc.mma_sync);
+            transform_d.AnnotateOp(op, k, param=param_constant(v))   # unrolling copies it
         for lp in reversed(order):
             if lp.unroll is not None and lp.id in loop_handles:
                 loop_transform_d.LoopUnrollOp(loop_handles[lp.id], factor=lp.unroll or lp.extent)
-        for k, v in blk.annotations.items():   # on the innermost tile (e.g. mlc.mma_sync)
-            transform_d.AnnotateOp(op, k, param=param_constant(v))
         return op

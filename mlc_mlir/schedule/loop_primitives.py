@@ -340,7 +340,9 @@ class LoopPrimitives(ScheduleState):
         target : BlockRV or LoopRV
         key : str
             Non-empty, not starting with ``_``.
-        value : bool, int, float or str
+        value : bool, int, float, str or ExprRV
+            An ``ExprRV`` (a sampled decision) annotates its int value; the trace keeps the
+            random variable, so a replay with another decision annotates that one.
 
         Raises
         ------
@@ -351,11 +353,13 @@ class LoopPrimitives(ScheduleState):
         if not isinstance(key, str) or not key or key.startswith("_"):
             raise ScheduleError(f"annotate: argument 'key' is {key!r}; expected a non-empty str "
                                 "not starting with '_'")
-        if not isinstance(value, (bool, numbers.Integral, float, str)):
+        if not isinstance(value, (bool, numbers.Integral, float, str, ExprRV)):
             raise ScheduleError(f"annotate: argument 'value' is {type(value).__name__}; "
-                                "expected bool, int, float or str")
+                                "expected bool, int, float, str or ExprRV")
+        recorded = value   # an ExprRV (an int) stays a random variable in the trace
         if isinstance(value, numbers.Integral) and not isinstance(value, bool):
             value = int(value)
+            recorded = recorded if isinstance(recorded, ExprRV) else value
         if isinstance(target, BlockRV):
             self._block("annotate", target, "target").annotations[key] = value
         elif isinstance(target, LoopRV):
@@ -366,4 +370,4 @@ class LoopPrimitives(ScheduleState):
             lp.annotations[key] = value
         else:
             raise ScheduleError(f"annotate: argument 'target' is {target!r}; expected a BlockRV or LoopRV")
-        self._record("annotate", [target, key, value], {}, [])
+        self._record("annotate", [target, key, recorded], {}, [])

@@ -7,7 +7,9 @@ five tiles (:func:`~mlc_mlir.schedule.rules.gpu_rules.matmul_tiles`):
 
 * ``ty``, ``tx``: threads of a block along M and N (``ty * tx`` threads, 32..1024);
 * ``ly``, ``lx``: the register tile each thread computes (``cache_write(..., "local")``);
-* ``kt``: the K panel staged in shared memory per step (``cache_read(..., "shared")`` at ``k0``).
+* ``kt``: the K panel staged in shared memory per step (``cache_read(..., "shared")`` at ``k0``);
+* ``prefetch``: 1 to load the next panels into registers while computing on the current ones
+  (:data:`~mlc_mlir.schedule.rules.gpu_rules.PREFETCH`), 0 not to.
 
 A combination that breaks a CUDA limit of the target's architecture
 (:class:`~mlc_mlir.target.CudaArch`: ``max_threads_per_block``, and
@@ -22,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Iterator
 
+from ..pipeline.cuda_panels import panel_pad
 from ..schedule.rules.gpu_rules import (
     matmul_tile_defaults, matmul_tile_options, matmul_tiles, schedule_matmul_tiles,
 )
@@ -38,14 +41,18 @@ class MatmulTiles:
     ly: int
     lx: int
     kt: int
+    prefetch: int = 1
 
     def threads(self) -> int:
         """Threads per block."""
         return self.ty * self.tx
 
     def shared_bytes(self, elem_bytes: int = 4) -> int:
-        """Shared memory of the ``A`` and ``B`` panels."""
-        return (self.ty * self.ly + self.tx * self.lx) * self.kt * elem_bytes
+        """Shared memory of the ``A`` and ``B`` panels (``A`` stored ``k``-major with
+        :func:`~mlc_mlir.pipeline.cuda_panels.panel_pad` elements per row when a thread reads
+        several of its rows)."""
+        pad = panel_pad(elem_bytes) if self.ly > 1 else 0
+        return (self.ty * self.ly + pad + self.tx * self.lx) * self.kt * elem_bytes
 
     def valid(self, m: int, n: int, k: int, arch: CudaArch, elem_bytes: int = 4) -> bool:
         """Whether the tiles divide ``(m, n, k)`` and fit the per-block limits of ``arch``
@@ -66,9 +73,10 @@ def matmul_tile_candidates(m: int, n: int, k: int, arch: CudaArch,
             for ty in o["ty"]:
                 for tx in o["tx"]:
                     for kt in o["kt"]:
-                        t = MatmulTiles(ty, tx, ly, lx, kt)
-                        if t.valid(m, n, k, arch, elem_bytes):
-                            yield t
+                        for prefetch in reversed(o["prefetch"]):
+                            t = MatmulTiles(ty, tx, ly, lx, kt, prefetch)
+                            if t.valid(m, n, k, arch, elem_bytes):
+                                yield t
 
 
 def sample_gpu_matmul(sch: Schedule, block, tiles: MatmulTiles, arch: CudaArch) -> None:

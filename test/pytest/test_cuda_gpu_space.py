@@ -73,7 +73,7 @@ def test_space_samples_knobs():
     sch = mlc.Schedule(_matmul())
     default_space(Target.cuda())(sch)
     kinds = [i.kind for i in sch.trace.insts]
-    assert kinds.count("sample_categorical") == 5 and "bind" in kinds
+    assert kinds.count("sample_categorical") == 6 and "bind" in kinds and "annotate" in kinds
 
 
 def test_default_schedule_is_the_rule_at_its_defaults():
@@ -86,7 +86,7 @@ def test_default_schedule_is_the_rule_at_its_defaults():
     d = matmul_tile_defaults(256, 256, 128, ARCH)
     cats = [i for i, inst in enumerate(dflt.trace.insts) if inst.kind == "sample_categorical"]
     values = [dflt.trace.insts[i].attrs["candidates"][dflt.trace.decisions[i]] for i in cats]
-    assert values == [d["ty"], d["tx"], d["ly"], d["lx"], d["kt"]]
+    assert values == [d["ty"], d["tx"], d["ly"], d["lx"], d["kt"], d["prefetch"]]
     samples = []
     for seed in range(4):
         sch = mlc.Schedule(mod, seed=seed, defaults=False)
@@ -152,16 +152,22 @@ def test_architecture_resources_follow_the_compute_capability():
 
 
 def test_default_tiles_derive_from_the_registers():
-    """256 threads = the most whose threads may each hold 255 registers of a 64 Ki file; a 4 x 4
-    register tile = half of the 32 registers a thread has at full occupancy (65536 / 2048)."""
+    """256 threads = the most whose threads may each hold 255 registers of a 64 Ki file; an 8 x 8
+    register tile = the 64 accumulators within half of those 255 registers; a matmul too small
+    for two such blocks gets smaller register tiles."""
     from mlc_mlir.schedule.rules.gpu_rules import default_threads, min_cooperative, mma_warps
     assert default_threads(ARCH) == max(t for t in (32, 64, 128, 256, 512, 1024) if t * 255 <= 65536)
     assert min_cooperative(ARCH) == 64 and mma_warps(ARCH) == (2, 4)
-    assert matmul_tile_defaults(256, 256, 128, ARCH) == {"ty": 16, "tx": 16, "ly": 4, "lx": 4, "kt": 8}
-    small = dataclasses.replace(ARCH, registers_per_sm=16384)   # 8 registers at full occupancy
+    assert matmul_tile_defaults(256, 256, 128, ARCH) == {"ty": 16, "tx": 16, "ly": 8, "lx": 8,
+                                                          "kt": 8, "prefetch": 1}
+    d = matmul_tile_defaults(128, 128, 128, ARCH)   # one 128 x 128 block: 4 x 4 tiles, 4 blocks
+    assert (d["ty"], d["tx"], d["ly"], d["lx"]) == (16, 16, 4, 4)
+    small = dataclasses.replace(ARCH, registers_per_sm=16384)   # 64 threads of 255 registers
     assert default_threads(small) == 64
     d = matmul_tile_defaults(256, 256, 128, small)
-    assert (d["ty"], d["tx"], d["ly"], d["lx"]) == (8, 8, 2, 2)
+    assert (d["ty"], d["tx"], d["ly"], d["lx"]) == (8, 8, 8, 8)
+    few = dataclasses.replace(ARCH, max_registers_per_thread=63)   # 16 accumulators
+    assert (matmul_tile_defaults(256, 256, 128, few)["ly"], matmul_tile_defaults(256, 256, 128, few)["lx"]) == (4, 4)
 
 
 def test_candidates_fit_the_architectures_shared_memory():

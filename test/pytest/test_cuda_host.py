@@ -90,6 +90,17 @@ def test_non_contiguous_cuda_array_is_refused():
         as_device_array(_Strided())
 
 
+class _Offset:
+    __cuda_array_interface__ = {"shape": (4,), "typestr": "<f4", "data": ((1 << 20) + 4, False),
+                                "version": 3, "strides": None}
+
+
+def test_cuda_array_at_an_element_offset_is_refused():
+    # the kernels' arguments are llvm.align 16 (ld.global.v4): a view one float in is refused
+    with pytest.raises(mlc.ExecutionError, match=r"0x100004, not a multiple of 16 bytes"):
+        as_device_array(_Offset())
+
+
 @pytest.mark.skipif(cuda_available(), reason="a CUDA driver is present")
 def test_device_array_without_a_driver_is_a_clear_error():
     with pytest.raises(mlc.ExecutionError, match="DeviceArray needs a GPU"):

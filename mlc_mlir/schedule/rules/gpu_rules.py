@@ -16,8 +16,8 @@ chapter's recipes):
   chapter -- block tile ``(ty*ly, tx*lx)``, ``ty*tx`` threads each computing an ``ly x lx``
   register tile (``cache_write(..., "local")``), ``A`` and ``B`` panels of ``kt`` columns/rows
   staged in shared memory by cooperative copies (``cache_read(..., "shared")`` +
-  ``compute_at`` at ``k0``), the init placed by ``decompose_reduction``, the five tiles
-  sampled (:func:`matmul_tiles`) with shape-derived defaults; f16 with dims that
+  ``compute_at`` at ``k0``), the init placed by ``decompose_reduction``, the five tiles and
+  the register prefetch sampled (:func:`matmul_tiles`) with shape-derived defaults; f16 with dims that
   divide into warp tiles: tensor cores (``mma.sync``, :func:`schedule_matmul_mma`). A matmul
   whose inputs are computed in the same function (a fused reshape or transpose) cannot stage
   them per k-panel and gets the reduction rule;
@@ -37,7 +37,7 @@ from typing import Dict, List, Optional
 
 from ...errors import ScheduleError
 from ...ir import dtypes
-from ...target import CudaArch
+from ...target import CudaArch, max_private_elements
 from ..schedule import Schedule
 from ..state import BlockRV, ExprRV
 from .common import categorical
@@ -263,49 +263,79 @@ def schedule_matmul(sch: Schedule, block: BlockRV, arch: CudaArch) -> None:
 
 #: Default K panel (``kt``) of the GPU matmul: the ``k1`` loop of a thread's ``ly x lx``
 #: register tile between two barriers, unrolled. A code-shape choice like the CPU rules'
-#: ``UNROLL_K``, not a resource of the GPU: the two panels of a 64 x 64 block at ``kt = 8``
-#: take 4 KiB of shared memory, far below every architecture's 48 KiB per block; the tuner
+#: ``UNROLL_K``, not a resource of the GPU: the two panels of a 128 x 128 block at ``kt = 8``
+#: take 8 KiB of shared memory, far below every architecture's 48 KiB per block; the tuner
 #: samples 4 to 32 (:data:`MATMUL_TILE_OPTIONS`).
 MATMUL_KT = 8
+
+
+#: Unroll factor of the ``kt`` steps (``k1``) of the GPU matmul's register tile: two steps of
+#: an 8 x 8 tile are 128 FMAs on 8 ``ld.shared.v4`` per loop iteration. A code-shape choice
+#: read off ``ptxas -v`` for sm_90 at 128 registers: unrolled fully, LLVM hoists all the
+#: panel's shared loads to the top (``ptxas`` spills a register), by 4 it spills 88-100
+#: bytes, not unrolled (the affine unroll of the pipeline) 60-84; by 2 it does not spill.
+MATMUL_UNROLL_K = 2
 
 
 def matmul_tile_defaults(m: int, n: int, k: int, arch: CudaArch) -> Dict[str, int]:
     """The default tiles of an ``(m, n, k)`` matmul on ``arch``, largest divisors of its dims
     within:
 
+    * register tile ``ly x lx``: the largest power-of-two square of accumulators within
+      :func:`~mlc_mlir.target.max_private_elements` (64 of 255 registers: 8 x 8; the
+      classic SGEMM's thread tile, 16 FMAs per 16-byte shared load with the ``A`` panel
+      ``k``-major);
     * threads ``ty x tx``: the largest power-of-two square within :func:`default_threads`
-      (16 x 16 of 256);
-    * register tile ``ly x lx``: the largest power-of-two square of accumulators within half
-      the registers a thread has when the SM runs at full occupancy (``registers_per_sm /
-      max_threads_per_sm / 2``: 16 of 32 on sm_90, 4 x 4; the other half holds the ``ly + lx``
-      operands from shared memory and the addresses);
-    * ``kt``: :data:`MATMUL_KT`.
+      (16 x 16 of 256: a 128 x 128 block tile with 8 x 8), fewer along a dim whose blocks
+      would not divide it;
+    * ``kt``: :data:`MATMUL_KT`; ``prefetch``: 1 (:data:`PREFETCH`);
+    * a matmul that would be one block, or whose dims give a block fewer threads than a
+      warp, halves the register tile, then the threads, until it is two blocks of a warp.
+
+    How many blocks fill a GPU depends on its SM count, not on the architecture: a grid of
+    few large blocks (a 1024 x 1024 matmul is 64 blocks of 128 x 128) is the tuner's to
+    trade against smaller tiles (:data:`MATMUL_TILE_OPTIONS`).
     """
     side = _pow2_floor(int(default_threads(arch) ** 0.5))
-    reg = _pow2_floor(int((arch.registers_per_sm // arch.max_threads_per_sm // 2) ** 0.5))
-    lx, ly = _divisor(n, reg), _divisor(m, reg)
-    return {"ty": _divisor(m // ly, side), "tx": _divisor(n // lx, side), "ly": ly, "lx": lx,
-            "kt": _divisor(k, MATMUL_KT)}
+    reg = _pow2_floor(int(max_private_elements(arch) ** 0.5))
+    d: Dict[str, int] = {}
+    # a grid of one block leaves the GPU idle, a block under a warp wastes lanes: halve the
+    # register tile, then the threads, until neither (else schedule_matmul takes the
+    # reduction rule)
+    for r, t in [(r, side) for r in (reg >> i for i in range(reg.bit_length()))] + \
+            [(1, side >> i) for i in range(1, side.bit_length())]:
+        lx, ly = _divisor(n, r), _divisor(m, r)
+        d = {"ty": _divisor(m // ly, t), "tx": _divisor(n // lx, t), "ly": ly, "lx": lx,
+             "kt": _divisor(k, MATMUL_KT), "prefetch": 1}
+        if m // (d["ty"] * ly) * (n // (d["tx"] * lx)) >= 2 and d["ty"] * d["tx"] >= arch.warp_size:
+            break
+    return d
 
+
+#: Annotation of the matmul (``sch.annotate(block, PREFETCH, 0 | 1)``, a sampled decision):
+#: whether the CUDA lowering double-buffers its panels through registers
+#: (:func:`mlc_mlir.pipeline.cuda_panels.prefetch_panels`).
+PREFETCH = "mlc.prefetch"
 
 #: Candidate sizes of the matmul's tiles (each filtered by divisibility of its dim; the rule's
-#: shape-derived default is always a candidate too).
+#: shape-derived default is always a candidate too) and the prefetch choice.
 MATMUL_TILE_OPTIONS = {"ty": (4, 8, 16, 32), "tx": (4, 8, 16, 32), "ly": (1, 2, 4, 8),
-                       "lx": (1, 2, 4, 8), "kt": (4, 8, 16, 32)}
+                       "lx": (1, 2, 4, 8), "kt": (4, 8, 16, 32), "prefetch": (0, 1)}
 
 
 def matmul_tile_options(m: int, n: int, k: int, default: Optional[Dict[str, int]] = None) -> Dict[str, List[int]]:
     """The candidates of each tile of an ``(m, n, k)`` matmul (:data:`MATMUL_TILE_OPTIONS` that
     divide its dim alone, plus ``default[name]``: :func:`matmul_tile_defaults`), in the order
     the rule samples them."""
-    dims = {"ty": m, "tx": n, "ly": m, "lx": n, "kt": k}
-    return {name: sorted({o for o in opts if dims[name] % o == 0} | ({default[name]} if default else set()))
+    dims = {"ty": m, "tx": n, "ly": m, "lx": n, "kt": k, "prefetch": 1}
+    return {name: sorted({o for o in opts if name == "prefetch" or dims[name] % o == 0}
+                         | ({default[name]} if default else set()))
             for name, opts in MATMUL_TILE_OPTIONS.items()}
 
 
 def matmul_tiles(sch: Schedule, m: int, n: int, k: int, default: Dict[str, int],
                  forced: Optional[Dict[str, int]] = None) -> List[ExprRV]:
-    """Sample the tiles ``ty, tx, ly, lx, kt`` of :func:`schedule_matmul_tiles` (one
+    """Sample the tiles ``ty, tx, ly, lx, kt`` and ``prefetch`` of :func:`schedule_matmul_tiles` (one
     ``sample_categorical`` each over :func:`matmul_tile_options`), ``default`` their default
     decisions, ``forced`` values given as decisions (a value outside the candidates is a
     ``ScheduleError`` naming the decision). A combination that breaks a CUDA limit (threads per
@@ -388,10 +418,14 @@ def schedule_matmul_mma(sch: Schedule, block: BlockRV, arch: CudaArch) -> bool:
     return True
 
 
-def schedule_matmul_tiles(sch: Schedule, block: BlockRV, ty, tx, ly, lx, kt) -> None:
+def schedule_matmul_tiles(sch: Schedule, block: BlockRV, ty, tx, ly, lx, kt, prefetch=1) -> None:
     """The shared-memory blocking of :func:`schedule_matmul` with given tiles: ``ty x tx``
     threads, each computing an ``ly x lx`` register tile (``cache_write(..., "local")``),
-    ``A``/``B`` panels of ``kt`` staged in shared memory at ``k0``. Each factor is an int or an
+    ``A``/``B`` panels of ``kt`` staged in shared memory at ``k0``, the ``kt`` steps of the
+    tile (``k1``) unrolled by :data:`MATMUL_UNROLL_K` (fully when it does not divide ``kt``
+    or one of its options),
+    the block annotated :data:`PREFETCH` = ``prefetch`` (1: the next panels are loaded into
+    registers while the current ones are computed on). Each factor is an int or an
     ``ExprRV`` of ``sample_categorical`` (:func:`matmul_tiles`).
 
     Raises
@@ -400,8 +434,12 @@ def schedule_matmul_tiles(sch: Schedule, block: BlockRV, ty, tx, ly, lx, kt) -> 
         If a factor does not divide its dim (``split``).
     """
     sch.cache_write(block, 0, "local")
-    _, i1, _, _, j1, _, k0, _ = _block_grid(sch, block, ty, tx, ly, lx, kt, k_inner=False)
+    _, i1, _, _, j1, _, k0, k1 = _block_grid(sch, block, ty, tx, ly, lx, kt, k_inner=False)
     sch.bind(sch.fuse(i1, j1), "threadIdx.x")
+    # the factor must divide every value a replay may give kt (a sampled decision's options)
+    steps = getattr(kt, "options", ()) or (int(kt),)
+    sch.unroll(k1, MATMUL_UNROLL_K if all(o % MATMUL_UNROLL_K == 0 for o in steps) else None)
+    sch.annotate(block, PREFETCH, prefetch)
     for idx in (0, 1):
         cache = sch.cache_read(block, idx, "shared")
         sch.compute_at(cache, k0)
