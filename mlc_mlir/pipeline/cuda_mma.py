@@ -1,0 +1,193 @@
+"""Tensor cores in the CUDA lowering: each ``linalg.matmul`` annotated :data:`MMA_SYNC` (the
+GPU rules' :func:`~mlc_mlir.schedule.rules.gpu_rules.schedule_matmul_mma`; computed by a
+whole warp, its loops bound to ``warpIdx``) becomes ``nvgpu.mma.sync`` (``m16n8k16``), at
+memref level after the thread mapping, in one of two ways chosen by its tile:
+
+* one ``mma.sync`` tile (``16x16 * 16x8``): ``transform.nvgpu.rewrite_matmul_as_mma_sync``,
+  which loads each lane's fragment elements and stores ``C`` after every step;
+* a warp tile of several (``16a x 16c * 16c x 8b``): the vector path of MLIR's tensor-core
+  pipeline (IREE's LLVMGPU ``MmaSync`` pipeline; upstream
+  ``mlir/test/Conversion/VectorToGPU/vector-to-mma-ops-mma-sync.mlir``):
+
+  1. ``transform.structured.vectorize`` of the kernel's matmul (as a ``vector.contract``),
+     fill and copies (the staging copies into shared memory become 16-byte vector transfers);
+  2. ``transform.apply_patterns.gpu.unroll_vectors_subgroup_mma`` to ``16 x 8 x 16``;
+  3. ``fold-memref-alias-ops`` then ``transform.structured.hoist_redundant_vector_transfers``:
+     the ``C`` fragments become ``iter_args`` of the ``k`` loop, in registers, loaded once
+     before it and stored once after it;
+  4. ``convert-vector-to-gpu{use-nvgpu=true}``: a fragment read from shared memory becomes
+     ``nvgpu.ldmatrix`` (``ldmatrix.sync.aligned.m8n8.x4``; ``B``'s transposed), the
+     contraction ``nvgpu.mma.sync``;
+  5. ``transform.nvgpu.create_async_groups``: each 16-byte copy from global into shared memory
+     becomes ``nvgpu.device_async_copy`` (``cp.async.cg.shared.global``), the copies of a
+     panel one group waited before the barrier that publishes it.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, List
+
+from .._mlir import (gpu_transform_d, ir, nvgpu_transform_d, structured_transform_d, transform_d,
+                     vector_transform_d)
+from ..errors import PipelineError
+from ..ir.module import Module
+from ..ir.pass_pipeline import run_pass_pipeline
+from ..ir.transform_values import any_op
+from ..ir.walk import find_ops
+
+#: Annotation (``sch.annotate(block, MMA_SYNC, True)``) asking for tensor cores.
+MMA_SYNC = "mlc.mma_sync"
+
+#: One ``mma.sync`` instruction's ``(m, n, k)`` and its element type (PTX
+#: ``mma.sync.aligned.m16n8k16`` with f16 operands and accumulators).
+MMA_SHAPE = (16, 8, 16)
+MMA_ELEMENT = "f16"
+
+
+def _match(root: ir.Value, names: List[str], attrs=None) -> ir.Value:
+    return structured_transform_d.MatchOp(
+        any_op(), root, ops=ir.ArrayAttr.get([ir.StringAttr.get(n) for n in names]),
+        op_attrs=attrs).result
+
+
+def _tile(op: ir.Operation):
+    """``(m, n, k)`` of an annotated matmul's memref operands, checked against
+    :data:`MMA_SHAPE` and :data:`MMA_ELEMENT`.
+
+    Raises
+    ------
+    PipelineError
+        If the operands are not f16 or the tile is not a multiple of the ``mma.sync`` shape.
+    """
+    ts = [ir.MemRefType(v.type) for v in op.operands]
+    (m, k), (k2, n), (m2, n2) = (tuple(t.shape) for t in ts)
+    tm, tn, tk = MMA_SHAPE
+    if {str(t.element_type) for t in ts} != {MMA_ELEMENT} or (m, n, k) != (m2, n2, k2) or \
+            m % tm or n % tn or k % tk:
+        raise PipelineError(f"cuda mma.sync: a matmul annotated {MMA_SYNC} has operands "
+                            f"{[str(t) for t in ts]}; expected {MMA_ELEMENT} warp tiles whose "
+                            f"(m, n, k) are multiples of {MMA_SHAPE} (bind warp tiles to "
+                            "warpIdx, split k by a multiple of 16)")
+    return m, n, k
+
+
+def _splat(v: ir.Value) -> bool:
+    op = v.owner
+    return isinstance(op, ir.OpView) and op.operation.name == "arith.constant" and \
+        isinstance(op.operation.attributes["value"], ir.DenseElementsAttr) and \
+        ir.DenseElementsAttr(op.operation.attributes["value"]).is_splat
+
+
+def _key(op: ir.Operation, base: int, count: int):
+    """``(buffer, indices, vector type)`` of a vector transfer: operands ``base`` (the buffer)
+    and the ``count`` indices after it."""
+    vals = list(op.operands)
+    vec = op.results[0].type if op.name == "vector.transfer_read" else vals[0].type
+    return (vals[base],) + tuple(vals[base + 1:base + 1 + count]) + (str(vec),)
+
+
+def forward_constant_fills(module: Module) -> Module:
+    """Store-to-load forwarding of a kernel's constant fill into its accumulators: in each
+    ``gpu.launch`` body, a ``vector.transfer_read`` of a tile that a ``vector.transfer_write``
+    of a splat constant wrote earlier in the same block (same buffer, indices and vector type;
+    no other write to the buffer between them but such constant tiles; barriers between them
+    order other threads only) takes the constant; a constant write whose tile the block
+    writes again later becomes dead once nothing in the kernel reads the buffer, and goes.
+    The warp's ``C`` fragments then start as zeros in registers, instead of every lane of the
+    warp storing the whole zero tile to global memory (``linalg.fill`` vectorized per warp)
+    and loading it back. Upstream ``vector::transferOpflowOpt`` does the same within a block
+    but stops at barriers and has no transform op or pass."""
+    with module.context:
+        for launch in find_ops(module, "gpu.launch"):
+            body = [op.operation for op in launch.regions[0].blocks[0].operations]
+            fills, forwarded = {}, []
+            for op in body:
+                if op.name == "vector.transfer_write":
+                    n = ir.MemRefType(op.operands[1].type).rank
+                    key = _key(op, 1, n)
+                    if _splat(op.operands[0]):
+                        fills[key] = op
+                    else:   # another write to the buffer: forget its fills
+                        fills = {k: v for k, v in fills.items() if k[0] != key[0]}
+                elif op.name == "vector.transfer_read" and len(op.operands) == 2 + \
+                        ir.MemRefType(op.operands[0].type).rank:
+                    key = _key(op, 0, ir.MemRefType(op.operands[0].type).rank)
+                    if key in fills:
+                        op.results[0].replace_all_uses_with(fills[key].operands[0])
+                        forwarded.append(fills[key])
+                        op.erase()
+            for w in forwarded:
+                buf = w.operands[1]
+                users = [u.owner.operation for u in buf.uses]
+                rank = ir.MemRefType(buf.type).rank
+                later = [u for u in users if u.name == "vector.transfer_write" and u != w and
+                         _key(u, 1, rank) == _key(w, 1, rank)]
+                if later and all(u.name == "vector.transfer_write" for u in users):
+                    w.erase()
+    return module
+
+
+def lower_mma_sync(module: Module, apply: Callable) -> Module:
+    """Rewrite the annotated matmuls of ``module`` (module docstring); ``apply(module, build,
+    stage)`` runs a transform script built by ``build(root)``
+    (:func:`mlc_mlir.pipeline.cuda._apply`). Returns ``module`` when nothing is annotated.
+
+    Raises
+    ------
+    PipelineError
+        If an annotated matmul's tile is not made of ``mma.sync`` tiles (:func:`_tile`), or a
+        transform or pass fails.
+    """
+    found = [op for op in find_ops(module, "linalg.matmul") if MMA_SYNC in op.attributes]
+    if not found:
+        return module
+    with module.context:
+        single = [_tile(op) == MMA_SHAPE for op in found]
+        for op, one in zip(found, single):   # tell the two forms apart in the script
+            op.attributes[MMA_SYNC] = ir.StringAttr.get("tile" if one else "warp")
+
+    def attrs(form):
+        return ir.DictAttr.get({MMA_SYNC: ir.StringAttr.get(form)})
+
+    if any(single):
+        module = apply(module, lambda root: nvgpu_transform_d.RewriteMatmulAsMmaSyncOp(
+            _match(root, ["linalg.matmul"], attrs("tile"))), "mma.sync")
+    if all(single):
+        return module
+
+    def vectorize(root):
+        launch = transform_d.GetParentOp(any_op(), _match(root, ["linalg.matmul"], attrs("warp")),
+                                         op_name="gpu.launch", deduplicate=True).result
+        v = structured_transform_d.VectorizeOp(
+            _match(launch, ["linalg.matmul", "linalg.fill", "linalg.copy"]))
+        v.operation.attributes["create_named_contraction"] = ir.UnitAttr.get()
+        p = transform_d.ApplyPatternsOp(launch)
+        with ir.InsertionPoint(p.patterns):
+            gpu_transform_d.ApplyUnrollVectorsSubgroupMmaOp(*MMA_SHAPE)
+            transform_d.ApplyCanonicalizationPatternsOp()
+        transform_d.ApplyCommonSubexpressionEliminationOp(launch)
+
+    module = apply(module, vectorize, "mma.sync vectorize")
+    module = run_pass_pipeline(module, "builtin.module(fold-memref-alias-ops,canonicalize,cse)",
+                               "cuda mma.sync fold")
+
+    def hoist(root):
+        structured_transform_d.HoistRedundantVectorTransfersOp(any_op(), _match(root, ["func.func"]))
+
+    module = forward_constant_fills(apply(module, hoist, "mma.sync hoist"))
+    module = run_pass_pipeline(
+        module, "builtin.module(func.func(convert-vector-to-gpu{use-nvgpu=true}),canonicalize,cse)",
+        "cuda mma.sync vector-to-gpu")
+
+    def async_copies(root):
+        func = _match(root, ["func.func"])
+        p = transform_d.ApplyPatternsOp(func)
+        with ir.InsertionPoint(p.patterns):
+            vector_transform_d.ApplyTransferToScfPatternsOp(max_transfer_rank=1, full_unroll=True)
+            transform_d.ApplyCanonicalizationPatternsOp()
+        func = nvgpu_transform_d.CreateAsyncGroupsOp(any_op(), func, bypass_l1=True).result
+        p = transform_d.ApplyPatternsOp(func)
+        with ir.InsertionPoint(p.patterns):
+            vector_transform_d.ApplyLowerTransferPatternsOp(max_transfer_rank=1)
+
+    return apply(module, async_copies, "mma.sync cp.async")
