@@ -321,7 +321,8 @@ def mma_tile_defaults(m: int, n: int, k: int, arch: CudaArch) -> Optional[Dict[s
     * warp tile ``wm x wn``: the largest of ``16x8, 16x16, 32x16, 32x32, 64x32, ...`` whose f16
       accumulators (two per 32-bit register, ``wm * wn / 64`` registers per lane) take at most a
       quarter of ``max_registers_per_thread`` (the rest holds the ``A``/``B`` fragments and the
-      addresses): ``64 x 32`` (32 registers) of 255; halved while it does not divide the dims;
+      addresses): ``64 x 32`` (32 registers) of 255; halved while it does not divide the dims
+      or leaves a single block (None when even ``16 x 8`` tiles do);
     * ``kt``: the largest of :data:`MMA_TILE_OPTIONS` up to :data:`MMA_KT` dividing ``k``.
     """
     (tm, tn, tk), (wy, wx) = MMA_TILE, mma_warps(arch)
@@ -337,6 +338,13 @@ def mma_tile_defaults(m: int, n: int, k: int, arch: CudaArch) -> Optional[Dict[s
         wm //= 2
     while n % (wx * wn):
         wn //= 2
+    while (m // (wy * wm)) * (n // (wx * wn)) < 2:   # two blocks at least
+        if wm > tm and (wm >= 2 * wn or wn == tn):
+            wm //= 2
+        elif wn > tn:
+            wn //= 2
+        else:
+            return None
     kt = max(t for t in MMA_TILE_OPTIONS["kt"] if k % t == 0 and t <= MMA_KT or t == tk)
     return {"wy": wy, "wx": wx, "wm": wm, "wn": wn, "kt": kt}
 
