@@ -11,13 +11,13 @@ Stages (each inspectable; a failure is a ``PipelineError``, never a process abor
    ``transform.gpu.map_nested_forall_to_threads`` with the block size read from the thread-level
    foralls; the latter puts a ``gpu.barrier`` after each thread-level forall (cooperative copies
    into shared memory, then compute);
-3. ``workgroup``  -- each ``memref.alloca`` in ``#gpu.address_space<workgroup>`` inside a
-   ``gpu.launch`` becomes a workgroup attribution of the launch (``.shared`` in PTX; NVPTX
-   cannot allocate shared memory on the stack);
-4. ``buffers``    -- :func:`.cuda_buffers.clean_kernel_buffers`: staging copies straight into
+3. ``buffers``    -- :func:`.cuda_buffers.clean_kernel_buffers`: staging copies straight into
    shared memory, thread accumulators kept in registers across the ``k`` loop, no device
    ``malloc``;
    then tensor cores for matmuls annotated ``mlc.mma_sync`` (:mod:`.cuda_mma`);
+4. ``workgroup``  -- each ``memref.alloca``/``alloc`` in ``#gpu.address_space<workgroup>``
+   inside a ``gpu.launch`` becomes a workgroup attribution of the launch (``.shared`` in PTX;
+   NVPTX cannot allocate shared memory on the stack);
 5. ``lower``      -- ``pipelines/cuda.pipeline`` (kernel outlining,
    ``gpu-lower-to-nvvm-pipeline{cubin-chip=sm_90 cubin-format=isa}``), the chip and format
    substituted from the target.
@@ -369,9 +369,11 @@ def lower_to_gpu(module: Module, chip: str = "sm_90", fmt: str = "isa",
         raise PipelineError("cuda: no GPU kernel was produced; bind loops to blockIdx/threadIdx first")
     mapped = _map(buf, kernels)
     _check_host(mapped)
-    mapped = run_pass_pipeline(_workgroup_allocations(mapped), "builtin.module(canonicalize,cse)",
+    mapped = run_pass_pipeline(mapped, "builtin.module(canonicalize,cse)",
                                "cuda buffers")   # one value per view: the rewrites compare them
-    mapped = lower_mma_sync(clean_kernel_buffers(mapped, cuda_arch(chip)), _apply)
+    # tensor cores before the workgroup attributions: the shared-memory rewrites
+    # (nvgpu-optimize-shared-memory) take memref.alloc
+    mapped = _workgroup_allocations(lower_mma_sync(clean_kernel_buffers(mapped, cuda_arch(chip)), _apply))
     if host_code:
         mapped = _host_memory(mapped, outputs)
     text = load_pipeline("cuda").replace("cubin-chip=sm_90", f"cubin-chip={chip}") \

@@ -20,14 +20,19 @@ memref level after the thread mapping, in one of two ways chosen by its tile:
      contraction ``nvgpu.mma.sync``;
   5. ``transform.nvgpu.create_async_groups``: each 16-byte copy from global into shared memory
      becomes ``nvgpu.device_async_copy`` (``cp.async.cg.shared.global``), the copies of a
-     panel one group waited before the barrier that publishes it.
+     panel one group waited before the barrier that publishes it;
+  6. ``nvgpu-optimize-shared-memory``: the panels' 16-byte columns are XOR-swizzled by row
+     (writes and ``ldmatrix`` reads alike), so the eight rows an ``ldmatrix`` reads fall in
+     different banks (unswizzled, a 32 x 128 f16 ``B`` panel's rows are 256 bytes apart: all
+     in the same four banks). It takes ``memref.alloc``: the panels' allocations are hoisted
+     out of the ``k`` loop as such first (:func:`_hoist_shared_buffers`).
 """
 
 from __future__ import annotations
 
 from typing import Callable, List
 
-from .._mlir import (gpu_transform_d, ir, nvgpu_transform_d, structured_transform_d, transform_d,
+from .._mlir import (gpu_transform_d, ir, memref_d, nvgpu_transform_d, structured_transform_d, transform_d,
                      vector_transform_d)
 from ..errors import PipelineError
 from ..ir.module import Module
@@ -127,6 +132,29 @@ def forward_constant_fills(module: Module) -> Module:
     return module
 
 
+def _hoist_shared_buffers(launch: ir.Operation) -> None:
+    """Each ``memref.alloca`` in workgroup memory in ``launch`` (a staging panel, allocated in
+    the ``k`` loop's body by bufferization) becomes one ``memref.alloc`` at the top of the
+    kernel: the form ``nvgpu-optimize-shared-memory`` rewrites (the workgroup attributions are
+    made from it afterwards)."""
+    ws = ir.Attribute.parse("#gpu.address_space<workgroup>")  # debt: no builder for it
+    found = []
+
+    def visit(op):
+        op = op.operation
+        if op.name == "memref.alloca" and ir.MemRefType(op.results[0].type).memory_space == ws:
+            found.append(op)
+        return ir.WalkResult.ADVANCE
+
+    launch.walk(visit, ir.WalkOrder.PRE_ORDER)
+    body = launch.regions[0].blocks[0]
+    for op in found:
+        with ir.InsertionPoint.at_block_begin(body), op.location:
+            new = memref_d.AllocOp(op.results[0].type, [], [])
+        op.results[0].replace_all_uses_with(new.result)
+        op.erase()
+
+
 def lower_mma_sync(module: Module, apply: Callable) -> Module:
     """Rewrite the annotated matmuls of ``module`` (module docstring); ``apply(module, build,
     stage)`` runs a transform script built by ``build(root)``
@@ -154,6 +182,13 @@ def lower_mma_sync(module: Module, apply: Callable) -> Module:
             _match(root, ["linalg.matmul"], attrs("tile"))), "mma.sync")
     if all(single):
         return module
+    with module.context:
+        for op in found:
+            if op.attributes[MMA_SYNC] == ir.StringAttr.get("warp"):
+                launch = op.parent
+                while launch.name != "gpu.launch":
+                    launch = launch.parent
+                _hoist_shared_buffers(launch)
 
     def vectorize(root):
         launch = transform_d.GetParentOp(any_op(), _match(root, ["linalg.matmul"], attrs("warp")),
@@ -190,4 +225,6 @@ def lower_mma_sync(module: Module, apply: Callable) -> Module:
         with ir.InsertionPoint(p.patterns):
             vector_transform_d.ApplyLowerTransferPatternsOp(max_transfer_rank=1)
 
-    return apply(module, async_copies, "mma.sync cp.async")
+    module = apply(module, async_copies, "mma.sync cp.async")
+    return run_pass_pipeline(module, "builtin.module(func.func(nvgpu-optimize-shared-memory))",
+                             "cuda mma.sync swizzle")

@@ -81,6 +81,8 @@ def test_default_f16_matmul_stages_panels_for_ldmatrix(chip):
     # each per k panel), waited before the barrier; no other global load
     assert len(CP_ASYNC.findall(ptx)) == (1 + 2) * 2 and "cp.async.wait_group" in ptx
     assert "ld.global" not in ptx and "ld.shared" not in ptx
+    # the panels are swizzled (nvgpu-optimize-shared-memory): XOR on the shared addresses
+    assert "xor.b" in ptx
     # C is stored once: 32 x 32 / 32 lanes = 32 halves per thread (no zero fill, no per-step store)
     assert ptx.count("st.global") == 32
     assert _ptxas_spills(ptx, chip) == [(0, 0)]
