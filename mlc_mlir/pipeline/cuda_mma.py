@@ -19,9 +19,15 @@ memref level after the thread mapping, in one of two ways chosen by its tile:
      ``nvgpu.ldmatrix`` (``ldmatrix.sync.aligned.m8n8.x4``; ``B``'s transposed), the
      contraction ``nvgpu.mma.sync``;
   5. ``transform.nvgpu.create_async_groups``: each 16-byte copy from global into shared memory
-     becomes ``nvgpu.device_async_copy`` (``cp.async.cg.shared.global``), the copies of a
-     panel one group waited before the barrier that publishes it;
-  6. ``nvgpu-optimize-shared-memory``: the panels' 16-byte columns are XOR-swizzled by row
+     becomes ``nvgpu.device_async_copy`` (``cp.async.cg.shared.global``), the copies of a k
+     step one group waited before the barrier that publishes it;
+  6. with ``stages > 1`` (the annotation's value): ``transform.memref.multibuffer`` of the
+     panels (``stages`` buffers each) before vectorizing, and
+     ``transform.nvgpu.pipeline_shared_memory_copies`` (``depth = stages``, epilogue peeled)
+     of the ``k`` loop after step 5, whose ``cp.async.wait_group`` then leaves the newest
+     ``stages - 1`` groups in flight: the panels of the next k steps load while the warps
+     compute; both panels' copies of a step are one group (:func:`drop_copy_barriers`);
+  7. ``nvgpu-optimize-shared-memory``: the panels' 16-byte columns are XOR-swizzled by row
      (writes and ``ldmatrix`` reads alike), so the eight rows an ``ldmatrix`` reads fall in
      different banks (unswizzled, a 32 x 128 f16 ``B`` panel's rows are 256 bytes apart: all
      in the same four banks). It takes ``memref.alloc``: the panels' allocations are hoisted
@@ -32,15 +38,16 @@ from __future__ import annotations
 
 from typing import Callable, List
 
-from .._mlir import (gpu_transform_d, ir, memref_d, nvgpu_transform_d, structured_transform_d, transform_d,
-                     vector_transform_d)
+from .._mlir import (gpu_transform_d, ir, memref_d, memref_transform_d, nvgpu_transform_d,
+                     structured_transform_d, transform_d, vector_transform_d)
 from ..errors import PipelineError
 from ..ir.module import Module
 from ..ir.pass_pipeline import run_pass_pipeline
 from ..ir.transform_values import any_op
 from ..ir.walk import find_ops
 
-#: Annotation (``sch.annotate(block, MMA_SYNC, True)``) asking for tensor cores.
+#: Annotation asking for tensor cores: ``sch.annotate(block, MMA_SYNC, stages)`` (an int: the
+#: depth of the copy pipeline of a warp tile, :func:`_stages`; ``True``: 1).
 MMA_SYNC = "mlc.mma_sync"
 
 #: One ``mma.sync`` instruction's ``(m, n, k)`` and its element type (PTX
@@ -132,11 +139,29 @@ def forward_constant_fills(module: Module) -> Module:
     return module
 
 
-def _hoist_shared_buffers(launch: ir.Operation) -> None:
+#: Marks the staging buffers and the kernel of a pipelined warp matmul with its depth.
+_STAGES = "mlc.stages"
+
+
+def _i64(v: int) -> ir.Attribute:
+    return ir.IntegerAttr.get(ir.IntegerType.get_signless(64), v)
+
+
+def _stages(attr: ir.Attribute) -> int:
+    """The pipeline depth an :data:`MMA_SYNC` annotation asks for: its value when an integer
+    (``sch.annotate(block, MMA_SYNC, 2)``), else 1."""
+    if isinstance(attr, ir.IntegerAttr) and ir.IntegerType(attr.type).width > 1:
+        return max(1, ir.IntegerAttr(attr).value)
+    return 1
+
+
+def _hoist_shared_buffers(launch: ir.Operation, depth: int) -> None:
     """Each ``memref.alloca`` in workgroup memory in ``launch`` (a staging panel, allocated in
     the ``k`` loop's body by bufferization) becomes one ``memref.alloc`` at the top of the
-    kernel: the form ``nvgpu-optimize-shared-memory`` rewrites (the workgroup attributions are
-    made from it afterwards)."""
+    kernel: the form ``transform.memref.multibuffer`` and ``nvgpu-optimize-shared-memory``
+    rewrite (the workgroup attributions are made from it afterwards). The allocations and the
+    launch are marked :data:`_STAGES` ``= depth``."""
+    launch.attributes[_STAGES] = _i64(depth)
     ws = ir.Attribute.parse("#gpu.address_space<workgroup>")  # debt: no builder for it
     found = []
 
@@ -151,8 +176,71 @@ def _hoist_shared_buffers(launch: ir.Operation) -> None:
     for op in found:
         with ir.InsertionPoint.at_block_begin(body), op.location:
             new = memref_d.AllocOp(op.results[0].type, [], [])
+        new.operation.attributes[_STAGES] = _i64(depth)
         op.results[0].replace_all_uses_with(new.result)
         op.erase()
+
+
+#: Ops a copy section (:func:`drop_copy_barriers`) may hold besides its transfers: no memory
+#: effects, no regions.
+_PURE = ("arith.", "affine.apply", "ub.poison", "vector.extract", "vector.insert",
+         "vector.broadcast", "vector.shape_cast", "gpu.thread_id", "gpu.lane_id")
+
+
+def _workgroup(v: ir.Value) -> bool:
+    ms = ir.MemRefType(v.type).memory_space
+    return ms is not None and str(ms) == "#gpu.address_space<workgroup>"
+
+
+def _copy_section(ops: List[ir.Operation]):
+    """The workgroup buffers ``ops`` write, when ``ops`` only copy global memory into
+    workgroup memory (``vector.transfer_read`` of a global buffer, ``vector.transfer_write``
+    into a workgroup buffer, :data:`_PURE` ops); None otherwise."""
+    written = set()
+    for op in ops:
+        if op.name == "vector.transfer_read" and not _workgroup(op.operands[0]):
+            continue
+        if op.name == "vector.transfer_write" and _workgroup(op.operands[1]):
+            written.add(op.operands[1])
+            continue
+        if not op.name.startswith(_PURE) or len(op.regions):
+            return None
+    return written
+
+
+def drop_copy_barriers(module: Module) -> int:
+    """Erase each ``gpu.barrier`` between two copy sections (:func:`_copy_section`; a section
+    runs from the previous barrier, or the block's start, to the next one, or its end) that
+    write different workgroup buffers: no thread reads workgroup memory on either side, so the
+    barrier orders nothing (``gpu.map_nested_forall_to_threads`` puts one after every
+    thread-level forall, here after the ``A`` panel's copy). The two panels' copies then make
+    one ``cp.async`` group per ``k`` step. Upstream's ``transform.apply_patterns.gpu.
+    eliminate_barriers`` keeps this barrier (global reads against the workgroup writes).
+    Returns how many were erased."""
+    erased = 0
+    with module.context:
+        for launch in find_ops(module, "gpu.launch"):
+            blocks = []
+
+            def visit(op):
+                op = op.operation
+                if op.name == "gpu.barrier":
+                    blocks.append(op.block)
+                return ir.WalkResult.ADVANCE
+
+            launch.walk(visit, ir.WalkOrder.PRE_ORDER)
+            for block in {id(b): b for b in blocks}.values():
+                ops = [op.operation for op in block.operations]
+                cuts = [i for i, op in enumerate(ops) if op.name == "gpu.barrier"]
+                for n, i in enumerate(cuts):
+                    lo = cuts[n - 1] + 1 if n else 0
+                    hi = cuts[n + 1] if n + 1 < len(cuts) else len(ops) - 1
+                    before, after = _copy_section(ops[lo:i]), _copy_section(ops[i + 1:hi])
+                    if before and after and not before & after:
+                        ops[i].erase()
+                        erased += 1
+                        break   # one per block and pass: the sections changed
+    return erased
 
 
 def lower_mma_sync(module: Module, apply: Callable) -> Module:
@@ -171,6 +259,7 @@ def lower_mma_sync(module: Module, apply: Callable) -> Module:
         return module
     with module.context:
         single = [_tile(op) == MMA_SHAPE for op in found]
+        stages = [_stages(op.attributes[MMA_SYNC]) for op in found]
         for op, one in zip(found, single):   # tell the two forms apart in the script
             op.attributes[MMA_SYNC] = ir.StringAttr.get("tile" if one else "warp")
 
@@ -183,12 +272,22 @@ def lower_mma_sync(module: Module, apply: Callable) -> Module:
     if all(single):
         return module
     with module.context:
-        for op in found:
-            if op.attributes[MMA_SYNC] == ir.StringAttr.get("warp"):
+        for op, one, depth in zip(found, single, stages):
+            if not one:
                 launch = op.parent
                 while launch.name != "gpu.launch":
                     launch = launch.parent
-                _hoist_shared_buffers(launch)
+                _hoist_shared_buffers(launch, depth)
+    depths = sorted({d for d, one in zip(stages, single) if d > 1 and not one})
+
+    def multi_buffer(root):
+        for d in depths:
+            allocs = _match(root, ["memref.alloc"], ir.DictAttr.get({_STAGES: _i64(d)}))
+            allocs = transform_d.CastOp(transform_d.OperationType.get("memref.alloc"), allocs).output
+            memref_transform_d.MemRefMultiBufferOp(any_op(), allocs, d, skip_analysis=True)
+
+    if depths:
+        module = apply(module, multi_buffer, "mma.sync multi-buffer")
 
     def vectorize(root):
         launch = transform_d.GetParentOp(any_op(), _match(root, ["linalg.matmul"], attrs("warp")),
@@ -214,16 +313,29 @@ def lower_mma_sync(module: Module, apply: Callable) -> Module:
         module, "builtin.module(func.func(convert-vector-to-gpu{use-nvgpu=true}),canonicalize,cse)",
         "cuda mma.sync vector-to-gpu")
 
-    def async_copies(root):
-        func = _match(root, ["func.func"])
-        p = transform_d.ApplyPatternsOp(func)
+    def unroll_transfers(root):
+        p = transform_d.ApplyPatternsOp(_match(root, ["func.func"]))
         with ir.InsertionPoint(p.patterns):
             vector_transform_d.ApplyTransferToScfPatternsOp(max_transfer_rank=1, full_unroll=True)
             transform_d.ApplyCanonicalizationPatternsOp()
+
+    module = apply(module, unroll_transfers, "mma.sync unroll transfers")
+    while drop_copy_barriers(module):
+        pass
+
+    def async_copies(root):
+        func = _match(root, ["func.func"])
         func = nvgpu_transform_d.CreateAsyncGroupsOp(any_op(), func, bypass_l1=True).result
         p = transform_d.ApplyPatternsOp(func)
         with ir.InsertionPoint(p.patterns):
             vector_transform_d.ApplyLowerTransferPatternsOp(max_transfer_rank=1)
+        for d in depths:
+            launches = _match(root, ["gpu.launch"], ir.DictAttr.get({_STAGES: _i64(d)}))
+            loops = transform_d.CastOp(transform_d.OperationType.get("scf.for"),
+                                       _match(launches, ["scf.for"])).output
+            nvgpu_transform_d.PipelineSharedMemoryCopiesOp(
+                transform_d.OperationType.get("scf.for"), loops, d, peel_epilogue=True,
+                failure_propagation_mode=transform_d.FailurePropagationMode.Suppress)
 
     module = apply(module, async_copies, "mma.sync cp.async")
     return run_pass_pipeline(module, "builtin.module(func.func(nvgpu-optimize-shared-memory))",

@@ -92,9 +92,10 @@ def mma_tile_candidates(m: int, n: int, k: int, arch: CudaArch) -> Iterator[Dict
     (:func:`~mlc_mlir.schedule.rules.gpu_rules.schedule_matmul_mma`'s ``forced``) for an
     ``(m, n, k)`` matmul on ``arch``: the default first, then each staged point of
     :func:`~mlc_mlir.schedule.rules.gpu_rules.mma_tile_options` within the block's limits
-    (threads, static shared memory for both f16 panels, accumulators within half of
-    ``max_registers_per_thread``, two blocks at least), square ``64 x 64`` warp tiles and
-    ``kt = 32`` first, 4 to 8 warps first; the unstaged form last. Nothing when the rule does not apply."""
+    (threads, static shared memory for ``stages`` copies of both f16 panels, accumulators
+    within half of ``max_registers_per_thread``, two blocks at least), square ``64 x 64`` warp
+    tiles, ``kt = 32`` and two stages first, 4 to 8 warps first; the unstaged form last.
+    Nothing when the rule does not apply."""
     default = mma_tile_defaults(m, n, k, arch)
     if default is None:
         return
@@ -106,16 +107,18 @@ def mma_tile_candidates(m: int, n: int, k: int, arch: CudaArch) -> Iterator[Dict
             for wm in o["wm"]:
                 for wn in o["wn"]:
                     for kt in o["kt"]:
-                        bm, bn = wy * wm, wx * wn
-                        if m % bm or n % bn or (m // bm) * (n // bn) < 2 or \
-                                wy * wx * arch.warp_size > arch.max_threads_per_block or \
-                                (bm + bn) * kt * 2 > arch.static_shared_bytes_per_block or \
-                                wm * wn // (2 * arch.warp_size) > arch.max_registers_per_thread // 2:
-                            continue
-                        t = {"wy": wy, "wx": wx, "wm": wm, "wn": wn, "kt": kt, "staged": 1}
-                        if t != dict(default, staged=1):
-                            points.append(t)
+                        for st in o["stages"]:
+                            bm, bn = wy * wm, wx * wn
+                            if m % bm or n % bn or (m // bm) * (n // bn) < 2 or \
+                                    wy * wx * arch.warp_size > arch.max_threads_per_block or \
+                                    (bm + bn) * kt * 2 * st > arch.static_shared_bytes_per_block or \
+                                    wm * wn // (2 * arch.warp_size) > arch.max_registers_per_thread // 2:
+                                continue
+                            t = {"wy": wy, "wx": wx, "wm": wm, "wn": wn, "kt": kt, "stages": st,
+                                 "staged": 1}
+                            if t != dict(default, staged=1):
+                                points.append(t)
     points.sort(key=lambda t: (t["wm"] * t["wn"] != 64 * 64, t["wm"] != t["wn"], t["kt"] != 32,
-                               abs(t["wy"] * t["wx"] - 6), t["wy"] != t["wx"]))
+                               t["stages"] != 2, abs(t["wy"] * t["wx"] - 6), t["wy"] != t["wx"]))
     yield from points
     yield {"staged": 0}

@@ -5,9 +5,11 @@ registers across ``k`` (:mod:`mlc_mlir.pipeline.cuda_mma`); the one-tile-per-war
 (``rewrite_matmul_as_mma_sync``) stays a decision. PTX is accepted by ptxas without spills; on a
 GPU results match numpy (skipped without a driver)."""
 
+import os
 import re
 import shutil
 import subprocess
+import tempfile
 
 import numpy as np
 import pytest
@@ -52,12 +54,18 @@ def _warp_schedule(tm=16, tn=8, tk=16, warps=("warpIdx.z", "warpIdx.y")):
     return sch
 
 
+def _ptxas_v(ptx: str, chip: str = "sm_90") -> str:
+    with tempfile.TemporaryDirectory() as d:
+        src = os.path.join(d, "kernel.ptx")
+        with open(src, "w") as f:
+            f.write(ptx)
+        return subprocess.run(["ptxas", f"-arch={chip}", "-v", src, "-o", os.path.join(d, "k.cubin")],
+                              capture_output=True, text=True, check=True).stderr
+
+
 def _ptxas_spills(ptx: str, chip: str = "sm_90") -> list:
     """``(spill stores, spill loads)`` of each kernel, from ``ptxas -v``."""
-    with open(f"/tmp/mlc-test-mma-{chip}.ptx", "w") as f:
-        f.write(ptx)
-    out = subprocess.run(["ptxas", f"-arch={chip}", "-v", f.name, "-o", "/dev/null"],
-                         capture_output=True, text=True, check=True).stderr
+    out = _ptxas_v(ptx, chip)
     return [tuple(map(int, m)) for m in re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads", out)]
 
 
@@ -80,6 +88,8 @@ def test_default_f16_matmul_stages_panels_for_ldmatrix(chip):
     # the panels arrive by 16-byte cp.async (64x32 + 32x128 halves over 256 threads: 1 + 2
     # each per k panel), waited before the barrier; no other global load
     assert len(CP_ASYNC.findall(ptx)) == (1 + 2) * 2 and "cp.async.wait_group" in ptx
+    # both panels of a k step in one group (the barrier between their copies is dropped)
+    assert ptx.count("cp.async.commit_group") == 2
     assert "ld.global" not in ptx and "ld.shared" not in ptx
     # the panels are swizzled (nvgpu-optimize-shared-memory): XOR on the shared addresses
     assert "xor.b" in ptx
@@ -97,12 +107,28 @@ def test_default_f16_mma_kernels_assemble_without_spills(m, k, n):
     assert _ptxas_spills(ptx) == [(0, 0)]
 
 
+@needs_ptxas
+def test_default_f16_mma_pipelines_the_panel_copies():
+    """1024^3: two buffers per panel (2 x (128x32 + 32x128) f16 = 32 KiB), the k loop waits for
+    all but the newest cp.async group (the next panels load while the warps compute)."""
+    ptx = _default_ptx(1024, 1024, 1024)
+    assert re.search(r"cp\.async\.wait_group\s+1;", ptx)
+    assert "32768 bytes smem" in _ptxas_v(ptx)
+    one = mlc.Schedule(_matmul(1024, 1024, 1024))
+    schedule_matmul_mma(one, one.get_block("matmul"), CUDA.cuda_arch, forced=dict(
+        mma_tile_defaults(1024, 1024, 1024, CUDA.cuda_arch), staged=1, stages=1))
+    (ptx1,) = compile_to_ptx(one.mod).values()
+    assert not re.search(r"cp\.async\.wait_group\s+1;", ptx1) and "16384 bytes smem" in _ptxas_v(ptx1)
+
+
 def test_mma_tile_defaults_follow_the_register_budget():
     arch = CUDA.cuda_arch
     # a quarter of 255 registers holds 64 x 32 f16 accumulators per warp (32 per lane)
-    assert mma_tile_defaults(4096, 4096, 4096, arch) == {"wy": 2, "wx": 4, "wm": 64, "wn": 32, "kt": 32}
+    assert mma_tile_defaults(4096, 4096, 4096, arch) == {"wy": 2, "wx": 4, "wm": 64, "wn": 32, "kt": 32,
+                                                          "stages": 2}
     # halved until the dims divide (192 = 2 x 3 x 32, 320 = 4 x 5 x 16) and two blocks remain
-    assert mma_tile_defaults(192, 320, 96, arch) == {"wy": 2, "wx": 4, "wm": 32, "wn": 16, "kt": 32}
+    assert mma_tile_defaults(192, 320, 96, arch) == {"wy": 2, "wx": 4, "wm": 32, "wn": 16, "kt": 32,
+                                                        "stages": 2}
     assert mma_tile_defaults(128, 128, 64, arch)["wm"] == 32
     assert mma_tile_defaults(32, 32, 64, arch) is None      # one block even of 16 x 8 tiles
     assert mma_tile_defaults(128, 100, 64, arch) is None
@@ -120,7 +146,7 @@ def test_unstaged_mma_form_is_a_decision():
 
 @needs_ptxas
 def test_forced_mma_tiles_replay():
-    forced = {"staged": 1, "wy": 2, "wx": 2, "wm": 32, "wn": 32, "kt": 16}
+    forced = {"staged": 1, "wy": 2, "wx": 2, "wm": 32, "wn": 32, "kt": 16, "stages": 3}
     sch = mlc.Schedule(_matmul(128, 64, 128))
     schedule_matmul_mma(sch, sch.get_block("matmul"), CUDA.cuda_arch, forced=forced)
     (ptx,) = compile_to_ptx(sch.mod).values()
@@ -192,8 +218,9 @@ def test_cuda_staged_mma_matmul_matches_numpy(m, k, n):
 
 @needs_gpu
 @pytest.mark.parametrize("forced", [{"staged": 0},
-                                    {"staged": 1, "wy": 2, "wx": 2, "wm": 64, "wn": 64, "kt": 32},
-                                    {"staged": 1, "wy": 1, "wx": 4, "wm": 32, "wn": 16, "kt": 64}])
+                                    {"staged": 1, "wy": 2, "wx": 2, "wm": 64, "wn": 64, "kt": 32, "stages": 1},
+                                    {"staged": 1, "wy": 2, "wx": 2, "wm": 64, "wn": 64, "kt": 32, "stages": 3},
+                                    {"staged": 1, "wy": 1, "wx": 4, "wm": 32, "wn": 16, "kt": 64, "stages": 2}])
 def test_cuda_mma_decisions_match_numpy(forced):
     sch = mlc.Schedule(_matmul(256, 128, 256))
     schedule_matmul_mma(sch, sch.get_block("matmul"), CUDA.cuda_arch, forced=forced)

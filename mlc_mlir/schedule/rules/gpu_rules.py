@@ -306,7 +306,12 @@ def _block_grid(sch: Schedule, block: BlockRV, ty, tx, ly, lx, kt, k_inner: bool
 #: block along M and N, a warp's tile (multiples of :data:`MMA_TILE`), the K panel staged in
 #: shared memory per step (a multiple of the instruction's k).
 MMA_TILE_OPTIONS = {"wy": (1, 2, 4), "wx": (1, 2, 4), "wm": (16, 32, 64, 128),
-                    "wn": (8, 16, 32, 64, 128), "kt": (16, 32, 64)}
+                    "wn": (8, 16, 32, 64, 128), "kt": (16, 32, 64), "stages": (1, 2, 3)}
+
+#: Default depth of the staged tensor-core matmul's copy pipeline (``stages``): the panels of
+#: the next k steps are copied (``cp.async``, two buffers each) while the warps compute on the
+#: current one; 1: one buffer, each copy waited before its k step.
+MMA_STAGES = 2
 
 #: Default K panel of the staged tensor-core matmul: two ``mma.sync`` k steps per pair of
 #: barriers (a code-shape choice like :data:`MATMUL_KT`; the tuner samples 16 to 64).
@@ -323,7 +328,8 @@ def mma_tile_defaults(m: int, n: int, k: int, arch: CudaArch) -> Optional[Dict[s
       quarter of ``max_registers_per_thread`` (the rest holds the ``A``/``B`` fragments and the
       addresses): ``64 x 32`` (32 registers) of 255; halved while it does not divide the dims
       or leaves a single block (None when even ``16 x 8`` tiles do);
-    * ``kt``: the largest of :data:`MMA_TILE_OPTIONS` up to :data:`MMA_KT` dividing ``k``.
+    * ``kt``: the largest of :data:`MMA_TILE_OPTIONS` up to :data:`MMA_KT` dividing ``k``;
+    * ``stages``: :data:`MMA_STAGES`.
     """
     (tm, tn, tk), (wy, wx) = MMA_TILE, mma_warps(arch)
     if m % (tm * wy) or n % (tn * wx) or k % tk:
@@ -346,13 +352,13 @@ def mma_tile_defaults(m: int, n: int, k: int, arch: CudaArch) -> Optional[Dict[s
         else:
             return None
     kt = max(t for t in MMA_TILE_OPTIONS["kt"] if k % t == 0 and t <= MMA_KT or t == tk)
-    return {"wy": wy, "wx": wx, "wm": wm, "wn": wn, "kt": kt}
+    return {"wy": wy, "wx": wx, "wm": wm, "wn": wn, "kt": kt, "stages": MMA_STAGES}
 
 
 def mma_tile_options(m: int, n: int, k: int, default: Dict[str, int]) -> Dict[str, List[int]]:
     """The candidates of each staged tensor-core tile (:data:`MMA_TILE_OPTIONS` that divide
     their dim, plus ``default[name]``), in the order :func:`schedule_matmul_mma` samples them."""
-    dims = {"wy": m // MMA_TILE[0], "wx": n // MMA_TILE[1], "wm": m, "wn": n, "kt": k}
+    dims = {"wy": m // MMA_TILE[0], "wx": n // MMA_TILE[1], "wm": m, "wn": n, "kt": k, "stages": 6}
     return {name: sorted({o for o in opts if dims[name] % o == 0} | {default[name]})
             for name, opts in MMA_TILE_OPTIONS.items()}
 
@@ -371,7 +377,8 @@ def schedule_matmul_mma(sch: Schedule, block: BlockRV, arch: CudaArch,
       (``decompose_reduction``); tiles from :func:`mma_tile_defaults`, each sampled over
       :func:`mma_tile_options` (``forced``: given decisions, as in :func:`matmul_tiles`). The
       CUDA lowering (:mod:`mlc_mlir.pipeline.cuda_mma`) keeps ``C`` in registers across
-      ``k``, reads the fragments with ``ldmatrix`` and copies with ``cp.async``;
+      ``k``, reads the fragments with ``ldmatrix``, copies with ``cp.async`` and pipelines the
+      copies ``stages`` deep (the annotation's value);
     * ``staged = 0``: one ``16 x 8`` tile per warp read from global memory in ``k`` steps of 16
       (:func:`mma_warps` warps), rewritten by ``transform.nvgpu.rewrite_matmul_as_mma_sync``.
 
@@ -395,14 +402,16 @@ def schedule_matmul_mma(sch: Schedule, block: BlockRV, arch: CudaArch,
         for idx in (0, 1):
             sch.compute_at(sch.cache_read(block, idx, "shared"), loops[6])
         sch.decompose_reduction(block, loops[6])
+        stages = int(t["stages"])
     else:
         (tm, tn, tk), (wy, wx) = MMA_TILE, mma_warps(arch)
         loops = _block_grid(sch, block, wy, wx, tm, tn, tk, k_inner=True)
+        stages = 1
     # warps along y and z only: blockDim.x stays one warp, since rewrite_matmul_as_mma_sync
     # takes threadIdx.x as the lane id
     sch.bind(loops[1], "warpIdx.z")
     sch.bind(loops[4], "warpIdx.y")
-    sch.annotate(block, "mlc.mma_sync", True)
+    sch.annotate(block, "mlc.mma_sync", stages)
     return True
 
 
