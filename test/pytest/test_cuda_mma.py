@@ -216,12 +216,31 @@ def test_cuda_staged_mma_matmul_matches_numpy(m, k, n):
     _check_cuda(_matmul(m, k, n), m, k, n)
 
 
-@needs_gpu
-@pytest.mark.parametrize("forced", [{"staged": 0},
-                                    {"staged": 1, "wy": 2, "wx": 2, "wm": 64, "wn": 64, "kt": 32, "stages": 1},
-                                    {"staged": 1, "wy": 2, "wx": 2, "wm": 64, "wn": 64, "kt": 32, "stages": 3},
-                                    {"staged": 1, "wy": 1, "wx": 4, "wm": 32, "wn": 16, "kt": 64, "stages": 2}])
-def test_cuda_mma_decisions_match_numpy(forced):
-    sch = mlc.Schedule(_matmul(256, 128, 256))
+DECISIONS = [{"staged": 0},
+             {"staged": 1, "wy": 2, "wx": 2, "wm": 64, "wn": 64, "kt": 32, "stages": 1},
+             {"staged": 1, "wy": 2, "wx": 2, "wm": 64, "wn": 64, "kt": 32, "stages": 3},
+             {"staged": 1, "wy": 1, "wx": 4, "wm": 32, "wn": 16, "kt": 64, "stages": 2}]
+
+
+def _forced(forced, m=256, k=128, n=256):
+    sch = mlc.Schedule(_matmul(m, k, n))
     schedule_matmul_mma(sch, sch.get_block("matmul"), CUDA.cuda_arch, forced=forced)
-    _check_cuda(sch.mod, 256, 128, 256)
+    return sch
+
+
+@needs_ptxas
+@pytest.mark.parametrize("forced", DECISIONS)
+def test_mma_decisions_assemble_and_replay(forced):
+    sch = _forced(forced)
+    (ptx,) = compile_to_ptx(sch.mod).values()
+    check_ptx(ptx)
+    assert MMA in ptx and _ptxas_spills(ptx) == [(0, 0)]
+    assert ("ldmatrix" in ptx) == bool(forced["staged"])
+    again = mlc.Schedule.from_trace(sch.payload, mlc.Trace.from_json(sch.trace.as_json()))
+    assert str(again.as_transform_script()) == str(sch.as_transform_script())
+
+
+@needs_gpu
+@pytest.mark.parametrize("forced", DECISIONS)
+def test_cuda_mma_decisions_match_numpy(forced):
+    _check_cuda(_forced(forced).mod, 256, 128, 256)
