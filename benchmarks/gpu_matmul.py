@@ -98,6 +98,8 @@ def tuned(n: int, dtype: str, args, count: int):
             failed += 1
             print(f"  {dtype} {n} {tiles}: failed: {str(e).splitlines()[0]}", file=sys.stderr)
             continue
+        print(f"  {dtype} {n} {dataclass_dict(tiles)}: {2.0 * n ** 3 / s / 1e12:.2f} TFLOP/s",
+              file=sys.stderr, flush=True)
         best = min(best, (s, tiles), key=lambda x: x[0])
     return best, failed
 
@@ -118,6 +120,9 @@ def main(argv=None) -> int:
     cases = [(n, d) for d in kinds for n in sizes]
     peer = {case: torch_seconds(*case) for case in cases}      # phase 1: cuBLAS
     rows = []
+    if not opts.json:   # each row as soon as it is measured (a timeout keeps the rows so far)
+        print(f"{'dtype':>9} {'n':>5} {'cuBLAS':>8} {'default':>8} {'ratio':>6} {'tuned':>8} "
+              f"{'ratio':>6}  tiles", flush=True)
     for n, d in cases:                                          # phase 2: ours
         flops, args = 2.0 * n ** 3, _inputs(n, d)
         t0 = time.perf_counter()
@@ -132,16 +137,14 @@ def main(argv=None) -> int:
                      "tuned_tflops": flops / best / 1e12 if tiles else None,
                      "tiles": dataclass_dict(tiles), "failed": failed,
                      "seconds": time.perf_counter() - t0})
+        if not opts.json:
+            r = rows[-1]
+            c, dd, t = r["cublas_tflops"], r["default_tflops"], r["tuned_tflops"]
+            print(f"{d:>9} {n:>5} {c:8.2f} {_f(dd):>8} {_f(dd and dd / c):>6} "
+                  f"{_f(t):>8} {_f(t and t / c):>6}  {r['tiles']} ({failed} failed)", flush=True)
     if opts.json:
         print(json.dumps(rows, indent=1))
         return 0
-    print(f"{'dtype':>9} {'n':>5} {'cuBLAS':>8} {'default':>8} {'ratio':>6} {'tuned':>8} {'ratio':>6}  tiles")
-    for r in rows:
-        c = r["cublas_tflops"]
-        d = r["default_tflops"]
-        t = r["tuned_tflops"]
-        print(f"{r['dtype']:>9} {r['n']:>5} {c:8.2f} {_f(d):>8} {_f(d and d / c):>6} "
-              f"{_f(t):>8} {_f(t and t / c):>6}  {r['tiles']} ({r['failed']} failed)")
     print("TFLOP/s, min of repeats; ours includes host-buffer registration per call")
     return 0
 
