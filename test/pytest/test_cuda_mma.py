@@ -5,6 +5,7 @@ registers across ``k`` (:mod:`mlc_mlir.pipeline.cuda_mma`); the one-tile-per-war
 (``rewrite_matmul_as_mma_sync``) stays a decision. PTX is accepted by ptxas without spills; on a
 GPU results match numpy (skipped without a driver)."""
 
+import dataclasses
 import os
 import re
 import shutil
@@ -130,6 +131,9 @@ def test_mma_tile_defaults_follow_the_register_budget():
     assert mma_tile_defaults(192, 320, 96, arch) == {"wy": 2, "wx": 4, "wm": 32, "wn": 16, "kt": 32,
                                                         "stages": 2}
     assert mma_tile_defaults(128, 128, 64, arch)["wm"] == 32
+    # two buffers of the 128x32 + 32x128 f16 panels take 32 KiB: one where 16 KiB is the limit
+    small = dataclasses.replace(arch, static_shared_bytes_per_block=16 << 10)
+    assert mma_tile_defaults(4096, 4096, 4096, small)["stages"] == 1
     assert mma_tile_defaults(32, 32, 64, arch) is None      # one block even of 16 x 8 tiles
     assert mma_tile_defaults(128, 100, 64, arch) is None
 

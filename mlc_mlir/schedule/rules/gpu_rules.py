@@ -329,7 +329,8 @@ def mma_tile_defaults(m: int, n: int, k: int, arch: CudaArch) -> Optional[Dict[s
       addresses): ``64 x 32`` (32 registers) of 255; halved while it does not divide the dims
       or leaves a single block (None when even ``16 x 8`` tiles do);
     * ``kt``: the largest of :data:`MMA_TILE_OPTIONS` up to :data:`MMA_KT` dividing ``k``;
-    * ``stages``: :data:`MMA_STAGES`.
+    * ``stages``: :data:`MMA_STAGES`, fewer where ``stages`` buffers of both f16 panels would
+      pass ``static_shared_bytes_per_block``.
     """
     (tm, tn, tk), (wy, wx) = MMA_TILE, mma_warps(arch)
     if m % (tm * wy) or n % (tn * wx) or k % tk:
@@ -352,14 +353,18 @@ def mma_tile_defaults(m: int, n: int, k: int, arch: CudaArch) -> Optional[Dict[s
         else:
             return None
     kt = max(t for t in MMA_TILE_OPTIONS["kt"] if k % t == 0 and t <= MMA_KT or t == tk)
-    return {"wy": wy, "wx": wx, "wm": wm, "wn": wn, "kt": kt, "stages": MMA_STAGES}
+    stages = MMA_STAGES   # fewer where the f16 panels' buffers would pass the static limit
+    while stages > 1 and (wy * wm + wx * wn) * kt * 2 * stages > arch.static_shared_bytes_per_block:
+        stages -= 1
+    return {"wy": wy, "wx": wx, "wm": wm, "wn": wn, "kt": kt, "stages": stages}
 
 
 def mma_tile_options(m: int, n: int, k: int, default: Dict[str, int]) -> Dict[str, List[int]]:
     """The candidates of each staged tensor-core tile (:data:`MMA_TILE_OPTIONS` that divide
-    their dim, plus ``default[name]``), in the order :func:`schedule_matmul_mma` samples them."""
-    dims = {"wy": m // MMA_TILE[0], "wx": n // MMA_TILE[1], "wm": m, "wn": n, "kt": k, "stages": 6}
-    return {name: sorted({o for o in opts if dims[name] % o == 0} | {default[name]})
+    their dim; every ``stages``), plus ``default[name]``, in the order
+    :func:`schedule_matmul_mma` samples them."""
+    dims = {"wy": m // MMA_TILE[0], "wx": n // MMA_TILE[1], "wm": m, "wn": n, "kt": k}
+    return {name: sorted({o for o in opts if name not in dims or dims[name] % o == 0} | {default[name]})
             for name, opts in MMA_TILE_OPTIONS.items()}
 
 
