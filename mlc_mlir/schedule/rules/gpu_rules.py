@@ -230,8 +230,9 @@ def matmul_tile_options(m: int, n: int, k: int, default: Optional[Dict[str, int]
 def sample_tiles(sch: Schedule, options: Dict[str, List[int]], default: Dict[str, int],
                  forced: Optional[Dict[str, int]] = None) -> Dict[str, ExprRV]:
     """One ``sample_categorical`` per named tile over its ``options``, ``default`` the default
-    decisions, ``forced`` values given as decisions (a value outside the candidates is a
-    ``ScheduleError`` naming the decision). Returns ``{name: ExprRV}`` in ``options``' order.
+    decisions, ``forced`` values given as decisions (a name it lacks takes its default; a
+    value outside the candidates is a ``ScheduleError`` naming the decision). Returns
+    ``{name: ExprRV}`` in ``options``' order.
 
     Raises
     ------
@@ -243,7 +244,8 @@ def sample_tiles(sch: Schedule, options: Dict[str, List[int]], default: Dict[str
         if forced is None:
             out[name] = categorical(sch, opts, default[name])
             continue
-        decision = opts.index(forced[name]) if forced[name] in opts else len(opts)
+        value = forced.get(name, default[name])
+        decision = opts.index(value) if value in opts else len(opts)
         out[name] = sch.sample_categorical(opts, [1.0 / len(opts)] * len(opts), decision=decision)
     return out
 
