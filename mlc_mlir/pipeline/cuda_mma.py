@@ -208,15 +208,34 @@ def _copy_section(ops: List[ir.Operation]):
     return written
 
 
+def _entered_after_barrier(block: ir.Block, ops: List[ir.Operation], cuts: List[int]) -> bool:
+    """Whether every path into ``block``'s first op comes from a ``gpu.barrier`` with only
+    :data:`_PURE` ops since: the kernel's body, or an ``scf.for`` body that ends with a barrier
+    (the previous iteration) and whose loop follows one (the first iteration)."""
+    parent = block.owner.operation
+    if parent.name == "gpu.launch":
+        return True
+    if parent.name != "scf.for" or not cuts or cuts[-1] != len(ops) - 2:
+        return False
+    outer = [op.operation for op in parent.block.operations]
+    for op in reversed(outer[:outer.index(parent)]):
+        if op.name == "gpu.barrier":
+            return True
+        if not op.name.startswith(_PURE) or len(op.regions):
+            return False
+    return False
+
+
 def drop_copy_barriers(module: Module) -> int:
-    """Erase each ``gpu.barrier`` between two copy sections (:func:`_copy_section`; a section
-    runs from the previous barrier, or the block's start, to the next one, or its end) that
-    write different workgroup buffers: no thread reads workgroup memory on either side, so the
+    """Erase each ``gpu.barrier`` between two copy sections (:func:`_copy_section`) that write
+    different workgroup buffers: no thread reads workgroup memory on either side, so the
     barrier orders nothing (``gpu.map_nested_forall_to_threads`` puts one after every
-    thread-level forall, here after the ``A`` panel's copy). The two panels' copies then make
-    one ``cp.async`` group per ``k`` step. Upstream's ``transform.apply_patterns.gpu.
-    eliminate_barriers`` keeps this barrier (global reads against the workgroup writes).
-    Returns how many were erased."""
+    thread-level forall, here after the ``A`` panel's copy). A section runs from the previous
+    barrier of the block to the next one; the first barrier of a block qualifies only where
+    every path into the block passes a barrier with no other op since
+    (:func:`_entered_after_barrier`). The two panels' copies then make one ``cp.async`` group
+    per ``k`` step. Upstream's ``transform.apply_patterns.gpu.eliminate_barriers`` keeps this
+    barrier (global reads against the workgroup writes). Returns how many were erased."""
     erased = 0
     with module.context:
         for launch in find_ops(module, "gpu.launch"):
@@ -232,10 +251,12 @@ def drop_copy_barriers(module: Module) -> int:
             for block in {id(b): b for b in blocks}.values():
                 ops = [op.operation for op in block.operations]
                 cuts = [i for i, op in enumerate(ops) if op.name == "gpu.barrier"]
-                for n, i in enumerate(cuts):
+                for n, i in enumerate(cuts[:-1]):   # the next barrier bounds the section after
+                    if n == 0 and not _entered_after_barrier(block, ops, cuts):
+                        continue
                     lo = cuts[n - 1] + 1 if n else 0
-                    hi = cuts[n + 1] if n + 1 < len(cuts) else len(ops) - 1
-                    before, after = _copy_section(ops[lo:i]), _copy_section(ops[i + 1:hi])
+                    before = _copy_section(ops[lo:i])
+                    after = _copy_section(ops[i + 1:cuts[n + 1]])
                     if before and after and not before & after:
                         ops[i].erase()
                         erased += 1

@@ -17,7 +17,9 @@ import pytest
 
 import mlc_mlir as mlc
 from mlc_mlir import ops
+from mlc_mlir.ir.module import Module
 from mlc_mlir.pipeline.cuda import check_ptx, compile_to_ptx
+from mlc_mlir.pipeline.cuda_mma import drop_copy_barriers
 from mlc_mlir.runtime.cuda import cuda_available
 from mlc_mlir.schedule.default_rules import default_schedule
 from mlc_mlir.schedule.rules.gpu_rules import mma_tile_defaults, schedule_matmul_mma
@@ -248,3 +250,43 @@ def test_mma_decisions_assemble_and_replay(forced):
 @pytest.mark.parametrize("forced", DECISIONS)
 def test_cuda_mma_decisions_match_numpy(forced):
     _check_cuda(_forced(forced).mod, 256, 128, 256)
+
+
+_COPIES = """
+func.func @f(%a: memref<64xf16>, %b: memref<64xf16>, %c: memref<64xf16>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c8 = arith.constant 8 : index
+  %p = arith.constant 0.0 : f16
+  gpu.launch blocks(%bx, %by, %bz) in (%x = %c1, %y = %c1, %z = %c1)
+             threads(%tx, %ty, %tz) in (%u = %c8, %v = %c1, %w = %c1) {
+    %sa = memref.alloc() : memref<64xf16, #gpu.address_space<workgroup>>
+    %sb = memref.alloc() : memref<64xf16, #gpu.address_space<workgroup>>
+    gpu.barrier
+    scf.for %i = %c0 to %c8 step %c1 {
+      %o = arith.muli %tx, %c8 : index
+      %va = vector.transfer_read %a[%o], %p {in_bounds = [true]} : memref<64xf16>, vector<8xf16>
+      vector.transfer_write %va, %sa[%o] {in_bounds = [true]} : vector<8xf16>, memref<64xf16, #gpu.address_space<workgroup>>
+      gpu.barrier
+      %vb = vector.transfer_read %b[%o], %p {in_bounds = [true]} : memref<64xf16>, vector<8xf16>
+      vector.transfer_write %vb, %sb[%o] {in_bounds = [true]} : vector<8xf16>, memref<64xf16, #gpu.address_space<workgroup>>
+      gpu.barrier
+      %r = vector.transfer_read READ[%c0], %p {in_bounds = [true]} : memref<64xf16, #gpu.address_space<workgroup>>, vector<8xf16>
+      vector.transfer_write %r, %c[%o] {in_bounds = [true]} : vector<8xf16>, memref<64xf16>
+      TAIL
+    }
+    gpu.terminator
+  }
+  return
+}
+"""
+
+
+@pytest.mark.parametrize("read,tail,erased", [
+    ("%sb", "gpu.barrier", 1),   # B's copy neither reads nor writes A: the barrier goes
+    ("%sb", "", 0),              # the previous iteration's read of B may still run
+])
+def test_drop_copy_barriers_only_between_independent_copies(read, tail, erased):
+    mod = Module.parse(_COPIES.replace("READ", read).replace("TAIL", tail))
+    assert drop_copy_barriers(mod) == erased
+    assert drop_copy_barriers(mod) == 0
