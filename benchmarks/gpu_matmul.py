@@ -1,8 +1,9 @@
-"""Matmul on the GPU: ours (default GPU schedule), ours tuned (a grid over the GPU design
-space, :mod:`mlc_mlir.tune.gpu_space`) and PyTorch (cuBLAS, TF32 off), same run.
+"""Matmul on the GPU: ours (default GPU schedule), ours tuned (the first candidates of the GPU
+design space, :mod:`mlc_mlir.tune.gpu_space`: SIMT tiles, or for float16 the tensor-core
+rule's decisions) and PyTorch (cuBLAS, TF32 off), same run.
 
-    python benchmarks/gpu_matmul.py [--sizes 1024,2048,4096,8192] [--dtypes float32,float16,bfloat16]
-                                    [--candidates 12] [--json]
+    python benchmarks/gpu_matmul.py [--sizes 1024,4096] [--dtypes float32,float16]
+                                    [--candidates 4] [--json]
 
 Prints TFLOP/s (min of repeats) and the ratio to cuBLAS; every kernel is first checked against
 ``a @ b`` computed by PyTorch in float32 (a wrong one counts as failed). PyTorch runs first, in its own phase
@@ -26,7 +27,9 @@ from mlc_mlir import ops
 from mlc_mlir.ir import dtypes
 from mlc_mlir.runtime.cuda import driver_problem
 from mlc_mlir.target import get_target
-from mlc_mlir.tune.gpu_space import MatmulTiles, matmul_tile_candidates, sample_gpu_matmul
+from mlc_mlir.schedule.rules.gpu_rules import schedule_matmul_mma
+from mlc_mlir.tune.gpu_space import (MatmulTiles, matmul_tile_candidates, mma_tile_candidates,
+                                     sample_gpu_matmul)
 
 #: The resources of the GPU ``mlc.compile(..., target="cuda")`` compiles for.
 ARCH = get_target("cuda").cuda_arch
@@ -118,24 +121,33 @@ def tuned(n: int, dtype: str, args, ref, count: int):
     counted."""
     best, failed = (float("inf"), None), 0
     mod = _module(n, dtype)
-    for tiles in candidates(n, dtype, count):
+    mma = list(mma_tile_candidates(n, n, n, ARCH)) if dtype == "float16" else []
+    # the tensor-core default is the first candidate (measured as the default): the next ones
+    # and the unstaged form (the previous default)
+    cands = (mma[1:count] + mma[-1:]) if mma else candidates(n, dtype, count)
+    for tiles in cands:
         sch = mlc.Schedule(mod)
         try:
-            sample_gpu_matmul(sch, sch.get_block("matmul"), tiles, ARCH)
+            if mma:
+                schedule_matmul_mma(sch, sch.get_block("matmul"), ARCH, forced=tiles)
+            else:
+                sample_gpu_matmul(sch, sch.get_block("matmul"), tiles, ARCH)
             s = ours_seconds(sch.mod, args, ref, dtype)
         except mlc.MlcError as e:
             failed += 1
             print(f"  {dtype} {n} {tiles}: failed: {str(e).splitlines()[0]}", file=sys.stderr)
             continue
+        print(f"  {dtype} {n} {dataclass_dict(tiles)}: {2.0 * n ** 3 / s / 1e12:.2f} TFLOP/s",
+              file=sys.stderr, flush=True)
         best = min(best, (s, tiles), key=lambda x: x[0])
     return best, failed
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sizes", default="1024,2048,4096,8192")
-    ap.add_argument("--dtypes", default="float32,float16,bfloat16")
-    ap.add_argument("--candidates", type=int, default=12)
+    ap.add_argument("--sizes", default="1024,4096")
+    ap.add_argument("--dtypes", default="float32,float16")
+    ap.add_argument("--candidates", type=int, default=4)
     ap.add_argument("--json", action="store_true")
     opts = ap.parse_args(argv)
     problem = driver_problem()
@@ -147,6 +159,9 @@ def main(argv=None) -> int:
     cases = [(n, d) for d in kinds for n in sizes]
     peer = {case: torch_seconds(*case) for case in cases}      # phase 1: cuBLAS
     rows = []
+    if not opts.json:   # each row as soon as it is measured (a timeout keeps the rows so far)
+        print(f"{'dtype':>9} {'n':>5} {'cuBLAS':>8} {'default':>8} {'ratio':>6} {'tuned':>8} "
+              f"{'ratio':>6}  tiles", flush=True)
     for n, d in cases:                                          # phase 2: ours
         flops, args = 2.0 * n ** 3, _inputs(n, d)
         t0 = time.perf_counter()
@@ -162,22 +177,20 @@ def main(argv=None) -> int:
                      "tuned_tflops": flops / best / 1e12 if tiles else None,
                      "tiles": dataclass_dict(tiles), "failed": failed,
                      "seconds": time.perf_counter() - t0})
+        if not opts.json:
+            r = rows[-1]
+            c, dd, t = r["cublas_tflops"], r["default_tflops"], r["tuned_tflops"]
+            print(f"{d:>9} {n:>5} {c:8.2f} {_f(dd):>8} {_f(dd and dd / c):>6} "
+                  f"{_f(t):>8} {_f(t and t / c):>6}  {r['tiles']} ({failed} failed)", flush=True)
     if opts.json:
         print(json.dumps(rows, indent=1))
         return 0
-    print(f"{'dtype':>9} {'n':>5} {'cuBLAS':>8} {'default':>8} {'ratio':>6} {'tuned':>8} {'ratio':>6}  tiles")
-    for r in rows:
-        c = r["cublas_tflops"]
-        d = r["default_tflops"]
-        t = r["tuned_tflops"]
-        print(f"{r['dtype']:>9} {r['n']:>5} {c:8.2f} {_f(d):>8} {_f(d and d / c):>6} "
-              f"{_f(t):>8} {_f(t and t / c):>6}  {r['tiles']} ({r['failed']} failed)")
     print("TFLOP/s, min of repeats; ours includes host-buffer registration per call")
     return 0
 
 
 def dataclass_dict(x):
-    return None if x is None else vars(x)
+    return x if x is None or isinstance(x, dict) else vars(x)
 
 
 def _f(x) -> str:

@@ -16,15 +16,14 @@ Stages (each inspectable; a failure is a ``PipelineError``, never a process abor
    device-to-device ``gpu.memcpy`` (:func:`_device_copies`), and any other op that would touch
    a buffer on the host is refused (:func:`_check_host`); a kernel's threads that never
    share data get no barrier (:func:`_needs_barriers`);
-3. ``workgroup``  -- each ``memref.alloca`` in ``#gpu.address_space<workgroup>`` inside a
-   ``gpu.launch`` becomes a workgroup attribution of the launch (``.shared`` in PTX; NVPTX
-   cannot allocate shared memory on the stack);
-4. ``buffers``    -- :func:`.cuda_buffers.clean_kernel_buffers`: staging copies straight into
+3. ``buffers``    -- :func:`.cuda_buffers.clean_kernel_buffers`: staging copies straight into
    shared memory, thread accumulators kept in registers across the ``k`` loop, no device
-   ``malloc``; the matmul's ``A`` panel stored ``k``-major, its next panels prefetched into
-   registers (:func:`.cuda_panels.rewrite_panels`);
-   then tensor cores for matmuls annotated ``mlc.mma_sync`` (:func:`_mma_sync`), and the
-   vector transfers of vectorized kernels lowered to vector loads and stores
+   ``malloc``; then tensor cores for matmuls annotated ``mlc.mma_sync`` (:mod:`.cuda_mma`);
+4. ``workgroup``  -- each ``memref.alloca``/``alloc`` in ``#gpu.address_space<workgroup>``
+   inside a ``gpu.launch`` becomes a workgroup attribution of the launch (``.shared`` in PTX;
+   NVPTX cannot allocate shared memory on the stack); then the matmul's ``A`` panel stored
+   ``k``-major, its next panels prefetched into registers (:func:`.cuda_panels.rewrite_panels`),
+   and the vector transfers of vectorized kernels lowered to vector loads and stores
    (:func:`.cuda_vectors.lower_transfers`);
 5. ``kernels``    -- ``pipelines/cuda_kernels.pipeline`` (loops, kernel outlining); then
    :func:`.cuda_panels.annotate_kernels`: every global buffer argument of a kernel that is a
@@ -50,7 +49,7 @@ import tempfile
 from typing import Dict, List, Tuple
 
 from .._mlir import (bufferization_transform_d, func_d, gpu_d, gpu_transform_d, ir,
-                     nvgpu_transform_d, structured_transform_d, transform_interpreter)
+                     structured_transform_d, transform_interpreter)
 from ..ir.transform_values import any_op, build_script
 from ..errors import PipelineError
 from ..ir.module import Module, diagnostics
@@ -60,6 +59,7 @@ from ..runtime.cuda import DEVICE_SUFFIX
 from ..target import WARP_SIZE, cuda_arch
 from .cuda_buffers import clean_kernel_buffers, drop_self_copies
 from .cuda_fetch import stage_fetches
+from .cuda_mma import lower_mma_sync
 from .cuda_pads import materialize_host_pads
 from .cuda_panels import annotate_kernels, rewrite_panels
 from .cuda_vectors import lower_transfers
@@ -108,8 +108,11 @@ def _trip_counts(op: ir.Operation) -> List[int]:
 
 def _block_dims(forall: ir.Operation) -> List[int]:
     """Threads per block a kernel needs: the largest extent per thread axis over its thread-level
-    foralls (a linear mapping counts all its threads on x)."""
+    foralls (a linear mapping counts its threads over the whole block: on x when the other
+    foralls give ``y * z`` too few; a warp level counts its warps on y/z and a warp of lanes
+    on x)."""
     dims = {"x": 1, "y": 1, "z": 1}
+    linear = [1]   # most threads of a linearly mapped forall
 
     def visit(op):
         op = op.operation
@@ -121,7 +124,8 @@ def _block_dims(forall: ir.Operation) -> List[int]:
                     total = WARP_SIZE
                     for c in counts:
                         total *= c
-                    dims["x"] = max(dims["x"], total)
+                    linear[0] = max(linear[0], total)
+                    dims["x"] = max(dims["x"], WARP_SIZE)
                 else:
                     # a warp is WARP_SIZE threads along x, also when no warp loop is on x
                     dims["x"] = max(dims["x"], WARP_SIZE)
@@ -134,7 +138,7 @@ def _block_dims(forall: ir.Operation) -> List[int]:
                     total = 1
                     for c in counts:
                         total *= c
-                    dims["x"] = max(dims["x"], total)
+                    linear[0] = max(linear[0], total)
                 else:
                     for a, c in zip(m, counts):
                         ax = a[len("#gpu.thread<"):-1]
@@ -142,6 +146,10 @@ def _block_dims(forall: ir.Operation) -> List[int]:
         return ir.WalkResult.ADVANCE
 
     forall.walk(visit, ir.WalkOrder.PRE_ORDER)
+    # a linear mapping numbers the threads of the whole block (x fastest): it needs x*y*z of
+    # them, more along x only where the other foralls leave too few
+    rest = dims["y"] * dims["z"]
+    dims["x"] = max(dims["x"], -(-linear[0] // rest))
     if dims["x"] * dims["y"] * dims["z"] > 1024:
         raise PipelineError(f"cuda map: a kernel needs {dims['x']}x{dims['y']}x{dims['z']} threads "
                             "per block; CUDA allows at most 1024")
@@ -255,48 +263,6 @@ def _workgroup_allocations(module: Module) -> Module:
             launch.attributes["workgroup_attributions"] = ir.IntegerAttr.get(
                 ir.IntegerType.get_signless(64), n + len(found))
     return out.verify()
-
-
-#: Annotation (``sch.annotate(block, MMA_SYNC, True)``) asking for tensor cores.
-MMA_SYNC = "mlc.mma_sync"
-
-#: (A, B, C) operand shapes and element type ``nvgpu.mma.sync`` takes for one warp's matmul.
-MMA_SHAPES = {((16, 16), (16, 8), (16, 8)): "f16"}
-
-
-def _mma_sync(module: Module) -> Module:
-    """Tensor cores: each ``linalg.matmul`` annotated :data:`MMA_SYNC` (computed by a whole warp:
-    its loops bound to ``warpIdx``) becomes ``nvgpu.mma.sync`` (``m16n8k16``) through
-    ``transform.nvgpu.rewrite_matmul_as_mma_sync``, which inserts the per-lane fragment loads and
-    stores. Returns ``module`` when nothing is annotated.
-
-    Raises
-    ------
-    PipelineError
-        If an annotated matmul's tile is not one ``mma.sync`` shape of :data:`MMA_SHAPES`.
-    """
-    found = [op for op in find_ops(module, "linalg.matmul") if MMA_SYNC in op.attributes]
-    if not found:
-        return module
-    with module.context:
-        for op in found:
-            ts = [ir.MemRefType(v.type) for v in op.operands]
-            key = tuple(tuple(t.shape) for t in ts)
-            if MMA_SHAPES.get(key) != str(ts[0].element_type) or \
-                    len({str(t.element_type) for t in ts}) != 1:
-                raise PipelineError(f"cuda mma.sync: a matmul annotated {MMA_SYNC} has operands "
-                                    f"{[str(t) for t in ts]}; expected one warp tile of "
-                                    f"{list(MMA_SHAPES.items())} (bind 16x8 tiles to warpIdx, "
-                                    "split k by 16)")
-        attr = found[0].attributes[MMA_SYNC]
-
-    def build(root):
-        mm = structured_transform_d.MatchOp(
-            any_op(), root, ops=ir.ArrayAttr.get([ir.StringAttr.get("linalg.matmul")]),
-            op_attrs=ir.DictAttr.get({MMA_SYNC: attr})).result
-        nvgpu_transform_d.RewriteMatmulAsMmaSyncOp(mm)
-
-    return _apply(module, build, "mma.sync")
 
 
 #: Ops that may stay in host code outside the kernels: they compute sizes and views, allocate
@@ -520,10 +486,12 @@ def lower_to_gpu(module: Module, chip: str = "sm_90", fmt: str = "isa",
         raise PipelineError("cuda: no GPU kernel was produced; bind loops to blockIdx/threadIdx first")
     mapped = _device_copies(_map(buf, kernels))
     _check_host(mapped)
-    mapped = run_pass_pipeline(_workgroup_allocations(mapped), "builtin.module(canonicalize,cse)",
+    mapped = run_pass_pipeline(mapped, "builtin.module(canonicalize,cse)",
                                "cuda buffers")   # one value per view: the rewrites compare them
-    mapped = _mma_sync(rewrite_panels(clean_kernel_buffers(mapped, cuda_arch(chip))))
-    mapped = lower_transfers(mapped, _apply)
+    # tensor cores before the workgroup attributions: the shared-memory rewrites
+    # (nvgpu-optimize-shared-memory) take memref.alloc
+    mapped = _workgroup_allocations(lower_mma_sync(clean_kernel_buffers(mapped, cuda_arch(chip)), _apply))
+    mapped = lower_transfers(rewrite_panels(mapped), _apply)
     if host_code:
         mapped = _host_memory(mapped, outputs)
     kernels = annotate_kernels(run_pass_pipeline(mapped, load_pipeline("cuda_kernels"), "cuda kernels"),

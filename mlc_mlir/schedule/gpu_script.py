@@ -307,6 +307,9 @@ class GpuEmitter:
                 op, loop_handles[lp.id] = r.tiled_linalg_op, r.loops[0]
             stage_here(lp.id)
         # 3. threads
+        # a warp level counts WARP_SIZE threads per warp (once, not once per warp loop)
+        nthreads = math.prod(lp.extent for lp in threads) * \
+            (WARP_SIZE if any(_kind(lp) == "warp" for lp in threads) else 1)
         local = any(c.scope == "local" for c in blk.cache_writes)
         if any(lp.extent > 1 for lp in threads):
             tpos = list(range(nb + no, nb + no + nt))

@@ -22,11 +22,12 @@ the valid tiles (:func:`matmul_tile_candidates`) for grid searches and benchmark
 from __future__ import annotations
 
 import dataclasses
-from typing import Iterator
+from typing import Dict, Iterator
 
 from ..pipeline.cuda_panels import panel_pad
 from ..schedule.rules.gpu_rules import (
-    matmul_tile_defaults, matmul_tile_options, matmul_tiles, schedule_matmul_tiles,
+    matmul_tile_defaults, matmul_tile_options, matmul_tiles, mma_tile_defaults,
+    mma_tile_options, schedule_matmul_tiles,
 )
 from ..schedule.schedule import Schedule
 from ..target import CudaArch
@@ -92,3 +93,40 @@ def sample_gpu_matmul(sch: Schedule, block, tiles: MatmulTiles, arch: CudaArch) 
     m, n, k = (d.extent for d in sch.get(block).dims)
     forced = dataclasses.asdict(tiles)
     schedule_matmul_tiles(sch, block, *matmul_tiles(sch, m, n, k, matmul_tile_defaults(m, n, k, arch), forced))
+
+
+def mma_tile_candidates(m: int, n: int, k: int, arch: CudaArch) -> Iterator[Dict[str, int]]:
+    """Decisions of the f16 tensor-core rule
+    (:func:`~mlc_mlir.schedule.rules.gpu_rules.schedule_matmul_mma`'s ``forced``) for an
+    ``(m, n, k)`` matmul on ``arch``: the default first, then each staged point of
+    :func:`~mlc_mlir.schedule.rules.gpu_rules.mma_tile_options` within the block's limits
+    (threads, static shared memory for ``stages`` copies of both f16 panels, accumulators
+    within half of ``max_registers_per_thread``, two blocks at least), square ``64 x 64`` warp
+    tiles, ``kt = 32`` and two stages first, 4 to 8 warps first; the unstaged form last.
+    Nothing when the rule does not apply."""
+    default = mma_tile_defaults(m, n, k, arch)
+    if default is None:
+        return
+    yield dict(default, staged=1)
+    o = mma_tile_options(m, n, k, default)
+    points = []
+    for wy in o["wy"]:
+        for wx in o["wx"]:
+            for wm in o["wm"]:
+                for wn in o["wn"]:
+                    for kt in o["kt"]:
+                        for st in o["stages"]:
+                            bm, bn = wy * wm, wx * wn
+                            if m % bm or n % bn or (m // bm) * (n // bn) < 2 or \
+                                    wy * wx * arch.warp_size > arch.max_threads_per_block or \
+                                    (bm + bn) * kt * 2 * st > arch.static_shared_bytes_per_block or \
+                                    wm * wn // (2 * arch.warp_size) > arch.max_registers_per_thread // 2:
+                                continue
+                            t = {"wy": wy, "wx": wx, "wm": wm, "wn": wn, "kt": kt, "stages": st,
+                                 "staged": 1}
+                            if t != dict(default, staged=1):
+                                points.append(t)
+    points.sort(key=lambda t: (t["wm"] * t["wn"] != 64 * 64, t["wm"] != t["wn"], t["kt"] != 32,
+                               t["stages"] != 2, abs(t["wy"] * t["wx"] - 6), t["wy"] != t["wx"]))
+    yield from points
+    yield {"staged": 0}

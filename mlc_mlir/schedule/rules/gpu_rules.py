@@ -333,27 +333,43 @@ def matmul_tile_options(m: int, n: int, k: int, default: Optional[Dict[str, int]
             for name, opts in MATMUL_TILE_OPTIONS.items()}
 
 
-def matmul_tiles(sch: Schedule, m: int, n: int, k: int, default: Dict[str, int],
-                 forced: Optional[Dict[str, int]] = None) -> List[ExprRV]:
-    """Sample the tiles ``ty, tx, ly, lx, kt`` and ``prefetch`` of :func:`schedule_matmul_tiles` (one
-    ``sample_categorical`` each over :func:`matmul_tile_options`), ``default`` their default
-    decisions, ``forced`` values given as decisions (a value outside the candidates is a
-    ``ScheduleError`` naming the decision). A combination that breaks a CUDA limit (threads per
-    block, static shared memory) fails when compiled: a failed candidate of the tuner.
+def sample_tiles(sch: Schedule, options: Dict[str, List[int]], default: Dict[str, int],
+                 forced: Optional[Dict[str, int]] = None) -> Dict[str, ExprRV]:
+    """One ``sample_categorical`` per named tile over its ``options``, ``default`` the default
+    decisions, ``forced`` values given as decisions (a name it lacks takes its default; a
+    value outside the candidates is a ``ScheduleError`` naming the decision). Returns
+    ``{name: ExprRV}`` in ``options``' order.
 
     Raises
     ------
     ScheduleError
         If a forced value is not among its candidates.
     """
-    out = []
-    for name, opts in matmul_tile_options(m, n, k, default).items():
+    out = {}
+    for name, opts in options.items():
         if forced is None:
-            out.append(categorical(sch, opts, default[name]))
+            out[name] = categorical(sch, opts, default[name])
             continue
-        decision = opts.index(forced[name]) if forced[name] in opts else len(opts)
-        out.append(sch.sample_categorical(opts, [1.0 / len(opts)] * len(opts), decision=decision))
+        value = forced.get(name, default[name])
+        decision = opts.index(value) if value in opts else len(opts)
+        out[name] = sch.sample_categorical(opts, [1.0 / len(opts)] * len(opts), decision=decision)
     return out
+
+
+def matmul_tiles(sch: Schedule, m: int, n: int, k: int, default: Dict[str, int],
+                 forced: Optional[Dict[str, int]] = None) -> List[ExprRV]:
+    """Sample the tiles ``ty, tx, ly, lx, kt`` and ``prefetch`` of :func:`schedule_matmul_tiles`
+    (:func:`sample_tiles` over :func:`matmul_tile_options`), ``default`` their default
+    decisions, ``forced`` values given as decisions. A combination that breaks a CUDA limit
+    (threads per block, static shared memory) fails when compiled: a failed candidate of the
+    tuner.
+
+    Raises
+    ------
+    ScheduleError
+        If a forced value is not among its candidates.
+    """
+    return list(sample_tiles(sch, matmul_tile_options(m, n, k, default), default, forced).values())
 
 
 #: Tensor cores: one warp's ``mma.sync`` tile ``(m, n, k)`` for f16: the shape of the PTX
@@ -394,27 +410,121 @@ def _block_grid(sch: Schedule, block: BlockRV, ty, tx, ly, lx, kt, k_inner: bool
     return i0, i1, i2, j0, j1, j2, k0, k1
 
 
-def schedule_matmul_mma(sch: Schedule, block: BlockRV, arch: CudaArch) -> bool:
-    """An f16 ``C[i, j] += A[i, k] * B[k, j]`` on tensor cores (sm_80 and newer) when its dims
-    divide into warp tiles: blocks of :func:`mma_warps` warps, each warp computing ``16 x 8``
-    outputs in ``k`` steps of 16 with ``mma.sync.m16n8k16`` (loops bound to ``warpIdx.z`` /
-    ``warpIdx.y``, the block annotated ``mlc.mma_sync``: :mod:`mlc_mlir.pipeline.cuda`
-    rewrites the warp's matmul with ``transform.nvgpu.rewrite_matmul_as_mma_sync``). Returns
-    whether it applied (f16 operands, divisible dims, sm_80 or newer); source: the upstream
-    ``nvgpu`` transform tests, TVM's ``tensorize`` with ``mma_sync`` intrinsics.
+#: Candidates of the staged tensor-core matmul's tiles (:func:`schedule_matmul_mma`): warps of a
+#: block along M and N, a warp's tile (multiples of :data:`MMA_TILE`), the K panel staged in
+#: shared memory per step (a multiple of the instruction's k).
+MMA_TILE_OPTIONS = {"wy": (1, 2, 4), "wx": (1, 2, 4), "wm": (16, 32, 64, 128),
+                    "wn": (8, 16, 32, 64, 128), "kt": (16, 32, 64), "stages": (1, 2, 3)}
+
+#: Default depth of the staged tensor-core matmul's copy pipeline (``stages``): the panels of
+#: the next k steps are copied (``cp.async``, two buffers each) while the warps compute on the
+#: current one; 1: one buffer, each copy waited before its k step.
+MMA_STAGES = 2
+
+#: Default K panel of the staged tensor-core matmul: two ``mma.sync`` k steps per pair of
+#: barriers (a code-shape choice like :data:`MATMUL_KT`; the tuner samples 16 to 64).
+MMA_KT = 32
+
+
+def mma_tile_defaults(m: int, n: int, k: int, arch: CudaArch) -> Optional[Dict[str, int]]:
+    """Default tiles of the staged tensor-core matmul on ``arch``, or None when the dims do not
+    divide into them:
+
+    * warps ``wy x wx``: :func:`mma_warps` (``2 x 4`` of 256 threads);
+    * warp tile ``wm x wn``: the largest of ``16x8, 16x16, 32x16, 32x32, 64x32, ...`` whose f16
+      accumulators (two per 32-bit register, ``wm * wn / 64`` registers per lane) take at most a
+      quarter of ``max_registers_per_thread`` (the rest holds the ``A``/``B`` fragments and the
+      addresses): ``64 x 32`` (32 registers) of 255; halved while it does not divide the dims
+      or leaves a single block (None when even ``16 x 8`` tiles do);
+    * ``kt``: the largest of :data:`MMA_TILE_OPTIONS` up to :data:`MMA_KT` dividing ``k``;
+    * ``stages``: :data:`MMA_STAGES`, fewer where ``stages`` buffers of both f16 panels would
+      pass ``static_shared_bytes_per_block``.
+    """
+    (tm, tn, tk), (wy, wx) = MMA_TILE, mma_warps(arch)
+    if m % (tm * wy) or n % (tn * wx) or k % tk:
+        return None
+    wm, wn = tm, tn
+    while True:
+        nm, nn = (wm, 2 * wn) if 2 * wn <= wm else (2 * wm, wn)
+        if nm * nn // (2 * arch.warp_size) > arch.max_registers_per_thread // 4:
+            break
+        wm, wn = nm, nn
+    while m % (wy * wm):
+        wm //= 2
+    while n % (wx * wn):
+        wn //= 2
+    while (m // (wy * wm)) * (n // (wx * wn)) < 2:   # two blocks at least
+        if wm > tm and (wm >= 2 * wn or wn == tn):
+            wm //= 2
+        elif wn > tn:
+            wn //= 2
+        else:
+            return None
+    kt = max(t for t in MMA_TILE_OPTIONS["kt"] if k % t == 0 and t <= MMA_KT or t == tk)
+    stages = MMA_STAGES   # fewer where the f16 panels' buffers would pass the static limit
+    while stages > 1 and (wy * wm + wx * wn) * kt * 2 * stages > arch.static_shared_bytes_per_block:
+        stages -= 1
+    return {"wy": wy, "wx": wx, "wm": wm, "wn": wn, "kt": kt, "stages": stages}
+
+
+def mma_tile_options(m: int, n: int, k: int, default: Dict[str, int]) -> Dict[str, List[int]]:
+    """The candidates of each staged tensor-core tile (:data:`MMA_TILE_OPTIONS` that divide
+    their dim; every ``stages``), plus ``default[name]``, in the order
+    :func:`schedule_matmul_mma` samples them."""
+    dims = {"wy": m // MMA_TILE[0], "wx": n // MMA_TILE[1], "wm": m, "wn": n, "kt": k}
+    return {name: sorted({o for o in opts if name not in dims or dims[name] % o == 0} | {default[name]})
+            for name, opts in MMA_TILE_OPTIONS.items()}
+
+
+def schedule_matmul_mma(sch: Schedule, block: BlockRV, arch: CudaArch,
+                        forced: Optional[Dict[str, int]] = None) -> bool:
+    """An f16 ``C[i, j] += A[i, k] * B[k, j]`` on tensor cores (``mma.sync.m16n8k16``, sm_80 and
+    newer); returns whether it applied (f16 operands, dims that divide into warp tiles, sm_80 or
+    newer). A sampled decision ``staged`` picks the form:
+
+    * ``staged = 1`` (default): the standard tensor-core pipeline (CUTLASS's, IREE's LLVMGPU
+      ``MmaSync``): blocks of ``wy x wx`` warps (loops bound to ``warpIdx.z`` / ``warpIdx.y``),
+      each warp computing a ``wm x wn`` tile of several ``16 x 8`` mma tiles over ``kt``-deep
+      panels of ``A`` and ``B`` staged in shared memory by the block's threads
+      (``cache_read(..., "shared")`` at ``k0``), the init placed before ``k0``
+      (``decompose_reduction``); tiles from :func:`mma_tile_defaults`, each sampled over
+      :func:`mma_tile_options` (``forced``: given decisions, as in :func:`matmul_tiles`). The
+      CUDA lowering (:mod:`mlc_mlir.pipeline.cuda_mma`) keeps ``C`` in registers across
+      ``k``, reads the fragments with ``ldmatrix``, copies with ``cp.async`` and pipelines the
+      copies ``stages`` deep (the annotation's value);
+    * ``staged = 0``: one ``16 x 8`` tile per warp read from global memory in ``k`` steps of 16
+      (:func:`mma_warps` warps), rewritten by ``transform.nvgpu.rewrite_matmul_as_mma_sync``.
+
+    The block is annotated ``mlc.mma_sync``. A sampled combination past the block's limits
+    (threads, static shared memory) fails when compiled: a failed candidate of the tuner.
+
+    Raises
+    ------
+    ScheduleError
+        If a forced value is not among its candidates.
     """
     info = sch.get(block)
     m, n, k = (d.extent for d in info.dims)
-    (tm, tn, tk), (wy, wx) = MMA_TILE, mma_warps(arch)
-    if arch.sm < MMA_MIN_SM or set(info.info.dtypes) != {"float16"} or \
-            m % (tm * wy) or n % (tn * wx) or k % tk:
+    default = mma_tile_defaults(m, n, k, arch)
+    if arch.sm < MMA_MIN_SM or set(info.info.dtypes) != {"float16"} or default is None:
         return False
-    _, i1, _, _, j1, _, _, _ = _block_grid(sch, block, wy, wx, tm, tn, tk, k_inner=True)
+    form = None if forced is None else {"staged": forced.get("staged", 1)}
+    if int(sample_tiles(sch, {"staged": [0, 1]}, {"staged": 1}, form)["staged"]):
+        t = sample_tiles(sch, mma_tile_options(m, n, k, default), default, forced)
+        loops = _block_grid(sch, block, t["wy"], t["wx"], t["wm"], t["wn"], t["kt"], k_inner=True)
+        for idx in (0, 1):
+            sch.compute_at(sch.cache_read(block, idx, "shared"), loops[6])
+        sch.decompose_reduction(block, loops[6])
+        stages = int(t["stages"])
+    else:
+        (tm, tn, tk), (wy, wx) = MMA_TILE, mma_warps(arch)
+        loops = _block_grid(sch, block, wy, wx, tm, tn, tk, k_inner=True)
+        stages = 1
     # warps along y and z only: blockDim.x stays one warp, since rewrite_matmul_as_mma_sync
     # takes threadIdx.x as the lane id
-    sch.bind(i1, "warpIdx.z")
-    sch.bind(j1, "warpIdx.y")
-    sch.annotate(block, "mlc.mma_sync", True)
+    sch.bind(loops[1], "warpIdx.z")
+    sch.bind(loops[4], "warpIdx.y")
+    sch.annotate(block, "mlc.mma_sync", stages)
     return True
 
 
