@@ -11,7 +11,9 @@ Stages (each inspectable; a failure is a ``PipelineError``, never a process abor
    ``transform.gpu.map_nested_forall_to_threads`` with the block size read from the thread-level
    foralls; the latter puts a ``gpu.barrier`` after each thread-level forall (cooperative copies
    into shared memory, then compute);
-3. ``workgroup``  -- each ``memref.alloca`` in ``#gpu.address_space<workgroup>`` inside a
+3. ``shuffle``    -- :func:`.cuda_shuffle.shuffle_reductions`: the combine of each block-per-row
+   reduction with warp shuffles, its partials in registers (one barrier, not one per level);
+   ``workgroup``  -- each ``memref.alloca`` in ``#gpu.address_space<workgroup>`` inside a
    ``gpu.launch`` becomes a workgroup attribution of the launch (``.shared`` in PTX; NVPTX
    cannot allocate shared memory on the stack);
 4. ``buffers``    -- :func:`.cuda_buffers.clean_kernel_buffers`: staging copies straight into
@@ -44,6 +46,7 @@ from ..runtime.cuda import DEVICE_SUFFIX
 from ..target import WARP_SIZE, cuda_arch
 from .cuda_buffers import clean_kernel_buffers, drop_self_copies
 from .cuda_pads import materialize_host_pads
+from .cuda_shuffle import shuffle_reductions
 from .registry import load_pipeline
 
 #: Marks a linear thread mapping (``#gpu.thread<linear_dim_0>``).
@@ -402,7 +405,7 @@ def lower_to_gpu(module: Module, chip: str = "sm_90", fmt: str = "isa",
         raise PipelineError("cuda: no GPU kernel was produced; bind loops to blockIdx/threadIdx first")
     mapped = _map(buf, kernels)
     _check_host(mapped)
-    mapped = run_pass_pipeline(_workgroup_allocations(mapped), "builtin.module(canonicalize,cse)",
+    mapped = run_pass_pipeline(_workgroup_allocations(shuffle_reductions(mapped)), "builtin.module(canonicalize,cse)",
                                "cuda buffers")   # one value per view: the rewrites compare them
     mapped = _mma_sync(clean_kernel_buffers(mapped, cuda_arch(chip)))
     if host_code:

@@ -16,25 +16,46 @@ cooperative reduction in shared memory, with upstream transform ops only::
    partial op, its fill and the output's init fused into it (``fuse_into_containing_op``);
 3. the partial op tiled over ``t`` by a thread forall (``#gpu.thread``), ``P``'s row placed in
    ``#gpu.address_space<workgroup>`` (``structured.bufferize_to_allocation``);
-4. for ``T >= 64``: the combine split again over 32 threads
-   (``structured.tile_reduction_using_forall``, partials in shared memory), so the last step
-   reads 32 values, not ``T``;
+4. the combine across the ``T`` partials, one of two strategies (block annotation
+   :data:`WARP_SHUFFLE`, a decision the default rule samples):
+
+   * ``1`` (the default): the last combine is annotated :data:`WARP_SHUFFLE`; after the thread
+     mapping :mod:`mlc_mlir.pipeline.cuda_shuffle` keeps each thread's partial in a register
+     and combines with ``gpu.shuffle xor`` (PTX ``shfl.sync.bfly``) within each warp, then
+     across the ``T / 32`` warp totals through shared memory behind one barrier (the CUDA
+     samples' and CUB's ``BlockReduce`` warp-reduction scheme; TVM lowers a thread-bound
+     ``allreduce`` the same way);
+   * ``0``: a shared-memory tree: for ``T >= 64`` the combine split again over 32 threads
+     (``structured.tile_reduction_using_forall``, partials in shared memory), so the last step
+     reads 32 values, not ``T``;
 5. the last combine (and the output's init) in a one-thread forall.
 
 ``gpu.map_nested_forall_to_threads`` (:mod:`mlc_mlir.pipeline.cuda`) puts a barrier after each
-thread forall, which orders the shared-memory steps. The tree stops at one thread reading 32
-partials; a warp-shuffle (``gpu.subgroup_reduce``) last step is left for later.
+thread forall, which orders the shared-memory steps (the shuffle rewrite drops the one its
+register partials make needless).
 """
 
 from __future__ import annotations
 
 from typing import List
 
-from .._mlir import ir, structured_transform_d
-from ..ir.transform_values import any_op, gpu_attr
+from .._mlir import ir, structured_transform_d, transform_d
+from ..ir.transform_values import any_op, gpu_attr, param_constant
 from ..errors import ScheduleError
 from ..target import WARP_SIZE
 from .loop_nest import Block, Loop
+
+
+#: Block annotation choosing the combine of a cross-thread reduction (module docstring, step
+#: 4): ``1`` (also when absent) warp shuffles, ``0`` a shared-memory tree. The last combining op
+#: carries it to :mod:`mlc_mlir.pipeline.cuda_shuffle`.
+WARP_SHUFFLE = "mlc.warp_shuffle"
+
+
+def uses_warp_shuffle(blk: Block) -> bool:
+    """Whether the cross-thread reduction ``blk`` combines with warp shuffles
+    (:data:`WARP_SHUFFLE`, default on)."""
+    return bool(blk.annotations.get(WARP_SHUFFLE, 1))
 
 
 def is_cross_thread(blk: Block) -> bool:
@@ -134,8 +155,9 @@ def emit_cross_thread(gpu, blk: Block) -> ir.Value:
     tt = structured_transform_d.TileUsingForallOp(part, tile_sizes=sizes, mapping=thread)
     structured_transform_d.FuseIntoContainingOp(pfill, tt.forall_op)
     _to_shared(tt.forall_op, shared)
-    # 4. the combine over 32 threads (each reads T/32 partials)
-    if nthreads >= 2 * WARP_SIZE and nthreads % WARP_SIZE == 0:
+    # 4. the shared-memory tree: the combine over 32 threads (each reads T/32 partials)
+    shuffle = uses_warp_shuffle(blk)
+    if not shuffle and nthreads >= 2 * WARP_SIZE and nthreads % WARP_SIZE == 0:
         red = structured_transform_d.TileReductionUsingForallOp(
             [any_op()], any_op(), any_op(), any_op(), comb, num_threads=[0] * len(outs) + [WARP_SIZE],
             mapping=thread)
@@ -145,6 +167,8 @@ def emit_cross_thread(gpu, blk: Block) -> ir.Value:
     # 5. the last combine by one thread (a one-trip forall), with the output's init
     last = structured_transform_d.TileUsingForallOp(comb, tile_sizes=[1], mapping=thread)
     structured_transform_d.FuseIntoContainingOp(init, last.forall_op)
+    if shuffle:
+        transform_d.AnnotateOp(last.tiled_op, WARP_SHUFFLE, param=param_constant(nthreads))
     return last.tiled_op
 
 

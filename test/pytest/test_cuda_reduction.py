@@ -1,9 +1,13 @@
 """Cross-thread (block-per-row) reductions on CUDA: a reduction loop bound to threadIdx becomes a
-cooperative reduction in shared memory (split_reduction + thread foralls); PTX checked with
-ptxas; numerics vs numpy on a GPU (skipped without one)."""
+cooperative reduction (split_reduction + thread foralls) combined with warp shuffles (default)
+or a shared-memory tree (``mlc.warp_shuffle = 0``); PTX checked with ptxas; numerics vs numpy on
+a GPU (skipped without one)."""
 
+import os
 import re
 import shutil
+import subprocess
+import tempfile
 
 import numpy as np
 import pytest
@@ -14,6 +18,7 @@ from mlc_mlir.errors import ScheduleError
 from mlc_mlir.pipeline.cuda import check_ptx, compile_to_ptx
 from mlc_mlir.runtime.cuda import cuda_available
 from mlc_mlir.schedule.default_rules import apply_default_schedule, default_schedule
+from mlc_mlir.schedule.gpu_reduction import WARP_SHUFFLE
 from mlc_mlir.target import Target
 
 needs_ptxas = pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas not on PATH")
@@ -28,14 +33,34 @@ def graph(fn, *shapes):
     return bb.finish()
 
 
-def row_sum_schedule(rows=128, k=1024, threads=256):
-    sch = mlc.Schedule(graph(lambda x: ops.sum(x, axis=1), (rows, k)))
-    blk = sch.get_block("sum")
+def row_reduce_schedule(op=ops.sum, rows=128, k=1024, threads=256, shuffle=None):
+    """A user schedule: a block per row, ``threads`` threads on k; ``shuffle`` annotates the
+    combine (None: the default, warp shuffles)."""
+    sch = mlc.Schedule(graph(lambda x: op(x, axis=1), (rows, k)))
+    blk = sch.get_block(op.__name__)
     i, kk = sch.get_loops(blk)
     _, k1 = sch.split(kk, [None, threads])
     sch.bind(i, "blockIdx.x")
     sch.bind(k1, "threadIdx.x")
+    if shuffle is not None:
+        sch.annotate(blk, WARP_SHUFFLE, int(shuffle))
     return sch
+
+
+def row_sum_schedule(rows=128, k=1024, threads=256, shuffle=None):
+    return row_reduce_schedule(ops.sum, rows, k, threads, shuffle)
+
+
+def ptxas_usage(ptx):
+    """``ptxas -arch=sm_90 -v`` on ``ptx``: (registers, spill store bytes, spill load bytes)."""
+    with tempfile.TemporaryDirectory() as d:
+        src = os.path.join(d, "k.ptx")
+        with open(src, "w") as f:
+            f.write(ptx)
+        err = subprocess.run(["ptxas", "-arch=sm_90", "-v", src, "-o", os.path.join(d, "k.cubin")],
+                             capture_output=True, text=True, check=True).stderr
+    spills = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", err)
+    return int(re.search(r"Used (\d+) registers", err).group(1)), int(spills.group(1)), int(spills.group(2))
 
 
 def _softmax_ref(x):
@@ -68,7 +93,7 @@ def _kernel(ptx, pattern):
 
 @needs_ptxas
 def test_user_schedule_is_a_shared_memory_tree():
-    sch = row_sum_schedule()
+    sch = row_sum_schedule(shuffle=False)
     ptx = compile_to_ptx(sch.mod)
     assert len(ptx) == 1
     text = next(iter(ptx.values()))
@@ -87,8 +112,47 @@ def test_user_schedule_is_a_shared_memory_tree():
 def test_transform_script_uses_upstream_ops():
     text = str(row_sum_schedule().as_transform_script())
     assert "transform.structured.split_reduction" in text and "inner_parallel" in text
-    assert "transform.structured.tile_reduction_using_forall" in text
-    assert text.count("#gpu.address_space<workgroup>") == 2
+    assert "transform.structured.tile_reduction_using_forall" not in text
+    assert text.count("#gpu.address_space<workgroup>") == 1
+    assert f'"{WARP_SHUFFLE}"' in text
+    tree = str(row_sum_schedule(shuffle=False).as_transform_script())
+    assert "transform.structured.tile_reduction_using_forall" in tree
+    assert tree.count("#gpu.address_space<workgroup>") == 2 and WARP_SHUFFLE not in tree
+
+
+@needs_ptxas
+@pytest.mark.parametrize("op,k,threads,levels", [(ops.sum, 1024, 256, (5, 3)), (ops.max, 100, 100, (5, 2)),
+                                                 (ops.max, 96, 96, (5, 2)), (ops.sum, 64, 32, (5, 0))])
+def test_combine_is_warp_shuffles_and_one_barrier(op, k, threads, levels):
+    """Each warp combines with ``shfl.sync.bfly`` (5 levels), lane 0 of each warp writes one
+    float to shared memory, one barrier, the first warp combines the warp totals (log2 of the
+    warps, rounded up); a partial warp (100 threads) shuffles with a mask of its live lanes.
+    One warp: no barrier, no shared memory. The partials never go through shared memory."""
+    ptx = compile_to_ptx(row_reduce_schedule(op, 16, k, threads).mod)
+    text = next(iter(ptx.values()))
+    check_ptx(text)
+    warps = -(-threads // 32)
+    assert len(re.findall(r"shfl\.sync\.bfly\.b32", text)) == sum(levels)
+    assert text.count("bar.sync") == (1 if warps > 1 else 0)
+    shared = [int(n) for n in re.findall(r"\.shared \.align \d+ \.b8 \w+\[(\d+)\]", text)]
+    assert shared == ([4 * warps] if warps > 1 else [])
+    assert text.count("st.shared") == (1 if warps > 1 else 0)
+    # the second level runs on `warps` lanes: clamp warps - 1, member mask of `warps` bits
+    if levels[1]:
+        assert f", {warps - 1}, {(1 << warps) - 1};" in text
+    regs, stores, loads = ptxas_usage(text)
+    assert stores == loads == 0
+
+
+@needs_ptxas
+def test_shuffles_replace_the_tree():
+    """The same schedule with the tree (``mlc.warp_shuffle = 0``): more barriers, the 256
+    partials in shared memory, no shuffles."""
+    tree = next(iter(compile_to_ptx(row_sum_schedule(shuffle=False).mod).values()))
+    shuffle = next(iter(compile_to_ptx(row_sum_schedule().mod).values()))
+    assert "shfl.sync" not in tree and "shfl.sync.bfly" in shuffle
+    assert shuffle.count("bar.sync") < tree.count("bar.sync")
+    assert "[1024]" in tree and "[1024]" not in shuffle
 
 
 @needs_ptxas
@@ -99,9 +163,12 @@ def test_default_reductions_are_cooperative(kind):
     for t in ptx.values():
         check_ptx(t)
     reducing = [t for t in ptx.values() if ".shared" in t]
-    assert reducing, "no kernel reduces through shared memory"
+    assert reducing, "no kernel reduces across threads"
     for t in reducing:
-        assert "bar.sync" in t and "%tid.x" in t and "%ctaid.x" in t
+        # warp shuffles, then one barrier before the warp totals are combined
+        assert "shfl.sync.bfly.b32" in t and t.count("bar.sync") == 1
+        assert "%tid.x" in t and "%ctaid.x" in t
+        assert ptxas_usage(t)[1:] == (0, 0)
 
 
 def test_default_rule_binds_the_reduction_loop():
@@ -109,6 +176,10 @@ def test_default_rule_binds_the_reduction_loop():
     apply_default_schedule(sch, CUDA)
     binds = [i.inputs[1] for i in sch.trace.insts if i.kind == "bind"]
     assert binds == ["blockIdx.x", "threadIdx.x"]
+    # the combine is a sampled decision: shuffles by default, the tree reachable
+    samples = [i for i in sch.trace.insts if i.kind == "sample_categorical"]
+    assert any(list(i.attrs["candidates"]) == [0, 1] for i in samples), samples
+    assert sch.get(sch.get_block("sum")).annotations[WARP_SHUFFLE] == 1
     assert [i.kind for i in sch.trace.insts].count("fuse") == 1
 
 
@@ -152,3 +223,29 @@ def test_cooperative_reduction_numerics(kind):
     args = [np.random.rand(*s).astype("float32") for s in shapes]
     out = mlc.compile(graph(fn, *shapes), target="cuda")(*args)
     np.testing.assert_allclose(out, ref(*args), rtol=1e-4, atol=1e-5)
+
+
+ROW_OPS = {"sum": (ops.sum, np.sum), "max": (ops.max, np.max), "mean": (ops.mean, np.mean)}
+
+
+@needs_gpu
+@pytest.mark.parametrize("k", [64, 96, 100, 256, 768, 4096, 65536])
+@pytest.mark.parametrize("name", sorted(ROW_OPS))
+def test_cuda_row_reduction_lengths(name, k):
+    """Default schedules (warp shuffles; partial warps at 96 and 100) against numpy, signed
+    data so that a lost or doubled partial shows in the sum and the mean."""
+    op, ref = ROW_OPS[name]
+    rows = 4 if k >= 4096 else 24
+    x = np.random.default_rng(k).standard_normal((rows, k)).astype(np.float32)
+    out = mlc.compile(graph(lambda a: op(a, axis=-1), (rows, k)), target="cuda")(x)
+    np.testing.assert_allclose(out, ref(x.astype(np.float64), axis=-1), rtol=1e-4, atol=1e-3)
+
+
+@needs_gpu
+@pytest.mark.parametrize("shuffle", [False, True])
+@pytest.mark.parametrize("op,k,threads", [(ops.sum, 1024, 256), (ops.max, 100, 100), (ops.sum, 64, 32)])
+def test_cuda_user_schedule_both_combines(op, k, threads, shuffle):
+    sch = row_reduce_schedule(op, 16, k, threads, shuffle)
+    x = np.random.default_rng(1).standard_normal((16, k)).astype(np.float32)
+    out = mlc.compile(sch.mod, target="cuda")(x)
+    np.testing.assert_allclose(out, x.sum(1) if op is ops.sum else x.max(1), rtol=1e-4, atol=1e-4)

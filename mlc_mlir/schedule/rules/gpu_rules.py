@@ -9,7 +9,8 @@ chapter's recipes):
   when the one reduction dim is the input's contiguous (last) dim and long enough
   (``K >= 2 * warp size``, :func:`min_cooperative`): ``split(k, [None, T])``, the parallel
   dims fused and bound to ``blockIdx.x``, ``k1`` bound to ``threadIdx.x`` -- a cooperative
-  reduction through shared memory (:mod:`mlc_mlir.schedule.gpu_reduction`); otherwise the parallel dims over
+  reduction (:mod:`mlc_mlir.schedule.gpu_reduction`) whose combine is sampled: warp shuffles
+  (the default) or a shared-memory tree; otherwise the parallel dims over
   blocks x threads, each thread reducing its rows serially;
 * ``matmul`` (and 2-parallel + 1-reduction contractions): the shared-memory blocking of the
   chapter -- block tile ``(ty*ly, tx*lx)``, ``ty*tx`` threads each computing an ``ly x lx``
@@ -37,6 +38,7 @@ from typing import Dict, List, Optional
 from ...errors import ScheduleError
 from ...target import CudaArch
 from ..schedule import Schedule
+from ..gpu_reduction import WARP_SHUFFLE
 from ..state import BlockRV, ExprRV
 from .common import categorical
 
@@ -140,8 +142,9 @@ def schedule_reduction(sch: Schedule, block: BlockRV, arch: CudaArch) -> None:
 
 def _cooperative(sch: Schedule, block: BlockRV, arch: CudaArch, red: List[int], loops) -> bool:
     """A block per output element when the op reduces one contiguous dim of length
-    ``>= min_cooperative(arch)`` (module docstring), with at least a warp of threads; returns
-    whether it applied. ``loops``: the block's loops by dim."""
+    ``>= min_cooperative(arch)`` (module docstring), with at least a warp of threads, the
+    combine sampled (:data:`~mlc_mlir.schedule.gpu_reduction.WARP_SHUFFLE`: warp shuffles by
+    default, the shared-memory tree as the alternative); returns whether it applied. ``loops``: the block's loops by dim."""
     info = sch.get(block)
     if len(red) != 1 or info.info.init is None or info.info.num_inputs < 1:
         return False
@@ -160,6 +163,8 @@ def _cooperative(sch: Schedule, block: BlockRV, arch: CudaArch, red: List[int], 
     _, k1 = sch.split(loops[r], [None, t])
     sch.bind(outer[0], "blockIdx.x")
     sch.bind(k1, "threadIdx.x")
+    # the combine: warp shuffles (1, one barrier) or the shared-memory tree (0)
+    sch.annotate(block, WARP_SHUFFLE, categorical(sch, [0, 1], 1))
     return True
 
 

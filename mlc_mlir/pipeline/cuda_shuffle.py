@@ -1,0 +1,234 @@
+"""Warp-shuffle combine of block-per-row reductions (after the thread mapping, before the
+workgroup allocations become launch attributions).
+
+:mod:`mlc_mlir.schedule.gpu_reduction` emits a cross-thread reduction as ``T`` threads each
+reducing a strided slice of the row into its element of a shared array ``P[T]``, then one
+thread combining ``P`` into the output -- the last combining op annotated
+:data:`~mlc_mlir.schedule.gpu_reduction.WARP_SHUFFLE` (the value is ``T``). After
+``gpu.map_nested_forall_to_threads`` the kernel reads::
+
+    P = memref.alloca() : memref<1x..xTxf32, workgroup>
+    p = memref.subview P[.., thread_id.x]          # the thread's element
+    linalg.fill / linalg.generic(row slice) -> p    # its partial
+    gpu.barrier
+    scf.if thread_id.x < 1 { linalg.fill(O); linalg.reduce {mlc.warp_shuffle} ins(P) outs(O) }
+
+:func:`shuffle_reductions` rewrites it to (CUB's ``WarpReduce`` / ``BlockReduce`` scheme; the
+CUDA samples' ``reduce`` kernels; TVM's lowering of a thread-bound ``allreduce``)::
+
+    acc = memref.alloca() : memref<1x..x1xf32>     # private: a register after SROA
+    linalg.fill / linalg.generic(row slice) -> acc
+    v = load acc; v = v (op) shuffle_xor(v, 1), .., 16   # each warp, shfl.sync.bfly
+    if lane == 0: W[warp] = v                      # W: (T / 32) floats in shared memory
+    gpu.barrier
+    if thread_id.x < T / 32: w = W[thread_id.x]; butterfly over the warp totals; acc = w
+    scf.if thread_id.x < 1 { linalg.fill(O); linalg.reduce ins(acc) outs(O) }
+
+one barrier instead of one per tree level, and no shared-memory round trip for the partials
+(with one warp, ``T == 32``, no barrier and no shared memory at all). The combiner is the
+reduction's own payload op (``arith.addf``, ``arith.maximumf``, ...), cloned per level. A warp
+cut short (``T`` not a multiple of 32) shuffles with ``width`` = its live lanes, and keeps its
+own value where the partner lane does not exist (``gpu.shuffle``'s ``valid`` result).
+
+Why not the upstream ops: ``gpu.subgroup_reduce`` on ``f32`` is illegal for
+``gpu-lower-to-nvvm-pipeline`` (only ``i32`` lowers, to ``redux.sync``); ``gpu.all_reduce``
+lowers (``populateGpuAllReducePatterns``) but emits both a full-warp and a partial-warp
+butterfly with run-time masks, two barriers and a broadcast through shared memory.
+"""
+
+from __future__ import annotations
+
+from typing import List, Optional
+
+from .._mlir import arith_d, gpu_d, ir, memref_d, scf_d
+from ..errors import PipelineError
+from ..ir.module import Module
+from ..ir.walk import find_ops
+from ..schedule.gpu_reduction import WARP_SHUFFLE
+from ..target import WARP_SIZE
+
+_WORKGROUP = "#gpu.address_space<workgroup>"
+
+
+def _users(v: ir.Value) -> List[ir.Operation]:
+    return [u.owner.operation if hasattr(u.owner, "operation") else u.owner for u in v.uses]
+
+
+def _owner(v: ir.Value) -> Optional[ir.Operation]:
+    o = v.owner
+    return o.operation if isinstance(o, (ir.Operation, ir.OpView)) else None
+
+
+def _ancestor_in(op: ir.Operation, block: ir.Block) -> Optional[ir.Operation]:
+    """The ancestor of ``op`` (or ``op``) whose block is ``block``."""
+    while op is not None:
+        if op.block == block:
+            return op
+        op = op.parent
+        op = op.operation if op is not None else None
+    return None
+
+
+def _launch_of(op: ir.Operation) -> Optional[ir.Operation]:
+    p = op.parent
+    while p is not None and p.operation.name != "gpu.launch":
+        p = p.parent
+    return p.operation if p is not None else None
+
+
+def _combiner(red: ir.Operation) -> ir.Operation:
+    """The single combining op of a reduction's payload, ``yield op(in, init)``."""
+    body = red.regions[0].blocks[0]
+    ops = [o.operation for o in body.operations]
+    args = list(body.arguments)
+    if len(ops) != 2 or len(args) != 2 or len(ops[0].operands) != 2 or \
+            set(ops[0].operands) != set(args) or ops[1].operands[0] != ops[0].results[0]:
+        raise PipelineError(f"cuda shuffle: the reduction annotated {WARP_SHUFFLE} has a payload "
+                            f"other than 'yield op(in, init)':\n{red}")
+    return ops[0]
+
+
+def _combine(comb: ir.Operation, a: ir.Value, b: ir.Value) -> ir.Value:
+    """A clone of ``comb`` on ``(a, b)`` (its attributes, e.g. ``fastmath``, kept)."""
+    attrs = {name: comb.attributes[name] for name in comb.attributes}
+    return ir.Operation.create(comb.name, results=[a.type], operands=[a, b],
+                               attributes=attrs).results[0]
+
+
+def _i32(v: int) -> ir.Value:
+    return arith_d.constant(ir.IntegerType.get_signless(32), v)
+
+
+def _index(v: int) -> ir.Value:
+    return arith_d.constant(ir.IndexType.get(), v)
+
+
+def _butterfly(v: ir.Value, comb: ir.Operation, lanes: int, width: ir.Value, full: bool) -> ir.Value:
+    """``v`` combined over ``lanes`` (<= 32) lanes with ``gpu.shuffle xor`` at offsets 1, 2, ..
+    below ``lanes``; lane 0 holds the total (every lane does when ``full``: a power-of-two
+    ``width`` all of whose lanes run). ``width``: i32, the live lanes of this warp."""
+    off = 1
+    while off < lanes:
+        shuffle = gpu_d.ShuffleOp(v, _i32(off), width, gpu_d.ShuffleMode.XOR)
+        c = _combine(comb, shuffle.results[0], v)
+        v = c if full else arith_d.select(shuffle.results[1], c, v)
+        off *= 2
+    return v
+
+
+def _block_dims(launch: ir.Operation) -> List[Optional[int]]:
+    """The launch's static ``blockDim`` (x, y, z); None where not a constant."""
+    out = []
+    for v in list(launch.operands)[3:6]:
+        o = _owner(v)
+        out.append(ir.IntegerAttr(o.attributes["value"]).value
+                   if o is not None and o.name == "arith.constant" else None)
+    return out
+
+
+def _rewrite(red: ir.Operation) -> None:
+    """Rewrite one annotated combining op (module docstring)."""
+    nthreads = ir.IntegerAttr(red.attributes[WARP_SHUFFLE]).value
+    launch = _launch_of(red)
+    where = f"cuda shuffle: the reduction annotated {WARP_SHUFFLE}"
+    if launch is None or _block_dims(launch) != [nthreads, 1, 1]:
+        raise PipelineError(f"{where} is not in a gpu.launch of ({nthreads}, 1, 1) threads")
+    body = launch.regions[0].blocks[0]
+    shared = red.operands[0]
+    alloc = _owner(shared)
+    st = ir.MemRefType(shared.type)
+    if alloc is None or alloc.name != "memref.alloca" or st.shape[-1] != nthreads or \
+            any(d != 1 for d in st.shape[:-1]) or alloc.block != body:
+        raise PipelineError(f"{where} does not read one shared row of {nthreads} partials: {shared.type}")
+    stmt = _ancestor_in(red, body)
+    parts = [u for u in _users(shared) if u != red]
+    for sv in parts:
+        dyn = list(sv.operands)[1:]
+        tid = _owner(dyn[0]) if len(dyn) == 1 else None
+        if sv.name != "memref.subview" or sv.block != body or \
+                any(d != 1 for d in ir.MemRefType(sv.results[0].type).shape) or tid is None or \
+                tid.name != "gpu.thread_id" or "x" not in str(tid.attributes["dimension"]):
+            raise PipelineError(f"{where}: its partials are not one element per thread: {sv}")
+    comb = _combiner(red)
+    elem = st.element_type
+    with ir.InsertionPoint.at_block_begin(body):
+        acc = memref_d.alloca(ir.MemRefType.get([1] * len(st.shape), elem), [], [])
+    for sv in parts:
+        sv.results[0].replace_all_uses_with(acc)
+        sv.erase()
+    # the barrier after the partials ordered their stores to P before the tree's loads; other
+    # shared buffers written before it keep it
+    others = [a for a in find_ops(launch, "memref.alloca")
+              if a != alloc and ir.MemRefType(a.results[0].type).memory_space is not None]
+    ops = [o.operation for o in body.operations]
+    before = ops[:ops.index(stmt)]
+    last = max((i for i, o in enumerate(before) if any(v == acc for v in o.operands)), default=-1)
+    bars = [o for o in before[last + 1:] if o.name == "gpu.barrier"]
+    if bars and not others:
+        bars[0].erase()
+    nwarps = -(-nthreads // WARP_SIZE)
+    full = nthreads % WARP_SIZE == 0
+    zero = None
+    with ir.InsertionPoint(stmt):
+        zero = _index(0)
+        idx = [zero] * len(st.shape)
+        tid = gpu_d.thread_id(gpu_d.Dimension.x)
+        v = memref_d.load(acc, idx)
+        if full:
+            width = _i32(WARP_SIZE)
+        else:   # the last warp has nthreads % 32 lanes
+            first = arith_d.andi(tid, _index(~(WARP_SIZE - 1)))
+            live = arith_d.minui(_index(WARP_SIZE), arith_d.subi(_index(nthreads), first))
+            width = arith_d.index_cast(ir.IntegerType.get_signless(32), live)
+        v = _butterfly(v, comb, WARP_SIZE, width, full)
+        if nwarps == 1:
+            memref_d.store(v, acc, idx)
+        else:
+            ws = ir.Attribute.parse(_WORKGROUP)   # debt: no builder for the address space
+            with ir.InsertionPoint.at_block_begin(body):
+                totals = memref_d.alloca(ir.MemRefType.get([nwarps], elem, memory_space=ws), [], [])
+            lane = arith_d.andi(tid, _index(WARP_SIZE - 1))
+            warp = arith_d.shrui(tid, _index(WARP_SIZE.bit_length() - 1))
+            first_lane = scf_d.IfOp(arith_d.cmpi(arith_d.CmpIPredicate.eq, lane, zero))
+            with ir.InsertionPoint(first_lane.then_block):
+                memref_d.store(v, totals, [warp])
+                scf_d.YieldOp([])
+            gpu_d.barrier()
+            lead = scf_d.IfOp(arith_d.cmpi(arith_d.CmpIPredicate.ult, tid, _index(nwarps)))
+            with ir.InsertionPoint(lead.then_block):
+                w = memref_d.load(totals, [tid])
+                pow2 = nwarps & (nwarps - 1) == 0
+                w = _butterfly(w, comb, nwarps, _i32(nwarps), pow2)
+                memref_d.store(w, acc, idx)
+                scf_d.YieldOp([])
+    red.operands[0] = acc
+    alloc.erase()
+    # the barrier the thread mapping puts after the last combine orders nothing: the kernel ends
+    ops = [o.operation for o in body.operations]
+    tail = ops[ops.index(stmt) + 1:]
+    if [o.name for o in tail] == ["gpu.barrier", "gpu.terminator"]:
+        tail[0].erase()
+
+
+def shuffle_reductions(module: Module) -> Module:
+    """Rewrite every linalg op annotated
+    :data:`~mlc_mlir.schedule.gpu_reduction.WARP_SHUFFLE` in a ``gpu.launch`` of ``module``
+    (module docstring); returns a verified copy, or ``module`` when none is annotated.
+
+    Raises
+    ------
+    PipelineError
+        If an annotated op is not the combine of one row of per-thread partials in shared
+        memory in a launch of ``(T, 1, 1)`` threads, or its payload is not one binary op.
+    """
+    found = [op for name in ("linalg.reduce", "linalg.generic") for op in find_ops(module, name)
+             if WARP_SHUFFLE in op.attributes]
+    if not found:
+        return module
+    out = module.clone()
+    with out.context, ir.Location.unknown():
+        for name in ("linalg.reduce", "linalg.generic"):
+            for op in find_ops(out, name):
+                if WARP_SHUFFLE in op.attributes:
+                    _rewrite(op)
+    return out.verify()
