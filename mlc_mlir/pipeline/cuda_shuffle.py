@@ -38,6 +38,7 @@ butterfly with run-time masks, two barriers and a broadcast through shared memor
 
 from __future__ import annotations
 
+import math
 from typing import List, Optional
 
 from .._mlir import arith_d, gpu_d, ir, memref_d, scf_d
@@ -126,33 +127,58 @@ def _block_dims(launch: ir.Operation) -> List[Optional[int]]:
     return out
 
 
+def _is_thread_id(v: ir.Value, dim: str) -> bool:
+    o = _owner(v)
+    return o is not None and o.name == "gpu.thread_id" and str(o.attributes["dimension"]).endswith(f"{dim}>")
+
+
+def _partials(alloc: ir.Operation, red: ir.Operation, body: ir.Block, where: str) -> List[ir.Operation]:
+    """The subviews of ``P`` each thread writes its partial to: one element at
+    ``[thread_id.y or 0, .., thread_id.x]`` (every use of ``P`` but ``red``'s input)."""
+    parts = []
+    for sv in _users(alloc.results[0]):
+        if sv == red or (sv.name == "memref.subview" and _users(sv.results[0]) == [red]):
+            continue
+        ok = sv.name == "memref.subview" and sv.block == body and \
+            all(d == 1 for d in ir.MemRefType(sv.results[0].type).shape)
+        if ok:
+            dyn = list(sv.operands)[1:]
+            ok = len(dyn) in (1, 2) and _is_thread_id(dyn[-1], "x") and \
+                (len(dyn) == 1 or _is_thread_id(dyn[0], "y"))
+        if not ok:
+            raise PipelineError(f"{where}: its partials are not one element per thread: {sv}")
+        parts.append(sv)
+    return parts
+
+
 def _rewrite(red: ir.Operation) -> None:
     """Rewrite one annotated combining op (module docstring)."""
     nthreads = ir.IntegerAttr(red.attributes[WARP_SHUFFLE]).value
     launch = _launch_of(red)
     where = f"cuda shuffle: the reduction annotated {WARP_SHUFFLE}"
-    if launch is None or _block_dims(launch) != [nthreads, 1, 1]:
-        raise PipelineError(f"{where} is not in a gpu.launch of ({nthreads}, 1, 1) threads")
+    dims = _block_dims(launch) if launch is not None else None
+    if dims is None or dims[0] != nthreads or dims[1] is None or dims[2] != 1 or \
+            (dims[1] > 1 and nthreads % WARP_SIZE):
+        raise PipelineError(f"{where} is not in a gpu.launch of ({nthreads}, rows, 1) threads "
+                            f"(whole warps when rows > 1): {dims}")
+    nrows = dims[1]
     body = launch.regions[0].blocks[0]
-    shared = red.operands[0]
-    alloc = _owner(shared)
-    st = ir.MemRefType(shared.type)
-    if alloc is None or alloc.name != "memref.alloca" or st.shape[-1] != nthreads or \
-            any(d != 1 for d in st.shape[:-1]) or alloc.block != body:
-        raise PipelineError(f"{where} does not read one shared row of {nthreads} partials: {shared.type}")
+    view = red.operands[0]
+    alloc = _owner(view)
+    if alloc is not None and alloc.name == "memref.subview":
+        alloc = _owner(alloc.operands[0])
+    st = ir.MemRefType(alloc.results[0].type) if alloc is not None else None
+    if alloc is None or alloc.name != "memref.alloca" or alloc.block != body or \
+            st.shape[-1] != nthreads or math.prod(st.shape[:-1]) != nrows or \
+            ir.MemRefType(view.type).rank != st.rank:
+        raise PipelineError(f"{where} does not read the shared partials of {nrows} row(s) of "
+                            f"{nthreads} threads: {view.type}")
     stmt = _ancestor_in(red, body)
-    parts = [u for u in _users(shared) if u != red]
-    for sv in parts:
-        dyn = list(sv.operands)[1:]
-        tid = _owner(dyn[0]) if len(dyn) == 1 else None
-        if sv.name != "memref.subview" or sv.block != body or \
-                any(d != 1 for d in ir.MemRefType(sv.results[0].type).shape) or tid is None or \
-                tid.name != "gpu.thread_id" or "x" not in str(tid.attributes["dimension"]):
-            raise PipelineError(f"{where}: its partials are not one element per thread: {sv}")
+    parts = _partials(alloc, red, body, where)
     comb = _combiner(red)
     elem = st.element_type
     with ir.InsertionPoint.at_block_begin(body):
-        acc = memref_d.alloca(ir.MemRefType.get([1] * len(st.shape), elem), [], [])
+        acc = memref_d.alloca(ir.MemRefType.get([1] * st.rank, elem), [], [])
     for sv in parts:
         sv.results[0].replace_all_uses_with(acc)
         sv.erase()
@@ -168,10 +194,9 @@ def _rewrite(red: ir.Operation) -> None:
         bars[0].erase()
     nwarps = -(-nthreads // WARP_SIZE)
     full = nthreads % WARP_SIZE == 0
-    zero = None
     with ir.InsertionPoint(stmt):
         zero = _index(0)
-        idx = [zero] * len(st.shape)
+        idx = [zero] * st.rank
         tid = gpu_d.thread_id(gpu_d.Dimension.x)
         v = memref_d.load(acc, idx)
         if full:
@@ -186,22 +211,27 @@ def _rewrite(red: ir.Operation) -> None:
         else:
             ws = ir.Attribute.parse(_WORKGROUP)   # debt: no builder for the address space
             with ir.InsertionPoint.at_block_begin(body):
-                totals = memref_d.alloca(ir.MemRefType.get([nwarps], elem, memory_space=ws), [], [])
+                totals = memref_d.alloca(ir.MemRefType.get([nrows, nwarps], elem, memory_space=ws),
+                                         [], [])
+            row = gpu_d.thread_id(gpu_d.Dimension.y)
             lane = arith_d.andi(tid, _index(WARP_SIZE - 1))
             warp = arith_d.shrui(tid, _index(WARP_SIZE.bit_length() - 1))
             first_lane = scf_d.IfOp(arith_d.cmpi(arith_d.CmpIPredicate.eq, lane, zero))
             with ir.InsertionPoint(first_lane.then_block):
-                memref_d.store(v, totals, [warp])
+                memref_d.store(v, totals, [row, warp])
                 scf_d.YieldOp([])
             gpu_d.barrier()
             lead = scf_d.IfOp(arith_d.cmpi(arith_d.CmpIPredicate.ult, tid, _index(nwarps)))
             with ir.InsertionPoint(lead.then_block):
-                w = memref_d.load(totals, [tid])
+                w = memref_d.load(totals, [row, tid])
                 pow2 = nwarps & (nwarps - 1) == 0
                 w = _butterfly(w, comb, nwarps, _i32(nwarps), pow2)
                 memref_d.store(w, acc, idx)
                 scf_d.YieldOp([])
+    old = red.operands[0]
     red.operands[0] = acc
+    if old != alloc.results[0] and not _users(old):
+        _owner(old).erase()
     alloc.erase()
     # the barrier the thread mapping puts after the last combine orders nothing: the kernel ends
     ops = [o.operation for o in body.operations]

@@ -37,7 +37,7 @@ register partials make needless).
 
 from __future__ import annotations
 
-from typing import List
+from typing import List, Optional, Tuple
 
 from .._mlir import ir, structured_transform_d, transform_d
 from ..ir.transform_values import any_op, gpu_attr, param_constant
@@ -64,8 +64,9 @@ def is_cross_thread(blk: Block) -> bool:
                and blk.dims[lp.dim].kind == "reduction" for lp in blk.loops)
 
 
-def _check(blk: Block) -> Loop:
-    """The thread-bound reduction loop; raises ScheduleError for what this emission lacks."""
+def _check(blk: Block) -> Tuple[Loop, Optional[Loop]]:
+    """The thread-bound reduction loop and the ``threadIdx.y``-bound row loop (None: one row
+    per block); raises ScheduleError for what this emission lacks."""
     red = [d.index for d in blk.dims if d.kind == "reduction"]
     where = f"cross-thread reduction of '{blk.name}'"
     if len(red) != 1:
@@ -84,19 +85,32 @@ def _check(blk: Block) -> Loop:
     for lp in rloops[:-1]:
         if lp.kind == "bound" or lp.unroll is not None:
             raise ScheduleError(f"{where}: outer loops of dim {blk.dims[r].name} must stay serial")
+    rows = None
     for lp in blk.loops:
-        if blk.dims[lp.dim].kind == "parallel" and lp.extent > 1 and not (
+        if blk.dims[lp.dim].kind != "parallel" or lp.extent == 1 or (
                 lp.kind == "bound" and lp.thread.startswith("blockIdx")):
-            raise ScheduleError(f"{where}: parallel loop over dim {blk.dims[lp.dim].name} "
-                                f"(extent {lp.extent}) is {lp.kind} ({lp.thread}); expected every "
-                                "parallel loop bound to blockIdx (one output element per block)")
+            continue
+        if lp.kind == "bound" and lp.thread == "threadIdx.y" and tl.thread == "threadIdx.x" and \
+                lp.fused_group is None and rows is None and \
+                [q for q in blk.loops if q.dim == lp.dim][-1] is lp:
+            rows = lp
+            continue
+        raise ScheduleError(f"{where}: parallel loop over dim {blk.dims[lp.dim].name} "
+                            f"(extent {lp.extent}) is {lp.kind} ({lp.thread}); expected every "
+                            "parallel loop bound to blockIdx (one output element per block), "
+                            "except the inner loop of one dim bound to threadIdx.y (rows of a "
+                            "block, the reduction on threadIdx.x)")
+    if rows is not None and tl.extent % WARP_SIZE:
+        raise ScheduleError(f"{where}: {rows.extent} rows per block (threadIdx.y) with "
+                            f"{tl.extent} threads per row; expected a multiple of the warp size "
+                            f"({WARP_SIZE}) so that no warp spans two rows")
     outs = [d for d in blk.info.out_dims if d is not None]
     if not outs:
         raise ScheduleError(f"{where}: reduces to a scalar; a full reduction needs blocks to "
                             "combine across (not implemented)")
     if outs != sorted(outs):
         raise ScheduleError(f"{where}: output dims {outs} are permuted; expected iteration order")
-    return tl
+    return tl, rows
 
 
 def emit_cross_thread(gpu, blk: Block) -> ir.Value:
@@ -108,7 +122,9 @@ def emit_cross_thread(gpu, blk: Block) -> ir.Value:
         The GPU emitter (``host.match``, ``mapping`` of the block loops).
     blk : Block
         A reduction with one reduction dim, its innermost loop bound to ``threadIdx.*`` and
-        every parallel loop of extent > 1 bound to ``blockIdx.*``.
+        every parallel loop of extent > 1 bound to ``blockIdx.*``, except perhaps the inner
+        loop of one parallel dim bound to ``threadIdx.y`` (several rows per block, each
+        reduced by its own threads along x: a warp per row when there are 32).
 
     Returns
     -------
@@ -121,7 +137,7 @@ def emit_cross_thread(gpu, blk: Block) -> ir.Value:
         For more than one reduction dim, no named init, parallel loops not bound to blocks,
         caches or rfactor on the block, or a full (scalar) reduction.
     """
-    tl = _check(blk)
+    tl, rows = _check(blk)
     host = gpu.host
     t_axis = tl.thread.split(".")[1]
     nthreads = tl.extent
@@ -133,6 +149,9 @@ def emit_cross_thread(gpu, blk: Block) -> ir.Value:
     if not any(lp.extent > 1 for lp in blocks):
         raise ScheduleError(f"bind: '{blk.name}' has no loop of extent > 1 bound to a blockIdx axis")
     thread = ir.ArrayAttr.get([gpu_attr(f"#gpu.thread<{t_axis}>")])
+    # rows of a block (threadIdx.y): R output elements per block, one per row of threads
+    nrows, rdim = (rows.extent, rows.dim) if rows is not None else (1, None)
+    row_thread = ir.ArrayAttr.get([gpu_attr("#gpu.thread<y>")])
     shared = gpu_attr("#gpu.address_space<workgroup>")
 
     op = host.match(blk)
@@ -140,8 +159,8 @@ def emit_cross_thread(gpu, blk: Block) -> ir.Value:
     sr = structured_transform_d.SplitReductionOp(
         any_op(), any_op(), any_op(), any_op(), op, split_factor=nthreads,
         insert_split_dimension=len(outs), inner_parallel=True)
-    # 2. one output element per block: the combine's parallel dims are the output's
-    comb_sizes = [1 if blk.dims[d].extent > 1 else 0 for d in outs] + [0]
+    # 2. one output element (or row of threads) per block: the combine's dims are the output's
+    comb_sizes = [nrows if d == rdim else int(blk.dims[d].extent > 1) for d in outs] + [0]
     bt = structured_transform_d.TileUsingForallOp(sr.combining_linalg_op, tile_sizes=comb_sizes,
                                                   mapping=gpu.mapping(blk, blocks, "block"))
     comb, bforall = bt.tiled_op, bt.forall_op
@@ -152,7 +171,13 @@ def emit_cross_thread(gpu, blk: Block) -> ir.Value:
     # are the original ones with r replaced by (r: K/T, r+1: T parallel)
     sizes = [0] * (ndims + 1)
     sizes[r + 1] = 1
-    tt = structured_transform_d.TileUsingForallOp(part, tile_sizes=sizes, mapping=thread)
+    pmap = thread
+    if rows is not None:
+        prow = rdim if rdim < r else rdim + 1
+        sizes[prow] = 1
+        pmap = ir.ArrayAttr.get([gpu_attr(f"#gpu.thread<{a}>")
+                                 for _, a in sorted([(prow, "y"), (r + 1, t_axis)])])
+    tt = structured_transform_d.TileUsingForallOp(part, tile_sizes=sizes, mapping=pmap)
     structured_transform_d.FuseIntoContainingOp(pfill, tt.forall_op)
     _to_shared(tt.forall_op, shared)
     # 4. the shared-memory tree: the combine over 32 threads (each reads T/32 partials)
@@ -164,8 +189,13 @@ def emit_cross_thread(gpu, blk: Block) -> ir.Value:
         structured_transform_d.FuseIntoContainingOp(red.results[0], red.forall_op)
         _to_shared(red.forall_op, shared)
         comb = red.combining_op
-    # 5. the last combine by one thread (a one-trip forall), with the output's init
-    last = structured_transform_d.TileUsingForallOp(comb, tile_sizes=[1], mapping=thread)
+    # 5. the last combine by one thread (a one-trip forall; per row: a forall over the rows on
+    # threadIdx.y), with the output's init
+    if rows is None:
+        last = structured_transform_d.TileUsingForallOp(comb, tile_sizes=[1], mapping=thread)
+    else:
+        last = structured_transform_d.TileUsingForallOp(
+            comb, tile_sizes=[int(d == rdim) for d in outs] + [0], mapping=row_thread)
     structured_transform_d.FuseIntoContainingOp(init, last.forall_op)
     if shuffle:
         transform_d.AnnotateOp(last.tiled_op, WARP_SHUFFLE, param=param_constant(nthreads))

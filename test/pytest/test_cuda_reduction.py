@@ -162,13 +162,67 @@ def test_default_reductions_are_cooperative(kind):
     ptx = compile_to_ptx(default_schedule(graph(fn, *shapes), CUDA))
     for t in ptx.values():
         check_ptx(t)
-    reducing = [t for t in ptx.values() if ".shared" in t]
+    reducing = [t for t in ptx.values() if "shfl.sync.bfly.b32" in t]
     assert reducing, "no kernel reduces across threads"
     for t in reducing:
-        # warp shuffles, then one barrier before the warp totals are combined
-        assert "shfl.sync.bfly.b32" in t and t.count("bar.sync") == 1
+        # warp shuffles, then (a block per row) one barrier before the warp totals are combined
+        # or (a warp per row, rows of 512 and 768) none
+        warp_rows = ".maxntid 32, 8, 1" in t
+        assert t.count("bar.sync") == (0 if warp_rows else 1), t.count("bar.sync")
+        assert ("shared" in t) != warp_rows
         assert "%tid.x" in t and "%ctaid.x" in t
         assert ptxas_usage(t)[1:] == (0, 0)
+
+
+@needs_ptxas
+def test_short_rows_get_a_warp_each():
+    """Rows of 768 (BERT): 8 rows per block on threadIdx.y, a warp per row, each lane 24
+    elements; no barrier and no shared memory. The rows are a sampled decision."""
+    sch = mlc.Schedule(graph(lambda x: ops.sum(x, axis=-1), (64, 768)))
+    apply_default_schedule(sch, CUDA)
+    binds = [i.inputs[1] for i in sch.trace.insts if i.kind == "bind"]
+    assert binds == ["blockIdx.x", "threadIdx.y", "threadIdx.x"]
+    cands = [list(i.attrs["candidates"]) for i in sch.trace.insts if i.kind == "sample_categorical"]
+    assert [1, 2, 4, 8, 16, 32] in cands and [0, 1] in cands
+    text = next(iter(compile_to_ptx(sch.mod).values()))
+    check_ptx(text)
+    assert ".maxntid 32, 8, 1" in text and "bar.sync" not in text and ".shared" not in text
+    assert len(re.findall(r"shfl\.sync\.bfly\.b32\s+%r\d+, %r\d+, \d+, 31, -1;", text)) == 5
+    # a long row keeps a block per row
+    sch = mlc.Schedule(graph(lambda x: ops.sum(x, axis=-1), (64, 4096)))
+    apply_default_schedule(sch, CUDA)
+    assert ".maxntid 256, 1, 1" in next(iter(compile_to_ptx(sch.mod).values()))
+
+
+def rows_schedule(op=ops.sum, rows=64, k=256, nrows=4, threads=64, shuffle=None):
+    """A user schedule: ``nrows`` rows per block on threadIdx.y, ``threads`` on k."""
+    sch = mlc.Schedule(graph(lambda x: op(x, axis=1), (rows, k)))
+    blk = sch.get_block(op.__name__)
+    i, kk = sch.get_loops(blk)
+    i0, i1 = sch.split(i, [None, nrows])
+    _, k1 = sch.split(kk, [None, threads])
+    sch.bind(i0, "blockIdx.x")
+    sch.bind(i1, "threadIdx.y")
+    sch.bind(k1, "threadIdx.x")
+    if shuffle is not None:
+        sch.annotate(blk, WARP_SHUFFLE, int(shuffle))
+    return sch
+
+
+@needs_ptxas
+def test_rows_of_two_warps_share_one_barrier():
+    """4 rows x 64 threads: each row's 2 warp totals at W[row, warp] (4 x 2 floats), one
+    barrier, 5 + 1 shuffles."""
+    text = next(iter(compile_to_ptx(rows_schedule().mod).values()))
+    check_ptx(text)
+    assert ".maxntid 64, 4, 1" in text and text.count("bar.sync") == 1
+    assert re.findall(r"\.shared \.align \d+ \.b8 \w+\[(\d+)\]", text) == ["32"]
+    assert len(re.findall(r"shfl\.sync\.bfly\.b32", text)) == 6
+
+
+def test_rows_need_whole_warps():
+    with pytest.raises(ScheduleError, match="multiple of the warp size"):
+        compile_to_ptx(rows_schedule(k=100, threads=100).mod)
 
 
 def test_default_rule_binds_the_reduction_loop():
@@ -243,9 +297,24 @@ def test_cuda_row_reduction_lengths(name, k):
 
 @needs_gpu
 @pytest.mark.parametrize("shuffle", [False, True])
-@pytest.mark.parametrize("op,k,threads", [(ops.sum, 1024, 256), (ops.max, 100, 100), (ops.sum, 64, 32)])
-def test_cuda_user_schedule_both_combines(op, k, threads, shuffle):
-    sch = row_reduce_schedule(op, 16, k, threads, shuffle)
+@pytest.mark.parametrize("op,k,threads,nrows", [(ops.sum, 1024, 256, 0), (ops.max, 100, 100, 0),
+                                                (ops.sum, 64, 32, 0), (ops.sum, 256, 64, 4),
+                                                (ops.max, 768, 32, 8)])
+def test_cuda_user_schedule_both_combines(op, k, threads, nrows, shuffle):
+    sch = rows_schedule(op, 16, k, nrows, threads, shuffle) if nrows else \
+        row_reduce_schedule(op, 16, k, threads, shuffle)
     x = np.random.default_rng(1).standard_normal((16, k)).astype(np.float32)
     out = mlc.compile(sch.mod, target="cuda")(x)
     np.testing.assert_allclose(out, x.sum(1) if op is ops.sum else x.max(1), rtol=1e-4, atol=1e-4)
+
+
+@needs_gpu
+@pytest.mark.parametrize("seed", range(4))
+def test_cuda_sampled_softmax_schedules(seed):
+    """Samples of the GPU space (rows per block, threads per row, shuffle or tree) on softmax
+    over rows of 768, against numpy."""
+    from mlc_mlir.tune.space_rules import default_space
+    sch = mlc.Schedule(graph(lambda x: ops.softmax(x, axis=-1), (64, 768)), seed=seed, defaults=False)
+    default_space(Target.cuda())(sch)
+    x = np.random.default_rng(seed).standard_normal((64, 768)).astype(np.float32)
+    np.testing.assert_allclose(mlc.compile(sch.mod, target="cuda")(x), _softmax_ref(x), rtol=1e-4, atol=1e-6)
