@@ -148,6 +148,18 @@ def model(name: str) -> dict:
             "torch_ms": torch_ms(eager)}
 
 
+def _report(items, run, line) -> None:
+    """Print ``label: line(run(*args))`` for each ``(label, args)`` of ``items``; a compile
+    failure prints ``label: failed: ...`` and the next item runs."""
+    for label, args in items:
+        try:
+            r = run(*args)
+        except mlc.MlcError as e:
+            print(f"{label}: failed: {str(e).splitlines()[0]}", flush=True)
+            continue
+        print(f"{label}: {line(r)}", flush=True)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default="resnet18,bert")
@@ -167,25 +179,16 @@ def main(argv=None) -> int:
         print(f"elementwise add, {r['n']} float32: ours {r['ours_gbs']:.0f} GB/s, "
               f"copy {r['copy_gbs']:.0f} GB/s, ratio {r['ours_gbs'] / r['copy_gbs']:.2f} "
               f"(max abs err {r['max_abs_err']:.1e})", flush=True)
-    for name in [m for m in opts.models.split(",") if m]:
-        try:
-            r = model(name)
-        except mlc.MlcError as e:
-            print(f"{name}: failed: {str(e).splitlines()[0]}", flush=True)
-            continue
-        print(f"{name}: ours {r['ours_ms']:.3f} ms, torch eager {r['torch_ms']:.3f} ms, "
-              f"ratio {r['torch_ms'] / r['ours_ms']:.2f}, max rel err {r['max_rel_err']:.1e}, "
-              f"compile {r['compile_s']:.1f} s", flush=True)
+    _report([(name, (name,)) for name in opts.models.split(",") if name], model,
+            lambda r: f"ours {r['ours_ms']:.3f} ms, torch eager {r['torch_ms']:.3f} ms, "
+                      f"ratio {r['torch_ms'] / r['ours_ms']:.2f}, max rel err {r['max_rel_err']:.1e}, "
+                      f"compile {r['compile_s']:.1f} s")
     shapes = [tuple(int(v) for v in sh.split("x")) for sh in opts.row_shapes.split(",") if sh]
-    for name, (rows, k) in [(n, sh) for n in opts.rows.split(",") if n for sh in shapes]:
-        try:
-            r = row_op(name, rows, k)
-        except mlc.MlcError as e:
-            print(f"{name} {rows}x{k}: failed: {str(e).splitlines()[0]}", flush=True)
-            continue
-        print(f"{name} {rows}x{k} float32: ours {r['ours_gbs']:.0f} GB/s, torch {r['torch_gbs']:.0f} GB/s, "
-              f"ratio {r['ours_gbs'] / r['torch_gbs']:.2f}; shared-memory tree {r['tree_gbs']:.0f} GB/s "
-              f"(max abs err {r['max_abs_err']:.1e}, compile {r['compile_s']:.1f} s)", flush=True)
+    _report([(f"{n} {rows}x{k} float32", (n, rows, k)) for n in opts.rows.split(",") if n
+             for rows, k in shapes], row_op,
+            lambda r: f"ours {r['ours_gbs']:.0f} GB/s, torch {r['torch_gbs']:.0f} GB/s, ratio "
+                      f"{r['ours_gbs'] / r['torch_gbs']:.2f}; shared-memory tree {r['tree_gbs']:.0f} "
+                      f"GB/s (max abs err {r['max_abs_err']:.1e}, compile {r['compile_s']:.1f} s)")
     return 0
 
 
