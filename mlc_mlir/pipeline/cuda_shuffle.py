@@ -41,7 +41,7 @@ from __future__ import annotations
 import math
 from typing import List, Optional
 
-from .._mlir import arith_d, gpu_d, ir, memref_d, scf_d
+from .._mlir import arith_d, gpu_d, ir, memref_d, scf_d, vector_d
 from ..errors import PipelineError
 from ..ir.module import Module
 from ..ir.walk import find_ops
@@ -132,23 +132,130 @@ def _is_thread_id(v: ir.Value, dim: str) -> bool:
     return o is not None and o.name == "gpu.thread_id" and str(o.attributes["dimension"]).endswith(f"{dim}>")
 
 
-def _partials(alloc: ir.Operation, red: ir.Operation, body: ir.Block, where: str) -> List[ir.Operation]:
-    """The subviews of ``P`` each thread writes its partial to: one element at
-    ``[thread_id.y or 0, .., thread_id.x]`` (every use of ``P`` but ``red``'s input)."""
+def _thread_offset(v: ir.Value, vec: int) -> bool:
+    """Whether ``v`` is ``thread_id.x * vec`` (``thread_id.x`` itself for ``vec == 1``)."""
+    if vec == 1:
+        return _is_thread_id(v, "x")
+    o = _owner(v)
+    if o is None or o.name != "affine.apply" or len(o.operands) != 1 or \
+            not _is_thread_id(o.operands[0], "x"):
+        return False
+    times = ir.AffineExpr.get_mul(ir.AffineDimExpr.get(0), ir.AffineConstantExpr.get(vec))
+    return ir.AffineMapAttr(o.attributes["map"]).value == ir.AffineMap.get(1, 0, [times])
+
+
+def _partials(alloc: ir.Operation, red: ir.Operation, body: ir.Block, vec: int,
+              where: str) -> List[ir.Operation]:
+    """The subviews of ``P`` each thread writes its partials to: ``vec`` elements at
+    ``[thread_id.y or 0, .., thread_id.x * vec]`` (every use of ``P`` but ``red``'s input)."""
     parts = []
     for sv in _users(alloc.results[0]):
         if sv == red or (sv.name == "memref.subview" and _users(sv.results[0]) == [red]):
             continue
-        ok = sv.name == "memref.subview" and sv.block == body and \
-            all(d == 1 for d in ir.MemRefType(sv.results[0].type).shape)
+        ok = sv.name == "memref.subview" and sv.block == body
         if ok:
+            shape = ir.MemRefType(sv.results[0].type).shape
             dyn = list(sv.operands)[1:]
-            ok = len(dyn) in (1, 2) and _is_thread_id(dyn[-1], "x") and \
-                (len(dyn) == 1 or _is_thread_id(dyn[0], "y"))
+            ok = shape[-1] == vec and all(d == 1 for d in shape[:-1]) and len(dyn) in (1, 2) and \
+                _thread_offset(dyn[-1], vec) and (len(dyn) == 1 or _is_thread_id(dyn[0], "y"))
         if not ok:
-            raise PipelineError(f"{where}: its partials are not one element per thread: {sv}")
+            raise PipelineError(f"{where}: its partials are not {vec} element(s) per thread: {sv}")
         parts.append(sv)
     return parts
+
+
+def _identity_layout(t: ir.MemRefType) -> bool:
+    return isinstance(t.layout, ir.AffineMapAttr) and t.layout.value == ir.AffineMap.get_identity(t.rank)
+
+
+def _dims(m: ir.AffineMap) -> Optional[List[int]]:
+    """The dim positions of ``m``'s results; None if one is not a plain dim."""
+    out = [r.position if isinstance(r, ir.AffineDimExpr) else None for r in m.results]
+    return None if None in out else out
+
+
+def _vector_partial(op: ir.Operation, vec: int, body: ir.Block) -> None:
+    """Give the thread's partial ``op`` (a ``linalg.generic`` over ``(1.., k0, e)``: ``e``
+    the thread's ``vec`` contiguous elements, ``k0`` the reduction) a vector twin run when
+    every row it reads contiguously starts on a ``vec``-element boundary: ``scf.if`` each
+    such buffer's aligned pointer is a multiple of the vector's bytes, then ``scf.for k0``
+    over ``vector.load {alignment}`` (PTX ``ld.global.v4``/``v2``) and the payload on
+    ``vector<vec>``; else ``op`` as it was (a buffer from another library may start
+    anywhere). Leaves ``op`` alone when its form differs (an input read along ``e`` that is
+    not an identity-layout buffer, a payload op with regions or non-scalar types)."""
+    maps = [ir.AffineMapAttr(a).value for a in op.attributes["indexing_maps"]]
+    kinds = [str(a) for a in op.attributes["iterator_types"]]
+    n = len(kinds)
+    nin = len(op.operands) - 1
+    red = [i for i, k in enumerate(kinds) if "reduction" in k]
+    dims = [_dims(m) for m in maps]
+    acc = op.operands[nin]
+    if len(red) != 1 or red[0] != n - 2 or "parallel" not in kinds[-1] or None in dims or \
+            dims[nin] != [d for d in range(n) if d != n - 2] or \
+            ir.MemRefType(acc.type).shape[-1] != vec or len(op.regions[0].blocks) != 1:
+        return
+    k0 = n - 2
+    extent = None
+    checks = []   # (root buffer, bytes) whose alignment the vector loads need
+    for j in range(nin):
+        t = ir.MemRefType(op.operands[j].type)
+        if k0 in dims[j]:
+            extent = t.shape[dims[j].index(k0)]
+        if n - 1 in dims[j]:
+            view = _owner(op.operands[j])
+            if dims[j][-1] != n - 1 or t.shape[-1] != vec or view is None or \
+                    view.name != "memref.subview" or view.block != body:
+                return
+            root = ir.MemRefType(view.operands[0].type)
+            width = getattr(root.element_type, "width", 0)
+            if not width or width % 8 or not _identity_layout(root) or root.shape[-1] % vec:
+                return
+            checks.append((view.operands[0], vec * width // 8))
+    payload = [o.operation for o in op.regions[0].blocks[0].operations]
+    if extent is None or not checks or any(
+            len(o.regions) or any(not isinstance(r.type, (ir.FloatType, ir.IntegerType))
+                                  for r in o.results) for o in payload[:-1]):
+        return
+    with ir.InsertionPoint(op):
+        ok = None
+        for root, nbytes in checks:
+            ptr = memref_d.extract_aligned_pointer_as_index(root)
+            c = arith_d.cmpi(arith_d.CmpIPredicate.eq, arith_d.remui(ptr, _index(nbytes)), _index(0))
+            ok = c if ok is None else arith_d.andi(ok, c)
+        branch = scf_d.IfOp(ok, has_else=True)
+    with ir.InsertionPoint(branch.then_block):
+        zeros = [_index(0)] * (n - 1)
+        elem = ir.MemRefType(acc.type).element_type
+        vt = ir.VectorType.get([vec], elem)
+        loop = scf_d.ForOp(_index(0), _index(extent), _index(1), [vector_d.load(vt, acc, zeros)])
+        with ir.InsertionPoint(loop.body):
+            args = list(op.regions[0].blocks[0].arguments)
+            values = {}
+            for j in range(nin):
+                src = op.operands[j]
+                idx = [loop.induction_variable if d == k0 else _index(0) for d in dims[j]]
+                et = ir.MemRefType(src.type).element_type
+                if n - 1 in dims[j]:
+                    nbytes = dict(checks)[_owner(src).operands[0]]
+                    values[args[j]] = vector_d.load(ir.VectorType.get([vec], et), src, idx,
+                                                    alignment=nbytes)
+                else:
+                    values[args[j]] = vector_d.broadcast(ir.VectorType.get([vec], et),
+                                                         memref_d.load(src, idx))
+            values[args[nin]] = loop.inner_iter_args[0]
+            for o in payload[:-1]:
+                attrs = {name: o.attributes[name] for name in o.attributes}
+                res = ir.Operation.create(
+                    o.name, results=[ir.VectorType.get([vec], r.type) for r in o.results],
+                    operands=[values.get(v, v) for v in o.operands], attributes=attrs)
+                for r, nr in zip(o.results, res.results):
+                    values[r] = nr
+            scf_d.YieldOp([values.get(payload[-1].operands[0], payload[-1].operands[0])])
+        vector_d.store(loop.results[0], acc, zeros)
+        scf_d.YieldOp([])
+    with ir.InsertionPoint(branch.else_block):
+        scf_d.YieldOp([])
+    op.move_before(list(branch.else_block.operations)[0].operation)
 
 
 def _rewrite(red: ir.Operation) -> None:
@@ -168,20 +275,25 @@ def _rewrite(red: ir.Operation) -> None:
     if alloc is not None and alloc.name == "memref.subview":
         alloc = _owner(alloc.operands[0])
     st = ir.MemRefType(alloc.results[0].type) if alloc is not None else None
-    if alloc is None or alloc.name != "memref.alloca" or alloc.block != body or \
-            st.shape[-1] != nthreads or math.prod(st.shape[:-1]) != nrows or \
+    vec = st.shape[-1] // nthreads if st is not None else 0
+    if alloc is None or alloc.name != "memref.alloca" or alloc.block != body or vec < 1 or \
+            st.shape[-1] != nthreads * vec or math.prod(st.shape[:-1]) != nrows or \
             ir.MemRefType(view.type).rank != st.rank:
         raise PipelineError(f"{where} does not read the shared partials of {nrows} row(s) of "
                             f"{nthreads} threads: {view.type}")
     stmt = _ancestor_in(red, body)
-    parts = _partials(alloc, red, body, where)
+    parts = _partials(alloc, red, body, vec, where)
     comb = _combiner(red)
     elem = st.element_type
     with ir.InsertionPoint.at_block_begin(body):
-        acc = memref_d.alloca(ir.MemRefType.get([1] * st.rank, elem), [], [])
+        acc = memref_d.alloca(ir.MemRefType.get([1] * (st.rank - 1) + [vec], elem), [], [])
     for sv in parts:
         sv.results[0].replace_all_uses_with(acc)
         sv.erase()
+    if vec > 1:
+        for op in [o.operation for o in body.operations]:
+            if op.name == "linalg.generic" and op.operands[len(op.operands) - 1] == acc:
+                _vector_partial(op, vec, body)
     # the barrier after the partials ordered their stores to P before the tree's loads; other
     # shared buffers written before it keep it
     others = [a for a in find_ops(launch, "memref.alloca")
@@ -199,6 +311,8 @@ def _rewrite(red: ir.Operation) -> None:
         idx = [zero] * st.rank
         tid = gpu_d.thread_id(gpu_d.Dimension.x)
         v = memref_d.load(acc, idx)
+        for j in range(1, vec):   # the thread's vector of partials
+            v = _combine(comb, memref_d.load(acc, idx[:-1] + [_index(j)]), v)
         if full:
             width = _i32(WARP_SIZE)
         else:   # the last warp has nthreads % 32 lanes

@@ -12,6 +12,8 @@ cooperative reduction in shared memory, with upstream transform ops only::
 1. ``structured.split_reduction {split_factor = T, inner_parallel}``: ``X`` viewed as
    ``(.., K/T, T)``; a partial op ``P[i, t] = sum_k0 X[i, k0*T + t]`` (``t`` parallel: the
    threads read consecutive addresses, coalesced) and a combining op ``O[i] = sum_t P[i, t]``;
+   with a vector loop of ``E`` (:data:`VECTOR_LANES`) below the thread loop the factor is
+   ``T*E`` and thread ``t`` owns ``P[i, t*E : t*E + E]`` (contiguous reads);
 2. the combining op tiled by ``tile_using_forall`` over the block loops (``#gpu.block``), the
    partial op, its fill and the output's init fused into it (``fuse_into_containing_op``);
 3. the partial op tiled over ``t`` by a thread forall (``#gpu.thread``), ``P``'s row placed in
@@ -46,6 +48,12 @@ from ..target import WARP_SIZE
 from .loop_nest import Block, Loop
 
 
+#: Extents of the serial loop a cross-thread reduction may keep below its thread loop: each
+#: thread reads that many contiguous elements per step (``split(k, [None, T, 4])``: thread t
+#: reads ``X[k0*4T + 4t : k0*4T + 4t + 4]``), 8- or 16-byte vector loads of f32 (PTX
+#: ``ld.global.v2``/``v4``) where the row is aligned (:mod:`mlc_mlir.pipeline.cuda_shuffle`).
+VECTOR_LANES = (2, 4)
+
 #: Block annotation choosing the combine of a cross-thread reduction (module docstring, step
 #: 4): ``1`` (also when absent) warp shuffles, ``0`` a shared-memory tree. The last combining op
 #: carries it to :mod:`mlc_mlir.pipeline.cuda_shuffle`.
@@ -78,10 +86,14 @@ def _check(blk: Block) -> Tuple[Loop, Optional[Loop]]:
                             "supported with a thread-bound reduction loop")
     r = red[0]
     rloops = [lp for lp in blk.loops if lp.dim == r]
+    if len(rloops) > 1 and rloops[-1].kind != "bound" and rloops[-1].extent in (1,) + VECTOR_LANES \
+            and rloops[-1].unroll is None:
+        rloops = rloops[:-1]   # each thread's vector
     tl = rloops[-1]
     if not (tl.kind == "bound" and tl.thread.startswith("threadIdx")):
         raise ScheduleError(f"{where}: the thread-bound loop must be the innermost loop of dim "
-                            f"{blk.dims[r].name} (split(k, [None, T]) then bind the inner one)")
+                            f"{blk.dims[r].name} (split(k, [None, T]) then bind the inner one), or "
+                            f"the one outside an innermost serial loop of {VECTOR_LANES} elements")
     for lp in rloops[:-1]:
         if lp.kind == "bound" or lp.unroll is not None:
             raise ScheduleError(f"{where}: outer loops of dim {blk.dims[r].name} must stay serial")
@@ -142,6 +154,7 @@ def emit_cross_thread(gpu, blk: Block) -> ir.Value:
     t_axis = tl.thread.split(".")[1]
     nthreads = tl.extent
     r = tl.dim
+    vec = blk.step(blk.loops.index(tl))   # each thread's contiguous elements per step
     ndims = len(blk.dims)
     outs: List[int] = list(blk.info.out_dims)
     blocks = [lp for lp in blk.loops if lp.kind == "bound" and lp.thread.startswith("blockIdx")]
@@ -157,7 +170,7 @@ def emit_cross_thread(gpu, blk: Block) -> ir.Value:
     op = host.match(blk)
     init = host.match_name(blk.func, blk.info.init)
     sr = structured_transform_d.SplitReductionOp(
-        any_op(), any_op(), any_op(), any_op(), op, split_factor=nthreads,
+        any_op(), any_op(), any_op(), any_op(), op, split_factor=nthreads * vec,
         insert_split_dimension=len(outs), inner_parallel=True)
     # 2. one output element (or row of threads) per block: the combine's dims are the output's
     comb_sizes = [nrows if d == rdim else int(blk.dims[d].extent > 1) for d in outs] + [0]
@@ -167,10 +180,11 @@ def emit_cross_thread(gpu, blk: Block) -> ir.Value:
     init = structured_transform_d.FuseIntoContainingOp(init, bforall).fused_op
     part = structured_transform_d.FuseIntoContainingOp(sr.split_linalg_op, bforall).fused_op
     pfill = structured_transform_d.FuseIntoContainingOp(sr.fill_op, bforall).fused_op
-    # 3. partial sums: thread t reduces X[.., k0*T + t] into shared P[t]; the partial op's dims
-    # are the original ones with r replaced by (r: K/T, r+1: T parallel)
+    # 3. partial sums: thread t reduces X[.., k0*T*E + t*E + e] into shared P[t*E + e] (E: its
+    # vector, 1 without one); the partial op's dims are the original ones with r replaced by
+    # (r: K/(T*E), r+1: T*E parallel)
     sizes = [0] * (ndims + 1)
-    sizes[r + 1] = 1
+    sizes[r + 1] = vec
     pmap = thread
     if rows is not None:
         prow = rdim if rdim < r else rdim + 1

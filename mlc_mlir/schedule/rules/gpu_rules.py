@@ -10,7 +10,9 @@ chapter's recipes):
   (``K >= 2 * warp size``, :func:`min_cooperative`): ``split(k, [None, T])``, the parallel
   dims fused and bound to ``blockIdx.x``, ``k1`` bound to ``threadIdx.x`` -- a cooperative
   reduction (:mod:`mlc_mlir.schedule.gpu_reduction`) whose combine is sampled: warp shuffles
-  (the default) or a shared-memory tree; otherwise the parallel dims over
+  (the default) or a shared-memory tree; ``split(k, [None, T, E])`` gives each thread ``E``
+  contiguous elements per step (16-byte loads, sampled); short rows get a warp per row, several
+  rows per block on ``threadIdx.y``; otherwise the parallel dims over
   blocks x threads, each thread reducing its rows serially;
 * ``matmul`` (and 2-parallel + 1-reduction contractions): the shared-memory blocking of the
   chapter -- block tile ``(ty*ly, tx*lx)``, ``ty*tx`` threads each computing an ``ly x lx``
@@ -38,7 +40,7 @@ from typing import Dict, List, Optional
 from ...errors import ScheduleError
 from ...target import CudaArch
 from ..schedule import Schedule
-from ..gpu_reduction import WARP_SHUFFLE
+from ..gpu_reduction import VECTOR_LANES, WARP_SHUFFLE
 from ..state import BlockRV, ExprRV
 from .common import categorical
 
@@ -172,8 +174,10 @@ def _cooperative(sch: Schedule, block: BlockRV, arch: CudaArch, red: List[int], 
     combine sampled (:data:`~mlc_mlir.schedule.gpu_reduction.WARP_SHUFFLE`: warp shuffles by
     default, the shared-memory tree as the alternative); with one parallel dim of extent > 1,
     several rows per block (its inner loop on ``threadIdx.y``, the rows sampled, default
-    :func:`warp_rows`: a warp per row for short rows). Returns whether it applied. ``loops``:
-    the block's loops by dim."""
+    :func:`warp_rows`: a warp per row for short rows), and each thread's contiguous vector
+    sampled (:data:`~mlc_mlir.schedule.gpu_reduction.VECTOR_LANES` or 1; default the widest
+    that divides the row into whole steps). Returns whether it applied. ``loops``: the block's
+    loops by dim."""
     info = sch.get(block)
     if len(red) != 1 or info.info.init is None or info.info.num_inputs < 1:
         return False
@@ -197,7 +201,11 @@ def _cooperative(sch: Schedule, block: BlockRV, arch: CudaArch, red: List[int], 
     opts = [c for c in thread_options(arch, k, t, lambda c: c >= arch.warp_size)
             if c * nr <= arch.max_threads_per_block and (nr == 1 or c % arch.warp_size == 0)]
     t = categorical(sch, opts, t if t in opts else max(opts))
-    _, k1 = sch.split(loops[r], [None, t])
+    # each thread's contiguous vector (16-byte loads where the row is aligned): the widest
+    # that divides the row into whole steps of the block, by default
+    vecs = [1] + [v for v in VECTOR_LANES if k % (sch.get(t) * v) == 0]
+    vec = categorical(sch, vecs, max(vecs))
+    _, k1, _ = sch.split(loops[r], [None, t, vec])
     if rows is not None:
         i0, i1 = sch.split(loops[big[0]], [None, rows])
         sch.bind(i0, "blockIdx.x")
