@@ -25,7 +25,11 @@ CUDA samples' ``reduce`` kernels; TVM's lowering of a thread-bound ``allreduce``
     scf.if thread_id.x < 1 { linalg.fill(O); linalg.reduce ins(acc) outs(O) }
 
 one barrier instead of one per tree level, and no shared-memory round trip for the partials
-(with one warp, ``T == 32``, no barrier and no shared memory at all). The combiner is the
+(with one warp, ``T == 32``, no barrier and no shared memory at all). Several rows per block
+(``threadIdx.y``, whole warps per row) keep ``W`` as ``[rows, T / 32]``; a warp per row needs
+no ``W``. A thread that owns ``E`` contiguous partials (``split(k, [None, T, E])``) keeps them
+in ``acc[E]`` and combines them before the shuffles; its partial op gets a vector twin
+(:func:`_vector_partial`: ``ld.global.v4`` where the row is 16-byte aligned). The combiner is the
 reduction's own payload op (``arith.addf``, ``arith.maximumf``, ...), cloned per level. A warp
 cut short (``T`` not a multiple of 32) shuffles with ``width`` = its live lanes, and keeps its
 own value where the partner lane does not exist (``gpu.shuffle``'s ``valid`` result).
