@@ -114,11 +114,29 @@ def _butterfly(v: ir.Value, comb: ir.Operation, lanes: int, width: ir.Value, ful
     ``width`` all of whose lanes run). ``width``: i32, the live lanes of this warp."""
     off = 1
     while off < lanes:
-        shuffle = gpu_d.ShuffleOp(v, _i32(off), width, gpu_d.ShuffleMode.XOR)
-        c = _combine(comb, shuffle.results[0], v)
-        v = c if full else arith_d.select(shuffle.results[1], c, v)
+        got, valid = _shuffle_xor(v, off, width)
+        c = _combine(comb, got, v)
+        v = c if full else arith_d.select(valid, c, v)
         off *= 2
     return v
+
+
+def _shuffle_xor(v: ir.Value, off: int, width: ir.Value):
+    """``gpu.shuffle xor`` of ``v``: ``(value, valid)``. A value narrower than 32 bits (f16,
+    bf16, i8) travels widened to f32 / i32 (``nvvm.shfl.sync`` moves 32-bit registers; the
+    round trip is exact); 64-bit values are split by the NVVM lowering itself."""
+    t = v.type
+    bits = getattr(t, "width", 32)
+    if bits >= 32:
+        shuffle = gpu_d.ShuffleOp(v, _i32(off), width, gpu_d.ShuffleMode.XOR)
+        return shuffle.results[0], shuffle.results[1]
+    if isinstance(t, ir.FloatType):
+        wide = arith_d.extf(ir.F32Type.get(), v)
+        shuffle = gpu_d.ShuffleOp(wide, _i32(off), width, gpu_d.ShuffleMode.XOR)
+        return arith_d.truncf(t, shuffle.results[0]), shuffle.results[1]
+    wide = arith_d.extui(ir.IntegerType.get_signless(32), v)
+    shuffle = gpu_d.ShuffleOp(wide, _i32(off), width, gpu_d.ShuffleMode.XOR)
+    return arith_d.trunci(t, shuffle.results[0]), shuffle.results[1]
 
 
 def _block_dims(launch: ir.Operation) -> List[Optional[int]]:

@@ -240,6 +240,25 @@ def test_threads_read_vectors_where_the_row_is_aligned(k, vec, loads):
     assert ptxas_usage(text)[1:] == (0, 0)
 
 
+@needs_ptxas
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "int8", "float64"])
+def test_shuffles_of_narrow_and_wide_types(dtype):
+    """``nvvm.shfl.sync`` moves 32-bit registers: 16- and 8-bit partials are widened around
+    each shuffle (an exact round trip), 64-bit ones split by the NVVM lowering."""
+    for shape in [(16, 1024), (16, 768), (16, 100)]:
+        ptx = compile_to_ptx(default_schedule(_typed_graph(ops.max, shape, dtype), CUDA))
+        for t in ptx.values():
+            check_ptx(t)
+        assert any("shfl.sync.bfly" in t for t in ptx.values())
+
+
+def _typed_graph(op, shape, dtype):
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        f.output(op(f.arg("x", shape=shape, dtype=dtype), axis=-1))
+    return bb.finish()
+
+
 def test_rows_need_whole_warps():
     with pytest.raises(ScheduleError, match="multiple of the warp size"):
         compile_to_ptx(rows_schedule(k=100, threads=100).mod)
@@ -353,3 +372,14 @@ def test_cuda_misaligned_rows_take_the_scalar_loads(k):
     assert x.data_ptr() % 16 == 4
     got = exe.on_device(x).numpy()
     np.testing.assert_allclose(got, x.cpu().numpy().astype(np.float64).sum(-1), rtol=1e-4, atol=1e-3)
+
+
+@needs_gpu
+@pytest.mark.parametrize("k", [100, 768, 1024])
+def test_cuda_float16_rows(k):
+    """f16 partials shuffled through 32-bit registers: max exact, sum within f16 rounding."""
+    x = np.random.default_rng(k).standard_normal((16, k)).astype(np.float16)
+    got = mlc.compile(_typed_graph(ops.max, (16, k), "float16"), target="cuda")(x)
+    np.testing.assert_array_equal(got, x.max(-1))
+    got = mlc.compile(_typed_graph(ops.sum, (16, k), "float16"), target="cuda")(x)
+    np.testing.assert_allclose(got.astype(np.float64), x.astype(np.float64).sum(-1), rtol=2e-2, atol=0.5)
