@@ -86,7 +86,7 @@ def _check(blk: Block) -> Tuple[Loop, Optional[Loop]]:
                             "supported with a thread-bound reduction loop")
     r = red[0]
     rloops = [lp for lp in blk.loops if lp.dim == r]
-    if len(rloops) > 1 and rloops[-1].kind != "bound" and rloops[-1].extent in (1,) + VECTOR_LANES \
+    if len(rloops) > 1 and rloops[-1].kind == "serial" and rloops[-1].extent in (1,) + VECTOR_LANES \
             and rloops[-1].unroll is None:
         rloops = rloops[:-1]   # each thread's vector
     tl = rloops[-1]
