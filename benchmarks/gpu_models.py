@@ -2,12 +2,20 @@
 against PyTorch eager on the same GPU, same run.
 
     python benchmarks/gpu_models.py [--models resnet18,bert] [--elementwise-mib 256]
+                                    [--rows softmax,layer_norm] [--row-shapes 8192x768,4096x4096]
 
 * Elementwise: ``a + b`` over float32 vectors of ``--elementwise-mib`` MiB each (three streams:
   two reads, one write), ours (default schedule, and the same at one vector lane) against
   PyTorch's ``add`` and a device-to-device copy (two streams) on the same device buffers, in
   GB/s counting bytes read plus written, from the device time (CUPTI through
   ``torch.profiler``) and from the synchronized wall clock; ratio = ours / copy.
+* Rows: ``softmax`` / ``layer_norm`` over the last dim of each ``--row-shapes`` float32 matrix
+  (BERT's row ops; 768: a warp per row, 4096: a block per row) against ``torch.softmax`` /
+  ``F.layer_norm`` on the same GPU, both in GB/s
+  counting one read and one write of the matrix (the least any implementation moves; ours
+  runs several kernels, each a pass over the rows); ratio = ours / torch.
+  The same ops with the shared-memory tree instead of warp shuffles (the rule's other
+  decision) are timed too ("tree").
 * Models: the ResNet-18 and 2-layer BERT of ``models_cpu.py`` imported with ``mlc.from_torch``
   (parameters bound as constants), compiled for CUDA, checked against PyTorch on the GPU
   (max relative error) and timed with inputs kept on the GPU; PyTorch eager with CUDA events.
@@ -30,8 +38,9 @@ from mlc_mlir import ops
 from mlc_mlir.runtime import DeviceArray
 from mlc_mlir.runtime.cuda import driver_problem
 from mlc_mlir.schedule.default_rules import apply_default_schedule
+from mlc_mlir.schedule.gpu_reduction import WARP_SHUFFLE
 from mlc_mlir.schedule.rules.gpu_rules import vector_lanes
-from mlc_mlir.target import get_target
+from mlc_mlir.target import Target, get_target
 from models_cpu import torch_model  # benchmarks/ is on sys.path when run as a script
 
 
@@ -180,10 +189,65 @@ def model(name: str) -> dict:
             "torch_ms": torch_ms(eager)}
 
 
+def tree_schedule(mod: mlc.Module) -> mlc.Module:
+    """``mod`` with the default CUDA schedules, each cooperative reduction's combine switched
+    to the shared-memory tree (the ``mlc.warp_shuffle = 0`` decision)."""
+    sch = mlc.Schedule(mod)
+    apply_default_schedule(sch, Target.cuda())
+    for blk in sch.model.blocks:
+        if WARP_SHUFFLE in blk.annotations:
+            sch.annotate(sch.get_block(blk.name, func_name=blk.func), WARP_SHUFFLE, 0)
+    return sch.mod
+
+
+def row_op(name: str, rows: int, k: int) -> dict:
+    """``softmax`` / ``layer_norm`` over rows of ``k`` (ours, default schedules: warp-shuffle
+    combines; and with the shared-memory tree) vs torch on the GPU; GB/s counting one read and
+    one write of the ``rows x k`` float32 matrix."""
+    import torch
+    import torch.nn.functional as F
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((rows, k)).astype(np.float32)
+    gamma, beta = (rng.standard_normal(k).astype(np.float32) for _ in range(2))
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        a = f.arg("x", shape=(rows, k))
+        f.output(ops.softmax(a, axis=-1) if name == "softmax" else ops.layer_norm(a, gamma, beta))
+    mod = bb.finish()
+    t0 = time.perf_counter()
+    exe = mlc.compile(mod, target="cuda")
+    compile_s = time.perf_counter() - t0
+    tree = mlc.compile(tree_schedule(mod), target="cuda")
+    dx = torch.from_numpy(x).cuda()
+    dg, db = torch.from_numpy(gamma).cuda(), torch.from_numpy(beta).cuda()
+    ref = (lambda: torch.softmax(dx, -1)) if name == "softmax" else \
+        (lambda: F.layer_norm(dx, (k,), dg, db))
+    want = ref().cpu().numpy()
+    err = float(max(np.abs(exe(x) - want).max(), np.abs(tree(x) - want).max()))
+    nbytes = 2 * 4 * rows * k
+    return {"ours_gbs": nbytes / ours_ms(exe, (x,)) / 1e6, "torch_gbs": nbytes / torch_ms(ref) / 1e6,
+            "tree_gbs": nbytes / ours_ms(tree, (x,)) / 1e6, "max_abs_err": err, "compile_s": compile_s}
+
+
+def _report(items, run, line) -> None:
+    """Print ``label: line(run(*args))`` for each ``(label, args)`` of ``items``; a compile
+    failure prints ``label: failed: ...`` and the next item runs."""
+    for label, args in items:
+        try:
+            r = run(*args)
+        except mlc.MlcError as e:
+            print(f"{label}: failed: {str(e).splitlines()[0]}", flush=True)
+            continue
+        print(f"{label}: {line(r)}", flush=True)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default="resnet18,bert")
     ap.add_argument("--elementwise-mib", type=int, default=256)
+    ap.add_argument("--rows", default="softmax,layer_norm")
+    ap.add_argument("--row-shapes", default="8192x768,4096x4096")
     opts = ap.parse_args(argv)
     problem = driver_problem()
     if problem is not None:
@@ -204,15 +268,16 @@ def main(argv=None) -> int:
                   f"ratio ours/copy {r['ours'][measure] / r['torch copy'][measure]:.2f}, "
                   f"ours/torch add {r['ours'][measure] / r['torch add'][measure]:.2f}", flush=True)
         print(f"elementwise max abs err: {r['max_abs_err']}", flush=True)
-    for name in [m for m in opts.models.split(",") if m]:
-        try:
-            r = model(name)
-        except mlc.MlcError as e:
-            print(f"{name}: failed: {str(e).splitlines()[0]}", flush=True)
-            continue
-        print(f"{name}: ours {r['ours_ms']:.3f} ms, torch eager {r['torch_ms']:.3f} ms, "
-              f"ratio {r['torch_ms'] / r['ours_ms']:.2f}, max rel err {r['max_rel_err']:.1e}, "
-              f"compile {r['compile_s']:.1f} s", flush=True)
+    _report([(name, (name,)) for name in opts.models.split(",") if name], model,
+            lambda r: f"ours {r['ours_ms']:.3f} ms, torch eager {r['torch_ms']:.3f} ms, "
+                      f"ratio {r['torch_ms'] / r['ours_ms']:.2f}, max rel err {r['max_rel_err']:.1e}, "
+                      f"compile {r['compile_s']:.1f} s")
+    shapes = [tuple(int(v) for v in sh.split("x")) for sh in opts.row_shapes.split(",") if sh]
+    _report([(f"{n} {rows}x{k} float32", (n, rows, k)) for n in opts.rows.split(",") if n
+             for rows, k in shapes], row_op,
+            lambda r: f"ours {r['ours_gbs']:.0f} GB/s, torch {r['torch_gbs']:.0f} GB/s, ratio "
+                      f"{r['ours_gbs'] / r['torch_gbs']:.2f}; shared-memory tree {r['tree_gbs']:.0f} "
+                      f"GB/s (max abs err {r['max_abs_err']:.1e}, compile {r['compile_s']:.1f} s)")
     return 0
 
 

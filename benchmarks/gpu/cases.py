@@ -4,7 +4,8 @@
     python benchmarks/gpu/cases.py NAME       # one case in this process
 
 Each case compiles for ``target="cuda"`` and prints ``CASE <name>: max abs err <e>`` against
-numpy or PyTorch on the CPU: row reductions of lengths that are and are not multiples of a warp,
+numpy or PyTorch on the CPU: row reductions of lengths that are and are not multiples of a warp
+(a warp per row at 768, a block per row at 65536), softmax,
 layer norm, and PyTorch layers with bound weights (constants), alone and chained.
 """
 
@@ -62,6 +63,10 @@ def _cases():
     return {
         "max100": row(ops.max, 100, np.max), "max96": row(ops.max, 96, np.max),
         "max256": row(ops.max, 256, np.max), "sum100": row(ops.sum, 100, np.sum),
+        "sum768": row(ops.sum, 768, np.sum), "sum65536": row(ops.sum, 65536, np.sum),
+        "softmax768": lambda: _reduction(
+            lambda x: ops.softmax(x, axis=-1), (64, 768),
+            lambda x: np.exp(x - x.max(-1, keepdims=True)) / np.exp(x - x.max(-1, keepdims=True)).sum(-1, keepdims=True)),
         "layer_norm256": lambda: _reduction(
             lambda x: ops.layer_norm(x, ones, zeros), (64, 256),
             lambda x: (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-5)),
@@ -76,7 +81,7 @@ def _cases():
     }
 
 
-CASES = ("max100", "max96", "max256", "sum100", "layer_norm256", "conv", "conv_bn_relu", "max_pool",
+CASES = ("max100", "max96", "max256", "sum100", "sum768", "sum65536", "softmax768", "layer_norm256", "conv", "conv_bn_relu", "max_pool",
          "residual", "global_mean", "linear_head", "linear")
 
 

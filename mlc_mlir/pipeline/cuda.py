@@ -15,7 +15,9 @@ Stages (each inspectable; a failure is a ``PipelineError``, never a process abor
    into shared memory, then compute); a ``memref.copy`` left between kernels becomes a
    device-to-device ``gpu.memcpy`` (:func:`_device_copies`), and any other op that would touch
    a buffer on the host is refused (:func:`_check_host`); a kernel's threads that never
-   share data get no barrier (:func:`_needs_barriers`);
+   share data get no barrier (:func:`_needs_barriers`); then
+   :func:`.cuda_shuffle.shuffle_reductions`: the combine of each block-per-row reduction with
+   warp shuffles, its partials in registers (one barrier, not one per level);
 3. ``buffers``    -- :func:`.cuda_buffers.clean_kernel_buffers`: staging copies straight into
    shared memory, thread accumulators kept in registers across the ``k`` loop, no device
    ``malloc``; then tensor cores for matmuls annotated ``mlc.mma_sync`` (:mod:`.cuda_mma`);
@@ -63,6 +65,7 @@ from .cuda_mma import lower_mma_sync
 from .cuda_pads import materialize_host_pads
 from .cuda_panels import annotate_kernels, rewrite_panels
 from .cuda_vectors import lower_transfers
+from .cuda_shuffle import shuffle_reductions
 from .registry import load_pipeline
 
 #: Marks a linear thread mapping (``#gpu.thread<linear_dim_0>``).
@@ -486,7 +489,7 @@ def lower_to_gpu(module: Module, chip: str = "sm_90", fmt: str = "isa",
         raise PipelineError("cuda: no GPU kernel was produced; bind loops to blockIdx/threadIdx first")
     mapped = _device_copies(_map(buf, kernels))
     _check_host(mapped)
-    mapped = run_pass_pipeline(mapped, "builtin.module(canonicalize,cse)",
+    mapped = run_pass_pipeline(shuffle_reductions(mapped), "builtin.module(canonicalize,cse)",
                                "cuda buffers")   # one value per view: the rewrites compare them
     # tensor cores before the workgroup attributions: the shared-memory rewrites
     # (nvgpu-optimize-shared-memory) take memref.alloc

@@ -10,6 +10,7 @@ from typing import List, Optional, Sequence, Union
 
 from ..errors import ScheduleError
 from .factors import divisors
+from .gpu_reduction import VECTOR_LANES
 from .loop_nest import Loop
 from .state import BlockRV, ExprRV, LoopRV, ScheduleState, as_int, as_str
 
@@ -289,11 +290,13 @@ class LoopPrimitives(ScheduleState):
         and ``gpu.map_nested_forall_to_threads`` in :mod:`mlc_mlir.pipeline.cuda`.
 
         The innermost loop of a reduction dim can be bound to ``threadIdx.*``: the threads of a
-        block then reduce together (TVM's cross-thread reduction), through shared memory
-        (:mod:`mlc_mlir.schedule.gpu_reduction`); every parallel loop must then be bound to
-        ``blockIdx``::
+        block then reduce together (TVM's cross-thread reduction;
+        :mod:`mlc_mlir.schedule.gpu_reduction`); every parallel loop must then be bound to
+        ``blockIdx`` (or one inner loop to ``threadIdx.y``: rows of a block). Below the
+        thread loop may stay one serial loop of :data:`VECTOR_LANES` elements, each thread's
+        contiguous vector (16-byte loads where the row is aligned)::
 
-            k0, k1 = sch.split(k, [None, 256])
+            k0, k1 = sch.split(k, [None, 256])        # or [None, 256, 4]
             sch.bind(i, "blockIdx.x")
             sch.bind(k1, "threadIdx.x")
 
@@ -317,11 +320,15 @@ class LoopPrimitives(ScheduleState):
         group = blk.group(pos)
         for p in group:
             l_ = blk.loops[p]
+            inner = [q for q in blk.loops[p + 1:] if q.dim == l_.dim]
             if blk.dims[l_.dim].kind != "parallel" and not (
-                    thread_axis.startswith("threadIdx") and len(group) == 1 and blk.step(p) == 1):
+                    thread_axis.startswith("threadIdx") and len(group) == 1 and
+                    (not inner or (len(inner) == 1 and inner[0].extent in (1,) + VECTOR_LANES))):
                 raise ScheduleError(f"bind: loop {blk.label(p)} of '{blk.name}' iterates a reduction "
-                                    "dim; only its innermost loop can be bound, to a threadIdx axis "
-                                    "(a cross-thread reduction)")
+                                    "dim; only its innermost loop (or the one just outside an "
+                                    f"innermost loop of {'/'.join(map(str, VECTOR_LANES))}: each "
+                                    "thread's vector) can be bound, to a threadIdx axis (a "
+                                    "cross-thread reduction)")
             if l_.kind != "serial" or l_.unroll is not None:
                 raise ScheduleError(f"bind: loop {blk.label(p)} is already "
                                     f"{l_.kind if l_.kind != 'serial' else 'unrolled'}")

@@ -10,7 +10,10 @@ chapter's recipes):
   when the one reduction dim is the input's contiguous (last) dim and long enough
   (``K >= 2 * warp size``, :func:`min_cooperative`): ``split(k, [None, T])``, the parallel
   dims fused and bound to ``blockIdx.x``, ``k1`` bound to ``threadIdx.x`` -- a cooperative
-  reduction through shared memory (:mod:`mlc_mlir.schedule.gpu_reduction`); otherwise the parallel dims over
+  reduction (:mod:`mlc_mlir.schedule.gpu_reduction`) whose combine is sampled: warp shuffles
+  (the default) or a shared-memory tree; ``split(k, [None, T, E])`` gives each thread ``E``
+  contiguous elements per step (16-byte loads, sampled); short rows get a warp per row, several
+  rows per block on ``threadIdx.y``; otherwise the parallel dims over
   blocks x threads, each thread reducing its rows serially;
 * ``matmul`` (and 2-parallel + 1-reduction contractions): the shared-memory blocking of the
   chapter -- block tile ``(ty*ly, tx*lx)``, ``ty*tx`` threads each computing an ``ly x lx``
@@ -39,6 +42,7 @@ from ...errors import ScheduleError
 from ...ir import dtypes
 from ...target import CudaArch, max_private_elements
 from ..schedule import Schedule
+from ..gpu_reduction import VECTOR_LANES, WARP_SHUFFLE
 from ..state import BlockRV, ExprRV
 from .common import categorical
 
@@ -214,10 +218,42 @@ def schedule_reduction(sch: Schedule, block: BlockRV, arch: CudaArch) -> None:
     _bind_parallel(sch, block, arch, parallel, loops)
 
 
+def warp_rows(arch: CudaArch, rows: int, k: int) -> int:
+    """Rows per block of the default cooperative reduction of ``rows`` rows of ``k``: a warp per
+    row, as many rows as a :func:`default_threads` block has warps (that divide ``rows`` and
+    leave two blocks), when ``k`` is a multiple of the warp size below ``4 *
+    default_threads(arch)`` -- a block per row would give each thread less than one 16-byte
+    vector of f32 and pay a barrier for it (BERT's 768-wide rows); else 1 (a block per row).
+    PyTorch's softmax and Apex's layer norm pick a warp per row below 1024 columns likewise;
+    the tuner samples the rows (:func:`row_options`)."""
+    t = default_threads(arch)
+    if k % arch.warp_size or k >= 4 * t:
+        return 1
+    return max((r for r in row_options(arch, rows, k) if r <= t // arch.warp_size), default=1)
+
+
+def row_options(arch: CudaArch, rows: int, k: int) -> List[int]:
+    """Rows per block a cooperative reduction of ``rows`` rows of ``k`` may take
+    (``threadIdx.y``): 1, and when ``k`` is a multiple of the warp size (each row's threads
+    whole warps) the powers of two up to ``max_threads_per_block / warp_size`` that divide
+    ``rows`` leaving two blocks."""
+    most = arch.max_threads_per_block // arch.warp_size
+    if k % arch.warp_size:
+        return [1]
+    return [1] + [1 << i for i in range(1, most.bit_length())
+                  if rows % (1 << i) == 0 and rows // (1 << i) >= 2]
+
+
 def _cooperative(sch: Schedule, block: BlockRV, arch: CudaArch, red: List[int], loops) -> bool:
     """A block per output element when the op reduces one contiguous dim of length
-    ``>= min_cooperative(arch)`` (module docstring), with at least a warp of threads; returns
-    whether it applied. ``loops``: the block's loops by dim."""
+    ``>= min_cooperative(arch)`` (module docstring), with at least a warp of threads, the
+    combine sampled (:data:`~mlc_mlir.schedule.gpu_reduction.WARP_SHUFFLE`: warp shuffles by
+    default, the shared-memory tree as the alternative); with one parallel dim of extent > 1,
+    several rows per block (its inner loop on ``threadIdx.y``, the rows sampled, default
+    :func:`warp_rows`: a warp per row for short rows), and each thread's contiguous vector
+    sampled (:data:`~mlc_mlir.schedule.gpu_reduction.VECTOR_LANES` or 1; default the widest
+    that divides the row into whole steps). Returns whether it applied. ``loops``: the block's
+    loops by dim."""
     info = sch.get(block)
     if len(red) != 1 or info.info.init is None or info.info.num_inputs < 1:
         return False
@@ -226,16 +262,35 @@ def _cooperative(sch: Schedule, block: BlockRV, arch: CudaArch, red: List[int], 
     first = info.info.operand_dims[0]
     if k < min_cooperative(arch) or not first or first[-1] != r:
         return False
-    t = _divisor(k, default_threads(arch))
+    big = [d.index for d in info.dims if d.kind == "parallel" and d.extent > 1]
+    nrows = warp_rows(arch, info.dims[big[0]].extent, k) if len(big) == 1 else 1
+    t = arch.warp_size if nrows > 1 else _divisor(k, default_threads(arch))
     if t < arch.warp_size:
         return False
-    t = categorical(sch, thread_options(arch, k, t, lambda c: c >= arch.warp_size), t)
-    outer = [loops[d.index] for d in info.dims if d.kind == "parallel"]
-    if len(outer) > 1:
-        outer = [sch.fuse(*outer)]
-    _, k1 = sch.split(loops[r], [None, t])
-    sch.bind(outer[0], "blockIdx.x")
+    rows = None
+    if len(big) == 1:
+        rows = categorical(sch, row_options(arch, info.dims[big[0]].extent, k), nrows)
+    # the threads of a row, given the rows: whole warps when several rows share a block, and
+    # no more than a block holds (a mutated rows decision redraws a threads decision that no
+    # longer fits)
+    nr = sch.get(rows) if rows is not None else 1
+    opts = [c for c in thread_options(arch, k, t, lambda c: c >= arch.warp_size)
+            if c * nr <= arch.max_threads_per_block and (nr == 1 or c % arch.warp_size == 0)]
+    t = categorical(sch, opts, t if t in opts else max(opts))
+    # each thread's contiguous vector (16-byte loads where the row is aligned): the widest
+    # that divides the row into whole steps of the block, by default
+    vecs = [1] + [v for v in VECTOR_LANES if k % (sch.get(t) * v) == 0]
+    vec = categorical(sch, vecs, max(vecs))
+    _, k1, _ = sch.split(loops[r], [None, t, vec])
+    if rows is not None:
+        i0, i1 = sch.split(loops[big[0]], [None, rows])
+        sch.bind(i0, "blockIdx.x")
+        sch.bind(i1, "threadIdx.y")
+    else:
+        sch.bind(sch.fuse(*[loops[d.index] for d in info.dims if d.kind == "parallel"]), "blockIdx.x")
     sch.bind(k1, "threadIdx.x")
+    # the combine: warp shuffles (1, one barrier) or the shared-memory tree (0)
+    sch.annotate(block, WARP_SHUFFLE, categorical(sch, [0, 1], 1))
     return True
 
 
