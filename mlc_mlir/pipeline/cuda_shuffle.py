@@ -21,8 +21,8 @@ CUDA samples' ``reduce`` kernels; TVM's lowering of a thread-bound ``allreduce``
     v = load acc; v = v (op) shuffle_xor(v, 1), .., 16   # each warp, shfl.sync.bfly
     if lane == 0: W[warp] = v                      # W: (T / 32) floats in shared memory
     gpu.barrier
-    if thread_id.x < T / 32: w = W[thread_id.x]; butterfly over the warp totals; acc = w
-    scf.if thread_id.x < 1 { linalg.fill(O); linalg.reduce ins(acc) outs(O) }
+    if thread_id.x < T / 32: w = W[thread_id.x]; butterfly over the warp totals; total = w
+    scf.if thread_id.x < 1 { linalg.fill(O); linalg.reduce ins(total) outs(O) }
 
 one barrier instead of one per tree level, and no shared-memory round trip for the partials
 (with one warp, ``T == 32``, no barrier and no shared memory at all). Several rows per block
@@ -309,6 +309,8 @@ def _rewrite(red: ir.Operation) -> None:
     elem = st.element_type
     with ir.InsertionPoint.at_block_begin(body):
         acc = memref_d.alloca(ir.MemRefType.get([1] * (st.rank - 1) + [vec], elem), [], [])
+        # the row's total: the final reduce reads it alone (acc keeps the thread's vec partials)
+        total = acc if vec == 1 else memref_d.alloca(ir.MemRefType.get([1] * st.rank, elem), [], [])
     for sv in parts:
         sv.results[0].replace_all_uses_with(acc)
         sv.erase()
@@ -343,7 +345,7 @@ def _rewrite(red: ir.Operation) -> None:
             width = arith_d.index_cast(ir.IntegerType.get_signless(32), live)
         v = _butterfly(v, comb, WARP_SIZE, width, full)
         if nwarps == 1:
-            memref_d.store(v, acc, idx)
+            memref_d.store(v, total, idx)
         else:
             ws = ir.Attribute.parse(_WORKGROUP)   # debt: no builder for the address space
             with ir.InsertionPoint.at_block_begin(body):
@@ -362,10 +364,10 @@ def _rewrite(red: ir.Operation) -> None:
                 w = memref_d.load(totals, [row, tid])
                 pow2 = nwarps & (nwarps - 1) == 0
                 w = _butterfly(w, comb, nwarps, _i32(nwarps), pow2)
-                memref_d.store(w, acc, idx)
+                memref_d.store(w, total, idx)
                 scf_d.YieldOp([])
     old = red.operands[0]
-    red.operands[0] = acc
+    red.operands[0] = total
     if old != alloc.results[0] and not _users(old):
         _owner(old).erase()
     alloc.erase()

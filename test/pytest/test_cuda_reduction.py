@@ -383,3 +383,17 @@ def test_cuda_float16_rows(k):
     np.testing.assert_array_equal(got, x.max(-1))
     got = mlc.compile(_typed_graph(ops.sum, (16, k), "float16"), target="cuda")(x)
     np.testing.assert_allclose(got.astype(np.float64), x.astype(np.float64).sum(-1), rtol=2e-2, atol=0.5)
+
+
+@needs_ptxas
+@pytest.mark.parametrize("k", [64, 768, 4096])
+def test_row_total_is_stored_without_a_thread_partial(k):
+    """The shuffled total alone reaches the output: after the last shuffle, the row's result is
+    the last butterfly step plus the reduction's init (two adds). A thread's vector of partials
+    (2 or 4 per step) once went into the final reduce too, adding one of them twice (wrong sums
+    on an H200; the PTX showed a third add of the thread's second partial)."""
+    text = next(iter(compile_to_ptx(default_schedule(graph(lambda x: ops.sum(x, axis=-1), (24, k)),
+                                                     CUDA)).values()))
+    check_ptx(text)
+    tail = text[text.rindex("shfl.sync.bfly"):text.rindex("st.global")]
+    assert len(re.findall(r"\badd(?:\.rn)?\.f32", tail)) == 2, tail
