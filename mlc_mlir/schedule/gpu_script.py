@@ -73,10 +73,12 @@ def gpu_owned(model: LoopNestModel, blk: Block) -> bool:
 
 
 def block_threads(blk: Block) -> int:
-    """Threads of a GPU-bound block: the product of its thread-bound loops' extents (a warp
-    loop counts :data:`~mlc_mlir.target.WARP_SIZE` threads per iteration); 1 if none."""
-    return max(math.prod(lp.extent * (WARP_SIZE if _kind(lp) == "warp" else 1)
-                         for lp in blk.loops if lp.kind == "bound" and _axis(lp)[0] == "thread"), 1)
+    """Threads of a GPU-bound block: the product of its thread-bound loops' extents, times
+    :data:`~mlc_mlir.target.WARP_SIZE` when they are warps (once, not once per warp loop: 2 x 4
+    warps are 256 threads); 1 if none."""
+    threads = [lp for lp in blk.loops if lp.kind == "bound" and _axis(lp)[0] == "thread"]
+    return max(math.prod(lp.extent for lp in threads), 1) * \
+        (WARP_SIZE if any(_kind(lp) == "warp" for lp in threads) else 1)
 
 
 #: Bound-axis prefix -> forall level and ``#gpu.<kind>`` mapping (warps are a thread level).
@@ -307,9 +309,6 @@ class GpuEmitter:
                 op, loop_handles[lp.id] = r.tiled_linalg_op, r.loops[0]
             stage_here(lp.id)
         # 3. threads
-        # a warp level counts WARP_SIZE threads per warp (once, not once per warp loop)
-        nthreads = math.prod(lp.extent for lp in threads) * \
-            (WARP_SIZE if any(_kind(lp) == "warp" for lp in threads) else 1)
         local = any(c.scope == "local" for c in blk.cache_writes)
         if any(lp.extent > 1 for lp in threads):
             tpos = list(range(nb + no, nb + no + nt))
