@@ -38,9 +38,9 @@ After ``gpu-kernel-outlining`` (:func:`annotate_kernels`, on each ``gpu.func``):
    floats). ``memref.assume_alignment`` would say the same in the kernel body, but
    ``expand-strided-metadata`` drops it (the subviews read the descriptor around it).
 4. every kernel gets ``nvvm.maxnreg`` (PTX ``.maxnreg``, nvcc's ``-maxrregcount``):
-   :func:`max_registers` per thread for its block size, so ``ptxas`` keeps a 256-thread matmul within 128
-   registers (two blocks per SM) instead of spending 150 on scheduling freedom (one block:
-   half the warps to hide latency with).
+   :func:`max_registers` per thread for its block size, so ``ptxas`` keeps a 256-thread
+   matmul within 128 registers (two blocks per SM) instead of spending 150 on scheduling
+   freedom (one block: half the warps to hide latency with).
 """
 
 from __future__ import annotations
