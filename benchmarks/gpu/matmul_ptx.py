@@ -12,13 +12,11 @@ from __future__ import annotations
 
 import argparse
 import re
-import subprocess
 import sys
-import tempfile
 
 import mlc_mlir as mlc
 from mlc_mlir import ops
-from mlc_mlir.pipeline.cuda import compile_to_ptx
+from mlc_mlir.pipeline.cuda import compile_to_ptx, ptx_loops, ptxas_resources
 from mlc_mlir.schedule.default_rules import default_schedule
 from mlc_mlir.schedule.rules.gpu_rules import matmul_tile_defaults
 from mlc_mlir.target import Target
@@ -33,23 +31,11 @@ def _module(n: int):
     return bb.finish()
 
 
-def _loops(ptx: str):
-    """``(start, end)`` line ranges of the PTX loops (a label and the last branch back to it)."""
-    lines = ptx.splitlines()
-    labels = {m.group(1): i for i, line in enumerate(lines) if (m := re.match(r"^(\$L\w+):", line))}
-    spans = {}
-    for j, line in enumerate(lines):
-        m = re.search(r"\bbra(?:\.uni)?\s+(\$L\w+);", line)
-        if m and labels.get(m.group(1), j) < j:
-            spans[m.group(1)] = (labels[m.group(1)], j)
-    return lines, sorted(spans.values())
-
-
 def panel_counts(ptx: str, kt: int, tile: int):
     """Instruction counts of one trip of the outermost loop (a panel of ``kt`` steps of a
     ``tile``-element register tile), an inner loop's body counted once per trip (its trip
     count: the panel's ``kt * tile`` FMAs over those it holds)."""
-    lines, spans = _loops(ptx)
+    lines, spans = ptx.splitlines(), ptx_loops(ptx)
     outer = max(spans, key=lambda s: s[1] - s[0])
     inner = [s for s in spans if s != outer and outer[0] <= s[0] and s[1] <= outer[1]]
     pats = {"ld.global": r"ld\.global", "ld.global.v4": r"ld\.global\.v4", "st.shared": r"st\.shared",
@@ -66,17 +52,6 @@ def panel_counts(ptx: str, kt: int, tile: int):
         for k, p in pats.items():
             count[k] += (trips - 1) * len(re.findall(p, text))
     return count
-
-
-def ptxas(ptx: str):
-    with tempfile.TemporaryDirectory() as d:
-        with open(f"{d}/k.ptx", "w") as f:
-            f.write(ptx)
-        out = subprocess.run(["ptxas", "-arch=sm_90", "-v", f"{d}/k.ptx", "-o", f"{d}/k.cubin"],
-                             capture_output=True, text=True, check=True).stderr
-    regs = int(re.search(r"Used (\d+) registers", out).group(1))
-    spill = int(re.search(r"(\d+) bytes spill stores", out).group(1))
-    return regs, spill
 
 
 def main(argv=None) -> int:
@@ -97,7 +72,8 @@ def main(argv=None) -> int:
             runs.append((spec, sch.mod, t.kt, t.ly * t.lx))
         for name, mod, kt, tile in runs:
             (ptx,) = compile_to_ptx(mod).values()
-            regs, spill = ptxas(ptx)
+            use = ptxas_resources(ptx)
+            regs, spill = use["registers"], use["spill_stores"]
             c = panel_counts(ptx, kt, tile)
             print(f"{n:>5} {name:>22} {regs:>4} {spill:>5} {c['ld.global']:>4} {c['ld.global.v4']:>3} "
                   f"{c['st.shared']:>3} {c['st.shared.v4']:>3} {c['ld.shared']:>4} {c['ld.shared.v4']:>4} "
