@@ -122,7 +122,8 @@ def test_pipeline_without_outlining_is_refused():
 @pytest.mark.parametrize("shape,tiles", [
     ((256, 128, 256), None), ((256, 128, 256), MatmulTiles(16, 16, 8, 8, 8, 0)),
     ((256, 64, 512), MatmulTiles(8, 16, 4, 8, 16)), ((128, 8, 256), MatmulTiles(8, 8, 4, 4, 8)),
-    ((512, 256, 128), MatmulTiles(16, 16, 4, 4, 8)), ((777, 1029, 513), None)])
+    ((512, 256, 128), MatmulTiles(16, 16, 4, 4, 8)), ((256, 64, 256), MatmulTiles(8, 32, 8, 4, 8)),
+    ((777, 1029, 513), None)])
 def test_cuda_panel_matmul_matches_numpy(shape, tiles):
     m, k, n = shape
     rng = np.random.default_rng(0)
