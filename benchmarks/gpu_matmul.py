@@ -71,9 +71,11 @@ def torch_seconds(n: int, dtype: str) -> float:
     return best
 
 
-#: Largest error of ours against the reference, relative to the reference's largest magnitude
-#: (f32: a 4096-long sum in f32; f16/bf16: the result's rounding).
-TOLERANCE = {"float32": 1e-4, "float16": 2e-2, "bfloat16": 5e-2}
+#: Largest error of ours against the reference, relative to the reference's largest magnitude:
+#: f32 a 4096-long sum in f32; f16/bf16 kernels accumulate in their output type (a 4096-long
+#: f16 sum of normal products is off by about 2e-2, bf16 eight times that), a wrong kernel
+#: (a stale or missing panel) by about 1.
+TOLERANCE = {"float32": 1e-4, "float16": 0.1, "bfloat16": 0.4}
 
 
 def reference(args, dtype: str) -> np.ndarray:

@@ -40,9 +40,9 @@ After ``gpu-kernel-outlining`` (:func:`annotate_kernels`, on each ``gpu.func``):
    workgroup attribution (a ``.shared`` array, which vector accesses read and write) is
    aligned to as many bytes.
 4. every kernel gets ``nvvm.maxnreg`` (PTX ``.maxnreg``, nvcc's ``-maxrregcount``):
-   :func:`max_registers` per thread for its block size, so ``ptxas`` keeps a 256-thread matmul within 128
-   registers (two blocks per SM) instead of spending 150 on scheduling freedom (one block:
-   half the warps to hide latency with).
+   :func:`max_registers` per thread for its block size, so ``ptxas`` keeps a 256-thread
+   matmul within 128 registers (two blocks per SM) instead of spending 150 on scheduling
+   freedom (one block: half the warps to hide latency with).
 """
 
 from __future__ import annotations

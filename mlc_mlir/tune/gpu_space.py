@@ -3,7 +3,7 @@ task is the GPU schedule rules (:data:`mlc_mlir.schedule.rules.gpu_rules.GPU_RUL
 their decisions (:class:`~mlc_mlir.tune.space_rules.RuleSpace`; TVM MetaSchedule's
 ``MultiLevelTiling`` for CUDA, ``SSSRRSRS`` reduced to the chapter's shared-memory blocking). A
 matmul (``linalg.matmul``, 2 parallel + 1 reduction dims) samples
-five tiles (:func:`~mlc_mlir.schedule.rules.gpu_rules.matmul_tiles`):
+five tiles and a switch (:func:`~mlc_mlir.schedule.rules.gpu_rules.matmul_tiles`):
 
 * ``ty``, ``tx``: threads of a block along M and N (``ty * tx`` threads, 32..1024);
 * ``ly``, ``lx``: the register tile each thread computes (``cache_write(..., "local")``);

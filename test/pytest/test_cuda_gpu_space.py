@@ -58,15 +58,15 @@ def test_sampled_candidates_are_ptxas_clean(seed):
 @pytest.mark.parametrize("kt", [4, 16])
 def test_wide_float32_panels_map_onto_few_threads(kt):
     """32 threads staging a 64-wide f32 B panel: 16-byte vectors per thread into shared memory
-    (every f32 candidate of gpu_matmul.py had failed with 4-byte copies: 64 > 32 threads). The
-    global loads stay 4-byte: the panel's alignment is not known to be 16 bytes."""
+    (every f32 candidate of gpu_matmul.py had failed with 4-byte copies: 64 > 32 threads), and
+    16-byte global loads (the kernel's buffers are llvm.align 16)."""
     t = MatmulTiles(4, 8, 8, 8, kt)
     sch = mlc.Schedule(_matmul())
     sample_gpu_matmul(sch, sch.get_block("matmul"), t, ARCH)
     texts = list(compile_to_ptx(sch.mod).values())
     for text in texts:
         check_ptx(text)
-    assert any("st.shared.v4.b32" in x for x in texts)
+    assert any("st.shared.v4.b32" in x and "ld.global.v4.b32" in x for x in texts)
 
 
 def test_space_samples_knobs():

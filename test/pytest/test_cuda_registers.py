@@ -13,7 +13,7 @@ import mlc_mlir as mlc
 from mlc_mlir import ops
 from mlc_mlir.ir.module import Module
 from mlc_mlir.ir.walk import find_ops
-from mlc_mlir.pipeline.cuda import check_ptx, compile_to_ptx
+from mlc_mlir.pipeline.cuda import check_ptx, compile_to_ptx, ptx_loops
 from mlc_mlir.pipeline.cuda_buffers import clean_kernel_buffers
 from mlc_mlir.runtime.cuda import cuda_available
 from mlc_mlir.schedule.default_rules import default_schedule
@@ -33,15 +33,9 @@ def _matmul(m=256, k=128, n=256):
 
 
 def _loops(ptx: str):
-    """Bodies of the PTX loops: the text between a label and a later branch back to it."""
+    """Bodies of the PTX loops."""
     lines = ptx.splitlines()
-    labels = {m.group(1): i for i, line in enumerate(lines) if (m := re.match(r"^(\$L\w+):", line))}
-    out = []
-    for j, line in enumerate(lines):
-        m = re.search(r"\bbra(?:\.uni)?\s+(\$L\w+);", line)
-        if m and labels.get(m.group(1), j) < j:
-            out.append("\n".join(lines[labels[m.group(1)]:j + 1]))
-    return out
+    return ["\n".join(lines[a:b + 1]) for a, b in ptx_loops(ptx)]
 
 
 def _tiled(t: MatmulTiles):
