@@ -58,7 +58,7 @@ def test_cuda_host_code_runs_on_a_simulated_device(simulated, name):
     assert res["returncode"] == 0, f"host code crashed (signal {-res['returncode']}): it " \
         f"touched device memory on the host\n{res['stderr']}"
     assert res["problems"] == []
-    assert res["launches"] >= 1 and res["leaked"] == 0
+    assert res["launches"] >= 1 and res["leaked"] == 0 and res["foreign"] == []
     # each numpy input goes in once and each result comes out once, with its exact size
     sig = sigs["main"]
     ins = sorted(c[3] for c in res["copies"] if c[0] == "D<-H")

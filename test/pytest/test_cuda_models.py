@@ -152,6 +152,7 @@ def test_cuda_benchmark_models_lower_to_cubins(name):
     if name == "bert":   # ResNet-18's 46 MB of constants make the simulated run slow
         res = run_lowered([(lowered, sigs)])[0]
         assert res["returncode"] == 0 and res["problems"] == [] and res["leaked"] == 0
+        assert res["foreign"] == []
 
 
 @needs_gpu
