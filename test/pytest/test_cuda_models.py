@@ -169,7 +169,7 @@ def test_bert_matches_torch_on_the_gpu():
     with torch.no_grad():
         want = net(*args).numpy()
     got = exe(*[a.numpy() for a in args])
-    assert np.abs(got - want).max() <= 1e-4 * max(1.0, np.abs(want).max())
+    assert np.abs(got - want).max() <= 1e-3 * max(1.0, np.abs(want).max())
 
 
 @needs_gpu
