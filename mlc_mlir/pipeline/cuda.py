@@ -270,11 +270,13 @@ def _workgroup_allocations(module: Module) -> Module:
 
 
 #: Ops that may stay in host code outside the kernels: they compute sizes and views, allocate
-#: and free, and order the device work, but never read or write a buffer's elements (which live
-#: in device memory: the host would fault on them).
+#: and order the device work, but never read or write a buffer's elements (which live in device
+#: memory: the host would fault on them). ``memref.dealloc`` is not one: the temporaries become
+#: device memory, which :func:`_device_temporaries` frees (a host ``free`` of it would corrupt
+#: the heap).
 _HOST_DIALECTS = ("arith.", "index.", "gpu.")
 _HOST_OPS = frozenset((
-    "func.return", "affine.apply", "ub.poison", "memref.alloc", "memref.dealloc", "memref.get_global",
+    "func.return", "affine.apply", "ub.poison", "memref.alloc", "memref.get_global",
     "memref.subview", "memref.collapse_shape", "memref.expand_shape", "memref.cast",
     "memref.reinterpret_cast", "memref.view", "memref.dim", "memref.extract_strided_metadata"))
 

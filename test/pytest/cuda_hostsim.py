@@ -172,19 +172,16 @@ def _run_one(mlir_file: str, specs: list) -> dict:
     """Load one lowered module on a fresh fake device and call each function of ``specs`` once
     on random numpy inputs (results as out-params)."""
     from mlc_mlir.ir import dtypes
-    from mlc_mlir._mlir import ir
-    from mlc_mlir.ir.constants import Blobs
-    from mlc_mlir.ir.context import new_context
     from mlc_mlir.ir.module import Module
     from mlc_mlir.pipeline.aot import translate_to_llvmir
     from mlc_mlir.pipeline.libraries import runtime_library_paths
     from mlc_mlir.runtime.executable import Function, engine_invoker, load_engine
     from mlc_mlir.target import Target
 
-    ctx = new_context(Blobs())
-    with ctx:
-        lowered = Module(ir.Module.parseFile(mlir_file), ctx)   # MLIR bytecode
-    names = sorted(set(re.findall(r"^declare [^@]*@(mgpu\w+)\(", translate_to_llvmir(lowered), re.M)))
+    with open(mlir_file) as f:
+        lowered = Module.parse(f.read())
+    declared = set(re.findall(r"^declare [^@]*@([\w.]+)\(", translate_to_llvmir(lowered), re.M))
+    names = sorted(n for n in declared if n.startswith("mgpu"))
     dev = FakeDevice()
     stubs = dev.symbols(names)
     libs = [p for p in runtime_library_paths(Target.cuda()) if "c_runner_utils" in p]
@@ -199,7 +196,7 @@ def _run_one(mlir_file: str, specs: list) -> dict:
         dev.host = [(a.ctypes.data, a.nbytes) for a in args + outs]
         fn(*args, out=outs[0] if len(outs) == 1 else outs)
     result = {"problems": dev.problems, "copies": dev.log, "launches": dev.launches,
-              "leaked": len(dev.live)}
+              "leaked": len(dev.live), "foreign": sorted(declared.difference(names))}
     del engine, fn   # the module destructors run while the stand-ins live
     return result
 
@@ -209,14 +206,16 @@ def run_lowered(modules) -> list:
     :func:`mlc_mlir.pipeline.cuda_compile.lower_cuda`'s module; ``signatures``: ``{name:
     FunctionSignature}``, static shapes) on a :class:`FakeDevice`, in child processes (one for
     all, a new one after a crash). Returns per module ``{"returncode", "problems", "copies",
-    "launches", "leaked", "stderr"}``: ``returncode`` -11 (SIGSEGV) when its host code
-    touched device memory, 0 when it ran."""
+    "launches", "leaked", "foreign", "stderr"}``: ``returncode`` -11 (SIGSEGV) when its host
+    code touched device memory, 0 when it ran; ``foreign``: the functions the host code
+    declares besides the ``mgpu*`` wrappers (``malloc``, ``free``, ``llvm.memcpy``: host
+    memory work, also on paths the call did not take)."""
     with tempfile.TemporaryDirectory() as d:
         jobs = []
         for i, (lowered, signatures) in enumerate(modules):
-            mlir = os.path.join(d, f"m{i}.mlirbc")
-            with open(mlir, "wb") as f:
-                lowered.operation.write_bytecode(f)
+            mlir = os.path.join(d, f"m{i}.mlir")   # text: bytecode needs 64-byte aligned buffers
+            with open(mlir, "w") as f:
+                f.write(str(lowered))
             jobs.append((mlir, [{"name": n, "args": [(a.name, list(a.shape), a.dtype) for a in s.args],
                                  "results": [(r.name, list(r.shape), r.dtype) for r in s.results]}
                                 for n, s in signatures.items()]))
@@ -231,7 +230,8 @@ def run_lowered(modules) -> list:
             results += [dict(r, returncode=0, stderr="") for r in done]
             if proc.returncode < 0 and len(results) < len(jobs):   # the next one crashed
                 results.append({"returncode": proc.returncode, "problems": [], "copies": [],
-                                "launches": 0, "leaked": 0, "stderr": proc.stderr[-4000:]})
+                                "launches": 0, "leaked": 0, "foreign": [],
+                                "stderr": proc.stderr[-4000:]})
             elif proc.returncode != 0 or len(done) == 0:
                 raise RuntimeError(f"cuda_hostsim child failed ({proc.returncode}):\n{proc.stderr}")
     return results

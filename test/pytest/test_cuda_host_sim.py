@@ -4,7 +4,8 @@ buffer or a device allocation, passes kernels no host pointer and frees what it 
 On an H200 the grouped conv2d's host code ``memcpy``-ed its result between two device buffers
 (``buffer-results-to-out-params`` copying a ``collapse_shape`` view into the out-param), and
 the process died with SIGSEGV; here that shows as the child's SIGSEGV. Covers every GPU rule
-kind (test_cuda_public_compile's cases), a conv net and a module with constants."""
+kind (test_cuda_public_compile's cases), a conv net, a matmul on a transposed operand, the
+MLP and a module with constants."""
 
 import importlib
 import shutil
@@ -20,6 +21,7 @@ from mlc_mlir.pipeline.options import CompileOptions
 
 from cuda_hostsim import run_lowered
 from test_cuda_host import _functions, _with_constant, mlp
+from test_cuda_models import _net, _transposed_matmul
 from test_cuda_public_compile import CASES, CUDA, _module
 
 pytestmark = pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas not on PATH")
@@ -27,11 +29,8 @@ CPU_STAGES = importlib.import_module("mlc_mlir.pipeline.compile").CPU_STAGES
 
 
 def _residual_net():
-    torch = pytest.importorskip("torch")
-    from test_cuda_models import _net
     net, x = _net()
-    with torch.no_grad():
-        return mlc.from_torch(net, (x,)).bind_params()
+    return mlc.from_torch(net, (x,)).bind_params()
 
 
 def nbytes(spec) -> int:
@@ -47,18 +46,20 @@ def _lower(mod):
 def simulated():
     """name -> (result of the simulated run, lowered module)."""
     mods = {name: _module(name) for name in sorted(CASES)}
-    mods.update(residual_cnn=_residual_net(), mlp=mlp(), constant=_with_constant())
+    mods.update(residual_cnn=_residual_net(), transposed_matmul=_transposed_matmul(), mlp=mlp(),
+                constant=_with_constant())
     lowered = {name: _lower(m) for name, m in mods.items()}
     return dict(zip(lowered, zip(run_lowered(list(lowered.values())), lowered.values())))
 
 
-@pytest.mark.parametrize("name", sorted(CASES) + ["residual_cnn", "mlp", "constant"])
+@pytest.mark.parametrize("name", sorted(CASES) + ["residual_cnn", "transposed_matmul", "mlp",
+                                                  "constant"])
 def test_cuda_host_code_runs_on_a_simulated_device(simulated, name):
     res, (_, sigs) = simulated[name]
     assert res["returncode"] == 0, f"host code crashed (signal {-res['returncode']}): it " \
         f"touched device memory on the host\n{res['stderr']}"
     assert res["problems"] == []
-    assert res["launches"] >= 1 and res["leaked"] == 0
+    assert res["launches"] >= 1 and res["leaked"] == 0 and res["foreign"] == []
     # each numpy input goes in once and each result comes out once, with its exact size
     sig = sigs["main"]
     ins = sorted(c[3] for c in res["copies"] if c[0] == "D<-H")

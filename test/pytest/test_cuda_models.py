@@ -7,6 +7,7 @@ runs on the GPU. Lowering to cubins (ptxas) runs in CI; numerics against PyTorch
 import importlib
 import os
 import shutil
+import subprocess
 import sys
 
 import numpy as np
@@ -151,6 +152,7 @@ def test_cuda_benchmark_models_lower_to_cubins(name):
     if name == "bert":   # ResNet-18's 46 MB of constants make the simulated run slow
         res = run_lowered([(lowered, sigs)])[0]
         assert res["returncode"] == 0 and res["problems"] == [] and res["leaked"] == 0
+        assert res["foreign"] == []
 
 
 @needs_gpu
@@ -167,4 +169,31 @@ def test_bert_matches_torch_on_the_gpu():
     with torch.no_grad():
         want = net(*args).numpy()
     got = exe(*[a.numpy() for a in args])
-    assert np.abs(got - want).max() <= 1e-4 * max(1.0, np.abs(want).max())
+    assert np.abs(got - want).max() <= 1e-3 * max(1.0, np.abs(want).max())
+
+
+@needs_gpu
+def test_cuda_models_run_one_after_another_in_one_process():
+    """A GPU run died with SIGSEGV at the start of the transposed matmul's compile, in a
+    process that had run the residual CNN (and, in an earlier session, in BERT's after
+    ResNet-18): the same sequence in a fresh process, with freed heap memory perturbed
+    (``MALLOC_PERTURB_``: a use after free shows at once), a garbage collection between the
+    models, and the fault handler's traceback on a crash."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    code = (f"import sys, gc; sys.path.insert(0, {here!r})\n"
+            "import numpy as np, torch, mlc_mlir as mlc\n"
+            "from test_cuda_models import _net, _transposed_matmul\n"
+            "net, x = _net()\n"
+            "exe = mlc.compile(mlc.from_torch(net, (x,)).bind_params(), target='cuda')\n"
+            "got = exe(x.numpy())\n"
+            "with torch.no_grad():\n"
+            "    assert np.abs(got - net(x).numpy()).max() <= 1e-3\n"
+            "del exe; gc.collect()\n"
+            "rng = np.random.default_rng(0)\n"
+            "a, w = rng.standard_normal((64, 96), np.float32), rng.standard_normal((128, 96), np.float32)\n"
+            "y = mlc.compile(_transposed_matmul(), target='cuda')(a, w)\n"
+            "assert np.abs(y - a @ w.T).max() <= 1e-3\n")
+    env = dict(os.environ, MALLOC_PERTURB_="165", PYTHONFAULTHANDLER="1")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, proc.stderr[-6000:]
+    assert "failed with" not in proc.stderr, proc.stderr[-6000:]
