@@ -53,6 +53,7 @@ CASES = {
     "odd_1d": (ops.add, [(3 * 5 * 7 * 11 * 13,), (3 * 5 * 7 * 11 * 13,)], np.add, "float32"),
     "prime_1d": (ops.add, [(1000003,), (1000003,)], np.add, "float32"),
     "ragged_rows": (ops.add, [(16, 50257), (50257,)], np.add, "float32"),   # 50257 = 29 * 1733
+    "compare": (ops.greater, [(64, 1024), (64, 1024)], np.greater, "float32"),
     "transposed_input": (_transpose_add, [(256, 512), (512, 256)],
                          lambda a, b: a.T + b, "float32"),
 }
@@ -136,6 +137,13 @@ def test_vector_lanes_follow_the_element_width_and_the_inputs():
     assert lanes(ops.add, (64, 999), (64, 999)) == [1]
     assert lanes(ops.add, (64, 64), (64, 64)) == [2, 1]             # a warp of threads per row
     assert lanes(ops.add, (64, 1024), (64, 1)) == [4, 2, 1]         # broadcast input
+    assert lanes(ops.greater, (64, 1024), (64, 1024)) == [4, 2, 1]  # f32 in, a byte out
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:   # an i1 input: a vector of i1 is bit-packed in memory
+        f.output(ops.where(f.arg("c", shape=(64, 1024), dtype="bool"),
+                           f.arg("a", shape=(64, 1024)), f.arg("b", shape=(64, 1024))))
+    (info,) = _infos(bb.finish())
+    assert vector_lanes(CUDA.cuda_arch, info, 1) == [1]
 
 
 def test_strided_input_keeps_one_lane():
