@@ -364,7 +364,8 @@ class Function:
         ------
         ExecutionError
             If the function was not compiled for CUDA, there is no GPU, or an argument is in
-            host memory, of the wrong dtype/shape, or not contiguous.
+            host memory, of the wrong dtype/shape, not contiguous, or not 16-byte aligned
+            (:data:`~mlc_mlir.runtime.cuda.DEVICE_ALIGNMENT`).
         """
         arrays = self._device_args(args, kwargs, out)
         if any(d._owner is not None for d in arrays):
