@@ -97,8 +97,9 @@ def vector_lanes(arch: CudaArch, info, dim: int) -> List[int]:
 
     The accesses are 128-bit only where the buffer and the offset are 16-byte aligned; the CUDA
     lowering assumes the buffers are (:mod:`mlc_mlir.pipeline.cuda_vectors`) and LLVM proves
-    the offsets (a multiple of the lanes: the row length divides by them). TVM dlight's
-    elementwise rule and PyTorch's ``vectorized_elementwise_kernel`` pick the vector the same way.
+    the offsets (a multiple of the lanes: the row length divides by them). PyTorch's
+    ``vectorized_elementwise_kernel`` picks its vector the same way (``can_vectorize_up_to``:
+    the widest that every operand's contiguity and alignment allow).
     ``info``: the block's :class:`~mlc_mlir.schedule.loop_nest.OpInfo`."""
     extent = info.dims[dim].extent
     bits = [dtypes.bit_width(d) for d in info.dtypes]
