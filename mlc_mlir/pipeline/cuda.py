@@ -461,7 +461,7 @@ def lower_to_gpu(module: Module, chip: str = "sm_90", fmt: str = "isa",
     mapped = lower_transfers(mapped, _apply)
     if host_code:
         mapped = _host_memory(mapped, outputs)
-    mapped = assume_alignment(mapped)   # after the constants the kernels read moved to the GPU
+    mapped = assume_alignment(mapped, _apply)   # after the constants moved to the GPU
     text = load_pipeline("cuda").replace("cubin-chip=sm_90", f"cubin-chip={chip}") \
         .replace("cubin-format=isa", f"cubin-format={fmt}")
     return run_pass_pipeline(mapped, text, "cuda lower")

@@ -26,9 +26,10 @@ from __future__ import annotations
 
 from typing import List, Optional
 
-from .._mlir import ir, memref_d, transform_d, vector_transform_d
+from .._mlir import (ir, memref_d, memref_transform_d, structured_transform_d, transform_d,
+                     vector_transform_d)
 from ..ir.module import Module
-from ..ir.pass_pipeline import run_pass_pipeline
+from ..ir.transform_values import any_op
 from ..ir.walk import find_ops
 from ..runtime.cuda import DEVICE_ALIGNMENT
 
@@ -139,22 +140,44 @@ def _captured_memrefs(launch: ir.Operation) -> List[ir.Value]:
     return found
 
 
-def assume_alignment(module: Module) -> Module:
+#: Marks the kernels :func:`assume_alignment` rewrites (removed again).
+_VECTOR_KERNEL = "mlc.vector_kernel"
+
+
+def assume_alignment(module: Module, apply) -> Module:
     """Rewrite 2 of the module docstring: at the top of each ``gpu.launch`` with a vector load
     or store, one ``memref.assume_alignment`` (:data:`DEVICE_ALIGNMENT` bytes) per buffer
     defined outside it whose first element is provably aligned (:func:`_first_element_aligned`);
     the kernel's uses read the assumed value. Loads and stores of a view of such a buffer (a
-    thread's tile: a ``memref.subview``) are first rewritten to index the buffer itself
-    (``fold-memref-alias-ops``): ``expand-strided-metadata`` reads a view's base pointer past
-    the assumption, which would then be dropped. Returns ``module`` when no kernel has a vector
-    access, else a verified copy."""
-    if not find_ops(module, "vector.load") and not find_ops(module, "vector.store"):
-        return module
-    out = run_pass_pipeline(module, "builtin.module(fold-memref-alias-ops)", "cuda alignment")
+    thread's tile: a ``memref.subview``) in those kernels are first rewritten to index the
+    buffer itself (``apply_patterns.memref.fold_memref_alias_ops``): ``expand-strided-metadata``
+    reads a view's base pointer past the assumption, which would then be dropped. ``apply``: as
+    in :func:`lower_transfers`. Returns ``module`` when no kernel has a vector access, else a
+    verified copy."""
+    with module.context:
+        marked = [launch for launch in find_ops(module, "gpu.launch")
+                  if find_ops(launch, "vector.load") or find_ops(launch, "vector.store")]
+        if not marked:
+            return module
+        module = module.clone()
+        for launch in find_ops(module, "gpu.launch"):
+            if find_ops(launch, "vector.load") or find_ops(launch, "vector.store"):
+                launch.attributes[_VECTOR_KERNEL] = ir.UnitAttr.get()
+
+    def build(root):
+        kernels = structured_transform_d.MatchOp(
+            any_op(), root, ops=ir.ArrayAttr.get([ir.StringAttr.get("gpu.launch")]),
+            op_attrs=ir.DictAttr.get({_VECTOR_KERNEL: ir.UnitAttr.get()})).result
+        p = transform_d.ApplyPatternsOp(kernels)
+        with ir.InsertionPoint(p.patterns):
+            memref_transform_d.ApplyFoldMemrefAliasOpsPatternsOp()
+
+    out = apply(module, build, "cuda alignment")
     with out.context, ir.Location.unknown():
         for launch in find_ops(out, "gpu.launch"):
-            if not find_ops(launch, "vector.load") and not find_ops(launch, "vector.store"):
+            if _VECTOR_KERNEL not in launch.attributes:
                 continue
+            del launch.attributes[_VECTOR_KERNEL]
             first = launch.regions[0].blocks[0].operations[0]
             for v in _captured_memrefs(launch):
                 if not _first_element_aligned(v):
