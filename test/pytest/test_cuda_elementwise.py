@@ -4,6 +4,8 @@ turns into ``ld.global.v4`` / ``st.global.v4`` (:mod:`mlc_mlir.pipeline.cuda_vec
 extents and strided inputs stay scalar, broadcast inputs are one scalar load. CI checks the PTX
 (``ptxas -arch=sm_90``); on a GPU, numerics against numpy."""
 
+import itertools
+import math
 import re
 import shutil
 import subprocess
@@ -233,12 +235,25 @@ def test_cuda_elementwise_numerics(name):
                                rtol=tol, atol=tol)
 
 
-#: (lanes, vectors per thread) of a broadcast add (64, 4096) + (4096,): other points of the space
-DECISIONS = [(1, 1), (4, 1), (4, 4), (2, 4)]
+#: (lanes, vectors per thread) of a broadcast add (16, 32768) + (32768,): other points of the space
+DECISIONS = [(1, 1), (4, 1), (4, 4), (2, 8)]
+SHAPES = [(16, 32768), (32768,)]
 
 
 def _decided_add(lanes, steps):
-    return _with_decisions(graph(ops.add, (64, 4096), (4096,)), {(4, 2, 1): lanes, (1, 2, 4): steps})
+    return _with_decisions(graph(ops.add, *SHAPES), {(4, 2, 1): lanes, VECTOR_STEPS: steps})
+
+
+@pytest.mark.parametrize("shape", [(1 << 26,), (16, 32768), (64, 4096), (63, 1000), (3, 4096 * 3)])
+def test_every_candidate_combination_splits_the_row_whole(shape):
+    """Threads, steps and lanes are sampled independently: every combination of their
+    candidates must divide the row (a partial tile has no vector: a failed candidate)."""
+    sch = mlc.Schedule(graph(ops.relu, shape))
+    apply_default_schedule(sch, CUDA)
+    cands = [inst.attrs["candidates"] for inst in sch.trace.insts if inst.kind == "sample_categorical"]
+    assert len(cands) in (1, 2, 3)
+    for combo in itertools.product(*cands):
+        assert shape[-1] % math.prod(combo) == 0, (shape, combo)
 
 
 @needs_ptxas
@@ -255,7 +270,7 @@ def test_decisions_lower_to_clean_ptx(lanes, steps):
 def test_cuda_elementwise_decisions_numerics(lanes, steps):
     """Other points of the rule's space (scalar, block-strided vectors) against numpy."""
     rng = np.random.default_rng(1)
-    a, b = rng.standard_normal((64, 4096)).astype("float32"), rng.standard_normal(4096).astype("float32")
+    a, b = (rng.standard_normal(s).astype("float32") for s in SHAPES)
     out = mlc.compile(_decided_add(lanes, steps).mod, target="cuda")(a, b)
     np.testing.assert_array_equal(out, a + b)
 

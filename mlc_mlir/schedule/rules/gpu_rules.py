@@ -155,14 +155,15 @@ def _bind_parallel(sch: Schedule, block: BlockRV, arch: CudaArch, parallel: List
         # threads, the last one partial (its threads past the end idle: the GPU emitter tiles
         # a partial thread level by its number of threads)
         t = _pow2_floor(cap(e))
-        opts = [arch.warp_size << i for i in range(12)
-                if arch.warp_size << i <= min(arch.max_threads_per_block, max(cap(e), arch.warp_size))]
-        t = categorical(sch, sorted(set(opts) | {t}), t)
+        opts = sorted({t} | {arch.warp_size << i for i in range(12) if arch.warp_size << i <=
+                             min(arch.max_threads_per_block, max(cap(e), arch.warp_size))})
     else:
-        t = categorical(sch, thread_options(arch, e, t, lambda c: outer or e // c > 1 or e < 2), t)
+        opts = thread_options(arch, e, t, lambda c: outer or e // c > 1 or e < 2)
+    t = categorical(sch, opts, t)
     steps = [1]
-    if lanes:   # a block-strided loop of vectors per thread (elementwise ops)
-        steps = [u for u in VECTOR_STEPS if (e // t) % u == 0 and (outer or e // t // u >= 2)]
+    if lanes:   # a block-strided loop of vectors per thread (elementwise ops), whole steps
+        # with every thread candidate (a partial tile has no vector)
+        steps = [u for u in VECTOR_STEPS if (e // max(opts)) % u == 0 and (outer or e // t // u >= 2)]
     step = categorical(sch, steps, 1) if len(steps) > 1 else None
     factors = [None] + ([step] if step is not None else []) + [t] + \
         ([categorical(sch, lanes, lanes[0])] if lanes else [])
