@@ -90,6 +90,9 @@ class OpInfo:
         Why linalg tiling cannot slice the op (:func:`tiling_blocker`), or None.
     identity : bool
         An identity copy (:func:`~.tileability.is_identity_copy`): a cleanup erases it.
+    gathers : bool
+        Its body reads a tensor (``tensor.extract``: a gather such as ``ops.take``), memory
+        the indexing maps do not describe.
     """
 
     func: str
@@ -105,6 +108,7 @@ class OpInfo:
     dtypes: Tuple[str, ...] = ()
     tiling_blocker: Optional[str] = None
     identity: bool = False
+    gathers: bool = False
 
 
 @dataclasses.dataclass
@@ -414,7 +418,9 @@ def analyze_module(module: Module) -> Dict[Tuple[str, str], OpInfo]:
                 operand_dims=tuple(tuple(d for d in map(_affine_dim, m.results) if d is not None)
                                    for m in maps),
                 dtypes=tuple(_elem_dtype(v.type) for v in g.operands),
-                tiling_blocker=tiling_blocker(maps), identity=is_identity_copy(g))
+                tiling_blocker=tiling_blocker(maps), identity=is_identity_copy(g),
+                gathers=any(op.operation.name == "tensor.extract"
+                            for op in g.regions[0].blocks[0].operations))
     return out
 
 

@@ -55,6 +55,8 @@ CASES = {
     "odd_1d": (ops.add, [(3 * 5 * 7 * 11 * 13,), (3 * 5 * 7 * 11 * 13,)], np.add, "float32"),
     "prime_1d": (ops.add, [(1000003,), (1000003,)], np.add, "float32"),
     "ragged_rows": (ops.add, [(16, 50257), (50257,)], np.add, "float32"),   # 50257 = 29 * 1733
+    "gather": (lambda t: ops.take(t, np.array([3, 0, 7, 3], np.int64), axis=0), [(8, 1024)],
+               lambda t: t[[3, 0, 7, 3]], "float32"),
     "compare": (ops.greater, [(64, 1024), (64, 1024)], np.greater, "float32"),
     "transposed_input": (_transpose_add, [(256, 512), (512, 256)],
                          lambda a, b: a.T + b, "float32"),
@@ -146,6 +148,14 @@ def test_vector_lanes_follow_the_element_width_and_the_inputs():
                            f.arg("a", shape=(64, 1024)), f.arg("b", shape=(64, 1024))))
     (info,) = _infos(bb.finish())
     assert vector_lanes(CUDA.cuda_arch, info, 1) == [1]
+
+
+@needs_ptxas
+def test_gather_keeps_one_lane():
+    """ops.take reads its table in the body (tensor.extract), which the maps do not describe."""
+    (info,) = [i for i in _infos(graph(CASES["gather"][0], (8, 1024))) if i.gathers]
+    assert vector_lanes(CUDA.cuda_arch, info, len(info.dims) - 1) == [1]
+    _ptx("gather")
 
 
 def test_strided_input_keeps_one_lane():

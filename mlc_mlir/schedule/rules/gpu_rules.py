@@ -92,7 +92,7 @@ def vector_lanes(arch: CudaArch, info, dim: int) -> List[int]:
       it too (its last index is ``dim``) or does not depend on it (a broadcast: one scalar load
       splat over the lanes) -- a strided input would be gathered lane by lane;
     * every element type is whole bytes (a vector of ``i1`` is bit-packed in memory, a
-      ``memref`` of ``i1`` is not);
+      ``memref`` of ``i1`` is not), and the body reads no tensor (a gather, ``ops.take``);
     * at least a warp of threads remains along the dim (``extent // lanes >= warp_size``).
 
     The accesses are 128-bit only where the buffer and the offset are 16-byte aligned; the CUDA
@@ -104,7 +104,7 @@ def vector_lanes(arch: CudaArch, info, dim: int) -> List[int]:
     extent = info.dims[dim].extent
     bits = [dtypes.bit_width(d) for d in info.dtypes]
     if extent is None or not bits or any(b % 8 for b in bits) or not info.out_dims or \
-            info.out_dims[-1] != dim:
+            info.out_dims[-1] != dim or info.gathers:
         return [1]
     for k in range(info.num_inputs):
         used = info.operand_dims[k]
