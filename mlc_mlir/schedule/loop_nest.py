@@ -5,12 +5,9 @@ Loops of a linalg op exist only after tiling, so a Schedule keeps, for every sch
 of :class:`Loop` s. Primitives (:mod:`mlc_mlir.schedule.schedule`) edit the model; emission
 (:mod:`mlc_mlir.schedule.transform_script`) and ``Schedule.show`` read it only through the
 public attributes and queries of :class:`LoopNestModel` (TVM: ``sch.get(loop)``, ``StmtSRef``).
-
 The model also decides which loops *materialize* as ``scf.for``/``scf.forall`` (a tiling op
 each) and which stay inside the op (vectorized loops, trailing unit-step loops in dim order,
-extent-1 loops): :meth:`LoopNestModel.materialized` is used by both emission and ``show``, so the
-printed loop nest is the one the IR has.
-"""
+extent-1 loops): :meth:`LoopNestModel.materialized`, read by emission and ``show`` alike."""
 
 from __future__ import annotations
 
@@ -94,6 +91,8 @@ class OpInfo:
     operand_sources, operand_offsets : tuple
         Per operand, the first operand reading the same buffer and its map's results as
         ``(dim, constant)``: see :mod:`.buffer_reads`.
+    gathers : bool
+        Its body reads a tensor (``tensor.extract``: a gather such as ``ops.take``).
     """
 
     func: str
@@ -111,6 +110,7 @@ class OpInfo:
     identity: bool = False
     operand_sources: Tuple[int, ...] = ()
     operand_offsets: Tuple[tuple, ...] = ()
+    gathers: bool = False
 
 
 @dataclasses.dataclass
@@ -401,9 +401,8 @@ def analyze_module(module: Module) -> Dict[Tuple[str, str], OpInfo]:
                     d = _affine_dim(e)
                     if d is None:
                         continue
-                    if shp[r] >= 0 and extents[d] is None:
+                    if shp[r] >= 0 and extents[d] is None:   # a dynamic size leaves it None
                         extents[d] = shp[r]
-                    # a dynamic size leaves the extent None (unless a static operand gives it)
                     found[d] = found[d] or shp[r] >= 0 or shp[r] == ir.ShapedType.get_dynamic_size()
             if not all(found):
                 raise ScheduleError(f"get_block: cannot determine the loop extents of '{name}' "
@@ -421,7 +420,8 @@ def analyze_module(module: Module) -> Dict[Tuple[str, str], OpInfo]:
                                    for m in maps),
                 dtypes=tuple(_elem_dtype(v.type) for v in g.operands),
                 tiling_blocker=tiling_blocker(maps), identity=is_identity_copy(g),
-                operand_sources=sources(g.operands), operand_offsets=offsets(maps, g.operands))
+                operand_sources=sources(g.operands), operand_offsets=offsets(maps, g.operands),
+                gathers=any(x.operation.name == "tensor.extract" for x in g.regions[0].blocks[0].operations))
     return out
 
 

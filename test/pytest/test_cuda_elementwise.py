@@ -4,6 +4,8 @@ turns into ``ld.global.v4`` / ``st.global.v4`` (:mod:`mlc_mlir.pipeline.cuda_vec
 extents and strided inputs stay scalar, broadcast inputs are one scalar load. CI checks the PTX
 (``ptxas -arch=sm_90``); on a GPU, numerics against numpy."""
 
+import itertools
+import math
 import re
 import shutil
 import subprocess
@@ -53,6 +55,9 @@ CASES = {
     "odd_1d": (ops.add, [(3 * 5 * 7 * 11 * 13,), (3 * 5 * 7 * 11 * 13,)], np.add, "float32"),
     "prime_1d": (ops.add, [(1000003,), (1000003,)], np.add, "float32"),
     "ragged_rows": (ops.add, [(16, 50257), (50257,)], np.add, "float32"),   # 50257 = 29 * 1733
+    "gather": (lambda t: ops.take(t, np.array([3, 0, 7, 3], np.int64), axis=0), [(8, 1024)],
+               lambda t: t[[3, 0, 7, 3]], "float32"),
+    "compare": (ops.greater, [(64, 1024), (64, 1024)], np.greater, "float32"),
     "transposed_input": (_transpose_add, [(256, 512), (512, 256)],
                          lambda a, b: a.T + b, "float32"),
 }
@@ -136,6 +141,21 @@ def test_vector_lanes_follow_the_element_width_and_the_inputs():
     assert lanes(ops.add, (64, 999), (64, 999)) == [1]
     assert lanes(ops.add, (64, 64), (64, 64)) == [2, 1]             # a warp of threads per row
     assert lanes(ops.add, (64, 1024), (64, 1)) == [4, 2, 1]         # broadcast input
+    assert lanes(ops.greater, (64, 1024), (64, 1024)) == [4, 2, 1]  # f32 in, a byte out
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:   # an i1 input: a vector of i1 is bit-packed in memory
+        f.output(ops.where(f.arg("c", shape=(64, 1024), dtype="bool"),
+                           f.arg("a", shape=(64, 1024)), f.arg("b", shape=(64, 1024))))
+    (info,) = _infos(bb.finish())
+    assert vector_lanes(CUDA.cuda_arch, info, 1) == [1]
+
+
+@needs_ptxas
+def test_gather_keeps_one_lane():
+    """ops.take reads its table in the body (tensor.extract), which the maps do not describe."""
+    (info,) = [i for i in _infos(graph(CASES["gather"][0], (8, 1024))) if i.gathers]
+    assert vector_lanes(CUDA.cuda_arch, info, len(info.dims) - 1) == [1]
+    _ptx("gather")
 
 
 def test_strided_input_keeps_one_lane():
@@ -225,12 +245,25 @@ def test_cuda_elementwise_numerics(name):
                                rtol=tol, atol=tol)
 
 
-#: (lanes, vectors per thread) of a broadcast add (64, 4096) + (4096,): other points of the space
-DECISIONS = [(1, 1), (4, 1), (4, 4), (2, 4)]
+#: (lanes, vectors per thread) of a broadcast add (16, 32768) + (32768,): other points of the space
+DECISIONS = [(1, 1), (4, 1), (4, 4), (2, 8)]
+SHAPES = [(16, 32768), (32768,)]
 
 
 def _decided_add(lanes, steps):
-    return _with_decisions(graph(ops.add, (64, 4096), (4096,)), {(4, 2, 1): lanes, (1, 2, 4): steps})
+    return _with_decisions(graph(ops.add, *SHAPES), {(4, 2, 1): lanes, VECTOR_STEPS: steps})
+
+
+@pytest.mark.parametrize("shape", [(1 << 26,), (16, 32768), (64, 4096), (63, 1000), (3, 4096 * 3)])
+def test_every_candidate_combination_splits_the_row_whole(shape):
+    """Threads, steps and lanes are sampled independently: every combination of their
+    candidates must divide the row (a partial tile has no vector: a failed candidate)."""
+    sch = mlc.Schedule(graph(ops.relu, shape))
+    apply_default_schedule(sch, CUDA)
+    cands = [inst.attrs["candidates"] for inst in sch.trace.insts if inst.kind == "sample_categorical"]
+    assert len(cands) in (1, 2, 3)
+    for combo in itertools.product(*cands):
+        assert shape[-1] % math.prod(combo) == 0, (shape, combo)
 
 
 @needs_ptxas
@@ -247,7 +280,7 @@ def test_decisions_lower_to_clean_ptx(lanes, steps):
 def test_cuda_elementwise_decisions_numerics(lanes, steps):
     """Other points of the rule's space (scalar, block-strided vectors) against numpy."""
     rng = np.random.default_rng(1)
-    a, b = rng.standard_normal((64, 4096)).astype("float32"), rng.standard_normal(4096).astype("float32")
+    a, b = (rng.standard_normal(s).astype("float32") for s in SHAPES)
     out = mlc.compile(_decided_add(lanes, steps).mod, target="cuda")(a, b)
     np.testing.assert_array_equal(out, a + b)
 

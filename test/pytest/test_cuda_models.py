@@ -86,6 +86,27 @@ def test_matmul_on_a_transposed_operand_lowers():
     assert "gpu.binary" in str(lowered.ir_module)
 
 
+def _attention_with_constant_weights():
+    """softmax(x W (x W)^T) x W with a constant W: the CPU layout steps fuse the attention into
+    one CPU kernel and pack W into mmt4d panels; neither may reach a CUDA compile."""
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        x = f.arg("x", shape=(2, 64, 128))
+        w = np.random.default_rng(0).standard_normal((128, 128)).astype(np.float32)
+        q = ops.reshape(ops.matmul(ops.reshape(x, (128, 128)), w), (2, 64, 128))
+        s = ops.softmax(ops.batch_matmul(q, ops.transpose(q, (0, 2, 1))), axis=-1)
+        f.output(ops.batch_matmul(s, q))
+    return bb.finish()
+
+
+@needs_ptxas
+def test_cpu_layout_steps_stay_out_of_cuda_compiles():
+    _, lowered = lower_cuda(_attention_with_constant_weights(), CompileOptions(target=Target.cuda()),
+                            CPU_STAGES)
+    text = str(lowered.ir_module)
+    assert "gpu.binary" in text and "mmt4d" not in text
+
+
 @needs_gpu
 def test_residual_cnn_matches_torch_on_the_gpu():
     net, x = _net()

@@ -96,18 +96,19 @@ def vector_lanes(arch: CudaArch, info, dim: int) -> List[int]:
       it too (its last index is ``dim``) or does not depend on it (a broadcast: one scalar load
       splat over the lanes) -- a strided input would be gathered lane by lane;
     * every element type is whole bytes (a vector of ``i1`` is bit-packed in memory, a
-      ``memref`` of ``i1`` is not);
+      ``memref`` of ``i1`` is not), and the body reads no tensor (a gather, ``ops.take``);
     * at least a warp of threads remains along the dim (``extent // lanes >= warp_size``).
 
     The accesses are 128-bit only where the buffer and the offset are 16-byte aligned; the CUDA
     lowering assumes the buffers are (:mod:`mlc_mlir.pipeline.cuda_vectors`) and LLVM proves
-    the offsets (a multiple of the lanes: the row length divides by them). TVM dlight's
-    elementwise rule and PyTorch's ``vectorized_elementwise_kernel`` pick the vector the same way.
+    the offsets (a multiple of the lanes: the row length divides by them). PyTorch's
+    ``vectorized_elementwise_kernel`` picks its vector the same way (``can_vectorize_up_to``:
+    the widest that every operand's contiguity and alignment allow).
     ``info``: the block's :class:`~mlc_mlir.schedule.loop_nest.OpInfo`."""
     extent = info.dims[dim].extent
     bits = [dtypes.bit_width(d) for d in info.dtypes]
     if extent is None or not bits or any(b % 8 for b in bits) or not info.out_dims or \
-            info.out_dims[-1] != dim:
+            info.out_dims[-1] != dim or info.gathers:
         return [1]
     for k in range(info.num_inputs):
         used = info.operand_dims[k]
@@ -158,14 +159,15 @@ def _bind_parallel(sch: Schedule, block: BlockRV, arch: CudaArch, parallel: List
         # threads, the last one partial (its threads past the end idle: the GPU emitter tiles
         # a partial thread level by its number of threads)
         t = _pow2_floor(cap(e))
-        opts = [arch.warp_size << i for i in range(12)
-                if arch.warp_size << i <= min(arch.max_threads_per_block, max(cap(e), arch.warp_size))]
-        t = categorical(sch, sorted(set(opts) | {t}), t)
+        opts = sorted({t} | {arch.warp_size << i for i in range(12) if arch.warp_size << i <=
+                             min(arch.max_threads_per_block, max(cap(e), arch.warp_size))})
     else:
-        t = categorical(sch, thread_options(arch, e, t, lambda c: outer or e // c > 1 or e < 2), t)
+        opts = thread_options(arch, e, t, lambda c: outer or e // c > 1 or e < 2)
+    t = categorical(sch, opts, t)
     steps = [1]
-    if lanes:   # a block-strided loop of vectors per thread (elementwise ops)
-        steps = [u for u in VECTOR_STEPS if (e // t) % u == 0 and (outer or e // t // u >= 2)]
+    if lanes:   # a block-strided loop of vectors per thread (elementwise ops), whole steps
+        # with every thread candidate (a partial tile has no vector)
+        steps = [u for u in VECTOR_STEPS if (e // max(opts)) % u == 0 and (outer or e // t // u >= 2)]
     step = categorical(sch, steps, 1) if len(steps) > 1 else None
     factors = [None] + ([step] if step is not None else []) + [t] + \
         ([categorical(sch, lanes, lanes[0])] if lanes else [])
