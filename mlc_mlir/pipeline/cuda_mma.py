@@ -38,12 +38,12 @@ from __future__ import annotations
 
 from typing import Callable, List
 
-from .._mlir import (gpu_transform_d, ir, memref_d, memref_transform_d, nvgpu_transform_d,
+from .._mlir import (gpu_transform_d, ir, loop_transform_d, memref_d, memref_transform_d, nvgpu_transform_d,
                      structured_transform_d, transform_d, vector_transform_d)
 from ..errors import PipelineError
 from ..ir.module import Module
 from ..ir.pass_pipeline import run_pass_pipeline
-from ..ir.transform_values import any_op
+from ..ir.transform_values import any_op, param_constant
 from ..ir.walk import find_ops
 
 #: Annotation asking for tensor cores: ``sch.annotate(block, MMA_SYNC, stages)`` (an int: the
@@ -141,6 +141,10 @@ def forward_constant_fills(module: Module) -> Module:
 
 #: Marks the staging buffers and the kernel of a pipelined warp matmul with its depth.
 _STAGES = "mlc.stages"
+#: Marks the kernel of a warp-tile matmul (a unit attribute).
+_WARP = "mlc.mma_warp"
+#: Name of the private functions the warp kernels are outlined into for ``convert-vector-to-gpu``.
+_OUTLINED = "__mlc_mma_kernel"
 
 
 def _i64(v: int) -> ir.Attribute:
@@ -160,8 +164,9 @@ def _hoist_shared_buffers(launch: ir.Operation, depth: int) -> None:
     the ``k`` loop's body by bufferization) becomes one ``memref.alloc`` at the top of the
     kernel: the form ``transform.memref.multibuffer`` and ``nvgpu-optimize-shared-memory``
     rewrite (the workgroup attributions are made from it afterwards). The allocations and the
-    launch are marked :data:`_STAGES` ``= depth``."""
+    launch are marked :data:`_STAGES` ``= depth``, the launch :data:`_WARP`."""
     launch.attributes[_STAGES] = _i64(depth)
+    launch.attributes[_WARP] = ir.UnitAttr.get()
     ws = ir.Attribute.parse("#gpu.address_space<workgroup>")  # debt: no builder for it
     found = []
 
@@ -264,6 +269,48 @@ def drop_copy_barriers(module: Module) -> int:
     return erased
 
 
+def _inline_outlined(module: Module) -> Module:
+    """Undo ``transform.loop.outline`` of the warp kernels (:data:`_OUTLINED` functions, each
+    called once from an ``scf.execute_region``): the callee's body moves to the call site, its
+    arguments replaced by the call's operands; the region and the function go. (The inliner
+    refuses a body with a ``gpu.launch``.)"""
+    with module.context:
+        funcs = {}
+        for f in find_ops(module, "func.func"):
+            name = ir.StringAttr(f.attributes["sym_name"]).value
+            if name.startswith(_OUTLINED):
+                funcs[name] = f
+        for call in find_ops(module, "func.call"):
+            f = funcs.get(ir.FlatSymbolRefAttr(call.attributes["callee"]).value)
+            if f is None:
+                continue
+            anchor = call.parent if call.parent.name == "scf.execute_region" else call
+            body = f.regions[0].blocks[0]
+            for arg, v in zip(body.arguments, call.operands):
+                arg.replace_all_uses_with(v)
+            for op in [op.operation for op in body.operations][:-1]:   # all but func.return
+                op.move_before(anchor)
+            anchor.erase()
+        for f in funcs.values():
+            f.erase()
+    return module
+
+
+def _launches(root: ir.Value) -> ir.Value:
+    """The ``gpu.launch`` ops of warp-tile matmuls (marked by :func:`_hoist_shared_buffers`)."""
+    return _match(root, ["gpu.launch"], ir.DictAttr.get({_WARP: ir.UnitAttr.get()}))
+
+
+def _patterns(target: ir.Value, add: Callable) -> None:
+    """``transform.apply_patterns`` to ``target`` with the pattern op ``add()`` makes and the
+    canonicalization patterns, then CSE."""
+    p = transform_d.ApplyPatternsOp(target)
+    with ir.InsertionPoint(p.patterns):
+        add()
+        transform_d.ApplyCanonicalizationPatternsOp()
+    transform_d.ApplyCommonSubexpressionEliminationOp(target)
+
+
 def lower_mma_sync(module: Module, apply: Callable) -> Module:
     """Rewrite the annotated matmuls of ``module`` (module docstring); ``apply(module, build,
     stage)`` runs a transform script built by ``build(root)``
@@ -284,12 +331,10 @@ def lower_mma_sync(module: Module, apply: Callable) -> Module:
         for op, one in zip(found, single):   # tell the two forms apart in the script
             op.attributes[MMA_SYNC] = ir.StringAttr.get("tile" if one else "warp")
 
-    def attrs(form):
-        return ir.DictAttr.get({MMA_SYNC: ir.StringAttr.get(form)})
-
     if any(single):
-        module = apply(module, lambda root: nvgpu_transform_d.RewriteMatmulAsMmaSyncOp(
-            _match(root, ["linalg.matmul"], attrs("tile"))), "mma.sync")
+        module = apply(module, lambda root: nvgpu_transform_d.RewriteMatmulAsMmaSyncOp(_match(
+            root, ["linalg.matmul"], ir.DictAttr.get({MMA_SYNC: ir.StringAttr.get("tile")}))),
+            "mma.sync")
     if all(single):
         return module
     with module.context:
@@ -311,45 +356,34 @@ def lower_mma_sync(module: Module, apply: Callable) -> Module:
         module = apply(module, multi_buffer, "mma.sync multi-buffer")
 
     def vectorize(root):
-        launch = transform_d.GetParentOp(any_op(), _match(root, ["linalg.matmul"], attrs("warp")),
-                                         op_name="gpu.launch", deduplicate=True).result
+        launch = _launches(root)
         v = structured_transform_d.VectorizeOp(
             _match(launch, ["linalg.matmul", "linalg.fill", "linalg.copy"]))
         v.operation.attributes["create_named_contraction"] = ir.UnitAttr.get()
-        p = transform_d.ApplyPatternsOp(launch)
-        with ir.InsertionPoint(p.patterns):
-            gpu_transform_d.ApplyUnrollVectorsSubgroupMmaOp(*MMA_SHAPE)
-            transform_d.ApplyCanonicalizationPatternsOp()
-        transform_d.ApplyCommonSubexpressionEliminationOp(launch)
-
-    module = apply(module, vectorize, "mma.sync vectorize")
-    module = run_pass_pipeline(module, "builtin.module(fold-memref-alias-ops,canonicalize,cse)",
-                               "cuda mma.sync fold")
-
-    def hoist(root):
+        _patterns(launch, lambda: gpu_transform_d.ApplyUnrollVectorsSubgroupMmaOp(*MMA_SHAPE))
+        _patterns(launch, memref_transform_d.ApplyFoldMemrefAliasOpsPatternsOp)
         structured_transform_d.HoistRedundantVectorTransfersOp(any_op(), _match(root, ["func.func"]))
 
-    module = forward_constant_fills(apply(module, hoist, "mma.sync hoist"))
-    module = run_pass_pipeline(
-        module, "builtin.module(func.func(convert-vector-to-gpu{use-nvgpu=true}),canonicalize,cse)",
-        "cuda mma.sync vector-to-gpu")
+    module = forward_constant_fills(apply(module, vectorize, "mma.sync vectorize"))
 
-    def unroll_transfers(root):
-        p = transform_d.ApplyPatternsOp(_match(root, ["func.func"]))
-        with ir.InsertionPoint(p.patterns):
-            vector_transform_d.ApplyTransferToScfPatternsOp(max_transfer_rank=1, full_unroll=True)
-            transform_d.ApplyCanonicalizationPatternsOp()
+    def to_nvgpu(root):
+        # the conversion fails on any scalar float op in its scope (other kernels' linalg
+        # bodies): it runs on each warp kernel outlined into a private function, inlined after
+        outlined = loop_transform_d.LoopOutlineOp(any_op(), any_op(), _launches(root),
+                                                  func_name=_OUTLINED)
+        transform_d.AnnotateOp(outlined.function, "sym_visibility", param=param_constant("private"))
+        transform_d.ApplyRegisteredPassOp(any_op(), outlined.function, "convert-vector-to-gpu",
+                                          options={"use-nvgpu": True})
+        _patterns(_launches(root), lambda: vector_transform_d.ApplyTransferToScfPatternsOp(
+            max_transfer_rank=1, full_unroll=True))
 
-    module = apply(module, unroll_transfers, "mma.sync unroll transfers")
+    module = _inline_outlined(apply(module, to_nvgpu, "mma.sync vector-to-gpu"))
     while drop_copy_barriers(module):
         pass
 
     def async_copies(root):
-        func = _match(root, ["func.func"])
-        func = nvgpu_transform_d.CreateAsyncGroupsOp(any_op(), func, bypass_l1=True).result
-        p = transform_d.ApplyPatternsOp(func)
-        with ir.InsertionPoint(p.patterns):
-            vector_transform_d.ApplyLowerTransferPatternsOp(max_transfer_rank=1)
+        launch = nvgpu_transform_d.CreateAsyncGroupsOp(any_op(), _launches(root), bypass_l1=True).result
+        _patterns(launch, lambda: vector_transform_d.ApplyLowerTransferPatternsOp(max_transfer_rank=1))
         for d in depths:
             launches = _match(root, ["gpu.launch"], ir.DictAttr.get({_STAGES: _i64(d)}))
             loops = transform_d.CastOp(transform_d.OperationType.get("scf.for"),

@@ -290,3 +290,32 @@ def test_drop_copy_barriers_only_between_independent_copies(read, tail, erased):
     mod = Module.parse(_COPIES.replace("READ", read).replace("TAIL", tail))
     assert drop_copy_barriers(mod) == erased
     assert drop_copy_barriers(mod) == 0
+
+
+def _matmul_bias_relu(m=256, k=128, n=256):
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        y = ops.matmul(f.arg("a", shape=(m, k), dtype="float16"), f.arg("b", shape=(k, n), dtype="float16"))
+        f.output(ops.relu(ops.add(y, f.arg("bias", shape=(n,), dtype="float16"))))
+    return bb.finish()
+
+
+@needs_ptxas
+def test_mma_kernel_next_to_elementwise_kernels():
+    """convert-vector-to-gpu fails on any scalar float op in its scope: the bias and relu
+    kernels' bodies must stay out of it (the warp kernel is converted on its own)."""
+    ptx = compile_to_ptx(default_schedule(_matmul_bias_relu(), CUDA))
+    for text in ptx.values():
+        check_ptx(text)
+    assert sum(LDMATRIX_A in text for text in ptx.values()) == 1 and len(ptx) >= 2
+
+
+@needs_gpu
+def test_cuda_mma_matmul_bias_relu_matches_numpy():
+    rng = np.random.default_rng(1)
+    a = (rng.standard_normal((256, 128)) / 4).astype(np.float16)
+    b = (rng.standard_normal((128, 256)) / 4).astype(np.float16)
+    bias = rng.standard_normal(256).astype(np.float16)
+    out = mlc.compile(_matmul_bias_relu(), target="cuda")(a, b, bias)
+    ref = np.maximum(a.astype(np.float32) @ b.astype(np.float32) + bias.astype(np.float32), 0)
+    np.testing.assert_allclose(out.astype(np.float32), ref, rtol=3e-2, atol=3e-2)
