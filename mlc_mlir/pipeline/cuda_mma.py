@@ -139,9 +139,7 @@ def forward_constant_fills(module: Module) -> Module:
     return module
 
 
-#: Marks the staging buffers and the kernel of a pipelined warp matmul with its depth.
-_STAGES = "mlc.stages"
-#: Marks the kernel of a warp-tile matmul (a unit attribute).
+#: Marks the kernel of the i-th warp-tile matmul (``mlc.mma_warp = i``).
 _WARP = "mlc.mma_warp"
 #: Name of the private functions the warp kernels are outlined into for ``convert-vector-to-gpu``.
 _OUTLINED = "__mlc_mma_kernel"
@@ -159,14 +157,13 @@ def _stages(attr: ir.Attribute) -> int:
     return 1
 
 
-def _hoist_shared_buffers(launch: ir.Operation, depth: int) -> None:
+def _hoist_shared_buffers(launch: ir.Operation, index: int) -> None:
     """Each ``memref.alloca`` in workgroup memory in ``launch`` (a staging panel, allocated in
     the ``k`` loop's body by bufferization) becomes one ``memref.alloc`` at the top of the
     kernel: the form ``transform.memref.multibuffer`` and ``nvgpu-optimize-shared-memory``
-    rewrite (the workgroup attributions are made from it afterwards). The allocations and the
-    launch are marked :data:`_STAGES` ``= depth``, the launch :data:`_WARP`."""
-    launch.attributes[_STAGES] = _i64(depth)
-    launch.attributes[_WARP] = ir.UnitAttr.get()
+    rewrite (the workgroup attributions are made from it afterwards). The launch is marked
+    :data:`_WARP` ``= index``."""
+    launch.attributes[_WARP] = _i64(index)
     ws = ir.Attribute.parse("#gpu.address_space<workgroup>")  # debt: no builder for it
     found = []
 
@@ -181,7 +178,6 @@ def _hoist_shared_buffers(launch: ir.Operation, depth: int) -> None:
     for op in found:
         with ir.InsertionPoint.at_block_begin(body), op.location:
             new = memref_d.AllocOp(op.results[0].type, [], [])
-        new.operation.attributes[_STAGES] = _i64(depth)
         op.results[0].replace_all_uses_with(new.result)
         op.erase()
 
@@ -270,7 +266,7 @@ def drop_copy_barriers(module: Module) -> int:
 
 
 def _inline_outlined(module: Module) -> Module:
-    """Undo ``transform.loop.outline`` of the warp kernels (:data:`_OUTLINED` functions, each
+    """Undo ``transform.loop.outline`` of the warp kernels (:data:`_OUTLINED` ``i`` functions, each
     called once from an ``scf.execute_region``): the callee's body moves to the call site, its
     arguments replaced by the call's operands; the region and the function go. (The inliner
     refuses a body with a ``gpu.launch``.)"""
@@ -296,9 +292,9 @@ def _inline_outlined(module: Module) -> Module:
     return module
 
 
-def _launches(root: ir.Value) -> ir.Value:
-    """The ``gpu.launch`` ops of warp-tile matmuls (marked by :func:`_hoist_shared_buffers`)."""
-    return _match(root, ["gpu.launch"], ir.DictAttr.get({_WARP: ir.UnitAttr.get()}))
+def _launch(root: ir.Value, i: int) -> ir.Value:
+    """The ``gpu.launch`` of the ``i``-th warp-tile matmul (:func:`_hoist_shared_buffers`)."""
+    return _match(root, ["gpu.launch"], ir.DictAttr.get({_WARP: _i64(i)}))
 
 
 def _patterns(target: ir.Value, add: Callable) -> None:
@@ -327,9 +323,9 @@ def lower_mma_sync(module: Module, apply: Callable) -> Module:
         return module
     with module.context:
         single = [_tile(op) == MMA_SHAPE for op in found]
-        stages = [_stages(op.attributes[MMA_SYNC]) for op in found]
         for op, one in zip(found, single):   # tell the two forms apart in the script
-            op.attributes[MMA_SYNC] = ir.StringAttr.get("tile" if one else "warp")
+            op.attributes[MMA_SYNC] = ir.StringAttr.get("tile") if one else \
+                _i64(_stages(op.attributes[MMA_SYNC]))
 
     if any(single):
         module = apply(module, lambda root: nvgpu_transform_d.RewriteMatmulAsMmaSyncOp(_match(
@@ -338,59 +334,68 @@ def lower_mma_sync(module: Module, apply: Callable) -> Module:
     if all(single):
         return module
     with module.context:
-        for op, one, depth in zip(found, single, stages):
-            if not one:
+        launches = []   # one per warp kernel, with its pipeline depth
+        for op in find_ops(module, "linalg.matmul"):   # the warp tiles (in a new module)
+            if MMA_SYNC in op.attributes and isinstance(op.attributes[MMA_SYNC], ir.IntegerAttr):
                 launch = op.parent
                 while launch.name != "gpu.launch":
                     launch = launch.parent
-                _hoist_shared_buffers(launch, depth)
-    depths = sorted({d for d, one in zip(stages, single) if d > 1 and not one})
+                _hoist_shared_buffers(launch, len(launches))
+                launches.append(ir.IntegerAttr(op.attributes[MMA_SYNC]).value)
+    # the transform ops below take one kernel each (some refuse several targets)
 
     def multi_buffer(root):
-        for d in depths:
-            allocs = _match(root, ["memref.alloc"], ir.DictAttr.get({_STAGES: _i64(d)}))
-            allocs = transform_d.CastOp(transform_d.OperationType.get("memref.alloc"), allocs).output
-            memref_transform_d.MemRefMultiBufferOp(any_op(), allocs, d, skip_analysis=True)
+        for i, d in enumerate(launches):
+            if d > 1:
+                allocs = transform_d.CastOp(transform_d.OperationType.get("memref.alloc"),
+                                            _match(_launch(root, i), ["memref.alloc"])).output
+                memref_transform_d.MemRefMultiBufferOp(any_op(), allocs, d, skip_analysis=True)
 
-    if depths:
+    if any(d > 1 for d in launches):
         module = apply(module, multi_buffer, "mma.sync multi-buffer")
 
     def vectorize(root):
-        launch = _launches(root)
-        v = structured_transform_d.VectorizeOp(
-            _match(launch, ["linalg.matmul", "linalg.fill", "linalg.copy"]))
-        v.operation.attributes["create_named_contraction"] = ir.UnitAttr.get()
-        _patterns(launch, lambda: gpu_transform_d.ApplyUnrollVectorsSubgroupMmaOp(*MMA_SHAPE))
-        _patterns(launch, memref_transform_d.ApplyFoldMemrefAliasOpsPatternsOp)
-        structured_transform_d.HoistRedundantVectorTransfersOp(any_op(), _match(root, ["func.func"]))
+        for i in range(len(launches)):
+            launch = _launch(root, i)
+            v = structured_transform_d.VectorizeOp(
+                _match(launch, ["linalg.matmul", "linalg.fill", "linalg.copy"]))
+            v.operation.attributes["create_named_contraction"] = ir.UnitAttr.get()
+            _patterns(launch, lambda: gpu_transform_d.ApplyUnrollVectorsSubgroupMmaOp(*MMA_SHAPE))
+            _patterns(launch, memref_transform_d.ApplyFoldMemrefAliasOpsPatternsOp)
+            func = transform_d.GetParentOp(any_op(), launch, op_name="func.func").result
+            structured_transform_d.HoistRedundantVectorTransfersOp(any_op(), func)
 
     module = forward_constant_fills(apply(module, vectorize, "mma.sync vectorize"))
 
     def to_nvgpu(root):
         # the conversion fails on any scalar float op in its scope (other kernels' linalg
         # bodies): it runs on each warp kernel outlined into a private function, inlined after
-        outlined = loop_transform_d.LoopOutlineOp(any_op(), any_op(), _launches(root),
-                                                  func_name=_OUTLINED)
-        transform_d.AnnotateOp(outlined.function, "sym_visibility", param=param_constant("private"))
-        transform_d.ApplyRegisteredPassOp(any_op(), outlined.function, "convert-vector-to-gpu",
-                                          options={"use-nvgpu": True})
-        _patterns(_launches(root), lambda: vector_transform_d.ApplyTransferToScfPatternsOp(
-            max_transfer_rank=1, full_unroll=True))
+        for i in range(len(launches)):
+            outlined = loop_transform_d.LoopOutlineOp(any_op(), any_op(), _launch(root, i),
+                                                      func_name=f"{_OUTLINED}{i}")
+            transform_d.AnnotateOp(outlined.function, "sym_visibility",
+                                   param=param_constant("private"))
+            transform_d.ApplyRegisteredPassOp(any_op(), outlined.function, "convert-vector-to-gpu",
+                                              options={"use-nvgpu": True})
+            _patterns(_launch(root, i), lambda: vector_transform_d.ApplyTransferToScfPatternsOp(
+                max_transfer_rank=1, full_unroll=True))
 
     module = _inline_outlined(apply(module, to_nvgpu, "mma.sync vector-to-gpu"))
     while drop_copy_barriers(module):
         pass
 
     def async_copies(root):
-        launch = nvgpu_transform_d.CreateAsyncGroupsOp(any_op(), _launches(root), bypass_l1=True).result
-        _patterns(launch, lambda: vector_transform_d.ApplyLowerTransferPatternsOp(max_transfer_rank=1))
-        for d in depths:
-            launches = _match(root, ["gpu.launch"], ir.DictAttr.get({_STAGES: _i64(d)}))
-            loops = transform_d.CastOp(transform_d.OperationType.get("scf.for"),
-                                       _match(launches, ["scf.for"])).output
-            nvgpu_transform_d.PipelineSharedMemoryCopiesOp(
-                transform_d.OperationType.get("scf.for"), loops, d, peel_epilogue=True,
-                failure_propagation_mode=transform_d.FailurePropagationMode.Suppress)
+        for i, d in enumerate(launches):
+            launch = nvgpu_transform_d.CreateAsyncGroupsOp(any_op(), _launch(root, i),
+                                                           bypass_l1=True).result
+            _patterns(launch, lambda: vector_transform_d.ApplyLowerTransferPatternsOp(
+                max_transfer_rank=1))
+            if d > 1:
+                loop = transform_d.CastOp(transform_d.OperationType.get("scf.for"),
+                                          _match(_launch(root, i), ["scf.for"])).output
+                nvgpu_transform_d.PipelineSharedMemoryCopiesOp(
+                    transform_d.OperationType.get("scf.for"), loop, d, peel_epilogue=True,
+                    failure_propagation_mode=transform_d.FailurePropagationMode.Suppress)
 
     module = apply(module, async_copies, "mma.sync cp.async")
     return run_pass_pipeline(module, "builtin.module(func.func(nvgpu-optimize-shared-memory))",

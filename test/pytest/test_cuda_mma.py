@@ -319,3 +319,37 @@ def test_cuda_mma_matmul_bias_relu_matches_numpy():
     out = mlc.compile(_matmul_bias_relu(), target="cuda")(a, b, bias)
     ref = np.maximum(a.astype(np.float32) @ b.astype(np.float32) + bias.astype(np.float32), 0)
     np.testing.assert_allclose(out.astype(np.float32), ref, rtol=3e-2, atol=3e-2)
+
+
+def _two_matmuls():
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        x = f.arg("x", shape=(256, 128), dtype="float16")
+        y1 = ops.matmul(x, f.arg("w1", shape=(128, 256), dtype="float16"))
+        f.output(ops.add(y1, ops.matmul(x, f.arg("w2", shape=(128, 256), dtype="float16"))))
+    return bb.finish()
+
+
+@needs_ptxas
+def test_two_mma_kernels_in_one_function():
+    """Each warp kernel is rewritten on its own (the transform ops take one target each); a
+    one-tile kernel (staged = 0) beside a 3-stage one keeps its own lowering."""
+    ptx = compile_to_ptx(default_schedule(_two_matmuls(), CUDA))
+    assert sum(LDMATRIX_A in text for text in ptx.values()) == 2
+    sch = mlc.Schedule(_two_matmuls())
+    schedule_matmul_mma(sch, sch.get_block("matmul"), CUDA.cuda_arch, forced={"staged": 0})
+    schedule_matmul_mma(sch, sch.get_block("matmul_1"), CUDA.cuda_arch, forced={"stages": 3})
+    texts = list(compile_to_ptx(default_schedule(sch.mod, CUDA)).values())   # + the add
+    for text in texts:
+        check_ptx(text)
+    assert sorted(LDMATRIX_A in t for t in texts if MMA in t) == [False, True]
+
+
+@needs_gpu
+def test_cuda_two_mma_kernels_match_numpy():
+    rng = np.random.default_rng(2)
+    x, w1, w2 = ((rng.standard_normal(s) / 4).astype(np.float16)
+                 for s in ((256, 128), (128, 256), (128, 256)))
+    out = mlc.compile(_two_matmuls(), target="cuda")(x, w1, w2)
+    ref = x.astype(np.float32) @ w1.astype(np.float32) + x.astype(np.float32) @ w2.astype(np.float32)
+    np.testing.assert_allclose(out.astype(np.float32), ref, rtol=4e-2, atol=4e-2)
