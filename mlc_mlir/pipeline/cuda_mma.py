@@ -164,18 +164,8 @@ def _hoist_shared_buffers(launch: ir.Operation, index: int) -> None:
     rewrite (the workgroup attributions are made from it afterwards). The launch is marked
     :data:`_WARP` ``= index``."""
     launch.attributes[_WARP] = _i64(index)
-    ws = ir.Attribute.parse("#gpu.address_space<workgroup>")  # debt: no builder for it
-    found = []
-
-    def visit(op):
-        op = op.operation
-        if op.name == "memref.alloca" and ir.MemRefType(op.results[0].type).memory_space == ws:
-            found.append(op)
-        return ir.WalkResult.ADVANCE
-
-    launch.walk(visit, ir.WalkOrder.PRE_ORDER)
     body = launch.regions[0].blocks[0]
-    for op in found:
+    for op in [op for op in find_ops(launch, "memref.alloca") if _workgroup(op.results[0])]:
         with ir.InsertionPoint.at_block_begin(body), op.location:
             new = memref_d.AllocOp(op.results[0].type, [], [])
         op.results[0].replace_all_uses_with(new.result)
@@ -240,15 +230,7 @@ def drop_copy_barriers(module: Module) -> int:
     erased = 0
     with module.context:
         for launch in find_ops(module, "gpu.launch"):
-            blocks = []
-
-            def visit(op):
-                op = op.operation
-                if op.name == "gpu.barrier":
-                    blocks.append(op.block)
-                return ir.WalkResult.ADVANCE
-
-            launch.walk(visit, ir.WalkOrder.PRE_ORDER)
+            blocks = [op.block for op in find_ops(launch, "gpu.barrier")]
             for block in {id(b): b for b in blocks}.values():
                 ops = [op.operation for op in block.operations]
                 cuts = [i for i, op in enumerate(ops) if op.name == "gpu.barrier"]
@@ -290,6 +272,40 @@ def _inline_outlined(module: Module) -> Module:
         for f in funcs.values():
             f.erase()
     return module
+
+
+def _trip_count(loop: ir.Operation) -> int:
+    """Iterations of an ``scf.for`` with constant bounds (0 when a bound is not constant)."""
+    vals = []
+    for v in list(loop.operands)[:3]:
+        op = v.owner
+        if not isinstance(op, ir.OpView) or op.operation.name != "arith.constant":
+            return 0
+        vals.append(ir.IntegerAttr(op.operation.attributes["value"]).value)
+    lb, ub, step = vals
+    return max(0, -(-(ub - lb) // step))
+
+
+def _pipelinable(module: Module, i: int, depth: int) -> bool:
+    """Whether the ``i``-th warp kernel has one ``scf.for`` of constant bounds and at least
+    ``depth`` iterations whose body issues all its ``cp.async`` copies and groups before its
+    first barrier, with no nested region: ``transform.nvgpu.pipeline_shared_memory_copies``
+    asserts (aborts the process) on a barrier before a copy in MLIR 22, and fails on the rest
+    whatever its failure mode."""
+    with module.context:
+        attr = _i64(i)
+        loops = [op for launch in find_ops(module, "gpu.launch")
+                 if _WARP in launch.attributes and launch.attributes[_WARP] == attr
+                 for op in find_ops(launch, "scf.for")]
+        if len(loops) != 1 or _trip_count(loops[0]) < depth:
+            return False
+        ops = [op.operation for op in loops[0].regions[0].blocks[0].operations]
+        if any(len(op.regions) for op in ops):
+            return False
+        names = [op.name for op in ops]
+        copies = [j for j, n in enumerate(names) if n.startswith("nvgpu.device_async_c")]
+        barriers = [j for j, n in enumerate(names) if n == "gpu.barrier"]
+        return bool(copies) and (not barriers or max(copies) < min(barriers))
 
 
 def _launch(root: ir.Value, i: int) -> ir.Value:
@@ -385,18 +401,24 @@ def lower_mma_sync(module: Module, apply: Callable) -> Module:
         pass
 
     def async_copies(root):
-        for i, d in enumerate(launches):
+        for i in range(len(launches)):
             launch = nvgpu_transform_d.CreateAsyncGroupsOp(any_op(), _launch(root, i),
                                                            bypass_l1=True).result
             _patterns(launch, lambda: vector_transform_d.ApplyLowerTransferPatternsOp(
                 max_transfer_rank=1))
-            if d > 1:
-                loop = transform_d.CastOp(transform_d.OperationType.get("scf.for"),
-                                          _match(_launch(root, i), ["scf.for"])).output
-                nvgpu_transform_d.PipelineSharedMemoryCopiesOp(
-                    transform_d.OperationType.get("scf.for"), loop, d, peel_epilogue=True,
-                    failure_propagation_mode=transform_d.FailurePropagationMode.Suppress)
 
     module = apply(module, async_copies, "mma.sync cp.async")
+    piped = [i for i, d in enumerate(launches) if d > 1 and _pipelinable(module, i, d)]
+
+    def pipeline(root):
+        for i in piped:
+            loop = transform_d.CastOp(transform_d.OperationType.get("scf.for"),
+                                      _match(_launch(root, i), ["scf.for"])).output
+            nvgpu_transform_d.PipelineSharedMemoryCopiesOp(
+                transform_d.OperationType.get("scf.for"), loop, launches[i], peel_epilogue=True,
+                failure_propagation_mode=transform_d.FailurePropagationMode.Suppress)
+
+    if piped:
+        module = apply(module, pipeline, "mma.sync pipeline")
     return run_pass_pipeline(module, "builtin.module(func.func(nvgpu-optimize-shared-memory))",
                              "cuda mma.sync swizzle")

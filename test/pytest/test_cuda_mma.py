@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 
 import numpy as np
@@ -353,3 +354,44 @@ def test_cuda_two_mma_kernels_match_numpy():
     out = mlc.compile(_two_matmuls(), target="cuda")(x, w1, w2)
     ref = x.astype(np.float32) @ w1.astype(np.float32) + x.astype(np.float32) @ w2.astype(np.float32)
     np.testing.assert_allclose(out.astype(np.float32), ref, rtol=4e-2, atol=4e-2)
+
+
+_CHILD = """
+import mlc_mlir as mlc
+from mlc_mlir import ops
+from mlc_mlir.pipeline.cuda import compile_to_ptx
+from mlc_mlir.schedule.rules.gpu_rules import schedule_matmul_mma
+from mlc_mlir.target import Target
+bb = mlc.GraphBuilder()
+with bb.function("main") as f:
+    f.output(ops.matmul(f.arg("a", shape=(M, K), dtype="float16"), f.arg("b", shape=(K, N), dtype="float16")))
+sch = mlc.Schedule(bb.finish())
+schedule_matmul_mma(sch, sch.get_block("matmul"), Target("cuda", cpu="generic", arch="sm_90").cuda_arch,
+                    forced=FORCED)
+try:
+    compile_to_ptx(sch.mod)
+    print("compiled")
+except mlc.MlcError as e:
+    print("refused", type(e).__name__)
+"""
+
+
+@pytest.mark.parametrize("shape,forced,expect", [
+    # one warp: the A and B copies stay apart (a barrier before B's copies), which
+    # pipeline_shared_memory_copies asserts on: the loop stays unpipelined
+    ((256, 256, 256), {"wy": 1, "wx": 1, "wm": 16, "wn": 128, "kt": 16, "stages": 2}, "compiled"),
+    # 2 k steps for 3 stages: the pipeliner's preconditions fail: unpipelined
+    ((128, 64, 512), {"wy": 1, "wx": 2, "wm": 64, "wn": 64, "kt": 32, "stages": 3}, "compiled"),
+    # 128 does not divide into 4 x 64: partial tiles have dynamic bounds, a PipelineError
+    ((192, 96, 320), {"wy": 2, "wx": 4, "wm": 64, "wn": 64, "kt": 16, "stages": 2}, "refused"),
+])
+def test_sampled_mma_decisions_compile_or_fail_cleanly(shape, forced, expect):
+    """A sampled point either compiles or raises an MlcError (a failed candidate), in a child
+    process: MLIR asserts abort the process."""
+    m, k, n = shape
+    code = _CHILD.replace("M, K", f"{m}, {k}").replace("K, N", f"{k}, {n}").replace(
+        "FORCED", repr(dict(forced, staged=1)))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split()[0] == expect, proc.stdout
