@@ -12,12 +12,15 @@ memref level after the thread mapping, in one of two ways chosen by its tile:
   1. ``transform.structured.vectorize`` of the kernel's matmul (as a ``vector.contract``),
      fill and copies (the staging copies into shared memory become 16-byte vector transfers);
   2. ``transform.apply_patterns.gpu.unroll_vectors_subgroup_mma`` to ``16 x 8 x 16``;
-  3. ``fold-memref-alias-ops`` then ``transform.structured.hoist_redundant_vector_transfers``:
-     the ``C`` fragments become ``iter_args`` of the ``k`` loop, in registers, loaded once
-     before it and stored once after it;
-  4. ``convert-vector-to-gpu{use-nvgpu=true}``: a fragment read from shared memory becomes
-     ``nvgpu.ldmatrix`` (``ldmatrix.sync.aligned.m8n8.x4``; ``B``'s transposed), the
-     contraction ``nvgpu.mma.sync``;
+  3. the ``fold_memref_alias_ops`` patterns then
+     ``transform.structured.hoist_redundant_vector_transfers``: the ``C`` fragments become
+     ``iter_args`` of the ``k`` loop, in registers, stored once after it; the zero fill is
+     forwarded into them (:func:`forward_constant_fills`);
+  4. ``convert-vector-to-gpu{use-nvgpu=true}`` (on each warp kernel alone, outlined with
+     ``transform.loop.outline`` and inlined back: the pass fails on any scalar float op in
+     its scope): a fragment read from shared memory becomes ``nvgpu.ldmatrix``
+     (``ldmatrix.sync.aligned.m8n8.x4``; ``B``'s transposed), the contraction
+     ``nvgpu.mma.sync``;
   5. ``transform.nvgpu.create_async_groups``: each 16-byte copy from global into shared memory
      becomes ``nvgpu.device_async_copy`` (``cp.async.cg.shared.global``), the copies of a k
      step one group waited before the barrier that publishes it;
@@ -26,7 +29,8 @@ memref level after the thread mapping, in one of two ways chosen by its tile:
      ``transform.nvgpu.pipeline_shared_memory_copies`` (``depth = stages``, epilogue peeled)
      of the ``k`` loop after step 5, whose ``cp.async.wait_group`` then leaves the newest
      ``stages - 1`` groups in flight: the panels of the next k steps load while the warps
-     compute; both panels' copies of a step are one group (:func:`drop_copy_barriers`);
+     compute; both panels' copies of a step are one group (:func:`drop_copy_barriers`); a
+     loop the pipeliner cannot take stays as it is (:func:`_pipelinable`);
   7. ``nvgpu-optimize-shared-memory``: the panels' 16-byte columns are XOR-swizzled by row
      (writes and ``ldmatrix`` reads alike), so the eight rows an ``ldmatrix`` reads fall in
      different banks (unswizzled, a 32 x 128 f16 ``B`` panel's rows are 256 bytes apart: all
@@ -38,8 +42,8 @@ from __future__ import annotations
 
 from typing import Callable, List
 
-from .._mlir import (gpu_transform_d, ir, loop_transform_d, memref_d, memref_transform_d, nvgpu_transform_d,
-                     structured_transform_d, transform_d, vector_transform_d)
+from .._mlir import (gpu_transform_d, ir, loop_transform_d, memref_d, memref_transform_d,
+                     nvgpu_transform_d, structured_transform_d, transform_d, vector_transform_d)
 from ..errors import PipelineError
 from ..ir.module import Module
 from ..ir.pass_pipeline import run_pass_pipeline
