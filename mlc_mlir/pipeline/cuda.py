@@ -116,44 +116,40 @@ def _block_dims(forall: ir.Operation) -> List[int]:
     foralls give ``y * z`` too few; a warp level counts its warps on y/z and a warp of lanes
     on x)."""
     dims = {"x": 1, "y": 1, "z": 1}
-    linear = [1]   # most threads of a linearly mapped forall
+    linear = 1   # most threads of a linearly mapped forall
 
-    def visit(op):
-        op = op.operation
-        if op.name == "scf.forall":
-            m = _mapping(op)
-            if m and m[0].startswith("#gpu.warp"):   # whole warps: x counts threads, y/z warps
-                counts = _trip_counts(op)
-                if any(_LINEAR in a for a in m):
-                    total = WARP_SIZE
-                    for c in counts:
-                        total *= c
-                    linear[0] = max(linear[0], total)
-                    dims["x"] = max(dims["x"], WARP_SIZE)
-                else:
-                    # a warp is WARP_SIZE threads along x, also when no warp loop is on x
-                    dims["x"] = max(dims["x"], WARP_SIZE)
-                    for a, c in zip(m, counts):
-                        ax = a[len("#gpu.warp<"):-1]
-                        dims[ax] = max(dims[ax], c * (WARP_SIZE if ax == "x" else 1))
-            elif m and m[0].startswith("#gpu.thread"):
-                counts = _trip_counts(op)
-                if any(_LINEAR in a for a in m):
-                    total = 1
-                    for c in counts:
-                        total *= c
-                    linear[0] = max(linear[0], total)
-                else:
-                    for a, c in zip(m, counts):
-                        ax = a[len("#gpu.thread<"):-1]
-                        dims[ax] = max(dims[ax], c)
-        return ir.WalkResult.ADVANCE
+    for op in find_ops(forall, "scf.forall"):   # a plain loop: _trip_counts may raise
+        m = _mapping(op)
+        if m and m[0].startswith("#gpu.warp"):   # whole warps: x counts threads, y/z warps
+            counts = _trip_counts(op)
+            if any(_LINEAR in a for a in m):
+                total = WARP_SIZE
+                for c in counts:
+                    total *= c
+                linear = max(linear, total)
+                dims["x"] = max(dims["x"], WARP_SIZE)
+            else:
+                # a warp is WARP_SIZE threads along x, also when no warp loop is on x
+                dims["x"] = max(dims["x"], WARP_SIZE)
+                for a, c in zip(m, counts):
+                    ax = a[len("#gpu.warp<"):-1]
+                    dims[ax] = max(dims[ax], c * (WARP_SIZE if ax == "x" else 1))
+        elif m and m[0].startswith("#gpu.thread"):
+            counts = _trip_counts(op)
+            if any(_LINEAR in a for a in m):
+                total = 1
+                for c in counts:
+                    total *= c
+                linear = max(linear, total)
+            else:
+                for a, c in zip(m, counts):
+                    ax = a[len("#gpu.thread<"):-1]
+                    dims[ax] = max(dims[ax], c)
 
-    forall.walk(visit, ir.WalkOrder.PRE_ORDER)
     # a linear mapping numbers the threads of the whole block (x fastest): it needs x*y*z of
     # them, more along x only where the other foralls leave too few
     rest = dims["y"] * dims["z"]
-    dims["x"] = max(dims["x"], -(-linear[0] // rest))
+    dims["x"] = max(dims["x"], -(-linear // rest))
     if dims["x"] * dims["y"] * dims["z"] > 1024:
         raise PipelineError(f"cuda map: a kernel needs {dims['x']}x{dims['y']}x{dims['z']} threads "
                             "per block; CUDA allows at most 1024")

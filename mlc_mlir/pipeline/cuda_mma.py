@@ -12,12 +12,15 @@ memref level after the thread mapping, in one of two ways chosen by its tile:
   1. ``transform.structured.vectorize`` of the kernel's matmul (as a ``vector.contract``),
      fill and copies (the staging copies into shared memory become 16-byte vector transfers);
   2. ``transform.apply_patterns.gpu.unroll_vectors_subgroup_mma`` to ``16 x 8 x 16``;
-  3. ``fold-memref-alias-ops`` then ``transform.structured.hoist_redundant_vector_transfers``:
-     the ``C`` fragments become ``iter_args`` of the ``k`` loop, in registers, loaded once
-     before it and stored once after it;
-  4. ``convert-vector-to-gpu{use-nvgpu=true}``: a fragment read from shared memory becomes
-     ``nvgpu.ldmatrix`` (``ldmatrix.sync.aligned.m8n8.x4``; ``B``'s transposed), the
-     contraction ``nvgpu.mma.sync``;
+  3. the ``fold_memref_alias_ops`` patterns then
+     ``transform.structured.hoist_redundant_vector_transfers``: the ``C`` fragments become
+     ``iter_args`` of the ``k`` loop, in registers, stored once after it; the zero fill is
+     forwarded into them (:func:`forward_constant_fills`);
+  4. ``convert-vector-to-gpu{use-nvgpu=true}`` (on each warp kernel alone, outlined with
+     ``transform.loop.outline`` and inlined back: the pass fails on any scalar float op in
+     its scope): a fragment read from shared memory becomes ``nvgpu.ldmatrix``
+     (``ldmatrix.sync.aligned.m8n8.x4``; ``B``'s transposed), the contraction
+     ``nvgpu.mma.sync``;
   5. ``transform.nvgpu.create_async_groups``: each 16-byte copy from global into shared memory
      becomes ``nvgpu.device_async_copy`` (``cp.async.cg.shared.global``), the copies of a k
      step one group waited before the barrier that publishes it;
@@ -26,7 +29,8 @@ memref level after the thread mapping, in one of two ways chosen by its tile:
      ``transform.nvgpu.pipeline_shared_memory_copies`` (``depth = stages``, epilogue peeled)
      of the ``k`` loop after step 5, whose ``cp.async.wait_group`` then leaves the newest
      ``stages - 1`` groups in flight: the panels of the next k steps load while the warps
-     compute; both panels' copies of a step are one group (:func:`drop_copy_barriers`);
+     compute; both panels' copies of a step are one group (:func:`drop_copy_barriers`); a
+     loop the pipeliner cannot take stays as it is (:func:`_pipelinable`);
   7. ``nvgpu-optimize-shared-memory``: the panels' 16-byte columns are XOR-swizzled by row
      (writes and ``ldmatrix`` reads alike), so the eight rows an ``ldmatrix`` reads fall in
      different banks (unswizzled, a 32 x 128 f16 ``B`` panel's rows are 256 bytes apart: all
@@ -38,12 +42,12 @@ from __future__ import annotations
 
 from typing import Callable, List
 
-from .._mlir import (gpu_transform_d, ir, memref_d, memref_transform_d, nvgpu_transform_d,
-                     structured_transform_d, transform_d, vector_transform_d)
+from .._mlir import (gpu_transform_d, ir, loop_transform_d, memref_d, memref_transform_d,
+                     nvgpu_transform_d, structured_transform_d, transform_d, vector_transform_d)
 from ..errors import PipelineError
 from ..ir.module import Module
 from ..ir.pass_pipeline import run_pass_pipeline
-from ..ir.transform_values import any_op
+from ..ir.transform_values import any_op, param_constant
 from ..ir.walk import find_ops
 
 #: Annotation asking for tensor cores: ``sch.annotate(block, MMA_SYNC, stages)`` (an int: the
@@ -139,8 +143,10 @@ def forward_constant_fills(module: Module) -> Module:
     return module
 
 
-#: Marks the staging buffers and the kernel of a pipelined warp matmul with its depth.
-_STAGES = "mlc.stages"
+#: Marks the kernel of the i-th warp-tile matmul (``mlc.mma_warp = i``).
+_WARP = "mlc.mma_warp"
+#: Name of the private functions the warp kernels are outlined into for ``convert-vector-to-gpu``.
+_OUTLINED = "__mlc_mma_kernel"
 
 
 def _i64(v: int) -> ir.Attribute:
@@ -155,28 +161,17 @@ def _stages(attr: ir.Attribute) -> int:
     return 1
 
 
-def _hoist_shared_buffers(launch: ir.Operation, depth: int) -> None:
+def _hoist_shared_buffers(launch: ir.Operation, index: int) -> None:
     """Each ``memref.alloca`` in workgroup memory in ``launch`` (a staging panel, allocated in
     the ``k`` loop's body by bufferization) becomes one ``memref.alloc`` at the top of the
     kernel: the form ``transform.memref.multibuffer`` and ``nvgpu-optimize-shared-memory``
-    rewrite (the workgroup attributions are made from it afterwards). The allocations and the
-    launch are marked :data:`_STAGES` ``= depth``."""
-    launch.attributes[_STAGES] = _i64(depth)
-    ws = ir.Attribute.parse("#gpu.address_space<workgroup>")  # debt: no builder for it
-    found = []
-
-    def visit(op):
-        op = op.operation
-        if op.name == "memref.alloca" and ir.MemRefType(op.results[0].type).memory_space == ws:
-            found.append(op)
-        return ir.WalkResult.ADVANCE
-
-    launch.walk(visit, ir.WalkOrder.PRE_ORDER)
+    rewrite (the workgroup attributions are made from it afterwards). The launch is marked
+    :data:`_WARP` ``= index``."""
+    launch.attributes[_WARP] = _i64(index)
     body = launch.regions[0].blocks[0]
-    for op in found:
+    for op in [op for op in find_ops(launch, "memref.alloca") if _workgroup(op.results[0])]:
         with ir.InsertionPoint.at_block_begin(body), op.location:
             new = memref_d.AllocOp(op.results[0].type, [], [])
-        new.operation.attributes[_STAGES] = _i64(depth)
         op.results[0].replace_all_uses_with(new.result)
         op.erase()
 
@@ -239,15 +234,7 @@ def drop_copy_barriers(module: Module) -> int:
     erased = 0
     with module.context:
         for launch in find_ops(module, "gpu.launch"):
-            blocks = []
-
-            def visit(op):
-                op = op.operation
-                if op.name == "gpu.barrier":
-                    blocks.append(op.block)
-                return ir.WalkResult.ADVANCE
-
-            launch.walk(visit, ir.WalkOrder.PRE_ORDER)
+            blocks = [op.block for op in find_ops(launch, "gpu.barrier")]
             for block in {id(b): b for b in blocks}.values():
                 ops = [op.operation for op in block.operations]
                 cuts = [i for i, op in enumerate(ops) if op.name == "gpu.barrier"]
@@ -262,6 +249,82 @@ def drop_copy_barriers(module: Module) -> int:
                         erased += 1
                         break   # one per block and pass: the sections changed
     return erased
+
+
+def _inline_outlined(module: Module) -> Module:
+    """Undo ``transform.loop.outline`` of the warp kernels (:data:`_OUTLINED` ``i`` functions, each
+    called once from an ``scf.execute_region``): the callee's body moves to the call site, its
+    arguments replaced by the call's operands; the region and the function go. (The inliner
+    refuses a body with a ``gpu.launch``.)"""
+    with module.context:
+        funcs = {}
+        for f in find_ops(module, "func.func"):
+            name = ir.StringAttr(f.attributes["sym_name"]).value
+            if name.startswith(_OUTLINED):
+                funcs[name] = f
+        for call in find_ops(module, "func.call"):
+            f = funcs.get(ir.FlatSymbolRefAttr(call.attributes["callee"]).value)
+            if f is None:
+                continue
+            anchor = call.parent if call.parent.name == "scf.execute_region" else call
+            body = f.regions[0].blocks[0]
+            for arg, v in zip(body.arguments, call.operands):
+                arg.replace_all_uses_with(v)
+            for op in [op.operation for op in body.operations][:-1]:   # all but func.return
+                op.move_before(anchor)
+            anchor.erase()
+        for f in funcs.values():
+            f.erase()
+    return module
+
+
+def _trip_count(loop: ir.Operation) -> int:
+    """Iterations of an ``scf.for`` with constant bounds (0 when a bound is not constant)."""
+    vals = []
+    for v in list(loop.operands)[:3]:
+        op = v.owner
+        if not isinstance(op, ir.OpView) or op.operation.name != "arith.constant":
+            return 0
+        vals.append(ir.IntegerAttr(op.operation.attributes["value"]).value)
+    lb, ub, step = vals
+    return max(0, -(-(ub - lb) // step))
+
+
+def _pipelinable(module: Module, i: int, depth: int) -> bool:
+    """Whether the ``i``-th warp kernel has one ``scf.for`` of constant bounds and at least
+    ``depth`` iterations whose body issues all its ``cp.async`` copies and groups before its
+    first barrier, with no nested region: ``transform.nvgpu.pipeline_shared_memory_copies``
+    asserts (aborts the process) on a barrier before a copy in MLIR 22, and fails on the rest
+    whatever its failure mode."""
+    with module.context:
+        attr = _i64(i)
+        loops = [op for launch in find_ops(module, "gpu.launch")
+                 if _WARP in launch.attributes and launch.attributes[_WARP] == attr
+                 for op in find_ops(launch, "scf.for")]
+        if len(loops) != 1 or _trip_count(loops[0]) < depth:
+            return False
+        ops = [op.operation for op in loops[0].regions[0].blocks[0].operations]
+        if any(len(op.regions) for op in ops):
+            return False
+        names = [op.name for op in ops]
+        copies = [j for j, n in enumerate(names) if n.startswith("nvgpu.device_async_c")]
+        barriers = [j for j, n in enumerate(names) if n == "gpu.barrier"]
+        return bool(copies) and (not barriers or max(copies) < min(barriers))
+
+
+def _launch(root: ir.Value, i: int) -> ir.Value:
+    """The ``gpu.launch`` of the ``i``-th warp-tile matmul (:func:`_hoist_shared_buffers`)."""
+    return _match(root, ["gpu.launch"], ir.DictAttr.get({_WARP: _i64(i)}))
+
+
+def _patterns(target: ir.Value, add: Callable) -> None:
+    """``transform.apply_patterns`` to ``target`` with the pattern op ``add()`` makes and the
+    canonicalization patterns, then CSE."""
+    p = transform_d.ApplyPatternsOp(target)
+    with ir.InsertionPoint(p.patterns):
+        add()
+        transform_d.ApplyCanonicalizationPatternsOp()
+    transform_d.ApplyCommonSubexpressionEliminationOp(target)
 
 
 def lower_mma_sync(module: Module, apply: Callable) -> Module:
@@ -280,84 +343,86 @@ def lower_mma_sync(module: Module, apply: Callable) -> Module:
         return module
     with module.context:
         single = [_tile(op) == MMA_SHAPE for op in found]
-        stages = [_stages(op.attributes[MMA_SYNC]) for op in found]
         for op, one in zip(found, single):   # tell the two forms apart in the script
-            op.attributes[MMA_SYNC] = ir.StringAttr.get("tile" if one else "warp")
-
-    def attrs(form):
-        return ir.DictAttr.get({MMA_SYNC: ir.StringAttr.get(form)})
+            op.attributes[MMA_SYNC] = ir.StringAttr.get("tile") if one else \
+                _i64(_stages(op.attributes[MMA_SYNC]))
 
     if any(single):
-        module = apply(module, lambda root: nvgpu_transform_d.RewriteMatmulAsMmaSyncOp(
-            _match(root, ["linalg.matmul"], attrs("tile"))), "mma.sync")
+        module = apply(module, lambda root: nvgpu_transform_d.RewriteMatmulAsMmaSyncOp(_match(
+            root, ["linalg.matmul"], ir.DictAttr.get({MMA_SYNC: ir.StringAttr.get("tile")}))),
+            "mma.sync")
     if all(single):
         return module
     with module.context:
-        for op, one, depth in zip(found, single, stages):
-            if not one:
+        launches = []   # one per warp kernel, with its pipeline depth
+        for op in find_ops(module, "linalg.matmul"):   # the warp tiles (in a new module)
+            if MMA_SYNC in op.attributes and isinstance(op.attributes[MMA_SYNC], ir.IntegerAttr):
                 launch = op.parent
                 while launch.name != "gpu.launch":
                     launch = launch.parent
-                _hoist_shared_buffers(launch, depth)
-    depths = sorted({d for d, one in zip(stages, single) if d > 1 and not one})
+                _hoist_shared_buffers(launch, len(launches))
+                launches.append(ir.IntegerAttr(op.attributes[MMA_SYNC]).value)
+    # the transform ops below take one kernel each (some refuse several targets)
 
     def multi_buffer(root):
-        for d in depths:
-            allocs = _match(root, ["memref.alloc"], ir.DictAttr.get({_STAGES: _i64(d)}))
-            allocs = transform_d.CastOp(transform_d.OperationType.get("memref.alloc"), allocs).output
-            memref_transform_d.MemRefMultiBufferOp(any_op(), allocs, d, skip_analysis=True)
+        for i, d in enumerate(launches):
+            if d > 1:
+                allocs = transform_d.CastOp(transform_d.OperationType.get("memref.alloc"),
+                                            _match(_launch(root, i), ["memref.alloc"])).output
+                memref_transform_d.MemRefMultiBufferOp(any_op(), allocs, d, skip_analysis=True)
 
-    if depths:
+    if any(d > 1 for d in launches):
         module = apply(module, multi_buffer, "mma.sync multi-buffer")
 
     def vectorize(root):
-        launch = transform_d.GetParentOp(any_op(), _match(root, ["linalg.matmul"], attrs("warp")),
-                                         op_name="gpu.launch", deduplicate=True).result
-        v = structured_transform_d.VectorizeOp(
-            _match(launch, ["linalg.matmul", "linalg.fill", "linalg.copy"]))
-        v.operation.attributes["create_named_contraction"] = ir.UnitAttr.get()
-        p = transform_d.ApplyPatternsOp(launch)
-        with ir.InsertionPoint(p.patterns):
-            gpu_transform_d.ApplyUnrollVectorsSubgroupMmaOp(*MMA_SHAPE)
-            transform_d.ApplyCanonicalizationPatternsOp()
-        transform_d.ApplyCommonSubexpressionEliminationOp(launch)
+        for i in range(len(launches)):
+            launch = _launch(root, i)
+            v = structured_transform_d.VectorizeOp(
+                _match(launch, ["linalg.matmul", "linalg.fill", "linalg.copy"]))
+            v.operation.attributes["create_named_contraction"] = ir.UnitAttr.get()
+            _patterns(launch, lambda: gpu_transform_d.ApplyUnrollVectorsSubgroupMmaOp(*MMA_SHAPE))
+            _patterns(launch, memref_transform_d.ApplyFoldMemrefAliasOpsPatternsOp)
+            func = transform_d.GetParentOp(any_op(), launch, op_name="func.func").result
+            structured_transform_d.HoistRedundantVectorTransfersOp(any_op(), func)
 
-    module = apply(module, vectorize, "mma.sync vectorize")
-    module = run_pass_pipeline(module, "builtin.module(fold-memref-alias-ops,canonicalize,cse)",
-                               "cuda mma.sync fold")
+    module = forward_constant_fills(apply(module, vectorize, "mma.sync vectorize"))
 
-    def hoist(root):
-        structured_transform_d.HoistRedundantVectorTransfersOp(any_op(), _match(root, ["func.func"]))
+    def to_nvgpu(root):
+        # the conversion fails on any scalar float op in its scope (other kernels' linalg
+        # bodies): it runs on each warp kernel outlined into a private function, inlined after
+        for i in range(len(launches)):
+            outlined = loop_transform_d.LoopOutlineOp(any_op(), any_op(), _launch(root, i),
+                                                      func_name=f"{_OUTLINED}{i}")
+            transform_d.AnnotateOp(outlined.function, "sym_visibility",
+                                   param=param_constant("private"))
+            transform_d.ApplyRegisteredPassOp(any_op(), outlined.function, "convert-vector-to-gpu",
+                                              options={"use-nvgpu": True})
+            _patterns(_launch(root, i), lambda: vector_transform_d.ApplyTransferToScfPatternsOp(
+                max_transfer_rank=1, full_unroll=True))
 
-    module = forward_constant_fills(apply(module, hoist, "mma.sync hoist"))
-    module = run_pass_pipeline(
-        module, "builtin.module(func.func(convert-vector-to-gpu{use-nvgpu=true}),canonicalize,cse)",
-        "cuda mma.sync vector-to-gpu")
-
-    def unroll_transfers(root):
-        p = transform_d.ApplyPatternsOp(_match(root, ["func.func"]))
-        with ir.InsertionPoint(p.patterns):
-            vector_transform_d.ApplyTransferToScfPatternsOp(max_transfer_rank=1, full_unroll=True)
-            transform_d.ApplyCanonicalizationPatternsOp()
-
-    module = apply(module, unroll_transfers, "mma.sync unroll transfers")
+    module = _inline_outlined(apply(module, to_nvgpu, "mma.sync vector-to-gpu"))
     while drop_copy_barriers(module):
         pass
 
     def async_copies(root):
-        func = _match(root, ["func.func"])
-        func = nvgpu_transform_d.CreateAsyncGroupsOp(any_op(), func, bypass_l1=True).result
-        p = transform_d.ApplyPatternsOp(func)
-        with ir.InsertionPoint(p.patterns):
-            vector_transform_d.ApplyLowerTransferPatternsOp(max_transfer_rank=1)
-        for d in depths:
-            launches = _match(root, ["gpu.launch"], ir.DictAttr.get({_STAGES: _i64(d)}))
-            loops = transform_d.CastOp(transform_d.OperationType.get("scf.for"),
-                                       _match(launches, ["scf.for"])).output
-            nvgpu_transform_d.PipelineSharedMemoryCopiesOp(
-                transform_d.OperationType.get("scf.for"), loops, d, peel_epilogue=True,
-                failure_propagation_mode=transform_d.FailurePropagationMode.Suppress)
+        for i in range(len(launches)):
+            launch = nvgpu_transform_d.CreateAsyncGroupsOp(any_op(), _launch(root, i),
+                                                           bypass_l1=True).result
+            _patterns(launch, lambda: vector_transform_d.ApplyLowerTransferPatternsOp(
+                max_transfer_rank=1))
 
     module = apply(module, async_copies, "mma.sync cp.async")
+    piped = [i for i, d in enumerate(launches) if d > 1 and _pipelinable(module, i, d)]
+
+    def pipeline(root):
+        for i in piped:
+            loop = transform_d.CastOp(transform_d.OperationType.get("scf.for"),
+                                      _match(_launch(root, i), ["scf.for"])).output
+            nvgpu_transform_d.PipelineSharedMemoryCopiesOp(
+                transform_d.OperationType.get("scf.for"), loop, launches[i], peel_epilogue=True,
+                failure_propagation_mode=transform_d.FailurePropagationMode.Suppress)
+
+    if piped:
+        module = apply(module, pipeline, "mma.sync pipeline")
     return run_pass_pipeline(module, "builtin.module(func.func(nvgpu-optimize-shared-memory))",
                              "cuda mma.sync swizzle")

@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 
 import numpy as np
@@ -292,3 +293,107 @@ def test_drop_copy_barriers_only_between_independent_copies(read, tail, erased):
     mod = Module.parse(_COPIES.replace("READ", read).replace("TAIL", tail))
     assert drop_copy_barriers(mod) == erased
     assert drop_copy_barriers(mod) == 0
+
+
+def _matmul_bias_relu(m=256, k=128, n=256):
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        y = ops.matmul(f.arg("a", shape=(m, k), dtype="float16"), f.arg("b", shape=(k, n), dtype="float16"))
+        f.output(ops.relu(ops.add(y, f.arg("bias", shape=(n,), dtype="float16"))))
+    return bb.finish()
+
+
+@needs_ptxas
+def test_mma_kernel_next_to_elementwise_kernels():
+    """convert-vector-to-gpu fails on any scalar float op in its scope: the bias and relu
+    kernels' bodies must stay out of it (the warp kernel is converted on its own)."""
+    ptx = compile_to_ptx(default_schedule(_matmul_bias_relu(), CUDA))
+    for text in ptx.values():
+        check_ptx(text)
+    assert sum(LDMATRIX_A in text for text in ptx.values()) == 1 and len(ptx) >= 2
+
+
+@needs_gpu
+def test_cuda_mma_matmul_bias_relu_matches_numpy():
+    rng = np.random.default_rng(1)
+    a = (rng.standard_normal((256, 128)) / 4).astype(np.float16)
+    b = (rng.standard_normal((128, 256)) / 4).astype(np.float16)
+    bias = rng.standard_normal(256).astype(np.float16)
+    out = mlc.compile(_matmul_bias_relu(), target="cuda")(a, b, bias)
+    ref = np.maximum(a.astype(np.float32) @ b.astype(np.float32) + bias.astype(np.float32), 0)
+    np.testing.assert_allclose(out.astype(np.float32), ref, rtol=3e-2, atol=3e-2)
+
+
+def _two_matmuls():
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        x = f.arg("x", shape=(256, 128), dtype="float16")
+        y1 = ops.matmul(x, f.arg("w1", shape=(128, 256), dtype="float16"))
+        f.output(ops.add(y1, ops.matmul(x, f.arg("w2", shape=(128, 256), dtype="float16"))))
+    return bb.finish()
+
+
+@needs_ptxas
+def test_two_mma_kernels_in_one_function():
+    """Each warp kernel is rewritten on its own (the transform ops take one target each); a
+    one-tile kernel (staged = 0) beside a 3-stage one keeps its own lowering."""
+    ptx = compile_to_ptx(default_schedule(_two_matmuls(), CUDA))
+    assert sum(LDMATRIX_A in text for text in ptx.values()) == 2
+    sch = mlc.Schedule(_two_matmuls())
+    schedule_matmul_mma(sch, sch.get_block("matmul"), CUDA.cuda_arch, forced={"staged": 0})
+    schedule_matmul_mma(sch, sch.get_block("matmul_1"), CUDA.cuda_arch, forced={"stages": 3})
+    texts = list(compile_to_ptx(default_schedule(sch.mod, CUDA)).values())   # + the add
+    for text in texts:
+        check_ptx(text)
+    assert sorted(LDMATRIX_A in t for t in texts if MMA in t) == [False, True]
+
+
+@needs_gpu
+def test_cuda_two_mma_kernels_match_numpy():
+    rng = np.random.default_rng(2)
+    x, w1, w2 = ((rng.standard_normal(s) / 4).astype(np.float16)
+                 for s in ((256, 128), (128, 256), (128, 256)))
+    out = mlc.compile(_two_matmuls(), target="cuda")(x, w1, w2)
+    ref = x.astype(np.float32) @ w1.astype(np.float32) + x.astype(np.float32) @ w2.astype(np.float32)
+    np.testing.assert_allclose(out.astype(np.float32), ref, rtol=4e-2, atol=4e-2)
+
+
+_CHILD = """
+import mlc_mlir as mlc
+from mlc_mlir import ops
+from mlc_mlir.pipeline.cuda import compile_to_ptx
+from mlc_mlir.schedule.rules.gpu_rules import schedule_matmul_mma
+from mlc_mlir.target import Target
+bb = mlc.GraphBuilder()
+with bb.function("main") as f:
+    f.output(ops.matmul(f.arg("a", shape=(M, K), dtype="float16"), f.arg("b", shape=(K, N), dtype="float16")))
+sch = mlc.Schedule(bb.finish())
+schedule_matmul_mma(sch, sch.get_block("matmul"), Target("cuda", cpu="generic", arch="sm_90").cuda_arch,
+                    forced=FORCED)
+try:
+    compile_to_ptx(sch.mod)
+    print("compiled")
+except mlc.MlcError as e:
+    print("refused", type(e).__name__)
+"""
+
+
+@pytest.mark.parametrize("shape,forced,expect", [
+    # one warp: the A and B copies stay apart (a barrier before B's copies), which
+    # pipeline_shared_memory_copies asserts on: the loop stays unpipelined
+    ((256, 256, 256), {"wy": 1, "wx": 1, "wm": 16, "wn": 128, "kt": 16, "stages": 2}, "compiled"),
+    # 2 k steps for 3 stages: the pipeliner's preconditions fail: unpipelined
+    ((128, 64, 512), {"wy": 1, "wx": 2, "wm": 64, "wn": 64, "kt": 32, "stages": 3}, "compiled"),
+    # 128 does not divide into 4 x 64: partial tiles have dynamic bounds, a PipelineError
+    ((192, 96, 320), {"wy": 2, "wx": 4, "wm": 64, "wn": 64, "kt": 16, "stages": 2}, "refused"),
+])
+def test_sampled_mma_decisions_compile_or_fail_cleanly(shape, forced, expect):
+    """A sampled point either compiles or raises an MlcError (a failed candidate), in a child
+    process: MLIR asserts abort the process."""
+    m, k, n = shape
+    code = _CHILD.replace("M, K", f"{m}, {k}").replace("K, N", f"{k}, {n}").replace(
+        "FORCED", repr(dict(forced, staged=1)))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split()[0] == expect, proc.stdout
