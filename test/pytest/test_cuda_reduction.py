@@ -223,9 +223,9 @@ def test_rows_of_two_warps_share_one_barrier():
 @needs_ptxas
 @pytest.mark.parametrize("k,vec,loads", [(768, 4, 6), (64, 2, 1), (4096, 4, 4), (100, 1, 0)])
 def test_threads_read_vectors_where_the_row_is_aligned(k, vec, loads):
-    """Each thread reads ``vec`` contiguous floats per step: ``ld.global.v4``/``v2`` behind a
+    """Each thread reads ``vec`` contiguous floats per step: ``ld.global.v4``/``v2`` (behind a
     check of the buffer's alignment, the scalar loads of the same elements in the other
-    branch (a misaligned foreign buffer); rows of 100 take no vector."""
+    branch, unless the buffer is known aligned); rows of 100 take no vector."""
     sch = mlc.Schedule(graph(lambda x: ops.sum(x, axis=-1), (16, k)))
     apply_default_schedule(sch, CUDA)
     vecs = [i for i in sch.trace.insts if i.kind == "sample_categorical" and
@@ -235,8 +235,11 @@ def test_threads_read_vectors_where_the_row_is_aligned(k, vec, loads):
     check_ptx(text)
     assert text.count(f"ld.global.v{vec}.b32") == loads if vec > 1 else "ld.global.v" not in text
     if vec > 1:
-        assert re.search(rf"and\.b64\s+%rd\d+, %rd\d+, {4 * vec - 1};", text)   # the alignment check
-        assert len(re.findall(r"ld\.global\.b32", text)) == loads * vec
+        # the scalar branch for a misaligned buffer is folded away where LLVM proves the row's
+        # buffer aligned (a kernel argument declared llvm.align 16); else it stays, behind the check
+        scalar = len(re.findall(r"ld\.global\.b32", text))
+        check = re.search(rf"and\.b64\s+%rd\d+, %rd\d+, {4 * vec - 1};", text)
+        assert (scalar, bool(check)) in ((0, False), (loads * vec, True))
     assert ptxas_usage(text)[1:] == (0, 0)
 
 
