@@ -39,6 +39,7 @@ from ..errors import ScheduleError
 from ..target import WARP_SIZE
 from .gpu_reduction import emit_cross_thread, is_cross_thread
 from .loop_nest import Block, Loop, LoopNestModel
+from .operand_tiles import spread_threads, tile_shape
 
 
 def is_gpu_block(model: LoopNestModel, blk: Block) -> bool:
@@ -167,6 +168,32 @@ class GpuEmitter:
         r = structured_transform_d.TileUsingForallOp(op, tile_sizes=sizes, mapping=mapping)
         return r.tiled_op, r.forall_op
 
+    def copy_to_threads(self, blk: Block, pad: ir.Value, terms: tuple, shape: Optional[List[int]],
+                        nthreads: int) -> ir.Value:
+        """Spread the cooperative copy ``pad`` (a staged panel of ``shape``) over the block's
+        ``nthreads`` threads (``terms``: the operand's index terms); returns the forall. Up to 3-D: ``structured.gpu.map_copy_to_threads``
+        (16-byte vectors where the minor dim allows); a 4-D panel (a convolution's input window
+        or weight slice, which that op refuses) is tiled with ``tile_using_forall`` over
+        :func:`~.operand_tiles.spread_threads` threads mapped to ``#gpu.thread<linear_dim_k>``.
+
+        Raises
+        ------
+        ScheduleError
+            If a panel of rank > 3 has an index that is not linear in the loops.
+        """
+        if len(terms) <= 3:
+            return structured_transform_d.MapCopyToThreadsOp(
+                any_op(), any_op(), pad, total_num_threads=nthreads, desired_bit_alignment=128).forall_op
+        if shape is None:
+            raise ScheduleError(f"cache_read: a staged operand of '{blk.name}' has a non-linear "
+                                "index; its shared panel's shape is unknown")
+        threads = spread_threads(shape, nthreads)
+        real = [d for d, t in enumerate(threads) if t > 1]
+        mapping = ir.ArrayAttr.get([gpu_attr(f"#gpu.thread<linear_dim_{len(real) - 1 - k}>")
+                                    for k in range(len(real))])
+        return structured_transform_d.TileUsingForallOp(
+            pad, num_threads=[t if t > 1 else 0 for t in threads], mapping=mapping).forall_op
+
     # ---------------------------------------------------------------- emission
     def emit(self, blk: Block) -> ir.Value:
         """Emit ``blk`` and what belongs to it; returns the handle of the innermost tiled op.
@@ -219,7 +246,11 @@ class GpuEmitter:
                 op, padding_values=zeros, padding_dimensions=list(range(ndims)),
                 nofold_flags=[1 if i in idxs else 0 for i in range(len(zeros))], copy_back_op="none")
             op = pad.padded
-            pads.extend(transform_d.GetProducerOfOperand(any_op(), op, i).result for i in idxs)
+            pos = nb - 1 if after is None else next(p for p, lp in enumerate(order) if lp.id == after)
+            inside = [math.prod(lp.extent for lp in order[pos + 1:] if lp.dim == d) for d in range(ndims)]
+            pads.extend((transform_d.GetProducerOfOperand(any_op(), op, i).result,
+                         blk.info.operand_terms[i], tile_shape(blk.info.operand_terms[i], inside))
+                        for i in idxs)
 
         stage_here(None)
         # 2. staging loops (serial, outside the threads)
@@ -262,13 +293,9 @@ class GpuEmitter:
         # cooperative copies of the shared caches, in workgroup memory
         # (128-bit alignment: each thread copies up to a 16-byte vector, as many lanes as divide
         # the panel's minor dim; a 64-wide f32 panel then needs 16 threads per row, not 64)
-        for pad in pads:
-            bits = 128
-            r = structured_transform_d.MapCopyToThreadsOp(any_op(), any_op(), pad,
-                                                         total_num_threads=max(nthreads, 1),
-                                                         desired_bit_alignment=bits)
+        for pad, terms, shape in pads:
             structured_transform_d.BufferizeToAllocationOp(
-                r.forall_op, memory_space=gpu_attr("#gpu.address_space<workgroup>"),
+                self.copy_to_threads(blk, pad, terms, shape, max(nthreads, 1)), memory_space=gpu_attr("#gpu.address_space<workgroup>"),
                 bufferize_destination_only=True, alloc_op="memref.alloca", memcpy_op="linalg.copy")
         for lp in reversed(order):
             if lp.unroll is not None and lp.id in loop_handles:

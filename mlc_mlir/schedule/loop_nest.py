@@ -22,6 +22,7 @@ from .._mlir import PassManager, ir
 from ..errors import ScheduleError
 from ..ir import dtypes
 from ..ir.module import OP_NAME_ATTR, Module
+from .operand_tiles import map_terms
 from .tileability import is_identity_copy, tiling_blocker
 
 #: Names given to the iteration dims of an op, in order (TVM prints i, j, k for matmul).
@@ -84,6 +85,8 @@ class OpInfo:
         For each dim of the first output, the iteration dim indexing it.
     operand_dims : tuple of tuple of int
         For each operand, the iteration dims that index it.
+    operand_terms : tuple of tuple of Terms
+        For each operand and axis, its index's linear terms (:func:`.operand_tiles.map_terms`).
     dtypes : tuple of str
         Element dtype of each operand.
     tiling_blocker : str or None
@@ -102,6 +105,7 @@ class OpInfo:
     init: Optional[str] = None
     out_dims: Tuple[Optional[int], ...] = ()
     operand_dims: Tuple[Tuple[int, ...], ...] = ()
+    operand_terms: Tuple[tuple, ...] = ()
     dtypes: Tuple[str, ...] = ()
     tiling_blocker: Optional[str] = None
     identity: bool = False
@@ -413,6 +417,7 @@ def analyze_module(module: Module) -> Dict[Tuple[str, str], OpInfo]:
                 out_dims=tuple(_affine_dim(e) for e in maps[num_inputs].results),
                 operand_dims=tuple(tuple(d for d in map(_affine_dim, m.results) if d is not None)
                                    for m in maps),
+                operand_terms=tuple(map(map_terms, maps)),
                 dtypes=tuple(_elem_dtype(v.type) for v in g.operands),
                 tiling_blocker=tiling_blocker(maps), identity=is_identity_copy(g))
     return out

@@ -15,6 +15,7 @@ from mlc_mlir.ir.walk import find_ops
 from mlc_mlir.pipeline.cuda import check_ptx, compile_to_ptx, lower_to_gpu
 from mlc_mlir.runtime.cuda import cuda_available
 from mlc_mlir.schedule.default_rules import default_schedule
+from mlc_mlir.schedule.rules import gpu_rules
 from mlc_mlir.target import Target
 
 needs_ptxas = pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas not on PATH")
@@ -65,7 +66,9 @@ def test_conv2d_with_padding_is_ptxas_clean(pad, stride):
 
 
 @needs_ptxas
-def test_conv_accumulates_in_registers():
+def test_conv_reduction_rule_accumulates_in_registers(monkeypatch):
+    # the conv rule's other decision: one output per thread, the window from global memory
+    monkeypatch.setitem(gpu_rules.GPU_RULES, "conv2d", gpu_rules.schedule_reduction)
     ptx = compile_to_ptx(default_schedule(conv_net(), CUDA))
     (conv,) = [t for t in ptx.values() if "fma.rn.f32" in t]
     # the 8x3x3 window is unrolled into 72 FMAs on registers; the sum is stored once

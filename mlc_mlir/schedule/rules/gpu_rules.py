@@ -20,7 +20,10 @@ chapter's recipes):
   divide into warp tiles: tensor cores (``mma.sync``, :func:`schedule_matmul_mma`). A matmul
   whose inputs are computed in the same function (a fused reshape or transpose) cannot stage
   them per k-panel and gets the reduction rule;
-* ``batch_matmul``, ``conv2d`` / ``conv2d_nhwc`` / ``grouped_conv2d``, ``pooling`` /
+* ``conv2d`` (NCHW): register tiles over output channels and pixels, the input window and the
+  weights staged in shared memory per block of input channels (:mod:`.gpu_conv`), or, a sampled
+  decision, the reduction rule;
+* ``batch_matmul``, ``conv2d_nhwc`` / ``grouped_conv2d``, ``pooling`` /
   ``pooling_nhwc``: the reduction rule (output elements over blocks x threads, the reduction
   dims serial in each thread).
 
@@ -38,7 +41,10 @@ from ...errors import ScheduleError
 from ...target import CudaArch
 from ..schedule import Schedule
 from ..state import BlockRV, ExprRV
+from ..factors import pow2_floor
 from .common import categorical
+from .gpu_conv import (conv2d_tile_defaults, conv2d_tiles, conv2d_tiles_fit, conv_dims,
+                       schedule_conv2d_tiles)
 
 def default_threads(arch: CudaArch) -> int:
     """Most threads per block in the default decisions: the largest power of two whose threads
@@ -59,10 +65,6 @@ def min_cooperative(arch: CudaArch) -> int:
     row is reduced by one thread; below that the shared-memory combine's barriers cost more
     than the serial adds they save)."""
     return 2 * arch.warp_size
-
-
-def _pow2_floor(x: int) -> int:
-    return 1 << (max(1, x).bit_length() - 1)
 
 
 def _divisor(n: int, limit: int) -> int:
@@ -205,8 +207,8 @@ def matmul_tile_defaults(m: int, n: int, k: int, arch: CudaArch) -> Dict[str, in
       operands from shared memory and the addresses);
     * ``kt``: :data:`MATMUL_KT`.
     """
-    side = _pow2_floor(int(default_threads(arch) ** 0.5))
-    reg = _pow2_floor(int((arch.registers_per_sm // arch.max_threads_per_sm // 2) ** 0.5))
+    side = pow2_floor(int(default_threads(arch) ** 0.5))
+    reg = pow2_floor(int((arch.registers_per_sm // arch.max_threads_per_sm // 2) ** 0.5))
     lx, ly = _divisor(n, reg), _divisor(m, reg)
     return {"ty": _divisor(m // ly, side), "tx": _divisor(n // lx, side), "ly": ly, "lx": lx,
             "kt": _divisor(k, MATMUL_KT)}
@@ -262,7 +264,7 @@ def mma_warps(arch: CudaArch):
     """Warps per block ``(y, x)`` of the tensor-core matmul: :func:`default_threads` in warps,
     as square as powers of two allow, the longer side along x (``(2, 4)`` of 8 warps)."""
     warps = max(1, default_threads(arch) // arch.warp_size)
-    wy = _pow2_floor(int(warps ** 0.5))
+    wy = pow2_floor(int(warps ** 0.5))
     return wy, warps // wy
 
 
@@ -332,15 +334,28 @@ def schedule_matmul_tiles(sch: Schedule, block: BlockRV, ty, tx, ly, lx, kt) -> 
     sch.decompose_reduction(block, k0)
 
 
+def schedule_conv2d(sch: Schedule, block: BlockRV, arch: CudaArch) -> None:
+    """``conv_2d_nchw_fchw``: a sampled choice (default 1) between the register-tiled direct
+    convolution with shared-memory staging (:mod:`.gpu_conv`, when its default tiles give a
+    warp of threads and two blocks: :func:`~.gpu_conv.conv2d_tiles_fit`) and the reduction
+    rule (one output per thread, the window read from global memory:
+    :func:`schedule_reduction`)."""
+    d, terms = conv_dims(sch, block)
+    tiles = conv2d_tile_defaults(d, terms, arch, default_threads(arch))
+    if conv2d_tiles_fit(tiles, d, terms, arch) and int(categorical(sch, [0, 1], 1)):
+        schedule_conv2d_tiles(sch, block, conv2d_tiles(sch, d, tiles))
+        return
+    schedule_reduction(sch, block, arch)
+
+
 #: Op kind (``default_rules.classify``) -> GPU rule.
 GPU_RULES = {
     "matmul": schedule_matmul,
     "batch_matmul": schedule_reduction,
     "reduction": schedule_matmul,
     "elementwise": schedule_elementwise,
-    # direct convolution / pooling: output pixels over blocks x threads, the window reduced
-    # serially per thread; the padded input is materialized by the CUDA lowering's pad kernels
-    "conv2d": schedule_reduction,
+    # the padded input of a conv or pooling is materialized by the CUDA lowering's pad kernels
+    "conv2d": schedule_conv2d,
     "conv2d_nhwc": schedule_reduction,
     "grouped_conv2d": schedule_reduction,
     "pooling": schedule_reduction,
