@@ -18,8 +18,8 @@ from mlc_mlir.pipeline.cuda import compile_to_ptx
 from mlc_mlir.runtime.cuda import cuda_available
 from mlc_mlir.schedule.default_rules import default_schedule
 from mlc_mlir.schedule.operand_tiles import spread_threads, tile_shape
-from mlc_mlir.schedule.rules.gpu_conv import (conv2d_tile_defaults, conv2d_tiles_fit, conv_dims,
-                                              schedule_conv2d_tiles, shared_bytes)
+from mlc_mlir.schedule.rules.gpu_conv import (TILE_NAMES, conv2d_tile_defaults, conv2d_tiles_fit,
+                                              conv_dims, schedule_conv2d_tiles, shared_bytes)
 from mlc_mlir.schedule.rules.gpu_rules import default_threads
 from mlc_mlir.target import Target
 
@@ -149,7 +149,7 @@ def test_cuda_tiled_conv_matches_torch(case):
 
 def _forced(case, tiles):
     sch = mlc.Schedule(conv_net(*case))
-    schedule_conv2d_tiles(sch, sch.get_block("conv2d"), tiles)
+    schedule_conv2d_tiles(sch, sch.get_block("conv2d"), dict(zip(TILE_NAMES, tiles)))
     return sch
 
 
@@ -164,3 +164,26 @@ def test_forced_register_tiles_are_ptxas_clean(case, tiles, tmp_path):
 @pytest.mark.parametrize("case,tiles", FORCED)
 def test_cuda_forced_register_tiles_match_torch(case, tiles):
     _run(_forced(case, tiles).mod, case)
+
+
+@needs_ptxas
+def test_sampled_conv_schedules_compile_or_fail_cleanly():
+    """The tuner's samples of the conv rule (the strategy, perfect tiles of f/oh/ow, kt): each
+    lowers to ptxas-clean PTX or fails with an MlcError (a failed candidate), and some samples
+    take the tiled conv."""
+    from mlc_mlir.errors import MlcError
+    from mlc_mlir.pipeline.cuda import check_ptx
+    from mlc_mlir.tune.space_rules import default_space
+    mod = conv_net(1, 32, 64, 28, 28, 3, 2, 1)
+    tiled = 0
+    for seed in range(8):
+        sch = mlc.Schedule(mod, seed=seed, defaults=False)
+        try:
+            default_space(CUDA)(sch)
+            texts = compile_to_ptx(sch.mod).values()
+            for text in texts:
+                check_ptx(text)   # e.g. a stage beyond 48 KiB of shared memory is refused
+        except MlcError:
+            continue
+        tiled += any(".shared" in t for t in texts)
+    assert tiled > 0

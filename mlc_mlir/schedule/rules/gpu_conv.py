@@ -18,7 +18,7 @@ FMAs. The accumulators are a ``local`` write cache (:func:`cache_write`), kept i
 across ``c0`` by the CUDA lowering (:mod:`mlc_mlir.pipeline.cuda_buffers`).
 
 Tile sizes derive from the shape and the architecture (:func:`conv2d_tile_defaults`), are
-sampled decisions (:func:`conv2d_tiles`), and the tuner refines them.
+sampled decisions (:func:`schedule_conv2d_tiles`), and the tuner refines them.
 """
 
 from __future__ import annotations
@@ -26,12 +26,13 @@ from __future__ import annotations
 import math
 from typing import Dict, List, Sequence, Tuple
 
+from ...errors import ScheduleError
 from ...target import CudaArch
 from ..operand_tiles import tile_shape
 from ..schedule import Schedule
 from ..state import BlockRV, ExprRV
 from ..factors import divisors, largest_divisor, pow2_floor
-from .common import categorical
+from .common import categorical, perfect_tile
 
 #: Fewest SMs' worth of resident threads (``max_threads_per_sm`` each) the default register
 #: tile keeps busy: it shrinks (halving the accumulators) until the conv has that many threads,
@@ -44,7 +45,7 @@ MIN_RESIDENT_SMS = 8
 #: window; the matmul's ``kt = 8`` has 8 steps of ``ly * lx`` FMAs, a 3x3 window 9 per channel).
 STAGE_STEPS = 64
 
-#: Tile names in the order :func:`conv2d_tiles` samples them.
+#: Tile names (threads along ``f, oh, ow``; registers along them; input channels a stage).
 TILE_NAMES = ("tf", "th", "tw", "lf", "lh", "lw", "kt")
 
 #: Loop names of ``conv_2d_nchw_fchw``, in dim order.
@@ -99,13 +100,9 @@ def conv2d_tile_defaults(d: Dict[str, int], terms: tuple, arch: CudaArch, thread
     return t
 
 
-def conv2d_tile_options(d: Dict[str, int], default: Dict[str, int]) -> Dict[str, List[int]]:
-    """Candidates of each tile: the divisors of its dim up to 64 threads (``tf, th, tw``),
-    8 accumulators (``lf, lh, lw``) or 64 channels (``kt``), and the default."""
-    dims = {"tf": "f", "th": "oh", "tw": "ow", "lf": "f", "lh": "oh", "lw": "ow", "kt": "c"}
-    bound = {"tf": 64, "th": 64, "tw": 64, "lf": 8, "lh": 8, "lw": 8, "kt": 64}
-    return {k: sorted({v for v in divisors(d[dims[k]]) if v <= bound[k]} | {default[k]})
-            for k in TILE_NAMES}
+def kt_options(c: int, default: int) -> List[int]:
+    """Candidates of ``kt``: the divisors of ``c`` up to 64 channels, and the default."""
+    return sorted({v for v in divisors(c) if v <= 64} | {default})
 
 
 def conv2d_tiles_fit(t: Dict[str, int], d: Dict[str, int], terms: tuple, arch: CudaArch) -> bool:
@@ -117,28 +114,39 @@ def conv2d_tiles_fit(t: Dict[str, int], d: Dict[str, int], terms: tuple, arch: C
         shared_bytes(t, d, terms) <= arch.static_shared_bytes_per_block
 
 
-def conv2d_tiles(sch: Schedule, d: Dict[str, int], default: Dict[str, int]) -> List[ExprRV]:
-    """Sample the tiles of :data:`TILE_NAMES` (one ``sample_categorical`` each over
-    :func:`conv2d_tile_options`, default decisions ``default``)."""
-    opts = conv2d_tile_options(d, default)
-    return [categorical(sch, opts[k], default[k]) for k in TILE_NAMES]
-
-
-def schedule_conv2d_tiles(sch: Schedule, block: BlockRV, tiles: Sequence) -> None:
-    """The loop structure of the module docstring with tiles ``tf, th, tw, lf, lh, lw, kt``
-    (ints or ``ExprRV`` decisions).
+def schedule_conv2d_tiles(sch: Schedule, block: BlockRV, tiles: Dict[str, int], sample: bool = False) -> None:
+    """The loop structure of the module docstring with tiles ``tiles`` (:data:`TILE_NAMES`).
+    With ``sample`` they are the default decisions of the sampled ones: ``f``, ``oh``, ``ow``
+    each split by ``sample_perfect_tile`` into ``[blocks, threads, registers]`` (registers at
+    most 8; TVM MetaSchedule's tiling of a conv's spatial loops), ``kt`` by
+    ``sample_categorical`` over :func:`kt_options`. Other tiles (threads per block beyond
+    ``max_threads_per_block``, a stage beyond the static shared memory) fail when compiled: a
+    failed candidate of the tuner.
 
     Raises
     ------
     ScheduleError
-        If a tile does not divide its dim (``split``).
+        If a dim is not a multiple of its tiles (``tf * lf`` of ``f``, ``th * lh`` of ``oh``,
+        ``tw * lw`` of ``ow``, ``kt`` of ``c``): a partial tile would give the kernel's thread
+        loops dynamic bounds.
     """
-    tf, th, tw, lf, lh, lw, kt = tiles
+    d, _ = conv_dims(sch, block)
+    splits = (("f", "tf", "lf"), ("oh", "th", "lh"), ("ow", "tw", "lw"))
+    for dim, t, r in splits + (("c", "kt", "kt"),):
+        step = tiles[t] * (tiles[r] if r != t else 1)
+        if d[dim] % step:
+            raise ScheduleError(f"gpu conv2d: {dim} = {d[dim]} is not a multiple of its tile "
+                                f"{step} (tiles {tiles})")
     sch.cache_write(block, 0, "local")
     n, f, oh, ow, c, kh, kw = sch.get_loops(block)
-    f0, f1, f2 = sch.split(f, [None, tf, lf])
-    h0, h1, h2 = sch.split(oh, [None, th, lh])
-    w0, w1, w2 = sch.split(ow, [None, tw, lw])
+    factors = {}
+    for (dim, t, r), loop in zip(splits, (f, oh, ow)):
+        default = [d[dim] // (tiles[t] * tiles[r]), tiles[t], tiles[r]]
+        factors[dim] = perfect_tile(sch, loop, 3, 8, default) if sample else [None] + default[1:]
+    kt = categorical(sch, kt_options(d["c"], tiles["kt"]), tiles["kt"]) if sample else tiles["kt"]
+    f0, f1, f2 = sch.split(f, factors["f"])
+    h0, h1, h2 = sch.split(oh, factors["oh"])
+    w0, w1, w2 = sch.split(ow, factors["ow"])
     c0, c1 = sch.split(c, [None, kt])
     sch.reorder(f0, n, h0, w0, f1, h1, w1, c0, c1, kh, kw, f2, h2, w2)
     sch.bind(sch.fuse(f0, n, h0, w0), "blockIdx.x")

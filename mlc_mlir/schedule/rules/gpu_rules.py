@@ -43,8 +43,7 @@ from ..schedule import Schedule
 from ..state import BlockRV, ExprRV
 from ..factors import pow2_floor
 from .common import categorical
-from .gpu_conv import (conv2d_tile_defaults, conv2d_tiles, conv2d_tiles_fit, conv_dims,
-                       schedule_conv2d_tiles)
+from .gpu_conv import conv2d_tile_defaults, conv2d_tiles_fit, conv_dims, schedule_conv2d_tiles
 
 def default_threads(arch: CudaArch) -> int:
     """Most threads per block in the default decisions: the largest power of two whose threads
@@ -343,7 +342,7 @@ def schedule_conv2d(sch: Schedule, block: BlockRV, arch: CudaArch) -> None:
     d, terms = conv_dims(sch, block)
     tiles = conv2d_tile_defaults(d, terms, arch, default_threads(arch))
     if conv2d_tiles_fit(tiles, d, terms, arch) and int(categorical(sch, [0, 1], 1)):
-        schedule_conv2d_tiles(sch, block, conv2d_tiles(sch, d, tiles))
+        schedule_conv2d_tiles(sch, block, tiles, sample=True)
         return
     schedule_reduction(sch, block, arch)
 
