@@ -14,6 +14,7 @@ import pytest
 
 import mlc_mlir as mlc
 from mlc_mlir import ops
+from mlc_mlir.ir.module import Module
 from mlc_mlir.pipeline.cuda import compile_to_ptx
 from mlc_mlir.runtime.cuda import cuda_available
 from mlc_mlir.schedule.default_rules import default_schedule
@@ -129,6 +130,12 @@ FORCED = [((1, 8, 16, 15, 15, 3, 2, 1), (4, 4, 4, 2, 2, 2, 4)),
           ((1, 16, 32, 14, 14, 1, 1, 0), (8, 7, 2, 4, 1, 7, 16))]
 
 
+def _forced(case, tiles):
+    sch = mlc.Schedule(conv_net(*case))
+    schedule_conv2d_tiles(sch, sch.get_block("conv2d"), dict(zip(TILE_NAMES, tiles)))
+    return sch
+
+
 def _run(mod, case):
     torch = pytest.importorskip("torch")
     n, c, f, h, w, k, s, p = case
@@ -141,16 +148,34 @@ def _run(mod, case):
     np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4 * np.sqrt(c * k * k))
 
 
+def run_on_cpu(mod, *args):
+    """Run a GPU-scheduled tensor module on the CPU: its ``scf.forall`` loops without their GPU
+    mapping, its workgroup buffers in plain memory (text edits of the printed IR, test-only).
+    Checks the schedule's tiling: the slices, the staged windows and weights, the register
+    tiles (not the barriers or the thread mapping)."""
+    text = re.sub(r", #gpu\.address_space<workgroup>", "", str(mod))
+    text = re.sub(r"\{mapping = \[[^\]]*\]\}", "", text)
+    assert "scf.forall" in text and "nofold" in text
+    return mlc.compile(Module.parse(text), target="cpu", schedule="none", threads=1)(*args)
+
+
+@pytest.mark.parametrize("case,tiles", [(CASES[1], None), (CASES[2], None), (CASES[4], None)] + FORCED)
+def test_gpu_conv_schedule_computes_the_conv_on_the_cpu(case, tiles):
+    torch = pytest.importorskip("torch")
+    n, c, f, h, w, k, s, p = case
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((n, c, h, w), np.float32)
+    wt = rng.standard_normal((f, c, k, k), np.float32)
+    mod = default_schedule(conv_net(*case), CUDA) if tiles is None else _forced(case, tiles).mod
+    ref = torch.nn.functional.conv2d(torch.from_numpy(x).double(), torch.from_numpy(wt).double(),
+                                     stride=s, padding=p).numpy()
+    np.testing.assert_allclose(run_on_cpu(mod, x, wt), ref, rtol=1e-4, atol=1e-4 * np.sqrt(c * k * k))
+
+
 @needs_gpu
 @pytest.mark.parametrize("case", CASES, ids=lambda s: "n{}c{}f{}h{}w{}k{}s{}p{}".format(*s))
 def test_cuda_tiled_conv_matches_torch(case):
     _run(conv_net(*case), case)
-
-
-def _forced(case, tiles):
-    sch = mlc.Schedule(conv_net(*case))
-    schedule_conv2d_tiles(sch, sch.get_block("conv2d"), dict(zip(TILE_NAMES, tiles)))
-    return sch
 
 
 @needs_ptxas
