@@ -3,7 +3,8 @@ an :class:`~mlc_mlir.runtime.executable.Executable` on the MLIR ExecutionEngine 
 ``libmlir_cuda_runtime.so``.
 
 Stages: ``graph``, ``layout``, ``tasks``, ``schedule`` and ``prepare`` as for the CPU (``compile.CPU_STAGES``),
-then :func:`.cuda.lower_to_gpu` with host code (``cubin-format=bin`` when ``ptxas`` is on PATH,
+with the constant subgraphs evaluated after ``graph`` (``graph.FoldConstant``: a weights-only
+op, e.g. batch norm's ``scale = gamma / sqrt(var + eps)``, is no kernel launched per call), then :func:`.cuda.lower_to_gpu` with host code (``cubin-format=bin`` when ``ptxas`` is on PATH,
 else ``isa``: PTX that the driver JIT-compiles). The driver is probed
 (:func:`mlc_mlir.runtime.cuda.require_cuda`) before the engine loads the CUDA runtime wrappers:
 without ``libcuda.so.1`` that would abort the process.
@@ -14,6 +15,7 @@ from __future__ import annotations
 import shutil
 
 from ..errors import PipelineError
+from ..graph.fold_constant import FoldConstant
 from ..ir.module import Module
 from ..runtime.cuda import DEVICE_SUFFIX, require_cuda
 from ..runtime.executable import Executable, Function, engine_invoker, load_engine
@@ -50,6 +52,10 @@ def lower_cuda(module: Module, options: CompileOptions, stages):
     for stage in stages:
         if stage.name in SHARED_STAGES:
             module = stage(module, options)
+        if stage.name == "graph":
+            # weights-only arithmetic (batch norm's scale and shift) would be kernels of a few
+            # hundred elements each, launched on every call: evaluated once here instead
+            module = FoldConstant()(module)
     fmt = "bin" if shutil.which("ptxas") else "isa"
     # host code that allocates gets the buffer cache, as CPU code does
     return signatures, link_buffer_cache(lower_to_gpu(module, chip=tgt.arch, fmt=fmt, host_code=True))

@@ -112,3 +112,36 @@ def test_max_pool_with_padding_matches_numpy():
     xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)), constant_values=-np.inf)
     ref = np.max([xp[:, :, i:i + 12:2, j:j + 12:2] for i in range(3) for j in range(3)], axis=0)
     np.testing.assert_allclose(mlc.compile(pool_net(), target="cuda")(x), ref, rtol=1e-6)
+
+
+def _conv_bn_relu():
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    bn = torch.nn.BatchNorm2d(16)
+    bn.running_mean.uniform_(-1, 1)
+    bn.running_var.uniform_(0.5, 2)
+    net = torch.nn.Sequential(torch.nn.Conv2d(8, 16, 3, padding=1, bias=False), bn, torch.nn.ReLU()).eval()
+    x = torch.randn(1, 8, 12, 12)
+    return net, x
+
+
+@needs_ptxas
+def test_batch_norm_weights_are_folded_at_compile_time():
+    from mlc_mlir.pipeline.compile import CPU_STAGES, CompileOptions
+    from mlc_mlir.pipeline.cuda_compile import lower_cuda
+    net, x = _conv_bn_relu()
+    _, lowered = lower_cuda(mlc.from_torch(net, (x,)), CompileOptions(target=Target.cuda()), CPU_STAGES)
+    with lowered.context:
+        kernels = [str(op.attributes["kernel"]) for op in find_ops(lowered, "gpu.launch_func")]
+    # the pad's fill and copy, the conv, batch norm, relu: no kernel computes the scale
+    # (gamma / sqrt(var + eps)) or the shift from the weights on each call
+    assert len(kernels) == 5, kernels
+
+
+@needs_gpu
+def test_cuda_conv_bn_relu_with_folded_weights_matches_torch():
+    torch = pytest.importorskip("torch")
+    net, x = _conv_bn_relu()
+    got = mlc.compile(mlc.from_torch(net, (x,)), target="cuda")(x.numpy())
+    with torch.no_grad():
+        np.testing.assert_allclose(got, net(x).numpy(), rtol=1e-4, atol=1e-4)
