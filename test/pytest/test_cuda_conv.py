@@ -126,16 +126,16 @@ def _conv_bn_relu():
 
 
 @needs_ptxas
-def test_batch_norm_weights_are_folded_at_compile_time():
+def test_batch_norm_is_folded_and_merged_with_relu():
     from mlc_mlir.pipeline.compile import CPU_STAGES, CompileOptions
     from mlc_mlir.pipeline.cuda_compile import lower_cuda
     net, x = _conv_bn_relu()
     _, lowered = lower_cuda(mlc.from_torch(net, (x,)), CompileOptions(target=Target.cuda()), CPU_STAGES)
     with lowered.context:
         kernels = [str(op.attributes["kernel"]) for op in find_ops(lowered, "gpu.launch_func")]
-    # the pad's fill and copy, the conv, batch norm, relu: no kernel computes the scale
-    # (gamma / sqrt(var + eps)) or the shift from the weights on each call
-    assert len(kernels) == 5, kernels
+    # the pad's fill and copy, the conv, batch norm and relu in one kernel: no kernel computes
+    # the scale (gamma / sqrt(var + eps)) or the shift from the weights on each call (7 before)
+    assert len(kernels) == 4, kernels
 
 
 @needs_gpu
@@ -145,3 +145,19 @@ def test_cuda_conv_bn_relu_with_folded_weights_matches_torch():
     got = mlc.compile(mlc.from_torch(net, (x,)), target="cuda")(x.numpy())
     with torch.no_grad():
         np.testing.assert_allclose(got, net(x).numpy(), rtol=1e-4, atol=1e-4)
+
+
+def test_folded_and_merged_graph_matches_torch_on_the_cpu():
+    # the graph the CUDA compile schedules (constants folded, elementwise chains merged),
+    # compiled for the CPU: the graph rewrites alone against PyTorch
+    from mlc_mlir.graph.fold_constant import FoldConstant
+    from mlc_mlir.pipeline.cuda_compile import FOLDED_ON_CUDA, merge_elementwise_chains
+    torch = pytest.importorskip("torch")
+    net, x = _conv_bn_relu()
+    graph = merge_elementwise_chains(FoldConstant(only=FOLDED_ON_CUDA)(mlc.from_torch(net, (x,))))
+    with graph.context:
+        names = [str(op.name) for op in find_ops(graph, "linalg.generic")]
+    assert len(names) == 1   # batch norm and relu, one op
+    with torch.no_grad():
+        np.testing.assert_allclose(mlc.compile(graph, target="cpu")(x.numpy()), net(x).numpy(),
+                                   rtol=1e-4, atol=1e-4)
