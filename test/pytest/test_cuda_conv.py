@@ -57,12 +57,14 @@ def test_conv2d_with_padding_is_ptxas_clean(pad, stride):
     ptx = compile_to_ptx(default_schedule(conv_net(pad, stride), CUDA))
     for text in ptx.values():
         check_ptx(text)
-    # conv + relu, and with padding a fill kernel and a copy kernel before them
-    assert len(ptx) == (4 if pad else 2)
+    # conv + relu, and with padding one pad kernel before them (a fill and a copy kernel
+    # before the pad became a generic)
+    assert len(ptx) == (3 if pad else 2)
     if pad:
-        # the fill kernel: stores zeros, loads nothing
-        fills = [t for t in ptx.values() if "ld.global" not in t]
-        assert len(fills) == 1 and re.search(r"st\.global\.b32\s+\[%rd\d+\], 0;", fills[0])
+        # the pad kernel: one clamped load, the zero selected outside the source, one store
+        (pads,) = [t for t in ptx.values() if "fma.rn" not in t and "max.f32" not in t and "selp" in t]
+        assert len(re.findall(r"ld\.global", pads)) == 1 and len(re.findall(r"st\.global", pads)) == 1
+        assert re.search(r"selp\.f32\s+%r\d+, %r\d+, 0f00000000", pads)
 
 
 @needs_ptxas
@@ -83,15 +85,15 @@ def test_padded_input_is_a_device_temporary():
         launches = find_ops(lowered, "gpu.launch_func")
         host = [str(op.attributes["callee"]) for op in find_ops(lowered, "llvm.call")
                 if "callee" in op.attributes]
-    # fill, copy, conv, relu in order in main__device; nothing copied from the host for them
-    assert len(launches) == 4
+    # pad, conv, relu in order in main__device; nothing copied from the host for them
+    assert len(launches) == 3
     assert host.count("@mgpuMemcpy") == 3   # x and w in, the result out (in main only)
 
 
 @needs_ptxas
 def test_max_pool_with_padding_is_ptxas_clean():
     ptx = compile_to_ptx(default_schedule(pool_net(), CUDA))
-    assert len(ptx) == 3
+    assert len(ptx) == 2
     for text in ptx.values():
         check_ptx(text)
 
@@ -133,9 +135,10 @@ def test_batch_norm_is_folded_and_merged_with_relu():
     _, lowered = lower_cuda(mlc.from_torch(net, (x,)), CompileOptions(target=Target.cuda()), CPU_STAGES)
     with lowered.context:
         kernels = [str(op.attributes["kernel"]) for op in find_ops(lowered, "gpu.launch_func")]
-    # the pad's fill and copy, the conv, batch norm and relu in one kernel: no kernel computes
-    # the scale (gamma / sqrt(var + eps)) or the shift from the weights on each call (7 before)
-    assert len(kernels) == 4, kernels
+    # the pad, the conv, batch norm and relu in one kernel: no kernel computes the scale
+    # (gamma / sqrt(var + eps)) or the shift from the weights on each call (7 kernels before:
+    # the pad's fill and copy, the conv, scale, shift, batch norm, relu)
+    assert len(kernels) == 3, kernels
 
 
 @needs_gpu
@@ -145,6 +148,25 @@ def test_cuda_conv_bn_relu_with_folded_weights_matches_torch():
     got = mlc.compile(mlc.from_torch(net, (x,)), target="cuda")(x.numpy())
     with torch.no_grad():
         np.testing.assert_allclose(got, net(x).numpy(), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("make,ref", [
+    (lambda: conv_net(2, 2), lambda x, w: _conv_ref(x, w, 2, 2)),
+    (pool_net, lambda x: np.max([np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)), constant_values=-np.inf)
+                                 [:, :, i:i + 12:2, j:j + 12:2] for i in range(3) for j in range(3)], axis=0))])
+def test_pads_as_generics_compute_the_pad_on_the_cpu(make, ref):
+    from mlc_mlir.pipeline.cuda_pads import pad_as_generic
+    mod = make().clone()
+    with mod.context:
+        pads = find_ops(mod, "tensor.pad")
+        assert pads
+        for op in pads:
+            pad_as_generic(op)
+        assert not find_ops(mod, "tensor.pad")
+    rng = np.random.default_rng(0)
+    args = [rng.standard_normal(tuple(a.shape), np.float32) for a in mod.signature("main").args]
+    np.testing.assert_allclose(mlc.compile(mod, target="cpu", schedule="none")(*args), ref(*args),
+                               rtol=1e-5, atol=1e-5)
 
 
 def test_folded_and_merged_graph_matches_torch_on_the_cpu():
