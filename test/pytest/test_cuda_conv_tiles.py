@@ -136,16 +136,20 @@ def _forced(case, tiles):
     return sch
 
 
-def _run(mod, case):
+def _check(case, run):
+    """``run(x, w)`` against PyTorch's conv2d in float64 on random data of ``case``."""
     torch = pytest.importorskip("torch")
     n, c, f, h, w, k, s, p = case
     rng = np.random.default_rng(0)
     x = rng.standard_normal((n, c, h, w), np.float32)
     wt = rng.standard_normal((f, c, k, k), np.float32)
-    got = mlc.compile(mod, target="cuda")(x, wt)
     ref = torch.nn.functional.conv2d(torch.from_numpy(x).double(), torch.from_numpy(wt).double(),
                                      stride=s, padding=p).numpy()
-    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4 * np.sqrt(c * k * k))
+    np.testing.assert_allclose(run(x, wt), ref, rtol=1e-4, atol=1e-4 * np.sqrt(c * k * k))
+
+
+def _run(mod, case):
+    _check(case, mlc.compile(mod, target="cuda"))
 
 
 def run_on_cpu(mod, *args):
@@ -161,15 +165,8 @@ def run_on_cpu(mod, *args):
 
 @pytest.mark.parametrize("case,tiles", [(CASES[1], None), (CASES[2], None), (CASES[4], None)] + FORCED)
 def test_gpu_conv_schedule_computes_the_conv_on_the_cpu(case, tiles):
-    torch = pytest.importorskip("torch")
-    n, c, f, h, w, k, s, p = case
-    rng = np.random.default_rng(0)
-    x = rng.standard_normal((n, c, h, w), np.float32)
-    wt = rng.standard_normal((f, c, k, k), np.float32)
     mod = default_schedule(conv_net(*case), CUDA) if tiles is None else _forced(case, tiles).mod
-    ref = torch.nn.functional.conv2d(torch.from_numpy(x).double(), torch.from_numpy(wt).double(),
-                                     stride=s, padding=p).numpy()
-    np.testing.assert_allclose(run_on_cpu(mod, x, wt), ref, rtol=1e-4, atol=1e-4 * np.sqrt(c * k * k))
+    _check(case, lambda x, w: run_on_cpu(mod, x, w))
 
 
 @needs_gpu
