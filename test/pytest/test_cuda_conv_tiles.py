@@ -7,7 +7,6 @@ for strides, paddings, 1x1, 7x7, batches and odd sizes."""
 
 import re
 import shutil
-import subprocess
 
 import numpy as np
 import pytest
@@ -16,6 +15,7 @@ import mlc_mlir as mlc
 from mlc_mlir import ops
 from mlc_mlir.ir.module import Module
 from mlc_mlir.pipeline.cuda import compile_to_ptx
+from mlc_mlir.pipeline.ptx_facts import fma_loop, ptxas_usage
 from mlc_mlir.runtime.cuda import cuda_available
 from mlc_mlir.schedule.default_rules import default_schedule
 from mlc_mlir.schedule.operand_tiles import spread_threads, tile_shape
@@ -37,32 +37,6 @@ def conv_net(n, c, f, h, w, k, stride, pad):
     return bb.finish()
 
 
-def fma_loop(ptx):
-    """``(fma, ld.shared, ld.global)`` counts in the innermost loop (label to back-branch)
-    holding FMAs."""
-    lines = ptx.splitlines()
-    labels = {ln.strip().rstrip(":"): i for i, ln in enumerate(lines) if ln.startswith("$L")}
-    best = None
-    for j, ln in enumerate(lines):
-        m = re.search(r"bra(?:\.uni)?\s+(\$L\w+);", ln)
-        if m and labels.get(m.group(1), j) < j:
-            body = "\n".join(lines[labels[m.group(1)]:j])
-            counts = (body.count("fma.rn.f32"), len(re.findall(r"ld\.shared", body)),
-                      len(re.findall(r"ld\.global", body)))
-            if counts[0] and (best is None or j - labels[m.group(1)] < best[0]):
-                best = (j - labels[m.group(1)], counts)
-    assert best is not None, "no loop with FMAs"
-    return best[1]
-
-
-def ptxas_v(ptx, tmp_path):
-    path = tmp_path / "k.ptx"
-    path.write_text(ptx)
-    r = subprocess.run(["ptxas", "-arch=sm_90", "-v", str(path), "-o", str(tmp_path / "k.o")],
-                       capture_output=True, text=True, check=True)
-    return r.stderr
-
-
 def conv_kernel(mod):
     ptx = compile_to_ptx(default_schedule(mod, CUDA))
     (conv,) = [t for t in ptx.values() if "fma.rn.f32" in t]
@@ -75,26 +49,25 @@ RESNET = [(3, 64, 224, 7, 2, 3), (64, 64, 56, 3, 1, 1), (64, 128, 56, 3, 2, 1), 
 
 
 @needs_ptxas
-def test_resnet_3x3_layer_reads_shared_memory_in_its_fma_loop(tmp_path):
+def test_resnet_3x3_layer_reads_shared_memory_in_its_fma_loop():
     conv = conv_kernel(conv_net(1, 64, 64, 56, 56, 3, 1, 1))
-    fma, shared, glob = fma_loop(conv)
+    loop = fma_loop(conv)
     # a register tile: each value loaded from shared memory feeds several FMAs (the reduction
     # rule loads an input and a weight from global memory per FMA)
-    assert glob == 0 and 0 < shared <= fma // 2
+    assert loop.global_loads == 0 and 0 < loop.shared_loads and loop.loads_per_fma() <= 0.5
     # the staged copies go straight from global to shared memory (no device malloc, no stack)
     assert "malloc" not in conv and ".local" not in conv
-    log = ptxas_v(conv, tmp_path)
-    assert "0 bytes spill stores" in log and re.search(r"\d+ bytes smem", log)
+    use = ptxas_usage(conv)
+    assert use.spill_bytes == 0 and use.shared_bytes > 0
 
 
 @needs_ptxas
 @pytest.mark.parametrize("layer", RESNET, ids=lambda s: "c{}f{}h{}k{}s{}p{}".format(*s))
-def test_resnet_layers_are_tiled_and_ptxas_clean(layer, tmp_path):
+def test_resnet_layers_are_tiled_and_ptxas_clean(layer):
     c, f, h, k, s, p = layer
     conv = conv_kernel(conv_net(1, c, f, h, h, k, s, p))
-    fma, shared, _ = fma_loop(conv)
-    assert shared > 0 and "malloc" not in conv
-    assert "0 bytes spill stores" in ptxas_v(conv, tmp_path)
+    assert fma_loop(conv).shared_loads > 0 and "malloc" not in conv
+    assert ptxas_usage(conv).spill_bytes == 0
 
 
 def test_default_tiles_fit_the_architecture():
@@ -177,9 +150,9 @@ def test_cuda_tiled_conv_matches_torch(case):
 
 @needs_ptxas
 @pytest.mark.parametrize("case,tiles", FORCED)
-def test_forced_register_tiles_are_ptxas_clean(case, tiles, tmp_path):
+def test_forced_register_tiles_are_ptxas_clean(case, tiles):
     conv = next(t for t in compile_to_ptx(_forced(case, tiles).mod).values() if "fma.rn.f32" in t)
-    assert "0 bytes spill stores" in ptxas_v(conv, tmp_path)
+    assert ptxas_usage(conv).spill_bytes == 0
 
 
 @needs_gpu

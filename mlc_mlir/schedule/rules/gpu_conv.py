@@ -24,13 +24,13 @@ sampled decisions (:func:`schedule_conv2d_tiles`), and the tuner refines them.
 from __future__ import annotations
 
 import math
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Tuple
 
 from ...errors import ScheduleError
 from ...target import CudaArch
 from ..operand_tiles import tile_shape
 from ..schedule import Schedule
-from ..state import BlockRV, ExprRV
+from ..state import BlockRV
 from ..factors import divisors, largest_divisor, pow2_floor
 from .common import categorical, perfect_tile
 
