@@ -43,7 +43,8 @@ def merge_elementwise_chains(module: Module) -> Module:
     """Each chain of elementwise ops of ``module``'s graph functions (batch norm, relu, a
     residual add) merged into one ``linalg.generic``: ``graph.FuseOps`` outlines the groups and
     merges their chains (``linalg-fuse-elementwise-ops``, named ``<first op>.fused``), the
-    ``inline`` pass puts them back. On the GPU every op is a kernel of its own: a chain is one
+    ``inline`` pass puts them back (without its default canonicalization, which composes
+    consecutive transposes into an op without a name, left unscheduled). On the GPU every op is a kernel of its own: a chain is one
     launch and one pass over memory instead of one per op (TVM Relay's ``FuseOps``
     before CUDA codegen).
 
@@ -52,7 +53,7 @@ def merge_elementwise_chains(module: Module) -> Module:
     PipelineError
         If inlining fails.
     """
-    return run_pass_pipeline(FuseOps()(module), "builtin.module(inline,symbol-dce)", "cuda fuse")
+    return run_pass_pipeline(FuseOps()(module), "builtin.module(inline{default-pipeline=},symbol-dce)", "cuda fuse")
 
 
 def lower_cuda(module: Module, options: CompileOptions, stages):

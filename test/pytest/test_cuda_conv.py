@@ -11,7 +11,7 @@ import pytest
 
 import mlc_mlir as mlc
 from mlc_mlir import ops
-from mlc_mlir.ir.walk import find_ops
+from mlc_mlir.ir.walk import find_ops, function_body_ops
 from mlc_mlir.pipeline.cuda import check_ptx, compile_to_ptx, lower_to_gpu
 from mlc_mlir.runtime.cuda import cuda_available
 from mlc_mlir.schedule.default_rules import default_schedule
@@ -183,3 +183,26 @@ def test_folded_and_merged_graph_matches_torch_on_the_cpu():
     with torch.no_grad():
         np.testing.assert_allclose(mlc.compile(graph, target="cpu")(x.numpy()), net(x).numpy(),
                                    rtol=1e-4, atol=1e-4)
+
+
+def test_merged_graph_keeps_every_op_named():
+    # the inliner's default canonicalization composed consecutive transposes (BERT's attention
+    # heads: a permute, then k transposed) into an unnamed op, which no GPU rule then scheduled
+    # ("would run on the host")
+    from mlc_mlir.pipeline.cuda_compile import merge_elementwise_chains
+    torch = pytest.importorskip("torch")
+
+    class Scores(torch.nn.Module):
+        def forward(self, q, k):
+            k = k.reshape(2, 8, 4, 4).permute(0, 2, 1, 3)
+            return torch.relu(q @ k.transpose(-1, -2))
+
+    net = Scores()
+    q, k = torch.randn(2, 4, 8, 4), torch.randn(2, 8, 16)
+    graph = merge_elementwise_chains(mlc.from_torch(net, (q, k)))
+    with graph.context:
+        ops_ = [op for op in function_body_ops(graph) if op.name.startswith("linalg.")]
+    assert ops_ and all("mlc.name" in op.attributes for op in ops_)
+    with torch.no_grad():
+        np.testing.assert_allclose(mlc.compile(graph, target="cpu")(q.numpy(), k.numpy()),
+                                   net(q, k).numpy(), rtol=1e-5, atol=1e-5)
