@@ -17,6 +17,13 @@ from .._mlir import ir
 Terms = Optional[Tuple[Tuple[int, int], ...]]
 
 
+def affine_dim(expr) -> Optional[int]:
+    """The position of an affine expression that is a lone dim (``d2``), else None."""
+    if isinstance(expr, ir.AffineDimExpr):
+        return expr.position
+    return None
+
+
 def linear_terms(expr) -> Terms:
     """The ``(dim, coefficient)`` terms of an affine expression ``sum c_d * d_d + const``
     (constants dropped: they shift the window, not its size); None when it is not of that
