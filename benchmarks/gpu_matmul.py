@@ -27,7 +27,7 @@ from mlc_mlir import ops
 from mlc_mlir.ir import dtypes
 from mlc_mlir.runtime.cuda import driver_problem
 from mlc_mlir.target import get_target
-from mlc_mlir.schedule.rules.gpu_rules import schedule_matmul_mma
+from mlc_mlir.schedule.rules.gpu_mma import schedule_matmul_mma
 from mlc_mlir.tune.gpu_space import (MatmulTiles, matmul_tile_candidates, mma_tile_candidates,
                                      sample_gpu_matmul)
 

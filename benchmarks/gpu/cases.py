@@ -5,12 +5,17 @@
 
 Each case compiles for ``target="cuda"`` and prints ``CASE <name>: max abs err <e>`` against
 numpy or PyTorch on the CPU: row reductions of lengths that are and are not multiples of a warp
-(a warp per row at 768, a block per row at 65536), softmax,
-layer norm, and PyTorch layers with bound weights (constants), alone and chained.
+(a warp per row at 768, a block per row at 65536), softmax, layer norm, and PyTorch layers with
+bound weights (constants), alone and chained. The
+``conv_<c>x<h>`` cases are ResNet-18 conv layers at batch 1 (3x3, padding 1; ``conv_3x224`` the
+7x7 stride-2 stem) and also print the time of the default GPU schedule (the register-tiled
+conv), of the conv rule's other decision (the reduction rule: one output per thread) and of
+cuDNN through PyTorch (TF32 off), inputs on the GPU, ms per call, ratio = cuDNN / ours.
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -35,6 +40,38 @@ def _torch(layers, shape):
     got = mlc.compile(mlc.from_torch(net, (x,)), target="cuda")(x.numpy())
     with torch.no_grad():
         return float(np.abs(got - net(x).numpy()).max())
+
+
+def _conv_layer(c, f, h, k, stride):
+    """A ResNet-18 conv layer (module docstring): ``(max abs err, timings)``."""
+    import torch
+    import mlc_mlir as mlc
+    from mlc_mlir import ops
+    from mlc_mlir.schedule.rules import gpu_rules
+    from mlc_mlir.target import Target
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from gpu_models import ours_ms, torch_ms
+
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as fn:
+        x, w = fn.arg("x", shape=(1, c, h, h)), fn.arg("w", shape=(f, c, k, k))
+        fn.output(ops.conv2d(x, w, strides=(stride, stride), padding=(k // 2, k // 2)))
+    mod = bb.finish()
+    rng = np.random.default_rng(0)
+    xs = [rng.standard_normal((1, c, h, h), np.float32), rng.standard_normal((f, c, k, k), np.float32)]
+    tiled = mlc.compile(mod, target="cuda")
+    sch = mlc.Schedule(mod)
+    gpu_rules.schedule_reduction(sch, sch.get_block("conv2d"), Target.cuda().cuda_arch)
+    reduction = mlc.compile(sch.mod, target="cuda")
+    ref = torch.nn.functional.conv2d(*(torch.from_numpy(a).double() for a in xs), stride=stride,
+                                     padding=k // 2).numpy()
+    err = max(float(np.abs(e(*xs) - ref).max()) for e in (tiled, reduction))
+    torch.backends.cudnn.allow_tf32 = False
+    dx, dw = (torch.from_numpy(a).cuda() for a in xs)
+    cudnn = torch_ms(lambda: torch.nn.functional.conv2d(dx, dw, stride=stride, padding=k // 2))
+    t, r = ours_ms(tiled, xs), ours_ms(reduction, xs)
+    return err, (f"; tiled {t:.4f} ms, reduction rule {r:.4f} ms, cudnn {cudnn:.4f} ms, "
+                 f"ratio {cudnn / t:.2f} (reduction rule {cudnn / r:.2f})")
 
 
 def _cases():
@@ -78,17 +115,24 @@ def _cases():
         "global_mean": lambda: _torch([conv, Mean()], img),
         "linear_head": lambda: _torch([conv, Mean(), T.Linear(8, 10)], img),
         "linear": lambda: _torch([T.Flatten(), T.Linear(48, 10)], (2, 3, 4, 4)),
+        "conv_3x224": lambda: _conv_layer(3, 64, 224, 7, 2),
+        "conv_64x56": lambda: _conv_layer(64, 64, 56, 3, 1),
+        "conv_256x14": lambda: _conv_layer(256, 256, 14, 3, 1),
+        "conv_512x7": lambda: _conv_layer(512, 512, 7, 3, 1),
     }
 
 
-CASES = ("max100", "max96", "max256", "sum100", "sum768", "sum65536", "softmax768", "layer_norm256", "conv", "conv_bn_relu", "max_pool",
-         "residual", "global_mean", "linear_head", "linear")
+CASES = ("max100", "max96", "max256", "sum100", "sum768", "sum65536", "softmax768", "layer_norm256",
+         "conv", "conv_bn_relu", "max_pool", "residual", "global_mean", "linear_head", "linear",
+         "conv_3x224", "conv_64x56", "conv_256x14", "conv_512x7")
 
 
 def main(argv) -> int:
     if argv:
         try:
-            print(f"CASE {argv[0]}: max abs err {_cases()[argv[0]]():.3g}", flush=True)
+            r = _cases()[argv[0]]()
+            err, note = r if isinstance(r, tuple) else (r, "")
+            print(f"CASE {argv[0]}: max abs err {err:.3g}{note}", flush=True)
         except Exception as e:   # reported, so that the other cases still run
             print(f"CASE {argv[0]}: {type(e).__name__}: {str(e).splitlines()[0][:300]}", flush=True)
         return 0

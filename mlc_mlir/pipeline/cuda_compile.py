@@ -3,7 +3,9 @@ an :class:`~mlc_mlir.runtime.executable.Executable` on the MLIR ExecutionEngine 
 ``libmlir_cuda_runtime.so``.
 
 Stages: ``graph``, ``layout``, ``tasks``, ``schedule`` and ``prepare`` as for the CPU (``compile.CPU_STAGES``),
-then :func:`.cuda.lower_to_gpu` with host code (``cubin-format=bin`` when ``ptxas`` is on PATH,
+with, after ``graph``, the constant subgraphs evaluated (``graph.FoldConstant``: a weights-only
+op, e.g. batch norm's ``scale = gamma / sqrt(var + eps)``, is no kernel launched per call) and
+the elementwise chains merged (:func:`merge_elementwise_chains`), then :func:`.cuda.lower_to_gpu` with host code (``cubin-format=bin`` when ``ptxas`` is on PATH,
 else ``isa``: PTX that the driver JIT-compiles). The driver is probed
 (:func:`mlc_mlir.runtime.cuda.require_cuda`) before the engine loads the CUDA runtime wrappers:
 without ``libcuda.so.1`` that would abort the process.
@@ -14,6 +16,9 @@ from __future__ import annotations
 import shutil
 
 from ..errors import PipelineError
+from ..graph.fold_constant import FoldConstant
+from ..graph.fuse_ops import FuseOps
+from ..ir.pass_pipeline import run_pass_pipeline
 from ..ir.module import Module
 from ..runtime.cuda import DEVICE_SUFFIX, require_cuda
 from ..runtime.executable import Executable, Function, engine_invoker, load_engine
@@ -25,6 +30,30 @@ from .options import CompileOptions
 
 #: The CPU stages a CUDA compile shares (before lowering).
 SHARED_STAGES = ("graph", "layout", "tasks", "schedule", "prepare")
+
+
+#: Constant ops the CUDA compile evaluates once: ``linalg.generic`` (weights-only arithmetic,
+#: e.g. batch norm's ``scale = gamma / sqrt(var + eps)`` and shift). Not the named ops: a
+#: constant ``transpose(W)`` would make a matmul on constant weights, which the CPU layout
+#: packs into a ``linalg.mmt4d`` that no GPU rule schedules.
+FOLDED_ON_CUDA = ("linalg.generic",)
+
+
+def merge_elementwise_chains(module: Module) -> Module:
+    """Each chain of elementwise ops of ``module``'s graph functions (batch norm, relu, a
+    residual add) merged into one ``linalg.generic``: ``graph.FuseOps`` outlines the groups and
+    merges their chains (``linalg-fuse-elementwise-ops``, named ``<first op>.fused``), the
+    ``inline`` pass puts them back (without its default canonicalization, which composes
+    consecutive transposes into an op without a name, left unscheduled). On the GPU every op is a kernel of its own: a chain is one
+    launch and one pass over memory instead of one per op (TVM Relay's ``FuseOps``
+    before CUDA codegen).
+
+    Raises
+    ------
+    PipelineError
+        If inlining fails.
+    """
+    return run_pass_pipeline(FuseOps()(module), "builtin.module(inline{default-pipeline=},symbol-dce)", "cuda fuse")
 
 
 def lower_cuda(module: Module, options: CompileOptions, stages):
@@ -50,6 +79,8 @@ def lower_cuda(module: Module, options: CompileOptions, stages):
     for stage in stages:
         if stage.name in SHARED_STAGES:
             module = stage(module, options)
+        if stage.name == "graph":
+            module = merge_elementwise_chains(FoldConstant(only=FOLDED_ON_CUDA)(module))
     fmt = "bin" if shutil.which("ptxas") else "isa"
     # host code that allocates gets the buffer cache, as CPU code does
     return signatures, link_buffer_cache(lower_to_gpu(module, chip=tgt.arch, fmt=fmt, host_code=True))

@@ -26,6 +26,7 @@ from ..ir.module import Module
 from ..ir.transform_values import any_op, gpu_attr
 from ..ir.walk import find_ops
 from ..schedule.gpu_script import FETCH, FETCH_BITS, FETCH_THREADS
+from ..schedule.operand_tiles import spread_threads
 
 #: Numbers each fetch for the transform script that distributes it.
 _FETCH_ID = "mlc.fetch_id"
@@ -129,6 +130,24 @@ def _merge(group: List[ir.Operation]) -> ir.Operation:
     return stage
 
 
+def _distribute(op: ir.Operation, h: ir.Value, threads: int, bits: int) -> ir.Value:
+    """Spread the staged copy ``op`` (transform handle ``h``) over ``threads`` threads; returns
+    the forall's handle. Up to 3-D: ``structured.gpu.map_copy_to_threads`` with ``bits``-wide
+    vectors; a 4-D tile (a convolution's input window or weight slice, which that op refuses)
+    is tiled with ``tile_using_forall`` over :func:`~mlc_mlir.schedule.operand_tiles.spread_threads`
+    threads mapped to ``#gpu.thread<linear_dim_k>`` (the contiguous dim fastest)."""
+    shape = list(ir.ShapedType(op.results[0].type).shape)
+    if len(shape) <= 3:
+        return structured_transform_d.MapCopyToThreadsOp(
+            any_op(), any_op(), h, total_num_threads=threads, desired_bit_alignment=bits).forall_op
+    spread = spread_threads(shape, threads)
+    real = [d for d, t in enumerate(spread) if t > 1]
+    mapping = ir.ArrayAttr.get([gpu_attr(f"#gpu.thread<linear_dim_{len(real) - 1 - k}>")
+                                for k in range(len(real))])
+    return structured_transform_d.TileUsingForallOp(
+        h, num_threads=[t if t > 1 else 0 for t in spread], mapping=mapping).forall_op
+
+
 def stage_fetches(module: Module, apply: Callable) -> Module:
     """Merge the staged reads of each ``shared`` cache into one copy of their union and spread
     every copy over its block's threads in workgroup memory (module docstring). ``apply(module,
@@ -156,10 +175,8 @@ def stage_fetches(module: Module, apply: Callable) -> Module:
             h = structured_transform_d.MatchOp(
                 any_op(), root, op_attrs=ir.DictAttr.get({_FETCH_ID: _i64(i)})).result
             threads, bits = _mapping(op)
-            r = structured_transform_d.MapCopyToThreadsOp(
-                any_op(), any_op(), h, total_num_threads=threads, desired_bit_alignment=bits)
             structured_transform_d.BufferizeToAllocationOp(
-                r.forall_op, memory_space=gpu_attr("#gpu.address_space<workgroup>"),
+                _distribute(op, h, threads, bits), memory_space=gpu_attr("#gpu.address_space<workgroup>"),
                 bufferize_destination_only=True, alloc_op="memref.alloca", memcpy_op="linalg.copy")
         funcs = structured_transform_d.MatchOp(
             any_op(), root, ops=ir.ArrayAttr.get([ir.StringAttr.get("func.func")])).result

@@ -1,5 +1,5 @@
 """Tensor cores in the CUDA lowering: each ``linalg.matmul`` annotated :data:`MMA_SYNC` (the
-GPU rules' :func:`~mlc_mlir.schedule.rules.gpu_rules.schedule_matmul_mma`; computed by a
+GPU rules' :func:`~mlc_mlir.schedule.rules.gpu_mma.schedule_matmul_mma`; computed by a
 whole warp, its loops bound to ``warpIdx``) becomes ``nvgpu.mma.sync`` (``m16n8k16``), at
 memref level after the thread mapping, in one of two ways chosen by its tile:
 

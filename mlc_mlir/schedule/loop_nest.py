@@ -20,6 +20,7 @@ from ..errors import ScheduleError
 from ..ir import dtypes
 from ..ir.module import OP_NAME_ATTR, Module
 from .buffer_reads import offsets, sources
+from .operand_tiles import affine_dim, map_terms
 from .tileability import is_identity_copy, tiling_blocker
 
 #: Names given to the iteration dims of an op, in order (TVM prints i, j, k for matmul).
@@ -82,6 +83,8 @@ class OpInfo:
         For each dim of the first output, the iteration dim indexing it.
     operand_dims : tuple of tuple of int
         For each operand, the iteration dims that index it.
+    operand_terms : tuple of tuple of Terms
+        For each operand and axis, its index's linear terms (:func:`.operand_tiles.map_terms`).
     dtypes : tuple of str
         Element dtype of each operand.
     tiling_blocker : str or None
@@ -105,6 +108,7 @@ class OpInfo:
     init: Optional[str] = None
     out_dims: Tuple[Optional[int], ...] = ()
     operand_dims: Tuple[Tuple[int, ...], ...] = ()
+    operand_terms: Tuple[tuple, ...] = ()
     dtypes: Tuple[str, ...] = ()
     tiling_blocker: Optional[str] = None
     identity: bool = False
@@ -336,12 +340,6 @@ class Tiling:
     trip_counts: Tuple[int, ...]
 
 
-def _affine_dim(expr) -> Optional[int]:
-    if isinstance(expr, ir.AffineDimExpr):
-        return expr.position
-    return None
-
-
 def _elem_dtype(t) -> str:
     return dtypes.from_ir_type(t.element_type if isinstance(t, ir.ShapedType) else t)
 
@@ -398,7 +396,7 @@ def analyze_module(module: Module) -> Dict[Tuple[str, str], OpInfo]:
             found = [False] * len(its)
             for m, shp in zip(maps, shapes):
                 for r, e in enumerate(m.results):
-                    d = _affine_dim(e)
+                    d = affine_dim(e)
                     if d is None:
                         continue
                     if shp[r] >= 0 and extents[d] is None:   # a dynamic size leaves it None
@@ -415,9 +413,10 @@ def analyze_module(module: Module) -> Dict[Tuple[str, str], OpInfo]:
                 dims=tuple(Dim(i, e, k) for i, (e, k) in enumerate(zip(extents, its))),
                 operand_shapes=shapes, num_inputs=num_inputs,
                 producers=tuple(p for p in map(_name_of_producer, o.operands) if p), init=init,
-                out_dims=tuple(_affine_dim(e) for e in maps[num_inputs].results),
-                operand_dims=tuple(tuple(d for d in map(_affine_dim, m.results) if d is not None)
+                out_dims=tuple(affine_dim(e) for e in maps[num_inputs].results),
+                operand_dims=tuple(tuple(d for d in map(affine_dim, m.results) if d is not None)
                                    for m in maps),
+                operand_terms=tuple(map(map_terms, maps)),
                 dtypes=tuple(_elem_dtype(v.type) for v in g.operands),
                 tiling_blocker=tiling_blocker(maps), identity=is_identity_copy(g),
                 operand_sources=sources(g.operands), operand_offsets=offsets(maps, g.operands),

@@ -25,9 +25,9 @@ import dataclasses
 from typing import Dict, Iterator
 
 from ..pipeline.cuda_panels import panel_pad
+from ..schedule.rules.gpu_mma import mma_tile_defaults, mma_tile_options
 from ..schedule.rules.gpu_rules import (
-    matmul_tile_defaults, matmul_tile_options, matmul_tiles, mma_tile_defaults,
-    mma_tile_options, schedule_matmul_tiles,
+    matmul_tile_defaults, matmul_tile_options, matmul_tiles, schedule_matmul_tiles,
 )
 from ..schedule.schedule import Schedule
 from ..target import CudaArch
@@ -97,9 +97,9 @@ def sample_gpu_matmul(sch: Schedule, block, tiles: MatmulTiles, arch: CudaArch) 
 
 def mma_tile_candidates(m: int, n: int, k: int, arch: CudaArch) -> Iterator[Dict[str, int]]:
     """Decisions of the f16 tensor-core rule
-    (:func:`~mlc_mlir.schedule.rules.gpu_rules.schedule_matmul_mma`'s ``forced``) for an
+    (:func:`~mlc_mlir.schedule.rules.gpu_mma.schedule_matmul_mma`'s ``forced``) for an
     ``(m, n, k)`` matmul on ``arch``: the default first, then each staged point of
-    :func:`~mlc_mlir.schedule.rules.gpu_rules.mma_tile_options` within the block's limits
+    :func:`~mlc_mlir.schedule.rules.gpu_mma.mma_tile_options` within the block's limits
     (threads, static shared memory for ``stages`` copies of both f16 panels, accumulators
     within half of ``max_registers_per_thread``, two blocks at least), square ``64 x 64`` warp
     tiles, ``kt = 32`` and two stages first, 4 to 8 warps first; the unstaged form last.

@@ -155,7 +155,8 @@ def test_default_tiles_derive_from_the_registers():
     """256 threads = the most whose threads may each hold 255 registers of a 64 Ki file; an 8 x 8
     register tile = the 64 accumulators within half of those 255 registers; a matmul too small
     for two such blocks gets smaller register tiles."""
-    from mlc_mlir.schedule.rules.gpu_rules import default_threads, min_cooperative, mma_warps
+    from mlc_mlir.schedule.rules.gpu_common import default_threads, min_cooperative
+    from mlc_mlir.schedule.rules.gpu_mma import mma_warps
     assert default_threads(ARCH) == max(t for t in (32, 64, 128, 256, 512, 1024) if t * 255 <= 65536)
     assert min_cooperative(ARCH) == 64 and mma_warps(ARCH) == (2, 4)
     assert matmul_tile_defaults(256, 256, 128, ARCH) == {"ty": 16, "tx": 16, "ly": 8, "lx": 8,

@@ -23,7 +23,7 @@ from mlc_mlir.pipeline.cuda import check_ptx, compile_to_ptx
 from mlc_mlir.pipeline.cuda_mma import drop_copy_barriers
 from mlc_mlir.runtime.cuda import cuda_available
 from mlc_mlir.schedule.default_rules import default_schedule
-from mlc_mlir.schedule.rules.gpu_rules import mma_tile_defaults, schedule_matmul_mma
+from mlc_mlir.schedule.rules.gpu_mma import mma_tile_defaults, schedule_matmul_mma
 from mlc_mlir.target import Target
 
 needs_ptxas = pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas not on PATH")
@@ -362,7 +362,7 @@ _CHILD = """
 import mlc_mlir as mlc
 from mlc_mlir import ops
 from mlc_mlir.pipeline.cuda import compile_to_ptx
-from mlc_mlir.schedule.rules.gpu_rules import schedule_matmul_mma
+from mlc_mlir.schedule.rules.gpu_mma import schedule_matmul_mma
 from mlc_mlir.target import Target
 bb = mlc.GraphBuilder()
 with bb.function("main") as f:

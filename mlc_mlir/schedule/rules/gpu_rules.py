@@ -24,7 +24,10 @@ chapter's recipes):
   divide into warp tiles: tensor cores (``mma.sync``, :func:`schedule_matmul_mma`). A matmul
   whose inputs are computed in the same function (a fused reshape or transpose) cannot stage
   them per k-panel and gets the reduction rule;
-* ``batch_matmul``, ``conv2d`` / ``conv2d_nhwc`` / ``grouped_conv2d``, ``pooling`` /
+* ``conv2d`` (NCHW): register tiles over output channels and pixels, the input window and the
+  weights staged in shared memory per block of input channels (:mod:`.gpu_conv`), or, a sampled
+  decision, the reduction rule;
+* ``batch_matmul``, ``conv2d_nhwc`` / ``grouped_conv2d``, ``pooling`` /
   ``pooling_nhwc``: the reduction rule (output elements over blocks x threads, the reduction
   dims serial in each thread).
 
@@ -44,47 +47,11 @@ from ...target import CudaArch, max_private_elements
 from ..schedule import Schedule
 from ..gpu_reduction import VECTOR_LANES, WARP_SHUFFLE
 from ..state import BlockRV, ExprRV
+from ..factors import largest_divisor, pow2_floor
 from .common import categorical
-
-def default_threads(arch: CudaArch) -> int:
-    """Most threads per block in the default decisions: the largest power of two whose threads
-    may each hold the most registers ``ptxas`` gives a thread (``threads *
-    max_registers_per_thread <= registers_per_sm``: 256 with 64 Ki registers and 255 per
-    thread), so no default launch fails for want of registers; the rules sample up to
-    ``max_threads_per_block``. TVM dlight's fallback rules start from the same budget
-    (``max_threads_per_block`` capped by the register file)."""
-    t = arch.warp_size
-    while 2 * t <= arch.max_threads_per_block and \
-            2 * t * arch.max_registers_per_thread <= arch.registers_per_sm:
-        t *= 2
-    return t
-
-
-def min_cooperative(arch: CudaArch) -> int:
-    """Shortest reduction a block cooperates on: two elements per lane of one warp (a shorter
-    row is reduced by one thread; below that the shared-memory combine's barriers cost more
-    than the serial adds they save)."""
-    return 2 * arch.warp_size
-
-
-def _pow2_floor(x: int) -> int:
-    return 1 << (max(1, x).bit_length() - 1)
-
-
-def _divisor(n: int, limit: int) -> int:
-    """Largest divisor of ``n`` that is at most ``limit`` (>= 1)."""
-    for d in range(min(n, max(limit, 1)), 0, -1):
-        if n % d == 0:
-            return d
-    return 1
-
-
-def thread_options(arch: CudaArch, extent: int, default: int, keep) -> List[int]:
-    """Thread counts of a dim of ``extent``: the powers of two from a warp to
-    ``max_threads_per_block`` that divide it and satisfy ``keep``, and ``default``."""
-    opts = {arch.warp_size << i for i in range(12) if arch.warp_size << i <= arch.max_threads_per_block}
-    return sorted({t for t in opts if extent % t == 0 and keep(t)} | {default})
-
+from .gpu_common import block_grid, default_threads, min_cooperative, sample_tiles, thread_options
+from .gpu_mma import schedule_matmul_mma
+from .gpu_conv import conv2d_tile_defaults, conv2d_tiles_fit, conv_dims, schedule_conv2d_tiles
 
 def vector_lanes(arch: CudaArch, info, dim: int) -> List[int]:
     """Candidate elements of ``dim`` one thread reads and writes as one vector (``sch.vectorize``
@@ -115,7 +82,7 @@ def vector_lanes(arch: CudaArch, info, dim: int) -> List[int]:
         contiguous = len(used) == len(info.operand_shapes[k]) and used[-1:] == (dim,)
         if dim in used and not contiguous:
             return [1]
-    most = _pow2_floor(max(1, arch.vector_bytes * 8 // max(bits)))
+    most = pow2_floor(max(1, arch.vector_bytes * 8 // max(bits)))
     lanes = [v for v in (most >> i for i in range(most.bit_length()))
              if extent % v == 0 and extent // v >= arch.warp_size]
     return lanes if lanes and lanes[-1] == 1 else lanes + [1]
@@ -150,15 +117,15 @@ def _bind_parallel(sch: Schedule, block: BlockRV, arch: CudaArch, parallel: List
     # keep at least two blocks when nothing else gives blocks
     most = default_threads(arch)
     cap = (lambda n: most if outer or n < 2 else min(most, n // 2))
-    if ragged and lanes and _divisor(ext[-1] // lanes[0], cap(ext[-1] // lanes[0])) < arch.warp_size:
+    if ragged and lanes and largest_divisor(ext[-1] // lanes[0], cap(ext[-1] // lanes[0])) < arch.warp_size:
         lanes = None   # a ragged row of vectors: scalar threads (a partial tile has no vector)
     e = ext[-1] // (lanes[0] if lanes else 1)
-    t = _divisor(e, cap(e))
+    t = largest_divisor(e, cap(e))
     if ragged and t < arch.warp_size <= e:
         # no divisor gives a warp of threads (a prime extent): blocks of a power of two
         # threads, the last one partial (its threads past the end idle: the GPU emitter tiles
         # a partial thread level by its number of threads)
-        t = _pow2_floor(cap(e))
+        t = pow2_floor(cap(e))
         opts = sorted({t} | {arch.warp_size << i for i in range(12) if arch.warp_size << i <=
                              min(arch.max_threads_per_block, max(cap(e), arch.warp_size))})
     else:
@@ -266,7 +233,7 @@ def _cooperative(sch: Schedule, block: BlockRV, arch: CudaArch, red: List[int], 
         return False
     big = [d.index for d in info.dims if d.kind == "parallel" and d.extent > 1]
     nrows = warp_rows(arch, info.dims[big[0]].extent, k) if len(big) == 1 else 1
-    t = arch.warp_size if nrows > 1 else _divisor(k, default_threads(arch))
+    t = arch.warp_size if nrows > 1 else largest_divisor(k, default_threads(arch))
     if t < arch.warp_size:
         return False
     rows = None
@@ -353,17 +320,17 @@ def matmul_tile_defaults(m: int, n: int, k: int, arch: CudaArch) -> Dict[str, in
     few large blocks (a 1024 x 1024 matmul is 64 blocks of 128 x 128) is the tuner's to
     trade against smaller tiles (:data:`MATMUL_TILE_OPTIONS`).
     """
-    side = _pow2_floor(int(default_threads(arch) ** 0.5))
-    reg = _pow2_floor(int(max_private_elements(arch) ** 0.5))
+    side = pow2_floor(int(default_threads(arch) ** 0.5))
+    reg = pow2_floor(int(max_private_elements(arch) ** 0.5))
     d: Dict[str, int] = {}
     # a grid of one block leaves the GPU idle, a block under a warp wastes lanes: halve the
     # register tile, then the threads, until neither (else schedule_matmul takes the
     # reduction rule)
     for r, t in [(r, side) for r in (reg >> i for i in range(reg.bit_length()))] + \
             [(1, side >> i) for i in range(1, side.bit_length())]:
-        lx, ly = _divisor(n, r), _divisor(m, r)
-        d = {"ty": _divisor(m // ly, t), "tx": _divisor(n // lx, t), "ly": ly, "lx": lx,
-             "kt": _divisor(k, MATMUL_KT), "prefetch": 1}
+        lx, ly = largest_divisor(n, r), largest_divisor(m, r)
+        d = {"ty": largest_divisor(m // ly, t), "tx": largest_divisor(n // lx, t), "ly": ly, "lx": lx,
+             "kt": largest_divisor(k, MATMUL_KT), "prefetch": 1}
         if m // (d["ty"] * ly) * (n // (d["tx"] * lx)) >= 2 and d["ty"] * d["tx"] >= arch.warp_size:
             break
     return d
@@ -390,29 +357,6 @@ def matmul_tile_options(m: int, n: int, k: int, default: Optional[Dict[str, int]
             for name, opts in MATMUL_TILE_OPTIONS.items()}
 
 
-def sample_tiles(sch: Schedule, options: Dict[str, List[int]], default: Dict[str, int],
-                 forced: Optional[Dict[str, int]] = None) -> Dict[str, ExprRV]:
-    """One ``sample_categorical`` per named tile over its ``options``, ``default`` the default
-    decisions, ``forced`` values given as decisions (a name it lacks takes its default; a
-    value outside the candidates is a ``ScheduleError`` naming the decision). Returns
-    ``{name: ExprRV}`` in ``options``' order.
-
-    Raises
-    ------
-    ScheduleError
-        If a forced value is not among its candidates.
-    """
-    out = {}
-    for name, opts in options.items():
-        if forced is None:
-            out[name] = categorical(sch, opts, default[name])
-            continue
-        value = forced.get(name, default[name])
-        decision = opts.index(value) if value in opts else len(opts)
-        out[name] = sch.sample_categorical(opts, [1.0 / len(opts)] * len(opts), decision=decision)
-    return out
-
-
 def matmul_tiles(sch: Schedule, m: int, n: int, k: int, default: Dict[str, int],
                  forced: Optional[Dict[str, int]] = None) -> List[ExprRV]:
     """Sample the tiles ``ty, tx, ly, lx, kt`` and ``prefetch`` of :func:`schedule_matmul_tiles`
@@ -427,162 +371,6 @@ def matmul_tiles(sch: Schedule, m: int, n: int, k: int, default: Dict[str, int],
         If a forced value is not among its candidates.
     """
     return list(sample_tiles(sch, matmul_tile_options(m, n, k, default), default, forced).values())
-
-
-#: Tensor cores: one warp's ``mma.sync`` tile ``(m, n, k)`` for f16: the shape of the PTX
-#: instruction ``mma.sync.aligned.m16n8k16`` (sm_80 and newer), fixed by the ISA.
-MMA_TILE = (16, 8, 16)
-
-#: Oldest architecture with :data:`MMA_TILE` (``m16n8k16`` f16 needs sm_80).
-MMA_MIN_SM = 80
-
-
-def mma_warps(arch: CudaArch):
-    """Warps per block ``(y, x)`` of the tensor-core matmul: :func:`default_threads` in warps,
-    as square as powers of two allow, the longer side along x (``(2, 4)`` of 8 warps)."""
-    warps = max(1, default_threads(arch) // arch.warp_size)
-    wy = _pow2_floor(int(warps ** 0.5))
-    return wy, warps // wy
-
-
-def _block_grid(sch: Schedule, block: BlockRV, ty, tx, ly, lx, kt, k_inner: bool):
-    """Split the ``(i, j, k)`` loops of ``block`` into ``i0, i1, i2`` (``[None, ty, ly]``),
-    ``j0, j1, j2`` (``[None, tx, lx]``) and ``k0, k1`` (``[None, kt]``), reorder them to
-    ``i0, j0, i1, j1, k0`` then ``i2, j2, k1`` (``k_inner``: a warp's mma steps over k inside its
-    tile) or ``k1, i2, j2`` (a thread's register tile innermost), and bind ``i0``/``j0`` to
-    ``blockIdx.y``/``x``. Returns ``(i0, i1, i2, j0, j1, j2, k0, k1)``.
-
-    Raises
-    ------
-    ScheduleError
-        If a factor does not divide its dim (``split``).
-    """
-    i, j, kk = sch.get_loops(block)
-    i0, i1, i2 = sch.split(i, [None, ty, ly])
-    j0, j1, j2 = sch.split(j, [None, tx, lx])
-    k0, k1 = sch.split(kk, [None, kt])
-    sch.reorder(i0, j0, i1, j1, k0, *((i2, j2, k1) if k_inner else (k1, i2, j2)))
-    sch.bind(i0, "blockIdx.y")
-    sch.bind(j0, "blockIdx.x")
-    return i0, i1, i2, j0, j1, j2, k0, k1
-
-
-#: Candidates of the staged tensor-core matmul's tiles (:func:`schedule_matmul_mma`): warps of a
-#: block along M and N, a warp's tile (multiples of :data:`MMA_TILE`), the K panel staged in
-#: shared memory per step (a multiple of the instruction's k).
-MMA_TILE_OPTIONS = {"wy": (1, 2, 4), "wx": (1, 2, 4), "wm": (16, 32, 64, 128),
-                    "wn": (8, 16, 32, 64, 128), "kt": (16, 32, 64), "stages": (1, 2, 3)}
-
-#: Default depth of the staged tensor-core matmul's copy pipeline (``stages``): the panels of
-#: the next k steps are copied (``cp.async``, two buffers each) while the warps compute on the
-#: current one; 1: one buffer, each copy waited before its k step.
-MMA_STAGES = 2
-
-#: Default K panel of the staged tensor-core matmul: two ``mma.sync`` k steps per pair of
-#: barriers (a code-shape choice like :data:`MATMUL_KT`; the tuner samples 16 to 64).
-MMA_KT = 32
-
-
-def mma_tile_defaults(m: int, n: int, k: int, arch: CudaArch) -> Optional[Dict[str, int]]:
-    """Default tiles of the staged tensor-core matmul on ``arch``, or None when the dims do not
-    divide into them:
-
-    * warps ``wy x wx``: :func:`mma_warps` (``2 x 4`` of 256 threads);
-    * warp tile ``wm x wn``: the largest of ``16x8, 16x16, 32x16, 32x32, 64x32, ...`` whose f16
-      accumulators (two per 32-bit register, ``wm * wn / 64`` registers per lane) take at most a
-      quarter of ``max_registers_per_thread`` (the rest holds the ``A``/``B`` fragments and the
-      addresses): ``64 x 32`` (32 registers) of 255; halved while it does not divide the dims
-      or leaves a single block (None when even ``16 x 8`` tiles do);
-    * ``kt``: the largest of :data:`MMA_TILE_OPTIONS` up to :data:`MMA_KT` dividing ``k``;
-    * ``stages``: :data:`MMA_STAGES`, fewer where ``stages`` buffers of both f16 panels would
-      pass ``static_shared_bytes_per_block``.
-    """
-    (tm, tn, tk), (wy, wx) = MMA_TILE, mma_warps(arch)
-    if m % (tm * wy) or n % (tn * wx) or k % tk:
-        return None
-    wm, wn = tm, tn
-    while True:
-        nm, nn = (wm, 2 * wn) if 2 * wn <= wm else (2 * wm, wn)
-        if nm * nn // (2 * arch.warp_size) > arch.max_registers_per_thread // 4:
-            break
-        wm, wn = nm, nn
-    while m % (wy * wm):
-        wm //= 2
-    while n % (wx * wn):
-        wn //= 2
-    while (m // (wy * wm)) * (n // (wx * wn)) < 2:   # two blocks at least
-        if wm > tm and (wm >= 2 * wn or wn == tn):
-            wm //= 2
-        elif wn > tn:
-            wn //= 2
-        else:
-            return None
-    kt = max(t for t in MMA_TILE_OPTIONS["kt"] if k % t == 0 and t <= MMA_KT or t == tk)
-    stages = MMA_STAGES   # fewer where the f16 panels' buffers would pass the static limit
-    while stages > 1 and (wy * wm + wx * wn) * kt * 2 * stages > arch.static_shared_bytes_per_block:
-        stages -= 1
-    return {"wy": wy, "wx": wx, "wm": wm, "wn": wn, "kt": kt, "stages": stages}
-
-
-def mma_tile_options(m: int, n: int, k: int, default: Dict[str, int]) -> Dict[str, List[int]]:
-    """The candidates of each staged tensor-core tile (:data:`MMA_TILE_OPTIONS` that divide
-    their dim; every ``stages``), plus ``default[name]``, in the order
-    :func:`schedule_matmul_mma` samples them."""
-    dims = {"wy": m // MMA_TILE[0], "wx": n // MMA_TILE[1], "wm": m, "wn": n, "kt": k}
-    return {name: sorted({o for o in opts if name not in dims or dims[name] % o == 0} | {default[name]})
-            for name, opts in MMA_TILE_OPTIONS.items()}
-
-
-def schedule_matmul_mma(sch: Schedule, block: BlockRV, arch: CudaArch,
-                        forced: Optional[Dict[str, int]] = None) -> bool:
-    """An f16 ``C[i, j] += A[i, k] * B[k, j]`` on tensor cores (``mma.sync.m16n8k16``, sm_80 and
-    newer); returns whether it applied (f16 operands, dims that divide into warp tiles, sm_80 or
-    newer). A sampled decision ``staged`` picks the form:
-
-    * ``staged = 1`` (default): the standard tensor-core pipeline (CUTLASS's, IREE's LLVMGPU
-      ``MmaSync``): blocks of ``wy x wx`` warps (loops bound to ``warpIdx.z`` / ``warpIdx.y``),
-      each warp computing a ``wm x wn`` tile of several ``16 x 8`` mma tiles over ``kt``-deep
-      panels of ``A`` and ``B`` staged in shared memory by the block's threads
-      (``cache_read(..., "shared")`` at ``k0``), the init placed before ``k0``
-      (``decompose_reduction``); tiles from :func:`mma_tile_defaults`, each sampled over
-      :func:`mma_tile_options` (``forced``: given decisions, as in :func:`matmul_tiles`). The
-      CUDA lowering (:mod:`mlc_mlir.pipeline.cuda_mma`) keeps ``C`` in registers across
-      ``k``, reads the fragments with ``ldmatrix``, copies with ``cp.async`` and pipelines the
-      copies ``stages`` deep (the annotation's value);
-    * ``staged = 0``: one ``16 x 8`` tile per warp read from global memory in ``k`` steps of 16
-      (:func:`mma_warps` warps), rewritten by ``transform.nvgpu.rewrite_matmul_as_mma_sync``.
-
-    The block is annotated ``mlc.mma_sync``. A sampled combination past the block's limits
-    (threads, static shared memory) fails when compiled: a failed candidate of the tuner.
-
-    Raises
-    ------
-    ScheduleError
-        If a forced value is not among its candidates.
-    """
-    info = sch.get(block)
-    m, n, k = (d.extent for d in info.dims)
-    default = mma_tile_defaults(m, n, k, arch)
-    if arch.sm < MMA_MIN_SM or set(info.info.dtypes) != {"float16"} or default is None:
-        return False
-    form = None if forced is None else {"staged": forced.get("staged", 1)}
-    if int(sample_tiles(sch, {"staged": [0, 1]}, {"staged": 1}, form)["staged"]):
-        t = sample_tiles(sch, mma_tile_options(m, n, k, default), default, forced)
-        loops = _block_grid(sch, block, t["wy"], t["wx"], t["wm"], t["wn"], t["kt"], k_inner=True)
-        for idx in (0, 1):
-            sch.compute_at(sch.cache_read(block, idx, "shared"), loops[6])
-        sch.decompose_reduction(block, loops[6])
-        stages = int(t["stages"])
-    else:
-        (tm, tn, tk), (wy, wx) = MMA_TILE, mma_warps(arch)
-        loops = _block_grid(sch, block, wy, wx, tm, tn, tk, k_inner=True)
-        stages = 1
-    # warps along y and z only: blockDim.x stays one warp, since rewrite_matmul_as_mma_sync
-    # takes threadIdx.x as the lane id
-    sch.bind(loops[1], "warpIdx.z")
-    sch.bind(loops[4], "warpIdx.y")
-    sch.annotate(block, "mlc.mma_sync", stages)
-    return True
 
 
 def schedule_matmul_tiles(sch: Schedule, block: BlockRV, ty, tx, ly, lx, kt, prefetch=1) -> None:
@@ -601,7 +389,7 @@ def schedule_matmul_tiles(sch: Schedule, block: BlockRV, ty, tx, ly, lx, kt, pre
         If a factor does not divide its dim (``split``).
     """
     sch.cache_write(block, 0, "local")
-    _, i1, _, _, j1, _, k0, k1 = _block_grid(sch, block, ty, tx, ly, lx, kt, k_inner=False)
+    _, i1, _, _, j1, _, k0, k1 = block_grid(sch, block, ty, tx, ly, lx, kt, k_inner=False)
     sch.bind(sch.fuse(i1, j1), "threadIdx.x")
     # the factor must divide every value a replay may give kt (a sampled decision's options)
     steps = getattr(kt, "options", ()) or (int(kt),)
@@ -613,15 +401,28 @@ def schedule_matmul_tiles(sch: Schedule, block: BlockRV, ty, tx, ly, lx, kt, pre
     sch.decompose_reduction(block, k0)
 
 
+def schedule_conv2d(sch: Schedule, block: BlockRV, arch: CudaArch) -> None:
+    """``conv_2d_nchw_fchw``: a sampled choice (default 1) between the register-tiled direct
+    convolution with shared-memory staging (:mod:`.gpu_conv`, when its default tiles give a
+    warp of threads and two blocks: :func:`~.gpu_conv.conv2d_tiles_fit`) and the reduction
+    rule (one output per thread, the window read from global memory:
+    :func:`schedule_reduction`)."""
+    d, terms = conv_dims(sch, block)
+    tiles = conv2d_tile_defaults(d, terms, arch, default_threads(arch))
+    if conv2d_tiles_fit(tiles, d, terms, arch) and int(categorical(sch, [0, 1], 1)):
+        schedule_conv2d_tiles(sch, block, tiles, sample=True)
+        return
+    schedule_reduction(sch, block, arch)
+
+
 #: Op kind (``default_rules.classify``) -> GPU rule.
 GPU_RULES = {
     "matmul": schedule_matmul,
     "batch_matmul": schedule_reduction,
     "reduction": schedule_matmul,
     "elementwise": schedule_elementwise,
-    # direct convolution / pooling: output pixels over blocks x threads, the window reduced
-    # serially per thread; the padded input is materialized by the CUDA lowering's pad kernels
-    "conv2d": schedule_reduction,
+    # the padded input of a conv or pooling is materialized by the CUDA lowering's pad kernels
+    "conv2d": schedule_conv2d,
     "conv2d_nhwc": schedule_reduction,
     "grouped_conv2d": schedule_reduction,
     "pooling": schedule_reduction,

@@ -1,0 +1,154 @@
+"""The tensor-core (``mma.sync``) matmul rule of the GPU schedules: A and B panels staged in
+shared memory per k panel, warps of several ``16 x 8 x 16`` tiles, the copy pipeline's depth;
+every tile a sampled decision with defaults from the architecture's registers, threads and
+shared memory (:class:`~mlc_mlir.target.CudaArch`). The CUDA lowering turns the annotated
+matmul into ``ldmatrix`` + ``mma.sync`` with ``cp.async`` panels
+(:mod:`mlc_mlir.pipeline.cuda_mma`). Source: the CUTLASS / IREE ``MmaSync`` matmul pipelines.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Optional
+
+from ...target import CudaArch
+from ..factors import pow2_floor
+from ..schedule import Schedule
+from ..state import BlockRV
+from .gpu_common import block_grid, default_threads, sample_tiles
+
+
+#: Tensor cores: one warp's ``mma.sync`` tile ``(m, n, k)`` for f16: the shape of the PTX
+#: instruction ``mma.sync.aligned.m16n8k16`` (sm_80 and newer), fixed by the ISA.
+MMA_TILE = (16, 8, 16)
+
+
+#: Oldest architecture with :data:`MMA_TILE` (``m16n8k16`` f16 needs sm_80).
+MMA_MIN_SM = 80
+
+
+def mma_warps(arch: CudaArch):
+    """Warps per block ``(y, x)`` of the tensor-core matmul: :func:`default_threads` in warps,
+    as square as powers of two allow, the longer side along x (``(2, 4)`` of 8 warps)."""
+    warps = max(1, default_threads(arch) // arch.warp_size)
+    wy = pow2_floor(int(warps ** 0.5))
+    return wy, warps // wy
+
+
+#: Candidates of the staged tensor-core matmul's tiles (:func:`schedule_matmul_mma`): warps of a
+#: block along M and N, a warp's tile (multiples of :data:`MMA_TILE`), the K panel staged in
+#: shared memory per step (a multiple of the instruction's k).
+MMA_TILE_OPTIONS = {"wy": (1, 2, 4), "wx": (1, 2, 4), "wm": (16, 32, 64, 128),
+                    "wn": (8, 16, 32, 64, 128), "kt": (16, 32, 64), "stages": (1, 2, 3)}
+
+
+#: Default depth of the staged tensor-core matmul's copy pipeline (``stages``): the panels of
+#: the next k steps are copied (``cp.async``, two buffers each) while the warps compute on the
+#: current one; 1: one buffer, each copy waited before its k step.
+MMA_STAGES = 2
+
+
+#: Default K panel of the staged tensor-core matmul: two ``mma.sync`` k steps per pair of
+#: barriers (a code-shape choice like :data:`~.gpu_rules.MATMUL_KT`; the tuner samples 16 to 64).
+MMA_KT = 32
+
+
+def mma_tile_defaults(m: int, n: int, k: int, arch: CudaArch) -> Optional[Dict[str, int]]:
+    """Default tiles of the staged tensor-core matmul on ``arch``, or None when the dims do not
+    divide into them:
+
+    * warps ``wy x wx``: :func:`mma_warps` (``2 x 4`` of 256 threads);
+    * warp tile ``wm x wn``: the largest of ``16x8, 16x16, 32x16, 32x32, 64x32, ...`` whose f16
+      accumulators (two per 32-bit register, ``wm * wn / 64`` registers per lane) take at most a
+      quarter of ``max_registers_per_thread`` (the rest holds the ``A``/``B`` fragments and the
+      addresses): ``64 x 32`` (32 registers) of 255; halved while it does not divide the dims
+      or leaves a single block (None when even ``16 x 8`` tiles do);
+    * ``kt``: the largest of :data:`MMA_TILE_OPTIONS` up to :data:`MMA_KT` dividing ``k``;
+    * ``stages``: :data:`MMA_STAGES`, fewer where ``stages`` buffers of both f16 panels would
+      pass ``static_shared_bytes_per_block``.
+    """
+    (tm, tn, tk), (wy, wx) = MMA_TILE, mma_warps(arch)
+    if m % (tm * wy) or n % (tn * wx) or k % tk:
+        return None
+    wm, wn = tm, tn
+    while True:
+        nm, nn = (wm, 2 * wn) if 2 * wn <= wm else (2 * wm, wn)
+        if nm * nn // (2 * arch.warp_size) > arch.max_registers_per_thread // 4:
+            break
+        wm, wn = nm, nn
+    while m % (wy * wm):
+        wm //= 2
+    while n % (wx * wn):
+        wn //= 2
+    while (m // (wy * wm)) * (n // (wx * wn)) < 2:   # two blocks at least
+        if wm > tm and (wm >= 2 * wn or wn == tn):
+            wm //= 2
+        elif wn > tn:
+            wn //= 2
+        else:
+            return None
+    kt = max(t for t in MMA_TILE_OPTIONS["kt"] if k % t == 0 and t <= MMA_KT or t == tk)
+    stages = MMA_STAGES   # fewer where the f16 panels' buffers would pass the static limit
+    while stages > 1 and (wy * wm + wx * wn) * kt * 2 * stages > arch.static_shared_bytes_per_block:
+        stages -= 1
+    return {"wy": wy, "wx": wx, "wm": wm, "wn": wn, "kt": kt, "stages": stages}
+
+
+def mma_tile_options(m: int, n: int, k: int, default: Dict[str, int]) -> Dict[str, List[int]]:
+    """The candidates of each staged tensor-core tile (:data:`MMA_TILE_OPTIONS` that divide
+    their dim; every ``stages``), plus ``default[name]``, in the order
+    :func:`schedule_matmul_mma` samples them."""
+    dims = {"wy": m // MMA_TILE[0], "wx": n // MMA_TILE[1], "wm": m, "wn": n, "kt": k}
+    return {name: sorted({o for o in opts if name not in dims or dims[name] % o == 0} | {default[name]})
+            for name, opts in MMA_TILE_OPTIONS.items()}
+
+
+def schedule_matmul_mma(sch: Schedule, block: BlockRV, arch: CudaArch,
+                        forced: Optional[Dict[str, int]] = None) -> bool:
+    """An f16 ``C[i, j] += A[i, k] * B[k, j]`` on tensor cores (``mma.sync.m16n8k16``, sm_80 and
+    newer); returns whether it applied (f16 operands, dims that divide into warp tiles, sm_80 or
+    newer). A sampled decision ``staged`` picks the form:
+
+    * ``staged = 1`` (default): the standard tensor-core pipeline (CUTLASS's, IREE's LLVMGPU
+      ``MmaSync``): blocks of ``wy x wx`` warps (loops bound to ``warpIdx.z`` / ``warpIdx.y``),
+      each warp computing a ``wm x wn`` tile of several ``16 x 8`` mma tiles over ``kt``-deep
+      panels of ``A`` and ``B`` staged in shared memory by the block's threads
+      (``cache_read(..., "shared")`` at ``k0``), the init placed before ``k0``
+      (``decompose_reduction``); tiles from :func:`mma_tile_defaults`, each sampled over
+      :func:`mma_tile_options` (``forced``: given decisions, as in :func:`matmul_tiles`). The
+      CUDA lowering (:mod:`mlc_mlir.pipeline.cuda_mma`) keeps ``C`` in registers across
+      ``k``, reads the fragments with ``ldmatrix``, copies with ``cp.async`` and pipelines the
+      copies ``stages`` deep (the annotation's value);
+    * ``staged = 0``: one ``16 x 8`` tile per warp read from global memory in ``k`` steps of 16
+      (:func:`mma_warps` warps), rewritten by ``transform.nvgpu.rewrite_matmul_as_mma_sync``.
+
+    The block is annotated ``mlc.mma_sync``. A sampled combination past the block's limits
+    (threads, static shared memory) fails when compiled: a failed candidate of the tuner.
+
+    Raises
+    ------
+    ScheduleError
+        If a forced value is not among its candidates.
+    """
+    info = sch.get(block)
+    m, n, k = (d.extent for d in info.dims)
+    default = mma_tile_defaults(m, n, k, arch)
+    if arch.sm < MMA_MIN_SM or set(info.info.dtypes) != {"float16"} or default is None:
+        return False
+    form = None if forced is None else {"staged": forced.get("staged", 1)}
+    if int(sample_tiles(sch, {"staged": [0, 1]}, {"staged": 1}, form)["staged"]):
+        t = sample_tiles(sch, mma_tile_options(m, n, k, default), default, forced)
+        loops = block_grid(sch, block, t["wy"], t["wx"], t["wm"], t["wn"], t["kt"], k_inner=True)
+        for idx in (0, 1):
+            sch.compute_at(sch.cache_read(block, idx, "shared"), loops[6])
+        sch.decompose_reduction(block, loops[6])
+        stages = int(t["stages"])
+    else:
+        (tm, tn, tk), (wy, wx) = MMA_TILE, mma_warps(arch)
+        loops = block_grid(sch, block, wy, wx, tm, tn, tk, k_inner=True)
+        stages = 1
+    # warps along y and z only: blockDim.x stays one warp, since rewrite_matmul_as_mma_sync
+    # takes threadIdx.x as the lane id
+    sch.bind(loops[1], "warpIdx.z")
+    sch.bind(loops[4], "warpIdx.y")
+    sch.annotate(block, "mlc.mma_sync", stages)
+    return True
