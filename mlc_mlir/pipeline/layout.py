@@ -150,8 +150,9 @@ def _attention_kernel(target: Target, database, threads: Optional[int], module_b
 def fuse_attention(module: Module, target: Target, functions: List[str], options: CompileOptions) -> Module:
     """Step ``attention`` (see the module docstring); the ops the fused calls replace are erased.
     With a tuning database, an attention whose record beats the default gets the record's
-    knobs (:func:`recorded_attention_knobs`)."""
-    if not has_op(module, "linalg.batch_matmul"):
+    knobs (:func:`recorded_attention_knobs`). CPU targets only (the fused kernel is a CPU
+    kernel: vector registers, threads over rows)."""
+    if target.kind != "cpu" or not has_op(module, "linalg.batch_matmul"):
         return module
     fused = FuseAttention(partial(_attention_kernel, target, options.database, options.threads), functions)(module)
     added = len(fused.function_names()) > len(module.function_names())
@@ -286,8 +287,9 @@ def merge_projections(module: Module, target: Target, functions: List[str], opti
 
 
 def pack_weights(module: Module, target: Target, functions: List[str], options: CompileOptions) -> Module:
-    """Step ``pack-weights`` (see the module docstring)."""
-    if not has_op(module, "linalg.matmul"):
+    """Step ``pack-weights`` (see the module docstring): CPU targets only (the panels are the
+    CPU register tile's; the GPU schedules have no rule for ``linalg.mmt4d``)."""
+    if target.kind != "cpu" or not has_op(module, "linalg.matmul"):
         return module
     return PackMatmulWeights(partial(packed_b_panel, target), functions)(module)
 

@@ -115,6 +115,30 @@ def test_residual_cnn_inference_is_one_stream_without_copies_of_weights():
     assert not fake.buffers
 
 
+def _linear(m=128, k=64, n=256):
+    """``x @ W`` with a constant ``W`` and more rows than a CPU register tile (BERT's
+    projections), which the CPU layout packs into ``linalg.mmt4d`` panels."""
+    w = np.random.default_rng(0).standard_normal((k, n)).astype(np.float32)
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        f.output(ops.matmul(f.arg("x", shape=(m, k)), ops.constant(w)))
+    return bb.finish(), w
+
+
+@needs_ptxas
+def test_matmul_on_a_constant_weight_lowers_unpacked():
+    _, lowered = lower_cuda(_linear()[0], CompileOptions(target=Target.cuda()), CPU_STAGES)
+    assert "gpu.binary" in str(lowered.ir_module)
+
+
+@needs_gpu
+def test_matmul_on_a_constant_weight_matches_numpy_cuda():
+    mod, w = _linear()
+    exe = mlc.compile(mod, target="cuda")
+    x = np.random.default_rng(1).standard_normal((128, 64)).astype(np.float32)
+    np.testing.assert_allclose(exe(x), x @ w, rtol=1e-4, atol=1e-4)
+
+
 @needs_ptxas
 def test_matmul_on_a_transposed_operand_lowers():
     _, lowered = lower_cuda(_transposed_matmul(), CompileOptions(target=Target.cuda()), CPU_STAGES)
