@@ -139,6 +139,34 @@ def test_matmul_on_a_constant_weight_matches_numpy_cuda():
     np.testing.assert_allclose(exe(x), x @ w, rtol=1e-4, atol=1e-4)
 
 
+class _Attention(torch.nn.Module):
+    def forward(self, q, k, v):
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v)
+
+
+def _attention():
+    g = torch.Generator().manual_seed(0)
+    args = tuple(torch.randn(1, 2, 16, 32, generator=g) for _ in range(3))
+    return mlc.from_torch(_Attention(), args), args
+
+
+@needs_ptxas
+def test_attention_lowers_for_cuda_without_the_cpu_fused_kernel():
+    """The CPU layout fuses attention into a CPU kernel (vector registers, threads over rows);
+    for CUDA the batch matmuls and the softmax get the GPU schedules."""
+    _, lowered = lower_cuda(_attention()[0], CompileOptions(target=Target.cuda()), CPU_STAGES)
+    assert "gpu.binary" in str(lowered.ir_module)
+
+
+@needs_gpu
+def test_attention_matches_torch_cuda():
+    mod, args = _attention()
+    with torch.no_grad():
+        want = _Attention()(*args).numpy()
+    got = mlc.compile(mod, target="cuda")(*[a.numpy() for a in args])
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
 @needs_ptxas
 def test_matmul_on_a_transposed_operand_lowers():
     _, lowered = lower_cuda(_transposed_matmul(), CompileOptions(target=Target.cuda()), CPU_STAGES)
