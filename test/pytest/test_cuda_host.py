@@ -7,7 +7,6 @@ function's buffers are one slab allocated then too; a call is one stream and one
 The host code runs here on the CPU against a recording stand-in for the CUDA runtime
 (:mod:`fake_cuda`); numerics need a GPU (skipped without one)."""
 
-import ctypes
 import gc
 import importlib
 import random
@@ -149,9 +148,12 @@ def test_a_busy_slab_gives_the_call_its_own():
     fake._StreamSynchronize = synchronize
     fake.reset()
     args = [np.ones(s, np.float32) for s in ((128, 64), (64, 256), (128, 256), (128, 256))]
-    other = threading.Thread(target=lambda: (inside.wait(30),
-                                             _call(engine, "main__device", [a.copy() for a in args]),
-                                             second_done.set()))
+
+    def second():   # enters while the first call holds the slab
+        assert inside.wait(30)
+        _call(engine, "main__device", [a.copy() for a in args])
+        second_done.set()
+    other = threading.Thread(target=second)
     other.start()
     _call(engine, "main__device", args)
     other.join()
@@ -160,8 +162,6 @@ def test_a_busy_slab_gives_the_call_its_own():
     assert len(allocs) == 1 and fake.count("mgpuMemFree") == 1 and set(fake.buffers) == slabs
     fake._StreamSynchronize = lambda stream: None
     assert _per_call(fake, engine, "main__device", args)["mgpuMemAlloc"] == 0   # given back
-    del engine
-    gc.collect()
 
 
 def test_buffer_offsets_never_overlap_while_both_are_live():
