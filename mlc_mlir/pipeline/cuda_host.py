@@ -38,6 +38,7 @@ from typing import Dict, List, Optional, Tuple
 
 from .._mlir import arith_d, func_d, gpu_d, ir, llvm_d, memref_d, scf_d
 from ..errors import PipelineError
+from ..ir import dtypes
 from ..ir.module import Module
 
 #: Byte alignment of each buffer in a slab (``cuMemAlloc``'s; vector loads need 16).
@@ -84,17 +85,12 @@ def _internal() -> ir.Attribute:
 
 
 def _buffer_bytes(t: ir.MemRefType) -> int:
-    """Bytes of a static, identity-layout memref (rounded up to :data:`ALIGN`)."""
-    n = 1
+    """Bytes of a static, identity-layout memref (rounded up to :data:`ALIGN`; an ``i1``
+    element takes a byte, as the memref lowering stores it)."""
+    n = max(1, dtypes.bit_width(dtypes.from_ir_type(t.element_type)) // 8)
     for d in t.shape:
         n *= d
-    et = t.element_type
-    for cls in (ir.IntegerType, ir.FloatType):
-        if isinstance(et, cls):
-            n *= max(1, cls(et).width // 8)
-            return -(-max(n, 1) // ALIGN) * ALIGN
-    raise PipelineError(f"cuda host: a device buffer of element type {et}; expected an integer "
-                        "or float type")
+    return -(-max(n, 1) // ALIGN) * ALIGN
 
 
 def _static_identity(t: ir.Type) -> bool:
@@ -380,8 +376,8 @@ def host_memory(module: Module, num_outputs: Dict[str, int], device_suffix: str)
     Raises
     ------
     PipelineError
-        If a function has an argument that is not a statically shaped memref, a dynamically
-        sized temporary, or a constant of another layout.
+        If a function has an argument that is not a statically shaped memref, a result, a
+        dynamically sized temporary, or a constant of another layout.
     """
     out = module.clone()
     with out.context, ir.Location.unknown():
@@ -396,6 +392,10 @@ def host_memory(module: Module, num_outputs: Dict[str, int], device_suffix: str)
             if bad:
                 raise PipelineError(f"cuda host: @{name} has arguments {bad}; expected statically "
                                     "shaped memrefs")
+            results = ir.FunctionType(ir.TypeAttr(f.attributes["function_type"]).value).results
+            if len(results):
+                raise PipelineError(f"cuda host: @{name} returns {[str(t) for t in results]}; "
+                                    "expected results as out-params (buffer-results-to-out-params)")
             public = not ("sym_visibility" in f.attributes and
                           ir.StringAttr(f.attributes["sym_visibility"]).value == "private")
             f.attributes["sym_name"] = ir.StringAttr.get(name + KERNELS_SUFFIX)
