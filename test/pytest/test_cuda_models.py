@@ -205,7 +205,7 @@ def linear(n):
             np.full((n, 8), 0.5, np.float32))), ops.constant(np.arange(8, dtype=np.float32)))))
     return bb.finish()
 live = []
-for round_ in range(3):
+for round_ in range(2):
     for n in (16, 32, 48):
         exe = mlc.compile(linear(n), target="cuda")
         x = np.random.default_rng(n).standard_normal((4, n)).astype(np.float32)
