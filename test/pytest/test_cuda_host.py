@@ -283,3 +283,30 @@ def test_constants_reach_the_kernels_cuda():
         want = x + np.arange(120, dtype=np.float32).reshape(3, 40)
         np.testing.assert_allclose(exe(x), want, rtol=1e-6)
         np.testing.assert_allclose(exe.on_device(DeviceArray.from_numpy(x)).numpy(), want, rtol=1e-6)
+
+
+def _with_params():
+    rng = np.random.default_rng(0)
+    w, b = rng.standard_normal((64, 32)).astype(np.float32), rng.standard_normal(32).astype(np.float32)
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        f.output(ops.relu(ops.add(ops.matmul(f.arg("x", shape=(16, 64)), f.param("w", w)),
+                                  f.param("b", b))))
+    return bb.finish(), w, b
+
+
+@needs_gpu
+def test_bound_parameters_stay_on_the_gpu_for_numpy_calls_cuda():
+    """Parameters left out of a numpy call (their bound values) are uploaded once and kept on
+    the GPU; passed explicitly, they are copied like inputs."""
+    mod, w, b = _with_params()
+    exe = mlc.compile(mod, target="cuda")
+    rng = np.random.default_rng(1)
+    for _ in range(2):
+        x = rng.standard_normal((16, 64)).astype(np.float32)
+        np.testing.assert_allclose(exe(x), np.maximum(x @ w + b, 0), rtol=1e-4, atol=1e-4)
+        resident = dict(exe["main"]._device_params)
+        assert set(resident) == {"w", "b"}
+    assert exe["main"]._device_params["w"] is resident["w"]   # not uploaded again
+    np.testing.assert_allclose(exe(x, 2 * w, b), np.maximum(x @ (2 * w) + b, 0), rtol=1e-4,
+                               atol=1e-4)
