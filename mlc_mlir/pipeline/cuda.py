@@ -27,7 +27,9 @@ Stages (each inspectable; a failure is a ``PipelineError``, never a process abor
    ``k``-major, its next panels prefetched into registers (:func:`.cuda_panels.rewrite_panels`),
    and the vector transfers of vectorized kernels lowered to vector loads and stores
    (:func:`.cuda_vectors.lower_transfers`);
-5. ``kernels``    -- ``pipelines/cuda_kernels.pipeline`` (loops, kernel outlining); then
+5. ``host``       -- with host code: :func:`.cuda_host.host_memory` (weights resident on the
+   device, one slab of device memory per function, a copying entry per public function);
+6. ``kernels``    -- ``pipelines/cuda_kernels.pipeline`` (loops, kernel outlining); then
    :func:`.cuda_panels.annotate_kernels`: every global buffer argument of a kernel that is a
    device allocation or a caller's buffer gets ``llvm.align`` =
    :data:`~mlc_mlir.runtime.cuda.DEVICE_ALIGNMENT` (the runtime's buffers are aligned so, a
@@ -35,9 +37,11 @@ Stages (each inspectable; a failure is a ``PipelineError``, never a process abor
    16-byte accesses aligned and emits ``ld.global.v4`` / ``st.global.v4``; each ``.shared``
    array is aligned to as many bytes; each kernel gets ``nvvm.maxnreg`` (a register budget
    per thread);
-6. ``lower``      -- ``pipelines/cuda.pipeline``
-   (``gpu-lower-to-nvvm-pipeline{cubin-chip=sm_90 cubin-format=isa}``), the chip and format
-   substituted from the target.
+7. ``lower``      -- ``pipelines/cuda.pipeline`` (the kernels' private function inlined into its
+   entries, ``gpu-async-region``: one stream per call,
+   ``gpu-lower-to-nvvm-pipeline{cubin-chip=sm_90 cubin-format=isa}``), the chip and format
+   substituted from the target; with host code, the resident memory's load and unload
+   functions become global constructor and destructor.
 
 ``compile_to_ptx`` returns the PTX of every kernel module; ``check_ptx`` runs ``ptxas``.
 """
@@ -51,7 +55,7 @@ import subprocess
 import tempfile
 from typing import Dict, List, Tuple
 
-from .._mlir import (bufferization_transform_d, func_d, gpu_d, gpu_transform_d, ir,
+from .._mlir import (bufferization_transform_d, gpu_d, gpu_transform_d, ir,
                      structured_transform_d, transform_interpreter)
 from ..ir.transform_values import any_op, build_script
 from ..errors import PipelineError
@@ -63,6 +67,7 @@ from ..target import WARP_SIZE, cuda_arch
 from .cuda_buffers import clean_kernel_buffers, drop_self_copies
 from .cuda_fetch import stage_fetches
 from .cuda_mma import lower_mma_sync
+from .cuda_host import host_memory, register_resident
 from .cuda_pads import materialize_host_pads
 from .cuda_panels import annotate_kernels, rewrite_panels
 from .cuda_vectors import lower_transfers
@@ -268,7 +273,7 @@ def _workgroup_allocations(module: Module) -> Module:
 #: Ops that may stay in host code outside the kernels: they compute sizes and views, allocate
 #: and order the device work, but never read or write a buffer's elements (which live in device
 #: memory: the host would fault on them). ``memref.dealloc`` is not one: the temporaries become
-#: device memory, which :func:`_device_temporaries` frees (a host ``free`` of it would corrupt
+#: device memory in a slab of :func:`.cuda_host.host_memory` (a host ``free`` of it would corrupt
 #: the heap).
 _HOST_DIALECTS = ("arith.", "index.", "gpu.")
 _HOST_OPS = frozenset((
@@ -337,122 +342,6 @@ def _device_copies(module: Module) -> Module:
     return out.verify()
 
 
-def _stream_alloc(t: ir.Type, tok: ir.Value) -> Tuple[ir.Value, ir.Value]:
-    """``gpu.alloc async [tok]`` of a static ``t``; returns ``(buffer, token)``."""
-    a = gpu_d.AllocOp(t, gpu_d.AsyncTokenType.get(), [tok], [], [])
-    return a.results[0], a.results[1]
-
-
-def _device_temporaries(f: ir.Operation) -> None:
-    """Each host ``memref.alloc`` of ``f``'s entry block (a buffer between two kernels) becomes
-    device memory: ``gpu.alloc`` / ``gpu.dealloc`` (async on a stream of their own, waited:
-    gpu-to-llvm lowers only async allocations). Each constant the kernels read
-    (``memref.get_global``: a weight in host memory, which a kernel cannot dereference) is
-    copied into such a device buffer (``gpu.memcpy``) on entry; the copy is per call."""
-    entry = f.regions[0].blocks[0]
-    allocs = [op.operation for op in entry.operations if op.operation.name == "memref.alloc"]
-    constants = [op.operation for op in entry.operations if op.operation.name == "memref.get_global"]
-    tok_t = gpu_d.AsyncTokenType.get()
-    device = []
-    for op in allocs:
-        if list(op.operands):
-            raise PipelineError(f"cuda host: a dynamically sized buffer between kernels: {op}")
-        with ir.InsertionPoint(op):
-            buf, tok = _stream_alloc(op.results[0].type, gpu_d.WaitOp(tok_t, []).result)
-            gpu_d.WaitOp(None, [tok])
-        op.results[0].replace_all_uses_with(buf)
-        op.erase()
-        device.append(buf)
-    for op in constants:
-        host = op.results[0]
-        t = ir.MemRefType(host.type)
-        if not t.has_static_shape or t.affine_map != ir.AffineMap.get_identity(t.rank):
-            raise PipelineError(f"cuda host: a constant the kernels read has type {t}; expected a "
-                                "static identity-layout memref")
-        with ir.InsertionPoint.after(op):
-            buf, tok = _stream_alloc(t, gpu_d.WaitOp(tok_t, []).result)
-            copy = gpu_d.MemcpyOp(tok_t, [tok], buf, host)
-            gpu_d.WaitOp(None, [copy.result])
-        host.replace_all_uses_except(buf, copy.operation)
-        device.append(buf)
-    for ret in [op.operation for op in entry.operations if op.operation.name == "func.return"]:
-        with ir.InsertionPoint(ret):
-            for d in device:
-                dep = gpu_d.WaitOp(tok_t, []).result
-                gpu_d.WaitOp(None, [gpu_d.DeallocOp(tok_t, [dep], d).result])
-
-
-def _copying_entry(f: ir.Operation, device_name: str, num_outputs: int) -> None:
-    """Emit, before ``f``, a function of ``f``'s name and signature (host memory in, host memory
-    out) that copies each argument into a fresh device buffer (``gpu.alloc`` + ``gpu.memcpy``
-    host-to-device; the last ``num_outputs`` arguments, the out-params, are only allocated),
-    calls ``device_name`` (``f`` renamed: the kernels on device buffers), copies the out-params
-    back and frees the buffers -- one stream per direction, waited before the kernels run and
-    before returning. Source: the copy-in/copy-out host code of TVM's CUDA ``Module`` and of
-    MLIR's ``gpu-to-llvm`` tests."""
-    name = ir.StringAttr(f.attributes["sym_name"]).value
-    ftype = ir.FunctionType(ir.TypeAttr(f.attributes["function_type"]).value)
-    tok_t = gpu_d.AsyncTokenType.get()
-    with ir.InsertionPoint(f):
-        host = func_d.FuncOp(name, ftype)
-    for key in ("arg_attrs", "llvm.emit_c_interface"):
-        if key in f.attributes:
-            host.operation.attributes[key] = f.attributes[key]
-    f.attributes["sym_name"] = ir.StringAttr.get(device_name)
-    entry = host.add_entry_block()
-    args = list(entry.arguments)
-    first_out = len(args) - num_outputs
-    with ir.InsertionPoint(entry):
-        tok = gpu_d.WaitOp(tok_t, []).result
-        bufs = []
-        for i, a in enumerate(args):
-            buf, tok = _stream_alloc(a.type, tok)
-            if i < first_out:
-                tok = gpu_d.MemcpyOp(tok_t, [tok], buf, a).result
-            bufs.append(buf)
-        gpu_d.WaitOp(None, [tok])
-        func_d.CallOp([], ir.FlatSymbolRefAttr.get(device_name), bufs)
-        tok = gpu_d.WaitOp(tok_t, []).result
-        for a, buf in zip(args[first_out:], bufs[first_out:]):
-            tok = gpu_d.MemcpyOp(tok_t, [tok], a, buf).result
-        for buf in bufs:
-            tok = gpu_d.DeallocOp(tok_t, [tok], buf).result
-        gpu_d.WaitOp(None, [tok])
-        func_d.ReturnOp([])
-
-
-def _host_memory(module: Module, num_outputs: Dict[str, int]) -> Module:
-    """Host code for running the kernels: each public function ``f`` becomes two,
-    ``f + DEVICE_SUFFIX`` (the kernels on device buffers, its temporaries in device memory,
-    :func:`_device_temporaries`) and ``f`` (numpy memory in and out, :func:`_copying_entry`).
-    ``num_outputs``: the out-params (trailing arguments) per function.
-
-    Raises
-    ------
-    PipelineError
-        If a function has a non-memref argument, or a dynamically sized temporary.
-    """
-    out = module.clone()
-    with out.context, ir.Location.unknown():
-        for f in list(out.func_ops()):
-            if f.is_external:
-                continue
-            f = f.operation if hasattr(f, "operation") else f
-            name = ir.StringAttr(f.attributes["sym_name"]).value
-            _device_temporaries(f)
-            entry = f.regions[0].blocks[0]
-            bad = [str(a.type) for a in entry.arguments if not isinstance(a.type, ir.MemRefType)
-                   or not ir.MemRefType(a.type).has_static_shape]
-            if bad:
-                raise PipelineError(f"cuda host: @{name} has arguments {bad}; expected statically "
-                                    "shaped memrefs")
-            if "sym_visibility" in f.attributes and \
-                    ir.StringAttr(f.attributes["sym_visibility"]).value == "private":
-                continue
-            _copying_entry(f, name + DEVICE_SUFFIX, num_outputs.get(name, 0))
-    return out.verify()
-
-
 def _num_results(module: Module) -> Dict[str, int]:
     """Results per function (before ``buffer-results-to-out-params`` turns them into trailing
     out-params)."""
@@ -467,8 +356,10 @@ def lower_to_gpu(module: Module, chip: str = "sm_90", fmt: str = "isa",
     """Stages 0-6 of the module docstring: ``gpu.binary`` ops with PTX (``fmt="isa"``) or a
     cubin (``fmt="bin"``, needs ``ptxas`` on PATH) for ``chip``, host code in the LLVM dialect.
     With ``host_code`` each public function ``f`` copies its arguments to device buffers and its
-    results back, and ``f__device`` runs the kernels on device buffers; temporaries between
-    kernels live in device memory (:func:`_host_memory`), as running them needs.
+    results back, and ``f__device`` runs the kernels on device buffers; the constants the
+    kernels read are uploaded once, when the code is loaded, and the buffers between kernels
+    live in one slab of device memory per function, all on one stream per call
+    (:mod:`.cuda_host`).
 
     Raises
     ------
@@ -495,12 +386,13 @@ def lower_to_gpu(module: Module, chip: str = "sm_90", fmt: str = "isa",
     mapped = _workgroup_allocations(lower_mma_sync(clean_kernel_buffers(mapped, cuda_arch(chip)), _apply))
     mapped = lower_transfers(rewrite_panels(mapped), _apply)
     if host_code:
-        mapped = _host_memory(mapped, outputs)
+        mapped = host_memory(mapped, outputs, DEVICE_SUFFIX)
     kernels = annotate_kernels(run_pass_pipeline(mapped, load_pipeline("cuda_kernels"), "cuda kernels"),
                                cuda_arch(chip))
     text = load_pipeline("cuda").replace("cubin-chip=sm_90", f"cubin-chip={chip}") \
         .replace("cubin-format=isa", f"cubin-format={fmt}")
-    return run_pass_pipeline(kernels, text, "cuda lower")
+    lowered = run_pass_pipeline(kernels, text, "cuda lower")
+    return register_resident(lowered) if host_code else lowered
 
 
 def compile_to_ptx(module: Module, chip: str = "sm_90") -> Dict[str, str]:

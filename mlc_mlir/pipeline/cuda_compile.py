@@ -25,6 +25,7 @@ from ..runtime.executable import Executable, Function, engine_invoker, load_engi
 from .aot import export_library
 from .buffer_cache import link_buffer_cache
 from .cuda import lower_to_gpu
+from .jit_weights import link_weights
 from .libraries import runtime_library_paths
 from .options import CompileOptions
 
@@ -118,6 +119,8 @@ def compile_cuda(module: Module, options: CompileOptions, stages) -> Executable:
     ``exe.export_library(path)`` writes the AOT library of :func:`export_cuda_library`.
     ``exe(*numpy arrays)`` copies the arguments to the GPU and the results back on each call;
     ``exe.on_device(*device arrays)`` keeps them on the GPU (``DeviceArray``, CUDA tensors).
+    The constants the kernels read are copied to the GPU once, when the engine is initialized
+    (:mod:`.cuda_host`), and freed with the engine.
 
     Raises
     ------
@@ -131,7 +134,10 @@ def compile_cuda(module: Module, options: CompileOptions, stages) -> Executable:
     require_cuda("compile(target='cuda')")
     libs = runtime_library_paths(tgt)
     errors: list = []
-    engine = load_engine(lowered, options.opt_level, libs)
+    # the weights' host copies are linked from their buffers, not compiled: the load function
+    # (a global constructor) copies them to the device once, before the first call
+    jit_module, symbols, weights = link_weights(lowered)
+    engine = load_engine(jit_module, options.opt_level, libs, native_symbols=symbols)
     functions = {n: Function(sig, engine_invoker(engine, n, errors), module.params,
                              device_invoke=engine_invoker(engine, n + DEVICE_SUFFIX, errors))
                  for n, sig in signatures.items()}
@@ -140,4 +146,4 @@ def compile_cuda(module: Module, options: CompileOptions, stages) -> Executable:
         return export_library(lowered, signatures, module.params, libs, path, target=tgt,
                               device="cuda")
 
-    return Executable(functions, keepalive=(engine, lowered, module), export=export)
+    return Executable(functions, keepalive=(engine, lowered, module, weights), export=export)

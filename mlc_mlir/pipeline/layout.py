@@ -151,12 +151,12 @@ def _attention_kernel(target: Target, database, threads: Optional[int], module_b
 
 
 def fuse_attention(module: Module, target: Target, functions: List[str], options: CompileOptions) -> Module:
-    """Step ``attention`` (see the module docstring), CPU targets only; the ops the fused calls
-    replace are erased.
+    """Step ``attention`` (see the module docstring; CPU targets only, :func:`cpu_only`); the
+    ops the fused calls replace are erased.
     With a tuning database, an attention whose record beats the default gets the record's
     knobs (:func:`recorded_attention_knobs`)."""
-    if target.kind != "cpu" or not has_op(module, "linalg.batch_matmul"):
-        return module   # the fused attention is a CPU kernel (scf.forall over rows, host code)
+    if not has_op(module, "linalg.batch_matmul"):
+        return module
     fused = FuseAttention(partial(_attention_kernel, target, options.database, options.threads), functions)(module)
     added = len(fused.function_names()) > len(module.function_names())
     return DeadCodeElimination()(fused) if added else fused
@@ -290,9 +290,8 @@ def merge_projections(module: Module, target: Target, functions: List[str], opti
 
 
 def pack_weights(module: Module, target: Target, functions: List[str], options: CompileOptions) -> Module:
-    """Step ``pack-weights`` (see the module docstring); CPU targets only (the panels are a CPU
-    register tile: no GPU rule schedules a ``linalg.mmt4d``)."""
-    if target.kind != "cpu" or not has_op(module, "linalg.matmul"):
+    """Step ``pack-weights`` (see the module docstring; CPU targets only, :func:`cpu_only`)."""
+    if not has_op(module, "linalg.matmul"):
         return module
     return PackMatmulWeights(partial(packed_b_panel, target), functions)(module)
 

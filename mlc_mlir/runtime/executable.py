@@ -274,6 +274,9 @@ class Function:
             so ``f(a, b, out=a)`` is correct.
         **kwargs : numpy.ndarray
             Arguments by name (TVM ``set_input``), e.g. ``exe(x=arr)``.
+            For a CUDA function whose parameters were left out (bound values), the call runs on
+            the GPU like :meth:`on_device`: the bound parameters are uploaded once and kept
+            there, the inputs copied to the GPU and the results back.
 
         Returns
         -------
@@ -292,6 +295,14 @@ class Function:
             if res is not None:
                 return res
         full = self.validate(args, kwargs)
+        if self._device_invoke is not None and out is None and any(
+                spec.is_param and a is self._params.get(spec.name)
+                for spec, a in zip(self.signature.args, full)):
+            # bound parameters stay on the GPU (uploaded on the first call): the inputs go there
+            res = self.on_device(*[a if spec.is_param and a is self._params.get(spec.name)
+                                   else DeviceArray.from_numpy(a)
+                                   for spec, a in zip(self.signature.args, full)])
+            return tuple(r.numpy() for r in res) if isinstance(res, tuple) else res.numpy()
         shapes = self._result_shapes()   # the results', then the run-time checks'
         outs = self._outputs(out, shapes[:len(self._results)])
         # an out array aliasing an input would be overwritten while the input is still read

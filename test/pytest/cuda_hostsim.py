@@ -20,6 +20,7 @@ Used as a script by :func:`run_lowered`: ``python cuda_hostsim.py JOBS_JSON``.
 from __future__ import annotations
 
 import ctypes
+import gc
 import json
 import os
 import re
@@ -196,8 +197,10 @@ def _run_one(mlir_file: str, specs: list) -> dict:
         dev.host = [(a.ctypes.data, a.nbytes) for a in args + outs]
         fn(*args, out=outs[0] if len(outs) == 1 else outs)
     result = {"problems": dev.problems, "copies": dev.log, "launches": dev.launches,
-              "leaked": len(dev.live), "foreign": sorted(declared.difference(names))}
-    del engine, fn   # the module destructors run while the stand-ins live
+              "foreign": sorted(declared.difference(names))}
+    del engine, fn   # the module destructors (and the resident memory's unload) run here
+    gc.collect()
+    result["leaked"] = len(dev.live)
     return result
 
 

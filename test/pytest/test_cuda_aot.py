@@ -14,6 +14,7 @@ import pytest
 import mlc_mlir as mlc
 from mlc_mlir import ops
 from mlc_mlir._mlir import MLIR_LIB_DIR
+from mlc_mlir.pipeline.cuda_host import KERNELS_SUFFIX
 from mlc_mlir.runtime.cuda import cuda_available
 
 needs_ptxas = pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas not on PATH")
@@ -45,7 +46,7 @@ def test_library_embeds_the_cubins(library):
     data = open(library, "rb").read()
     # the host .so is one ELF; each kernel module's cubin is another one inside it
     assert data.count(b"\x7fELF") >= 3
-    assert b"main__device_kernel" in data
+    assert b"main" + KERNELS_SUFFIX.encode() + b"_kernel" in data
     # host entry (copies in and out) and device entry (kernels on device buffers)
     syms = subprocess.run(["nm", "-D", "--defined-only", library], capture_output=True, text=True).stdout
     assert "_mlir_ciface_main\n" in syms and "_mlir_ciface_main__device\n" in syms
@@ -82,21 +83,26 @@ def test_library_runs_with_numpy_and_the_cuda_runtime_only(library, tmp_path):
         shutil.copy(f, deploy)
     shutil.copy(os.path.join(MLIR_LIB_DIR, "libmlir_cuda_runtime.so"), deploy)
     rng = np.random.default_rng(0)
-    a, b = rng.standard_normal((128, 64), np.float32), rng.standard_normal((64, 256), np.float32)
-    np.save(tmp_path / "a.npy", a)
-    np.save(tmp_path / "b.npy", b)
-    # the .so needs only libmlir_cuda_runtime.so (copied beside it) and the driver
+    inputs = [(rng.standard_normal((128, 64), np.float32), rng.standard_normal((64, 256), np.float32))
+              for _ in range(2)]
+    np.save(tmp_path / "in.npy", np.array([np.concatenate([a.ravel(), b.ravel()]) for a, b in inputs]))
+    # the .so needs only libmlir_cuda_runtime.so (copied beside it) and the driver; each entry
+    # runs twice on other inputs (the weights and buffers stay on the device between calls)
     code = ("import numpy as np, mlc_mlir.runtime as rt\n"
             f"lib = rt.load_library({str(deploy / 'mm.so')!r})\n"
-            f"a, b = np.load({str(tmp_path / 'a.npy')!r}), np.load({str(tmp_path / 'b.npy')!r})\n"
-            f"np.save({str(tmp_path / 'y.npy')!r}, lib(a, b))\n"
-            "d = lib.on_device(rt.DeviceArray.from_numpy(a), rt.DeviceArray.from_numpy(b))\n"
-            f"np.save({str(tmp_path / 'yd.npy')!r}, d.numpy())\n")
+            f"out = []\n"
+            f"for v in np.load({str(tmp_path / 'in.npy')!r}):\n"
+            "    a, b = v[:128 * 64].reshape(128, 64), v[128 * 64:].reshape(64, 256)\n"
+            "    out.append(lib(a, b))\n"
+            "    out.append(lib.on_device(rt.DeviceArray.from_numpy(a), rt.DeviceArray.from_numpy(b)).numpy())\n"
+            f"np.save({str(tmp_path / 'y.npy')!r}, np.array(out))\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert "failed with" not in proc.stderr   # a CUDA call of the runtime, at exit included
-    np.testing.assert_allclose(np.load(tmp_path / "y.npy"), _ref(a, b), rtol=1e-4, atol=1e-5)
-    np.testing.assert_allclose(np.load(tmp_path / "yd.npy"), _ref(a, b), rtol=1e-4, atol=1e-5)
+    got = np.load(tmp_path / "y.npy")
+    for i, (a, b) in enumerate(inputs):
+        np.testing.assert_allclose(got[2 * i], _ref(a, b), rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(got[2 * i + 1], _ref(a, b), rtol=1e-4, atol=1e-5)
 
 
 #: A stand-in for ``libmlir_cuda_runtime.so``: every ``mgpu*`` function the library imports

@@ -7,6 +7,7 @@ the process died with SIGSEGV; here that shows as the child's SIGSEGV. Covers ev
 kind (test_cuda_public_compile's cases), a conv net, a matmul on a transposed operand, the
 MLP and a module with constants."""
 
+import re
 import importlib
 import shutil
 
@@ -20,7 +21,7 @@ from mlc_mlir.pipeline.cuda_compile import lower_cuda
 from mlc_mlir.pipeline.options import CompileOptions
 
 from cuda_hostsim import run_lowered
-from test_cuda_host import _functions, _with_constant, mlp
+from test_cuda_host import _with_constant, mlp
 from test_cuda_models import _net, _transposed_matmul
 from test_cuda_public_compile import CASES, CUDA, _module
 
@@ -66,6 +67,11 @@ def test_cuda_host_code_runs_on_a_simulated_device(simulated, name):
     outs = sorted(c[3] for c in res["copies"] if c[0] == "H<-D")
     assert outs == sorted(nbytes(r) for r in sig.results)
     assert all(n in ins for n in {nbytes(a) for a in sig.args})
+
+
+def _functions(ll: str) -> dict:
+    """LLVM IR text -> {function name: body text}."""
+    return {m.group(1): m.group(0) for m in re.finditer(r"^define [^@]*@([\w.]+)\(.*?^}", ll, re.M | re.S)}
 
 
 def test_cuda_grouped_conv_result_is_copied_on_the_device(simulated):

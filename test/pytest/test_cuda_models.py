@@ -1,14 +1,17 @@
 """Imported networks on the CUDA target: a small residual CNN (padded convolutions, batch norm,
 max pooling, a residual add, global average pooling, a linear head), a matmul whose operand is
 transposed in the same function, and the ResNet-18 and BERT that ``benchmarks/gpu_models.py``
-runs on the GPU. Lowering to cubins (ptxas) runs in CI; numerics against PyTorch need a GPU
-(skipped without one)."""
+runs on the GPU. Lowering to cubins (ptxas) and the host code's calls per inference (on a
+recording stand-in for the CUDA runtime, :mod:`fake_cuda`) run in CI; numerics against PyTorch
+need a GPU (skipped without one)."""
 
+import gc
 import importlib
 import os
 import shutil
 import subprocess
 import sys
+import textwrap
 
 import numpy as np
 import pytest
@@ -21,9 +24,13 @@ from mlc_mlir.ir.walk import find_ops, has_op  # noqa: E402
 from mlc_mlir.pipeline.cuda_compile import lower_cuda  # noqa: E402
 from mlc_mlir.pipeline.options import CompileOptions  # noqa: E402
 from mlc_mlir.runtime.cuda import cuda_available  # noqa: E402
+from mlc_mlir.runtime.executable import engine_invoker  # noqa: E402
+from mlc_mlir.runtime.memref import PackedArgs  # noqa: E402
 from mlc_mlir.target import Target, host_target  # noqa: E402
+from mlc_mlir.runtime import DeviceArray  # noqa: E402
 
 from cuda_hostsim import run_lowered  # noqa: E402
+from fake_cuda import FakeCuda  # noqa: E402
 
 needs_ptxas = pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas not on PATH")
 needs_gpu = pytest.mark.skipif(not cuda_available(), reason="no CUDA driver/GPU")
@@ -81,30 +88,73 @@ def test_residual_cnn_lowers_to_cubins():
 
 
 @needs_ptxas
-def test_matmul_on_a_transposed_operand_lowers():
-    _, lowered = lower_cuda(_transposed_matmul(), CompileOptions(target=Target.cuda()), CPU_STAGES)
-    assert "gpu.binary" in str(lowered.ir_module)
+def test_residual_cnn_inference_is_one_stream_without_copies_of_weights():
+    """Per inference of the conv net: one stream, one wait, no allocation, no copy of a weight
+    (all uploaded once at load time); before, each of its ~25 kernels and ~30 buffers had its
+    own stream (81 per inference) and each weight was copied to the GPU on every call."""
+    net, x = _net()
+    mod = mlc.from_torch(net, (x,)).bind_params()
+    _, lowered = lower_cuda(mod, CompileOptions(target=Target.cuda()), CPU_STAGES)
+    fake = FakeCuda(lowered)
+    engine = fake.load(Target.cuda())
+    weights = [a for n, a in fake.calls if n == "mgpuMemcpy"]
+    with lowered.context:   # every constant the kernels read, uploaded once
+        constants = [g for g in find_ops(lowered, "llvm.mlir.global")
+                     if str(g.attributes["sym_name"]).strip('"').startswith("__constant")]
+        kernels = {str(op.attributes["kernel"]) for op in find_ops(lowered, "gpu.launch_func")}
+    assert len(weights) == len(constants) >= 5 and fake.count("mgpuMemAlloc") == 3   # weights, two slabs
+    resident = set(fake.buffers)
+    for name, copies in (("main__device", 0), ("main", 2), ("main__device", 0)):
+        fake.reset()
+        ys = [x.numpy(), np.empty((2, 10), np.float32)]
+        packed = PackedArgs([a.shape for a in ys])
+        packed.bind(ys)
+        engine_invoker(engine, name)(packed)
+        assert not fake.errors, fake.errors
+        assert fake.count("mgpuLaunchKernel") == len(kernels) >= 10 and len(fake.streams) == 1
+        assert {s for s, _ in fake.launches} == set(fake.streams)
+        assert (fake.count("mgpuStreamSynchronize"), fake.count("mgpuMemAlloc"),
+                fake.count("mgpuMemFree"), fake.count("mgpuMemcpy")) == (1, 0, 0, copies)
+        # the kernels read the resident weights and write buffers in the slabs
+        used = {fake.owner(v) for _, values in fake.launches for v in values} - {None}
+        assert fake.owner(weights[0][0]) in used and used <= resident
+    del engine
+    gc.collect()
+    assert not fake.buffers
 
 
-def _attention_with_constant_weights():
-    """softmax(x W (x W)^T) x W with a constant W: the CPU layout steps fuse the attention into
-    one CPU kernel and pack W into mmt4d panels; neither may reach a CUDA compile."""
-    bb = mlc.GraphBuilder()
-    with bb.function("main") as f:
-        x = f.arg("x", shape=(2, 64, 128))
-        w = np.random.default_rng(0).standard_normal((128, 128)).astype(np.float32)
-        q = ops.reshape(ops.matmul(ops.reshape(x, (128, 128)), w), (2, 64, 128))
-        s = ops.softmax(ops.batch_matmul(q, ops.transpose(q, (0, 2, 1))), axis=-1)
-        f.output(ops.batch_matmul(s, q))
-    return bb.finish()
+class _Attention(torch.nn.Module):
+    def forward(self, q, k, v):
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v)
+
+
+def _attention():
+    g = torch.Generator().manual_seed(0)
+    args = tuple(torch.randn(1, 2, 16, 32, generator=g) for _ in range(3))
+    return mlc.from_torch(_Attention(), args), args
 
 
 @needs_ptxas
-def test_cpu_layout_steps_stay_out_of_cuda_compiles():
-    _, lowered = lower_cuda(_attention_with_constant_weights(), CompileOptions(target=Target.cuda()),
-                            CPU_STAGES)
-    text = str(lowered.ir_module)
-    assert "gpu.binary" in text and "mmt4d" not in text
+def test_attention_lowers_for_cuda_without_the_cpu_fused_kernel():
+    """The CPU layout fuses attention into a CPU kernel (vector registers, threads over rows);
+    for CUDA the batch matmuls and the softmax get the GPU schedules."""
+    _, lowered = lower_cuda(_attention()[0], CompileOptions(target=Target.cuda()), CPU_STAGES)
+    assert "gpu.binary" in str(lowered.ir_module)
+
+
+@needs_gpu
+def test_attention_matches_torch_cuda():
+    mod, args = _attention()
+    with torch.no_grad():
+        want = _Attention()(*args).numpy()
+    got = mlc.compile(mod, target="cuda")(*[a.numpy() for a in args])
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+@needs_ptxas
+def test_matmul_on_a_transposed_operand_lowers():
+    _, lowered = lower_cuda(_transposed_matmul(), CompileOptions(target=Target.cuda()), CPU_STAGES)
+    assert "gpu.binary" in str(lowered.ir_module)
 
 
 @needs_gpu
@@ -114,7 +164,69 @@ def test_residual_cnn_matches_torch_on_the_gpu():
     with torch.no_grad():
         want = net(x).numpy()
     got = exe(x.numpy())
+    _close(got, want)
+
+
+def _close(got, want):
     assert np.abs(got - want).max() <= 1e-4 * max(1.0, np.abs(want).max())
+
+
+@needs_gpu
+def test_residual_cnn_matches_torch_on_the_gpu_over_calls_cuda(tmp_path):
+    """JIT and AOT, numpy and device calls, each twice on new inputs: the weights stay on the
+    GPU between calls and the buffers are reused."""
+    net, _ = _net()
+    exe = mlc.compile(mlc.from_torch(net, (torch.randn(2, 3, 20, 20),)).bind_params(),
+                      target="cuda")
+    lib = mlc.runtime.load_library(exe.export_library(str(tmp_path / "net.so")))
+    for seed in range(2):
+        x = torch.randn(2, 3, 20, 20, generator=torch.Generator().manual_seed(seed))
+        with torch.no_grad():
+            want = net(x).numpy()
+        for e in (exe, lib):
+            _close(e(x.numpy()), want)
+            _close(e.on_device(DeviceArray.from_numpy(x.numpy())).numpy(), want)
+
+
+_MANY = """
+import gc, numpy as np, torch, mlc_mlir as mlc
+from mlc_mlir import ops
+torch.manual_seed(0)
+def linear(n):
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        f.output(ops.relu(ops.add(ops.matmul(f.arg("x", shape=(4, n)), ops.constant(
+            np.full((n, 8), 0.5, np.float32))), ops.constant(np.arange(8, dtype=np.float32)))))
+    return bb.finish()
+live = []
+for round_ in range(2):
+    for n in (16, 32, 48):
+        exe = mlc.compile(linear(n), target="cuda")
+        x = np.random.default_rng(n).standard_normal((4, n)).astype(np.float32)
+        want = np.maximum(x @ np.full((n, 8), 0.5, np.float32) + np.arange(8), 0)
+        for _ in range(2):
+            np.testing.assert_allclose(exe(x), want, rtol=1e-5, atol=1e-5)
+        if n == 32:
+            live.append(exe)   # some stay alive while others are dropped
+        del exe
+        gc.collect()
+    dev = torch.randn(4, 16, device="cuda")   # torch shares the primary context
+    y = live[-1](np.ones((4, 32), np.float32))
+del live
+gc.collect()
+print("ok")
+"""
+
+
+@needs_gpu
+def test_many_cuda_executables_compiled_run_and_dropped_in_one_process():
+    """Compile, run and drop several CUDA executables (and keep some) in one process: the
+    engines' destructors free their resident memory and unload their modules while the others
+    keep running. A child process, so a crash is a failure, not a dead worker."""
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(_MANY)], capture_output=True,
+                          text=True, env=dict(os.environ), timeout=600)
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr[-3000:]
+    assert "failed with" not in proc.stderr, proc.stderr[-3000:]   # a CUresult the runtime printed
 
 
 @needs_gpu

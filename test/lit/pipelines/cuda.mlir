@@ -1,13 +1,19 @@
-// pipelines/cuda_kernels.pipeline then pipelines/cuda.pipeline on a bound elementwise op: the payload is what the CUDA lowering of
+// pipelines/cuda_kernels.pipeline then pipelines/cuda.pipeline on a bound elementwise op: the
+// payload is what the CUDA lowering of
 // mlc_mlir/pipeline/cuda.py hands the pipeline (bufferized, scf.forall mapped to a gpu.launch
 // of 2x64 blocks of 128 threads by transform.gpu.map_forall_to_blocks /
-// map_nested_forall_to_threads). One kernel, compiled to PTX for sm_90.
+// map_nested_forall_to_threads). One kernel, compiled to PTX for sm_90, launched asynchronously
+// (gpu-async-region) on a stream the call creates and waits for once.
 // RUN: mlir-opt %s --pass-pipeline=%cuda_kernels_pipeline | mlir-opt --pass-pipeline=%cuda_pipeline | FileCheck %s
 // CHECK: llvm.func @main
 // CHECK-DAG: %[[C64:.*]] = llvm.mlir.constant(64 : index) : i64
 // CHECK-DAG: %[[C2:.*]] = llvm.mlir.constant(2 : index) : i64
 // CHECK-DAG: %[[C128:.*]] = llvm.mlir.constant(128 : index) : i64
-// CHECK: gpu.launch_func @main_kernel::@main_kernel blocks in (%[[C2]], %[[C64]], %{{.*}}) threads in (%[[C128]], %{{.*}}, %{{.*}})
+// CHECK: %[[S:.*]] = llvm.call @mgpuStreamCreate()
+// CHECK-NEXT: gpu.launch_func <%[[S]] : !llvm.ptr> @main_kernel::@main_kernel blocks in (%[[C2]], %[[C64]], %{{.*}}) threads in (%[[C128]], %{{.*}}, %{{.*}})
+// CHECK-NEXT: llvm.call @mgpuStreamSynchronize(%[[S]])
+// CHECK-NEXT: llvm.call @mgpuStreamDestroy(%[[S]])
+// CHECK-NEXT: llvm.return
 // CHECK: gpu.binary @main_kernel
 // CHECK-SAME: #nvvm.target<chip = "sm_90"
 // CHECK-SAME: .target sm_90
