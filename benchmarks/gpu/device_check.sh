@@ -32,7 +32,7 @@ for phase in $PHASES; do
   t0=$(date +%s)
   case $phase in
     tests)
-      timeout 170 python3 -m pytest -q -p no:cacheprovider -n 8 -rfE --timeout 150 test/pytest -k cuda \
+      timeout 130 python3 -m pytest -q -p no:cacheprovider -n 8 -rfE --timeout 120 test/pytest -k cuda \
         > "$OUT/tests.log" 2>&1 ;;
     aot)
       d=/tmp/aot && rm -rf $d && cp -r .whl/aot $d && cp $SITE/mlir/lib/libmlir_cuda_runtime.so $d/
@@ -47,16 +47,16 @@ for name, got in (('host', y), ('device', yd)):
     print(f'aot {name} call: max abs err {err:.1e}', 'ok' if err < 1e-5 else 'WRONG')
 " > "$OUT/aot.log" 2>&1 ;;
     cases)
-      timeout 300 python3 benchmarks/gpu/cases.py > "$OUT/cases.log" 2>&1 ;;
+      timeout 110 python3 benchmarks/gpu/cases.py > "$OUT/cases.log" 2>&1 ;;
     models)
-      timeout 120 python3 benchmarks/gpu_models.py > "$OUT/models.log" 2>&1 ;;
+      timeout 110 python3 benchmarks/gpu_models.py > "$OUT/models.log" 2>&1 ;;
     profile)
       NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
-      timeout 150 $NCU --clock-control none --section SpeedOfLight --section Occupancy \
+      timeout 70 $NCU --clock-control none --section SpeedOfLight --section Occupancy \
         --section LaunchStats -c ${PROFILE_KERNELS:-12} python3 benchmarks/gpu/profile_kernels.py \
         > "$OUT/profile.log" 2>&1 ;;
     matmul)
-      timeout 120 python3 benchmarks/gpu_matmul.py --sizes ${MATMUL_SIZES:-1024,4096} \
+      timeout 100 python3 benchmarks/gpu_matmul.py --sizes ${MATMUL_SIZES:-1024,4096} \
         --dtypes float32,float16 --candidates ${MATMUL_CANDIDATES:-4} > "$OUT/matmul.log" 2>&1 ;;
   esac
   echo "== $phase: rc $? in $(( $(date +%s) - t0 )) s"
