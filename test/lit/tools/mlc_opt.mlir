@@ -13,7 +13,7 @@
 // GEN-NOT: linalg.matmul
 // SCHED: scf.for %{{.*}} = %c0 to %c16 step %c4
 // SCHED: linalg.matmul {mlc.name = "matmul"} {{.*}} -> tensor<1x4xf32>
-// NOPIPE: mlc-opt: error: pipeline: no pipeline named 'nope'; available: ['cpu', 'cuda']
+// NOPIPE: mlc-opt: error: pipeline: no pipeline named 'nope'; available: ['cpu', 'cuda', 'cuda_kernels']
 // INVALID: mlc-opt: error: Module.parse: the text is not valid MLIR
 // INVALID: type of return operand 0 ('tensor<4xf32>') doesn't match function result type ('tensor<5xf32>') in function @f
 // BADSCHED: mlc-opt: error: trace: instruction 0 (b0 = sch.get_block('conv')): get_block: no block named 'conv'; blocks: ['matmul', 'matmul.init']
