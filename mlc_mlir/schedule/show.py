@@ -2,7 +2,10 @@
 
 Built from the same queries emission uses (:meth:`LoopNestModel.tilings`,
 :meth:`~LoopNestModel.inner_start`, attachments), so each ``for``/``forall`` line is one
-``scf.for``/``scf.forall`` of ``sch.mod``, with attached blocks where they are computed.
+``scf.for``/``scf.forall`` of ``sch.mod``, with attached blocks where they are computed. The
+cooperative fetch of a ``shared`` cache prints its loops as scheduled, as TVM's script does
+(``for ax0_1 in thread_binding(64, thread="threadIdx.x")``): ``sch.mod`` has the staged tile,
+and the CUDA lowering spreads its copy over the threads (:mod:`mlc_mlir.pipeline.cuda_fetch`).
 """
 
 from __future__ import annotations
