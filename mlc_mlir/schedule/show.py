@@ -2,7 +2,10 @@
 
 Built from the same queries emission uses (:meth:`LoopNestModel.tilings`,
 :meth:`~LoopNestModel.inner_start`, attachments), so each ``for``/``forall`` line is one
-``scf.for``/``scf.forall`` of ``sch.mod``, with attached blocks where they are computed.
+``scf.for``/``scf.forall`` of ``sch.mod``, with attached blocks where they are computed. The
+cooperative fetch of a ``shared`` cache prints its loops as scheduled, as TVM's script does
+(``for ax0_1 in thread_binding(64, thread="threadIdx.x")``): ``sch.mod`` has the staged tile,
+and the CUDA lowering spreads its copy over the threads (:mod:`mlc_mlir.pipeline.cuda_fetch`).
 """
 
 from __future__ import annotations
@@ -19,22 +22,10 @@ def _loop_line(blk: Block, t: Tiling) -> str:
     names = [blk.label(p) for p in t.positions]
     lp = blk.loops[t.positions[0]]
     if t.kind == "forall":
-        # a fused group is one loop (TVM: ``for i1_j1_fused in T.thread_binding(64, ...)``)
-        axes, seen = [], {}
-        for p, n in zip(t.positions, t.trip_counts):
-            g = blk.loops[p].fused_group
-            if g is not None and g in seen:
-                axes[seen[g]][0].append(blk.label(p))
-                axes[seen[g]][1] *= n
-                continue
-            if g is not None:
-                seen[g] = len(axes)
-            axes.append([[blk.label(p)], n, blk.loops[p].thread])
         tag = "forall"
         if lp.kind == "bound":
-            tag += " (bind " + ", ".join(a[2] for a in axes) + ")"
-        labels = ["_".join(a[0]) + ("_fused" if len(a[0]) > 1 else "") for a in axes]
-        return f"{tag} ({', '.join(labels)}) in ({', '.join(str(a[1]) for a in axes)}):"
+            tag += " (bind " + ", ".join(blk.loops[p].thread for p in t.positions) + ")"
+        return f"{tag} ({', '.join(names)}) in ({', '.join(map(str, t.trip_counts))}):"
     if len(t.positions) > 1:
         n = 1
         for c in t.trip_counts:

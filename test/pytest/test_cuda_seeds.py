@@ -221,8 +221,6 @@ def test_show_prints_the_fetch_binding():
     text = sch_shared_blocking().show(file=io.StringIO())
     assert text.count('for ax0_1 in thread_binding(64, thread="threadIdx.x"):') == 2
     assert "shared tile 64x8, vectorized: ax0_2=4" in text and "packing" not in text
-    # the fused thread loop is one loop (TVM: for i_1_j_1_fused in T.thread_binding(64, ...))
-    assert "forall (bind threadIdx.x) (i1_j1_fused) in (64):" in text
     text = sch_window_sum().show(file=io.StringIO())
     assert 'for ax0_1 in thread_binding(128, thread="threadIdx.x"):' in text
     assert "shared tile 130" in text
