@@ -28,7 +28,6 @@ from mlir.dialects.transform import gpu as gpu_transform_d  # noqa: F401
 from mlir.dialects.transform import nvgpu as nvgpu_transform_d  # noqa: F401
 from mlir.dialects.transform import memref as memref_transform_d  # noqa: F401
 from mlir.dialects.transform import bufferization as bufferization_transform_d  # noqa: F401
-from mlir.dialects.transform import memref as memref_transform_d  # noqa: F401
 from mlir.dialects.transform import interpreter as transform_interpreter  # noqa: F401
 from mlir.rewrite import RewritePatternSet, apply_patterns_and_fold_greedily  # noqa: F401
 from mlir.execution_engine import ExecutionEngine  # noqa: F401

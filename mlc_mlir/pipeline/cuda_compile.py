@@ -5,7 +5,8 @@ an :class:`~mlc_mlir.runtime.executable.Executable` on the MLIR ExecutionEngine 
 Stages: ``graph``, ``layout``, ``tasks``, ``schedule`` and ``prepare`` as for the CPU (``compile.CPU_STAGES``),
 with, after ``graph``, the constant subgraphs evaluated (``graph.FoldConstant``: a weights-only
 op, e.g. batch norm's ``scale = gamma / sqrt(var + eps)``, is no kernel launched per call) and
-the elementwise chains merged (:func:`merge_elementwise_chains`), then :func:`.cuda.lower_to_gpu` with host code (``cubin-format=bin`` when ``ptxas`` is on PATH,
+the elementwise chains merged (:func:`merge_elementwise_chains`), then
+:func:`.cuda.lower_to_gpu` with host code (``cubin-format=bin`` when ``ptxas`` is on PATH,
 else ``isa``: PTX that the driver JIT-compiles). The driver is probed
 (:func:`mlc_mlir.runtime.cuda.require_cuda`) before the engine loads the CUDA runtime wrappers:
 without ``libcuda.so.1`` that would abort the process.
@@ -45,16 +46,17 @@ def merge_elementwise_chains(module: Module) -> Module:
     residual add) merged into one ``linalg.generic``: ``graph.FuseOps`` outlines the groups and
     merges their chains (``linalg-fuse-elementwise-ops``, named ``<first op>.fused``), the
     ``inline`` pass puts them back (without its default canonicalization, which composes
-    consecutive transposes into an op without a name, left unscheduled). On the GPU every op is a kernel of its own: a chain is one
-    launch and one pass over memory instead of one per op (TVM Relay's ``FuseOps``
-    before CUDA codegen).
+    consecutive transposes into an op without a name, left unscheduled). On the GPU every op is
+    a kernel of its own: a chain is one launch and one pass over memory instead of one per op
+    (TVM Relay's ``FuseOps`` before CUDA codegen).
 
     Raises
     ------
     PipelineError
         If inlining fails.
     """
-    return run_pass_pipeline(FuseOps()(module), "builtin.module(inline{default-pipeline=},symbol-dce)", "cuda fuse")
+    return run_pass_pipeline(FuseOps()(module), "builtin.module(inline{default-pipeline=},symbol-dce)",
+                             "cuda fuse")
 
 
 def lower_cuda(module: Module, options: CompileOptions, stages):

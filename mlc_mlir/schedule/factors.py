@@ -122,7 +122,6 @@ def largest_divisor(n: int, cap: int) -> int:
     return divs[bisect.bisect_right(divs, cap) - 1]
 
 
-
 def pow2_floor(x: int) -> int:
     """The largest power of two not above ``x`` (1 for ``x <= 1``)."""
     return 1 << (max(1, x).bit_length() - 1)
