@@ -23,6 +23,16 @@ from .symbolic import SymDim
 MAX_ELEMENTS = 2 ** 63 - 1
 
 
+def index_constant(v: int) -> ir.Value:
+    """``arith.constant v : index`` at the current insertion point."""
+    return arith_d.ConstantOp(ir.IndexType.get(), v).result
+
+
+def i64_attr(v: int) -> ir.IntegerAttr:
+    """``v : i64`` as an attribute (a tag, a count, an annotation's value)."""
+    return ir.IntegerAttr.get(ir.IntegerType.get_signless(64), v)
+
+
 def check_shape(op: str, arg: str, shape) -> Tuple[int, ...]:
     """``shape`` as a tuple of Python ints, checked for MLIR.
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import List, Union
+from typing import List, Optional, Union
 
 from .._mlir import ir
 from .module import Module
@@ -35,3 +35,24 @@ def function_body_ops(module: Module) -> List[ir.Operation]:
     with ``module``'s context active."""
     return [op.operation for f in module.func_ops() if not f.is_external
             for op in f.regions[0].blocks[0].operations]
+
+
+def defining_op(v: ir.Value) -> Optional[ir.Operation]:
+    """The operation that defines ``v``; None for a block argument."""
+    owner = v.owner
+    return None if isinstance(owner, ir.Block) else owner.operation
+
+
+def users(v: ir.Value) -> List[ir.Operation]:
+    """The operations using ``v``, one per use, in use-list order."""
+    return [u.owner.operation if hasattr(u.owner, "operation") else u.owner for u in v.uses]
+
+
+def ancestor_in(op: Optional[ir.Operation], block: ir.Block) -> Optional[ir.Operation]:
+    """``op`` or the ancestor of ``op`` whose block is ``block``; None when it has none."""
+    while op is not None:
+        if op.block == block:
+            return op
+        op = op.parent
+        op = op.operation if op is not None else None
+    return None

@@ -36,7 +36,7 @@ from typing import List, Optional
 
 from .._mlir import ir, linalg_d, memref_d
 from ..ir.module import Module
-from ..ir.walk import find_ops
+from ..ir.walk import defining_op, find_ops, users
 from ..target import CudaArch, max_private_elements
 
 #: Ops that only order threads or do nothing to memory (may sit between a fill and its loop).
@@ -60,26 +60,23 @@ def _walk(root: ir.Operation, name: str) -> List[ir.Operation]:
     return found
 
 
-def _owner_op(v: ir.Value) -> Optional[ir.Operation]:
-    owner = v.owner
-    return owner.operation if isinstance(owner, ir.OpView) or isinstance(owner, ir.Operation) else None
-
-
-def _root(v: ir.Value) -> ir.Value:
+def view_root(v: ir.Value) -> ir.Value:
     """The buffer ``v`` is a view of (through ``memref.subview`` / ``memref.cast``)."""
     while True:
-        op = _owner_op(v)
+        op = defining_op(v)
         if op is None or op.name not in ("memref.subview", "memref.cast"):
             return v
         v = op.operands[0]
 
 
+def in_workgroup(v: ir.Value) -> bool:
+    """Whether memref ``v`` is in workgroup (shared) memory."""
+    space = ir.MemRefType(v.type).memory_space
+    return space is not None and str(space) == "#gpu.address_space<workgroup>"
+
+
 def _copy(op: ir.Operation) -> bool:
     return op.name == "linalg.copy" and len(op.operands) == 2
-
-
-def _users(v: ir.Value) -> List[ir.Operation]:
-    return [u.owner.operation if hasattr(u.owner, "operation") else u.owner for u in v.uses]
 
 
 def _is_const_fill(op: ir.Operation, buf: ir.Value) -> bool:
@@ -91,12 +88,12 @@ def forward_staging_copies(launch: ir.Operation) -> None:
     """Rewrite 1 of the module docstring."""
     for alloc in _walk(launch, "memref.alloc"):
         buf = alloc.results[0]
-        users = _users(buf)
-        fills = [u for u in users if _is_const_fill(u, buf) and u.name == "linalg.map"
+        consumers = users(buf)
+        fills = [u for u in consumers if _is_const_fill(u, buf) and u.name == "linalg.map"
                  and len(u.operands) == 1]
-        ins = [u for u in users if _copy(u) and u.operands[1] == buf]
-        outs = [u for u in users if _copy(u) and u.operands[0] == buf]
-        if len(users) != len(fills) + len(ins) + len(outs) or len(ins) != 1 or len(outs) != 1 \
+        ins = [u for u in consumers if _copy(u) and u.operands[1] == buf]
+        outs = [u for u in consumers if _copy(u) and u.operands[0] == buf]
+        if len(consumers) != len(fills) + len(ins) + len(outs) or len(ins) != 1 or len(outs) != 1 \
                 or len(fills) > 1 or \
                 ir.MemRefType(ins[0].operands[0].type).shape != ir.MemRefType(buf.type).shape:
             continue
@@ -121,24 +118,24 @@ def _hoist_one(loop: ir.Operation) -> bool:
     ops = _ops(body)
     for alloca in (op for op in ops if op.name == "memref.alloca"):
         acc = alloca.results[0]
-        users = _users(acc)
-        loads = [u for u in users if _copy(u) and u.operands[1] == acc and u in ops]
-        stores = [u for u in users if _copy(u) and u.operands[0] == acc and u in ops]
+        consumers = users(acc)
+        loads = [u for u in consumers if _copy(u) and u.operands[1] == acc and u in ops]
+        stores = [u for u in consumers if _copy(u) and u.operands[0] == acc and u in ops]
         if len(loads) != 1 or len(stores) != 1:
             continue
         load, store = loads[0], stores[0]
         tile = load.operands[0]
         if store.operands[1] != tile or not (ops.index(alloca) < ops.index(load) < ops.index(store)):
             continue
-        tile_op = _owner_op(tile)
+        tile_op = defining_op(tile)
         if tile_op is not None and tile_op.parent == loop:   # the tile must be loop-invariant
             continue
-        root = _root(tile)
+        root = view_root(tile)
         touched = []
 
         def visit(op, base=root, skip=(load, store)):
             op = op.operation
-            if op not in skip and any(isinstance(v.type, ir.MemRefType) and _root(v) == base
+            if op not in skip and any(isinstance(v.type, ir.MemRefType) and view_root(v) == base
                                       for v in op.operands):
                 touched.append(op)
             return ir.WalkResult.ADVANCE
@@ -192,7 +189,7 @@ def private_allocations(launch: ir.Operation) -> None:
         with ir.InsertionPoint(alloc), alloc.location:
             new = memref_d.AllocaOp(t, [], [])
         alloc.results[0].replace_all_uses_with(new.result)
-        for u in _users(new.result):
+        for u in users(new.result):
             if u.name == "memref.dealloc":
                 u.erase()
         alloc.erase()
@@ -206,7 +203,7 @@ def private_accumulators(launch: ir.Operation, arch: CudaArch) -> int:
     for fill in _walk(launch, "linalg.fill"):
         tile = fill.operands[1]
         t = ir.MemRefType(tile.type)
-        if not t.has_static_shape or t.memory_space is not None or _owner_op(tile) is None or _owner_op(tile).name != "memref.subview":
+        if not t.has_static_shape or t.memory_space is not None or defining_op(tile) is None or defining_op(tile).name != "memref.subview":
             continue
         size = 1
         for d in t.shape:
@@ -220,8 +217,8 @@ def private_accumulators(launch: ir.Operation, arch: CudaArch) -> int:
         op = ops[i]
         if op.name in ("linalg.copy", "linalg.fill", "linalg.map") or op.operands[len(op.operands) - 1] != tile:
             continue
-        root = _root(tile)
-        if any(isinstance(v.type, ir.MemRefType) and _root(v) == root
+        root = view_root(tile)
+        if any(isinstance(v.type, ir.MemRefType) and view_root(v) == root
                for v in list(op.operands)[:-1]):
             continue   # an input aliases the output's buffer
         with ir.InsertionPoint(fill), fill.location:

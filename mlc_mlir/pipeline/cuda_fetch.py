@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import Callable, Dict, List, Tuple
 
 from .._mlir import ir, linalg_d, structured_transform_d, tensor_d, transform_d
+from ..ir.emitters import i64_attr
 from ..ir.module import Module
 from ..ir.transform_values import any_op, gpu_attr
 from ..ir.walk import find_ops
@@ -30,10 +31,6 @@ from ..schedule.operand_tiles import spread_threads
 
 #: Numbers each fetch for the transform script that distributes it.
 _FETCH_ID = "mlc.fetch_id"
-
-
-def _i64(v: int) -> ir.IntegerAttr:
-    return ir.IntegerAttr.get(ir.IntegerType.get_signless(64), v)
 
 
 def _most_threads(sizes: List[int], limit: int) -> int:
@@ -165,7 +162,7 @@ def stage_fetches(module: Module, apply: Callable) -> Module:
         for g in _groups(out):
             stage = _merge(g) if len(g) > 1 and all(_slice_of(p) is not None for p in g) else None
             for op in ([stage] if stage is not None else g):
-                op.attributes[_FETCH_ID] = _i64(len(fetches))
+                op.attributes[_FETCH_ID] = i64_attr(len(fetches))
                 fetches[len(fetches)] = op
     if not fetches:
         return module
@@ -173,7 +170,7 @@ def stage_fetches(module: Module, apply: Callable) -> Module:
     def build(root):
         for i, op in fetches.items():
             h = structured_transform_d.MatchOp(
-                any_op(), root, op_attrs=ir.DictAttr.get({_FETCH_ID: _i64(i)})).result
+                any_op(), root, op_attrs=ir.DictAttr.get({_FETCH_ID: i64_attr(i)})).result
             threads, bits = _mapping(op)
             structured_transform_d.BufferizeToAllocationOp(
                 _distribute(op, h, threads, bits), memory_space=gpu_attr("#gpu.address_space<workgroup>"),

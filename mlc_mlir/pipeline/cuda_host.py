@@ -39,7 +39,9 @@ from typing import Dict, List, Optional, Tuple
 from .._mlir import arith_d, func_d, gpu_d, ir, llvm_d, memref_d, scf_d
 from ..errors import PipelineError
 from ..ir import dtypes
+from ..ir.emitters import index_constant
 from ..ir.module import Module
+from ..ir.walk import ancestor_in
 
 #: Byte alignment of each buffer in a slab (``cuMemAlloc``'s; vector loads need 16).
 ALIGN = 256
@@ -98,10 +100,6 @@ def _static_identity(t: ir.Type) -> bool:
     return t.has_static_shape and t.affine_map == ir.AffineMap.get_identity(t.rank)
 
 
-def _index(v: int) -> ir.Value:
-    return arith_d.ConstantOp(ir.IndexType.get(), v).result
-
-
 def _cast(value: ir.Value, t: ir.Type) -> ir.Value:
     """``builtin.unrealized_conversion_cast`` (a memref and its LLVM descriptor: resolved by
     ``reconcile-unrealized-casts`` after the memref lowering)."""
@@ -121,7 +119,7 @@ def _store_slab(slab: ir.Value, name: str) -> None:
 
 
 def _view(slab: ir.Value, offset: int, t: ir.Type) -> ir.Value:
-    return memref_d.ViewOp(t, slab, _index(offset), []).result
+    return memref_d.ViewOp(t, slab, index_constant(offset), []).result
 
 
 def _internal_function(name: str, inputs: List[ir.Type], results: List[ir.Type]):
@@ -174,7 +172,7 @@ class _Resident:
         with ir.InsertionPoint(self.module.body):
             _, entry = _internal_function(LOAD, [], [])
             with ir.InsertionPoint(entry):
-                values = [gpu_d.AllocOp(_slab_type(), None, [], [_index(n)], []).result
+                values = [gpu_d.AllocOp(_slab_type(), None, [], [index_constant(n)], []).result
                           for _, n in slabs]
                 for symbol, (offset, t) in self.weights.items():
                     host = memref_d.GetGlobalOp(t, symbol).result
@@ -198,14 +196,6 @@ class _Resident:
                 func_d.ReturnOp([])
 
 
-def _top(op: ir.Operation, block: ir.Block) -> ir.Operation:
-    """The ancestor of ``op`` in ``block``."""
-    op = op.operation
-    while op.block != block:
-        op = op.parent.operation
-    return op
-
-
 def _live_ranges(block: ir.Block, allocs: List[ir.Operation]) -> List[Tuple[int, int]]:
     """Per allocation, the positions in ``block`` of the allocation and of the last op that
     uses the buffer or a view of it (any memref result of a user is taken for a view)."""
@@ -223,7 +213,7 @@ def _live_ranges(block: ir.Block, allocs: List[ir.Operation]) -> List[Tuple[int,
                 if user in seen:
                     continue
                 seen.add(user)
-                last = max(last, pos[_top(user, block)])
+                last = max(last, pos[ancestor_in(user, block)])
                 work += [r for r in user.results if isinstance(r.type, ir.MemRefType)]
         out.append((pos[a], last))
     return out
@@ -262,7 +252,7 @@ def _take_slab(slab_name: str, nbytes: int) -> Tuple[ir.Value, ir.Value, ir.Valu
         scf_d.YieldOp([_load_slab(slab_name)])
     with ir.InsertionPoint(choice.else_block):
         scf_d.YieldOp(func_d.CallOp([_slab_type()], ir.FlatSymbolRefAttr.get(ALLOC),
-                                    [_index(nbytes)]).results)
+                                    [index_constant(nbytes)]).results)
     return choice.results[0], taken, flag
 
 
@@ -316,7 +306,7 @@ def _kernels_function(f: ir.Operation, resident: _Resident) -> int:
             symbol = ir.FlatSymbolRefAttr(op.attributes["name"]).value
             op.results[0].replace_all_uses_with(_view(weights, resident.weight(symbol, t), t))
         for a, offset in zip(allocs, offsets):
-            shift = arith_d.AddIOp(base, _index(offset)).result
+            shift = arith_d.AddIOp(base, index_constant(offset)).result
             a.results[0].replace_all_uses_with(
                 memref_d.ViewOp(a.results[0].type, slab, shift, []).result)
     for op in constants + allocs:
@@ -356,7 +346,7 @@ def _entry(kernels: ir.Operation, name: str, resident: _Resident, kernel_bytes: 
             for a, buf in zip(args[:first_out], bufs[:first_out]):
                 gpu_d.MemcpyOp(None, [], buf, a)
         func_d.CallOp([], ir.FlatSymbolRefAttr.get(ir.StringAttr(kernels.attributes["sym_name"]).value),
-                      bufs + [weights, slab, _index(own)])
+                      bufs + [weights, slab, index_constant(own)])
         if num_outputs is not None:
             for a, buf in zip(args[first_out:], bufs[first_out:]):
                 gpu_d.MemcpyOp(None, [], a, buf)

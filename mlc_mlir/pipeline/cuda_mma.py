@@ -45,10 +45,12 @@ from typing import Callable, List
 from .._mlir import (gpu_transform_d, ir, loop_transform_d, memref_d, memref_transform_d,
                      nvgpu_transform_d, structured_transform_d, transform_d, vector_transform_d)
 from ..errors import PipelineError
+from ..ir.emitters import i64_attr
 from ..ir.module import Module
 from ..ir.pass_pipeline import run_pass_pipeline
 from ..ir.transform_values import any_op, param_constant
 from ..ir.walk import find_ops
+from .cuda_buffers import in_workgroup
 
 #: Annotation asking for tensor cores: ``sch.annotate(block, MMA_SYNC, stages)`` (an int: the
 #: depth of the copy pipeline of a warp tile, :func:`_stages`; ``True``: 1).
@@ -149,10 +151,6 @@ _WARP = "mlc.mma_warp"
 _OUTLINED = "__mlc_mma_kernel"
 
 
-def _i64(v: int) -> ir.Attribute:
-    return ir.IntegerAttr.get(ir.IntegerType.get_signless(64), v)
-
-
 def _stages(attr: ir.Attribute) -> int:
     """The pipeline depth an :data:`MMA_SYNC` annotation asks for: its value when an integer
     (``sch.annotate(block, MMA_SYNC, 2)``), else 1."""
@@ -167,9 +165,9 @@ def _hoist_shared_buffers(launch: ir.Operation, index: int) -> None:
     kernel: the form ``transform.memref.multibuffer`` and ``nvgpu-optimize-shared-memory``
     rewrite (the workgroup attributions are made from it afterwards). The launch is marked
     :data:`_WARP` ``= index``."""
-    launch.attributes[_WARP] = _i64(index)
+    launch.attributes[_WARP] = i64_attr(index)
     body = launch.regions[0].blocks[0]
-    for op in [op for op in find_ops(launch, "memref.alloca") if _workgroup(op.results[0])]:
+    for op in [op for op in find_ops(launch, "memref.alloca") if in_workgroup(op.results[0])]:
         with ir.InsertionPoint.at_block_begin(body), op.location:
             new = memref_d.AllocOp(op.results[0].type, [], [])
         op.results[0].replace_all_uses_with(new.result)
@@ -182,20 +180,15 @@ _PURE = ("arith.", "affine.apply", "ub.poison", "vector.extract", "vector.insert
          "vector.broadcast", "vector.shape_cast", "gpu.thread_id", "gpu.lane_id")
 
 
-def _workgroup(v: ir.Value) -> bool:
-    ms = ir.MemRefType(v.type).memory_space
-    return ms is not None and str(ms) == "#gpu.address_space<workgroup>"
-
-
 def _copy_section(ops: List[ir.Operation]):
     """The workgroup buffers ``ops`` write, when ``ops`` only copy global memory into
     workgroup memory (``vector.transfer_read`` of a global buffer, ``vector.transfer_write``
     into a workgroup buffer, :data:`_PURE` ops); None otherwise."""
     written = set()
     for op in ops:
-        if op.name == "vector.transfer_read" and not _workgroup(op.operands[0]):
+        if op.name == "vector.transfer_read" and not in_workgroup(op.operands[0]):
             continue
-        if op.name == "vector.transfer_write" and _workgroup(op.operands[1]):
+        if op.name == "vector.transfer_write" and in_workgroup(op.operands[1]):
             written.add(op.operands[1])
             continue
         if not op.name.startswith(_PURE) or len(op.regions):
@@ -297,7 +290,7 @@ def _pipelinable(module: Module, i: int, depth: int) -> bool:
     asserts (aborts the process) on a barrier before a copy in MLIR 22, and fails on the rest
     whatever its failure mode."""
     with module.context:
-        attr = _i64(i)
+        attr = i64_attr(i)
         loops = [op for launch in find_ops(module, "gpu.launch")
                  if _WARP in launch.attributes and launch.attributes[_WARP] == attr
                  for op in find_ops(launch, "scf.for")]
@@ -314,7 +307,7 @@ def _pipelinable(module: Module, i: int, depth: int) -> bool:
 
 def _launch(root: ir.Value, i: int) -> ir.Value:
     """The ``gpu.launch`` of the ``i``-th warp-tile matmul (:func:`_hoist_shared_buffers`)."""
-    return _match(root, ["gpu.launch"], ir.DictAttr.get({_WARP: _i64(i)}))
+    return _match(root, ["gpu.launch"], ir.DictAttr.get({_WARP: i64_attr(i)}))
 
 
 def _patterns(target: ir.Value, add: Callable) -> None:
@@ -345,7 +338,7 @@ def lower_mma_sync(module: Module, apply: Callable) -> Module:
         single = [_tile(op) == MMA_SHAPE for op in found]
         for op, one in zip(found, single):   # tell the two forms apart in the script
             op.attributes[MMA_SYNC] = ir.StringAttr.get("tile") if one else \
-                _i64(_stages(op.attributes[MMA_SYNC]))
+                i64_attr(_stages(op.attributes[MMA_SYNC]))
 
     if any(single):
         module = apply(module, lambda root: nvgpu_transform_d.RewriteMatmulAsMmaSyncOp(_match(

@@ -30,7 +30,7 @@ from typing import Callable, List, Tuple
 
 from .._mlir import arith_d, ir, linalg_d, structured_transform_d, tensor_d, transform_d
 from ..graph.emit_rewrites import constant_pad_value, has_constant_pad_value
-from ..ir.emitters import generic
+from ..ir.emitters import generic, i64_attr, index_constant
 from ..ir.transform_values import any_op
 from ..errors import PipelineError
 from ..ir.module import Module
@@ -42,10 +42,6 @@ from ..target import CudaArch
 _TAG = "mlc.host_pad"
 #: Marks the host-level ``linalg.fill`` an insert_slice writes into (``mlc.host_fill = i``).
 _FILL_TAG = "mlc.host_fill"
-
-
-def _i64(v: int) -> ir.IntegerAttr:
-    return ir.IntegerAttr.get(ir.IntegerType.get_signless(64), v)
 
 
 def _host_pads(module: Module) -> Tuple[List[Tuple[str, List[int], List[int]]], List[List[int]]]:
@@ -66,18 +62,14 @@ def _host_pads(module: Module) -> Tuple[List[Tuple[str, List[int], List[int]]], 
             name = op.name
             if name == "tensor.pad" and has_constant_pad_value(op):
                 op, name = pad_as_generic(op), "linalg.generic"
-            op.attributes[_TAG] = _i64(len(tagged))
+            op.attributes[_TAG] = i64_attr(len(tagged))
             tagged.append((name, list(t.shape), list(src.shape)))
             dest = op.operands[1].owner if op.name == "tensor.insert_slice" else None
             if dest is not None and not isinstance(dest, ir.Block) and dest.name == "linalg.fill" \
                     and dest.parent == op.parent and _FILL_TAG not in dest.attributes:
-                dest.attributes[_FILL_TAG] = _i64(len(fills))
+                dest.attributes[_FILL_TAG] = i64_attr(len(fills))
                 fills.append(list(t.shape))
     return tagged, fills
-
-
-def _index(v: int) -> ir.Value:
-    return arith_d.ConstantOp(ir.IndexType.get(), v).result
 
 
 def pad_as_generic(pad: ir.Operation) -> ir.Operation:
@@ -101,11 +93,11 @@ def pad_as_generic(pad: ir.Operation) -> ir.Operation:
                 if shape[d] == size[d]:
                     idx.append(i)
                     continue
-                j = arith_d.subi(i, _index(low[d]))
-                ok = arith_d.andi(arith_d.cmpi(arith_d.CmpIPredicate.sge, j, _index(0)),
-                                  arith_d.cmpi(arith_d.CmpIPredicate.slt, j, _index(size[d])))
+                j = arith_d.subi(i, index_constant(low[d]))
+                ok = arith_d.andi(arith_d.cmpi(arith_d.CmpIPredicate.sge, j, index_constant(0)),
+                                  arith_d.cmpi(arith_d.CmpIPredicate.slt, j, index_constant(size[d])))
                 inside = ok if inside is None else arith_d.andi(inside, ok)
-                idx.append(arith_d.minsi(arith_d.maxsi(j, _index(0)), _index(size[d] - 1)))
+                idx.append(arith_d.minsi(arith_d.maxsi(j, index_constant(0)), index_constant(size[d] - 1)))
             v = tensor_d.ExtractOp(src, idx).result
             return [v if inside is None else arith_d.select(inside, v, value)]
 
@@ -162,7 +154,7 @@ def materialize_host_pads(module: Module, apply: Callable, arch: CudaArch) -> Mo
         def match(name: str, tag: str, i: int) -> ir.Value:
             return structured_transform_d.MatchOp(
                 any_op(), root, ops=ir.ArrayAttr.get([ir.StringAttr.get(name)]),
-                op_attrs=ir.DictAttr.get({tag: _i64(i)})).result
+                op_attrs=ir.DictAttr.get({tag: i64_attr(i)})).result
 
         for i, shape in enumerate(fills):
             _map_elementwise(match("linalg.fill", _FILL_TAG, i), shape, most)

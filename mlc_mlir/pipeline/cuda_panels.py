@@ -51,10 +51,11 @@ from typing import Dict, List, Optional
 
 from .._mlir import arith_d, ir, memref_d
 from ..ir.module import Module
-from ..ir.walk import find_ops
+from ..ir.walk import defining_op, find_ops
 from ..runtime.cuda import DEVICE_ALIGNMENT
 from ..schedule.rules.gpu_rules import PREFETCH
 from ..target import CudaArch, max_private_elements
+from .cuda_buffers import in_workgroup, view_root
 
 
 def panel_pad(elem_bytes: int) -> int:
@@ -139,19 +140,6 @@ def _op(user) -> ir.Operation:
     return user.operation if hasattr(user, "operation") else user
 
 
-def _defining(v: ir.Value) -> Optional[ir.Operation]:
-    return None if isinstance(v.owner, ir.Block) else _op(v.owner)
-
-
-def _root(v: ir.Value) -> ir.Value:
-    """The buffer ``v`` is a view of (through ``memref.subview`` / ``memref.cast``)."""
-    op = _defining(v)
-    while op is not None and op.name in ("memref.subview", "memref.cast"):
-        v = op.operands[0]
-        op = _defining(v)
-    return v
-
-
 def _written(launch: ir.Operation, root: ir.Value) -> bool:
     """Whether an op in ``launch`` may write ``root`` (a destination of a linalg op, a
     ``memref.store``, or any other non-view op taking a view of it)."""
@@ -161,7 +149,7 @@ def _written(launch: ir.Operation, root: ir.Value) -> bool:
         op = op.operation
         for i, v in enumerate(op.operands):
             if not isinstance(v.type, ir.MemRefType) or op.name in ("memref.subview", "memref.cast") \
-                    or _root(v) != root:
+                    or view_root(v) != root:
                 continue
             if op.name.startswith("linalg.") and i < len(op.operands) - len(op.opview.outputs):
                 continue
@@ -174,11 +162,6 @@ def _written(launch: ir.Operation, root: ir.Value) -> bool:
     return bool(hits)
 
 
-def _workgroup(v: ir.Value) -> bool:
-    space = ir.MemRefType(v.type).memory_space
-    return space is not None and "workgroup" in str(space)
-
-
 def _clone_slice(v: ir.Value, body: List[ir.Operation], mapping: Dict, ip) -> ir.Value:
     """``v`` recomputed at ``ip`` with the values of ``mapping`` substituted: the ops of
     ``body`` (pure, :data:`_PURE`) it depends on are cloned; values from outside ``body``
@@ -186,7 +169,7 @@ def _clone_slice(v: ir.Value, body: List[ir.Operation], mapping: Dict, ip) -> ir
     for k, new in mapping.items():
         if k == v:
             return new
-    op = _defining(v)
+    op = defining_op(v)
     if op is None or op not in body:
         return v
     if not _pure(op):
@@ -206,7 +189,7 @@ def _staging_copy(op: ir.Operation) -> Optional[ir.Operation]:
     its index computations (``map_nested_forall_to_threads`` guards a copy with fewer vectors
     than the block has threads)."""
     if op.name == "linalg.copy":
-        ok = not _workgroup(op.operands[0]) and _workgroup(op.operands[1]) and \
+        ok = not in_workgroup(op.operands[0]) and in_workgroup(op.operands[1]) and \
             ir.MemRefType(op.operands[0].type).has_static_shape
         return op if ok else None
     if op.name != "scf.if" or len(op.results) or len(op.regions[1].blocks):
@@ -238,7 +221,7 @@ def _staging(loop: ir.Operation, launch: ir.Operation):
     tail = [o for o in ops if o.name != "scf.yield"]
     if tail[-1].name != "gpu.barrier" or tail[-1] == after[0]:
         return None   # nothing orders the next iteration's stores after this one's reads
-    if any(_written(launch, _root(c.operands[0])) for _, c in units):
+    if any(_written(launch, view_root(c.operands[0])) for _, c in units):
         return None
     return units, [b for b in barriers if ops.index(b) < last], after[0]
 
@@ -251,7 +234,7 @@ def _clone_unit(unit: ir.Operation, body: List[ir.Operation], mapping: Dict, ip)
 
     def used(op):
         for v in op.operation.operands:
-            owner = _defining(v)
+            owner = defining_op(v)
             owner = owner if owner is not None else _op(v.owner.owner)
             if not _within(owner, unit) and v not in outside:
                 outside.append(v)
@@ -357,7 +340,7 @@ def _aligned_on_host(v: ir.Value) -> bool:
     ``DEVICE_ALIGNMENT``-aligned pointer: a function argument or an allocation, through view
     ops only (``memref.view``, which moves the pointer by a byte shift, is not one)."""
     while True:
-        op = _defining(v)
+        op = defining_op(v)
         if op is None:
             return _op(v.owner.owner).name == "func.func"
         if op.name in _ALIGNED_ROOTS:

@@ -48,30 +48,12 @@ from typing import List, Optional
 from .._mlir import arith_d, gpu_d, ir, memref_d, scf_d, vector_d
 from ..errors import PipelineError
 from ..ir.module import Module
-from ..ir.walk import find_ops
+from ..ir.emitters import index_constant
+from ..ir.walk import ancestor_in, defining_op, find_ops, users
 from ..schedule.gpu_reduction import WARP_SHUFFLE
 from ..target import WARP_SIZE
 
 _WORKGROUP = "#gpu.address_space<workgroup>"
-
-
-def _users(v: ir.Value) -> List[ir.Operation]:
-    return [u.owner.operation if hasattr(u.owner, "operation") else u.owner for u in v.uses]
-
-
-def _owner(v: ir.Value) -> Optional[ir.Operation]:
-    o = v.owner
-    return o.operation if isinstance(o, (ir.Operation, ir.OpView)) else None
-
-
-def _ancestor_in(op: ir.Operation, block: ir.Block) -> Optional[ir.Operation]:
-    """The ancestor of ``op`` (or ``op``) whose block is ``block``."""
-    while op is not None:
-        if op.block == block:
-            return op
-        op = op.parent
-        op = op.operation if op is not None else None
-    return None
 
 
 def _launch_of(op: ir.Operation) -> Optional[ir.Operation]:
@@ -102,10 +84,6 @@ def _combine(comb: ir.Operation, a: ir.Value, b: ir.Value) -> ir.Value:
 
 def _i32(v: int) -> ir.Value:
     return arith_d.constant(ir.IntegerType.get_signless(32), v)
-
-
-def _index(v: int) -> ir.Value:
-    return arith_d.constant(ir.IndexType.get(), v)
 
 
 def _butterfly(v: ir.Value, comb: ir.Operation, lanes: int, width: ir.Value, full: bool) -> ir.Value:
@@ -143,14 +121,14 @@ def _block_dims(launch: ir.Operation) -> List[Optional[int]]:
     """The launch's static ``blockDim`` (x, y, z); None where not a constant."""
     out = []
     for v in list(launch.operands)[3:6]:
-        o = _owner(v)
+        o = defining_op(v)
         out.append(ir.IntegerAttr(o.attributes["value"]).value
                    if o is not None and o.name == "arith.constant" else None)
     return out
 
 
 def _is_thread_id(v: ir.Value, dim: str) -> bool:
-    o = _owner(v)
+    o = defining_op(v)
     return o is not None and o.name == "gpu.thread_id" and str(o.attributes["dimension"]).endswith(f"{dim}>")
 
 
@@ -158,7 +136,7 @@ def _thread_offset(v: ir.Value, vec: int) -> bool:
     """Whether ``v`` is ``thread_id.x * vec`` (``thread_id.x`` itself for ``vec == 1``)."""
     if vec == 1:
         return _is_thread_id(v, "x")
-    o = _owner(v)
+    o = defining_op(v)
     if o is None or o.name != "affine.apply" or len(o.operands) != 1 or \
             not _is_thread_id(o.operands[0], "x"):
         return False
@@ -171,8 +149,8 @@ def _partials(alloc: ir.Operation, red: ir.Operation, body: ir.Block, vec: int,
     """The subviews of ``P`` each thread writes its partials to: ``vec`` elements at
     ``[thread_id.y or 0, .., thread_id.x * vec]`` (every use of ``P`` but ``red``'s input)."""
     parts = []
-    for sv in _users(alloc.results[0]):
-        if sv == red or (sv.name == "memref.subview" and _users(sv.results[0]) == [red]):
+    for sv in users(alloc.results[0]):
+        if sv == red or (sv.name == "memref.subview" and users(sv.results[0]) == [red]):
             continue
         ok = sv.name == "memref.subview" and sv.block == body
         if ok:
@@ -224,7 +202,7 @@ def _vector_partial(op: ir.Operation, vec: int, body: ir.Block) -> None:
         if k0 in dims[j]:
             extent = t.shape[dims[j].index(k0)]
         if n - 1 in dims[j]:
-            view = _owner(op.operands[j])
+            view = defining_op(op.operands[j])
             if dims[j][-1] != n - 1 or t.shape[-1] != vec or view is None or \
                     view.name != "memref.subview" or view.block != body:
                 return
@@ -242,23 +220,23 @@ def _vector_partial(op: ir.Operation, vec: int, body: ir.Block) -> None:
         ok = None
         for root, nbytes in checks:
             ptr = memref_d.extract_aligned_pointer_as_index(root)
-            c = arith_d.cmpi(arith_d.CmpIPredicate.eq, arith_d.remui(ptr, _index(nbytes)), _index(0))
+            c = arith_d.cmpi(arith_d.CmpIPredicate.eq, arith_d.remui(ptr, index_constant(nbytes)), index_constant(0))
             ok = c if ok is None else arith_d.andi(ok, c)
         branch = scf_d.IfOp(ok, has_else=True)
     with ir.InsertionPoint(branch.then_block):
-        zeros = [_index(0)] * (n - 1)
+        zeros = [index_constant(0)] * (n - 1)
         elem = ir.MemRefType(acc.type).element_type
         vt = ir.VectorType.get([vec], elem)
-        loop = scf_d.ForOp(_index(0), _index(extent), _index(1), [vector_d.load(vt, acc, zeros)])
+        loop = scf_d.ForOp(index_constant(0), index_constant(extent), index_constant(1), [vector_d.load(vt, acc, zeros)])
         with ir.InsertionPoint(loop.body):
             args = list(op.regions[0].blocks[0].arguments)
             values = {}
             for j in range(nin):
                 src = op.operands[j]
-                idx = [loop.induction_variable if d == k0 else _index(0) for d in dims[j]]
+                idx = [loop.induction_variable if d == k0 else index_constant(0) for d in dims[j]]
                 et = ir.MemRefType(src.type).element_type
                 if n - 1 in dims[j]:
-                    nbytes = dict(checks)[_owner(src).operands[0]]
+                    nbytes = dict(checks)[defining_op(src).operands[0]]
                     values[args[j]] = vector_d.load(ir.VectorType.get([vec], et), src, idx,
                                                     alignment=nbytes)
                 else:
@@ -293,9 +271,9 @@ def _rewrite(red: ir.Operation) -> None:
     nrows = dims[1]
     body = launch.regions[0].blocks[0]
     view = red.operands[0]
-    alloc = _owner(view)
+    alloc = defining_op(view)
     if alloc is not None and alloc.name == "memref.subview":
-        alloc = _owner(alloc.operands[0])
+        alloc = defining_op(alloc.operands[0])
     st = ir.MemRefType(alloc.results[0].type) if alloc is not None else None
     vec = st.shape[-1] // nthreads if st is not None else 0
     if alloc is None or alloc.name != "memref.alloca" or alloc.block != body or vec < 1 or \
@@ -303,7 +281,7 @@ def _rewrite(red: ir.Operation) -> None:
             ir.MemRefType(view.type).rank != st.rank:
         raise PipelineError(f"{where} does not read the shared partials of {nrows} row(s) of "
                             f"{nthreads} threads: {view.type}")
-    stmt = _ancestor_in(red, body)
+    stmt = ancestor_in(red, body)
     parts = _partials(alloc, red, body, vec, where)
     comb = _combiner(red)
     elem = st.element_type
@@ -331,17 +309,17 @@ def _rewrite(red: ir.Operation) -> None:
     nwarps = -(-nthreads // WARP_SIZE)
     full = nthreads % WARP_SIZE == 0
     with ir.InsertionPoint(stmt):
-        zero = _index(0)
+        zero = index_constant(0)
         idx = [zero] * st.rank
         tid = gpu_d.thread_id(gpu_d.Dimension.x)
         v = memref_d.load(acc, idx)
         for j in range(1, vec):   # the thread's vector of partials
-            v = _combine(comb, memref_d.load(acc, idx[:-1] + [_index(j)]), v)
+            v = _combine(comb, memref_d.load(acc, idx[:-1] + [index_constant(j)]), v)
         if full:
             width = _i32(WARP_SIZE)
         else:   # the last warp has nthreads % 32 lanes
-            first = arith_d.andi(tid, _index(~(WARP_SIZE - 1)))
-            live = arith_d.minui(_index(WARP_SIZE), arith_d.subi(_index(nthreads), first))
+            first = arith_d.andi(tid, index_constant(~(WARP_SIZE - 1)))
+            live = arith_d.minui(index_constant(WARP_SIZE), arith_d.subi(index_constant(nthreads), first))
             width = arith_d.index_cast(ir.IntegerType.get_signless(32), live)
         v = _butterfly(v, comb, WARP_SIZE, width, full)
         if nwarps == 1:
@@ -352,14 +330,14 @@ def _rewrite(red: ir.Operation) -> None:
                 totals = memref_d.alloca(ir.MemRefType.get([nrows, nwarps], elem, memory_space=ws),
                                          [], [])
             row = gpu_d.thread_id(gpu_d.Dimension.y)
-            lane = arith_d.andi(tid, _index(WARP_SIZE - 1))
-            warp = arith_d.shrui(tid, _index(WARP_SIZE.bit_length() - 1))
+            lane = arith_d.andi(tid, index_constant(WARP_SIZE - 1))
+            warp = arith_d.shrui(tid, index_constant(WARP_SIZE.bit_length() - 1))
             first_lane = scf_d.IfOp(arith_d.cmpi(arith_d.CmpIPredicate.eq, lane, zero))
             with ir.InsertionPoint(first_lane.then_block):
                 memref_d.store(v, totals, [row, warp])
                 scf_d.YieldOp([])
             gpu_d.barrier()
-            lead = scf_d.IfOp(arith_d.cmpi(arith_d.CmpIPredicate.ult, tid, _index(nwarps)))
+            lead = scf_d.IfOp(arith_d.cmpi(arith_d.CmpIPredicate.ult, tid, index_constant(nwarps)))
             with ir.InsertionPoint(lead.then_block):
                 w = memref_d.load(totals, [row, tid])
                 pow2 = nwarps & (nwarps - 1) == 0
@@ -368,8 +346,8 @@ def _rewrite(red: ir.Operation) -> None:
                 scf_d.YieldOp([])
     old = red.operands[0]
     red.operands[0] = total
-    if old != alloc.results[0] and not _users(old):
-        _owner(old).erase()
+    if old != alloc.results[0] and not users(old):
+        defining_op(old).erase()
     alloc.erase()
     # the barrier the thread mapping puts after the last combine orders nothing: the kernel ends
     ops = [o.operation for o in body.operations]
