@@ -48,6 +48,7 @@ Stages (each inspectable; a failure is a ``PipelineError``, never a process abor
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import shutil
@@ -125,31 +126,19 @@ def _block_dims(forall: ir.Operation) -> List[int]:
 
     for op in find_ops(forall, "scf.forall"):   # a plain loop: _trip_counts may raise
         m = _mapping(op)
-        if m and m[0].startswith("#gpu.warp"):   # whole warps: x counts threads, y/z warps
-            counts = _trip_counts(op)
-            if any(_LINEAR in a for a in m):
-                total = WARP_SIZE
-                for c in counts:
-                    total *= c
-                linear = max(linear, total)
-                dims["x"] = max(dims["x"], WARP_SIZE)
-            else:
-                # a warp is WARP_SIZE threads along x, also when no warp loop is on x
-                dims["x"] = max(dims["x"], WARP_SIZE)
-                for a, c in zip(m, counts):
-                    ax = a[len("#gpu.warp<"):-1]
-                    dims[ax] = max(dims[ax], c * (WARP_SIZE if ax == "x" else 1))
-        elif m and m[0].startswith("#gpu.thread"):
-            counts = _trip_counts(op)
-            if any(_LINEAR in a for a in m):
-                total = 1
-                for c in counts:
-                    total *= c
-                linear = max(linear, total)
-            else:
-                for a, c in zip(m, counts):
-                    ax = a[len("#gpu.thread<"):-1]
-                    dims[ax] = max(dims[ax], c)
+        kind = m[0][len("#gpu."):m[0].index("<")] if m else None
+        if kind not in ("warp", "thread"):
+            continue
+        counts = _trip_counts(op)
+        lanes = WARP_SIZE if kind == "warp" else 1   # whole warps: x counts threads, y/z warps
+        if kind == "warp":   # a warp is WARP_SIZE threads along x, also when no warp loop is on x
+            dims["x"] = max(dims["x"], WARP_SIZE)
+        if any(_LINEAR in a for a in m):
+            linear = max(linear, lanes * math.prod(counts))
+        else:
+            for a, c in zip(m, counts):
+                ax = a[len(f"#gpu.{kind}<"):-1]
+                dims[ax] = max(dims[ax], c * (lanes if ax == "x" else 1))
 
     # a linear mapping numbers the threads of the whole block (x fastest): it needs x*y*z of
     # them, more along x only where the other foralls leave too few
