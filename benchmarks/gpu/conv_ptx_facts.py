@@ -42,7 +42,7 @@ def main(argv) -> int:
             (f"FMA loop: {loop.fma} fma, {loop.shared_loads} ld.shared, {loop.global_loads} ld.global, "
              f"loads/FMA {loop.loads_per_fma():.2f}")
         print("c{} f{} {}x{} k{} s{}: ".format(*layer[:3], *layer[2:]) +
-              f"kernels {len(ptx)}, regs {use.registers}, spills {use.spill_bytes} B, "
+              f"kernels {len(ptx)}, regs {use.registers}, spills {use.spill_stores} B, "
               f"smem {use.shared_bytes} B, {inner}")
     return 0
 

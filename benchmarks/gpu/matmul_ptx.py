@@ -16,7 +16,8 @@ import sys
 
 import mlc_mlir as mlc
 from mlc_mlir import ops
-from mlc_mlir.pipeline.cuda import compile_to_ptx, ptx_loops, ptxas_resources
+from mlc_mlir.pipeline.cuda import compile_to_ptx
+from mlc_mlir.pipeline.ptx_facts import ptx_loops, ptxas_usage
 from mlc_mlir.schedule.default_rules import default_schedule
 from mlc_mlir.schedule.rules.gpu_rules import matmul_tile_defaults
 from mlc_mlir.target import Target
@@ -72,8 +73,8 @@ def main(argv=None) -> int:
             runs.append((spec, sch.mod, t.kt, t.ly * t.lx))
         for name, mod, kt, tile in runs:
             (ptx,) = compile_to_ptx(mod).values()
-            use = ptxas_resources(ptx)
-            regs, spill = use["registers"], use["spill_stores"]
+            use = ptxas_usage(ptx)
+            regs, spill = use.registers, use.spill_stores
             c = panel_counts(ptx, kt, tile)
             print(f"{n:>5} {name:>22} {regs:>4} {spill:>5} {c['ld.global']:>4} {c['ld.global.v4']:>3} "
                   f"{c['st.shared']:>3} {c['st.shared.v4']:>3} {c['ld.shared']:>4} {c['ld.shared.v4']:>4} "

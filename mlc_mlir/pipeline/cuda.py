@@ -50,7 +50,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 import shutil
 import subprocess
 import tempfile
@@ -436,32 +435,3 @@ def check_ptx(ptx: str, arch: str = "sm_90", verbose: bool = False) -> str:
             raise PipelineError(f"cuda: ptxas rejected the PTX:\n{proc.stderr}\nreproduce with: "
                                 f"ptxas -arch={arch} {keep}")
         return proc.stdout + proc.stderr
-
-
-def ptx_loops(ptx: str) -> List[Tuple[int, int]]:
-    """The loops of a PTX kernel as ``(first, last)`` line indices of ``ptx.splitlines()``: a
-    label and the last branch back to it, sorted by start."""
-    lines = ptx.splitlines()
-    labels = {m.group(1): i for i, line in enumerate(lines) if (m := re.match(r"^(\$L\w+):", line))}
-    spans: Dict[str, Tuple[int, int]] = {}
-    for j, line in enumerate(lines):
-        m = re.search(r"\bbra(?:\.uni)?\s+(\$L\w+);", line)
-        if m and labels.get(m.group(1), j) < j:
-            spans[m.group(1)] = (labels[m.group(1)], j)
-    return sorted(spans.values())
-
-
-def ptxas_resources(ptx: str, arch: str = "sm_90") -> Dict[str, int]:
-    """``{"registers", "spill_stores", "spill_loads"}`` (spills in bytes) of the one kernel in
-    ``ptx``, from ``ptxas -arch=<arch> -v``.
-
-    Raises
-    ------
-    PipelineError
-        If ``ptxas`` is not on PATH or rejects the PTX (:func:`check_ptx`).
-    """
-    out = check_ptx(ptx, arch, verbose=True)
-    spills = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", out)
-    return {"registers": int(re.search(r"Used (\d+) registers", out).group(1)),
-            "spill_stores": int(spills.group(1)) if spills else 0,
-            "spill_loads": int(spills.group(2)) if spills else 0}

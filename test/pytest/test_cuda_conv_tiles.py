@@ -58,7 +58,7 @@ def test_resnet_3x3_layer_reads_shared_memory_in_its_fma_loop():
     # the staged copies go straight from global to shared memory (no device malloc, no stack)
     assert "malloc" not in conv and ".local" not in conv
     use = ptxas_usage(conv)
-    assert use.spill_bytes == 0 and use.shared_bytes > 0
+    assert use.spill_stores == 0 and use.shared_bytes > 0
 
 
 @needs_ptxas
@@ -67,7 +67,7 @@ def test_resnet_layers_are_tiled_and_ptxas_clean(layer):
     c, f, h, k, s, p = layer
     conv = conv_kernel(conv_net(1, c, f, h, h, k, s, p))
     assert fma_loop(conv).shared_loads > 0 and "malloc" not in conv
-    assert ptxas_usage(conv).spill_bytes == 0
+    assert ptxas_usage(conv).spill_stores == 0
 
 
 def test_default_tiles_fit_the_architecture():
@@ -152,7 +152,7 @@ def test_cuda_tiled_conv_matches_torch(case):
 @pytest.mark.parametrize("case,tiles", FORCED)
 def test_forced_register_tiles_are_ptxas_clean(case, tiles):
     conv = next(t for t in compile_to_ptx(_forced(case, tiles).mod).values() if "fma.rn.f32" in t)
-    assert ptxas_usage(conv).spill_bytes == 0
+    assert ptxas_usage(conv).spill_stores == 0
 
 
 @needs_gpu

@@ -11,7 +11,6 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 
 import numpy as np
 import pytest
@@ -58,18 +57,9 @@ def _warp_schedule(tm=16, tn=8, tk=16, warps=("warpIdx.z", "warpIdx.y")):
     return sch
 
 
-def _ptxas_v(ptx: str, chip: str = "sm_90") -> str:
-    with tempfile.TemporaryDirectory() as d:
-        src = os.path.join(d, "kernel.ptx")
-        with open(src, "w") as f:
-            f.write(ptx)
-        return subprocess.run(["ptxas", f"-arch={chip}", "-v", src, "-o", os.path.join(d, "k.cubin")],
-                              capture_output=True, text=True, check=True).stderr
-
-
 def _ptxas_spills(ptx: str, chip: str = "sm_90") -> list:
     """``(spill stores, spill loads)`` of each kernel, from ``ptxas -v``."""
-    out = _ptxas_v(ptx, chip)
+    out = check_ptx(ptx, chip, verbose=True)
     return [tuple(map(int, m)) for m in re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads", out)]
 
 
@@ -119,12 +109,12 @@ def test_default_f16_mma_pipelines_the_panel_copies():
     all but the newest cp.async group (the next panels load while the warps compute)."""
     ptx = _default_ptx(1024, 1024, 1024)
     assert re.search(r"cp\.async\.wait_group\s+1;", ptx)
-    assert "32768 bytes smem" in _ptxas_v(ptx)
+    assert "32768 bytes smem" in check_ptx(ptx, verbose=True)
     one = mlc.Schedule(_matmul(1024, 1024, 1024))
     schedule_matmul_mma(one, one.get_block("matmul"), CUDA.cuda_arch, forced=dict(
         mma_tile_defaults(1024, 1024, 1024, CUDA.cuda_arch), staged=1, stages=1))
     (ptx1,) = compile_to_ptx(one.mod).values()
-    assert not re.search(r"cp\.async\.wait_group\s+1;", ptx1) and "16384 bytes smem" in _ptxas_v(ptx1)
+    assert not re.search(r"cp\.async\.wait_group\s+1;", ptx1) and "16384 bytes smem" in check_ptx(ptx1, verbose=True)
 
 
 def test_mma_tile_defaults_follow_the_register_budget():

@@ -11,7 +11,8 @@ import pytest
 
 import mlc_mlir as mlc
 from mlc_mlir import ops
-from mlc_mlir.pipeline.cuda import check_ptx, compile_to_ptx, ptx_loops, ptxas_resources
+from mlc_mlir.pipeline.cuda import check_ptx, compile_to_ptx
+from mlc_mlir.pipeline.ptx_facts import ptx_loops, ptxas_usage
 from mlc_mlir.runtime.cuda import cuda_available
 from mlc_mlir.schedule.default_rules import default_schedule
 from mlc_mlir.target import Target
@@ -105,8 +106,8 @@ def test_default_4096_kernel_fits_128_registers_without_spills():
     prefetch): .maxnreg 128, and ptxas needs no local memory for it."""
     ptx = _ptx(default_schedule(_matmul(4096, 4096, 4096), CUDA))
     assert ".maxntid 256, 1, 1" in ptx and ".maxnreg 128" in ptx
-    use = ptxas_resources(ptx)
-    assert 64 < use["registers"] <= 128 and use["spill_stores"] == use["spill_loads"] == 0
+    use = ptxas_usage(ptx)
+    assert 64 < use.registers <= 128 and use.spill_stores == use.spill_loads == 0
 
 
 @needs_gpu

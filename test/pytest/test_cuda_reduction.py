@@ -3,11 +3,8 @@ cooperative reduction (split_reduction + thread foralls) combined with warp shuf
 or a shared-memory tree (``mlc.warp_shuffle = 0``); PTX checked with ptxas; numerics vs numpy on
 a GPU (skipped without one)."""
 
-import os
 import re
 import shutil
-import subprocess
-import tempfile
 
 import numpy as np
 import pytest
@@ -16,6 +13,7 @@ import mlc_mlir as mlc
 from mlc_mlir import ops
 from mlc_mlir.errors import ScheduleError
 from mlc_mlir.pipeline.cuda import check_ptx, compile_to_ptx
+from mlc_mlir.pipeline.ptx_facts import ptxas_usage
 from mlc_mlir.runtime.cuda import cuda_available
 from mlc_mlir.schedule.default_rules import apply_default_schedule, default_schedule
 from mlc_mlir.schedule.gpu_reduction import WARP_SHUFFLE
@@ -49,18 +47,6 @@ def row_reduce_schedule(op=ops.sum, rows=128, k=1024, threads=256, shuffle=None)
 
 def row_sum_schedule(rows=128, k=1024, threads=256, shuffle=None):
     return row_reduce_schedule(ops.sum, rows, k, threads, shuffle)
-
-
-def ptxas_usage(ptx):
-    """``ptxas -arch=sm_90 -v`` on ``ptx``: (registers, spill store bytes, spill load bytes)."""
-    with tempfile.TemporaryDirectory() as d:
-        src = os.path.join(d, "k.ptx")
-        with open(src, "w") as f:
-            f.write(ptx)
-        err = subprocess.run(["ptxas", "-arch=sm_90", "-v", src, "-o", os.path.join(d, "k.cubin")],
-                             capture_output=True, text=True, check=True).stderr
-    spills = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", err)
-    return int(re.search(r"Used (\d+) registers", err).group(1)), int(spills.group(1)), int(spills.group(2))
 
 
 def _softmax_ref(x):
@@ -140,8 +126,8 @@ def test_combine_is_warp_shuffles_and_one_barrier(op, k, threads, levels):
     # the second level runs on `warps` lanes: clamp warps - 1, member mask of `warps` bits
     if levels[1]:
         assert f", {warps - 1}, {(1 << warps) - 1};" in text
-    regs, stores, loads = ptxas_usage(text)
-    assert stores == loads == 0
+    use = ptxas_usage(text)
+    assert use.spill_stores == use.spill_loads == 0
 
 
 @needs_ptxas
@@ -171,7 +157,8 @@ def test_default_reductions_are_cooperative(kind):
         assert t.count("bar.sync") == (0 if warp_rows else 1), t.count("bar.sync")
         assert ("shared" in t) != warp_rows
         assert "%tid.x" in t and "%ctaid.x" in t
-        assert ptxas_usage(t)[1:] == (0, 0)
+        use = ptxas_usage(t)
+        assert (use.spill_stores, use.spill_loads) == (0, 0)
 
 
 @needs_ptxas
@@ -240,7 +227,8 @@ def test_threads_read_vectors_where_the_row_is_aligned(k, vec, loads):
         scalar = len(re.findall(r"ld\.global\.b32", text))
         check = re.search(rf"and\.b64\s+%rd\d+, %rd\d+, {4 * vec - 1};", text)
         assert (scalar, bool(check)) in ((0, False), (loads * vec, True))
-    assert ptxas_usage(text)[1:] == (0, 0)
+    use = ptxas_usage(text)
+    assert (use.spill_stores, use.spill_loads) == (0, 0)
 
 
 @needs_ptxas

@@ -13,7 +13,8 @@ import mlc_mlir as mlc
 from mlc_mlir import ops
 from mlc_mlir.ir.module import Module
 from mlc_mlir.ir.walk import find_ops
-from mlc_mlir.pipeline.cuda import check_ptx, compile_to_ptx, ptx_loops
+from mlc_mlir.pipeline.cuda import check_ptx, compile_to_ptx
+from mlc_mlir.pipeline.ptx_facts import ptx_loops
 from mlc_mlir.pipeline.cuda_buffers import clean_kernel_buffers
 from mlc_mlir.runtime.cuda import cuda_available
 from mlc_mlir.schedule.default_rules import default_schedule
