@@ -234,7 +234,7 @@ class ScheduleState:
         if func_name is not None:
             as_str("get_block", "func_name", func_name)
         ops = self._model.ops
-        hits = [k for k in ops if k[1] == name and (func_name is None or k[0] == func_name)]
+        hits = [k for k in self._model.keys_named(name) if func_name is None or k[0] == func_name]
         if not hits:
             names = sorted({k[1] for k in ops if func_name is None or k[0] == func_name})
             raise ScheduleError(f"get_block: no block named '{name}'"

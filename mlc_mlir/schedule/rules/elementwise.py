@@ -23,11 +23,12 @@ NONTEMPORAL = "mlc.nontemporal"
 HALF_LINE_BYTES = CACHE_LINE_BYTES // 2
 
 
-def contiguous_last(blk) -> bool:
-    """Whether every operand that the innermost dim indexes has it as its own innermost dim (a
-    vector along it is a contiguous load/store; a transpose's input is not)."""
-    last = len(blk.dims) - 1
-    return all(not dims or last not in dims or dims[-1] == last for dims in blk.info.operand_dims)
+def contiguous_last(info) -> bool:
+    """Whether every operand of op ``info`` (an ``OpInfo``) that the innermost dim indexes has
+    it as its own innermost dim (a vector along it is a contiguous load/store; a transpose's
+    input is not)."""
+    last = len(info.dims) - 1
+    return all(not dims or last not in dims or dims[-1] == last for dims in info.operand_dims)
 
 
 def vectorizable(blk, ctx: RuleContext) -> bool:
@@ -36,7 +37,7 @@ def vectorizable(blk, ctx: RuleContext) -> bool:
     vectorizer accepts (``OpFacts.simple_maps``: no ``5 - i``; a ``tensor.extract`` gather with
     such maps, ``OpFacts.gathers``, is vectorized with ``vectorize_nd_extract``)."""
     facts = ctx.fact(blk)
-    return contiguous_last(blk) and (facts is None or facts.simple_maps or facts.gathers)
+    return contiguous_last(blk.info) and (facts is None or facts.simple_maps or facts.gathers)
 
 
 def lane_tile(ctx: RuleContext, blk, extent) -> Optional[int]:
@@ -168,7 +169,7 @@ def transpose_tile(sch: Schedule, block: BlockRV, ctx: RuleContext) -> bool:
     blk = sch.get(block)
     info = blk.info
     facts = ctx.fact(blk)
-    if info.num_inputs != 1 or len(info.operand_dims) != 2 or contiguous_last(blk) or \
+    if info.num_inputs != 1 or len(info.operand_dims) != 2 or contiguous_last(info) or \
             (facts is not None and not facts.simple_maps) or not info.operand_dims[0]:
         return False
     extents = [d.extent for d in blk.dims]

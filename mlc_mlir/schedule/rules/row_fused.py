@@ -14,14 +14,14 @@ from __future__ import annotations
 
 from typing import List, Optional
 
-from ..loop_nest import Block
+from ..loop_nest import OpInfo
 from ..schedule import Schedule
 from ..state import BlockRV
 from .common import (RuleContext, categorical, parallelize_first, vector_candidates, vector_tile)
 from .elementwise import contiguous_last, schedule_elementwise
 
 
-def row_chain(sch: Schedule, out: Block, ctx: RuleContext) -> Optional[List[Block]]:
+def row_chain(sch: Schedule, out: OpInfo, ctx: RuleContext) -> Optional[List[OpInfo]]:
     """The other named ops of ``out``'s function, in program order, when they and ``out`` form a
     row chain, else None. ``out`` is an all-parallel op of rank ``n`` read and written along its
     innermost dim, consumed by no other op of its function; every other op (``linalg.fill``
@@ -30,12 +30,13 @@ def row_chain(sch: Schedule, out: Block, ctx: RuleContext) -> Optional[List[Bloc
     ``n - 1`` (a per-row value) or an all-parallel op of rank ``n`` (a row's elementwise values,
     softmax's ``exp(x - max)``, read by the row's sum and by ``out``); at least one is a
     reduction; none is an identity copy (the cleanup erases it). The row length is static (the
-    row count may be dynamic)."""
+    row count may be dynamic). Reads the loop-nest model only (records nothing in the trace)."""
     n = len(out.dims)
-    if n < 2 or sch.model.consumers(out) or not contiguous_last(out) or out.dims[-1].extent is None:
+    if n < 2 or sch.model.consumers_of(out.func, out.name) or not contiguous_last(out) or \
+            out.dims[-1].extent is None:
         return None   # a dynamic row length: the ops are scheduled one by one
-    ops = [info for (f, _), info in sch.model.ops.items()
-           if f == out.func and info.name != out.name and info.op_name != "linalg.fill"]
+    ops = [info for info in sch.model.ops_of(out.func)
+           if info.name != out.name and info.op_name != "linalg.fill"]
     reductions = 0
     for info in ops:
         if (info.func, info.name) in ctx.claimed or info.op_name != "linalg.generic" or info.identity:
@@ -59,7 +60,7 @@ def row_chain(sch: Schedule, out: Block, ctx: RuleContext) -> Optional[List[Bloc
         return None
     # every op of the chain feeds the output through named ops (not through a reshape)
     infos = {info.name: info for info in ops}
-    reached, todo = set(), list(out.info.producers)
+    reached, todo = set(), list(out.producers)
     while todo:
         nm = todo.pop()
         if nm in infos and nm not in reached:
@@ -67,7 +68,7 @@ def row_chain(sch: Schedule, out: Block, ctx: RuleContext) -> Optional[List[Bloc
             todo.extend(infos[nm].producers)
     if reached != set(infos):
         return None
-    return [sch.get(sch.get_block(info.name, func_name=out.func)) for info in ops]
+    return ops
 
 
 def schedule_row_fused(sch: Schedule, block: BlockRV, ctx: RuleContext) -> bool:
@@ -89,9 +90,10 @@ def schedule_row_fused(sch: Schedule, block: BlockRV, ctx: RuleContext) -> bool:
     Shapes: rank >= 2, any row count (static or dynamic), a static row length; dtypes: floats.
     """
     out = sch.get(block)
-    chain = row_chain(sch, out, ctx)
-    if chain is None:
+    infos = row_chain(sch, out.info, ctx)
+    if infos is None:
         return False
+    chain = [sch.get(sch.get_block(info.name, func_name=out.func)) for info in infos]
     n = len(out.dims)
     c = out.dims[-1].extent
     for blk in chain:
@@ -136,17 +138,18 @@ def schedule_rows_or_elementwise(sch: Schedule, block: BlockRV, ctx: RuleContext
         return
     if len(blk.dims) >= 1:
         key = (blk.func, blk.name)
-        ends = [info.name for (f, nm), info in sch.model.ops.items()
-                if f == blk.func and nm != blk.name and (f, nm) not in ctx.claimed
+        ends = [info for info in sch.model.ops_of(blk.func)
+                if info.name != blk.name and (blk.func, info.name) not in ctx.claimed
                 and info.op_name == "linalg.generic" and all(d.kind == "parallel" for d in info.dims)
                 and len(info.dims) in (len(blk.dims), len(blk.dims) + 1)]
         ctx.claimed.discard(key)
-        for name in ends:
-            end = sch.get_block(name, func_name=blk.func)
-            ctx.claimed.add((blk.func, name))
-            if schedule_row_fused(sch, end, ctx):
+        for end in ends:
+            ctx.claimed.add((blk.func, end.name))
+            # the model answers first: only the output of a chain is looked up (and recorded)
+            if row_chain(sch, end, ctx) is not None and \
+                    schedule_row_fused(sch, sch.get_block(end.name, func_name=blk.func), ctx):
                 break
-            ctx.claimed.discard((blk.func, name))
+            ctx.claimed.discard((blk.func, end.name))
         if key in ctx.claimed:
             return
         ctx.claimed.add(key)
