@@ -79,6 +79,7 @@ from ..runtime.executable import Executable, Function, engine_invoker, load_engi
 from ..runtime.registry import make_callback
 from ..target import Target, host_mismatch
 from .aot import export_library, translate_to_llvmir
+from .broadcast_reads import unroll_broadcast_reads
 from .buffer_cache import link_buffer_cache
 from .cuda_compile import compile_cuda, export_cuda_library
 from .denormals import flush_denormals
@@ -352,10 +353,11 @@ def _prepare(module: Module, options: CompileOptions) -> Module:
 
 
 def _nests_of_buffers(options: CompileOptions) -> Callable[[Module], Module]:
-    """The step of ``lower`` on the buffers: non-temporal stores, then the loop nests outlined
-    as ``options.outline_nests`` says (``"auto"``: functions of ``OUTLINE_MIN_OPS`` or more)."""
+    """The step of ``lower`` on the buffers: non-temporal stores, reads that broadcast along
+    their innermost dim unrolled into scalar loads, then the loop nests outlined as
+    ``options.outline_nests`` says (``"auto"``: functions of ``OUTLINE_MIN_OPS`` or more)."""
     def run(module: Module) -> Module:
-        module = nontemporal_stores(module)
+        module = unroll_broadcast_reads(nontemporal_stores(module))
         if options.outline_nests == "never":
             return module
         return outline_loop_nests(module, OUTLINE_MIN_OPS if options.outline_nests == "auto" else 0)
