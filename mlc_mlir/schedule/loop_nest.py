@@ -20,6 +20,7 @@ from ..errors import ScheduleError
 from ..ir import dtypes
 from ..ir.module import OP_NAME_ATTR, Module
 from .buffer_reads import offsets, sources
+from .op_index import OpIndex
 from .operand_tiles import affine_dim, map_terms
 from .tileability import is_identity_copy, tiling_blocker
 
@@ -436,18 +437,7 @@ class LoopNestModel:
     def __init__(self, ops: Dict[Tuple[str, str], OpInfo]):
         self.ops = ops
         self._blocks: Dict[int, Block] = {}
-        # indices of the (fixed) ops and of the first non-cache block of each op: the queries
-        # below run once per rule decision, a scan of the payload each would make a function of
-        # n ops cost O(n^2) to schedule
-        self._named: Dict[str, List[Tuple[str, str]]] = {}
-        self._of_func: Dict[str, List[OpInfo]] = {}
-        self._consumers: Dict[Tuple[str, str], List[str]] = {}
-        for (f, name), info in ops.items():
-            self._named.setdefault(name, []).append((f, name))
-            self._of_func.setdefault(f, []).append(info)
-            for p in dict.fromkeys(info.producers):
-                self._consumers.setdefault((f, p), []).append(name)
-        self._found: Dict[Tuple[str, str], Block] = {}
+        self.index = OpIndex(ops)   # ops by name, function and consumer
 
     # ------------------------------------------------------------------ blocks
     @property
@@ -458,8 +448,6 @@ class LoopNestModel:
     def add(self, blk: Block) -> Block:
         """Register ``blk`` (primitives only)."""
         self._blocks[blk.id] = blk
-        if blk.kind != "cache":
-            self._found.setdefault((blk.func, blk.name), blk)
         return blk
 
     def block(self, block_id: int) -> Optional[Block]:
@@ -468,15 +456,10 @@ class LoopNestModel:
 
     def find(self, func: str, name: str) -> Optional[Block]:
         """The compute or init block of op ``name`` in ``func``, or None if not retrieved."""
-        return self._found.get((func, name))
-
-    def keys_named(self, name: str) -> List[Tuple[str, str]]:
-        """The ``(func, name)`` keys of :attr:`ops` whose op is named ``name``, in payload order."""
-        return self._named.get(name, [])
-
-    def ops_of(self, func: str) -> List[OpInfo]:
-        """The named ops of ``func``, in payload order."""
-        return self._of_func.get(func, [])
+        for b in self._blocks.values():
+            if b.kind != "cache" and b.func == func and b.name == name:
+                return b
+        return None
 
     def owner_of_loop(self, loop_id: int) -> Block:
         """The block whose nest has loop ``loop_id``.
@@ -494,15 +477,6 @@ class LoopNestModel:
     def producers(self, blk: Block) -> List[str]:
         """Names of the named linalg ops ``blk`` reads (its init included)."""
         return [n for n in blk.info.producers if (blk.func, n) in self.ops]
-
-    def consumers(self, blk: Block) -> List[str]:
-        """Names of the named ops of ``blk``'s function that read ``blk``'s result."""
-        return self.consumers_of(blk.func, blk.name)
-
-    def consumers_of(self, func: str, name: str) -> List[str]:
-        """Names of the named ops of ``func`` that read the result of op ``name``, in payload
-        order."""
-        return list(self._consumers.get((func, name), ()))
 
     def epilogues(self, blk: Block) -> List[Block]:
         """Blocks attached to a loop of ``blk`` by ``reverse_compute_at``, in attach order."""

@@ -165,7 +165,7 @@ class ScheduleState:
     def get_consumers(self, block: BlockRV) -> List[BlockRV]:
         """Blocks that read ``block``'s result (TVM ``get_consumers``)."""
         blk = self._block("get_consumers", block)
-        return [self._handle(blk.func, n) for n in self._model.consumers(blk)]
+        return [self._handle(blk.func, n) for n in self._model.index.consumers(blk.func, blk.name)]
 
     def _handle(self, func: str, name: str) -> BlockRV:
         return self.get_block(name, func_name=func)
@@ -234,7 +234,7 @@ class ScheduleState:
         if func_name is not None:
             as_str("get_block", "func_name", func_name)
         ops = self._model.ops
-        hits = [k for k in self._model.keys_named(name) if func_name is None or k[0] == func_name]
+        hits = [k for k in self._model.index.named(name) if func_name is None or k[0] == func_name]
         if not hits:
             names = sorted({k[1] for k in ops if func_name is None or k[0] == func_name})
             raise ScheduleError(f"get_block: no block named '{name}'"

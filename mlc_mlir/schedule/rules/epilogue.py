@@ -37,7 +37,7 @@ def epilogue_chain(sch: Schedule, anchor: Block, ctx: RuleContext) -> List[str]:
     cur = anchor
     while True:
         fact = ctx.fact(cur)
-        cons = sch.model.consumers(cur)
+        cons = sch.model.index.consumers(cur.func, cur.name)
         if fact is None or fact.uses != 1 or fact.num_results != 1 or len(cons) != 1:
             return chain
         key = (cur.func, cons[0])

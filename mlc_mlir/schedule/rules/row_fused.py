@@ -32,10 +32,10 @@ def row_chain(sch: Schedule, out: OpInfo, ctx: RuleContext) -> Optional[List[OpI
     reduction; none is an identity copy (the cleanup erases it). The row length is static (the
     row count may be dynamic). Reads the loop-nest model only (records nothing in the trace)."""
     n = len(out.dims)
-    if n < 2 or sch.model.consumers_of(out.func, out.name) or not contiguous_last(out) or \
+    if n < 2 or sch.model.index.consumers(out.func, out.name) or not contiguous_last(out) or \
             out.dims[-1].extent is None:
         return None   # a dynamic row length: the ops are scheduled one by one
-    ops = [info for info in sch.model.ops_of(out.func)
+    ops = [info for info in sch.model.index.of_func(out.func)
            if info.name != out.name and info.op_name != "linalg.fill"]
     reductions = 0
     for info in ops:
@@ -138,7 +138,7 @@ def schedule_rows_or_elementwise(sch: Schedule, block: BlockRV, ctx: RuleContext
         return
     if len(blk.dims) >= 1:
         key = (blk.func, blk.name)
-        ends = [info for info in sch.model.ops_of(blk.func)
+        ends = [info for info in sch.model.index.of_func(blk.func)
                 if info.name != blk.name and (blk.func, info.name) not in ctx.claimed
                 and info.op_name == "linalg.generic" and all(d.kind == "parallel" for d in info.dims)
                 and len(info.dims) in (len(blk.dims), len(blk.dims) + 1)]
