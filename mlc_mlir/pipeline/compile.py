@@ -43,7 +43,9 @@ writes ``DIR/<nn>-<name>.mlir``, and a stage made of steps also writes each step
    each buffer's dealloc moved after its last use once ``buffer-deallocation-pipeline`` has
    run (:func:`~.early_dealloc.dealloc_after_last_use`), the stores of loops the schedule
    annotated ``mlc.nontemporal`` made non-temporal where aligned
-   (:func:`~.nontemporal.nontemporal_stores`), each top-level loop nest of a function holding
+   (:func:`~.nontemporal.nontemporal_stores`), vector reads that broadcast along their
+   innermost dim made scalar loads and splats (:func:`~.broadcast_reads.unroll_broadcast_reads`),
+   each top-level loop nest of a function holding
    several (and, by default, large enough: ``outline_nests``) moved to a ``noinline`` function
    of its own, so LLVM compiles one kernel per function
    (:func:`~.outline_nests.outline_loop_nests`), then the buffer cache linked in
