@@ -15,9 +15,10 @@ of a convolution network (DenseNet-121: a quarter of ``opt -O2``).
 before the vector lowering) into what those passes end with: one ``memref.load`` per distinct
 element and a ``vector.broadcast`` of it to the innermost vector dim, inserted at its row
 (``vector.insert``). A read qualifies when it is unmasked, in bounds in every dim, its map's
-last result is the constant 0 and every other result is a dim of the memref or 0. The element
-of row ``(i_0, ..., i_{r-2})`` is at the read's indices plus ``i_j`` along the memref dim of
-result ``j`` (a broadcast result adds nothing).
+last result is the constant 0 and every other result is a dim of the memref or 0, and the vector
+is not scalable (its row count is static). The element of row ``(i_0, ..., i_{r-2})`` is at the
+read's indices plus ``i_j`` along the memref dim of result ``j`` (a broadcast result adds
+nothing).
 
 Source: the rank-0 case of MLIR's ``TransferOpReduceRank`` (``vector`` transfer permutation
 patterns: a pure broadcast read becomes ``memref.load`` + ``vector.broadcast``), applied per
@@ -37,7 +38,8 @@ from ..ir.walk import find_ops
 def _row_dims(read: ir.Operation) -> Optional[List[Optional[int]]]:
     """For a qualifying read (module docstring), the memref dim of each result but the last
     (None: a broadcast result); else None."""
-    if len(read.results) != 1 or not isinstance(read.operands[0].type, ir.MemRefType):
+    if len(read.results) != 1 or not isinstance(read.operands[0].type, ir.MemRefType) or \
+            ir.VectorType(read.results[0].type).scalable:
         return None
     rank = ir.MemRefType(read.operands[0].type).rank
     if len(read.operands) != rank + 2:                   # base, indices, padding: no mask
