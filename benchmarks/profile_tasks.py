@@ -12,7 +12,11 @@ the model loses to cold caches and to the code between tasks (calls, OpenMP fork
 onnxruntime's per-node profile, ``SessionOptions.enable_profiling``, is the peer's).
 
     python benchmarks/profile_tasks.py [--model resnet18-onnx] [--threads 1,2] [--filter conv]
-                                       [--json]
+                                       [--json] [--ort]
+
+``--ort`` prints the peer's side instead: onnxruntime's per-node profile of the same ONNX model
+(:func:`ort_profile`), per thread count, the nodes grouped by op and shapes with their calls and
+the min over runs of each node's time, to set against the rows of the same layers here.
 
 ``--decode MODEL --ctx N`` profiles an LLM decode step instead (``llm_cpu.MODELS``:
 ``mlc.llm.import_step(model, N + 64, 1)`` at position N, 1 thread; ``N + 64`` capped at the
@@ -32,6 +36,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import json
+import os
 import tempfile
 import time
 
@@ -86,6 +91,59 @@ def profile(name: str, threads, pattern: str = ""):
         exe.benchmark(*inputs, number=5, repeat=1)
         whole[th] = exe.benchmark(*inputs, number=1, repeat=300).min_ms
     return rows, whole
+
+
+def ort_profile(name: str, threads, runs: int = 60) -> dict:
+    """onnxruntime's per-node profile of the ONNX model ``name`` (``models_cpu.MODELS`` but the
+    torch-only ones, or an ``.onnx`` path): ``{threads: {"rows": [{op, shapes, calls, ms}],
+    "nodes_ms": sum}}`` with ``SessionOptions.enable_profiling``, ``runs`` runs on random inputs,
+    each node's time the min over the runs after the first 5 (its ``*_kernel_time`` events), the
+    nodes of one op over the same input shapes grouped (``calls`` of them; ``ms`` is the sum).
+    Raises SystemExit for a model without an ONNX form."""
+    import onnxruntime as ort
+    if name in ("resnet18", "bert"):
+        raise SystemExit(f"--ort: {name} has no ONNX form here; use resnet18-onnx")
+    out = {}
+    with tempfile.TemporaryDirectory() as work:
+        if name != "resnet50-light" and not name.endswith(".onnx"):
+            export_onnx(work)
+        path = name if name.endswith(".onnx") else onnx_path(name, work)
+        for th in threads:
+            so = ort.SessionOptions()
+            so.intra_op_num_threads, so.inter_op_num_threads = th, 1
+            so.enable_profiling, so.profile_file_prefix = True, os.path.join(work, f"ort{th}")
+            sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+            feed = {a.name: np.random.default_rng(0).standard_normal(
+                [d if isinstance(d, int) else 1 for d in a.shape]).astype(np.float32) for a in sess.get_inputs()}
+            for _ in range(runs):
+                sess.run(None, feed)
+            with open(sess.end_profiling()) as f:
+                events = json.load(f)
+            nodes: dict = {}
+            for e in events:
+                if e.get("cat") == "Node" and e["name"].endswith("_kernel_time"):
+                    shapes = " ".join("x".join(map(str, next(iter(t.values())))) for t in e["args"].get("input_type_shape", []))
+                    nodes.setdefault(e["name"], (e["args"].get("op_name", ""), shapes, []))[2].append(e["dur"] / 1e3)
+            groups: dict = {}
+            for op, shapes, durs in nodes.values():
+                g = groups.setdefault((op, shapes), {"op": op, "shapes": shapes, "calls": 0, "ms": 0.0})
+                g["calls"] += 1
+                g["ms"] += min(durs[5:] or durs)
+            rows = list(groups.values())
+            out[th] = {"rows": rows, "nodes_ms": sum(r["ms"] for r in rows)}
+    return out
+
+
+def print_ort(prof: dict) -> None:
+    """The table of :func:`ort_profile`: per op and shapes, ms per thread count."""
+    ths = list(prof)
+    print(f"{'onnxruntime node (op: input shapes)':86s} {'calls':>5s} " + " ".join(f"{f'{t}T ms':>8s}" for t in ths))
+    keys = [(r["op"], r["shapes"]) for r in prof[ths[0]]["rows"]]
+    for op, shapes in keys:
+        cells = [next((r for r in prof[t]["rows"] if (r["op"], r["shapes"]) == (op, shapes)), None) for t in ths]
+        print(f"{(op + ': ' + shapes)[:86]:86s} {cells[0]['calls']:5d} " +
+              " ".join(f"{c['ms'] if c else float('nan'):8.3f}" for c in cells))
+    print(f"{'sum of the nodes (ms)':86s} {'':5s} " + " ".join(f"{prof[t]['nodes_ms']:8.3f}" for t in ths))
 
 
 def rng_inputs(arg) -> np.ndarray:
@@ -244,6 +302,7 @@ def main() -> int:
     ap.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     ap.add_argument("--decode", help="profile this llm_cpu model's decode step instead (1 thread)")
     ap.add_argument("--ctx", type=int, default=1024, help="--decode: the step's position (context)")
+    ap.add_argument("--ort", action="store_true", help="print onnxruntime's per-node profile instead")
     args = ap.parse_args()
     if args.decode:
         prof = decode_profile(args.decode, args.ctx)
@@ -254,6 +313,12 @@ def main() -> int:
     if args.model not in MODELS and not args.model.endswith(".onnx"):
         ap.error(f"--model {args.model!r}: expected one of {list(MODELS)} or an .onnx path")
     threads = [int(t) for t in args.threads.split(",")]
+    if args.ort:
+        prof = ort_profile(args.model, threads)
+        print(json.dumps(prof) if args.json else "", end="\n" if args.json else "")
+        if not args.json:
+            print_ort(prof)
+        return 0
     from mlc_mlir.target import describe, host_target
     rows, whole = profile(args.model, threads, args.filter)
     totals = {th: sum(r["weight"] * r["ms"][th] for r in rows) for th in threads}

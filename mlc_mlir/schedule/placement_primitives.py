@@ -178,7 +178,9 @@ class PlacementPrimitives(ScheduleState):
         ------
         ScheduleError
             If the block has no reduction dim or no fill init, a loop outside ``loop`` iterates a
-            reduction dim, is bound or fused, or the block is already decomposed/factorized.
+            reduction dim more than once (a reduction loop of one iteration, such as the single
+            KC block of a short K, runs the init once), is bound or fused, or the block is
+            already decomposed/factorized.
         """
         blk = self._block("decompose_reduction", block)
         cblk, pos, lp = self._loop("decompose_reduction", loop)
@@ -196,7 +198,7 @@ class PlacementPrimitives(ScheduleState):
             raise ScheduleError(f"decompose_reduction: '{blk.name}' is already decomposed or factorized")
         for p in range(pos):
             q = blk.loops[p]
-            if blk.dims[q.dim].kind != "parallel":
+            if blk.dims[q.dim].kind != "parallel" and q.extent != 1:
                 raise ScheduleError(f"decompose_reduction: loop {blk.label(p)} outside "
                                     f"{blk.label(pos)} iterates a reduction dim; the init "
                                     "would run on every reduction step")

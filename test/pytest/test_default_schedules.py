@@ -204,8 +204,10 @@ def test_rules_use_their_primitives():
     sch = check("sum_rows", build("sum_rows"), SMALL_CACHES)
     assert {"rfactor", "vectorize", "parallel"} <= {i.kind for i in sch.trace.insts}
     sch = check("add_relu_bcast", build("add_relu_bcast"), SMALL_CACHES)
-    blk = sch.get(sch.get_block("relu"))
+    blk = sch.get(sch.get_block("add"))
     assert [lp.kind for lp in blk.loops] == ["parallel", "serial", "serial", "vectorized"]
+    # the relu runs on each vector tile of the add (its epilogue)
+    assert [e.name for e in sch.model.epilogues(blk)] == ["relu"]
     lanes = SMALL_CACHES.vector_lanes(32)
     assert blk.loops[-1].extent == max(v for v in range(lanes, 4 * lanes + 1, lanes) if 96 % v == 0)
 
@@ -403,3 +405,29 @@ def test_identity_copy_is_left_to_the_cleanup(shape):
     want = [2 * xa * xa, xa, np.maximum(xa.astype(np.float64) @ xb, 0)]
     for g, w in zip(got, want):
         np.testing.assert_allclose(np.asarray(g, np.float64), w, **TOL)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_elementwise_chain_runs_on_each_vector_tile(tmp_path, threads):
+    """A chain of elementwise ops over one shape (a GEMM's epilogue unit: scale + shift, residual
+    add, relu): the first op's rule takes the others as epilogues (``reverse_compute_at`` at its
+    vector-tile loop), so the unit is one loop nest (one ``scf.forall`` with two threads) and
+    writes one result instead of one buffer per op."""
+    rng = np.random.default_rng(0)
+    x, r = (rng.standard_normal((1, 28, 28, 512)).astype(np.float32) for _ in range(2))
+    s, b = rng.standard_normal(512).astype(np.float32), rng.standard_normal(512).astype(np.float32)
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        a, res = f.arg("x", shape=x.shape), f.arg("r", shape=r.shape)
+        y = ops.add(ops.multiply(a, ops.constant(s)), ops.constant(b))
+        f.output(ops.relu(ops.add(y, res)))
+    mod = bb.finish()
+    sch = mlc.Schedule(mod)
+    apply_default_schedule(sch, AVX512, threads)
+    first = sch.get(sch.get_block("multiply"))
+    assert [e.name for e in sch.model.epilogues(first)] == ["add", "add_1", "relu"]
+    exe = mlc.compile(mod, threads=threads, dump_ir=str(tmp_path))
+    scheduled = (tmp_path / "06-prepare.mlir").read_text()
+    assert scheduled.count("scf.forall (") == (1 if threads > 1 else 0)
+    assert scheduled.count("scf.for ") <= 4   # n, oh, ow and the vector tiles: one nest
+    np.testing.assert_allclose(exe(x, r), np.maximum(x * s + b + r, 0), rtol=1e-6, atol=1e-6)

@@ -144,6 +144,22 @@ def test_mmt4d_default_rule_uses_a_seven_row_tile_on_avx512(m):
     np.testing.assert_allclose(mlc.compile(sch.mod)(a, b), ref, **TOL)
 
 
+@pytest.mark.parametrize("k, per_tile", [(256, True), (1024, False)])
+def test_mmt4d_zeroes_each_register_tile_when_k_is_one_block(k, per_tile):
+    """With K in one KC block (256 on AVX-512's 48 KiB L1d and 32-wide panels) the init runs
+    right above the k loop of each MR x NR register tile (no pass zeroing C before the k
+    loops); with several KC blocks it stays above them (each thread's rows of C)."""
+    mod, a, b, ref = mmt4d_case(49, k, 4, 32)
+    sch = mlc.Schedule(mod)
+    apply_default_schedule(sch, AVX512, 2)
+    blk = sch.get(sch.get_block("C"))
+    pos = next(i for i, lp in enumerate(blk.loops) if lp.id == blk.decomposed_at)
+    inside = [(blk.dims[lp.dim].kind, lp.kind) for lp in blk.loops[pos:]]
+    # per tile: inside the init only the tile's k loop and its vectorized MR x NR tile
+    assert (inside[0] == ("reduction", "serial") and {kd for _, kd in inside[1:]} == {"vectorized"}) == per_tile
+    np.testing.assert_allclose(mlc.compile(sch.mod)(a, b), ref, **TOL)
+
+
 def test_mmt4d_rule_samples_match_numpy():
     """The mmt4d rule samples the matmul's Goto decisions (threads, MR, cache blocks, KC,
     k-unroll) on the packed panels; its samples compile and match numpy (tiny caches: several

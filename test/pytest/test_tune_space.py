@@ -262,6 +262,8 @@ def test_elementwise_thread_split_below_an_odd_dim_is_hoisted():
         [generate(default_space(SMALL), mod, seed) for seed in range(3)]
     for idx, sch in enumerate(schs):
         for name in ("add", "relu"):
+            if sch.get(sch.get_block(name)).reverse_compute_at is not None:
+                continue   # the relu on the add's vector tiles (its epilogue)
             loops = sch.get(sch.get_block(name)).loops
             par = [i for i, lp in enumerate(loops) if lp.kind == "parallel"]
             # the default takes the threads; a sample may not (thread count 1 is no parallel loop)
