@@ -28,7 +28,7 @@ def main() -> None:
     import mlc_mlir as mlc
     from mlc_mlir.pipeline.layout_passes import fuse_attention
     from mlc_mlir.pipeline.libraries import libomp_path
-    from mlc_mlir.schedule.rules.attention import decided_knobs
+    from mlc_mlir.schedule.rules.attention_knobs import decided_knobs
     from mlc_mlir.target import describe, host_target
     from mlc_mlir.tune.attention_task import extract_attention_tasks
 
@@ -49,7 +49,7 @@ def main() -> None:
             knobs = decided_knobs(mlc.Trace.from_json(best.trace)) if best else None
             print(f"#   attention task: default {a.default.as_tuple()} {default.latency_ms:.4f} ms, best "
                   f"{knobs.as_tuple() if knobs else 'default'} {best.latency_ms:.4f} ms "
-                  f"({len(a.candidates)} candidates; knobs = key block, row vectors, prefetch, threads)")
+                  f"({len(a.candidates)} candidates; knobs = key block, row vectors, prefetch, threads, exp degree, transpose)")
         exes = {"tuned": mlc.compile(mod, database=db, threads=t), "default": mlc.compile(mod, threads=t)}
         with mock.patch.object(fuse_attention, "_constant_bias", lambda bias, m, label: bias):
             exes["default-whole-bias"] = mlc.compile(mod, threads=t)
