@@ -179,3 +179,11 @@ def horner(x: ir.Value, coefficients: Sequence[float]) -> ir.Value:
     for c in coefficients[1:]:
         acc = math_d.fma(acc, x, splat_constant(x.type, c))
     return acc
+
+
+def ordered_max(a: ir.Value, b: ir.Value) -> ir.Value:
+    """``a > b ? a : b`` (``arith.cmpf ogt`` + ``arith.select``, float scalars or vectors): ``b``
+    where either is NaN. The C expression that x86 ``maxps`` implements (one instruction), where
+    ``arith.maximumf`` (NaN from either operand, -0 < +0) lowers to a compare-and-blend sequence
+    of six; for callers that keep NaN by the operand order or do not depend on it."""
+    return arith_d.select(arith_d.cmpf(arith_d.CmpFPredicate.OGT, a, b), a, b)

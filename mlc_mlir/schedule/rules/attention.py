@@ -43,6 +43,7 @@ from typing import List, Optional, Sequence
 
 from ..._mlir import arith_d, bufferization_d, func_d, ir, memref_d, scf_d, tensor_d, vector_d
 from ...errors import ScheduleError
+from ...ir.emitters import ordered_max
 from ...target import Target
 from .attention_knobs import AttentionKnobs, default_knobs
 from .register_transpose import transpose_registers
@@ -281,7 +282,8 @@ class _RowBlock:
         ninf = vector_d.broadcast(self.vt, _f32(float("-inf")))
         m_new, l_new, alpha, p = [], [], [], [[None] * self.r for _ in keys]
         for r in rr:
-            mr = arith_d.maximumf(m[r], _tree([c[r] for c in cols], arith_d.maximumf))
+            # a NaN score may be left out of the maximum: its exponential is NaN all the same
+            mr = ordered_max(m[r], _tree([c[r] for c in cols], ordered_max))
             dead = arith_d.cmpf(arith_d.CmpFPredicate.OEQ, mr, ninf)
             shift = arith_d.select(dead, zero, mr)
             alpha.append(shifted_exp(m[r], shift, self.exp_degree))

@@ -11,8 +11,8 @@ two FMAs, so the reduction loses no bits at ``|d|`` near 88): a polynomial ``P(r
 clamp and no split of ``2^n`` in two factors, and ``n = -127`` gives the bits of ``+0.0``, so
 ``exp(-inf) = 0`` (masked keys) and arguments below about ``-87.7`` give 0 instead of a
 denormal (< 1.2e-38, negligible against the row maximum's ``exp(0) = 1``). A NaN argument
-gives NaN (``r`` is NaN; the exponent bits take ``n = -127`` through ``maxnumf``, so no
-poison reaches them).
+gives NaN (``r`` is NaN; the exponent bits take ``n = -127`` through
+:func:`~mlc_mlir.ir.emitters.ordered_max`, so no poison reaches them).
 
 The coefficients minimize the relative error of ``P(r) / e^r`` on ``[-ln 2 / 2, ln 2 / 2]``
 (Lawson's iteratively reweighted least squares on Chebyshev nodes, rounded to f32); the largest
@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from ..._mlir import arith_d, ir, math_d
 from ...errors import ScheduleError
-from ...ir.emitters import horner, like_type, splat_constant
+from ...ir.emitters import horner, like_type, ordered_max, splat_constant
 
 #: Degrees of the short form the kernel may use (0 stands for ``math.exp``).
 EXP_DEGREES = (0, 6)
@@ -58,12 +58,12 @@ def shifted_exp(x: ir.Value, shift: ir.Value, degree: int) -> ir.Value:
     if degree == 0:
         return math_d.exp(d)
     i32 = ir.IntegerType.get_signless(32)
-    d = arith_d.maximumf(d, splat_constant(d.type, -127.0 * _LN2_HI))
+    d = ordered_max(splat_constant(d.type, -127.0 * _LN2_HI), d)   # NaN stays
     n = math_d.roundeven(arith_d.mulf(d, splat_constant(d.type, _LOG2E)))
     r = math_d.fma(n, splat_constant(d.type, -_LN2_HI), d)
     r = math_d.fma(n, splat_constant(d.type, -_LN2_LO), r)
     p = horner(r, _EXP_COEFFS[degree][::-1])
-    e = arith_d.fptosi(like_type(d.type, i32), arith_d.maxnumf(n, splat_constant(d.type, -127.0)))
+    e = arith_d.fptosi(like_type(d.type, i32), ordered_max(n, splat_constant(d.type, -127.0)))
     bits = arith_d.shli(arith_d.addi(e, splat_constant(e.type, 127)), splat_constant(e.type, 23))
     return arith_d.mulf(p, arith_d.bitcast(d.type, bits))
 
