@@ -71,6 +71,23 @@ def test_every_knob_set_matches_numpy(qs, ks, knobs):
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("knobs", [(16, 1, 0, 1, 0, 0), (8, 2, 0, 1, 6, 1)])
+def test_a_nan_score_gives_a_nan_row_and_leaves_the_others(knobs):
+    """A NaN in one query row: that row's output is NaN (as torch's), every other row matches
+    numpy (the row maximum may leave a NaN score out; its exponential keeps the NaN)."""
+    tgt = host_target()
+    rng = np.random.default_rng(2)
+    q, k, v = (rng.standard_normal((1, 2, 48, 32), dtype=np.float32) for _ in range(3))
+    q[0, 1, 5, 7] = np.nan
+    exe = mlc.compile(kernel_module(["tensor<1x2x48x32xf32>"] * 3, 0.3, tgt, AttentionKnobs(*knobs)))
+    got = exe(q, k, v)
+    assert np.isnan(got[0, 1, 5]).all()
+    got[0, 1, 5] = 0
+    want = _numpy_attention(q, k, v, 0.0, 0.3)
+    want[0, 1, 5] = 0
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
 def test_the_space_holds_the_exp2_form_and_the_register_transposes():
     """Every knob set with the short exponential or the register transposes is a candidate
     of a head dim the lanes divide, and only the element-wise staging where they do not."""
