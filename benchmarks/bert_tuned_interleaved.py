@@ -76,9 +76,10 @@ def main() -> None:
 
 
 def print_task_bound(mod, db, attention_tasks) -> None:
-    """Per task with records (the attention tasks, then ``mlc.tune.extract_tasks`` with ``db``'s layouts): the
-    default's and the best record's latency (the tuner's own measurements), calls per inference
-    and share of the weighted default; then the weighted totals and their ratio (the bound)."""
+    """Per task with records (the attention tasks, then ``mlc.tune.extract_tasks`` with ``db``'s
+    layouts): the default's and the best record's latency (the tuner's own measurements), calls
+    per inference and share of the weighted default; then the weighted totals and their ratio
+    (the bound)."""
     from mlc_mlir.target import host_target
     from mlc_mlir.tune import extract_tasks
 

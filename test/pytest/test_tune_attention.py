@@ -1,7 +1,9 @@
 """The fused attention kernel's knobs (key block, query rows per step, decode prefetch,
-threads, exponential, register transposes) are decisions of the tuner: an attention of a model is a task, every knob set emits a
-kernel that matches numpy at odd lengths, a record's knobs round-trip through the trace and are
-replayed by ``compile(database=)`` (and the result matches PyTorch), ties keep the default."""
+threads, exponential, register transposes) are decisions of the tuner: an attention of a model
+is a task, every knob set emits a kernel that matches numpy at odd lengths (and keeps a NaN row
+NaN), the short exponential matches numpy, a record's knobs round-trip through the trace and
+are replayed by ``compile(database=)`` (and the result matches PyTorch), ties keep the
+default."""
 
 import re
 
