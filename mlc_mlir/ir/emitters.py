@@ -13,7 +13,7 @@ from typing import Callable, List, Sequence, Tuple
 
 import numpy as np
 
-from .._mlir import arith_d, ir, linalg_d, tensor_d
+from .._mlir import arith_d, ir, linalg_d, math_d, tensor_d
 from ..errors import BuildError, format_shape
 from . import dtypes
 from .module import OP_NAME_ATTR
@@ -150,3 +150,40 @@ def divide_int(a: ir.Value, b: ir.Value, dtype: str) -> ir.Value:
                             arith_d.cmpi(arith_d.CmpIPredicate.eq, b, scalar(-1, dtype)))
     safe_b = arith_d.select(arith_d.ori(b_zero, overflow), one, b)
     return arith_d.select(b_zero, zero, arith_d.divsi(a, safe_b))
+
+
+def like_type(t: ir.Type, elem: ir.Type) -> ir.Type:
+    """``t`` (a scalar, vector or tensor type) with element type ``elem``."""
+    if isinstance(t, ir.VectorType):
+        return ir.VectorType.get(t.shape, elem)
+    if isinstance(t, ir.RankedTensorType):
+        return ir.RankedTensorType.get(t.shape, elem)
+    return elem
+
+
+def splat_constant(t: ir.Type, value) -> ir.Value:
+    """An ``arith.constant`` of type ``t``: a scalar, or a vector or tensor splat of ``value`` (float
+    or integer elements, after the element type of ``t``)."""
+    elem = t.element_type if isinstance(t, ir.ShapedType) else t
+    attr = ir.FloatAttr.get(elem, float(value)) if isinstance(elem, ir.FloatType) \
+        else ir.IntegerAttr.get(elem, int(value))
+    if isinstance(t, ir.ShapedType):
+        attr = ir.DenseElementsAttr.get_splat(t, attr)
+    return arith_d.constant(t, attr)
+
+
+def horner(x: ir.Value, coefficients: Sequence[float]) -> ir.Value:
+    """``c0 x^(n-1) + ... + c(n-1)`` by Horner's rule with ``math.fma`` (coefficients highest degree
+    first; ``x`` a float scalar, vector or tensor)."""
+    acc = splat_constant(x.type, coefficients[0])
+    for c in coefficients[1:]:
+        acc = math_d.fma(acc, x, splat_constant(x.type, c))
+    return acc
+
+
+def ordered_max(a: ir.Value, b: ir.Value) -> ir.Value:
+    """``a > b ? a : b`` (``arith.cmpf ogt`` + ``arith.select``, float scalars or vectors): ``b``
+    where either is NaN. The C expression that x86 ``maxps`` implements (one instruction), where
+    ``arith.maximumf`` (NaN from either operand, -0 < +0) lowers to a compare-and-blend sequence
+    of six; for callers that keep NaN by the operand order or do not depend on it."""
+    return arith_d.select(arith_d.cmpf(arith_d.CmpFPredicate.OGT, a, b), a, b)

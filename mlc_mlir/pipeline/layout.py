@@ -79,8 +79,8 @@ from .layout_passes.conv_select import chosen_algorithm, conv_signature
 from ..ir.module import CONV_ALGORITHM_ATTR, OP_NAME_ATTR, Module
 from ..ir.walk import has_op
 from ..schedule.cpu_recipes import packed_b_panel
-from ..schedule.rules.attention import (AttentionKnobs, attention_key, decided_knobs, default_knobs,
-                                        emit_flash_attention, knob_candidates)
+from ..schedule.rules.attention import attention_key, emit_flash_attention
+from ..schedule.rules.attention_knobs import AttentionKnobs, decided_knobs, default_knobs, knob_candidates
 from ..schedule.rules.depthwise import prefers_depthwise_nhwc
 from ..schedule.rules.pooling import prefers_pool_nhwc
 from ..schedule.rules.conv_strategy import (conv_algorithms, decided_algorithm, prefers_grouped_gemm,

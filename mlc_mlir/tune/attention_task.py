@@ -1,6 +1,6 @@
 """Attention tasks: the decisions of the fused attention kernel that the ``layout`` stage's
-``attention`` step emits (:class:`~mlc_mlir.schedule.rules.attention.AttentionKnobs`: key
-block, query rows per step, decode prefetch distance, threads), tuned by measurement like the
+``attention`` step emits (:class:`~mlc_mlir.schedule.rules.attention_knobs.AttentionKnobs`: key
+block, query rows per step, decode prefetch distance, threads, exponential, transposes), tuned by measurement like the
 convolution algorithm (:mod:`.conv_algorithm`).
 
 One task per distinct attention (:func:`~mlc_mlir.schedule.rules.attention.attention_key`:
@@ -10,8 +10,8 @@ transformer). Its module is the fused kernel alone as the public function ``main
 bias])``; each candidate is that module emitted with the candidate's knobs, compiled as
 ``mlc.compile`` compiles it and checked against the default knobs' kernel (itself checked
 against PyTorch by the tests). Candidates that emit the same code (a prefetch distance where
-no single-row loop runs) are measured once. A record holds the knobs as the four
-``sample_categorical`` of :func:`~mlc_mlir.schedule.rules.attention.sample_knobs` (the
+no single-row loop runs) are measured once. A record holds the knobs as the
+``sample_categorical`` of :func:`~mlc_mlir.schedule.rules.attention_knobs.sample_knobs` (the
 default's record has the empty trace), so the database's rules (ties keep the default, the
 re-measurement of the finalists) apply unchanged, and ``mlc.compile(database=)`` emits the
 recorded knobs in its ``attention`` step. Only attentions of static shapes are tasks.
@@ -32,8 +32,8 @@ from ..pipeline.compile import run_stages
 from ..pipeline.layout_passes.fuse_attention import FuseAttention
 from ..pipeline.options import CompileOptions
 from ..pipeline.scheduling import unscheduled_functions
-from ..schedule.rules.attention import (AttentionKnobs, attention_key, default_knobs, emit_flash_attention,
-                                        knob_candidates, sample_knobs)
+from ..schedule.rules.attention import attention_key, emit_flash_attention
+from ..schedule.rules.attention_knobs import AttentionKnobs, default_knobs, knob_candidates, sample_knobs
 from ..schedule.schedule import Schedule
 from ..schedule.trace import Trace
 from ..target import Target
@@ -51,7 +51,7 @@ class AttentionTask:
         ``workload`` is the attention key; ``module`` the default kernel as ``main``;
         ``weight`` the attentions with that key; ``flops`` ``4 B H Sq Skv D``.
     candidates : tuple of AttentionKnobs
-        :func:`~mlc_mlir.schedule.rules.attention.knob_candidates`, one per distinct kernel.
+        :func:`~mlc_mlir.schedule.rules.attention_knobs.knob_candidates`, one per distinct kernel.
     default : AttentionKnobs
         The compile's own choice.
     target : Target
@@ -73,8 +73,8 @@ class AttentionTask:
         return str(kernel_module(self.types, self.scale, self.target, knobs))
 
     def trace_for(self, knobs: AttentionKnobs) -> str:
-        """The record trace of ``knobs``: empty for the default, else the four decisions
-        (:func:`~mlc_mlir.schedule.rules.attention.sample_knobs`)."""
+        """The record trace of ``knobs``: empty for the default, else the decisions
+        (:func:`~mlc_mlir.schedule.rules.attention_knobs.sample_knobs`)."""
         if knobs == self.default:
             return Trace().as_json()
         sch = Schedule(self.task.module)

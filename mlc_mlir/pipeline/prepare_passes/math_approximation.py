@@ -38,6 +38,7 @@ from typing import Sequence
 
 from ..._mlir import arith_d, ir, math_d
 from ...errors import PipelineError
+from ...ir.emitters import horner, like_type, splat_constant
 from ...ir.module import Module
 from ...graph.pass_manager import Pass
 from ...graph.rewrite import Pattern, RewritePatterns
@@ -72,37 +73,10 @@ def _is_f32(t: ir.Type) -> bool:
     return isinstance(elem, ir.F32Type)
 
 
-def _like(t: ir.Type, elem: ir.Type) -> ir.Type:
-    """``t`` (f32 scalar, vector or tensor) with element type ``elem``."""
-    if isinstance(t, ir.VectorType):
-        return ir.VectorType.get(t.shape, elem)
-    if isinstance(t, ir.RankedTensorType):
-        return ir.RankedTensorType.get(t.shape, elem)
-    return elem
-
-
-def _const(t: ir.Type, value) -> ir.Value:
-    """A scalar or splat constant of type ``t`` (f32 or i32 elements)."""
-    elem = t.element_type if isinstance(t, ir.ShapedType) else t
-    attr = ir.FloatAttr.get(elem, float(value)) if isinstance(elem, ir.F32Type) \
-        else ir.IntegerAttr.get(elem, int(value))
-    if isinstance(t, ir.ShapedType):
-        attr = ir.DenseElementsAttr.get_splat(t, attr)
-    return arith_d.constant(t, attr)
-
-
-def _horner(x: ir.Value, coefficients: Sequence[float]) -> ir.Value:
-    """``c0 x^(n-1) + ... + c(n-1)`` with ``math.fma`` (coefficients highest degree first)."""
-    acc = _const(x.type, coefficients[0])
-    for c in coefficients[1:]:
-        acc = math_d.fma(acc, x, _const(x.type, c))
-    return acc
-
-
 def _pow2(n: ir.Value, f32_type: ir.Type) -> ir.Value:
     """``2^n`` for integer-valued i32 ``n`` in [-126, 127] from the exponent bits."""
     i32 = n.type
-    biased = arith_d.shli(arith_d.addi(n, _const(i32, 127)), _const(i32, 23))
+    biased = arith_d.shli(arith_d.addi(n, splat_constant(i32, 127)), splat_constant(i32, 23))
     return arith_d.bitcast(f32_type, biased)
 
 
@@ -110,20 +84,20 @@ def approximate_exp(x: ir.Value) -> ir.Value:
     """Cephes ``expf`` of f32 ``x`` (scalar, vector or tensor) as ``arith``/``math.fma`` ops at
     the current insertion point; see the module docstring for accuracy and special values."""
     t = x.type
-    i32 = _like(t, ir.IntegerType.get_signless(32))
-    xc = arith_d.minimumf(arith_d.maximumf(x, _const(t, _EXP_LO)), _const(t, _EXP_HI))
-    n = math_d.floor(math_d.fma(xc, _const(t, _LOG2E), _const(t, 0.5)))
-    r = math_d.fma(n, _const(t, -_LN2_HI), xc)
-    r = math_d.fma(n, _const(t, -_LN2_LO), r)
-    p = _horner(r, _EXP_POLY)
-    y = math_d.fma(p, arith_d.mulf(r, r), arith_d.addf(r, _const(t, 1.0)))
+    i32 = like_type(t, ir.IntegerType.get_signless(32))
+    xc = arith_d.minimumf(arith_d.maximumf(x, splat_constant(t, _EXP_LO)), splat_constant(t, _EXP_HI))
+    n = math_d.floor(math_d.fma(xc, splat_constant(t, _LOG2E), splat_constant(t, 0.5)))
+    r = math_d.fma(n, splat_constant(t, -_LN2_HI), xc)
+    r = math_d.fma(n, splat_constant(t, -_LN2_LO), r)
+    p = horner(r, _EXP_POLY)
+    y = math_d.fma(p, arith_d.mulf(r, r), arith_d.addf(r, splat_constant(t, 1.0)))
     ni = arith_d.fptosi(i32, n)                       # n in [-126, 128]: 2^n as two factors
-    half = arith_d.shrsi(ni, _const(i32, 1))
+    half = arith_d.shrsi(ni, splat_constant(i32, 1))
     y = arith_d.mulf(arith_d.mulf(y, _pow2(half, t)), _pow2(arith_d.subi(ni, half), t))
-    under = arith_d.cmpf(arith_d.CmpFPredicate.OLT, x, _const(t, _EXP_LO))
-    over = arith_d.cmpf(arith_d.CmpFPredicate.OGT, x, _const(t, _EXP_HI))
-    y = arith_d.select(under, _const(t, 0.0), y)
-    y = arith_d.select(over, _const(t, float("inf")), y)
+    under = arith_d.cmpf(arith_d.CmpFPredicate.OLT, x, splat_constant(t, _EXP_LO))
+    over = arith_d.cmpf(arith_d.CmpFPredicate.OGT, x, splat_constant(t, _EXP_HI))
+    y = arith_d.select(under, splat_constant(t, 0.0), y)
+    y = arith_d.select(over, splat_constant(t, float("inf")), y)
     nan = arith_d.cmpf(arith_d.CmpFPredicate.UNO, x, x)
     return arith_d.select(nan, x, y)
 
@@ -132,10 +106,10 @@ def approximate_erf(x: ir.Value) -> ir.Value:
     """Eigen's rational ``erf`` of f32 ``x`` (scalar, vector or tensor) at the current insertion
     point; max absolute error 4.5e-7, NaN stays NaN."""
     t = x.type
-    xc = arith_d.minimumf(arith_d.maximumf(x, _const(t, -4.0)), _const(t, 4.0))
+    xc = arith_d.minimumf(arith_d.maximumf(x, splat_constant(t, -4.0)), splat_constant(t, 4.0))
     x2 = arith_d.mulf(xc, xc)
-    p = arith_d.mulf(xc, _horner(x2, _ERF_P))
-    return arith_d.divf(p, _horner(x2, _ERF_Q))
+    p = arith_d.mulf(xc, horner(x2, _ERF_P))
+    return arith_d.divf(p, horner(x2, _ERF_Q))
 
 
 def approximate_tanh(x: ir.Value) -> ir.Value:
@@ -145,11 +119,11 @@ def approximate_tanh(x: ir.Value) -> ir.Value:
     t = x.type
     ax = math_d.absf(x)
     z = arith_d.mulf(x, x)
-    small = math_d.fma(arith_d.mulf(_horner(z, _TANH_POLY), z), x, x)
+    small = math_d.fma(arith_d.mulf(horner(z, _TANH_POLY), z), x, x)
     e = approximate_exp(arith_d.addf(ax, ax))
-    large = arith_d.subf(_const(t, 1.0), arith_d.divf(_const(t, 2.0), arith_d.addf(e, _const(t, 1.0))))
+    large = arith_d.subf(splat_constant(t, 1.0), arith_d.divf(splat_constant(t, 2.0), arith_d.addf(e, splat_constant(t, 1.0))))
     large = math_d.copysign(large, x)
-    return arith_d.select(_cmp("OLT", ax, _const(t, _TANH_SMALL)), small, large)
+    return arith_d.select(_cmp("OLT", ax, splat_constant(t, _TANH_SMALL)), small, large)
 
 
 def _cmp(pred: str, a: ir.Value, b: ir.Value) -> ir.Value:
@@ -160,35 +134,35 @@ def approximate_log(x: ir.Value) -> ir.Value:
     """Cephes ``logf`` of f32 ``x`` (scalar, vector or tensor) at the current insertion point;
     see the module docstring for accuracy and special values."""
     t = x.type
-    i32 = _like(t, ir.IntegerType.get_signless(32))
-    xn = arith_d.maximumf(x, _const(t, _MIN_NORMAL))              # x <= 0 and NaN handled below
+    i32 = like_type(t, ir.IntegerType.get_signless(32))
+    xn = arith_d.maximumf(x, splat_constant(t, _MIN_NORMAL))              # x <= 0 and NaN handled below
     bits = arith_d.bitcast(i32, xn)
-    e = arith_d.subi(arith_d.shrui(bits, _const(i32, 23)), _const(i32, 126))
-    m = arith_d.bitcast(t, arith_d.ori(arith_d.andi(bits, _const(i32, 0x807FFFFF)),
-                                       _const(i32, 0x3F000000)))    # m in [0.5, 1)
-    small = _cmp("OLT", m, _const(t, _SQRT_HALF))
+    e = arith_d.subi(arith_d.shrui(bits, splat_constant(i32, 23)), splat_constant(i32, 126))
+    m = arith_d.bitcast(t, arith_d.ori(arith_d.andi(bits, splat_constant(i32, 0x807FFFFF)),
+                                       splat_constant(i32, 0x3F000000)))    # m in [0.5, 1)
+    small = _cmp("OLT", m, splat_constant(t, _SQRT_HALF))
     ef = arith_d.sitofp(t, e)
-    ef = arith_d.select(small, arith_d.subf(ef, _const(t, 1.0)), ef)
-    f = arith_d.subf(arith_d.select(small, arith_d.addf(m, m), m), _const(t, 1.0))
+    ef = arith_d.select(small, arith_d.subf(ef, splat_constant(t, 1.0)), ef)
+    f = arith_d.subf(arith_d.select(small, arith_d.addf(m, m), m), splat_constant(t, 1.0))
     z = arith_d.mulf(f, f)
-    y = arith_d.mulf(arith_d.mulf(_horner(f, _LOG_POLY), f), z)
-    y = math_d.fma(ef, _const(t, _LN2_LO), y)
-    y = math_d.fma(z, _const(t, -0.5), y)
-    r = math_d.fma(ef, _const(t, _LN2_HI), arith_d.addf(f, y))
-    r = arith_d.select(_cmp("OEQ", x, _const(t, float("inf"))), x, r)
-    r = arith_d.select(_cmp("OEQ", x, _const(t, 0.0)), _const(t, float("-inf")), r)
-    return arith_d.select(_cmp("ULT", x, _const(t, 0.0)), _const(t, float("nan")), r)
+    y = arith_d.mulf(arith_d.mulf(horner(f, _LOG_POLY), f), z)
+    y = math_d.fma(ef, splat_constant(t, _LN2_LO), y)
+    y = math_d.fma(z, splat_constant(t, -0.5), y)
+    r = math_d.fma(ef, splat_constant(t, _LN2_HI), arith_d.addf(f, y))
+    r = arith_d.select(_cmp("OEQ", x, splat_constant(t, float("inf"))), x, r)
+    r = arith_d.select(_cmp("OEQ", x, splat_constant(t, 0.0)), splat_constant(t, float("-inf")), r)
+    return arith_d.select(_cmp("ULT", x, splat_constant(t, 0.0)), splat_constant(t, float("nan")), r)
 
 
 def approximate_log1p(x: ir.Value) -> ir.Value:
     """``log(1 + x)`` of f32 ``x`` at the current insertion point through :func:`approximate_log`
     with Goldberg's correction for the rounding of ``1 + x``; NaN stays NaN."""
     t = x.type
-    u = arith_d.addf(x, _const(t, 1.0))
+    u = arith_d.addf(x, splat_constant(t, 1.0))
     log_u = approximate_log(u)
-    r = arith_d.mulf(log_u, arith_d.divf(x, arith_d.subf(u, _const(t, 1.0))))
-    r = arith_d.select(_cmp("OEQ", u, _const(t, float("inf"))), u, r)
-    return arith_d.select(_cmp("OEQ", u, _const(t, 1.0)), x, r)
+    r = arith_d.mulf(log_u, arith_d.divf(x, arith_d.subf(u, splat_constant(t, 1.0))))
+    r = arith_d.select(_cmp("OEQ", u, splat_constant(t, float("inf"))), u, r)
+    return arith_d.select(_cmp("OEQ", u, splat_constant(t, 1.0)), x, r)
 
 
 def approximate_expm1(x: ir.Value) -> ir.Value:
@@ -196,11 +170,11 @@ def approximate_expm1(x: ir.Value) -> ir.Value:
     :func:`approximate_exp` and :func:`approximate_log` with Kahan's correction; NaN stays NaN."""
     t = x.type
     u = approximate_exp(x)
-    um1 = arith_d.subf(u, _const(t, 1.0))
+    um1 = arith_d.subf(u, splat_constant(t, 1.0))
     r = arith_d.mulf(um1, arith_d.divf(x, approximate_log(u)))
-    r = arith_d.select(_cmp("OEQ", u, _const(t, float("inf"))), u, r)
-    r = arith_d.select(_cmp("OEQ", um1, _const(t, -1.0)), um1, r)
-    return arith_d.select(_cmp("OEQ", u, _const(t, 1.0)), x, r)
+    r = arith_d.select(_cmp("OEQ", u, splat_constant(t, float("inf"))), u, r)
+    r = arith_d.select(_cmp("OEQ", um1, splat_constant(t, -1.0)), um1, r)
+    return arith_d.select(_cmp("OEQ", u, splat_constant(t, 1.0)), x, r)
 
 
 def _f32_pattern(root: str, fn) -> Pattern:

@@ -22,10 +22,9 @@ and the accumulator ``acc`` (``D`` values per row):
   a shuffle butterfly; the K and V rows of a block some blocks ahead are prefetched (a decode
   step reads the whole cache from DRAM, like its weights).
 
-``n``, ``R``, the prefetch distance and serial or parallel rows are the kernel's decisions
-(:class:`AttentionKnobs`): target-derived defaults (:func:`default_knobs`), a space the tuner
-measures (:func:`knob_candidates`, ``mlc_mlir.tune.attention_task``), recorded in a trace as
-``sample_categorical`` instructions (:func:`sample_knobs`, :func:`decided_knobs`).
+``n``, ``R``, the prefetch distance, serial or parallel rows, the exponential
+(:mod:`.softmax_exp`) and how a row block's queries and outputs are transposed
+(:mod:`.register_transpose`) are the kernel's decisions (:mod:`.attention_knobs`).
 
 No score matrix is materialized beyond one block, K and V are read in place: grouped-query
 attention reads K/V head ``h // (H / Hkv)`` (no ``repeat_kv`` copy), and a block whose bias is
@@ -40,116 +39,15 @@ online softmax over the KV cache); TVM Relax's ``attention`` op.
 
 from __future__ import annotations
 
-import dataclasses
-from typing import List, Optional, Sequence, Tuple
+from typing import List, Optional, Sequence
 
-from ..._mlir import arith_d, bufferization_d, func_d, ir, math_d, memref_d, scf_d, tensor_d, vector_d
+from ..._mlir import arith_d, bufferization_d, func_d, ir, memref_d, scf_d, tensor_d, vector_d
 from ...errors import ScheduleError
+from ...ir.emitters import ordered_max
 from ...target import Target
-from ..trace import Trace
-from .common import categorical
-
-
-#: Values the tuner samples for each knob of :class:`AttentionKnobs` (the register budget and
-#: the head dim filter them, :func:`knob_candidates`).
-KEY_BLOCKS = (4, 8, 16, 32)
-ROW_VECTORS = (1, 2, 3, 4)
-PREFETCH_BLOCKS = (0, 1, 2, 4)
-
-
-@dataclasses.dataclass(frozen=True)
-class AttentionKnobs:
-    """The decisions of the fused attention kernel (:func:`emit_flash_attention`).
-
-    Attributes
-    ----------
-    key_block : int
-        Keys per block of the online softmax (``n``): scores of a row block are ``n`` columns,
-        a single row reduces ``n`` dot products at once.
-    row_vectors : int
-        Query rows per step of the row-block loop, in vector registers (``R``: ``R * lanes``
-        rows; each broadcast key or value element feeds ``R`` FMAs).
-    prefetch : int
-        Key blocks the single-row (decode) loop prefetches ahead (0: none).
-    threads : int
-        1: the loops over (batch, head, row block) run serially in the calling thread; more:
-        they are one ``scf.forall`` spread over the compile's OpenMP threads.
-    """
-
-    key_block: int
-    row_vectors: int
-    prefetch: int
-    threads: int
-
-    def as_tuple(self) -> Tuple[int, int, int, int]:
-        """``(key_block, row_vectors, prefetch, threads)``: the order of the decisions."""
-        return (self.key_block, self.row_vectors, self.prefetch, self.threads)
-
-
-def _fits(target: Target, key_block: int, row_vectors: int) -> bool:
-    """Whether the ``key_block x row_vectors`` score vectors, the ``row_vectors`` query vectors
-    and one broadcast fit the target's vector registers."""
-    return key_block * row_vectors + row_vectors + 1 <= target.vector_registers
-
-
-def default_knobs(target: Target, head_dim: int) -> AttentionKnobs:
-    """The target-derived decisions: one vector register of float32 keys per block and one
-    of query rows per step (``target.vector_lanes(32)``: a row's block of scores, or a key's
-    column of a row block's scores, is one register); the decode loop prefetches as many blocks
-    ahead as a quarter of the L1d holds (K and V rows of ``key_block`` keys of ``head_dim``
-    floats each; at least one, so the reads of a block do not wait on DRAM where the hardware
-    prefetchers stop at a page boundary, at most the largest of :data:`PREFETCH_BLOCKS`); the
-    row loops spread over ``target.cores`` threads."""
-    lanes = target.vector_lanes(32)
-    block_bytes = 2 * lanes * head_dim * 4
-    ahead = max(1, (target.l1d_bytes or (32 << 10)) // 4 // block_bytes)
-    prefetch = max(p for p in PREFETCH_BLOCKS if p <= ahead)
-    return AttentionKnobs(lanes, 1, prefetch, target.cores)
-
-
-def knob_candidates(target: Target, head_dim: int) -> List[AttentionKnobs]:
-    """The decisions the tuner may take: the products of :data:`KEY_BLOCKS`,
-    :data:`ROW_VECTORS`, :data:`PREFETCH_BLOCKS` and threads ``{1, target.cores}`` whose score
-    vectors fit the registers (:func:`_fits`), with :func:`default_knobs` always among them."""
-    threads = sorted({1, target.cores})
-    out = [AttentionKnobs(n, r, p, t) for n in KEY_BLOCKS for r in ROW_VECTORS for p in PREFETCH_BLOCKS
-           for t in threads if _fits(target, n, r)]
-    default = default_knobs(target, head_dim)
-    return out if default in out else out + [default]
-
-
-def sample_knobs(sch, target: Target, head_dim: int, decision: Optional[AttentionKnobs] = None) -> AttentionKnobs:
-    """The decisions of the kernel as four ``sample_categorical`` instructions on ``sch`` (key
-    block, row vectors, prefetch, threads; defaults :func:`default_knobs`); ``decision``: the
-    values to record, else the defaults or draws as ``sch`` takes them. A tuning record holding
-    the trace is read back by :func:`decided_knobs`.
-
-    Raises
-    ------
-    ScheduleError
-        If ``decision`` holds a value outside its knob's candidates.
-    """
-    default = default_knobs(target, head_dim)
-    values = []
-    for i, cands in enumerate((KEY_BLOCKS, ROW_VECTORS, PREFETCH_BLOCKS, tuple(sorted({1, target.cores})))):
-        cands = sorted(set(cands) | {default.as_tuple()[i]})
-        if decision is None:
-            values.append(int(categorical(sch, cands, default.as_tuple()[i])))
-            continue
-        want = decision.as_tuple()[i]
-        if want not in cands:
-            raise ScheduleError(f"attention knobs: value {want} of decision {i} is not among {cands}")
-        values.append(int(sch.sample_categorical(cands, [1.0 / len(cands)] * len(cands),
-                                                 decision=cands.index(want))))
-    return AttentionKnobs(*values)
-
-
-def decided_knobs(trace: Trace) -> Optional[AttentionKnobs]:
-    """The decisions recorded by :func:`sample_knobs` in ``trace`` (its first four
-    ``sample_categorical`` instructions), or None when the trace has none (the default)."""
-    values = [int(inst.attrs["candidates"][trace.decisions[i]]) for i, inst in enumerate(trace.insts)
-              if inst.kind == "sample_categorical" and i in trace.decisions]
-    return AttentionKnobs(*values[:4]) if len(values) >= 4 else None
+from .attention_knobs import AttentionKnobs, default_knobs
+from .register_transpose import transpose_registers
+from .softmax_exp import EXP_DEGREES, shifted_exp
 
 
 def attention_key(q_type: ir.RankedTensorType, k_type: ir.RankedTensorType, v_type: ir.RankedTensorType,
@@ -189,13 +87,13 @@ def _fast():
 class _Row:
     """Emits the key loop of one query row (see the module docstring)."""
 
-    def __init__(self, q, k, v, bias, b, h, hk, i, scale: float, head_dim: int, prefetch=None):
+    def __init__(self, q, k, v, bias, b, h, hk, i, scale: float, head_dim: int, prefetch=None, exp_degree=0):
         """``prefetch``: ``(buffers, ahead, last)``: K and V as memrefs
         (``bufferization.to_buffer``), the keys each full block prefetches ahead and the
         largest block start (:meth:`prefetch`); None: no prefetch."""
         self.k, self.v, self.bias, self.b, self.hk = k, v, bias, b, hk
         self.d = head_dim
-        self.ahead = prefetch
+        self.ahead, self.exp_degree = prefetch, exp_degree
         self.q = arith_d.mulf(_read(q, [b, h, i, _idx(0)], head_dim),
                               vector_d.broadcast(ir.VectorType.get([head_dim], ir.F32Type.get()), _f32(scale)))
         if bias is not None:
@@ -247,8 +145,8 @@ class _Row:
         # every score so far -inf: shift by 0, so that exp(-inf - 0) = 0 (no inf - inf NaN)
         dead = arith_d.cmpf(arith_d.CmpFPredicate.OEQ, m_new, _f32(float("-inf")))
         shift = arith_d.select(dead, _f32(0.0), m_new)
-        alpha = math_d.exp(arith_d.subf(m, shift))
-        p = math_d.exp(arith_d.subf(s, vector_d.broadcast(vt, shift)))
+        alpha = shifted_exp(m, shift, self.exp_degree)
+        p = shifted_exp(s, vector_d.broadcast(vt, shift), self.exp_degree)
         l_new = arith_d.addf(arith_d.mulf(l, alpha), vector_d.reduction(f32, vector_d.CombiningKind.ADD, p,
                                                                        fastmath=_fast()))
         dvt = ir.VectorType.get([self.d], f32)
@@ -323,22 +221,29 @@ class _RowBlock:
     ``m`` and ``l`` are ``R`` vectors each, carried as ``m_0 .. m_R-1, l_0 .. l_R-1``."""
 
     def __init__(self, q, k, v, bias, b, h, hk, i0, scale: float, head_dim: int, lanes: int,
-                 row_vectors: int, unroll: int):
+                 row_vectors: int, unroll: int, exp_degree: int = 0, transpose: bool = False):
+        """``transpose``: ``Q`` enters ``Q^T`` and ``acc^T`` leaves it as ``L x L`` blocks transposed
+        in registers (:func:`~.register_transpose.transpose_registers`; ``D % L == 0``), else
+        one strided column of ``L`` rows per ``d``."""
         f32 = ir.F32Type.get()
         self.k, self.v, self.bias, self.b, self.hk, self.i0 = k, v, bias, b, hk, i0
-        self.d, self.n, self.r, self.unroll = head_dim, lanes, row_vectors, unroll
+        self.d, self.n, self.r, self.unroll, self.exp_degree = head_dim, lanes, row_vectors, unroll, exp_degree
+        self.step = lanes if transpose else 1
         self.vt = ir.VectorType.get([lanes], f32)
         buf = ir.MemRefType.get([head_dim, lanes * row_vectors], f32)
         self.qt, self.acc = memref_d.alloca(buf, [], []), memref_d.alloca(buf, [], [])
         self.offsets = [_idx(r * lanes) for r in range(row_vectors)]
         self.rows = [arith_d.addi(i0, _idx(r * lanes)) if r else i0 for r in range(row_vectors)]
         zero, sc = vector_d.broadcast(self.vt, _f32(0.0)), vector_d.broadcast(self.vt, _f32(scale))
-        loop = scf_d.ForOp(_idx(0), _idx(head_dim), _idx(1))
+        loop = scf_d.ForOp(_idx(0), _idx(head_dim), _idx(self.step))
         with ir.InsertionPoint(loop.body):
-            dd = loop.induction_variable
+            d0 = loop.induction_variable
             for row, off in zip(self.rows, self.offsets):
-                vector_d.store(arith_d.mulf(_read_col(q, [b, h, row, dd], lanes), sc), self.qt, [dd, off])
-                vector_d.store(zero, self.acc, [dd, off])
+                cols = transpose_registers([_read(q, [b, h, arith_d.addi(row, _idx(t)), d0], lanes)
+                                            for t in range(lanes)]) if transpose else [_read_col(q, [b, h, row, d0], lanes)]
+                for dd, col in zip(self._ds(d0), cols):
+                    vector_d.store(arith_d.mulf(col, sc), self.qt, [dd, off])
+                    vector_d.store(zero, self.acc, [dd, off])
             scf_d.YieldOp([])
         if bias is not None:
             bt = ir.RankedTensorType(bias.type)
@@ -377,12 +282,13 @@ class _RowBlock:
         ninf = vector_d.broadcast(self.vt, _f32(float("-inf")))
         m_new, l_new, alpha, p = [], [], [], [[None] * self.r for _ in keys]
         for r in rr:
-            mr = arith_d.maximumf(m[r], _tree([c[r] for c in cols], arith_d.maximumf))
+            # a NaN score may be left out of the maximum: its exponential is NaN all the same
+            mr = ordered_max(m[r], _tree([c[r] for c in cols], ordered_max))
             dead = arith_d.cmpf(arith_d.CmpFPredicate.OEQ, mr, ninf)
             shift = arith_d.select(dead, zero, mr)
-            alpha.append(math_d.exp(arith_d.subf(m[r], shift)))
+            alpha.append(shifted_exp(m[r], shift, self.exp_degree))
             for t, c in enumerate(cols):
-                p[t][r] = math_d.exp(arith_d.subf(c[r], shift))
+                p[t][r] = shifted_exp(c[r], shift, self.exp_degree)
             m_new.append(mr)
             l_new.append(arith_d.addf(arith_d.mulf(l[r], alpha[r]), _tree([pt[r] for pt in p], arith_d.addf)))
         u = self.unroll
@@ -416,17 +322,26 @@ class _RowBlock:
         one = vector_d.broadcast(self.vt, _f32(1.0))
         inv = [arith_d.select(arith_d.cmpf(arith_d.CmpFPredicate.OEQ, lr, zero), zero, arith_d.divf(one, lr))
                for lr in l]
-        perm = ir.AffineMap.get(4, 0, [ir.AffineDimExpr.get(2)])
-        loop = scf_d.ForOp(_idx(0), _idx(self.d), _idx(1), [tile])
+        loop = scf_d.ForOp(_idx(0), _idx(self.d), _idx(self.step), [tile])
         with ir.InsertionPoint(loop.body):
-            dd = loop.induction_variable
+            d0 = loop.induction_variable
             cur = loop.inner_iter_args[0]
             for off, ir_ in zip(self.offsets, inv):
-                val = arith_d.mulf(vector_d.load(self.vt, self.acc, [dd, off]), ir_)
-                cur = vector_d.transfer_write(tile.type, val, cur, [_idx(0), _idx(0), off, dd],
-                                              ir.AffineMapAttr.get(perm), ir.ArrayAttr.get([ir.BoolAttr.get(True)]))
+                vals = [arith_d.mulf(vector_d.load(self.vt, self.acc, [dd, off]), ir_) for dd in self._ds(d0)]
+                # a row of L values along d each (transposed), or one column of L rows
+                rows = transpose_registers(vals) if self.step > 1 else vals
+                dim = 3 if self.step > 1 else 2
+                for t, val in enumerate(rows):
+                    at = [_idx(0), _idx(0), arith_d.addi(off, _idx(t)), d0]
+                    cur = vector_d.transfer_write(tile.type, val, cur, at,
+                                                  ir.AffineMapAttr.get(ir.AffineMap.get(4, 0, [ir.AffineDimExpr.get(dim)])),
+                                                  ir.ArrayAttr.get([ir.BoolAttr.get(True)]))
             scf_d.YieldOp([cur])
         return loop.results[0]
+
+    def _ds(self, d0: ir.Value) -> List[ir.Value]:
+        """The ``d`` indices ``d0 .. d0 + step - 1`` of one step of the staging loops."""
+        return [arith_d.addi(d0, _idx(c)) for c in range(self.step)]
 
 
 def _grid(extents: Sequence, out: ir.Value, tile_type: ir.RankedTensorType, parallel: bool, body) -> ir.Value:
@@ -509,9 +424,12 @@ def emit_flash_attention(module_body, name: str, q_type: ir.RankedTensorType, k_
         raise ScheduleError(f"flash attention: operand 'bias' is {bias_type}; expected (B|1, H|1, "
                             f"Sq|1, {skv}) for q {q_type}")
     knobs = default_knobs(target, d) if knobs is None else knobs
-    if min(knobs.key_block, knobs.row_vectors, knobs.threads) < 1 or knobs.prefetch < 0:
-        raise ScheduleError(f"flash attention: knobs {knobs}; expected key_block, row_vectors and "
-                            "threads >= 1 and prefetch >= 0")
+    if min(knobs.key_block, knobs.row_vectors, knobs.threads) < 1 or knobs.prefetch < 0 or \
+            knobs.exp_degree not in EXP_DEGREES or knobs.transpose not in (0, 1) or \
+            (knobs.transpose and d % target.vector_lanes(32)):
+        raise ScheduleError(f"flash attention: knobs {knobs} for head dim {d}; expected key_block, "
+                            f"row_vectors and threads >= 1, prefetch >= 0, exp_degree in {EXP_DEGREES} "
+                            "and transpose 0 or 1 (1 only where the vector lanes divide the head dim)")
     inputs = [q_type, k_type, v_type] + ([bias_type] if bias_type is not None else [])
     with ir.InsertionPoint(module_body):
         fn = func_d.FuncOp(name, ir.FunctionType.get(inputs, [q_type]), visibility="private")
@@ -539,7 +457,8 @@ def emit_flash_attention(module_body, name: str, q_type: ir.RankedTensorType, k_
 
         def row_block(b, hh, blk, dest):   # blocks of `rows` query rows (prefill)
             i0 = arith_d.muli(blk, _idx(rows))
-            block = _RowBlock(q, k, v, bias, b, hh, head(hh), i0, scale, d, lanes, nr, unroll)
+            block = _RowBlock(q, k, v, bias, b, hh, head(hh), i0, scale, d, lanes, nr, unroll, knobs.exp_degree,
+                              bool(knobs.transpose))
             vt = ir.VectorType.get([lanes], f32)
             carried = [vector_d.broadcast(vt, _f32(float("-inf")))] * nr + [vector_d.broadcast(vt, _f32(0.0))] * nr
             carried = _key_loop(block, _idx(0), full_kv, n, carried)
@@ -552,7 +471,8 @@ def emit_flash_attention(module_body, name: str, q_type: ir.RankedTensorType, k_
         def single_row(b, hh, r, dest):   # the remaining rows one by one (decode: the only one)
             i = arith_d.addi(full_q, r)
             ahead = (buffers, knobs.prefetch * n, arith_d.subi(full_kv, _idx(n)))
-            row = _Row(q, k, v, bias, b, hh, head(hh), i, scale, d, ahead if knobs.prefetch else None)
+            row = _Row(q, k, v, bias, b, hh, head(hh), i, scale, d, ahead if knobs.prefetch else None,
+                       knobs.exp_degree)
             dvt = ir.VectorType.get([d], f32)
             carried = [_f32(float("-inf")), _f32(0.0), vector_d.broadcast(dvt, _f32(0.0))]
             carried = _key_loop(row, _idx(0), full_kv, n, carried)
