@@ -40,11 +40,11 @@ import numpy as np
 
 from ..._mlir import arith_d, ir, linalg_d, tensor_d
 from ...graph.emit_rewrites import named_fill, replace_contraction
-from ...graph.linalg_attrs import indexing_maps, matmul_maps, tensor_shape
+from ...graph.linalg_attrs import indexing_maps, matmul_maps
 from ...graph.pass_manager import ScopedPass, register_pass
 from ...graph.use_def import named_ops, producer
 from ...ir import dtypes, emitters
-from ...ir.constants import constant_array, elements_attr
+from ...ir.constants import constant_array, derived_array, elements_attr
 from ...ir.module import OP_NAME_ATTR, Module
 
 #: ``select(m, k, ns, dtype) -> bool``: whether the matmuls of one input (``m`` rows, ``k``
@@ -84,27 +84,30 @@ def _merge(mod: Module, group: List[ir.Operation], weights: List[np.ndarray]) ->
     results become slices of it."""
     first = group[0]
     a = first.operands[0]
-    m = tensor_shape(a)[0]
+    a_type = ir.RankedTensorType(a.type)
     ns = [w.shape[1] for w in weights]
     name = ir.StringAttr(first.attributes[OP_NAME_ATTR]).value
     fname = ir.StringAttr(first.parent.attributes["sym_name"]).value
-    merged = np.ascontiguousarray(np.concatenate(weights, axis=1))
-    et = ir.RankedTensorType(a.type).element_type
-    dtype = dtypes.from_ir_type(et)
+    merged = derived_array(mod.derived_weights, "merge-projections", weights,
+                           lambda *ws: np.ascontiguousarray(np.concatenate(ws, axis=1)))
+    et = a_type.element_type
     with ir.InsertionPoint(first):
         attr = elements_attr(merged, f"{fname}_{name}_merged")
         mod._keepalive.add(merged, attr)
         w = arith_d.ConstantOp(ir.RankedTensorType.get(list(merged.shape), et), attr)
         emitters.set_name(w.operation, f"{name}.merged_weight")
+        # the row count: static, or tensor.dim of the input (a step symbolic in its rows)
+        m = a_type.shape[0]
+        rows = [tensor_d.DimOp(a, emitters.index_constant(0)).result] if a_type.is_dynamic_dim(0) else []
         fill = named_fill(first.operands[2])
-        acc = linalg_d.fill(fill.operands[0], outs=[emitters.empty([m, sum(ns)], dtype, name)])
+        acc = linalg_d.fill(fill.operands[0], outs=[tensor_d.EmptyOp((rows or [m]) + [sum(ns)], et).result])
         emitters.set_name(acc.owner, ir.StringAttr(fill.attributes[OP_NAME_ATTR]).value)
         y = linalg_d.matmul(a, w.result, outs=[acc])
         emitters.set_name(y.owner, name)
         parts = []
         for i, n in enumerate(ns):
             t = ir.RankedTensorType.get([m, n], et)
-            s = tensor_d.ExtractSliceOp(t, y, [], [], [], [0, sum(ns[:i])], [m, n], [1, 1]).result
+            s = tensor_d.ExtractSliceOp(t, y, [], rows, [], [0, sum(ns[:i])], [m, n], [1, 1]).result
             emitters.set_name(s.owner, f"{name}.part{i}")
             parts.append(s)
     for op, part in zip(group, parts):
@@ -129,7 +132,7 @@ class MergeProjections(ScopedPass):
     name = "mlc-merge-projections"
 
     def __init__(self, select: Optional[MergeSelect] = None, functions: Optional[Sequence[str]] = None):
-        super().__init__(select or (lambda m, k, ns, dtype: m >= 0), functions)
+        super().__init__(select or (lambda m, k, ns, dtype: True), functions)
 
     def transform(self, mod: Module) -> Module:
         groups: Dict[tuple, List[Tuple[ir.Operation, np.ndarray]]] = {}
