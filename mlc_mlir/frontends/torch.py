@@ -286,7 +286,9 @@ def from_torch(model, example_args, dynamic_shapes=None, keep_params: bool = Fal
     derived_weights : dict, optional
         Weights the import computes from the model's (transposed ``nn.Linear`` weights), kept
         in this dict: pass one dict to several imports of the same model (a prefill and a
-        decode step) and they hold one array per derived weight instead of a copy each.
+        decode step) and they hold one array per derived weight instead of a copy each. The
+        module keeps it as its :attr:`~mlc_mlir.ir.module.Module.derived_weights`, where the
+        compile's weight rewrites (``merge-projections``) store theirs.
 
     Returns
     -------

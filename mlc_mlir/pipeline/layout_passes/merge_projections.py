@@ -18,6 +18,15 @@ After (``%wqkv`` a new constant, ``[wq | wk | wv]`` along N)::
     %k = tensor.extract_slice %qkv[0, 768] [1, 256] [1, 1]     // matmul.part1
     %v = tensor.extract_slice %qkv[0, 1024] [1, 256] [1, 1]    // matmul.part2
 
+The row count ``M`` is static (a decode step) or dynamic (a prefill step symbolic in its
+sequence length: the accumulator and the slices take ``tensor.dim %a, 0``; the
+``specialize-rows`` step then gives the merged matmul its ``M == 1`` GEMV version like any other
+matmul of dynamic M). The concatenated weight is computed once per derived-weight store
+(:attr:`~mlc_mlir.ir.module.Module.derived_weights`, :func:`~mlc_mlir.ir.constants.derived_array`
+keyed by the buffers of its parts): the prefill and the decode step of one model, imported
+with one store, read the same merged array, and the per-projection weights of neither step
+are left for the JIT to link (one copy of each weight in the compiled model).
+
 Inputs are the same when they are the same value, or the same value through the same
 ``tensor.collapse_shape`` (the importer reshapes the input once per projection). The weights
 are ``arith.constant`` tensors whose bytes the module holds (``dense_resource`` blobs); the
@@ -27,7 +36,8 @@ k as the original's; the schedule of the wider product may split or order k diff
 logits of scale 0.7).
 
 A decode step then streams every weight of the group in one GEMV: one fork/join and one
-barrier instead of one per projection, and the input vector read once. Source: llama.cpp's and
+barrier instead of one per projection, and the input vector read once; a prefill step runs one
+GEMM of N = 1280 (q/k/v of Llama-110M) instead of three. Source: llama.cpp's and
 MLC-LLM's fused ``qkv`` and ``gate_up`` projection weights (GPT-2's ``c_attn`` is this layout);
 TVM Relay ``CombineParallelDense`` (parallel dense ops on one input combined into one).
 """
@@ -80,8 +90,8 @@ def _weight(op: ir.Operation, blobs) -> Optional[np.ndarray]:
 
 
 def _merge(mod: Module, group: List[ir.Operation], weights: List[np.ndarray]) -> None:
-    """One matmul over the concatenated weights, at the first op of ``group``; the group's
-    results become slices of it."""
+    """One matmul over the concatenated weights (one array per ``mod.derived_weights`` store),
+    at the first op of ``group``; the group's results become slices of it."""
     first = group[0]
     a = first.operands[0]
     a_type = ir.RankedTensorType(a.type)
@@ -123,8 +133,7 @@ class MergeProjections(ScopedPass):
     ----------
     select : callable, optional
         ``select(m, k, ns, dtype) -> bool`` (:data:`MergeSelect`), asked once per group of two
-        or more matmuls; default: merge every group with a static ``m`` (a step symbolic in
-        its rows keeps the weights it may share with other steps of one model).
+        or more matmuls (``m`` is -1 when dynamic); default: merge every group.
     functions : sequence of str, optional
         As :class:`~mlc_mlir.graph.pass_manager.ScopedPass`.
     """
