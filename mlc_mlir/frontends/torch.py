@@ -31,6 +31,7 @@ from ..builder import GraphBuilder, Tensor
 from ..errors import BuildError
 from ..graph.dce import DeadCodeElimination
 from ..ir import Module
+from ..ir.constants import derived_array
 from ..ir.module import drop_unused_params
 from .torch_converters import CONVERTERS, REFUSED, TORCH_DTYPES, register_converter  # noqa: F401
 # the converter modules register themselves: creation, math, nn, shape, decoder LLMs, size arithmetic
@@ -73,13 +74,10 @@ class ConvertContext:
         return self._params[name]
 
     def derived_weight(self, name: str, source: np.ndarray, make) -> np.ndarray:
-        """``make(source)``, computed once per ``(name, source buffer, shape)`` in
+        """``make(source)``, computed once per ``name`` and source buffer in
         :attr:`derived` (imports that share the dict share the array: one copy in memory, which
         the JIT links into each compiled step, :mod:`mlc_mlir.pipeline.jit_weights`)."""
-        key = (name, source.__array_interface__["data"][0], source.shape, source.strides, str(source.dtype))
-        if key not in self.derived:
-            self.derived[key] = make(source)
-        return self.derived[key]
+        return derived_array(self.derived, name, (source,), make)
 
     def param_of(self, x: Tensor):
         """``(name, numpy value)`` when ``x`` is a module param made by :meth:`param`, else None."""
@@ -288,7 +286,9 @@ def from_torch(model, example_args, dynamic_shapes=None, keep_params: bool = Fal
     derived_weights : dict, optional
         Weights the import computes from the model's (transposed ``nn.Linear`` weights), kept
         in this dict: pass one dict to several imports of the same model (a prefill and a
-        decode step) and they hold one array per derived weight instead of a copy each.
+        decode step) and they hold one array per derived weight instead of a copy each. The
+        module keeps it as its :attr:`~mlc_mlir.ir.module.Module.derived_weights`, where the
+        compile's weight rewrites (``merge-projections``) store theirs.
 
     Returns
     -------
@@ -430,7 +430,9 @@ def from_exported_program(ep, dim_names: Optional[Dict[str, str]] = None, keep_p
     # converters that read through an op (a cache write at its position, a transposed weight)
     # leave it dead: erased here so the params only it read are dropped too
     mod = drop_unused_params(DeadCodeElimination()(bb.finish()))
-    return mod if keep_params else mod.bind_params()
+    mod = mod if keep_params else mod.bind_params()
+    mod.derived_weights = ctx.derived
+    return mod
 
 
 def _empty_result(node) -> Optional[Tensor]:

@@ -6,6 +6,8 @@ module with 100 MB of weights neither copies them through text nor prints them.
 
 from __future__ import annotations
 
+from typing import Callable, Sequence
+
 import numpy as np
 
 from .._mlir import ir
@@ -58,12 +60,16 @@ class Blobs(list):
     passes can read a weight back (MLIR's Python API has no accessor for a resource's bytes).
 
     ``add(array, attr)`` keeps ``array`` alive and indexes it under ``attr``'s key;
-    :func:`constant_array` reads any tensor constant.
+    :func:`constant_array` reads any tensor constant. ``derived`` is the store of
+    :func:`derived_array` for this IR's weights: its own dict, or one shared with the modules
+    of other steps of one model (an importer's ``derived_weights``), so that they compute and
+    hold one array per derived weight.
     """
 
     def __init__(self, items=()):
         super().__init__(items)
         self.by_key: dict = {}
+        self.derived: dict = {}
 
     def add(self, array: np.ndarray, attr: ir.Attribute) -> None:
         """Keep ``array`` (the buffer behind ``attr``) alive; index it when ``attr`` is a
@@ -72,6 +78,20 @@ class Blobs(list):
         key = resource_name(attr)
         if key:
             self.by_key[key] = array
+
+
+def derived_array(store: dict, name: str, sources: Sequence[np.ndarray],
+                  make: Callable[..., np.ndarray]) -> np.ndarray:
+    """``make(*sources)``, computed once per ``name`` and source buffers (address, shape,
+    strides and dtype of each) in ``store``: the callers that share ``store`` (the imports and
+    compiles of several steps of one model) share the array, one copy in memory. ``store``
+    keeps the sources alive with the result, so no other buffer can take their addresses
+    while the key stands. Source: TVM Relax's ``LiftTransformParams`` (a weight transform
+    computed once for every function that reads it)."""
+    key = (name,) + tuple((s.__array_interface__["data"][0], s.shape, s.strides, str(s.dtype)) for s in sources)
+    if key not in store:
+        store[key] = (make(*sources), tuple(sources))
+    return store[key][0]
 
 
 def constant_array(attr: ir.Attribute, blobs: Blobs):

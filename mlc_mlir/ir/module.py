@@ -304,6 +304,18 @@ class Module:
         element type with no numpy dtype). MLIR's Python API has no reader for a blob's bytes."""
         return constant_array(attr, self._keepalive)
 
+    @property
+    def derived_weights(self) -> dict:
+        """The store of the weights computed from this module's
+        (:func:`~mlc_mlir.ir.constants.derived_array`: a transposed or a concatenated weight),
+        shared by its clones. An importer sets it to the dict it was given, so the modules of
+        the steps of one model (a prefill and a decode) hold one array per derived weight."""
+        return self._keepalive.derived
+
+    @derived_weights.setter
+    def derived_weights(self, store: dict) -> None:
+        self._keepalive.derived = store
+
     def __repr__(self) -> str:
         return f"<mlc.Module functions={self.function_names()} params={sorted(self.params)}>"
 

@@ -197,7 +197,7 @@ def compile_causal_lm(hf_model, max_seq_len: int = 1024, threads: Optional[int] 
         raise ExecutionError(f"compile_causal_lm: target {target!r}; expected a CPU target (the CUDA "
                              "runtime does not copy in/out cache arguments back to the host yet)")
     t = time.perf_counter()
-    derived: dict = {}   # one transposed copy of a weight for both steps
+    derived: dict = {}   # one array per transposed or merged weight for both steps
     decode = compile_module(import_step(hf_model, max_seq_len, 1, derived), target, threads=threads,
                             database=database)["main"]
     prefill = decode if max_seq_len == 1 else \

@@ -130,7 +130,8 @@ def import_step(hf_model, max_seq_len: int, query_len: Optional[int] = None,
         ``max_seq_len == 1`` the static one-token step).
     derived_weights : dict, optional
         Shared by the imports of several steps of one model: one array per weight the import
-        derives (transposed weights) for all of them (:func:`~mlc_mlir.frontends.torch.from_torch`).
+        derives (transposed weights), and the compile (the ``merge-projections`` step's
+        concatenated weights), for all of them (:func:`~mlc_mlir.frontends.torch.from_torch`).
 
     Returns
     -------

@@ -40,10 +40,11 @@ module gets default schedules or a tuning database's (``schedule="default"`` or 
    :func:`~mlc_mlir.schedule.rules.conv_strategy.prefers_grouped_gemm` picks become a per-group im2col
    (a view for a pointwise one of one image) + ``linalg.batch_matmul`` over the groups
    (``layout_passes.GroupedConvToBatchMatmul``);
-7. ``merge-projections`` -- matmuls of static M that read one input with constant weights
-   (Llama's q/k/v projections, its gate and up projections) become one matmul over the
-   weights concatenated along N, sliced after (``layout_passes.MergeProjections``): a decode
-   step streams them in one GEMV, one fork/join instead of one per projection;
+7. ``merge-projections`` -- matmuls that read one input with constant weights (Llama's q/k/v
+   projections, its gate and up projections), of static or dynamic M, become one matmul over
+   the weights concatenated along N, sliced after (``layout_passes.MergeProjections``): a decode
+   step streams them in one GEMV, one fork/join instead of one per projection, and the steps
+   of one model share the concatenated weights (one copy of each weight);
 8. ``pack-weights``   -- matmuls on a constant B that feed no elementwise op get B packed into
    the panels of their register tile (``layout_passes.PackMatmulWeights``,
    :func:`~mlc_mlir.schedule.cpu_recipes.packed_b_panel`: a ``linalg.mmt4d``);

@@ -278,7 +278,7 @@ def test_steps_share_one_transposed_copy_of_each_weight():
     # q/k/v/o, gate/up/down per layer and the LM head
     assert count == 7 * 2 + 1 and len(derived) == count
     weight = model.model.layers[1].mlp.down_proj.weight.detach().numpy()
-    mine = [a for (name, *_), a in derived.items() if name == "lm.model.layers.1.mlp.down_proj.weight.T"]
+    mine = [a for (name, *_), (a, _) in derived.items() if name == "lm.model.layers.1.mlp.down_proj.weight.T"]
     assert len(mine) == 1
     np.testing.assert_array_equal(mine[0], weight.T)
 
@@ -288,6 +288,29 @@ def test_steps_share_one_transposed_copy_of_each_weight():
                      if op.operation.name == "arith.constant" and "tensor<" in str(op.operation.results[0].type)]
             return {a.ctypes.data for a in (mod.constant_value(v) for v in attrs) if a is not None and a.size > 1000}
     assert mine[0].ctypes.data in weights(decode) & weights(prefill)
+
+
+def test_compiled_steps_link_each_weight_once():
+    """The compiled prefill (symbolic rows) and decode steps link one buffer per weight between
+    them: q/k/v and gate/up are merged in both steps into the same concatenated array
+    (``merge-projections`` with one derived-weight store), so the distinct bytes the two
+    engines read equal the model's weight bytes, each projection counted once. Both steps
+    still generate transformers' greedy tokens."""
+    from mlc_mlir.pipeline.jit_weights import LINK_MIN_BYTES
+
+    model = _tiny("llama")
+    lm = mlc.llm.compile_causal_lm(model, max_seq_len=48, threads=2)
+    linked = {}
+    for step in (lm.prefill_step, lm.decode_step):
+        arrays = step._invoke._weights
+        assert arrays, "no weight linked"
+        linked.update({a.ctypes.data: a.nbytes for a in arrays})
+    params = sum(p.numel() * p.element_size() for p in model.parameters()
+                 if p.numel() * p.element_size() >= LINK_MIN_BYTES)
+    assert sum(linked.values()) == params
+    ids = torch.randint(0, 1000, (1, 9), generator=torch.Generator().manual_seed(3))
+    want = model.generate(ids, max_new_tokens=32, do_sample=False, pad_token_id=0).numpy()
+    np.testing.assert_array_equal(lm.generate(ids.numpy(), max_new_tokens=32), want)
 
 
 def test_steps_tune_and_compile_with_their_records(tmp_path):

@@ -18,6 +18,15 @@ After (``%wqkv`` a new constant, ``[wq | wk | wv]`` along N)::
     %k = tensor.extract_slice %qkv[0, 768] [1, 256] [1, 1]     // matmul.part1
     %v = tensor.extract_slice %qkv[0, 1024] [1, 256] [1, 1]    // matmul.part2
 
+The row count ``M`` is static (a decode step) or dynamic (a prefill step symbolic in its
+sequence length: the accumulator and the slices take ``tensor.dim %a, 0``; the
+``specialize-rows`` step then gives the merged matmul its ``M == 1`` GEMV version like any other
+matmul of dynamic M). The concatenated weight is computed once per derived-weight store
+(:attr:`~mlc_mlir.ir.module.Module.derived_weights`, :func:`~mlc_mlir.ir.constants.derived_array`
+keyed by the buffers of its parts): the prefill and the decode step of one model, imported
+with one store, read the same merged array, and the per-projection weights of neither step
+are left for the JIT to link (one copy of each weight in the compiled model).
+
 Inputs are the same when they are the same value, or the same value through the same
 ``tensor.collapse_shape`` (the importer reshapes the input once per projection). The weights
 are ``arith.constant`` tensors whose bytes the module holds (``dense_resource`` blobs); the
@@ -27,7 +36,8 @@ k as the original's; the schedule of the wider product may split or order k diff
 logits of scale 0.7).
 
 A decode step then streams every weight of the group in one GEMV: one fork/join and one
-barrier instead of one per projection, and the input vector read once. Source: llama.cpp's and
+barrier instead of one per projection, and the input vector read once; a prefill step runs one
+GEMM of N = 1280 (q/k/v of Llama-110M) instead of three. Source: llama.cpp's and
 MLC-LLM's fused ``qkv`` and ``gate_up`` projection weights (GPT-2's ``c_attn`` is this layout);
 TVM Relay ``CombineParallelDense`` (parallel dense ops on one input combined into one).
 """
@@ -40,11 +50,11 @@ import numpy as np
 
 from ..._mlir import arith_d, ir, linalg_d, tensor_d
 from ...graph.emit_rewrites import named_fill, replace_contraction
-from ...graph.linalg_attrs import indexing_maps, matmul_maps, tensor_shape
+from ...graph.linalg_attrs import indexing_maps, matmul_maps
 from ...graph.pass_manager import ScopedPass, register_pass
 from ...graph.use_def import named_ops, producer
 from ...ir import dtypes, emitters
-from ...ir.constants import constant_array, elements_attr
+from ...ir.constants import constant_array, derived_array, elements_attr
 from ...ir.module import OP_NAME_ATTR, Module
 
 #: ``select(m, k, ns, dtype) -> bool``: whether the matmuls of one input (``m`` rows, ``k``
@@ -80,31 +90,34 @@ def _weight(op: ir.Operation, blobs) -> Optional[np.ndarray]:
 
 
 def _merge(mod: Module, group: List[ir.Operation], weights: List[np.ndarray]) -> None:
-    """One matmul over the concatenated weights, at the first op of ``group``; the group's
-    results become slices of it."""
+    """One matmul over the concatenated weights (one array per ``mod.derived_weights`` store),
+    at the first op of ``group``; the group's results become slices of it."""
     first = group[0]
     a = first.operands[0]
-    m = tensor_shape(a)[0]
+    a_type = ir.RankedTensorType(a.type)
     ns = [w.shape[1] for w in weights]
     name = ir.StringAttr(first.attributes[OP_NAME_ATTR]).value
     fname = ir.StringAttr(first.parent.attributes["sym_name"]).value
-    merged = np.ascontiguousarray(np.concatenate(weights, axis=1))
-    et = ir.RankedTensorType(a.type).element_type
-    dtype = dtypes.from_ir_type(et)
+    merged = derived_array(mod.derived_weights, "merge-projections", weights,
+                           lambda *ws: np.ascontiguousarray(np.concatenate(ws, axis=1)))
+    et = a_type.element_type
     with ir.InsertionPoint(first):
         attr = elements_attr(merged, f"{fname}_{name}_merged")
         mod._keepalive.add(merged, attr)
         w = arith_d.ConstantOp(ir.RankedTensorType.get(list(merged.shape), et), attr)
         emitters.set_name(w.operation, f"{name}.merged_weight")
+        # the row count: static, or tensor.dim of the input (a step symbolic in its rows)
+        m = a_type.shape[0]
+        rows = [tensor_d.DimOp(a, emitters.index_constant(0)).result] if a_type.is_dynamic_dim(0) else []
         fill = named_fill(first.operands[2])
-        acc = linalg_d.fill(fill.operands[0], outs=[emitters.empty([m, sum(ns)], dtype, name)])
+        acc = linalg_d.fill(fill.operands[0], outs=[tensor_d.EmptyOp((rows or [m]) + [sum(ns)], et).result])
         emitters.set_name(acc.owner, ir.StringAttr(fill.attributes[OP_NAME_ATTR]).value)
         y = linalg_d.matmul(a, w.result, outs=[acc])
         emitters.set_name(y.owner, name)
         parts = []
         for i, n in enumerate(ns):
             t = ir.RankedTensorType.get([m, n], et)
-            s = tensor_d.ExtractSliceOp(t, y, [], [], [], [0, sum(ns[:i])], [m, n], [1, 1]).result
+            s = tensor_d.ExtractSliceOp(t, y, [], rows, [], [0, sum(ns[:i])], [m, n], [1, 1]).result
             emitters.set_name(s.owner, f"{name}.part{i}")
             parts.append(s)
     for op, part in zip(group, parts):
@@ -120,8 +133,7 @@ class MergeProjections(ScopedPass):
     ----------
     select : callable, optional
         ``select(m, k, ns, dtype) -> bool`` (:data:`MergeSelect`), asked once per group of two
-        or more matmuls; default: merge every group with a static ``m`` (a step symbolic in
-        its rows keeps the weights it may share with other steps of one model).
+        or more matmuls (``m`` is -1 when dynamic); default: merge every group.
     functions : sequence of str, optional
         As :class:`~mlc_mlir.graph.pass_manager.ScopedPass`.
     """
@@ -129,7 +141,7 @@ class MergeProjections(ScopedPass):
     name = "mlc-merge-projections"
 
     def __init__(self, select: Optional[MergeSelect] = None, functions: Optional[Sequence[str]] = None):
-        super().__init__(select or (lambda m, k, ns, dtype: m >= 0), functions)
+        super().__init__(select or (lambda m, k, ns, dtype: True), functions)
 
     def transform(self, mod: Module) -> Module:
         groups: Dict[tuple, List[Tuple[ir.Operation, np.ndarray]]] = {}
