@@ -43,7 +43,9 @@ writes ``DIR/<nn>-<name>.mlir``, and a stage made of steps also writes each step
    each buffer's dealloc moved after its last use once ``buffer-deallocation-pipeline`` has
    run (:func:`~.early_dealloc.dealloc_after_last_use`), the stores of loops the schedule
    annotated ``mlc.nontemporal`` made non-temporal where aligned
-   (:func:`~.nontemporal.nontemporal_stores`), each top-level loop nest of a function holding
+   (:func:`~.nontemporal.nontemporal_stores`), copies of or into strided buffers made loops
+   (:func:`~.strided_copies.strided_copies_to_loops`: not the runtime's element-wise
+   ``memrefCopy``), each top-level loop nest of a function holding
    several (and, by default, large enough: ``outline_nests``) moved to a ``noinline`` function
    of its own, so LLVM compiles one kernel per function
    (:func:`~.outline_nests.outline_loop_nests`), then the buffer cache linked in
@@ -84,6 +86,7 @@ from .cuda_compile import compile_cuda, export_cuda_library
 from .denormals import flush_denormals
 from .early_dealloc import dealloc_after_last_use
 from .nontemporal import nontemporal_stores
+from .strided_copies import strided_copies_to_loops
 from .outline_nests import OUTLINE_MIN_OPS, outline_loop_nests
 from .libraries import runtime_library_paths
 from .jit_weights import link_weights
@@ -352,10 +355,11 @@ def _prepare(module: Module, options: CompileOptions) -> Module:
 
 
 def _nests_of_buffers(options: CompileOptions) -> Callable[[Module], Module]:
-    """The step of ``lower`` on the buffers: non-temporal stores, then the loop nests outlined
-    as ``options.outline_nests`` says (``"auto"``: functions of ``OUTLINE_MIN_OPS`` or more)."""
+    """The step of ``lower`` on the buffers: non-temporal stores, strided copies as loops
+    (:func:`~.strided_copies.strided_copies_to_loops`), then the loop nests outlined as
+    ``options.outline_nests`` says (``"auto"``: functions of ``OUTLINE_MIN_OPS`` or more)."""
     def run(module: Module) -> Module:
-        module = nontemporal_stores(module)
+        module = strided_copies_to_loops(nontemporal_stores(module))
         if options.outline_nests == "never":
             return module
         return outline_loop_nests(module, OUTLINE_MIN_OPS if options.outline_nests == "auto" else 0)

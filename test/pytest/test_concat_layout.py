@@ -73,5 +73,6 @@ def test_fire_module_concat_in_nhwc_in_place_and_matches_onnxruntime():
     assert all(a.strip() == b.strip() for a, b in copies), copies
 
     x = rng.standard_normal((1, 16, 12, 12)).astype(np.float32)
-    ref = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    ref = sess.run(None, {"x": x})[0]
     np.testing.assert_allclose(mlc.compile(mod, threads=1)(x), ref, rtol=1e-4, atol=1e-4)

@@ -269,7 +269,8 @@ def _erase_dead(ops: List[ir.Operation]) -> None:
     uses."""
     for op in reversed(ops):
         if op.name in ("linalg.transpose", "tensor.pad", "linalg.generic", "linalg.fill", "tensor.empty",
-                       "tensor.extract_slice", "tensor.insert_slice") or op.name.startswith("linalg.pooling_"):
+                       "tensor.extract_slice", "tensor.insert_slice") \
+                or op.name.startswith("linalg.pooling_"):
             if all(not any(True for _ in r.uses) for r in op.results):
                 op.erase()
 
