@@ -108,19 +108,9 @@ def writable_arguments(mod, func_name: str):
     written in place, the concatenation passed in) then writes it in place, as in the model,
     instead of copying all of it first (a public function's arguments are read-only
     otherwise). The unit may overwrite its random inputs; the timing is what matters here."""
-    from mlc_mlir._mlir import ir
+    from mlc_mlir.pipeline.compile import mark_tensor_arguments
     with mod.context:
-        f = mod.get_function(func_name)
-        n = len(f.type.inputs)
-        old = list(ir.ArrayAttr(f.attributes["arg_attrs"])) if "arg_attrs" in f.attributes else \
-            [ir.DictAttr.get({}) for _ in range(n)]
-        new = []
-        for t, attrs in zip(f.type.inputs, old):
-            d = {a.name: a.attr for a in ir.DictAttr(attrs)}
-            if isinstance(t, ir.RankedTensorType):
-                d["bufferization.writable"] = ir.BoolAttr.get(True)
-            new.append(ir.DictAttr.get(d))
-        f.attributes["arg_attrs"] = ir.ArrayAttr.get(new)
+        mark_tensor_arguments(mod.get_function(func_name), True, keep=False)
     return mod
 
 

@@ -291,22 +291,29 @@ def _distinct_results(ret: ir.Operation) -> None:
         seen.add(v)
 
 
-def _read_only_arguments(f) -> None:
-    """Mark the tensor arguments of a public function ``bufferization.writable = false``: an op
-    that accumulates into an argument (``linalg.matmul outs(%arg)``) then writes a copy, and the
-    caller's numpy array is never modified (One-Shot Bufferize treats arguments as writable by
-    default). An argument the graph already marks (``FunctionBuilder.write_argument``, an in/out
-    argument) keeps its mark."""
+def mark_tensor_arguments(f, writable: bool, keep: bool = True) -> None:
+    """Set ``bufferization.writable = writable`` on the tensor arguments of the ``func.func``
+    ``f`` (One-Shot Bufferize writes in place into a writable argument and copies a read-only
+    one before writing it); with ``keep``, an argument already marked keeps its mark."""
     n = len(f.type.inputs)
     old = list(ir.ArrayAttr(f.attributes["arg_attrs"])) if "arg_attrs" in f.attributes else \
         [ir.DictAttr.get({}) for _ in range(n)]
     new = []
     for t, attrs in zip(f.type.inputs, old):
         d = {a.name: a.attr for a in ir.DictAttr(attrs)}
-        if isinstance(t, ir.RankedTensorType) and "bufferization.writable" not in d:
-            d["bufferization.writable"] = ir.BoolAttr.get(False)
+        if isinstance(t, ir.RankedTensorType) and not (keep and "bufferization.writable" in d):
+            d["bufferization.writable"] = ir.BoolAttr.get(writable)
         new.append(ir.DictAttr.get(d))
     f.attributes["arg_attrs"] = ir.ArrayAttr.get(new)
+
+
+def _read_only_arguments(f) -> None:
+    """Mark the tensor arguments of a public function ``bufferization.writable = false``: an op
+    that accumulates into an argument (``linalg.matmul outs(%arg)``) then writes a copy, and the
+    caller's numpy array is never modified (One-Shot Bufferize treats arguments as writable by
+    default). An argument the graph already marks (``FunctionBuilder.write_argument``, an in/out
+    argument) keeps its mark."""
+    mark_tensor_arguments(f, False, keep=True)
 
 
 def _dynamic_call_results(module: Module) -> bool:
