@@ -15,7 +15,6 @@ between their outputs.
 from __future__ import annotations
 
 import argparse
-import glob
 import json
 import os
 import subprocess
@@ -31,14 +30,6 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 #: torch-defined models of models_cpu.py that are exported to ONNX here (name -> models_cpu name)
 EXPORTED = {"resnet18": "resnet18-onnx"}
-
-
-def light_models() -> dict:
-    """``{name: path}`` of the light ONNX models shipped in the onnx wheel."""
-    import onnx
-    root = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
-    return {os.path.basename(p)[len("light_"):-len(".onnx")]: p
-            for p in sorted(glob.glob(os.path.join(root, "light_*.onnx")))}
 
 
 def measure_one(name: str, path: str) -> dict:
@@ -74,7 +65,7 @@ def _path_of(name: str, work: str) -> str:
     if name in EXPORTED:
         models_cpu.export_onnx(work)
         return models_cpu.onnx_path(EXPORTED[name], work)
-    return light_models()[name]
+    return models_cpu.light_models()[name]
 
 
 def main() -> None:
@@ -91,7 +82,7 @@ def main() -> None:
         print("RESULT " + json.dumps(measure_one(a.one, a.path)))
         return
     from mlc_mlir.target import describe, host_target
-    names = [m for m in a.models.split(",") if m] or [*light_models(), *EXPORTED]
+    names = [m for m in a.models.split(",") if m] or [*models_cpu.light_models(), *EXPORTED]
     print(f"# CPU: {describe(host_target())}; mlc.compile(threads=1), one process per model; "
           f"onnxruntime intra_op_num_threads=1")
     print(f"{'model':<14}{'compile wall s':>15}{'compile CPU s':>15}{'ort session s':>15}"

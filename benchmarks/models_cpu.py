@@ -26,6 +26,7 @@ implementation's run lands and the next one's does not.
 from __future__ import annotations
 
 import argparse
+import glob
 import json
 import os
 import statistics
@@ -124,6 +125,16 @@ def light_resnet50_path() -> str:
     import onnx
     return os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light",
                         "light_resnet50.onnx")
+
+
+def light_models() -> dict:
+    """``{name: path}`` of the light ONNX models shipped in the onnx wheel
+    (``onnx/backend/test/data/light``: DenseNet-121, Inception v1/v2, ResNet-50, ShuffleNet,
+    SqueezeNet, VGG-19, ZFNet-512, AlexNet; weights are ConstantOfShape splats)."""
+    import onnx
+    root = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
+    return {os.path.basename(p)[len("light_"):-len(".onnx")]: p
+            for p in sorted(glob.glob(os.path.join(root, "light_*.onnx")))}
 
 
 def torch_model(name):

@@ -1,7 +1,10 @@
 """Per-task profile of a whole model: the tuning tasks of ``mlc.tune.extract_tasks`` (the
 primitive functions ``graph.FuseOps`` outlines after the layout rewrites) and the fused
 attention kernels (``mlc.tune.attention_task``), each compiled alone
-with the default schedules and timed per OpenMP thread count, with its weight (calls per
+with the default schedules for each thread count (``mlc.compile(threads=N)``, as the model is)
+and timed on that many OpenMP threads, its tensor arguments writable (a unit that writes into
+a slice of a destination argument, an input of a concatenation, writes it in place as in the
+model, :func:`writable_arguments`), with its weight (calls per
 inference), GFLOP/s and the weighted total.
 
 A task runs on random inputs with warm caches (its arguments, and the packed weights it reads,
@@ -11,12 +14,12 @@ the same process and each row shows its share of it: the gap (whole minus weight
 the model loses to cold caches and to the code between tasks (calls, OpenMP forks, copies). Used to find which kernels to work on (TVM MetaSchedule's task-level view;
 onnxruntime's per-node profile, ``SessionOptions.enable_profiling``, is the peer's).
 
-    python benchmarks/profile_tasks.py [--model resnet18-onnx] [--threads 1,2] [--filter conv]
-                                       [--json] [--ort]
+    python benchmarks/profile_tasks.py [--model resnet18-onnx|squeezenet|x.onnx] [--threads 1,2]
+                                       [--filter conv] [--ort] [--json]
 
-``--ort`` prints the peer's side instead: onnxruntime's per-node profile of the same ONNX model
-(:func:`ort_profile`), per thread count, the nodes grouped by op and shapes with their calls and
-the min over runs of each node's time, to set against the rows of the same layers here.
+``--ort`` (an ONNX model) adds onnxruntime's own per-node profile of the same file in the same
+process (``SessionOptions.enable_profiling``: each node's kernel time, min over 50 runs, per
+thread count), to rank layers by ours minus the peer's.
 
 ``--decode MODEL --ctx N`` profiles an LLM decode step instead (``llm_cpu.MODELS``:
 ``mlc.llm.import_step(model, N + 64, 1)`` at position N, 1 thread; ``N + 64`` capped at the
@@ -36,20 +39,25 @@ from __future__ import annotations
 import argparse
 import ctypes
 import json
-import os
 import tempfile
 import time
 
 import numpy as np
-from models_cpu import MODELS, export_onnx, onnx_path, torch_model  # benchmarks/, on sys.path
+from models_cpu import MODELS, export_onnx, light_models, onnx_path, torch_model  # benchmarks/, on sys.path
+
+
+def onnx_file(name: str):
+    """The ONNX file of ``name`` when it is one (a path, or a light model of the onnx wheel:
+    :func:`models_cpu.light_models`), else None."""
+    return name if name.endswith(".onnx") else light_models().get(name)
 
 
 def load(name: str, work: str):
-    """The model ``name`` (one of :data:`models_cpu.MODELS`, or the path of an ONNX file) as an
-    mlc Module, params bound."""
+    """The model ``name`` (one of :data:`models_cpu.MODELS`, a light ONNX model's name such as
+    ``squeezenet``, or the path of an ONNX file) as an mlc Module, params bound."""
     import mlc_mlir as mlc
-    if name.endswith(".onnx"):
-        return mlc.from_onnx(name)
+    if onnx_file(name):
+        return mlc.from_onnx(onnx_file(name))
     if name in ("resnet18", "bert"):
         return mlc.from_torch(*torch_model(name))
     if name != "resnet50-light":
@@ -76,74 +84,76 @@ def profile(name: str, threads, pattern: str = ""):
     for t in tasks:
         if pattern not in t.name:
             continue
-        fn = mlc.compile(t.module)[t.func_name]
-        args = [rng_inputs(a) for a in fn.signature.args]
+        unit = writable_arguments(t.module, t.func_name)
         ms = {}
-        for th in threads:
+        for th in threads:     # compiled for each thread count, as the model is
+            fn = mlc.compile(unit, threads=th)[t.func_name]
+            args = [rng_inputs(a) for a in fn.signature.args]
             omp.omp_set_num_threads(th)
             fn.benchmark(*args, number=5, repeat=1)          # threads started, caches warm
             ms[th] = fn.benchmark(*args, number=20, repeat=7).min_ms
         rows.append({"task": t.name, "weight": t.weight, "mflop": t.flops / 1e6, "ms": ms})
-    exe = mlc.compile(mod)["main"]
     whole = {}
     for th in threads:
+        exe = mlc.compile(mod, threads=th)["main"]
         omp.omp_set_num_threads(th)
         exe.benchmark(*inputs, number=5, repeat=1)
         whole[th] = exe.benchmark(*inputs, number=1, repeat=300).min_ms
     return rows, whole
 
 
-def ort_profile(name: str, threads, runs: int = 60) -> dict:
-    """onnxruntime's per-node profile of the ONNX model ``name`` (``models_cpu.MODELS`` but the
-    torch-only ones, or an ``.onnx`` path): ``{threads: {"rows": [{op, shapes, calls, ms}],
-    "nodes_ms": sum}}`` with ``SessionOptions.enable_profiling``, ``runs`` runs on random inputs,
-    each node's time the min over the runs after the first 5 (its ``*_kernel_time`` events), the
-    nodes of one op over the same input shapes grouped (``calls`` of them; ``ms`` is the sum).
-    Raises SystemExit for a model without an ONNX form."""
+def writable_arguments(mod, func_name: str):
+    """``mod`` with the tensor arguments of ``func_name`` marked ``bufferization.writable``: a
+    unit that writes into a slice of its destination argument (an input of a concatenation
+    written in place, the concatenation passed in) then writes it in place, as in the model,
+    instead of copying all of it first (a public function's arguments are read-only
+    otherwise). The unit may overwrite its random inputs; the timing is what matters here."""
+    from mlc_mlir.pipeline.compile import mark_tensor_arguments
+    with mod.context:
+        mark_tensor_arguments(mod.get_function(func_name), True, keep=False)
+    return mod
+
+
+def ort_profile(path: str, threads) -> dict:
+    """onnxruntime's own per-node profile of the ONNX file ``path`` (``SessionOptions.
+    enable_profiling``, all graph optimizations), per thread count: ``{threads: [{node, op,
+    shape, ms}]}``, ``ms`` the min over 50 runs of the node's kernel time, in execution order."""
     import onnxruntime as ort
-    if name in ("resnet18", "bert"):
-        raise SystemExit(f"--ort: {name} has no ONNX form here; use resnet18-onnx")
     out = {}
     with tempfile.TemporaryDirectory() as work:
-        if name != "resnet50-light" and not name.endswith(".onnx"):
-            export_onnx(work)
-        path = name if name.endswith(".onnx") else onnx_path(name, work)
         for th in threads:
             so = ort.SessionOptions()
-            so.intra_op_num_threads, so.inter_op_num_threads = th, 1
-            so.enable_profiling, so.profile_file_prefix = True, os.path.join(work, f"ort{th}")
+            so.intra_op_num_threads = th
+            so.enable_profiling = True
+            so.profile_file_prefix = f"{work}/ort{th}"
             sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
-            feed = {a.name: np.random.default_rng(0).standard_normal(
-                [d if isinstance(d, int) else 1 for d in a.shape]).astype(np.float32) for a in sess.get_inputs()}
-            for _ in range(runs):
-                sess.run(None, feed)
+            shapes = {i.name: [d if isinstance(d, int) else 1 for d in i.shape] for i in sess.get_inputs()}
+            feeds = {k: np.random.default_rng(0).standard_normal(v).astype(np.float32)
+                     for k, v in shapes.items()}
+            for _ in range(50):
+                sess.run(None, feeds)
             with open(sess.end_profiling()) as f:
                 events = json.load(f)
             nodes: dict = {}
             for e in events:
                 if e.get("cat") == "Node" and e["name"].endswith("_kernel_time"):
-                    shapes = " ".join("x".join(map(str, next(iter(t.values())))) for t in e["args"].get("input_type_shape", []))
-                    nodes.setdefault(e["name"], (e["args"].get("op_name", ""), shapes, []))[2].append(e["dur"] / 1e3)
-            groups: dict = {}
-            for op, shapes, durs in nodes.values():
-                g = groups.setdefault((op, shapes), {"op": op, "shapes": shapes, "calls": 0, "ms": 0.0})
-                g["calls"] += 1
-                g["ms"] += min(durs[5:] or durs)
-            rows = list(groups.values())
-            out[th] = {"rows": rows, "nodes_ms": sum(r["ms"] for r in rows)}
+                    r = nodes.setdefault(e["name"][:-len("_kernel_time")],
+                                         {"op": e["args"].get("op_name", ""), "ms": [],
+                                          "shape": [list(v.values())[0] for v in e["args"].get("output_type_shape", [])][:1]})
+                    r["ms"].append(e["dur"] / 1e3)
+            out[th] = [{"node": k, "op": v["op"], "shape": v["shape"], "ms": min(v["ms"])} for k, v in nodes.items()]
     return out
 
 
 def print_ort(prof: dict) -> None:
-    """The table of :func:`ort_profile`: per op and shapes, ms per thread count."""
-    ths = list(prof)
-    print(f"{'onnxruntime node (op: input shapes)':86s} {'calls':>5s} " + " ".join(f"{f'{t}T ms':>8s}" for t in ths))
-    keys = [(r["op"], r["shapes"]) for r in prof[ths[0]]["rows"]]
-    for op, shapes in keys:
-        cells = [next((r for r in prof[t]["rows"] if (r["op"], r["shapes"]) == (op, shapes)), None) for t in ths]
-        print(f"{(op + ': ' + shapes)[:86]:86s} {cells[0]['calls']:5d} " +
-              " ".join(f"{c['ms'] if c else float('nan'):8.3f}" for c in cells))
-    print(f"{'sum of the nodes (ms)':86s} {'':5s} " + " ".join(f"{prof[t]['nodes_ms']:8.3f}" for t in ths))
+    """The table of :func:`ort_profile`: per node, each thread count's ms, and the totals."""
+    threads = list(prof)
+    print("# onnxruntime per-node profile (min kernel ms over 50 runs)")
+    print(f"{'node':40s} {'op':18s} {'output':24s} " + " ".join(f"{f'{th}T ms':>8s}" for th in threads))
+    for i, r in enumerate(prof[threads[0]]):
+        cells = " ".join(f"{prof[th][i]['ms']:8.4f}" if i < len(prof[th]) else f"{'':8s}" for th in threads)
+        print(f"{r['node'][:40]:40s} {r['op'][:18]:18s} {str(r['shape'])[:24]:24s} {cells}")
+    print(f"{'onnxruntime kernels total (ms)':84s} " + " ".join(f"{sum(r['ms'] for r in prof[th]):8.4f}" for th in threads))
 
 
 def rng_inputs(arg) -> np.ndarray:
@@ -296,13 +306,15 @@ def print_decode(prof: dict) -> None:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default="resnet18-onnx",
-                    help=f"one of {', '.join(MODELS)}, or the path of an ONNX file")
+                    help=f"one of {', '.join(MODELS)}, a light ONNX model ({', '.join(light_models())}), "
+                    "or the path of an ONNX file")
+    ap.add_argument("--ort", action="store_true",
+                    help="an ONNX model: also print onnxruntime's per-node profile (same process)")
     ap.add_argument("--threads", default="1,2", help="comma-separated OpenMP thread counts")
     ap.add_argument("--filter", default="", help="only tasks whose name contains this")
     ap.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     ap.add_argument("--decode", help="profile this llm_cpu model's decode step instead (1 thread)")
     ap.add_argument("--ctx", type=int, default=1024, help="--decode: the step's position (context)")
-    ap.add_argument("--ort", action="store_true", help="print onnxruntime's per-node profile instead")
     args = ap.parse_args()
     if args.decode:
         prof = decode_profile(args.decode, args.ctx)
@@ -310,21 +322,26 @@ def main() -> int:
         if not args.json:
             print_decode(prof)
         return 0
-    if args.model not in MODELS and not args.model.endswith(".onnx"):
-        ap.error(f"--model {args.model!r}: expected one of {list(MODELS)} or an .onnx path")
+    if args.model not in MODELS and not onnx_file(args.model):
+        ap.error(f"--model {args.model!r}: expected one of {list(MODELS)}, a light ONNX model "
+                 f"({list(light_models())}) or an .onnx path")
+    if args.ort and not (onnx_file(args.model) or args.model in ("resnet18-onnx", "resnet50-light")):
+        ap.error(f"--ort: --model {args.model!r} is not an ONNX model")
     threads = [int(t) for t in args.threads.split(",")]
-    if args.ort:
-        prof = ort_profile(args.model, threads)
-        print(json.dumps(prof) if args.json else "", end="\n" if args.json else "")
-        if not args.json:
-            print_ort(prof)
-        return 0
     from mlc_mlir.target import describe, host_target
     rows, whole = profile(args.model, threads, args.filter)
+    if args.ort:
+        with tempfile.TemporaryDirectory() as work:
+            path = onnx_file(args.model)
+            if path is None:
+                export_onnx(work)
+                path = onnx_path(args.model, work)
+            ort_rows = ort_profile(path, threads)
     totals = {th: sum(r["weight"] * r["ms"][th] for r in rows) for th in threads}
     if args.json:
         print(json.dumps({"model": args.model, "cpu": describe(host_target()), "tasks": rows,
-                          "weighted_total_ms": totals, "whole_ms": whole}))
+                          "weighted_total_ms": totals, "whole_ms": whole,
+                          **({"onnxruntime": ort_rows} if args.ort else {})}))
         return 0
     print(f"CPU: {describe(host_target())}")
     print(f"{'task':58s} {'calls':>5s} {'MFLOP':>8s} " +
@@ -336,6 +353,8 @@ def main() -> int:
     for label, v in (("weighted total (ms)", totals), ("whole model, native call (ms)", whole),
                      ("gap: whole - weighted total (ms)", {th: whole[th] - totals[th] for th in threads})):
         print(f"{label:58s} {'':5s} {'':8s} " + " ".join(f"{v[th]:8.4f} {'':8s} {'':6s}" for th in threads))
+    if args.ort:
+        print_ort(ort_rows)
     return 0
 
 

@@ -43,9 +43,11 @@ writes ``DIR/<nn>-<name>.mlir``, and a stage made of steps also writes each step
    each buffer's dealloc moved after its last use once ``buffer-deallocation-pipeline`` has
    run (:func:`~.early_dealloc.dealloc_after_last_use`), the stores of loops the schedule
    annotated ``mlc.nontemporal`` made non-temporal where aligned
-   (:func:`~.nontemporal.nontemporal_stores`), vector reads that broadcast along their
-   innermost dim made scalar loads and splats (:func:`~.broadcast_reads.unroll_broadcast_reads`),
-   each top-level loop nest of a function holding
+   (:func:`~.nontemporal.nontemporal_stores`), copies of or into strided buffers made loops
+   (:func:`~.strided_copies.strided_copies_to_loops`: not the runtime's element-wise
+   ``memrefCopy``), vector reads that broadcast along their innermost dim made scalar loads and
+   splats (:func:`~.broadcast_reads.unroll_broadcast_reads`), each top-level loop nest of a
+   function holding
    several (and, by default, large enough: ``outline_nests``) moved to a ``noinline`` function
    of its own, so LLVM compiles one kernel per function
    (:func:`~.outline_nests.outline_loop_nests`), then the buffer cache linked in
@@ -87,6 +89,7 @@ from .cuda_compile import compile_cuda, export_cuda_library
 from .denormals import flush_denormals
 from .early_dealloc import dealloc_after_last_use
 from .nontemporal import nontemporal_stores
+from .strided_copies import strided_copies_to_loops
 from .outline_nests import OUTLINE_MIN_OPS, outline_loop_nests
 from .libraries import runtime_library_paths
 from .jit_weights import link_weights
@@ -291,22 +294,29 @@ def _distinct_results(ret: ir.Operation) -> None:
         seen.add(v)
 
 
-def _read_only_arguments(f) -> None:
-    """Mark the tensor arguments of a public function ``bufferization.writable = false``: an op
-    that accumulates into an argument (``linalg.matmul outs(%arg)``) then writes a copy, and the
-    caller's numpy array is never modified (One-Shot Bufferize treats arguments as writable by
-    default). An argument the graph already marks (``FunctionBuilder.write_argument``, an in/out
-    argument) keeps its mark."""
+def mark_tensor_arguments(f, writable: bool, keep: bool = True) -> None:
+    """Set ``bufferization.writable = writable`` on the tensor arguments of the ``func.func``
+    ``f`` (One-Shot Bufferize writes in place into a writable argument and copies a read-only
+    one before writing it); with ``keep``, an argument already marked keeps its mark."""
     n = len(f.type.inputs)
     old = list(ir.ArrayAttr(f.attributes["arg_attrs"])) if "arg_attrs" in f.attributes else \
         [ir.DictAttr.get({}) for _ in range(n)]
     new = []
     for t, attrs in zip(f.type.inputs, old):
         d = {a.name: a.attr for a in ir.DictAttr(attrs)}
-        if isinstance(t, ir.RankedTensorType) and "bufferization.writable" not in d:
-            d["bufferization.writable"] = ir.BoolAttr.get(False)
+        if isinstance(t, ir.RankedTensorType) and not (keep and "bufferization.writable" in d):
+            d["bufferization.writable"] = ir.BoolAttr.get(writable)
         new.append(ir.DictAttr.get(d))
     f.attributes["arg_attrs"] = ir.ArrayAttr.get(new)
+
+
+def _read_only_arguments(f) -> None:
+    """Mark the tensor arguments of a public function ``bufferization.writable = false``: an op
+    that accumulates into an argument (``linalg.matmul outs(%arg)``) then writes a copy, and the
+    caller's numpy array is never modified (One-Shot Bufferize treats arguments as writable by
+    default). An argument the graph already marks (``FunctionBuilder.write_argument``, an in/out
+    argument) keeps its mark."""
+    mark_tensor_arguments(f, False, keep=True)
 
 
 def _dynamic_call_results(module: Module) -> bool:
@@ -355,11 +365,12 @@ def _prepare(module: Module, options: CompileOptions) -> Module:
 
 
 def _nests_of_buffers(options: CompileOptions) -> Callable[[Module], Module]:
-    """The step of ``lower`` on the buffers: non-temporal stores, reads that broadcast along
-    their innermost dim unrolled into scalar loads, then the loop nests outlined as
+    """The step of ``lower`` on the buffers: non-temporal stores, strided copies as loops
+    (:func:`~.strided_copies.strided_copies_to_loops`), reads that broadcast along their
+    innermost dim unrolled into scalar loads, then the loop nests outlined as
     ``options.outline_nests`` says (``"auto"``: functions of ``OUTLINE_MIN_OPS`` or more)."""
     def run(module: Module) -> Module:
-        module = unroll_broadcast_reads(nontemporal_stores(module))
+        module = unroll_broadcast_reads(strided_copies_to_loops(nontemporal_stores(module)))
         if options.outline_nests == "never":
             return module
         return outline_loop_nests(module, OUTLINE_MIN_OPS if options.outline_nests == "auto" else 0)

@@ -17,7 +17,12 @@ applies, in program order until nothing changes:
 * **pooling** -- ``linalg.pooling_nchw_{max,sum}(transpose(x, NHWC->NCHW))`` becomes
   ``transpose(linalg.pooling_nhwc_{max,sum}(x))`` (a pad between them is moved first);
 * **reduction** -- a ``linalg.generic`` with reduction loops reads ``transpose(x, p)`` through
-  its indexing map instead (``x`` with the map composed with ``p``): no copy.
+  its indexing map instead (``x`` with the map composed with ``p``): no copy;
+* **concat** -- ``tensor.insert_slice(transpose(x, p) into D)`` with ``D`` an otherwise unused
+  ``tensor.empty`` or ``transpose(d, p)`` is ``transpose(tensor.insert_slice(x into d'), p)``
+  (offsets and sizes permuted): a concatenation (``tensor.empty`` + one ``insert_slice`` per
+  input) of NHWC convolutions' results runs in NHWC, each input written into its channel slice,
+  and the one transpose left after it cancels with the next convolution's.
 
 Transposes left without users are erased. Source: TVM Relay ``ConvertLayout`` (layout
 propagation through layout-agnostic ops, ``layout_transform`` pairs cancelled by
@@ -221,20 +226,59 @@ def _absorb_into_reduction(op: ir.Operation) -> bool:
     return changed
 
 
+def _permuted(values: Sequence[int], p: Sequence[int]) -> List[int]:
+    """``values`` of a transpose's result dims in its source's order: ``out[p[k]] = values[k]``."""
+    out = [0] * len(p)
+    for k, v in enumerate(values):
+        out[p[k]] = v
+    return out
+
+
+def _sink_insert_slice(op: ir.Operation) -> bool:
+    """insert_slice(transpose(x, p) into D) -> transpose(insert_slice(x into d), p), with ``D``
+    ``transpose(d, p)`` or a ``tensor.empty`` (then ``d`` a new one), either used only here."""
+    if len(op.operands) != 2:          # dynamic offsets, sizes or strides
+        return False
+    t = _transposed(op.operands[0])
+    dest = op.operands[1]
+    d_op = producer(dest)
+    if t is None or d_op is None or len(list(dest.uses)) != 1:
+        return False
+    p = _perm(t)
+    if ir.RankedTensorType(dest.type).rank != len(p):      # rank-reducing insert
+        return False
+    if d_op.name == "tensor.empty":
+        if len(d_op.operands):
+            return False
+        d = emitters.empty(_permuted(tensor_shape(dest), p), _dtype(dest), "tensor.empty")
+    elif d_op.name == "linalg.transpose" and _perm(d_op) == p:
+        d = d_op.operands[0]
+    else:
+        return False
+    offsets, sizes, strides = (_permuted(int_list(op.attributes[a]), p)
+                               for a in ("static_offsets", "static_sizes", "static_strides"))
+    ins = tensor_d.InsertSliceOp(t.operands[0], d, [], [], [], offsets, sizes, strides)
+    _copy_attrs(op, ins.operation, ("static_offsets", "static_sizes", "static_strides",
+                                    "operandSegmentSizes"))
+    op.results[0].replace_all_uses_with(emit_transpose(ins.result, p, f"{_name(op, 'concat')}.layout"))
+    return True
+
+
 def _erase_dead(ops: List[ir.Operation]) -> None:
     """Erase (in reverse order) transposes, pads, generics, poolings, fills and empties without
     uses."""
     for op in reversed(ops):
         if op.name in ("linalg.transpose", "tensor.pad", "linalg.generic", "linalg.fill", "tensor.empty",
-                       "tensor.extract_slice") or op.name.startswith("linalg.pooling_"):
+                       "tensor.extract_slice", "tensor.insert_slice") \
+                or op.name.startswith("linalg.pooling_"):
             if all(not any(True for _ in r.uses) for r in op.results):
                 op.erase()
 
 
 @register_pass
 class PropagateTransposes(ScopedPass):
-    """Sink ``linalg.transpose`` ops through elementwise ops, pads and poolings until inverse
-    pairs cancel (see the module docstring).
+    """Sink ``linalg.transpose`` ops through elementwise ops, pads, poolings and concatenations
+    until inverse pairs cancel (see the module docstring).
 
     Parameters
     ----------
@@ -276,6 +320,8 @@ class PropagateTransposes(ScopedPass):
                     done = _sink_elementwise(op) or _absorb_into_reduction(op)
                 elif op.name == "tensor.pad":
                     done = _sink_pad(op)
+                elif op.name == "tensor.insert_slice":
+                    done = _sink_insert_slice(op)
                 elif op.name in ("linalg.pooling_nchw_max", "linalg.pooling_nchw_sum"):
                     done = sink_pooling(op)
                 else:

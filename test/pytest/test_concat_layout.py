@@ -1,0 +1,78 @@
+"""A channel concatenation between NHWC convolutions (SqueezeNet's fire module: a 1x1 squeeze
+conv, then a 1x1 and a 3x3 expand conv concatenated on channels, read by the next conv) stays
+in NHWC after the ``layout`` stage (``PropagateTransposes``' concat rule): no activation is
+transposed back to NCHW around it, each expand conv writes its channel slice of the
+concatenation in place (no copy after bufferization), and the compiled model matches
+onnxruntime."""
+
+import numpy as np
+import pytest
+
+import mlc_mlir as mlc
+from mlc_mlir.ir.pass_pipeline import run_pass_pipeline
+from mlc_mlir.pipeline.compile import run_stages
+from mlc_mlir.pipeline.options import CompileOptions
+from mlc_mlir.target import host_target
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+
+def _fire_model(rng, c=16, s=8, e=16, hw=12):
+    """x (1, c, hw, hw) -> squeeze 1x1 (s) -> relu -> [expand 1x1 (e), expand 3x3 pad 1 (e)]
+    -> relu each -> concat on channels -> 1x1 conv (c) -> relu: an onnx.ModelProto."""
+    def w(name, shape):
+        return numpy_helper.from_array((rng.standard_normal(shape) * 0.3).astype(np.float32), name)
+
+    inits = [w("ws", (s, c, 1, 1)), w("bs", (s,)), w("w1", (e, s, 1, 1)), w("b1", (e,)),
+             w("w3", (e, s, 3, 3)), w("b3", (e,)), w("wn", (c, 2 * e, 1, 1)), w("bn", (c,))]
+    nodes = [
+        helper.make_node("Conv", ["x", "ws", "bs"], ["s"]), helper.make_node("Relu", ["s"], ["sr"]),
+        helper.make_node("Conv", ["sr", "w1", "b1"], ["e1"]), helper.make_node("Relu", ["e1"], ["e1r"]),
+        helper.make_node("Conv", ["sr", "w3", "b3"], ["e3"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["e3"], ["e3r"]),
+        helper.make_node("Concat", ["e1r", "e3r"], ["cat"], axis=1),
+        helper.make_node("Conv", ["cat", "wn", "bn"], ["n"]), helper.make_node("Relu", ["n"], ["y"]),
+    ]
+    graph = helper.make_graph(nodes, "fire", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                                            [1, c, hw, hw])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, c, hw, hw])],
+                              inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    return model
+
+
+def test_fire_module_concat_in_nhwc_in_place_and_matches_onnxruntime():
+    rng = np.random.default_rng(0)
+    model = _fire_model(rng)
+    mod = mlc.from_onnx(model)
+    laid = run_stages(mod, CompileOptions(host_target(), threads=1), until="layout")[1]
+    main = str(laid.get_function("main"))
+    transposes = [ln for ln in main.splitlines() if "linalg.transpose" in ln]
+    # the expand convs' results and the concatenation stay NHWC: the one transpose to NCHW
+    # left is the output's (before the concat rule: each expand conv's result went to NCHW and
+    # the concatenation back to NHWC)
+    to_nchw = [ln for ln in transposes if "permutation = [0, 3, 1, 2]" in ln]
+    assert len(to_nchw) == 1 and "return" not in to_nchw[0], transposes
+    assert all("concat" not in ln for ln in transposes), transposes
+    cat = [ln for ln in main.splitlines() if "tensor.insert_slice" in ln and "concat" in ln]
+    assert len(cat) == 2 and all("into tensor<1x12x12x32xf32>" in ln for ln in cat), cat
+    assert "[0, 0, 0, 16] [1, 12, 12, 16]" in cat[1], cat    # the second input: channels 16..32
+
+    prepared = run_stages(mod, CompileOptions(host_target(), threads=1), until="prepare")[1]
+    bufferized = run_pass_pipeline(prepared, "builtin.module(eliminate-empty-tensors,"
+                                   "one-shot-bufferize{bufferize-function-boundaries "
+                                   "function-boundary-type-conversion=identity-layout-map},"
+                                   "canonicalize,cse)", "test")
+    copies = [ln.split("memref.copy")[1].split(":")[0].split(",") for ln in str(bufferized).splitlines()
+              if "memref.copy" in ln]
+    # each expand conv wrote its slice of the concatenation: no copy but self-copies (a buffer
+    # onto itself, what bufferization leaves of an in-place insert_slice)
+    assert all(a.strip() == b.strip() for a, b in copies), copies
+
+    x = rng.standard_normal((1, 16, 12, 12)).astype(np.float32)
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    ref = sess.run(None, {"x": x})[0]
+    np.testing.assert_allclose(mlc.compile(mod, threads=1)(x), ref, rtol=1e-4, atol=1e-4)
