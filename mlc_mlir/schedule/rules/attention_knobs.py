@@ -77,12 +77,15 @@ def default_knobs(target: Target, head_dim: int) -> AttentionKnobs:
     ahead as a quarter of the L1d holds (K and V rows of ``key_block`` keys of ``head_dim``
     floats each; at least one, so the reads of a block do not wait on DRAM where the hardware
     prefetchers stop at a page boundary, at most the largest of :data:`PREFETCH_BLOCKS`); the
-    row loops spread over ``target.cores`` threads."""
+    row loops spread over ``target.cores`` threads; a row block's queries and outputs move by
+    register transposes where the lanes divide ``head_dim`` (a strided column per ``d``
+    otherwise); the exponentials are ``math.exp`` (the ``exp2`` form's saving in a row block is
+    a loss on the single-row decode loop, so it stays the tuner's decision)."""
     lanes = target.vector_lanes(32)
     block_bytes = 2 * lanes * head_dim * 4
     ahead = max(1, (target.l1d_bytes or (32 << 10)) // 4 // block_bytes)
     prefetch = max(p for p in PREFETCH_BLOCKS if p <= ahead)
-    return AttentionKnobs(lanes, 1, prefetch, target.cores)
+    return AttentionKnobs(lanes, 1, prefetch, target.cores, 0, int(head_dim % lanes == 0))
 
 
 def _spaces(target: Target, head_dim: int) -> Tuple[Tuple[int, ...], ...]:
