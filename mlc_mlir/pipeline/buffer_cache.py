@@ -5,7 +5,9 @@
 to ``mlc_buffer_alloc``/``mlc_buffer_free`` and adds their definitions from
 ``_data/runtime/buffer_cache.mlir`` (LLVM dialect): a request of at least 64 KiB gets whole
 pages mapped with ``mmap``, and a freed block is kept for the next request of the same page
-count. The cache keeps one call's blocks: a call ends when none of its blocks is in use, and a
+count. The cache keeps one call's blocks: a call ends when the last of the module's entry points
+in flight returns (each calls the cache on entry and before each return, :func:`_mark_entry_points`;
+a call can free all its blocks midway and allocate others after), and a
 request that no idle block fits first unmaps the idle blocks of earlier calls (the pages go
 back to the OS). A module whose buffer sizes repeat (a decode step, a fixed-shape model) reuses
 every block from its second call on and never unmaps one; one whose sizes change from call to
@@ -25,7 +27,7 @@ import functools
 import os
 
 from .._data import RUNTIME_DIR
-from .._mlir import ir
+from .._mlir import ir, llvm_d
 from ..ir.module import Module
 
 #: The LLVM-dialect source of the cache.
@@ -61,6 +63,32 @@ def _rename_calls(module: Module) -> int:
     return len(renamed)
 
 
+#: What the module's entry points call first and before each return (the cache's calls in flight).
+CALL_MARKS = ("mlc_buffer_call_enter", "mlc_buffer_call_exit")
+
+
+def _mark_entry_points(module: Module) -> int:
+    """Make each defined ``llvm.func`` of ``module`` with ``llvm.emit_c_interface`` (the
+    module's entry points and their C-interface wrappers: a wrapper's call of its function only
+    counts deeper) call :data:`CALL_MARKS` on entry and before each ``llvm.return``; returns
+    how many. Without such functions the cache falls back to its blocks in use."""
+    marked = 0
+    with module.context, ir.Location.unknown():
+        for op in module.ir_module.body.operations:
+            op = op.operation
+            if op.name != "llvm.func" or not op.regions[0].blocks:
+                continue
+            if "llvm.emit_c_interface" not in op.attributes:
+                continue
+            returns = [inner.operation for block in op.regions[0].blocks for inner in block.operations
+                       if inner.operation.name == "llvm.return"]
+            points = [ir.InsertionPoint.at_block_begin(op.regions[0].blocks[0])] + [ir.InsertionPoint(r) for r in returns]
+            for i, point in enumerate(points):
+                llvm_d.CallOp(None, [], [], [], callee=ir.FlatSymbolRefAttr.get(CALL_MARKS[min(i, 1)]), ip=point)
+            marked += 1
+    return marked
+
+
 def link_buffer_cache(lowered: Module) -> Module:
     """A copy of ``lowered`` (LLVM dialect) whose ``malloc``/``free`` calls go to the buffer
     cache, defined in it (internal symbols: each module has its own cache); ``lowered`` itself
@@ -70,6 +98,7 @@ def link_buffer_cache(lowered: Module) -> Module:
     out = lowered.clone()
     if not _rename_calls(out):
         return lowered
+    _mark_entry_points(out)
     with out.context, ir.Location.unknown():
         cache = ir.Module.parse(_source())
         body = out.ir_module.body

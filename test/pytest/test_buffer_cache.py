@@ -132,6 +132,44 @@ def test_buffer_cache_keeps_one_calls_blocks():
     assert _rss() - rss < 64 * mib
 
 
+# One call of an entry point that frees every block midway and then asks for another size:
+# out[0], out[1] = the two blocks' addresses.
+_MIDWAY = _COUNTERS + """
+llvm.func @step(%out: !llvm.ptr) attributes {llvm.emit_c_interface} {
+  %big = llvm.mlir.constant(4194304 : i64) : i64
+  %a = llvm.call @malloc(%big) : (i64) -> !llvm.ptr
+  llvm.store %a, %out : !llvm.ptr, !llvm.ptr
+  llvm.call @free(%a) : (!llvm.ptr) -> ()
+  %small = llvm.mlir.constant(1048576 : i64) : i64
+  %b = llvm.call @malloc(%small) : (i64) -> !llvm.ptr
+  %slot = llvm.getelementptr %out[1] : (!llvm.ptr) -> !llvm.ptr, !llvm.ptr
+  llvm.store %b, %slot : !llvm.ptr, !llvm.ptr
+  llvm.call @free(%b) : (!llvm.ptr) -> ()
+  llvm.return
+}
+"""
+
+
+def test_a_call_that_frees_all_its_blocks_midway_keeps_them():
+    """An entry point (``llvm.emit_c_interface``) marks where a call starts and ends: a call
+    that frees every block and then asks for another size is still one call, so the miss keeps
+    the first block, and the next call reuses both, no block mapped again. Ending a call when
+    no block was in use unmapped the first block at the miss and mapped it again on every call
+    (SqueezeNet: 4237 page faults and +6 ms per call)."""
+    mod = link_buffer_cache(Module.parse(_MIDWAY))
+    engine = load_engine(mod, 2, [])
+    step = _packed(engine, "step")
+    gen, idle = _packed(engine, "gen", restype=True), _packed(engine, "idle", restype=True)
+    out = (ctypes.c_uint64 * 2)()
+    seen = []
+    for k in range(4):
+        step(ctypes.addressof(out))
+        seen.append((out[0], out[1]))
+        assert gen() == k + 1 and idle() == 5 * (1 << 20) + 2 * 4096
+    assert len(set(seen)) == 1 and _mapped(seen[0][0], 4 << 20)
+    assert str(mod).count("llvm.call @mlc_buffer_call_enter") == 1
+
+
 def _rss() -> int:
     """This process's resident bytes (``VmRSS``)."""
     with open("/proc/self/status") as f:

@@ -12,9 +12,11 @@
 // the process freed before (glibc raises it to the largest mmapped block freed), so the same
 // code ran at either speed. Smaller requests go to malloc.
 //
-// Bound: the cache counts the bytes of its blocks in use (live). When live drops to zero, a call
-// of the module has ended (its intermediate buffers are all freed) and a new generation starts;
-// each idle block records the generation it was freed in. A request that no idle block fits
+// Bound: the module's entry points call @mlc_buffer_call_enter / @mlc_buffer_call_exit
+// (mlc_mlir.pipeline.buffer_cache adds the calls); when the last call in flight returns, a call of
+// the module has ended and a new generation starts (a call may free all its blocks midway, so
+// the blocks in use cannot tell where a call ends; without the entry calls, live bytes dropping
+// to zero start a generation); each idle block records the generation it was freed in. A request that no idle block fits
 // unmaps every idle block of an earlier generation (blocks of the current call are kept): a
 // module called with the same sizes again reuses every block and never misses; one called with
 // sizes that change from call to call (a prefill symbolic in the prompt length) drops the
@@ -61,6 +63,41 @@ module {
   llvm.mlir.global internal @mlc_buffer_cache_count(0 : i64) {alignment = 8 : i64} : i64
   llvm.mlir.global internal @mlc_buffer_cache_idle(0 : i64) {alignment = 8 : i64} : i64
   llvm.mlir.global internal @mlc_buffer_cache_live(0 : i64) {alignment = 8 : i64} : i64
+  // calls of the module's entry points in flight
+  llvm.mlir.global internal @mlc_buffer_cache_depth(0 : i64) {alignment = 8 : i64} : i64
+
+  // An entry point of the module starts (a call, or a nested one).
+  llvm.func internal @mlc_buffer_call_enter() {
+    %lock = llvm.mlir.addressof @mlc_buffer_cache_lock : !llvm.ptr
+    %0 = llvm.call @pthread_mutex_lock(%lock) : (!llvm.ptr) -> i32
+    %depthp = llvm.mlir.addressof @mlc_buffer_cache_depth : !llvm.ptr
+    %depth = llvm.load %depthp : !llvm.ptr -> i64
+    %one = llvm.mlir.constant(1 : i64) : i64
+    %depth1 = llvm.add %depth, %one : i64
+    llvm.store %depth1, %depthp : i64, !llvm.ptr
+    %1 = llvm.call @pthread_mutex_unlock(%lock) : (!llvm.ptr) -> i32
+    llvm.return
+  }
+
+  // An entry point returns; the last one in flight ends the generation.
+  llvm.func internal @mlc_buffer_call_exit() {
+    %lock = llvm.mlir.addressof @mlc_buffer_cache_lock : !llvm.ptr
+    %0 = llvm.call @pthread_mutex_lock(%lock) : (!llvm.ptr) -> i32
+    %depthp = llvm.mlir.addressof @mlc_buffer_cache_depth : !llvm.ptr
+    %depth = llvm.load %depthp : !llvm.ptr -> i64
+    %one = llvm.mlir.constant(1 : i64) : i64
+    %depth1 = llvm.sub %depth, %one : i64
+    llvm.store %depth1, %depthp : i64, !llvm.ptr
+    %none = llvm.mlir.constant(0 : i64) : i64
+    %ended = llvm.icmp "eq" %depth1, %none : i64
+    %genp = llvm.mlir.addressof @mlc_buffer_cache_gen : !llvm.ptr
+    %gen = llvm.load %genp : !llvm.ptr -> i64
+    %next = llvm.add %gen, %one : i64
+    %gen1 = llvm.select %ended, %next, %gen : i1, i64
+    llvm.store %gen1, %genp : i64, !llvm.ptr
+    %1 = llvm.call @pthread_mutex_unlock(%lock) : (!llvm.ptr) -> i32
+    llvm.return
+  }
 
   // Removes idle slot %i (the lock held): later slots move down one, the order stays.
   llvm.func internal @mlc_buffer_cache_remove(%i: i64) {
@@ -269,7 +306,11 @@ module {
     %gp = llvm.getelementptr %gens[0, %m] : (!llvm.ptr, i64) -> !llvm.ptr, !llvm.array<512 x i64>
     llvm.store %gen, %gp : i64, !llvm.ptr
     %none = llvm.mlir.constant(0 : i64) : i64
-    %ended = llvm.icmp "eq" %live1, %none : i64
+    %drained = llvm.icmp "eq" %live1, %none : i64
+    %depthp = llvm.mlir.addressof @mlc_buffer_cache_depth : !llvm.ptr
+    %depth = llvm.load %depthp : !llvm.ptr -> i64
+    %outside = llvm.icmp "eq" %depth, %none : i64
+    %ended = llvm.and %drained, %outside : i1
     %next = llvm.add %gen, %one : i64
     %gen1 = llvm.select %ended, %next, %gen : i1, i64
     llvm.store %gen1, %genp : i64, !llvm.ptr
