@@ -30,11 +30,15 @@ def train_mlp(seed: int = 0):
     """Train ``MLPClassifier(hidden_layer_sizes=(128,))`` on digits (80/20 stratified split).
 
     Returns ``(clf, x_train, x_test, y_train, y_test)``; images are float32 scaled to [0, 1].
+    The training runs with one BLAS thread (``threadpoolctl``, a scikit-learn dependency): its
+    GEMMs are a few hundred rows, which a second thread only slows down, and on a busy host
+    OpenBLAS threads spinning against other work made it minutes instead of a second.
     """
     from sklearn.datasets import load_digits
     from sklearn.exceptions import ConvergenceWarning
     from sklearn.model_selection import train_test_split
     from sklearn.neural_network import MLPClassifier
+    import threadpoolctl
 
     digits = load_digits()
     x = (digits.data / 16.0).astype(np.float32)
@@ -42,7 +46,7 @@ def train_mlp(seed: int = 0):
         x, digits.target, test_size=0.2, random_state=seed, stratify=digits.target)
     clf = MLPClassifier(hidden_layer_sizes=(128,), activation="relu", max_iter=200,
                         random_state=seed)
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), threadpoolctl.threadpool_limits(1, user_api="blas"):
         warnings.simplefilter("ignore", ConvergenceWarning)
         clf.fit(x_train, y_train)
     return clf, x_train, x_test, y_train, y_test
