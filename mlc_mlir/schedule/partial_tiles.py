@@ -92,7 +92,7 @@ def peel_partial(em, b: Block, h: ir.Value):
             any_op(), rem.remainder_loop,
             op_attrs=ir.DictAttr.get({OP_NAME_ATTR: ir.StringAttr.get(b.name)})).result
         structured_transform_d.TileUsingForOp(rop, sizes=[1 if i == d else 0 for i in range(len(b.dims))])
-    em.cleanup(em.func(b.func))
+    em.cleanup(em.func(b.func), merge_slices=False)
     for lid in inner:
         em.loop_handles[lid] = structured_transform_d.MatchOp(
             any_op(), em.func(b.func),

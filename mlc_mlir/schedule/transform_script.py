@@ -335,10 +335,11 @@ class _Emitter:
             op = structured_transform_d.TileUsingForOp(op, sizes=sizes).tiled_linalg_op
         structured_transform_d.VectorizeOp(op, None if last is None else [1] * (ndims - 1) + [last])
 
-    def cleanup(self, func: ir.Value) -> None:
+    def cleanup(self, func: ir.Value, merge_slices: bool = True) -> None:
         p = transform_d.ApplyPatternsOp(func)
         with ir.InsertionPoint(p.patterns):
-            tensor_transform_d.ApplyMergeConsecutiveInsertExtractSlicePatternsOp()
+            if merge_slices:
+                tensor_transform_d.ApplyMergeConsecutiveInsertExtractSlicePatternsOp()
             transform_d.ApplyCanonicalizationPatternsOp()
         transform_d.ApplyCommonSubexpressionEliminationOp(func)
 

@@ -13,6 +13,8 @@ from scipy.special import erf
 import mlc_mlir as mlc
 from mlc_mlir import graph, ops
 from mlc_mlir.errors import ScheduleError
+from mlc_mlir.pipeline.compile import run_stages
+from mlc_mlir.pipeline.options import CompileOptions
 from mlc_mlir.schedule.cpu_recipes import goto_params
 from mlc_mlir.schedule.default_rules import (RULES, SKIPPED, apply_default_schedule, classify,
                                              default_schedule)
@@ -431,3 +433,23 @@ def test_elementwise_chain_runs_on_each_vector_tile(tmp_path, threads):
     assert scheduled.count("scf.forall (") == (1 if threads > 1 else 0)
     assert scheduled.count("scf.for ") <= 4   # n, oh, ow and the vector tiles: one nest
     np.testing.assert_allclose(exe(x, r), np.maximum(x * s + b + r, 0), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("target", [AVX2, AVX512], ids=["avx2", "avx512"])
+@pytest.mark.parametrize("m, k, n", [(100, 27, 20), (1000, 27, 40), (289, 64, 17)])
+def test_one_full_column_tile_and_an_edge_bufferize(target, m, k, n):
+    """A matmul whose columns are one full register tile plus a partial one, under a tiled row
+    loop: the partial tile's loop is not peeled into a one-tile main loop (whose folded slice of
+    the output tile one-shot bufferization cannot write in place); it lowers for AVX2 and AVX-512
+    targets and matches numpy on the host."""
+    rng = np.random.default_rng(7)
+    w = rng.standard_normal((k, n)).astype(np.float32)
+
+    def build():
+        bb = mlc.GraphBuilder()
+        with bb.function("main") as f:
+            f.output(ops.matmul(f.arg("x", shape=(m, k)), w))
+        return bb.finish()
+    run_stages(build(), CompileOptions(target, threads=2), until="lower")
+    x = rng.standard_normal((m, k)).astype(np.float32)
+    np.testing.assert_allclose(mlc.compile(build(), threads=2)(x), x @ w, **TOL)
