@@ -429,7 +429,7 @@ def goto_loop_nest(sch: Schedule, block: BlockRV, threads: int, split_n: bool, m
         # each (M / threads, NC) tile of C is zeroed in the temporary the epilogue reads (not
         # copied there from a C zeroed whole: BERT 1 thread 5.4 -> 4.8 ms)
         sch.decompose_reduction(block, k0)
-    elif blk.info.init and blk.padding is None and sch.get(k0).extent == 1 \
+    elif blk.info.init and blk.padding is None and sch.get(k0).extent == 1 and not pack \
             and set(blk.info.producers) <= {blk.info.init} and not sch.get(block).partial_dims():
         # K in one KC block, operands computed by no other op here (which the init's tiling
         # would recompute per tile) and no peeled edge tiles: each MR x NR register tile is
@@ -437,7 +437,9 @@ def goto_loop_nest(sch: Schedule, block: BlockRV, threads: int, split_n: bool, m
         # before the k loops (a memset of up to the whole C, read back from L2/L3 by the
         # tiles). ResNet-50's 1x1 convolutions as packed GEMMs, one thread, CPU time:
         # 196 x 1024 x 256 0.406 -> 0.388 ms, 784 x 512 x 128 0.421 -> 0.415 ms (2-core AMD
-        # EPYC znver5, loaded host)
+        # EPYC znver5, loaded host). Not with a packed B: the packing is then neither hoisted
+        # to k0 nor vectorized (repacked element by element for every register tile:
+        # 512 x 512 x 512, one thread of a loaded 2-core Zen 3, 19.6 -> 3.7 ms CPU time)
         sch.decompose_reduction(block, k1)
     elif blk.info.init and threads > 1 and blk.padding is None:
         # each thread zeroes its own rows of C (the init fused into the scf.forall). Not for a
