@@ -147,8 +147,9 @@ def schedule_matmul(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
     ``i0 (parallel) j0 k0 i1 j1 i2 k1 (unrolled) i3 j2 (vectorized MR x NR)``) with the
     elementwise epilogue chain fused at the NC block. Decisions, in order: the register tile
     the extents are padded for (:func:`~mlc_mlir.schedule.cpu_recipes.register_tile_shapes`:
-    Goto's by default, or a taller/wider one such as 6 x 16 on AVX2, 14 x 32 or 6 x 64 on
-    AVX-512; structural); the threads, register tile and cache blocks of
+    by default Goto's where it has more accumulators than FMAs in flight (8 x 32 on AVX-512),
+    else the full-register tile (6 x 16 on AVX2), or another such as 4 x 16 or 2 x 32 on AVX2,
+    14 x 32 or 6 x 64 on AVX-512; structural); the threads, register tile and cache blocks of
     :func:`goto_decisions` (defaults derived from the padded tile); pack B (``cache_read`` at ``k0``)
     or not (structural; default :func:`~mlc_mlir.schedule.cpu_recipes.packs_b`); the unroll
     factor of ``k1`` (:func:`unroll_factor`, structural).
