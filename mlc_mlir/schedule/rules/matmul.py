@@ -16,7 +16,7 @@ from typing import Dict, List, Optional, Tuple
 
 from ...target import Target
 from ..cpu_recipes import (
-    UNROLL_K, batch_matmul_padding, goto_loop_nest, goto_padding, goto_params, packs_b,
+    FMAS_IN_FLIGHT, UNROLL_K, batch_matmul_padding, goto_loop_nest, goto_padding, goto_params, packs_b,
     register_tile_shapes, split_tile, thread_splits, tile_width,
 )
 from ..schedule import Schedule
@@ -173,7 +173,7 @@ def schedule_matmul(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
     if m == 1 and schedule_gemv(sch, block, ctx, threads):
         return
     shapes = register_tile_shapes(ctx.target, bits)
-    tile = shapes[int(categorical(sch, list(range(len(shapes))), 0))]
+    tile = shapes[int(categorical(sch, list(range(len(shapes))), default_tile(ctx.target, bits, shapes, m, threads)))]
     padding = goto_padding(ctx.target, m, n, k, threads, bits, tile)
     b_transposed = blk.info.operand_dims[1][-1:] == (2,)   # B stored (N, K): dense
     # edge tiles, except for partial panels of a B packed transposed (dense): N is padded
@@ -188,6 +188,25 @@ def schedule_matmul(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
     unroll = unroll_factor(sch, int(d.kc), UNROLL_K)
     goto_loop_nest(sch, block, d.threads, d.split_n, d.mr, d.nr, d.mc_tiles, d.nc_tiles, d.kc,
                    bool(int(pack)), unroll, epi)
+
+
+def default_tile(target: Target, bits: int, shapes: List[Tuple[int, int]], m: int, threads: int) -> int:
+    """Index in ``shapes`` (:func:`~mlc_mlir.schedule.cpu_recipes.register_tile_shapes`) of
+    the default register tile of a matmul of ``m`` rows on ``threads`` threads: the first
+    (the full-register tile where Goto's has no more accumulators than FMAs in flight: 6 x 16
+    on AVX2), unless its rows leave an edge of at least ``1 / (2 * FMAS_IN_FLIGHT)`` of a
+    thread's rows that Goto's tile would not leave: edge rows run as one-row tiles, bound by
+    the FMA latency (about ``FMAS_IN_FLIGHT / 2`` times a full tile's time per row), so on
+    few rows they cost more than the taller tile saves (a 32 x 40 -> 48 dense on 2 threads:
+    16 rows per thread, 4 x 16 tiles, epilogue fused; 1024 rows: 6 x 16 with 4 edge rows)."""
+    goto = goto_params(target, 1, 1, 1, 1, bits)
+    mr = shapes[0][0]
+    rows = m // threads if m >= threads * mr else m
+    edge = rows % mr
+    if (goto.mr, goto.nr) in shapes and edge and rows % goto.mr == 0 \
+            and 2 * FMAS_IN_FLIGHT * edge >= rows:
+        return shapes.index((goto.mr, goto.nr))
+    return 0
 
 
 def schedule_edge_tiles(sch: Schedule, block: BlockRV, ctx: RuleContext, threads: int, bits: int,
