@@ -105,8 +105,11 @@ def goto_params(target: Target, m: int, n: int, k: int, threads: Optional[int] =
       AVX-512), so each k step loads two B vectors.
     * ``MR`` = accumulators in half the vector registers: ``(vector_registers / 2) / (NR / lanes)``
       (4 on AVX2's 16 ymm, 8 on AVX-512's 32 zmm); the other half holds the B vectors and A
-      broadcasts of the unrolled k steps (a full-register tile, 6x16 or 14x32, spills once k is
-      unrolled: DESIGN.md measured 4x16 at 0.98x numpy, 16x32 spilling).
+      broadcasts of the unrolled k steps (DESIGN.md measured 4x16 at 0.98x numpy, 16x32
+      spilling). On AVX2 that is only as many accumulators as FMAs in flight: the matmul
+      rule's default is the full-register 6x16 (:func:`register_tile_shapes`; LLVM keeps its
+      12 accumulators, 2 B vectors and 2 broadcasts in the 16 ymm registers with k unrolled by
+      4, no spills), while the mmt4d and batch_matmul rules keep this tile.
     * ``KC`` = the largest power of two with ``KC * NR * bytes <= L1d`` (the B micro-panel
       streams from L1: 512 on a 32 KiB L1d with NR = 16).
     * ``NC`` = the largest power of two with ``KC * NC * bytes <= L2`` (the packed B panel stays
