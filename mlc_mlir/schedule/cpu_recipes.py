@@ -34,6 +34,12 @@ _MIN_L2_BYTES = 256 << 10
 #: keeps code small). A code-size choice, not a machine constant.
 UNROLL_K = 4
 
+#: Independent FMAs a core keeps in flight: 2 FMA pipes x 4 cycles of latency (Skylake and
+#: later Intel cores, Zen 2 to Zen 5). A register tile needs more accumulators than this, or
+#: its FMAs wait on each other whenever a load is late (:func:`register_tile_shapes`).
+#: Source: Agner Fog's instruction tables; BLIS's analytical model (Low et al., TOMS 2016).
+FMAS_IN_FLIGHT = 8
+
 
 def _pow2_floor(x: int) -> int:
     return 1 << max(0, int(x).bit_length() - 1)
@@ -99,8 +105,11 @@ def goto_params(target: Target, m: int, n: int, k: int, threads: Optional[int] =
       AVX-512), so each k step loads two B vectors.
     * ``MR`` = accumulators in half the vector registers: ``(vector_registers / 2) / (NR / lanes)``
       (4 on AVX2's 16 ymm, 8 on AVX-512's 32 zmm); the other half holds the B vectors and A
-      broadcasts of the unrolled k steps (a full-register tile, 6x16 or 14x32, spills once k is
-      unrolled: DESIGN.md measured 4x16 at 0.98x numpy, 16x32 spilling).
+      broadcasts of the unrolled k steps (DESIGN.md measured 4x16 at 0.98x numpy, 16x32
+      spilling). On AVX2 that is only as many accumulators as FMAs in flight: the matmul
+      rule's default is the full-register 6x16 (:func:`register_tile_shapes`; LLVM keeps its
+      12 accumulators, 2 B vectors and 2 broadcasts in the 16 ymm registers with k unrolled by
+      4, no spills), while the mmt4d and batch_matmul rules keep this tile.
     * ``KC`` = the largest power of two with ``KC * NR * bytes <= L1d`` (the B micro-panel
       streams from L1: 512 on a 32 KiB L1d with NR = 16).
     * ``NC`` = the largest power of two with ``KC * NC * bytes <= L2`` (the packed B panel stays
@@ -160,25 +169,34 @@ def goto_params(target: Target, m: int, n: int, k: int, threads: Optional[int] =
 
 
 def register_tile_shapes(target: Target, dtype_bits: int = 32) -> List[Tuple[int, int]]:
-    """Register tiles ``(MR, NR)`` a matmul rule may pad its extents for: Goto's tile of
-    :func:`goto_params` first (the default), then for ``NR`` of 2 and 4 vectors (a power of
-    two: :func:`tile_width`) the most rows whose ``MR * NR / lanes`` accumulators, ``NR /
-    lanes`` B vectors and one A broadcast fit the vector registers (6 x 16 and 2 x 32 on AVX2;
-    14 x 32 and 6 x 64 on AVX-512), and the 3/4-height variant of each (fewer registers live
-    across an unrolled k: 5 x 16, 11 x 32, 5 x 64), each with at least a quarter of the
-    registers as accumulators (enough independent FMAs to hide their latency).
+    """Register tiles ``(MR, NR)`` a matmul rule may pad its extents for, the default first:
+    Goto's tile of :func:`goto_params` where its accumulators outnumber
+    :data:`FMAS_IN_FLIGHT` (8 x 32 on AVX-512's 32 registers: 16 accumulators), else the
+    full-register tile of the same width (6 x 16 on AVX2's 16 registers: 12 accumulators where
+    Goto's 4 x 16 has 8, exactly the FMAs in flight, so any late load stalls the FMA pipes).
+    Then for ``NR`` of 2 and 4 vectors (a power of two: :func:`tile_width`) the most rows
+    whose ``MR * NR / lanes`` accumulators, ``NR / lanes`` B vectors and one A broadcast fit
+    the vector registers (6 x 16 and 2 x 32 on AVX2; 14 x 32 and 6 x 64 on AVX-512), and the
+    3/4-height variant of each (fewer registers live across an unrolled k: 5 x 16, 11 x 32,
+    5 x 64), each with at least a quarter of the registers as accumulators, and Goto's tile
+    where it is not the default. 6 x 16 against 4 x 16 on AVX2 (one thread of a loaded 2-core
+    Zen 3, CPU time against numpy's in the same process): 1024^3 0.81 -> 0.88x,
+    1000 x 999 x 1023 0.90 -> 0.99x, 777 x 513 x 1029 0.85 -> 0.87x.
     Source: BLIS's micro-kernel shapes (Low et al., TOMS 2016: ``MR * NR / lanes`` accumulators
-    within the register file)."""
+    within the register file, at least the FMA pipes times their latency; BLIS's Haswell
+    sgemm kernel is 6 x 16)."""
     lanes = target.vector_lanes(dtype_bits)
     regs = target.vector_registers
     base = goto_params(target, 1, 1, 1, 1, dtype_bits)
-    out = [(base.mr, base.nr)]
+    v = base.nr // lanes
+    goto = (base.mr, base.nr)
+    out = [goto if base.mr * v > FMAS_IN_FLIGHT else (max(base.mr, (regs - v - 1) // v), base.nr)]
     for v in (2, 4):
         full = (regs - v - 1) // v
         for mr in (full, -(-3 * full // 4)):
             if mr * v >= max(1, regs // 4) and (mr, v * lanes) not in out:
                 out.append((mr, v * lanes))
-    return out
+    return out + ([goto] if goto not in out else [])
 
 
 def thread_splits(m: int, n: int, threads: int, mr: int, nr: int) -> Tuple[bool, bool]:
@@ -429,7 +447,7 @@ def goto_loop_nest(sch: Schedule, block: BlockRV, threads: int, split_n: bool, m
         # each (M / threads, NC) tile of C is zeroed in the temporary the epilogue reads (not
         # copied there from a C zeroed whole: BERT 1 thread 5.4 -> 4.8 ms)
         sch.decompose_reduction(block, k0)
-    elif blk.info.init and blk.padding is None and sch.get(k0).extent == 1 \
+    elif blk.info.init and blk.padding is None and sch.get(k0).extent == 1 and not pack \
             and set(blk.info.producers) <= {blk.info.init} and not sch.get(block).partial_dims():
         # K in one KC block, operands computed by no other op here (which the init's tiling
         # would recompute per tile) and no peeled edge tiles: each MR x NR register tile is
@@ -437,7 +455,9 @@ def goto_loop_nest(sch: Schedule, block: BlockRV, threads: int, split_n: bool, m
         # before the k loops (a memset of up to the whole C, read back from L2/L3 by the
         # tiles). ResNet-50's 1x1 convolutions as packed GEMMs, one thread, CPU time:
         # 196 x 1024 x 256 0.406 -> 0.388 ms, 784 x 512 x 128 0.421 -> 0.415 ms (2-core AMD
-        # EPYC znver5, loaded host)
+        # EPYC znver5, loaded host). Not with a packed B: the packing is then neither hoisted
+        # to k0 nor vectorized (repacked element by element for every register tile:
+        # 512 x 512 x 512, one thread of a loaded 2-core Zen 3, 19.6 -> 3.7 ms CPU time)
         sch.decompose_reduction(block, k1)
     elif blk.info.init and threads > 1 and blk.padding is None:
         # each thread zeroes its own rows of C (the init fused into the scf.forall). Not for a

@@ -11,18 +11,19 @@ Geijn (TOMS 2008); TVM MetaSchedule ``MultiLevelTiling``; TVM's x86 ``dense_pack
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Dict, List, Optional, Tuple
 
 from ...target import Target
 from ..cpu_recipes import (
-    UNROLL_K, batch_matmul_padding, goto_loop_nest, goto_padding, goto_params, packs_b,
+    FMAS_IN_FLIGHT, UNROLL_K, batch_matmul_padding, goto_loop_nest, goto_padding, goto_params, packs_b,
     register_tile_shapes, split_tile, thread_splits, tile_width,
 )
 from ..schedule import Schedule
 from ..state import BlockRV
 from .common import (
-    TILE_VECTORS, RuleContext, block_size, categorical, element_bits, largest_divisor, perfect_tile,
-    rule_block, thread_candidates, vector_candidates, vector_tile, worth_threads,
+    TILE_VECTORS, RuleContext, block_size, categorical, element_bits, largest_divisor, near_divisors,
+    perfect_tile, rule_block, thread_candidates, vector_candidates, vector_tile, worth_threads,
 )
 from .epilogue import claim_epilogues
 
@@ -99,6 +100,22 @@ def matmul_register_tiles(target: Target, bits: int, mt: int, n: int,
     return dict(sorted(out.items()))
 
 
+def panel_block(sch: Schedule, panels: int, center: int):
+    """A sampled N block of ``panels`` register-tile panels around Goto's ``NC / NR``
+    (``center``): the candidates of :func:`~.common.block_size`, the default the one nearest
+    ``center`` in ratio (ties to the smaller) rather than the largest divisor up to it. A
+    panel count with no divisor near below the center (19 panels, center 16: the largest is 1)
+    would otherwise pack B one panel at a time, and where the M block covers every row of a
+    thread, no loop is left between the packing and its ``compute_at`` loop, so a ``dense``
+    B stored ``(N, K)`` is not packed transposed and the register tile gathers it (dense
+    64 x 900 -> 300, one thread of a loaded 2-core Zen 3: 2.77 ms with 1 panel, 1.68 ms with
+    19, numpy 1.32 ms). The packed KC x NC block may then exceed Goto's L2 budget by less than
+    the factor it would fall short of it: BLIS keeps that block in L3 (Low et al., TOMS 2016)."""
+    center = max(1, center)
+    cands = near_divisors(panels, center)
+    return categorical(sch, cands, min(cands, key=lambda c: (abs(math.log(c / center)), c)))
+
+
 def unroll_factor(sch: Schedule, k: int, default: int) -> int:
     """A sampled unroll factor of a k loop of ``k`` iterations: :data:`UNROLL_FACTORS` that
     divide it and ``default`` (the largest divisor of ``k`` up to Goto's ``UNROLL_K``).
@@ -130,8 +147,9 @@ def schedule_matmul(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
     ``i0 (parallel) j0 k0 i1 j1 i2 k1 (unrolled) i3 j2 (vectorized MR x NR)``) with the
     elementwise epilogue chain fused at the NC block. Decisions, in order: the register tile
     the extents are padded for (:func:`~mlc_mlir.schedule.cpu_recipes.register_tile_shapes`:
-    Goto's by default, or a taller/wider one such as 6 x 16 on AVX2, 14 x 32 or 6 x 64 on
-    AVX-512; structural); the threads, register tile and cache blocks of
+    by default Goto's where it has more accumulators than FMAs in flight (8 x 32 on AVX-512),
+    else the full-register tile (6 x 16 on AVX2), or another such as 4 x 16 or 2 x 32 on AVX2,
+    14 x 32 or 6 x 64 on AVX-512; structural); the threads, register tile and cache blocks of
     :func:`goto_decisions` (defaults derived from the padded tile); pack B (``cache_read`` at ``k0``)
     or not (structural; default :func:`~mlc_mlir.schedule.cpu_recipes.packs_b`); the unroll
     factor of ``k1`` (:func:`unroll_factor`, structural).
@@ -155,7 +173,7 @@ def schedule_matmul(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
     if m == 1 and schedule_gemv(sch, block, ctx, threads):
         return
     shapes = register_tile_shapes(ctx.target, bits)
-    tile = shapes[int(categorical(sch, list(range(len(shapes))), 0))]
+    tile = shapes[int(categorical(sch, list(range(len(shapes))), default_tile(ctx.target, bits, shapes, m, threads)))]
     padding = goto_padding(ctx.target, m, n, k, threads, bits, tile)
     b_transposed = blk.info.operand_dims[1][-1:] == (2,)   # B stored (N, K): dense
     # edge tiles, except for partial panels of a B packed transposed (dense): N is padded
@@ -170,6 +188,25 @@ def schedule_matmul(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
     unroll = unroll_factor(sch, int(d.kc), UNROLL_K)
     goto_loop_nest(sch, block, d.threads, d.split_n, d.mr, d.nr, d.mc_tiles, d.nc_tiles, d.kc,
                    bool(int(pack)), unroll, epi)
+
+
+def default_tile(target: Target, bits: int, shapes: List[Tuple[int, int]], m: int, threads: int) -> int:
+    """Index in ``shapes`` (:func:`~mlc_mlir.schedule.cpu_recipes.register_tile_shapes`) of
+    the default register tile of a matmul of ``m`` rows on ``threads`` threads: the first
+    (the full-register tile where Goto's has no more accumulators than FMAs in flight: 6 x 16
+    on AVX2), unless its rows leave an edge of at least ``1 / (2 * FMAS_IN_FLIGHT)`` of a
+    thread's rows that Goto's tile would not leave: edge rows run as one-row tiles, bound by
+    the FMA latency (about ``FMAS_IN_FLIGHT / 2`` times a full tile's time per row), so on
+    few rows they cost more than the taller tile saves (a 32 x 40 -> 48 dense on 2 threads:
+    16 rows per thread, 4 x 16 tiles, epilogue fused; 1024 rows: 6 x 16 with 4 edge rows)."""
+    goto = goto_params(target, 1, 1, 1, 1, bits)
+    mr = shapes[0][0]
+    rows = m // threads if m >= threads * mr else m
+    edge = rows % mr
+    if (goto.mr, goto.nr) in shapes and edge and rows % goto.mr == 0 \
+            and 2 * FMAS_IN_FLIGHT * edge >= rows:
+        return shapes.index((goto.mr, goto.nr))
+    return 0
 
 
 def schedule_edge_tiles(sch: Schedule, block: BlockRV, ctx: RuleContext, threads: int, bits: int,
@@ -209,7 +246,7 @@ def schedule_edge_tiles(sch: Schedule, block: BlockRV, ctx: RuleContext, threads
     t = int(categorical(sch, tcands, tcands[-1])) if len(tcands) > 1 else 1
     per = -(-tiles // t)
     mc_tiles = block_size(sch, per, p.mc // mr)
-    nc_tiles = block_size(sch, -(-n // nr), p.nc // nr)
+    nc_tiles = panel_block(sch, -(-n // nr), p.nc // nr)
     kc = block_size(sch, k, p.kc)
     b_transposed = blk.info.operand_dims[1][-1:] == (2,)
     # B is packed when its panels are partial: the packed panels are aligned and whole
@@ -268,7 +305,7 @@ def goto_decisions(sch: Schedule, ctx: RuleContext, m: int, n: int, k: int, thre
     rows = tiles.get(int(nr)) or [dmr]
     mr = categorical(sch, rows, min(rows, key=lambda r: (abs(r - dmr), r)))
     return GotoDecisions(t, split_n, mr, nr, block_size(sch, mt // mr, p.mc // mr),
-                         block_size(sch, nt // nr, p.nc // nr), block_size(sch, k, p.kc))
+                         panel_block(sch, nt // nr, p.nc // nr), block_size(sch, k, p.kc))
 
 
 def gemv_chunk(n: int, threads: int, chunks: int, v: int) -> Optional[int]:
