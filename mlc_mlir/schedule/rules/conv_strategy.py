@@ -106,13 +106,62 @@ def prefers_im2col(target: Target, x_shape: Sequence[int], w_shape: Sequence[int
         return False
     if out_shape[1] * out_shape[2] <= IM2COL_MAX_OUTPUT_PIXELS:
         return True
-    if w_shape[3] % target.vector_lanes(dtypes.bit_width(dtype)):
+    lanes = target.vector_lanes(dtypes.bit_width(dtype))
+    if w_shape[3] % lanes:
         return True
-    return tuple(w_shape[:2]) == (1, 1) and pointwise_row_tile_short(target, out_shape, w_shape, dtype)
+    if tuple(w_shape[:2]) == (1, 1):
+        return pointwise_row_tile_short(target, out_shape, w_shape, dtype, strict=not lean_direct_tile(
+            target, x_shape, w_shape, out_shape, dtype))
+    return out_shape[1] * out_shape[2] <= IM2COL_LEAN_MAX_OUTPUT_PIXELS and w_shape[2] >= lanes and \
+        lean_direct_tile(target, x_shape, w_shape, out_shape, dtype)
+
+
+#: Largest output map (OH * OW) that :func:`prefers_im2col` sends to the GEMM when the direct
+#: tile is lean (:func:`lean_direct_tile`): up to 28 x 28. A bound on the shapes, as
+#: :data:`IM2COL_MAX_OUTPUT_PIXELS`: the patch copy grows with the map (7.2 MB for ResNet's
+#: 3x3 64 -> 64 over 56 x 56, against 3.6 MB for 128 -> 128 over 28 x 28) and is amortized
+#: over fewer output channels there. Measured on a 2-core AMD EPYC znver3 (AVX2), one thread,
+#: light ResNet-50 whole model, thread CPU time, min of 6 interleaved rounds on a loaded host
+#: (load 9): lean 3x3 convolutions as GEMMs up to 28 x 28 111 ms, also over 56 x 56 118 ms,
+#: none (main) 133 ms; onnxruntime 99 ms.
+IM2COL_LEAN_MAX_OUTPUT_PIXELS = 4 * IM2COL_MAX_OUTPUT_PIXELS
+
+
+#: Independent accumulator chains the FMA units of a core need in flight to issue every
+#: cycle: FMA latency x FMA ports, 4 x 2 on the x86-64 cores with FMA3 (Haswell to Sapphire
+#: Rapids, Zen 1 to Zen 5; Agner Fog's instruction tables). A microarchitecture constant of
+#: the x86-64 FMA units, as :data:`~mlc_mlir.schedule.cpu_recipes.UNROLL_K` is a code-size one.
+FMA_CHAINS = 8
+
+
+def lean_direct_tile(target: Target, x_shape: Sequence[int], w_shape: Sequence[int],
+                     out_shape: Sequence[int], dtype: str) -> bool:
+    """Whether the register tile of :func:`~.conv.schedule_conv2d_nhwc` for an NHWC convolution
+    (input ``(N, H, W, C)`` padded, filter ``(KH, KW, C, F)``, output ``(N, OH, OW, F)``) has at
+    most :data:`FMA_CHAINS` accumulators (``WR * FR / lanes`` of :func:`~.conv.nhwc_register_tile`):
+    no more independent FMA chains than the FMA units need, so every stall of its in-place
+    operand loads (the filter read where it lies, its rows ``F`` elements apart; the input
+    broadcasts) idles them; the GEMM's tile reads packed panels, its k loop unrolled. The
+    direct tile is at most half the vector registers: 8 accumulators on a 16-register AVX2
+    core, 14 to 16 on a 32-register AVX-512 one. The stride is taken from the shapes
+    (``(W - KW) / (OW - 1)``, dilation 1).
+
+    Measured on a 2-core AMD EPYC znver3 (AVX2), one thread, light ResNet-50's units, direct
+    -> im2col GEMM (with its epilogue unit), min of single calls on a loaded host: 1x1 over
+    28 x 28 128 -> 512 + residual 2.32 -> 1.24 ms; 3x3 128 -> 128 over 28 x 28 (a 7 x 8 tile)
+    6.1 -> 3.0 ms, stride 2 5.7 -> 3.0 ms.
+    """
+    if target.kind != "cpu" or not dtypes.is_float(dtype):
+        return False
+    bits = dtypes.bit_width(dtype)
+    ow, kw = out_shape[2], w_shape[1]
+    stride = max(1, (x_shape[2] - kw) // (ow - 1)) if ow > 1 else 1
+    wr, fr = nhwc_register_tile(target, ow, w_shape[3], kw, stride, 1, bits)
+    return wr * fr // target.vector_lanes(bits) <= FMA_CHAINS
 
 
 def pointwise_row_tile_short(target: Target, out_shape: Sequence[int], w_shape: Sequence[int],
-                             dtype: str) -> bool:
+                             dtype: str, strict: bool = True) -> bool:
     """Whether the direct NHWC kernel of a 1x1 convolution (filter ``(1, 1, C, F)``, output
     ``(N, OH, OW, F)``) would use a register tile of fewer output columns than the rows of the
     GEMM's: ``WR`` of :func:`~.conv.nhwc_register_tile` (a divisor of ``OW``) against ``MR`` of
@@ -130,7 +179,8 @@ def pointwise_row_tile_short(target: Target, out_shape: Sequence[int], w_shape: 
     wr, _ = nhwc_register_tile(target, out_shape[2], w_shape[3], 1, 1, 1, bits)
     rows = out_shape[0] * out_shape[1] * out_shape[2]
     mr = goto_params(target, rows, w_shape[3], w_shape[2], 1, bits).mr
-    return wr < (register_rows(rows, mr) or mr)
+    tile = register_rows(rows, mr) or mr
+    return wr < tile if strict else wr <= tile
 
 
 def prefers_grouped_gemm(target: Target, x_shape: Sequence[int], w_shape: Sequence[int],
