@@ -88,8 +88,11 @@ def prefers_im2col(target: Target, x_shape: Sequence[int], w_shape: Sequence[int
     """Whether an NHWC convolution (input ``(N, H, W, C)``, filter ``(KH, KW, C, F)``, output
     ``(N, OH, OW, F)``) should run as im2col + GEMM (``layout_passes.ConvToIm2col`` and the matmul rule)
     rather than :func:`~.conv.schedule_conv2d_nhwc`: float dtypes with small output maps
-    (``OH * OW <= 256``, the deep layers of a CNN), and 1x1 convolutions whose direct row tile
-    is shorter than the GEMM's (:func:`pointwise_row_tile_short`). There the direct kernel has few, short row
+    (``OH * OW <= 256``, the deep layers of a CNN), 1x1 convolutions whose direct row tile
+    is shorter than the GEMM's (:func:`pointwise_row_tile_short`; no longer than it where the
+    direct tile is lean, :func:`lean_direct_tile`), and convolutions of at least one vector of
+    input channels over maps up to :data:`IM2COL_LEAN_MAX_OUTPUT_PIXELS` whose direct tile is
+    lean (AVX2's 7 x 8 tile over 28 columns). There the direct kernel has few, short row
     tiles (``WR`` must divide ``OW``: 1 or 7 for 7x7 maps) and deep channel counts put the input
     rows into the same L1 sets, while the im2col copy is small (CPU targets only). Measured on a 2-core AVX2 EPYC
     (znver1), one thread, ResNet-18's NHWC convolutions direct -> im2col: 7x7 3x3 512 ch
@@ -173,7 +176,9 @@ def pointwise_row_tile_short(target: Target, out_shape: Sequence[int], w_shape: 
     CPU time of ResNet-50's units with bias, relu and residual add: over 28 x 28 outputs
     (``WR = 4``) 128 -> 512 0.56 -> 0.49 ms, 512 -> 256 1.20 -> 0.85 ms, stride 2 256 -> 512
     1.16 -> 0.86 ms, 512 -> 128 0.39 both ways; over 56 x 56 (``WR = 8 = MR``) the direct
-    kernel stays ahead (256 -> 128 0.80 vs 0.84 ms, 64 -> 256 0.50 vs 0.64 ms).
+    kernel stays ahead (256 -> 128 0.80 vs 0.84 ms, 64 -> 256 0.50 vs 0.64 ms). With
+    ``strict=False`` a row tile as long as the GEMM's counts as short too (a tie goes to the
+    GEMM: :func:`prefers_im2col` for a lean direct tile).
     """
     bits = dtypes.bit_width(dtype)
     wr, _ = nhwc_register_tile(target, out_shape[2], w_shape[3], 1, 1, 1, bits)
