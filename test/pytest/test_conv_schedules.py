@@ -17,7 +17,9 @@ from mlc_mlir import graph, ops
 from mlc_mlir._mlir import MLIR_BIN_DIR
 from mlc_mlir.schedule.default_rules import apply_default_schedule
 from mlc_mlir.schedule.rules.conv import blocks_inside_rows, filter_block_channels, nhwc_register_tile
-from mlc_mlir.schedule.rules.conv_strategy import prefers_im2col, prefers_nchw_im2col, prefers_nhwc
+from mlc_mlir.schedule.rules.conv_strategy import (
+    lean_direct_tile, prefers_im2col, prefers_nchw_im2col, prefers_nhwc,
+)
 from mlc_mlir.target import Target, host_target
 from mlc_mlir.pipeline import layout_passes
 from targets import AVX2
@@ -252,14 +254,25 @@ def test_pointwise_conv_to_im2col_reads_its_input_in_place(h, w, accumulate):
 
 def test_pointwise_gemm_choice_follows_the_register_tiles():
     """1x1 convolutions go to the GEMM where the direct kernel's row tile (a divisor of OW) is
-    shorter than the GEMM's MR: 28 columns on AVX-512 (4 < 8), not 56 (8 = 8), nor 28 on AVX2
-    (4 = 4); a 3x3 window over 28 x 28 keeps the direct kernel."""
+    shorter than the GEMM's MR: 28 columns on AVX-512 (4 < 8), not 56 (8 = 8, 16 accumulators);
+    a tie goes to the GEMM where the direct tile is lean (at most FMA_CHAINS accumulators: 4 x 16
+    on AVX2, 28 and 56 columns); a 3x3 window over 28 x 28 keeps the direct kernel on AVX-512
+    (7 x 32, 14 accumulators) and goes to the GEMM on AVX2 (7 x 8), not over 56 x 56."""
     assert prefers_im2col(AVX512, (1, 28, 28, 128), (1, 1, 128, 512), (1, 28, 28, 512), "float32")
     assert prefers_im2col(AVX512, (1, 56, 56, 256), (1, 1, 256, 512), (1, 28, 28, 512), "float32")
     assert not prefers_im2col(AVX512, (1, 56, 56, 64), (1, 1, 64, 256), (1, 56, 56, 256), "float32")
-    assert not prefers_im2col(AVX2, (1, 28, 28, 128), (1, 1, 128, 512), (1, 28, 28, 512), "float32")
     assert not prefers_im2col(AVX512, (1, 30, 30, 128), (3, 3, 128, 128), (1, 28, 28, 128), "float32")
     assert not prefers_im2col(AVX512, (1, 28, 28, 128), (1, 1, 128, 512), (1, 28, 28, 512), "int32")
+    assert prefers_im2col(AVX2, (1, 28, 28, 128), (1, 1, 128, 512), (1, 28, 28, 512), "float32")
+    assert prefers_im2col(AVX2, (1, 56, 56, 64), (1, 1, 64, 256), (1, 56, 56, 256), "float32")
+    assert prefers_im2col(AVX2, (1, 30, 30, 128), (3, 3, 128, 128), (1, 28, 28, 128), "float32")
+    assert prefers_im2col(AVX2, (1, 58, 58, 128), (3, 3, 128, 128), (1, 28, 28, 128), "float32")
+    assert not prefers_im2col(AVX2, (1, 58, 58, 64), (3, 3, 64, 64), (1, 56, 56, 64), "float32")
+    # the 7x7 stem's 3 input channels: no GEMM
+    assert not prefers_im2col(AVX2, (1, 230, 230, 3), (7, 7, 3, 64), (1, 112, 112, 64), "float32")
+    assert lean_direct_tile(AVX2, (1, 30, 30, 128), (3, 3, 128, 128), (1, 28, 28, 128), "float32")
+    assert not lean_direct_tile(AVX512, (1, 30, 30, 128), (3, 3, 128, 128), (1, 28, 28, 128), "float32")
+    assert not lean_direct_tile(AVX2, (1, 30, 30, 128), (3, 3, 128, 128), (1, 28, 28, 128), "int32")
 
 
 def test_prefers_im2col_small_output_maps_on_cpu_only():

@@ -88,8 +88,11 @@ def prefers_im2col(target: Target, x_shape: Sequence[int], w_shape: Sequence[int
     """Whether an NHWC convolution (input ``(N, H, W, C)``, filter ``(KH, KW, C, F)``, output
     ``(N, OH, OW, F)``) should run as im2col + GEMM (``layout_passes.ConvToIm2col`` and the matmul rule)
     rather than :func:`~.conv.schedule_conv2d_nhwc`: float dtypes with small output maps
-    (``OH * OW <= 256``, the deep layers of a CNN), and 1x1 convolutions whose direct row tile
-    is shorter than the GEMM's (:func:`pointwise_row_tile_short`). There the direct kernel has few, short row
+    (``OH * OW <= 256``, the deep layers of a CNN), 1x1 convolutions whose direct row tile
+    is shorter than the GEMM's (:func:`pointwise_row_tile_short`; no longer than it where the
+    direct tile is lean, :func:`lean_direct_tile`), and convolutions of at least one vector of
+    input channels over maps up to :data:`IM2COL_LEAN_MAX_OUTPUT_PIXELS` whose direct tile is
+    lean (AVX2's 7 x 8 tile over 28 columns). There the direct kernel has few, short row
     tiles (``WR`` must divide ``OW``: 1 or 7 for 7x7 maps) and deep channel counts put the input
     rows into the same L1 sets, while the im2col copy is small (CPU targets only). Measured on a 2-core AVX2 EPYC
     (znver1), one thread, ResNet-18's NHWC convolutions direct -> im2col: 7x7 3x3 512 ch
@@ -106,13 +109,65 @@ def prefers_im2col(target: Target, x_shape: Sequence[int], w_shape: Sequence[int
         return False
     if out_shape[1] * out_shape[2] <= IM2COL_MAX_OUTPUT_PIXELS:
         return True
-    if w_shape[3] % target.vector_lanes(dtypes.bit_width(dtype)):
+    lanes = target.vector_lanes(dtypes.bit_width(dtype))
+    if w_shape[3] % lanes:
         return True
-    return tuple(w_shape[:2]) == (1, 1) and pointwise_row_tile_short(target, out_shape, w_shape, dtype)
+    if tuple(w_shape[:2]) == (1, 1):
+        return pointwise_row_tile_short(target, out_shape, w_shape, dtype, strict=not lean_direct_tile(
+            target, x_shape, w_shape, out_shape, dtype))
+    return out_shape[1] * out_shape[2] <= IM2COL_LEAN_MAX_OUTPUT_PIXELS and w_shape[2] >= lanes and \
+        lean_direct_tile(target, x_shape, w_shape, out_shape, dtype)
+
+
+#: Largest output map (OH * OW) that :func:`prefers_im2col` sends to the GEMM when the direct
+#: tile is lean (:func:`lean_direct_tile`): up to 28 x 28. A bound on the shapes, as
+#: :data:`IM2COL_MAX_OUTPUT_PIXELS`: the patch copy grows with the map (7.2 MB for ResNet's
+#: 3x3 64 -> 64 over 56 x 56, against 3.6 MB for 128 -> 128 over 28 x 28) and is amortized
+#: over fewer output channels there. Measured on a 2-core AMD EPYC znver3 (AVX2), one thread,
+#: light ResNet-50 whole model, thread CPU time, min of 6 interleaved rounds on a loaded host
+#: (load 9): lean 3x3 convolutions as GEMMs up to 28 x 28 111 ms, also over 56 x 56 118 ms,
+#: none (main) 133 ms; onnxruntime 99 ms.
+IM2COL_LEAN_MAX_OUTPUT_PIXELS = 4 * IM2COL_MAX_OUTPUT_PIXELS
+
+
+#: Independent accumulator chains the FMA units of a core need in flight to issue every
+#: cycle: FMA latency x FMA ports, 4 x 2 on the x86-64 cores with FMA3 (Haswell to Sapphire
+#: Rapids, Zen 1 to Zen 5; Agner Fog's instruction tables). A microarchitecture constant of
+#: the x86-64 FMA units, as :data:`~mlc_mlir.schedule.cpu_recipes.UNROLL_K` is a code-size one.
+FMA_CHAINS = 8
+
+
+def lean_direct_tile(target: Target, x_shape: Sequence[int], w_shape: Sequence[int],
+                     out_shape: Sequence[int], dtype: str) -> bool:
+    """Whether the register tile of :func:`~.conv.schedule_conv2d_nhwc` for an NHWC convolution
+    (input ``(N, H, W, C)`` padded, filter ``(KH, KW, C, F)``, output ``(N, OH, OW, F)``) has at
+    most :data:`FMA_CHAINS` accumulators (``WR * FR / lanes`` of :func:`~.conv.nhwc_register_tile`):
+    no more independent FMA chains than the FMA units need, so every stall of its in-place
+    operand loads (the filter read where it lies, its rows ``F`` elements apart; the input
+    broadcasts) idles them; the GEMM's tile reads packed panels, its k loop unrolled. The
+    direct tile is at most half the vector registers: 8 accumulators on a 16-register AVX2
+    core, 14 to 16 on a 32-register AVX-512 one. The stride is taken from the shapes
+    (``(W - KW) / (OW - 1)``, dilation 1).
+
+    Measured on a 2-core AMD EPYC znver3 (AVX2), one thread, light ResNet-50's units, direct
+    -> im2col GEMM (with its epilogue unit), min of single calls on a loaded host: 1x1 over
+    28 x 28 128 -> 512 + residual 2.32 -> 1.24 ms; 3x3 128 -> 128 over 28 x 28 (a 7 x 8 tile)
+    6.1 -> 3.0 ms, stride 2 5.7 -> 3.0 ms; the whole model, one thread, thread CPU time, 8
+    interleaved rounds: 139.8 -> 107.5 ms (medians 149.1 -> 126.8), onnxruntime 94.9 (106.4)
+    (``benchmarks/results/models_cpu_2026-11-27_znver3_r50-ort.txt``). On AVX-512 (16 and 14
+    accumulators) no decision changes.
+    """
+    if target.kind != "cpu" or not dtypes.is_float(dtype):
+        return False
+    bits = dtypes.bit_width(dtype)
+    ow, kw = out_shape[2], w_shape[1]
+    stride = max(1, (x_shape[2] - kw) // (ow - 1)) if ow > 1 else 1
+    wr, fr = nhwc_register_tile(target, ow, w_shape[3], kw, stride, 1, bits)
+    return wr * fr // target.vector_lanes(bits) <= FMA_CHAINS
 
 
 def pointwise_row_tile_short(target: Target, out_shape: Sequence[int], w_shape: Sequence[int],
-                             dtype: str) -> bool:
+                             dtype: str, strict: bool = True) -> bool:
     """Whether the direct NHWC kernel of a 1x1 convolution (filter ``(1, 1, C, F)``, output
     ``(N, OH, OW, F)``) would use a register tile of fewer output columns than the rows of the
     GEMM's: ``WR`` of :func:`~.conv.nhwc_register_tile` (a divisor of ``OW``) against ``MR`` of
@@ -124,13 +179,16 @@ def pointwise_row_tile_short(target: Target, out_shape: Sequence[int], w_shape: 
     CPU time of ResNet-50's units with bias, relu and residual add: over 28 x 28 outputs
     (``WR = 4``) 128 -> 512 0.56 -> 0.49 ms, 512 -> 256 1.20 -> 0.85 ms, stride 2 256 -> 512
     1.16 -> 0.86 ms, 512 -> 128 0.39 both ways; over 56 x 56 (``WR = 8 = MR``) the direct
-    kernel stays ahead (256 -> 128 0.80 vs 0.84 ms, 64 -> 256 0.50 vs 0.64 ms).
+    kernel stays ahead (256 -> 128 0.80 vs 0.84 ms, 64 -> 256 0.50 vs 0.64 ms). With
+    ``strict=False`` a row tile as long as the GEMM's counts as short too (a tie goes to the
+    GEMM: :func:`prefers_im2col` for a lean direct tile).
     """
     bits = dtypes.bit_width(dtype)
     wr, _ = nhwc_register_tile(target, out_shape[2], w_shape[3], 1, 1, 1, bits)
     rows = out_shape[0] * out_shape[1] * out_shape[2]
     mr = goto_params(target, rows, w_shape[3], w_shape[2], 1, bits).mr
-    return wr < (register_rows(rows, mr) or mr)
+    tile = register_rows(rows, mr) or mr
+    return wr < tile if strict else wr <= tile
 
 
 def prefers_grouped_gemm(target: Target, x_shape: Sequence[int], w_shape: Sequence[int],
