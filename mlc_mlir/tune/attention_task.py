@@ -59,6 +59,9 @@ class AttentionTask:
         The operand types ``q, k, v[, bias]``.
     scale : float
         The scale of the scores of the first attention with that key.
+    texts : dict
+        The module text of each candidate, as :func:`extract_attention_tasks` emitted it to
+        tell the candidates apart (:meth:`module_for` reads it instead of emitting again).
     """
 
     task: Task
@@ -67,10 +70,12 @@ class AttentionTask:
     target: Target
     types: Tuple[str, ...]
     scale: float
+    texts: Dict[AttentionKnobs, str] = dataclasses.field(default_factory=dict, repr=False)
 
     def module_for(self, knobs: AttentionKnobs) -> str:
         """The text of the task's module with the kernel emitted with ``knobs``."""
-        return str(kernel_module(self.types, self.scale, self.target, knobs))
+        text = self.texts.get(knobs)
+        return str(kernel_module(self.types, self.scale, self.target, knobs)) if text is None else text
 
     def trace_for(self, knobs: AttentionKnobs) -> str:
         """The record trace of ``knobs``: empty for the default, else the decisions
@@ -103,12 +108,13 @@ def kernel_module(types, scale: float, target: Target, knobs: Optional[Attention
 
 
 def _distinct(task_types, scale: float, target: Target, knobs: List[AttentionKnobs],
-              default: AttentionKnobs) -> Tuple[AttentionKnobs, ...]:
-    """``knobs`` less those whose kernel is the code of an earlier one (the default first)."""
+              default: AttentionKnobs) -> Dict[AttentionKnobs, str]:
+    """``knobs`` less those whose kernel is the code of an earlier one (the default first),
+    each with its module's text, in that order."""
     seen: Dict[str, AttentionKnobs] = {}
     for kn in [default] + [k for k in knobs if k != default]:
         seen.setdefault(str(kernel_module(task_types, scale, target, kn)), kn)
-    return tuple(seen.values())
+    return {kn: text for text, kn in seen.items()}
 
 
 def _calls(mod: Module, callee: str) -> int:
@@ -145,9 +151,9 @@ def extract_attention_tasks(mod: Module, target: Target) -> List[AttentionTask]:
             k = ir.RankedTensorType(ir.Type.parse(types[1]))
         (b, h, sq, d), skv = q.shape, k.shape[2]
         default = default_knobs(target, d)
-        cands = _distinct(types, scale, target, knob_candidates(target, d), default)
-        if len(cands) < 2:
+        texts = _distinct(types, scale, target, knob_candidates(target, d), default)
+        if len(texts) < 2:
             continue
         task = Task("flash_attention", key, module, "main", weights[key], 4.0 * b * h * sq * skv * d)
-        out.append(AttentionTask(task, cands, default, target, types, scale))
+        out.append(AttentionTask(task, tuple(texts), default, target, types, scale, texts))
     return out

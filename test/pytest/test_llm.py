@@ -4,6 +4,7 @@ Mistral's sliding window (covering the cache or shorter than the prompt),
 cache (bufferized IR), and ``mlc.llm`` generation token-exact with transformers' ``generate``."""
 
 import re
+import types
 
 import numpy as np
 import pytest
@@ -14,7 +15,8 @@ transformers = pytest.importorskip("transformers")
 import mlc_mlir as mlc  # noqa: E402
 from mlc_mlir import ops  # noqa: E402
 from mlc_mlir.errors import BuildError, ExecutionError  # noqa: E402
-from mlc_mlir.pipeline.compile import lower  # noqa: E402
+from mlc_mlir.pipeline.compile import lower, run_stages  # noqa: E402
+from mlc_mlir.pipeline.options import CompileOptions  # noqa: E402
 
 RTOL = 1e-4
 
@@ -43,6 +45,42 @@ class _Logits(torch.nn.Module):
     def forward(self, ids):
         return self.lm(input_ids=ids, use_cache=False).logits
 
+
+@pytest.fixture(scope="module")
+def compiled_lm():
+    """``compiled_lm(name, max_seq_len, **config)``: the tiny decoder ``name`` (``_tiny``'s
+    ``config``) compiled by ``compile_causal_lm`` once per module, shared by the tests that
+    generate with it, read its linked weights or inspect its imported steps. Returns a namespace:
+    ``model``, ``lm`` (its ``prefill_chunk`` reset to None on each request), ``compiled`` (each
+    module ``compile_causal_lm`` compiled, in order) and ``imports`` (per ``import_step`` call,
+    decode then prefill: ``(module, derived_weights, its length before, its length after)``)."""
+    import mlc_mlir.llm.causal_lm as causal_lm
+
+    built = {}
+
+    def get(name, max_seq_len, **config):
+        key = (name, max_seq_len, tuple(sorted(config.items())))
+        if key not in built:
+            ns = types.SimpleNamespace(model=_tiny(name, **config), compiled=[], imports=[])
+
+            def importer(model, max_len, *args, **kwargs):
+                derived = kwargs.get("derived_weights", args[1] if len(args) > 1 else None)
+                before = len(derived)
+                mod = real_import(model, max_len, *args, **kwargs)
+                ns.imports.append((mod, derived, before, len(derived)))
+                return mod
+
+            real_import, real_compile = causal_lm.import_step, causal_lm.compile_module
+            with pytest.MonkeyPatch.context() as mp:
+                mp.setattr(causal_lm, "import_step", importer)
+                mp.setattr(causal_lm, "compile_module",
+                           lambda mod, *a, **k: ns.compiled.append(mod) or real_compile(mod, *a, **k))
+                ns.lm = mlc.llm.compile_causal_lm(ns.model, max_seq_len=max_seq_len)
+            built[key] = ns
+        built[key].lm.prefill_chunk = None
+        return built[key]
+
+    return get
 
 @pytest.mark.parametrize("name", ["gpt2", "llama", "qwen2", "mistral"])
 def test_decoder_logits_match_transformers(name):
@@ -124,17 +162,18 @@ _BUFFERIZE = ("builtin.module(eliminate-empty-tensors, one-shot-bufferize{buffer
               "buffer-results-to-out-params{hoist-static-allocs modify-public-functions})")
 
 
-@pytest.mark.parametrize("name,config", [("llama", {}), ("mistral", {"sliding_window": 16})])
-def test_decode_step_never_copies_a_cache(name, config, tmp_path):
+@pytest.mark.parametrize("name,config,max_len", [("llama", {}, 128), ("mistral", {"sliding_window": 16}, 96)])
+def test_decode_step_never_copies_a_cache(name, config, max_len, compiled_lm):
     """The decode step of the tiny Llama (and Mistral with a window of 16 over a cache of 96),
+    as ``compile_causal_lm`` imported it, through the compile's stages up to ``prepare`` and
     bufferized as cpu.pipeline does: no memref.copy and no allocation has a cache's shape (each
     step writes its K/V row into the caller's arrays)."""
-    model = _tiny(name, **config)
-    max_len = 96
-    shape = mlc.llm.cache_shapes(model, max_len)[0]
-    mod = mlc.llm.import_step(model, max_len, 1)
-    mlc.compile(mod, dump_ir=str(tmp_path))
-    text = str(lower(mlc.Module.parse((tmp_path / "06-prepare.mlir").read_text()), _BUFFERIZE))
+    entry = compiled_lm(name, max_len, **config)
+    shape = mlc.llm.cache_shapes(entry.model, max_len)[0]
+    decode = entry.imports[0][0]
+    assert decode.signature("main").dims == {}                # the static one-token step
+    prepared = run_stages(decode, CompileOptions(target="cpu"), until="prepare")[1]
+    text = str(lower(prepared, _BUFFERIZE))
     cache_type = "x".join(str(d) for d in shape) + "xf32"
     assert re.search(r"memref<" + cache_type, text)          # the caches are there...
     copies = re.findall(r"memref\.copy [^\n]*", text) + re.findall(r"linalg\.copy [^\n]*", text)
@@ -148,17 +187,17 @@ def _want(model, ids, new):
 
 
 @pytest.mark.parametrize("name", ["gpt2", "llama", "qwen2"])
-def test_generate_is_token_exact_with_transformers(name, monkeypatch):
+def test_generate_is_token_exact_with_transformers(name, monkeypatch, compiled_lm):
     """One compile of the symbolic prefill serves prompts of 1, 2, 7, 21 and 64 tokens (and the
     same prompts in pieces of 8), token-exact with transformers' greedy ``generate``."""
     import mlc_mlir.llm.causal_lm as causal_lm
 
-    compiled = []
+    entry = compiled_lm(name, 128)
+    model, lm = entry.model, entry.lm
+    assert len(entry.compiled) == 2                              # decode, then prefill: once each
+    compiled = []   # and nothing more while generating
     real = causal_lm.compile_module
     monkeypatch.setattr(causal_lm, "compile_module", lambda mod, *a, **k: compiled.append(mod) or real(mod, *a, **k))
-    model = _tiny(name)
-    lm = mlc.llm.compile_causal_lm(model, max_seq_len=128)
-    assert len(compiled) == 2                                    # decode, then prefill: once each
     assert lm.prefill_step.signature.dims == {"seq": (1, 128)}    # symbolic in the prompt length
     assert lm.decode_step.signature.dims == {}
     ids = torch.randint(0, 1000, (1, 64), generator=torch.Generator().manual_seed(2))
@@ -168,7 +207,7 @@ def test_generate_is_token_exact_with_transformers(name, monkeypatch):
     lm.prefill_chunk = 8      # pieces of 8 (the last one 5 or 1 tokens) through the same step
     for n in (21, 57):
         np.testing.assert_array_equal(lm.generate(ids.numpy()[:, :n], max_new_tokens=4), _want(model, ids[:, :n], 4))
-    assert len(compiled) == 2
+    assert not compiled
     lm.prefill_chunk = None
     # seeded sampling is reproducible and stays in the vocabulary
     kw = dict(max_new_tokens=8, do_sample=True, temperature=0.8, top_k=50, top_p=0.9, seed=3)
@@ -187,9 +226,10 @@ def test_generate_is_token_exact_with_transformers(name, monkeypatch):
     lm.prefill_chunk = 8
     with pytest.raises(ExecutionError, match="size 'seq'.* is 129"):
         lm.prefill(long)
+    assert not compiled
 
 
-def test_mistral_generate_is_token_exact_with_and_without_a_short_window():
+def test_mistral_generate_is_token_exact_with_and_without_a_short_window(compiled_lm):
     """Mistral's sliding-window attention: a window (4096 by default) covering ``max_seq_len``
     is full attention, and 64 greedy tokens after a 21-token prompt match transformers'
     ``generate``. A window of 16, shorter than the 32-token prompt and the cache: the steps
@@ -198,20 +238,23 @@ def test_mistral_generate_is_token_exact_with_and_without_a_short_window():
     (``DynamicSlidingWindowLayer``) through the symbolic prefill in one call, in pieces of 8
     (a piece's keys reach into the previous pieces), and the static decode step; the tokens
     differ from full attention's, so the window is exercised."""
-    model = _tiny("mistral")
+    entry = compiled_lm("mistral", 96)
+    model, lm = entry.model, entry.lm
     assert model.config.sliding_window >= 96
-    lm = mlc.llm.compile_causal_lm(model, max_seq_len=96)
     ids = torch.randint(0, 1000, (1, 21), generator=torch.Generator().manual_seed(4))
     np.testing.assert_array_equal(lm.generate(ids.numpy(), max_new_tokens=64), _want(model, ids, 64))
-    windowed = _tiny("mistral", sliding_window=16)
-    lm = mlc.llm.compile_causal_lm(windowed, max_seq_len=96)
+    entry = compiled_lm("mistral", 96, sliding_window=16)
+    windowed, lm = entry.model, entry.lm
     ids = torch.randint(0, 1000, (1, 32), generator=torch.Generator().manual_seed(5))
     want = _want(windowed, ids, 64)
     np.testing.assert_array_equal(lm.generate(ids.numpy(), max_new_tokens=64), want)
     lm.prefill_chunk = 8
     np.testing.assert_array_equal(lm.generate(ids.numpy(), max_new_tokens=8), want[:, :40])
     windowed.config.sliding_window = None
-    assert (_want(windowed, ids, 64) != want).any()
+    try:
+        assert (_want(windowed, ids, 64) != want).any()
+    finally:
+        windowed.config.sliding_window = 16   # the model is shared (compiled_lm)
 
 
 def test_next_token_filters_like_transformers():
@@ -264,19 +307,17 @@ def test_compile_causal_lm_refuses_bad_arguments():
         mlc.llm.compile_causal_lm(model, max_seq_len=0)
 
 
-def test_steps_share_one_transposed_copy_of_each_weight():
-    """Imports of the decode and prefill steps given one ``derived_weights`` dict hold the same
-    array for each transposed ``nn.Linear`` weight (one copy, not one per step), equal to the
-    transpose of the model's weight."""
-    from mlc_mlir.llm.export import import_step
-
-    model = _tiny("llama")
-    derived: dict = {}
-    decode = import_step(model, 16, 1, derived)
-    count = len(derived)
-    prefill = import_step(model, 16, derived_weights=derived)
+def test_steps_share_one_transposed_copy_of_each_weight(compiled_lm):
+    """The imports of the decode and prefill steps (as ``compile_causal_lm`` makes them, one
+    ``derived_weights`` dict for both) hold the same array for each transposed ``nn.Linear``
+    weight (one copy, not one per step), equal to the transpose of the model's weight."""
+    entry = compiled_lm("llama", 128)
+    model = entry.model
+    (decode, derived, empty, count), (prefill, derived_too, before, after) = entry.imports
+    assert derived is derived_too and empty == 0
     # q/k/v/o, gate/up/down per layer and the LM head
-    assert count == 7 * 2 + 1 and len(derived) == count
+    assert count == 7 * 2 + 1
+    assert after == before      # the prefill import adds none (the decode's compile added the merged ones)
     weight = model.model.layers[1].mlp.down_proj.weight.detach().numpy()
     mine = [a for (name, *_), (a, _) in derived.items() if name == "lm.model.layers.1.mlp.down_proj.weight.T"]
     assert len(mine) == 1
@@ -290,7 +331,7 @@ def test_steps_share_one_transposed_copy_of_each_weight():
     assert mine[0].ctypes.data in weights(decode) & weights(prefill)
 
 
-def test_compiled_steps_link_each_weight_once():
+def test_compiled_steps_link_each_weight_once(compiled_lm):
     """The compiled prefill (symbolic rows) and decode steps link one buffer per weight between
     them: q/k/v and gate/up are merged in both steps into the same concatenated array
     (``merge-projections`` with one derived-weight store), so the distinct bytes the two
@@ -298,8 +339,8 @@ def test_compiled_steps_link_each_weight_once():
     still generate transformers' greedy tokens."""
     from mlc_mlir.pipeline.jit_weights import LINK_MIN_BYTES
 
-    model = _tiny("llama")
-    lm = mlc.llm.compile_causal_lm(model, max_seq_len=48, threads=2)
+    entry = compiled_lm("llama", 128)
+    model, lm = entry.model, entry.lm
     linked = {}
     for step in (lm.prefill_step, lm.decode_step):
         arrays = step._invoke._weights
