@@ -25,6 +25,7 @@ from mlc_mlir.pipeline import layout_passes
 from mlc_mlir.pipeline.compile import run_stages
 from mlc_mlir.pipeline.options import CompileOptions
 from mlc_mlir.schedule.cpu_recipes import packed_b_panel
+import targets
 from targets import AVX2
 
 torch = pytest.importorskip("torch")
@@ -48,7 +49,7 @@ def with_caches(target, like):
 def host_and_fixed(like):
     """The host's ``like`` (compiled and run) and the fixed AVX2 and AVX-512 targets with its
     caches (their schedules only built as IR): the schedule decisions of either kind of CPU."""
-    return [like] + [with_caches(t, like) for t in (AVX2, AVX512)]
+    return [like] + [with_caches(t, like) for t in (targets.AVX2, targets.AVX512)]
 
 #: name -> (x shape, w shape, conv2d kwargs, bias + relu)
 CASES = {
