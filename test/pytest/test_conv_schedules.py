@@ -22,6 +22,10 @@ from mlc_mlir.schedule.rules.conv_strategy import (
 )
 from mlc_mlir.target import Target, host_target
 from mlc_mlir.pipeline import layout_passes
+from mlc_mlir.pipeline.compile import run_stages
+from mlc_mlir.pipeline.options import CompileOptions
+from mlc_mlir.schedule.cpu_recipes import packed_b_panel
+import targets
 from targets import AVX2
 
 torch = pytest.importorskip("torch")
@@ -31,6 +35,21 @@ F = torch.nn.functional
 AVX512 = dataclasses.replace(AVX2, features=("avx512f", "avx2", "fma"), vector_bits=512, vector_registers=32)
 #: Tiny caches: the small test convolutions still get threads.
 SMALL = dataclasses.replace(host_target(), l1d_bytes=1 << 10, l2_bytes=8 << 10, cores=2)
+#: Caches below every test convolution's filter panel (1 KiB L1d, 4 KiB L2): the input channels
+#: are blocked (filter_block_channels) with AVX2's 8-channel and AVX-512's 16-channel tiles alike
+#: (SMALL's 8 KiB L2 holds the panels of 8-channel tiles of a few input channels).
+BLOCKED = dataclasses.replace(SMALL, l2_bytes=4 << 10)
+
+
+def with_caches(target, like):
+    """``target`` with the caches and cores of ``like``."""
+    return dataclasses.replace(target, l1d_bytes=like.l1d_bytes, l2_bytes=like.l2_bytes, cores=like.cores)
+
+
+def host_and_fixed(like):
+    """The host's ``like`` (compiled and run) and the fixed AVX2 and AVX-512 targets with its
+    caches (their schedules only built as IR): the schedule decisions of either kind of CPU."""
+    return [like] + [with_caches(t, like) for t in (targets.AVX2, targets.AVX512)]
 
 #: name -> (x shape, w shape, conv2d kwargs, bias + relu)
 CASES = {
@@ -92,20 +111,24 @@ def test_conv_default_schedule_matches_torch(name):
 
 
 def test_channel_blocked_conv_fuses_its_epilogue_per_output_channel_block():
-    """With input-channel blocks (SMALL's 1 KiB L1d) the epilogue runs per output-channel block
-    (reverse_compute_at f0) and each thread zeroes its own block (decompose_reduction at c0):
-    no serial fill of the whole output, numerics as torch."""
+    """With input-channel blocks (BLOCKED's 1 KiB L1d and 4 KiB L2) the epilogue runs per
+    output-channel block (reverse_compute_at f0) and each thread zeroes its own block
+    (decompose_reduction at c0): no serial fill of the whole output, on the host and the fixed
+    AVX2 and AVX-512 targets; numerics as torch (host)."""
     args, ref = inputs_and_ref("bias_relu")
-    payload, sch = nhwc_schedule(build("bias_relu"), SMALL)
-    blk = sch.get(sch.get_block("conv2d"))
-    c0 = next(i for i, lp in enumerate(blk.loops) if lp.extent > 1 and lp.dim == 6)
-    rows = next(i for i, lp in enumerate(blk.loops) if lp.dim == 1 and lp.kind != "parallel")
-    assert c0 < rows   # c0 above the (per-thread) rows
-    kinds = [i.kind for i in sch.trace.insts]
-    assert kinds.count("reverse_compute_at") == 2 and "decompose_reduction" in kinds
-    text = str(sch.mod)
-    assert "linalg.fill" not in text.split("scf.forall")[0].split("conv2d.x_pad")[-1]
-    np.testing.assert_allclose(mlc.compile(sch.mod)(*args), ref, rtol=1e-4, atol=1e-4)
+    for tgt in host_and_fixed(BLOCKED):
+        payload, sch = nhwc_schedule(build("bias_relu"), tgt)
+        blk = sch.get(sch.get_block("conv2d"))
+        c_loops = [i for i, lp in enumerate(blk.loops) if lp.dim == 6]   # dims n oh ow f kh kw c
+        assert len(c_loops) == 2, (tgt.vector_bits, [(lp.dim, lp.extent) for lp in blk.loops])
+        rows = next(i for i, lp in enumerate(blk.loops) if lp.dim == 1 and lp.kind != "parallel")
+        assert c_loops[0] < rows   # c0 above the (per-thread) rows
+        kinds = [i.kind for i in sch.trace.insts]
+        assert kinds.count("reverse_compute_at") == 2 and "decompose_reduction" in kinds
+        text = str(sch.mod)
+        assert "linalg.fill" not in text.split("scf.forall")[0].split("conv2d.x_pad")[-1]
+        if tgt is BLOCKED:
+            np.testing.assert_allclose(mlc.compile(sch.mod)(*args), ref, rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("name", ["bias_relu"])
@@ -176,10 +199,26 @@ def test_constant_filter_is_folded(tmp_path):
     exe = mlc.compile(mod, target=SMALL, threads=2, dump_ir=str(tmp_path))
     np.testing.assert_allclose(exe(x), ref, rtol=1e-4, atol=1e-4)
     # mlc.compile folds it too: no filter transpose runs per call (a 9x9 output runs as im2col +
-    # GEMM, layout_passes.ConvToIm2col: the GEMM's 2-D B is a view, collapse_shape, of the folded filter)
-    scheduled = (tmp_path / "03-schedule.mlir").read_text()
-    assert "conv2d.w_hwcf.folded" in scheduled and 'mlc.name = "conv2d.w_hwcf"}' not in scheduled
-    assert re.search(r'collapse_shape %\w+ \[\[0, 1, 2\], \[3\]\] {mlc.name = "conv2d.w_gemm"}', scheduled)
+    # GEMM, layout_passes.ConvToIm2col), on the host and the fixed AVX2 and AVX-512 targets
+    assert_filter_folded((tmp_path / "03-schedule.mlir").read_text(), SMALL)
+    for tgt in host_and_fixed(SMALL)[1:]:
+        _, scheduled = run_stages(mod, CompileOptions(target=tgt, threads=2), until="schedule")
+        assert_filter_folded(str(scheduled), tgt)
+
+
+def assert_filter_folded(scheduled, target):
+    """The im2col GEMM (81 x 16 x 36) of test_constant_filter_is_folded reads a folded constant:
+    the packed panels of its B where ``packed_b_panel`` packs them (for a ``linalg.mmt4d``: 16
+    output channels are one AVX2 panel of 2 x 8, half an AVX-512 one), a 4-D view, expand_shape, of
+    the constant; else the 2-D B as a view, collapse_shape, of the folded HWCF filter; no
+    transpose of the filter is left."""
+    assert 'mlc.name = "conv2d.w_hwcf"}' not in scheduled and 'mlc.name = "conv2d.w_packed"}' not in scheduled
+    if packed_b_panel(target, 81, 16, 36, "float32", 2):
+        assert "conv2d.w_packed.folded" in scheduled and "conv2d.w_gemm" not in scheduled, target.vector_bits
+        assert re.search(r'expand_shape %cst\w* \[\[0\], \[1\], \[2, 3\]\] .*{mlc.name = "conv2d.w_packed_4d"}', scheduled)
+    else:
+        assert "conv2d.w_hwcf.folded" in scheduled and "conv2d.w_packed" not in scheduled, target.vector_bits
+        assert re.search(r'collapse_shape %\w+ \[\[0, 1, 2\], \[3\]\] {mlc.name = "conv2d.w_gemm"}', scheduled)
 
 
 def test_epilogue_moves_to_nhwc_and_fuses():
@@ -386,38 +425,43 @@ UNBLOCKED_CASES = {
 
 
 @pytest.mark.parametrize("name", list(UNBLOCKED_CASES))
-@pytest.mark.parametrize("target", ["l2_panels", "small"])
+@pytest.mark.parametrize("target", ["l2_panels", "blocked"])
 def test_channel_blocking_follows_the_caches_and_matches_torch(name, target):
     """The NHWC rule with its input channels whole (a filter panel over the L1d but within a
-    quarter of the L2: epilogue and init per row tile) and blocked (SMALL's 8 KiB L2), odd input
+    quarter of the L2: epilogue and init per row tile) and blocked (BLOCKED's 4 KiB L2), odd input
     channel counts, stride 2, padding 1 and 2, bias + relu, at 1 and 2 threads, against torch;
     the transposes back to NCHW (widths 20, 12, 28, 11 that 16 lanes do not divide) are
-    vectorized tiles where a power of two of at least a quarter of the lanes divides the width."""
+    vectorized tiles where a power of two of at least a quarter of the lanes divides the width.
+    The loop nests are checked on the host and the fixed AVX2 and AVX-512 targets with the same
+    caches, the numerics on the host."""
     xs, ws, kw, epi = UNBLOCKED_CASES[name]
-    tgt = L2_PANELS if target == "l2_panels" else SMALL
+    host = L2_PANELS if target == "l2_panels" else BLOCKED
     rng = np.random.default_rng(3)
     args = [rng.standard_normal(s).astype(np.float32) for s in (xs, ws) + (((ws[0],),) if epi else ())]
-    bb = mlc.GraphBuilder()
-    with bb.function("main") as f:
-        x, w = f.arg("x", shape=xs), f.arg("w", shape=ws)
-        y = ops.conv2d(x, w, f.arg("b", shape=(ws[0],)) if epi else None,
-                       strides=kw.get("stride", 1), padding=kw["padding"])
-        f.output(ops.relu(y) if epi else y)
     t = [torch.from_numpy(a) for a in args]
     ref = F.conv2d(t[0], t[1], t[2] if epi else None, **kw)
     ref = (F.relu(ref) if epi else ref).numpy()
-    payload, sch = nhwc_schedule(bb.finish(), tgt)
-    assert "linalg.conv_2d_nhwc_hwcf" in str(payload)
-    blk = sch.get(sch.get_block("conv2d"))
-    c_loops = [lp.extent for lp in blk.loops if lp.dim == 6]   # dims n oh ow f kh kw c
-    assert len(c_loops) == (1 if target == "l2_panels" else 2), c_loops
-    lanes, ow = tgt.vector_lanes(32), ref.shape[-1]
-    tile = next((v for v in (lanes, lanes // 2, lanes // 4) if v >= 2 and ow % v == 0), None)
-    back = sch.get(sch.get_block("conv2d.to_nchw"))
-    vec = [lp.extent for lp in back.loops if lp.kind == "vectorized"]
-    assert (vec[-1:] or [None]) == [tile], (vec, tile)
-    for threads in (1, 2):
-        np.testing.assert_allclose(mlc.compile(sch.mod, threads=threads)(*args), ref, rtol=1e-4, atol=1e-4)
+    for tgt in host_and_fixed(host):
+        bb = mlc.GraphBuilder()
+        with bb.function("main") as f:
+            x, w = f.arg("x", shape=xs), f.arg("w", shape=ws)
+            y = ops.conv2d(x, w, f.arg("b", shape=(ws[0],)) if epi else None,
+                           strides=kw.get("stride", 1), padding=kw["padding"])
+            f.output(ops.relu(y) if epi else y)
+        payload, sch = nhwc_schedule(bb.finish(), tgt)
+        assert "linalg.conv_2d_nhwc_hwcf" in str(payload)
+        blk = sch.get(sch.get_block("conv2d"))
+        c_loops = [lp.extent for lp in blk.loops if lp.dim == 6]   # dims n oh ow f kh kw c
+        assert len(c_loops) == (1 if target == "l2_panels" else 2), (tgt.vector_bits, c_loops)
+        lanes, ow = tgt.vector_lanes(32), ref.shape[-1]
+        tile = next((v for v in (lanes, lanes // 2, lanes // 4) if v >= 2 and ow % v == 0), None)
+        back = sch.get(sch.get_block("conv2d.to_nchw"))
+        vec = [lp.extent for lp in back.loops if lp.kind == "vectorized"]
+        assert (vec[-1:] or [None]) == [tile], (tgt.vector_bits, vec, tile)
+        if tgt is host:
+            for threads in (1, 2):
+                np.testing.assert_allclose(mlc.compile(sch.mod, threads=threads)(*args), ref,
+                                           rtol=1e-4, atol=1e-4)
 
 
 #: An L2 smaller than one output-channel block's pass over a 24x24x32 map, larger than the
