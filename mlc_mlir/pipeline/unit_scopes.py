@@ -12,7 +12,9 @@ size (perf: ~95% of the transform interpreter's time under ``Diagnostic::appendO
 unit in a private function of its own, a fusion verifies and numbers one unit.
 
 The units are those of :func:`~mlc_mlir.graph.fuse_ops.fusion_groups` (the ``tasks`` stage's
-units), outlined with :func:`~mlc_mlir.graph.fuse_ops.outline` (weight constants stay in the
+units) with a plain boundary (:func:`~.shared_units.shareable`: the units ``tasks`` would also
+make functions of were they repeated; a unit that writes into a buffer of its caller stays in
+place), outlined with :func:`~mlc_mlir.graph.fuse_ops.outline` (weight constants stay in the
 caller, as arguments); after scheduling each of their calls is inlined with MLIR's ``inline``
 pass (the calls that were there before keep their ``no_inline`` state), so the later stages
 see the same graph function as if it had been scheduled in place.
@@ -26,7 +28,7 @@ from .._mlir import ir
 from ..graph.fuse_ops import PRIMITIVE_ATTR, fusion_groups, outline
 from ..ir.module import Module
 from ..ir.pass_pipeline import run_pass_pipeline
-from .shared_units import is_weight
+from .shared_units import is_weight, shareable
 
 #: Marks the functions :func:`outline_units` made (they are inlined and erased afterwards).
 SCOPE_ATTR = "mlc.unit_scope"
@@ -44,7 +46,8 @@ def _size(f) -> int:
 
 
 def outline_units(module: Module, functions: Sequence[str]) -> Tuple[Module, List[str]]:
-    """A copy of ``module`` in which every unit (:func:`fusion_groups`) of each function of
+    """A copy of ``module`` in which every shareable unit (:func:`fusion_groups`,
+    :func:`shareable`) of each function of
     ``functions`` with :data:`MIN_OPS` top-level ops or more is a call of a private function of
     its own (marked :data:`SCOPE_ATTR`), and the names of those functions; ``(module, [])``
     when no function is that large."""
@@ -61,7 +64,7 @@ def outline_units(module: Module, functions: Sequence[str]) -> Tuple[Module, Lis
         for f in out.func_ops():
             if f.sym_name.value not in big:
                 continue
-            for group in fusion_groups(f):
+            for group in [g for g in fusion_groups(f) if shareable(g)]:
                 prim = outline(out, f, group, used_names=names, keep_outside=is_weight)
                 prim.attributes[SCOPE_ATTR] = ir.UnitAttr.get()
                 made.append(prim.sym_name.value)
