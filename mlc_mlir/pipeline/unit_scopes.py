@@ -28,6 +28,7 @@ from .._mlir import ir
 from ..graph.fuse_ops import PRIMITIVE_ATTR, fusion_groups, outline
 from ..ir.module import Module
 from ..ir.pass_pipeline import run_pass_pipeline
+from ..ir.walk import find_ops
 from .shared_units import is_weight, shareable
 
 #: Marks the functions :func:`outline_units` made (they are inlined and erased afterwards).
@@ -71,18 +72,6 @@ def outline_units(module: Module, functions: Sequence[str]) -> Tuple[Module, Lis
     return out, made
 
 
-def _calls(module: Module) -> List[ir.Operation]:
-    out = []
-
-    def visit(op):
-        if op.operation.name == "func.call":
-            out.append(op.operation)
-        return ir.WalkResult.ADVANCE
-
-    module.operation.walk(visit, ir.WalkOrder.PRE_ORDER)
-    return out
-
-
 def inline_units(module: Module) -> Module:
     """``module`` with every call of a :data:`SCOPE_ATTR` function inlined and those functions
     erased (``module`` itself when it has none); other calls stay calls."""
@@ -92,7 +81,7 @@ def inline_units(module: Module) -> Module:
         return module
     out = module.clone()
     with out.context:
-        for c in _calls(out):
+        for c in find_ops(out, "func.call"):
             callee = ir.FlatSymbolRefAttr(c.attributes["callee"]).value
             if callee not in scoped and "no_inline" not in c.attributes:
                 c.attributes["no_inline"] = ir.UnitAttr.get()
@@ -102,7 +91,7 @@ def inline_units(module: Module) -> Module:
         for f in out.func_ops():
             if SCOPE_ATTR in f.attributes:
                 f.operation.erase()
-        for c in _calls(out):
+        for c in find_ops(out, "func.call"):
             if _HELD in c.attributes:
                 del c.attributes[_HELD]
                 del c.attributes["no_inline"]
