@@ -16,7 +16,9 @@ writes ``DIR/<nn>-<name>.mlir``, and a stage made of steps also writes each step
    call of one function per distinct unit (:mod:`mlc_mlir.pipeline.shared_units`), so later
    stages and LLVM work once per distinct kernel;
 3. ``schedule``  -- each unit of a function nobody scheduled gets the tuning database's record
-   or the default schedule of the target: :mod:`mlc_mlir.pipeline.scheduling`;
+   or the default schedule of the target: :mod:`mlc_mlir.pipeline.scheduling` (default
+   schedules of a large function's units are applied with each unit in a function of its own,
+   then inlined back: :mod:`mlc_mlir.pipeline.unit_scopes`);
 4. ``math``      -- with ``approximate_math``, f32 ``math.exp``/``math.erf`` become polynomials
    (:class:`~mlc_mlir.pipeline.prepare_passes.math_approximation.ApproximateMath`), scalar or vectorized;
 5. ``library``   -- ``mlc.call_library`` ops lowered to calls of C symbols (:class:`LowerCallLibrary`);
@@ -45,7 +47,7 @@ writes ``DIR/<nn>-<name>.mlir``, and a stage made of steps also writes each step
    annotated ``mlc.nontemporal`` made non-temporal where aligned
    (:func:`~.nontemporal.nontemporal_stores`), copies of or into strided buffers made loops
    (:func:`~.strided_copies.strided_copies_to_loops`: not the runtime's element-wise
-   ``memrefCopy``), vector reads that broadcast along their innermost dim made scalar loads and
+   ``memrefCopy``; one kernel per rank and element type, called from every site), vector reads that broadcast along their innermost dim made scalar loads and
    splats (:func:`~.broadcast_reads.unroll_broadcast_reads`), each top-level loop nest of a
    function holding
    several (and, by default, large enough: ``outline_nests``) moved to a ``noinline`` function

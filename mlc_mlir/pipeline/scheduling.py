@@ -34,6 +34,7 @@ from ..schedule.schedule import Schedule
 from ..schedule.trace import Trace
 from ..target import Target
 from .tasks import TaskUnit, strip_task_marks, task_units
+from .unit_scopes import inline_units, outline_units
 
 #: Values of ``CompileOptions.schedule``.
 SCHEDULE_MODES = ("default", "none")
@@ -135,11 +136,15 @@ def schedule_module(module: Module, target: Target, mode: str, threads: Optional
     found = _records(module, database, target, todo) if database is not None else {}
     if mode == "none" and not found:
         return module
+    if mode == "default" and not found:
+        # each unit scheduled in a function of its own, then inlined back (pipeline.unit_scopes)
+        module, scoped = outline_units(module, todo)
+        todo = todo + scoped
     sch = _replay(module, {n: t for n, (t, _) in found.items()}, {n: u for n, (_, u) in found.items()})
     try:
         if mode == "default":
             apply_default_schedule(sch, target, threads, functions=todo)
-        return sch.mod
+        return inline_units(sch.mod)
     except ScheduleError as e:  # a rule could not schedule this op
         if found:   # the records together with the default rules: the default schedule alone
             warnings.warn(f"compile: the database records of {sorted(found)} do not apply with the "

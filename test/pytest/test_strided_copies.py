@@ -39,8 +39,37 @@ def test_strided_copy_becomes_linalg_copy_self_copy_goes_contiguous_stays():
         lcopies = find_ops(out, "linalg.copy")
         assert len(copies) == 1 and str(copies[0].operands[0].type) == "memref<1x4x4x4xf32>"
         assert len(lcopies) == 1 and "strided" in str(lcopies[0].operands[0].type)
+        assert len(find_ops(out, "func.call")) == 1
+    out.verify()
     with mod.context:
         assert len(find_ops(mod, "memref.copy")) == 3      # the input is left as it was
+
+
+_MANY = """
+func.func @f(%a: memref<1x6x6x4xf32>, %b: memref<1x4x4x4xf32>, %c: memref<1x6x6x4xf32>,
+             %d: memref<8x6xi32>, %e: memref<8x4xi32>) {
+  %s = memref.subview %a[0, 1, 1, 0] [1, 4, 4, 4] [1, 1, 1, 1]
+      : memref<1x6x6x4xf32> to memref<1x4x4x4xf32, strided<[144, 24, 4, 1], offset: 28>>
+  memref.copy %s, %b : memref<1x4x4x4xf32, strided<[144, 24, 4, 1], offset: 28>> to memref<1x4x4x4xf32>
+  %t = memref.subview %c[0, 1, 1, 0] [1, 4, 4, 4] [1, 1, 1, 1]
+      : memref<1x6x6x4xf32> to memref<1x4x4x4xf32, strided<[144, 24, 4, 1], offset: 28>>
+  memref.copy %b, %t : memref<1x4x4x4xf32> to memref<1x4x4x4xf32, strided<[144, 24, 4, 1], offset: 28>>
+  %u = memref.subview %d[0, 1] [8, 4] [1, 1] : memref<8x6xi32> to memref<8x4xi32, strided<[6, 1], offset: 1>>
+  memref.copy %u, %e : memref<8x4xi32, strided<[6, 1], offset: 1>> to memref<8x4xi32>
+  return
+}
+"""
+
+
+def test_strided_copies_share_one_kernel_per_rank_and_element_type():
+    # two rank-4 f32 copies (either side strided) call one kernel, the rank-2 i32 one another
+    out = strided_copies_to_loops(Module.parse(_MANY))
+    with out.context:
+        calls = [str(c.attributes["callee"]) for c in find_ops(out, "func.call")]
+        assert len(calls) == 3 and len(set(calls)) == 2 and calls[0] == calls[1]
+        assert len(find_ops(out, "linalg.copy")) == 2 and not find_ops(out, "memref.copy")
+        assert sorted(out.function_names()) == sorted(["f", *set(c.lstrip("@") for c in calls)])
+    out.verify()
 
 
 def test_contiguous():
