@@ -85,8 +85,8 @@ func.func @attention(%arg0: tensor<4x8x16xf32>, %arg1: tensor<4x12x16xf32>, %arg
 // CHECK-LABEL: func.func private @attention_attention(
 // CHECK-SAME: tensor<1x4x8x16xf32>, %{{.*}}: tensor<1x4x12x16xf32>, %{{.*}}: tensor<1x4x12x16xf32>) -> tensor<1x4x8x16xf32>
 // the online softmax over key blocks: running maximum (arith.maximumf, or the cmpf ogt + select
-// of the kernel that transposes key blocks in registers, chosen where the target's lanes divide
-// the head size), rescaling by exp of its change
+// of the kernel that transposes key blocks in registers, a choice made from the host target),
+// rescaling by exp of its change
 // CHECK: scf.forall
 // CHECK: scf.for
 // CHECK: {{arith.maximumf|arith.cmpf ogt}}
