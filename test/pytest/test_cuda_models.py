@@ -237,14 +237,14 @@ def test_matmul_on_a_transposed_operand_matches_numpy():
     np.testing.assert_allclose(got, x @ w.T, rtol=1e-4, atol=1e-4)
 
 
-def _benchmark_model(name):
+def _benchmark_model(name, **sizes):
     """``(torch model, example args)`` of ``benchmarks/models_cpu.py``'s ``name``, the models
-    ``benchmarks/gpu_models.py`` compiles for the GPU."""
+    ``benchmarks/gpu_models.py`` compiles for the GPU; ``sizes`` go to its builder."""
     if name == "bert":
         pytest.importorskip("transformers")
     if BENCHMARKS not in sys.path:
         sys.path.insert(0, BENCHMARKS)
-    return importlib.import_module("models_cpu").torch_model(name)
+    return importlib.import_module("models_cpu").torch_model(name, **sizes)
 
 
 def _constant_weight_matmul():
@@ -277,11 +277,14 @@ def test_cuda_layout_stage_skips_the_cpu_only_rewrites():
 @pytest.mark.parametrize("name", ["bert", "resnet18"])
 def test_cuda_benchmark_models_lower_to_cubins(name):
     """The GPU benchmark's models through every stage to cubins, and BERT's host code on a
-    simulated device (:mod:`cuda_hostsim`: no host access to device memory, copies in bounds)."""
-    net, args = _benchmark_model(name)
+    simulated device (:mod:`cuda_hostsim`: no host access to device memory, copies in bounds).
+    BERT at one layer and a 512-token vocabulary: every op kind of the benchmark's two layers
+    (the layers are alike), half the kernels, 1/60 of the embedding table the simulated run
+    copies (the full size ran 130 s in CI)."""
+    net, args = _benchmark_model(name, **({"layers": 1, "vocab": 512} if name == "bert" else {}))
     sigs, lowered = lower_cuda(mlc.from_torch(net, args), CompileOptions(target=Target.cuda()),
                                CPU_STAGES)
-    assert len(find_ops(lowered, "gpu.binary")) >= (100 if name == "bert" else 50)
+    assert len(find_ops(lowered, "gpu.binary")) >= 50
     if name == "bert":   # ResNet-18's 46 MB of constants make the simulated run slow
         res = run_lowered([(lowered, sigs)])[0]
         assert res["returncode"] == 0 and res["problems"] == [] and res["leaked"] == 0
