@@ -97,14 +97,15 @@ def resnet18():
     return model, (x,)
 
 
-def bert():
-    """A 2-layer BERT (hidden 128, 2 heads, intermediate 512, random weights) returning the last
-    hidden state; input ids (1, 128) int64."""
+def bert(layers: int = 2, vocab: int = 30522):
+    """A ``layers``-layer BERT (hidden 128, 2 heads, intermediate 512, ``vocab`` tokens, random
+    weights) returning the last hidden state; input ids (1, 128) int64. The tests lower one layer
+    and a small vocabulary (the same op kinds, a fraction of the kernels and constants)."""
     import torch
     import transformers
 
-    cfg = transformers.BertConfig(hidden_size=128, num_hidden_layers=2, num_attention_heads=2,
-                                  intermediate_size=512, vocab_size=30522)
+    cfg = transformers.BertConfig(hidden_size=128, num_hidden_layers=layers, num_attention_heads=2,
+                                  intermediate_size=512, vocab_size=vocab)
     torch.manual_seed(0)
     inner = transformers.BertModel(cfg).eval()
 
@@ -137,9 +138,10 @@ def light_models() -> dict:
             for p in sorted(glob.glob(os.path.join(root, "light_*.onnx")))}
 
 
-def torch_model(name):
-    """``(model, example args)`` of a torch-defined model name."""
-    return {"resnet18": resnet18, "resnet18-onnx": resnet18, "bert": bert}[name]()
+def torch_model(name, **sizes):
+    """``(model, example args)`` of a torch-defined model name; ``sizes`` go to its builder
+    (``bert``: ``layers``, ``vocab``)."""
+    return {"resnet18": resnet18, "resnet18-onnx": resnet18, "bert": bert}[name](**sizes)
 
 
 def onnx_path(name: str, work: str) -> str:
