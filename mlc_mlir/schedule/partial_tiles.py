@@ -92,6 +92,9 @@ def peel_partial(em, b: Block, h: ir.Value):
             any_op(), rem.remainder_loop,
             op_attrs=ir.DictAttr.get({OP_NAME_ATTR: ir.StringAttr.get(b.name)})).result
         structured_transform_d.TileUsingForOp(rop, sizes=[1 if i == d else 0 for i in range(len(b.dims))])
+    # no slice merging: a peeled loop left with one full tile folds away, and merging its slice
+    # of the output tile into a slice of the enclosing tile's destination leaves two slices
+    # one-shot bufferization cannot write in place (a read-after-write conflict)
     em.cleanup(em.func(b.func), merge_slices=False)
     for lid in inner:
         em.loop_handles[lid] = structured_transform_d.MatchOp(

@@ -336,6 +336,9 @@ class _Emitter:
         structured_transform_d.VectorizeOp(op, None if last is None else [1] * (ndims - 1) + [last])
 
     def cleanup(self, func: ir.Value, merge_slices: bool = True) -> None:
+        """Canonicalize and CSE ``func``; with ``merge_slices``, also merge consecutive
+        ``tensor.extract_slice`` / ``insert_slice`` pairs (``peel_partial`` passes False: see
+        there)."""
         p = transform_d.ApplyPatternsOp(func)
         with ir.InsertionPoint(p.patterns):
             if merge_slices:

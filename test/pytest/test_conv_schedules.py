@@ -294,7 +294,7 @@ def test_pointwise_conv_to_im2col_reads_its_input_in_place(h, w, accumulate):
 def test_pointwise_gemm_choice_follows_the_register_tiles():
     """1x1 convolutions go to the GEMM where the direct kernel's row tile (a divisor of OW) is
     shorter than the GEMM's MR: 28 columns on AVX-512 (4 < 8), not 56 (8 = 8, 16 accumulators);
-    a tie goes to the GEMM where the direct tile is lean (at most FMA_CHAINS accumulators: 4 x 16
+    a tie goes to the GEMM where the direct tile is lean (at most FMAS_IN_FLIGHT accumulators: 4 x 16
     on AVX2, 28 and 56 columns); a 3x3 window over 28 x 28 keeps the direct kernel on AVX-512
     (7 x 32, 14 accumulators) and goes to the GEMM on AVX2 (7 x 8), not over 56 x 56."""
     assert prefers_im2col(AVX512, (1, 28, 28, 128), (1, 1, 128, 512), (1, 28, 28, 512), "float32")

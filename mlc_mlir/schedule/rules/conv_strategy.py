@@ -24,7 +24,7 @@ from typing import List, Optional, Sequence, Tuple
 from ...ir import dtypes
 from ...ir.module import CONV_DIRECT, CONV_IM2COL
 from ...target import Target
-from ..cpu_recipes import goto_params, register_rows
+from ..cpu_recipes import FMAS_IN_FLIGHT, goto_params, register_rows
 from ..schedule import Schedule
 from ..trace import Trace
 from .common import categorical
@@ -130,22 +130,15 @@ def prefers_im2col(target: Target, x_shape: Sequence[int], w_shape: Sequence[int
 IM2COL_LEAN_MAX_OUTPUT_PIXELS = 4 * IM2COL_MAX_OUTPUT_PIXELS
 
 
-#: Independent accumulator chains the FMA units of a core need in flight to issue every
-#: cycle: FMA latency x FMA ports, 4 x 2 on the x86-64 cores with FMA3 (Haswell to Sapphire
-#: Rapids, Zen 1 to Zen 5; Agner Fog's instruction tables). A microarchitecture constant of
-#: the x86-64 FMA units, as :data:`~mlc_mlir.schedule.cpu_recipes.UNROLL_K` is a code-size one.
-FMA_CHAINS = 8
-
-
 def lean_direct_tile(target: Target, x_shape: Sequence[int], w_shape: Sequence[int],
                      out_shape: Sequence[int], dtype: str) -> bool:
     """Whether the register tile of :func:`~.conv.schedule_conv2d_nhwc` for an NHWC convolution
     (input ``(N, H, W, C)`` padded, filter ``(KH, KW, C, F)``, output ``(N, OH, OW, F)``) has at
-    most :data:`FMA_CHAINS` accumulators (``WR * FR / lanes`` of :func:`~.conv.nhwc_register_tile`):
-    no more independent FMA chains than the FMA units need, so every stall of its in-place
-    operand loads (the filter read where it lies, its rows ``F`` elements apart; the input
-    broadcasts) idles them; the GEMM's tile reads packed panels, its k loop unrolled. The
-    direct tile is at most half the vector registers: 8 accumulators on a 16-register AVX2
+    most :data:`~mlc_mlir.schedule.cpu_recipes.FMAS_IN_FLIGHT` accumulators (``WR * FR / lanes``
+    of :func:`~.conv.nhwc_register_tile`): no more independent FMA chains than the FMA units
+    need, so every stall of its in-place operand loads (the filter read where it lies, its
+    rows ``F`` elements apart; the input broadcasts) idles them; the GEMM's tile reads packed
+    panels, its k loop unrolled. The direct tile is at most half the vector registers: 8 accumulators on a 16-register AVX2
     core, 14 to 16 on a 32-register AVX-512 one. The stride is taken from the shapes
     (``(W - KW) / (OW - 1)``, dilation 1).
 
@@ -163,7 +156,7 @@ def lean_direct_tile(target: Target, x_shape: Sequence[int], w_shape: Sequence[i
     ow, kw = out_shape[2], w_shape[1]
     stride = max(1, (x_shape[2] - kw) // (ow - 1)) if ow > 1 else 1
     wr, fr = nhwc_register_tile(target, ow, w_shape[3], kw, stride, 1, bits)
-    return wr * fr // target.vector_lanes(bits) <= FMA_CHAINS
+    return wr * fr // target.vector_lanes(bits) <= FMAS_IN_FLIGHT
 
 
 def pointwise_row_tile_short(target: Target, out_shape: Sequence[int], w_shape: Sequence[int],
