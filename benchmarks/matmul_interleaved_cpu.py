@@ -29,21 +29,14 @@ import time
 
 import numpy as np
 from threadpoolctl import threadpool_info, threadpool_limits
-from tune_cpu import build_ours, check, inputs, numpy_fn, reference  # this folder is on sys.path
+from timing import calls_per_repeat  # this folder is on sys.path
+from tune_cpu import build_ours, check, inputs, numpy_fn, reference
 
 
 def measure(fn, reps: int = 5, min_s: float = 0.01):
     """``(wall, cpu)`` seconds per call of ``fn``: the minimum over ``reps`` batches of calls
     lasting at least ``min_s`` each (one warm-up call first)."""
-    fn()
-    n = 1
-    while True:
-        t0 = time.perf_counter()
-        for _ in range(n):
-            fn()
-        if time.perf_counter() - t0 > min_s:
-            break
-        n *= 2
+    n = calls_per_repeat(fn, min_s)
     wall, cpu = float("inf"), float("inf")
     for _ in range(reps):
         t0, c0 = time.perf_counter(), time.process_time()

@@ -13,8 +13,9 @@ def best_seconds(fn, repeat: int = 7, min_repeat_s: float = 0.05) -> float:
     return min_median_seconds(fn, repeat, min_repeat_s)[0]
 
 
-def min_median_seconds(fn, repeat: int = 7, min_repeat_s: float = 0.05):
-    """``(min, median)`` seconds per call of ``fn()`` over ``repeat`` repeats (one warm-up call)."""
+def calls_per_repeat(fn, min_repeat_s: float = 0.05) -> int:
+    """After one warm-up call, the number of calls of ``fn()`` (a power of two) that last more
+    than ``min_repeat_s`` seconds together."""
     fn()
     number = 1
     while True:
@@ -22,8 +23,13 @@ def min_median_seconds(fn, repeat: int = 7, min_repeat_s: float = 0.05):
         for _ in range(number):
             fn()
         if time.perf_counter() - t0 > min_repeat_s:
-            break
+            return number
         number *= 2
+
+
+def min_median_seconds(fn, repeat: int = 7, min_repeat_s: float = 0.05):
+    """``(min, median)`` seconds per call of ``fn()`` over ``repeat`` repeats (one warm-up call)."""
+    number = calls_per_repeat(fn, min_repeat_s)
     ts = []
     for _ in range(repeat):
         t0 = time.perf_counter()
