@@ -54,10 +54,11 @@ def _load_npy(path: str) -> np.ndarray:
 
 def compile_model(model: str, output: str, target: str = "cpu",
                   input_shapes: Optional[Sequence[Tuple[str, List[int]]]] = None,
-                  winograd: bool = False) -> int:
+                  winograd: Optional[bool] = None) -> int:
     """``mlc compile``: ONNX file -> shared library at ``output`` (plus ``output.json``);
-    ``winograd=True`` (``--winograd``) lets 3x3 convolutions use Winograd
-    (``CompileOptions.winograd``: faster, but non-finite and huge inputs spread to neighbors)."""
+    ``winograd`` is ``CompileOptions.winograd``: None (default) F(2x2, 3x3) where it pays,
+    True (``--winograd``) F(4x4, 3x3) too (faster, but non-finite and huge inputs spread to
+    neighbors), False (``--no-winograd``) direct convolutions only."""
     if not model.endswith(".onnx"):
         print(f"error: mlc compile: {model!r} is not a .onnx file; expected MODEL.onnx", file=sys.stderr)
         return 2
@@ -104,10 +105,12 @@ def add_model_commands(sub) -> None:
     c.add_argument("-o", dest="output", required=True, help="output library, e.g. model.so")
     c.add_argument("--input-shape", action="append", metavar="NAME=D0,D1,...", type=shape_spec,
                    help="static shape for an input with dynamic dims (repeatable)")
-    c.add_argument("--winograd", dest="winograd", action="store_true",
-                   help="Winograd 3x3 convolutions: fewer multiply-adds, but a NaN/inf input "
+    c.add_argument("--winograd", dest="winograd", action="store_const", const=True, default=None,
+                   help="Winograd F(4x4, 3x3) too: fewer multiply-adds, but a NaN/inf input "
                         "pixel makes its whole output tile NaN and a huge one perturbs outputs "
-                        "that do not read it (default: direct convolutions)")
+                        "that do not read it (default: F(2x2, 3x3), window-local, where it pays)")
+    c.add_argument("--no-winograd", dest="winograd", action="store_const", const=False,
+                   help="no Winograd: direct (or im2col) 3x3 convolutions")
     c.set_defaults(fn=lambda a: compile_model(a.model, a.output, a.target, a.input_shape, a.winograd))
     r = sub.add_parser("run", help="run a compiled library on .npy inputs")
     r.add_argument("library", help="a library written by mlc compile")

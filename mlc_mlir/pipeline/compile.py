@@ -461,7 +461,7 @@ def run_stages(module: Module, options: CompileOptions, stages=CPU_STAGES,
 
 
 def compile(module: Module, target="cpu", *, threads: Optional[int] = None, opt_level: int = 2,
-            flush_denormals: bool = False, approximate_math: bool = True, winograd: bool = False,
+            flush_denormals: bool = False, approximate_math: bool = True, winograd: Optional[bool] = None,
             schedule: str = "default", database=None, pipeline: Optional[str] = None,
             outline_nests: str = "auto", dump_ir: Optional[str] = None,
             options: Optional[CompileOptions] = None) -> Executable:

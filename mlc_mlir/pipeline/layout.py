@@ -29,8 +29,10 @@ module gets default schedules or a tuning database's (``schedule="default"`` or 
 3. ``fold-filters``   -- the transposes of constant filters become constants (evaluated with
    numpy), so that the Winograd transforms of step 4 are constants too;
 4. ``winograd``       -- stride-1 3x3 NHWC convolutions become Winograd ones
-   (``layout_passes.ConvToWinograd``) where step 2 chose it, or with ``CompileOptions.winograd``
-   where :func:`~mlc_mlir.schedule.rules.conv_strategy.winograd_tile` picks them;
+   (``layout_passes.ConvToWinograd``) where step 2 chose it, else where
+   :func:`~mlc_mlir.schedule.rules.conv_strategy.winograd_tile` picks them: F(2x2, 3x3) only
+   (:data:`~mlc_mlir.schedule.rules.conv_strategy.WINDOW_LOCAL_TILES`) by default, F(4x4, 3x3) too
+   with ``CompileOptions.winograd=True``, none with False;
 5. ``im2col``         -- the NHWC convolutions step 2 chose im2col for, and without a choice
    those with small output maps (:func:`~mlc_mlir.schedule.rules.conv_strategy.prefers_im2col`), become
    im2col + ``linalg.matmul`` (``layout_passes.ConvToIm2col``), and so do the NCHW ones that
@@ -85,7 +87,8 @@ from ..schedule.rules.attention_knobs import AttentionKnobs, decided_knobs, defa
 from ..schedule.rules.depthwise import prefers_depthwise_nhwc
 from ..schedule.rules.pooling import prefers_pool_nhwc
 from ..schedule.rules.conv_strategy import (conv_algorithms, decided_algorithm, prefers_grouped_gemm,
-                                            prefers_im2col, prefers_nchw_im2col, prefers_nhwc, winograd_tile)
+                                            prefers_im2col, prefers_nchw_im2col, prefers_nhwc, winograd_tile,
+                                            WINDOW_LOCAL_TILES)
 from ..schedule.trace import Trace
 from ..target import Target
 from .layout_passes.conv_grouped import GroupedConvToBatchMatmul
@@ -194,11 +197,12 @@ def conv_algorithm_key(op: ir.Operation) -> str:
             f"{'fill' if named_fill(op.operands[2]) is not None else 'accumulate'}")
 
 
-def conv_choices(module: Module, target: Target, functions: List[str],
-                 winograd: Optional[bool]) -> List[Tuple[ir.Operation, str, List[int], int]]:
+def conv_choices(module: Module, target: Target, functions: List[str], winograd: Optional[bool],
+                 replay: bool = False) -> List[Tuple[ir.Operation, str, List[int], int]]:
     """``(op, key, candidates, default)`` of each NHWC convolution of ``functions``
     (:func:`conv_algorithm_key`, :func:`~mlc_mlir.schedule.rules.conv_strategy.conv_algorithms` with
-    ``winograd``), in program order."""
+    ``winograd``), in program order. With ``replay`` the candidates include the Winograd tiles
+    even for ``winograd=False`` (a record that chose one is replayed), the default does not."""
     out = []
     with module.context:
         for op in named_ops(module, "linalg.conv_2d_nhwc_hwcf", set(functions)):
@@ -206,6 +210,8 @@ def conv_choices(module: Module, target: Target, functions: List[str],
             fits = named_fill(op.operands[2]) is not None and winograd_applies(
                 *shapes, int_list(op.attributes["strides"]), int_list(op.attributes["dilations"]))
             cands, default = conv_algorithms(target, *shapes, dtype, fits, winograd)
+            if replay and winograd is False:
+                cands = conv_algorithms(target, *shapes, dtype, fits, None)[0]
             out.append((op, conv_algorithm_key(op), cands, default))
     return out
 
@@ -226,7 +232,7 @@ def choose_algorithms(module: Module, target: Target, functions: List[str], opti
         return module
     tkey = target.key()
     chosen = {}
-    for op, key, cands, default in conv_choices(module, target, functions, options.winograd or None):
+    for op, key, cands, default in conv_choices(module, target, functions, options.winograd, replay=True):
         text = options.database.query_best_trace(key, tkey)
         code = decided_algorithm(Trace.from_json(text)) if text is not None else None
         if code is not None and code in cands and code != default and chosen_algorithm(op) is None:
@@ -234,7 +240,7 @@ def choose_algorithms(module: Module, target: Target, functions: List[str], opti
     if not chosen:
         return module
     out = module.clone()
-    for op, key, _, _ in conv_choices(out, target, functions, options.winograd or None):
+    for op, key, _, _ in conv_choices(out, target, functions, options.winograd, replay=True):
         if key in chosen:
             set_conv_algorithm(op, chosen[key])
     return out
@@ -249,7 +255,7 @@ def _chooses_winograd(module: Module, functions: List[str]) -> bool:
 def fold_filters(module: Module, target: Target, functions: List[str], options: CompileOptions) -> Module:
     """Step ``fold-filters``: the constant filter transposes, before ``winograd`` reads them."""
     if has_op(module, "linalg.conv_2d_nhwc_hwcf") and \
-            (options.winograd or _chooses_winograd(module, functions)) and \
+            (options.winograd is not False or _chooses_winograd(module, functions)) and \
             _constant_filter_transposed(module):
         return FoldConstant(only=NUMPY_OPS)(module)
     return module
@@ -262,10 +268,11 @@ def _no_winograd(*_) -> int:
 def to_winograd(module: Module, target: Target, functions: List[str], options: CompileOptions) -> Module:
     """Step ``winograd`` (see the module docstring)."""
     if not has_op(module, "linalg.conv_2d_nhwc_hwcf") or \
-            not (options.winograd or _chooses_winograd(module, functions)):
+            (options.winograd is False and not _chooses_winograd(module, functions)):
         return module
-    return ConvToWinograd(partial(winograd_tile, target) if options.winograd else _no_winograd,
-                          functions)(module)
+    select = _no_winograd if options.winograd is False else partial(
+        winograd_tile, target, tiles=(4, 2) if options.winograd else WINDOW_LOCAL_TILES)
+    return ConvToWinograd(select, functions)(module)
 
 
 def to_im2col(module: Module, target: Target, functions: List[str], options: CompileOptions) -> Module:

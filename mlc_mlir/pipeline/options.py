@@ -35,21 +35,26 @@ class CompileOptions:
         CPU: replace f32 ``math.exp`` / ``erf`` / ``tanh`` / ``log`` / ``log1p`` / ``expm1`` by
         vectorizable polynomials (:class:`mlc_mlir.pipeline.prepare_passes.math_approximation.ApproximateMath`:
         1-2 ulp, 4.5e-7 absolute for erf) instead of one libm call per vector lane. Default True.
-    winograd : bool
-        CPU, opt-in: rewrite the stride-1 3x3 convolutions that
-        :func:`~mlc_mlir.schedule.rules.conv_strategy.winograd_tile` picks into Winograd F(4x4, 3x3) or
-        F(2x2, 3x3) (``layout_passes.ConvToWinograd``: 2-4x fewer multiply-adds). Its results differ
-        from a convolution's beyond rounding: the error against float64 is about 5e-6 of the
-        output's scale instead of 1e-6, and each output tile mixes its whole input tile
-        (``(m + 2)^2`` pixels), so a NaN or infinity in the input becomes NaN in every output
-        of the tiles that read it (a direct convolution gives NaN/inf only where the 3x3 window
-        reads it), and a pixel of huge magnitude (1e30) adds an error proportional to it to
-        outputs that do not read it. Default False: direct convolutions, whose outputs depend
-        only on their windows (PyTorch's semantics); use True for inputs known to be finite
-        and of moderate range. A tuning ``database`` whose record chose Winograd for a
-        convolution (``mlc.tune``'s algorithm decision, checked against the direct loops within
-        ``rtol = atol = 1e-3``) applies it even with False, with these semantics for that
-        convolution; tune with ``winograd=False`` to keep every convolution direct.
+    winograd : bool or None
+        CPU: which stride-1 3x3 convolutions that
+        :func:`~mlc_mlir.schedule.rules.conv_strategy.winograd_tile` picks become Winograd
+        F(m x m, 3 x 3) ones (``layout_passes.ConvToWinograd``: 2.25x fewer multiply-adds for
+        m = 2, 4x for m = 4). None (default): F(2x2, 3x3) only
+        (:data:`~mlc_mlir.schedule.rules.conv_strategy.WINDOW_LOCAL_TILES`), whose outputs
+        depend on their 3x3 windows only, as a direct convolution's (PyTorch's semantics): a NaN
+        or a pixel of huge magnitude reaches only the outputs whose window reads it, with an
+        error against float64 (3-5e-7 of the output's scale) below the direct loops' (about
+        1e-6); an infinity gives a non-finite output where the direct convolution does, NaN
+        where it may give +-inf (the transforms add it with both signs). True: F(4x4, 3x3)
+        too, where it saves more: its error is about 5e-6, and each output mixes its whole
+        6 x 6 input tile, so a NaN or infinity in the input becomes NaN in every output of the
+        tiles that read it, and a pixel of huge magnitude (1e30) adds an error proportional
+        to it to outputs that do not read it; use it for inputs known to be finite and of
+        moderate range. False: no Winograd (direct or im2col convolutions). A tuning
+        ``database`` whose record chose Winograd for a convolution (``mlc.tune``'s algorithm
+        decision, checked against the direct loops within ``rtol = atol = 1e-3``) applies it
+        even with False, with these semantics for that convolution; tune with
+        ``winograd=False`` to keep every convolution direct.
     opt_level : int
         LLVM optimization level of the JIT and of ``llc``: 0, 1, 2 or 3. The default, 2 (the
         default of MLIR's ExecutionEngine), runs the scheduled code as fast as 3 (ResNet-18,
@@ -89,7 +94,7 @@ class CompileOptions:
     threads: Optional[int] = None
     flush_denormals: bool = False
     approximate_math: bool = True
-    winograd: bool = False
+    winograd: Optional[bool] = None
     opt_level: int = 2
     schedule: str = "default"
     pipeline: Optional[str] = None
@@ -107,8 +112,8 @@ class CompileOptions:
             raise PipelineError(f"compile: flush_denormals={self.flush_denormals!r}; expected a bool")
         if not isinstance(self.approximate_math, bool):
             raise PipelineError(f"compile: approximate_math={self.approximate_math!r}; expected a bool")
-        if not isinstance(self.winograd, bool):
-            raise PipelineError(f"compile: winograd={self.winograd!r}; expected a bool")
+        if self.winograd is not None and not isinstance(self.winograd, bool):
+            raise PipelineError(f"compile: winograd={self.winograd!r}; expected a bool or None")
         if self.schedule not in ("default", "none"):
             raise PipelineError(f"compile: schedule={self.schedule!r}; expected 'default' or 'none'")
         if self.outline_nests not in OUTLINE_CHOICES:

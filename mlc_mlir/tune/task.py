@@ -75,7 +75,7 @@ def estimate_flops(mod: Module, func_name: str) -> float:
     return total
 
 
-def extract_tasks(mod: Module, target="cpu", winograd: bool = False, database=None) -> List[Task]:
+def extract_tasks(mod: Module, target="cpu", winograd: Optional[bool] = None, database=None) -> List[Task]:
     """One :class:`Task` per distinct workload among the units of ``mod``'s unscheduled
     functions, after the compiler's ``graph``, ``layout`` and ``tasks`` stages for ``target``.
 
@@ -85,7 +85,7 @@ def extract_tasks(mod: Module, target="cpu", winograd: bool = False, database=No
         A graph module (functions with ``scf`` loops, scheduled by hand, have no tasks).
     target : str or Target
         The layout rewrites depend on it (NHWC, Winograd, packed weights).
-    winograd : bool
+    winograd : bool or None
         ``CompileOptions.winograd`` of the compile the records are for.
     database : optional
         ``CompileOptions.database``: its convolution algorithm records shape the layout (the

@@ -123,17 +123,19 @@ def tune(mod, target="cpu", trials: int = 64, work_dir: str = "tune/", space: Op
         Candidates re-measured against the default at the end, per task (0: none; then the
         search's own measurements decide, with the same tie rule).
     winograd : bool or None
-        Winograd in the algorithm decision of the convolutions. None (default): a candidate,
-        never the default; it is kept only when it beats the default's time by more than the
+        Winograd in the algorithm decision of the convolutions, as ``CompileOptions.winograd``
+        of the compile the records are for. None (default): F(2x2, 3x3) and F(4x4, 3x3) are
+        candidates, F(2x2, 3x3) the default where ``mlc.compile`` takes it; a candidate that is
+        not the default is kept only when it beats the default's time by more than the
         database's tie tolerance and its outputs match the unit's direct loops within
         ``rtol = atol = 1e-3`` on random inputs (:class:`~.measure.MeasureInput`), the
-        tolerance the model tests use against onnxruntime and PyTorch. Its results then
-        differ from a direct convolution's as ``CompileOptions.winograd`` describes: a NaN or
-        infinity in the input spreads to the whole output tile, and an input of huge magnitude
-        (1e30) perturbs outputs that do not read it; tune with ``winograd=False`` for inputs
-        that may hold such values. True: also the default where ``mlc.compile(winograd=True)``
-        takes it (the records are for that compile). ``mlc.compile(mod, database=db)`` replays
-        the recorded choice either way.
+        tolerance the model tests use against onnxruntime and PyTorch. A chosen F(4x4, 3x3)
+        has the numerics ``CompileOptions.winograd`` describes for it: a NaN or infinity in
+        the input spreads to the whole output tile, and an input of huge magnitude (1e30)
+        perturbs outputs that do not read it; tune with ``winograd=False`` (no Winograd
+        candidate or default) for inputs that may hold such values. True: F(4x4, 3x3) also
+        the default where ``mlc.compile(winograd=True)`` takes it. ``mlc.compile(mod,
+        database=db)`` replays the recorded choice either way.
     check_model : bool
         At the end, time the whole module compiled with the chosen records against its default
         compile, interleaved, and reject the records that do not make it faster (ties keep the
@@ -180,7 +182,7 @@ def _tune(mod, tgt, trials, work_dir, space, strategy, executor, timeout_s, thre
             try:
                 spent = _tune_algorithms(algorithms, db, executor, tkey, trials, spent, timeout_s,
                                          threads, seed, finalists, bar, work_dir)
-                tasks = _schedule_tasks(mod, tgt, bool(winograd), db, bool(algorithms))
+                tasks = _schedule_tasks(mod, tgt, winograd, db, bool(algorithms))
                 batch = batch_size or max(2, min(max(8, 4 * executor.max_workers),
                                                  max(1, trials - spent) // max(1, len(tasks))))
                 ctxs = []
@@ -228,7 +230,7 @@ def _check_model(mod, tasks: List[Task], db: Database, executor: Executor, tgt, 
                                        collections.defaultdict(float)), bar.log)
 
 
-def _schedule_tasks(mod, tgt, winograd: bool, db: Database, others: bool) -> List[Task]:
+def _schedule_tasks(mod, tgt, winograd: Optional[bool], db: Database, others: bool) -> List[Task]:
     """:func:`extract_tasks` with the layout ``db``'s records give; none (rather than the
     error) when ``others``, the algorithm and attention tasks, are all there is to tune (a
     module that is one fused attention)."""

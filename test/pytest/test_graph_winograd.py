@@ -206,23 +206,33 @@ def test_nonzero_init_and_shared_output(m):
     np.testing.assert_allclose(relu, np.maximum(y, 0), rtol=2e-5, atol=2e-5)
 
 
-def test_default_keeps_direct_convolutions(tmp_path):
-    """Winograd is opt-in: ``mlc.compile`` schedules the direct convolution (closer to a
-    float64 sum); a non-bool value is refused."""
+def test_default_takes_window_local_winograd_only(tmp_path):
+    """``mlc.compile``'s default rewrites a 28 x 28 3x3 convolution into F(2x2, 3x3) (16
+    transformed points; F(4x4), 36 points, is opt-in), whose error against float64 is below
+    the direct loops' (``winograd=False``); a value other than a bool or None is refused."""
     mod, args, ref = _conv_module((1, 64, 28, 28), (64, 64, 3, 3), True, True)
-    exe = mlc.compile(mod, dump_ir=str(tmp_path))
-    assert "winograd" not in open(os.path.join(tmp_path, "03-schedule.mlir")).read()
-    assert np.abs(exe(*args) - ref).max() / np.abs(ref).max() < 5e-6
-    with pytest.raises(PipelineError, match="winograd='no'; expected a bool"):
+    errs = {}
+    for wino in (None, False, True):
+        exe = mlc.compile(mod, winograd=wino, dump_ir=str(tmp_path / str(wino)))
+        laid = (tmp_path / str(wino) / "01-layout.mlir").read_text()
+        points = {None: "tensor<16x64x64xf32>", False: None, True: "tensor<36x64x64xf32>"}[wino]
+        assert ("winograd" in laid) == (points is not None) and (points is None or points in laid)
+        errs[wino] = np.abs(exe(*args) - ref).max() / np.abs(ref).max()
+    assert errs[None] <= errs[False] < 5e-6 and errs[True] < 2e-5, errs
+    with pytest.raises(PipelineError, match="winograd='no'; expected a bool or None"):
         mlc.compile(mod, winograd="no")
 
 
 @pytest.mark.parametrize("value", [np.nan, np.inf, -np.inf, 1e30])
-def test_default_compile_keeps_a_convolutions_non_finite_and_extreme_semantics(value):
+@pytest.mark.parametrize("wino", [None, False])
+def test_default_compile_keeps_a_convolutions_non_finite_and_extreme_semantics(value, wino):
     """One NaN / inf / 1e30 input pixel of a 3x3 conv (1, 32, 28, 28) -> 64 under the default
-    options: NaN and inf appear exactly where PyTorch has them (the 3x3 windows that read the
-    pixel: 9 x 64 outputs), and the outputs that do not read it keep a convolution's rounding
-    error (Winograd, opt-in, would spread NaN to whole tiles and add ~1e23 to them)."""
+    options (F(2x2, 3x3)) and with ``winograd=False`` (direct): non-finite outputs appear exactly
+    where PyTorch has them (the 3x3 windows that read the pixel: 9 x 64 outputs), NaN wherever
+    PyTorch has NaN (F(2x2) may turn PyTorch's +-inf into NaN: its transforms add the pixel
+    with both signs; the direct loops keep the sign), and the outputs that do not read it keep
+    a convolution's rounding error (F(4x4), opt-in, would spread NaN to whole tiles and add
+    ~1e23 to them)."""
     rng = np.random.default_rng(7)
     x = rng.standard_normal((1, 32, 28, 28)).astype(np.float32)
     w = rng.standard_normal((64, 32, 3, 3)).astype(np.float32)
@@ -230,11 +240,14 @@ def test_default_compile_keeps_a_convolutions_non_finite_and_extreme_semantics(v
     bb = mlc.GraphBuilder()
     with bb.function("main") as f:
         f.output(ops.conv2d(f.arg("x", shape=x.shape), w, padding=1))
-    got = mlc.compile(bb.finish())(x)
+    got = mlc.compile(bb.finish(), winograd=wino)(x)
     t = torch.from_numpy
     ref = F.conv2d(t(x), t(w), padding=1).numpy()
-    for pred in (np.isnan, np.isposinf, np.isneginf):
-        assert (pred(got) == pred(ref)).all(), pred.__name__
+    assert (np.isfinite(got) == np.isfinite(ref)).all()
+    assert np.isnan(got)[np.isnan(ref)].all()
+    if wino is False:
+        for pred in (np.isnan, np.isposinf, np.isneginf):
+            assert (pred(got) == pred(ref)).all(), pred.__name__
     assert np.isfinite(ref).sum() < ref.size or value == 1e30
     far = np.ones(ref.shape, bool)
     far[:, :, 9:12, 9:12] = False            # the outputs whose window reads the pixel

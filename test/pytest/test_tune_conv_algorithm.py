@@ -53,11 +53,12 @@ def test_algorithm_candidates_follow_the_winograd_option():
     tgt = host_target()
     tasks = extract_algorithm_tasks(mod, tgt, None)
     assert len(tasks) == 2
-    for t in tasks:
-        assert t.candidates == (CONV_DIRECT, CONV_IM2COL, 2, 4) and t.default in (CONV_DIRECT, CONV_IM2COL)
+    for t in tasks:   # 12 x 12 maps: F(2x2, 3x3), window-local, is the default (36 GEMM rows)
+        assert t.candidates == (CONV_DIRECT, CONV_IM2COL, 2, 4) and t.default == 2
         assert decided_algorithm(mlc.Trace.from_json(t.trace_for(4))) == 4
         assert decided_algorithm(mlc.Trace.from_json(t.trace_for(t.default))) is None
-    assert all(t.candidates == (CONV_DIRECT, CONV_IM2COL) for t in extract_algorithm_tasks(mod, tgt, False))
+    assert all(t.candidates == (CONV_DIRECT, CONV_IM2COL) and t.default in (CONV_DIRECT, CONV_IM2COL)
+               for t in extract_algorithm_tasks(mod, tgt, False))
 
 
 def test_a_tie_keeps_the_default_algorithm(tmp_path):
@@ -79,7 +80,9 @@ def test_a_record_choosing_winograd_is_replayed_and_matches_torch(tmp_path):
     mlc.compile(mod, dump_ir=str(tmp_path / "default"))
     tuned = (tmp_path / "tuned" / "01-layout.mlir").read_text()
     default = (tmp_path / "default" / "01-layout.mlir").read_text()
-    assert tuned.count("winograd_input\"") == 2 and "winograd" not in default
+    # the records' F(4x4, 3x3) (36 transformed points) replaces the default F(2x2, 3x3) (16)
+    assert tuned.count("winograd_input\"") == 2 and "tensor<36x16x16xf32>" in tuned
+    assert default.count("winograd_input\"") == 2 and "tensor<36x" not in default
     want = net(x).detach().numpy()
     for exe in (mlc.compile(mod, database=db), mlc.compile(mod)):
         np.testing.assert_allclose(exe(x.numpy()), want, rtol=1e-4, atol=1e-4)

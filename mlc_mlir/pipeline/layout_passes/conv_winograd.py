@@ -117,6 +117,8 @@ def winograd_applies(x_shape: Sequence[int], w_shape: Sequence[int], out_shape: 
 def _combine(name: str, coeffs: np.ndarray, inputs, in_map: ir.AffineMap, point_dim: int,
              out_shape: Sequence[int], dtype: str, extra=(), extra_maps=(), epilogue=None):
     """One step of a separable transform: ``out[..., p, ...] = sum_k coeffs[p, k] * inputs[k][...]``
+    over the ``k`` with ``coeffs[p, k] != 0`` (a zero coefficient's input is not read: a NaN or
+    infinity there does not reach ``out[..., p, ...]``)
     as a ``linalg.generic`` over ``out_shape`` (identity output map) named ``name``. Input ``k``
     is read through ``in_map``; coefficient column ``k`` is a constant ``(P,)`` tensor read
     through iteration dim ``point_dim``, so every op of the body is a broadcast multiply-add
@@ -129,9 +131,13 @@ def _combine(name: str, coeffs: np.ndarray, inputs, in_map: ir.AffineMap, point_
 
     def body(*args):
         xs, cs, ext = args[:k], args[k:2 * k], args[2 * k:2 * k + len(extra)]
-        acc = arith_d.mulf(cs[0], xs[0])
-        for x, c in zip(xs[1:], cs[1:]):
-            acc = arith_d.addf(acc, arith_d.mulf(c, x))
+        zero = arith_d.constant(xs[0].type, 0.0)
+        acc = zero
+        for x, c in zip(xs, cs):
+            # a zero coefficient skips its input exactly (0 * NaN and 0 * inf are NaN): an
+            # output of F(2x2, 3x3) then reads only its window's pixels
+            term = arith_d.addf(acc, arith_d.mulf(c, x)) if acc is not zero else arith_d.mulf(c, x)
+            acc = arith_d.select(arith_d.cmpf(arith_d.CmpFPredicate.OEQ, c, zero), acc, term)
         return [epilogue(acc, ext) if epilogue is not None else acc]
 
     init = emitters.empty(list(out_shape), dtype, name)

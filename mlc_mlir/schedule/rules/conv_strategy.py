@@ -216,13 +216,25 @@ def prefers_grouped_gemm(target: Target, x_shape: Sequence[int], w_shape: Sequen
 WINOGRAD_MIN_SAVING = 2.0
 
 
+#: The Winograd tiles whose outputs depend on their 3x3 windows only: F(2x2, 3x3), whose
+#: transforms' zero coefficients (skipped exactly, ``layout_passes.conv_winograd``) connect an
+#: output to exactly the 3 x 3 input pixels a direct convolution reads (each row of ``B^T``
+#: reads input points {0, 2}, {1, 2}, {1, 2}, {1, 3} and the outputs sum points {0, 1, 2},
+#: {1, 2, 3}): a NaN or a huge pixel reaches only the outputs whose window reads it, and its
+#: relative error against float64 (3-5e-7) is below the direct convolution's (0.7-1.2e-6). The
+#: default compile (``CompileOptions.winograd=None``) takes these where :func:`winograd_tile`
+#: picks them; F(4x4, 3x3) mixes a 6 x 6 input tile into each output (error ~6e-6) and stays
+#: opt-in (``winograd=True``).
+WINDOW_LOCAL_TILES = (2,)
+
+
 def winograd_tile(target: Target, x_shape: Sequence[int], w_shape: Sequence[int],
-                  out_shape: Sequence[int], dtype: str) -> int:
+                  out_shape: Sequence[int], dtype: str, tiles: Sequence[int] = (4, 2)) -> int:
     """The output tile ``m`` of Winograd F(m x m, 3 x 3) for a stride-1 3x3 NHWC convolution
     (``layout_passes.ConvToWinograd``; input ``(N, H, W, C)``, filter ``(3, 3, C, F)``, output
     ``(N, OH, OW, F)``), or 0 to keep the direct (or im2col) convolution.
 
-    For ``m`` in 4, 2 the GEMM has ``T = N * ceil(OH / m) * ceil(OW / m)`` rows per point and
+    For ``m`` in ``tiles`` (4 and 2; the default compile passes :data:`WINDOW_LOCAL_TILES`) the GEMM has ``T = N * ceil(OH / m) * ceil(OW / m)`` rows per point and
     ``(m + 2)^2 * T * C * F`` multiply-adds against the direct ``9 * N * OH * OW * C * F``; the
     ``m`` with the larger saving is taken when the saving is at least
     :data:`WINOGRAD_MIN_SAVING` and the GEMM has at least two register-tile row blocks
@@ -243,7 +255,7 @@ def winograd_tile(target: Target, x_shape: Sequence[int], w_shape: Sequence[int]
     n, oh, ow = out_shape[0], out_shape[1], out_shape[2]
     c, f = w_shape[2], w_shape[3]
     best, best_saving = 0, WINOGRAD_MIN_SAVING
-    for m in (4, 2):
+    for m in tiles:
         rows = n * -(-oh // m) * -(-ow // m)
         mr = goto_params(target, rows, f, c, 1, 32).mr
         saving = 9 * n * oh * ow / ((m + 2) ** 2 * rows)
@@ -263,11 +275,11 @@ def conv_algorithms(target: Target, x_shape: Sequence[int], w_shape: Sequence[in
     ``winograd_fits`` (a float32 stride-1 3x3 window over an input padded by the compiler,
     ``layout_passes.conv_winograd.winograd_applies``) and ``winograd`` is not False.
 
-    The default is the compile's own choice: :func:`winograd_tile` when ``winograd`` is True
-    and it picks a tile, else im2col where :func:`prefers_im2col`, else direct. With
-    ``winograd=None`` the Winograd tiles are candidates but never the default (the tuner may
-    pick them; see :func:`mlc_mlir.tune.tune` for their numerics). Non-float dtypes and GPU
-    targets have the one candidate the rewrites leave them (direct).
+    The default is the compile's own choice: :func:`winograd_tile`'s tile where it picks one
+    (among 4 and 2 when ``winograd`` is True, among :data:`WINDOW_LOCAL_TILES` when it is None),
+    else im2col where :func:`prefers_im2col`, else direct. With ``winograd=False`` there is no
+    Winograd candidate. Non-float dtypes and GPU targets have the one candidate the rewrites
+    leave them (direct).
     Source: TVM's per-op strategies (``conv2d_nchwc`` / ``conv2d_winograd`` implementations
     chosen by measurement, Relay ``OpStrategy``); Ansor/MetaSchedule's layout and algorithm
     choices as decisions of the search.
@@ -276,7 +288,8 @@ def conv_algorithms(target: Target, x_shape: Sequence[int], w_shape: Sequence[in
         return [CONV_DIRECT], CONV_DIRECT
     wino = winograd_fits and dtype == "float32" and winograd is not False
     candidates = [CONV_DIRECT, CONV_IM2COL] + ([2, 4] if wino else [])
-    default = winograd_tile(target, x_shape, w_shape, out_shape, dtype) if wino and winograd else 0
+    default = winograd_tile(target, x_shape, w_shape, out_shape, dtype,
+                            (4, 2) if winograd else WINDOW_LOCAL_TILES) if wino else 0
     if not default:
         default = CONV_IM2COL if prefers_im2col(target, x_shape, w_shape, out_shape, dtype) else CONV_DIRECT
     return candidates, default
