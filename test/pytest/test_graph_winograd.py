@@ -69,6 +69,7 @@ CASES = {   # name -> (x shape, w shape, bias, relu, residual, m)
     "m2_batch2": ((2, 5, 12, 8), (32, 5, 3, 3), True, False, False, 2),
     "m2_residual": ((1, 16, 8, 8), (16, 16, 3, 3), True, True, True, 2),
     "m4_residual": ((1, 16, 8, 8), (16, 16, 3, 3), True, True, True, 4),
+    "m2_49rows": ((1, 16, 14, 14), (32, 16, 3, 3), True, True, False, 2),   # 49 GEMM rows, padded on AVX2
 }
 
 
@@ -252,3 +253,4 @@ def test_default_compile_keeps_a_convolutions_non_finite_and_extreme_semantics(v
     far = np.ones(ref.shape, bool)
     far[:, :, 9:12, 9:12] = False            # the outputs whose window reads the pixel
     assert np.abs(got[far] - ref[far]).max() < 1e-3
+
