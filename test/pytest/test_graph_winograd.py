@@ -3,7 +3,8 @@ convolution: the transform matrices compute a 1-D correlation exactly, rewritten
 (m = 2 and 4, exact and extended tile grids, batch 2, bias + relu and residual epilogues folded
 into the output transform, a run-time filter) match ``torch.nn.functional.conv2d``; the default
 rule picks the tile from the shapes; ``mlc.compile`` folds constant filters' transforms and
-writes the output transform into the next convolution's padded buffer (no ``memrefCopy``)."""
+writes the output transform into the next convolution's padded buffer (no ``memrefCopy``); its
+default F(2x2, 3x3) keeps each output's dependence on its 3x3 window (NaN, inf, 1e30 inputs)."""
 
 import os
 
@@ -16,7 +17,8 @@ from mlc_mlir import ops
 from mlc_mlir.pipeline.layout_passes.conv_winograd import WINOGRAD_MATRICES, winograd_applies
 from mlc_mlir.pipeline.layout import layout_rewrites
 from mlc_mlir.pipeline.options import CompileOptions
-from mlc_mlir.schedule.rules.conv_strategy import winograd_tile
+from mlc_mlir.ir.module import CONV_DIRECT
+from mlc_mlir.schedule.rules.conv_strategy import WINDOW_LOCAL_TILES, conv_algorithms, winograd_tile
 from mlc_mlir.target import Target, host_target
 from mlc_mlir.pipeline import layout_passes
 from targets import AVX2, AVX512
@@ -118,12 +120,19 @@ def test_strided_and_dilated_convs_are_left_alone():
 def test_tile_choice_follows_the_saving(target):
     """ResNet-18's stride-1 3x3 layers: F(4x4) down to 14 x 14 maps (16 GEMM rows once
     extended), none at 7 x 7 (F(2x2) saves only 1.7x there); a GEMM needs two register tiles
-    of rows."""
+    of rows. The default compile (``winograd=None``) takes F(2x2) on the same layers, True
+    F(4x4), False none (direct: 56 x 56 is above the im2col bound), on AVX2 and AVX-512."""
     def tile(hw, c, n=1):
         return winograd_tile(target, (n, hw + 2, hw + 2, c), (3, 3, c, c), (n, hw, hw, c), "float32")
     assert [tile(56, 64), tile(28, 128), tile(14, 256), tile(7, 512)] == [4, 4, 4, 0]
     # 12 x 12: F(4x4) has 9 rows, two register tiles of AVX2's MR = 4, not of AVX-512's MR = 8
     assert tile(12, 16) == (4 if target is AVX2 else 2) and tile(4, 16) == 0
+    # the default compile's window-local F(2x2): the same layers (2.25x fewer multiply-adds)
+    local = [winograd_tile(target, (1, hw + 2, hw + 2, c), (3, 3, c, c), (1, hw, hw, c), "float32",
+                           WINDOW_LOCAL_TILES) for hw, c in ((56, 64), (28, 128), (14, 256), (7, 512), (12, 16))]
+    assert local == [2, 2, 2, 0, 2]
+    shapes = ((1, 58, 58, 64), (3, 3, 64, 64), (1, 56, 56, 64), "float32")
+    assert [conv_algorithms(target, *shapes, True, w)[1] for w in (None, True, False)] == [2, 4, CONV_DIRECT]
     assert winograd_tile(target, (1, 58, 58, 64), (3, 3, 64, 64), (1, 56, 56, 64), "float16") == 0
     assert winograd_tile(Target.cuda(), (1, 58, 58, 64), (3, 3, 64, 64), (1, 56, 56, 64), "float32") == 0
 

@@ -234,7 +234,8 @@ def winograd_tile(target: Target, x_shape: Sequence[int], w_shape: Sequence[int]
     (``layout_passes.ConvToWinograd``; input ``(N, H, W, C)``, filter ``(3, 3, C, F)``, output
     ``(N, OH, OW, F)``), or 0 to keep the direct (or im2col) convolution.
 
-    For ``m`` in ``tiles`` (4 and 2; the default compile passes :data:`WINDOW_LOCAL_TILES`) the GEMM has ``T = N * ceil(OH / m) * ceil(OW / m)`` rows per point and
+    For ``m`` in ``tiles`` (4 and 2; the default compile passes :data:`WINDOW_LOCAL_TILES`) the
+    GEMM has ``T = N * ceil(OH / m) * ceil(OW / m)`` rows per point and
     ``(m + 2)^2 * T * C * F`` multiply-adds against the direct ``9 * N * OH * OW * C * F``; the
     ``m`` with the larger saving is taken when the saving is at least
     :data:`WINOGRAD_MIN_SAVING` and the GEMM has at least two register-tile row blocks
