@@ -74,7 +74,7 @@ Source: IREE ``TensorPadToInsertSlice`` (``linalg.fill`` + ``tensor.insert_slice
 
 from __future__ import annotations
 
-from typing import Callable, List
+from typing import Callable, List, Optional
 
 from ..._mlir import ir, linalg_d, tensor_d
 from ...ir import emitters
@@ -418,7 +418,10 @@ def _empty_init(op: ir.Operation, result: ir.Value):
 def _reshaped_inserts(func) -> List[ir.Operation]:
     """Top-level static ``tensor.insert_slice`` ops whose source is a ``tensor.collapse_shape``
     of an op result written into a ``tensor.empty`` (:func:`_empty_init`), the destination
-    defined before that op."""
+    defined before that op. A destination built after that op from a ``tensor.empty`` and
+    inserts of values computed before it (a concatenation's earlier inputs: a fire module's 1x1
+    and Winograd 3x3 expands) is moved right before the op (:func:`_hoistable`; here, as the
+    candidates are found)."""
     position = _positions(func)
     found = []
     for op in position:
@@ -429,11 +432,34 @@ def _reshaped_inserts(func) -> List[ir.Operation]:
             continue
         src = producer(col.operands[0])
         dest = producer(op.operands[1])
-        if src is None or src not in position or _empty_init(src, col.operands[0]) is None or \
-                (dest is not None and position.get(dest, len(position)) > position[src]):
+        if src is None or src not in position or _empty_init(src, col.operands[0]) is None:
             continue
+        if dest is not None and position.get(dest, len(position)) > position[src]:
+            chain = _hoistable(dest, position[src], position)
+            if chain is None:
+                continue
+            for d in chain:
+                d.move_before(src)
         found.append(op)
     return found
+
+
+def _hoistable(op: ir.Operation, before: int, position: dict) -> Optional[List[ir.Operation]]:
+    """The top-level ops to move, in order, so that ``op`` (a ``tensor.empty`` or a
+    ``tensor.insert_slice`` into one, a concatenation built after the top-level op at index
+    ``before``) is defined before that op: ``op`` and its operands' producers that are after
+    it; None when one of them is another kind of op (its value is computed there)."""
+    if op not in position or op.name not in ("tensor.empty", "tensor.insert_slice"):
+        return None
+    chain: List[ir.Operation] = []
+    for v in op.operands:
+        p = producer(v)
+        if p is not None and position.get(p, len(position)) > before:
+            sub = _hoistable(p, before, position)
+            if sub is None:
+                return None
+            chain += [d for d in sub if d not in chain]
+    return chain + [op]
 
 
 def _write_reshaped_into(ins: ir.Operation) -> None:

@@ -39,6 +39,16 @@
 // RESHAPED: linalg.generic {{.*}} outs(%[[E]] : tensor<1x2x2x2x2x8xf32>) attrs = {mlc.name = "out_transform"}
 // RESHAPED: tensor.insert_slice %{{.*}} into %[[F]][0, 1, 1, 0]
 
+// a concatenation built after the producer (its empty tensor and its first input's insert)
+// moves before it, and the producer writes into the second input's expanded slice
+// RESHAPED-LABEL: func.func @concat_tiles(
+// RESHAPED: %[[CE:.*]] = tensor.empty() : tensor<1x4x4x16xf32>
+// RESHAPED: %[[P0:.*]] = tensor.insert_slice %arg0 into %[[CE]][0, 0, 0, 0] [1, 4, 4, 8] [1, 1, 1, 1]
+// RESHAPED: %[[S1:.*]] = tensor.extract_slice %[[P0]][0, 0, 0, 8] [1, 4, 4, 8] [1, 1, 1, 1]
+// RESHAPED: %[[E1:.*]] = tensor.expand_shape %[[S1]]
+// RESHAPED: linalg.generic {{.*}} outs(%[[E1]] : tensor<1x2x2x2x2x8xf32>) attrs = {mlc.name = "out_transform"}
+// RESHAPED: tensor.insert_slice %{{.*}} into %[[P0]][0, 0, 0, 8]
+
 #id4 = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
 #id6 = affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1, d2, d3, d4, d5)>
 func.func @pool_pad(%y: tensor<1x4x4x8xf32>) -> tensor<1x6x6x8xf32> {
@@ -81,6 +91,20 @@ func.func @tiles(%t: tensor<1x2x2x2x2x8xf32>) -> tensor<1x6x6x8xf32> {
   %c = tensor.collapse_shape %y [[0], [1, 2], [3, 4], [5]] : tensor<1x2x2x2x2x8xf32> into tensor<1x4x4x8xf32>
   %p = tensor.insert_slice %c into %b[0, 1, 1, 0] [1, 4, 4, 8] [1, 1, 1, 1] : tensor<1x4x4x8xf32> into tensor<1x6x6x8xf32>
   return %p : tensor<1x6x6x8xf32>
+}
+func.func @concat_tiles(%x0: tensor<1x4x4x8xf32>, %t: tensor<1x2x2x2x2x8xf32>) -> tensor<1x4x4x16xf32> {
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<1x2x2x2x2x8xf32>
+  %y = linalg.generic {indexing_maps = [#id6, #id6], iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel", "parallel"]} ins(%t : tensor<1x2x2x2x2x8xf32>) outs(%e : tensor<1x2x2x2x2x8xf32>) attrs = {mlc.name = "out_transform"} {
+  ^bb0(%a: f32, %o: f32):
+    %m = arith.maximumf %a, %z : f32
+    linalg.yield %m : f32
+  } -> tensor<1x2x2x2x2x8xf32>
+  %c = tensor.collapse_shape %y [[0], [1, 2], [3, 4], [5]] : tensor<1x2x2x2x2x8xf32> into tensor<1x4x4x8xf32>
+  %ce = tensor.empty() : tensor<1x4x4x16xf32>
+  %p0 = tensor.insert_slice %x0 into %ce[0, 0, 0, 0] [1, 4, 4, 8] [1, 1, 1, 1] : tensor<1x4x4x8xf32> into tensor<1x4x4x16xf32>
+  %p1 = tensor.insert_slice %c into %p0[0, 0, 0, 8] [1, 4, 4, 8] [1, 1, 1, 1] : tensor<1x4x4x8xf32> into tensor<1x4x4x16xf32>
+  return %p1 : tensor<1x4x4x16xf32>
 }
 
 // a returned strided slice (a padded matmul's unpadded result) is copied by an identity generic
