@@ -1,6 +1,7 @@
 """Winograd against direct convolutions, per ResNet-18 3x3 stride-1 layer (batch 1, float32,
-bias + relu): ``mlc.compile`` (the default: the direct / im2col convolution),
-``mlc.compile(..., winograd=True)`` (``layout_passes.ConvToWinograd`` where ``winograd_tile`` picks it) and
+bias + relu): ``mlc.compile(..., winograd=False)`` (the direct / im2col convolution),
+``mlc.compile(..., winograd=True)`` (``layout_passes.ConvToWinograd`` where ``winograd_tile`` picks it; the
+default, ``winograd=None``, takes F(2x2, 3x3) only) and
 PyTorch eager (oneDNN), timed in the same run; ratio = PyTorch ms / ours; relative error
 (max abs / max) against a float64 PyTorch convolution.
 
