@@ -30,7 +30,7 @@ from ..ir.module import Module
 from ..ir.walk import find_ops
 from ..schedule.cpu_recipes import PREFETCH_TILE_ATTR
 from ..target import CACHE_LINE_BYTES
-from .nontemporal import _address
+from .nontemporal import byte_address
 
 
 def _ahead(loop: ir.Operation) -> int:
@@ -71,8 +71,8 @@ def _prefetch(read: ir.Operation, ahead: int) -> None:
         for r in range(rows):
             row = arith_d.addi(i, arith_d.constant(idx, ahead + r))
             for col in ([j, last] if cols * nbytes > CACHE_LINE_BYTES // 2 else [j]):
-                addr = arith_d.index_cast(ir.IntegerType.get_signless(64), _address(base, [row, col], nbytes))
-                p = llvm_d.inttoptr(ptr, addr)
+                addr = byte_address(base, [row, col], nbytes)
+                p = llvm_d.inttoptr(ptr, arith_d.index_cast(ir.IntegerType.get_signless(64), addr))
                 llvm_d.call_intrinsic(None, "llvm.prefetch.p0", [p] + flags, [], [])
 
 

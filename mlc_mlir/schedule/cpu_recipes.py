@@ -510,7 +510,7 @@ def goto_loop_nest(sch: Schedule, block: BlockRV, threads: int, split_n: bool, m
         sch.compute_at(packed, k0)
     if pack_a:
         sch.compute_at(sch.cache_read(block, 0, "local"), i1)
-    if prefetch_c and sch.get(i2).extent != 1:
+    if prefetch_c and sch.get(i2).extent != 1:   # one tile per MC block: no i2 loop
         sch.annotate(i2, PREFETCH_TILE_ATTR, mr)
     if unroll_k > 1:
         sch.unroll(k1, int(unroll_k))

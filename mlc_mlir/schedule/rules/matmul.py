@@ -197,7 +197,9 @@ def schedule_matmul(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
         categorical(sch, [0, 1], int(PACK_A))
     unroll = unroll_factor(sch, int(d.kc), UNROLL_K)
     nt = n // int(d.threads) if d.split_n else n
-    prefetch = categorical(sch, [0, 1], int(prefetches_c(ctx.target, mt, nt, bits)))
+    # the next C tile prefetched or not (where an MC block holds several register tiles)
+    prefetch = 0 if int(d.mc_tiles) == 1 else \
+        categorical(sch, [0, 1], int(prefetches_c(ctx.target, mt, nt, bits)))
     goto_loop_nest(sch, block, d.threads, d.split_n, d.mr, d.nr, d.mc_tiles, d.nc_tiles, d.kc,
                    bool(int(pack)), unroll, epi, pack_a=bool(int(pack_a)), prefetch_c=bool(int(prefetch)))
 
@@ -268,7 +270,8 @@ def schedule_edge_tiles(sch: Schedule, block: BlockRV, ctx: RuleContext, threads
     # A packed or read in place (not for one register tile per MC block: no micro-panels)
     pack_a = 0 if int(mc_tiles) == 1 else categorical(sch, [0, 1], int(PACK_A))
     unroll = unroll_factor(sch, int(kc), UNROLL_K)
-    prefetch = categorical(sch, [0, 1], int(prefetches_c(ctx.target, min(m, per * mr), n, bits)))
+    prefetch = 0 if int(mc_tiles) == 1 else \
+        categorical(sch, [0, 1], int(prefetches_c(ctx.target, min(m, per * mr), n, bits)))
     goto_loop_nest(sch, block, t, False, mr, nr, mc_tiles, nc_tiles, kc, bool(int(pack)), unroll,
                    per_thread=per * mr if t > 1 else None, pack_a=bool(int(pack_a)),
                    prefetch_c=bool(int(prefetch)))
