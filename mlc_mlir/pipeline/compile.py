@@ -45,7 +45,9 @@ writes ``DIR/<nn>-<name>.mlir``, and a stage made of steps also writes each step
    each buffer's dealloc moved after its last use once ``buffer-deallocation-pipeline`` has
    run (:func:`~.early_dealloc.dealloc_after_last_use`), the stores of loops the schedule
    annotated ``mlc.nontemporal`` made non-temporal where aligned
-   (:func:`~.nontemporal.nontemporal_stores`), copies of or into strided buffers made loops
+   (:func:`~.nontemporal.nontemporal_stores`), the next output tile prefetched at the start of
+   each register tile of loops annotated ``mlc.prefetch_tile``
+   (:func:`~.prefetch_tiles.prefetch_tiles`), copies of or into strided buffers made loops
    (:func:`~.strided_copies.strided_copies_to_loops`: not the runtime's element-wise
    ``memrefCopy``; one kernel per rank and element type, called from every site), vector reads that broadcast along their innermost dim made scalar loads and
    splats (:func:`~.broadcast_reads.unroll_broadcast_reads`), each top-level loop nest of a
@@ -91,6 +93,7 @@ from .cuda_compile import compile_cuda, export_cuda_library
 from .denormals import flush_denormals
 from .early_dealloc import dealloc_after_last_use
 from .nontemporal import nontemporal_stores
+from .prefetch_tiles import prefetch_tiles
 from .strided_copies import strided_copies_to_loops
 from .outline_nests import OUTLINE_MIN_OPS, outline_loop_nests
 from .libraries import runtime_library_paths
@@ -367,12 +370,13 @@ def _prepare(module: Module, options: CompileOptions) -> Module:
 
 
 def _nests_of_buffers(options: CompileOptions) -> Callable[[Module], Module]:
-    """The step of ``lower`` on the buffers: non-temporal stores, strided copies as loops
+    """The step of ``lower`` on the buffers: non-temporal stores, C tiles prefetched, strided
+    copies as loops
     (:func:`~.strided_copies.strided_copies_to_loops`), reads that broadcast along their
     innermost dim unrolled into scalar loads, then the loop nests outlined as
     ``options.outline_nests`` says (``"auto"``: functions of ``OUTLINE_MIN_OPS`` or more)."""
     def run(module: Module) -> Module:
-        module = unroll_broadcast_reads(strided_copies_to_loops(nontemporal_stores(module)))
+        module = unroll_broadcast_reads(strided_copies_to_loops(prefetch_tiles(nontemporal_stores(module))))
         if options.outline_nests == "never":
             return module
         return outline_loop_nests(module, OUTLINE_MIN_OPS if options.outline_nests == "auto" else 0)

@@ -66,9 +66,11 @@ def _alignment(write: ir.Operation) -> int:
     return min(align, CACHE_LINE_BYTES) if align >= 16 else 0
 
 
-def _address(base: ir.Value, indices: List[ir.Value], elem_bytes: int) -> ir.Value:
+def byte_address(base: ir.Value, indices: List[ir.Value], elem_bytes: int) -> ir.Value:
     """Byte address (index) of ``base[indices]``: aligned pointer + (offset + sum i * stride) *
-    element bytes, from the buffer's strided metadata."""
+    element bytes, from the buffer's strided metadata (built at the insertion point). Indices
+    past the buffer's extent give the address they would have in its strided layout (the
+    prefetches of :mod:`.prefetch_tiles` reach the rows after a tile's view that way)."""
     rank = ir.MemRefType(base.type).rank
     meta = memref_d.ExtractStridedMetadataOp(base)
     results = list(meta.results)
@@ -87,7 +89,7 @@ def _rewrite(write: ir.Operation, align: int) -> None:
     vt = ir.VectorType(value.type)
     idx = ir.IndexType.get()
     with ir.InsertionPoint(write):
-        addr = _address(base, indices, vt.element_type.width // 8)
+        addr = byte_address(base, indices, vt.element_type.width // 8)
         rem = arith_d.remui(addr, arith_d.constant(idx, align))
         aligned = arith_d.cmpi(arith_d.CmpIPredicate.eq, rem, arith_d.constant(idx, 0))
         branch = scf_d.IfOp(aligned, [], has_else=True)

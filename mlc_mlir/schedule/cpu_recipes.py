@@ -34,6 +34,11 @@ _MIN_L2_BYTES = 256 << 10
 #: keeps code small). A code-size choice, not a machine constant.
 UNROLL_K = 4
 
+#: Loop attribute of the register tiles' row loop asking the ``lower`` stage to prefetch the
+#: next tile of C, that many rows ahead, before each tile's k loop
+#: (:func:`~mlc_mlir.pipeline.prefetch_tiles.prefetch_tiles`).
+PREFETCH_TILE_ATTR = "mlc.prefetch_tile"
+
 #: Independent FMAs a core keeps in flight: 2 FMA pipes x 4 cycles of latency (Skylake and
 #: later Intel cores, Zen 2 to Zen 5). A register tile needs more accumulators than this, or
 #: its FMAs wait on each other whenever a load is late (:func:`register_tile_shapes`).
@@ -325,6 +330,21 @@ def packs_b(rows: int, mr: int, nr: int, b_transposed: bool = False) -> bool:
     return rows >= 2 * mr if b_transposed else rows >= 4 * nr
 
 
+#: The matmul rules' default decision on packing A (:func:`goto_loop_nest`'s ``pack_a``):
+#: read in place, as measured there; the tuner samples both.
+PACK_A = False
+
+
+def prefetches_c(target: Target, rows: int, n: int, dtype_bits: int = 32) -> bool:
+    """Whether the Goto matmul prefetches the next ``MR x NR`` tile of C by default
+    (:func:`goto_loop_nest`'s ``prefetch_c``) for a thread computing ``rows`` rows of ``n``
+    columns: where that block of C is larger than the target's L2, so a tile's rows, last
+    touched a whole block earlier, come from L3 or DRAM when its k loop starts (see
+    :func:`goto_loop_nest`). A smaller C stays in the L2 and the prefetches would only cost
+    their instructions. Source: BLIS's and OpenBLAS's x86 micro-kernels prefetch C."""
+    return rows * n * max(1, dtype_bits // 8) > (target.l2_bytes or _MIN_L2_BYTES)
+
+
 def schedule_matmul_goto(sch: Schedule, block: BlockRV, threads: Optional[int] = None,
                          mc: Optional[int] = None, nc: Optional[int] = None,
                          kc: Optional[int] = None, nr: Optional[int] = None,
@@ -407,7 +427,8 @@ def schedule_matmul_goto(sch: Schedule, block: BlockRV, threads: Optional[int] =
 
 def goto_loop_nest(sch: Schedule, block: BlockRV, threads: int, split_n: bool, mr: int, nr: int,
                    mc_tiles: int, nc_tiles: int, kc: int, pack: bool, unroll_k: int,
-                   epilogues=(), per_thread: Optional[int] = None) -> None:
+                   epilogues=(), per_thread: Optional[int] = None, pack_a: bool = False,
+                   prefetch_c: bool = False) -> None:
     """The loop nest of :func:`schedule_matmul_goto` and :func:`schedule_mmt4d_goto` from its
     sizes, each an int or a sampled ``ExprRV`` that the splits take as a factor (the rules'
     decisions): ``k`` split ``[None, KC]``; the threads' dim (N with ``split_n``, else M) split
@@ -415,7 +436,23 @@ def goto_loop_nest(sch: Schedule, block: BlockRV, threads: int, split_n: bool, m
     (``mc_tiles`` register tiles per M block, ``nc_tiles`` panels per N block; an mmt4d's N
     is already in panels: ``[None, nc_tiles]``, its ``m0 n0 k0`` loops innermost); loops
     ``i0 j0 k0 i1 j1 i2 k1 i3 j2``, epilogues at ``j0``, the init decomposed, B packed at
-    ``k0`` when ``pack``, ``k1`` unrolled by ``unroll_k``, the ``MR x NR`` tile vectorized.
+    ``k0`` when ``pack``, A packed at ``i1`` when ``pack_a`` (each ``MC x KC`` block as
+    ``KC x MR`` micro-panels, as BLIS packs A), the next ``MR x NR`` tile of C prefetched before
+    each tile's k loop when ``prefetch_c`` (:data:`PREFETCH_TILE_ATTR` on ``i2``, where ``i2``
+    has more than one tile), ``k1`` unrolled by ``unroll_k``, the ``MR x NR`` tile vectorized.
+
+    The register tile reads A by one broadcast load per element and row (``vbroadcastss``
+    from memory), the same loads wherever the MR rows lie, so a packed A saves no instruction
+    of the kernel and costs a copy of A per NC block: on one thread of a loaded 2-core Zen 3
+    (AVX2; CPU time against numpy's in one process) packed vs in place measured 777 x 513 x
+    1029 0.73x vs 0.72x, 1024^3 0.87x vs 0.91x, 1000 x 999 x 1023 0.74x vs 0.93x, 512^3 0.85x
+    vs 0.95x (the 6 x 16 loop took the same time, the copy made the difference), so the
+    rules read A in place by default and the tuner samples the packing. The kernel's stall
+    was elsewhere: each tile's C rows, last touched a whole ``M x NC`` block of C earlier
+    (more than the L2), came from L3 before its first FMA (14% of the kernel's samples on
+    777 x 513 x 1029); prefetching the next tile's rows one tile ahead: 0.81x -> 0.88x and
+    0.83x -> 0.88x of numpy (two runs), 1024^3 0.99x -> 0.96x and 512^3 0.91x -> 0.94x
+    (noise level).
     Each size must divide what is left of its extent (checked by ``split``), except with
     ``per_thread`` (a multiple of MR, or of NR with ``split_n``): each thread takes that many
     rows (columns), the last one fewer, and the M and N splits may end in partial tiles (edge
@@ -447,7 +484,7 @@ def goto_loop_nest(sch: Schedule, block: BlockRV, threads: int, split_n: bool, m
         # each (M / threads, NC) tile of C is zeroed in the temporary the epilogue reads (not
         # copied there from a C zeroed whole: BERT 1 thread 5.4 -> 4.8 ms)
         sch.decompose_reduction(block, k0)
-    elif blk.info.init and blk.padding is None and sch.get(k0).extent == 1 and not pack \
+    elif blk.info.init and blk.padding is None and sch.get(k0).extent == 1 and not pack and not pack_a \
             and set(blk.info.producers) <= {blk.info.init} and not sch.get(block).partial_dims():
         # K in one KC block, operands computed by no other op here (which the init's tiling
         # would recompute per tile) and no peeled edge tiles: each MR x NR register tile is
@@ -471,6 +508,10 @@ def goto_loop_nest(sch: Schedule, block: BlockRV, threads: int, split_n: bool, m
     if pack:
         packed = sch.cache_read(block, 1, "local")
         sch.compute_at(packed, k0)
+    if pack_a:
+        sch.compute_at(sch.cache_read(block, 0, "local"), i1)
+    if prefetch_c and sch.get(i2).extent != 1:   # one tile per MC block: no i2 loop
+        sch.annotate(i2, PREFETCH_TILE_ATTR, mr)
     if unroll_k > 1:
         sch.unroll(k1, int(unroll_k))
     sch.vectorize(i3)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 
 from .._mlir import ir, structured_transform_d, transform_d
+from ..ir import dtypes
 from ..ir.transform_values import any_op
 from .loop_nest import Block
 from .partial_tiles import peel_packing
@@ -56,10 +57,17 @@ def emit_cache_reads(em) -> None:
     for func, pad, n, tile, perm, blk, pos, idx in em.pads:
         if n:
             pad = structured_transform_d.HoistPadOp(any_op(), pad, n, transpose=perm).transformed
+        partial = n and set(blk.info.operand_dims[idx]) & set(blk.partial_dims())
         if perm is not None:
-            _transposed_pack(em, pad, blk, pos, tile)
+            _read_back(em, blk, pos, tile, idx)
+            if blk.loops[-1].dim not in blk.info.operand_dims[idx]:
+                # A: the packing loop over micro-panels peeled (whole ones static, unmasked)
+                for p in peel_packing(pad) if partial else [pad]:
+                    _broadcast_panel_pack(p, tile, perm)
+                continue
+            _square_block_pack(pad, tile)
         pads = [pad]
-        if n and perm is None and set(blk.info.operand_dims[idx]) & set(blk.partial_dims()):
+        if partial and perm is None:
             pads = peel_packing(pad)
         for i, pad in enumerate(pads):
             if len(tile) > 1:   # one row at a time, as vectorize_rows (a KC x NR panel at
@@ -73,26 +81,52 @@ def emit_cache_reads(em) -> None:
             structured_transform_d.VectorizeOp(pad, [1] * (len(tile) - 1) + tile[-1:])
 
 
-def _transposed_pack(em, hoisted: ir.Value, blk: Block, pos: int, tile: list) -> None:
-    """A panel packed transposed (``hoist_pad ... transpose by``) is written by a
+def _read_back(em, blk: Block, pos: int, tile: list, idx: int) -> None:
+    """A tile packed transposed (``hoist_pad ... transpose by``) is written by a
     ``linalg.transpose`` in the packing loop and read back through a ``linalg.transpose`` in
-    loop ``pos``. The packing transpose is tiled into square blocks and vectorized
-    (``vector.transpose``, lowered to shuffles); the read-back one is fused into the loops
-    inside ``pos`` down to the register tile and vectorized there, where it cancels against
-    the transposed read of the contraction (the tile reads one contiguous packed row)."""
-    packer = transform_d.GetConsumersOfResult(any_op(), hoisted, 0).result
+    loop ``pos``: the read-back one (matched by the tile's type: a ``dense`` that packs A and
+    B has both of theirs in the loops of A's tile) is fused into the loops inside ``pos`` down
+    to the register tile and vectorized there, where it cancels against the transposed read of
+    the contraction (the tile reads one contiguous packed row)."""
+    elem = dtypes.to_ir_type(blk.info.dtypes[idx])
     back = structured_transform_d.MatchOp(
         any_op(), em.loop_handles[blk.loops[pos].id],
-        ops=ir.ArrayAttr.get([ir.StringAttr.get("linalg.transpose")])).result
+        ops=ir.ArrayAttr.get([ir.StringAttr.get("linalg.transpose")]),
+        filter_result_type=ir.RankedTensorType.get(tile, elem)).result
     inner = []
     for q in blk.loops[pos + 1:]:
         h = em.loop_handles.get(q.id)
         if h is not None and (not inner or inner[-1] is not h):
             inner.append(h)
     structured_transform_d.VectorizeOp(em.fuse_into(back, inner))
+
+
+def _square_block_pack(hoisted: ir.Value, tile: list) -> None:
+    """The packing transpose of a B panel (``dense``'s ``(N, K)`` B packed as ``(K, NR)``)
+    tiled into square blocks and vectorized (``vector.transpose``, lowered to shuffles); its
+    pad is vectorized row by row by :func:`emit_cache_reads`."""
+    packer = transform_d.GetConsumersOfResult(any_op(), hoisted, 0).result
     side = math.gcd(*tile, _TRANSPOSE_BLOCK)
     tiled = structured_transform_d.TileUsingForOp(packer, sizes=[side] * len(tile)).tiled_linalg_op
     structured_transform_d.VectorizeOp(tiled)
+
+
+def _broadcast_panel_pack(hoisted: ir.Value, tile: list, perm: list) -> None:
+    """The packing of an operand the register tile broadcasts (A's ``MR x KC`` tile packed as
+    a ``KC x MR`` micro-panel): the packing transpose tiled along K in blocks of
+    ``gcd(KC, 8)`` steps with the pad fused into each block, so a block is one ``MR x kb``
+    read of A's rows (masked in the last, partial micro-panel), one ``vector.transpose`` and
+    one contiguous ``kb x MR`` write; no ``MR x KC`` copy of the rows first (a KC-wide row
+    vector: scalarized where masked). Source: BLIS's ``packm`` of A into ``MR``-wide
+    micro-panels (Van Zee & van de Geijn, TOMS 2015)."""
+    packer = transform_d.GetConsumersOfResult(any_op(), hoisted, 0).result
+    out = [tile[p] for p in perm]
+    kb = math.gcd(out[0], _TRANSPOSE_BLOCK)
+    tiled = structured_transform_d.TileUsingForOp(packer, sizes=[kb] + [0] * (len(out) - 1))
+    fused = structured_transform_d.FuseIntoContainingOp(hoisted, tiled.loops[0]).fused_op
+    sizes = [kb] + out[1:]
+    structured_transform_d.VectorizeOp(fused, [sizes[perm.index(d)] for d in range(len(sizes))])
+    structured_transform_d.VectorizeOp(tiled.tiled_linalg_op)
 
 
 #: Side of the square blocks a transposed packing copy is vectorized in: an 8 x 8 block of
@@ -103,11 +137,13 @@ _TRANSPOSE_BLOCK = 8
 
 def _pack_transpose(blk: Block, idx: int):
     """The permutation of a packed 2-d tile (``hoist_pad ... transpose by``) that puts the dim
-    of the block's innermost loop (the vectorized NR columns) last, so the register tile reads
-    the packed panel with unit stride: ``dense``'s B is ``(N, K)`` and its panels are packed as
-    ``(K, NR)``, as BLIS packs a transposed B. None when that dim is already last."""
+    of the innermost loop over the operand's dims last (for B the vectorized NR columns, for
+    A the MR rows of the register tile), so the register tile reads the packed panel with unit
+    stride: ``dense``'s B is ``(N, K)`` and its panels are packed as ``(K, NR)``, as BLIS packs
+    a transposed B; A ``(M, K)`` is packed as ``(K, MR)`` micro-panels, as BLIS packs A. None
+    when that dim is already last."""
     dims = list(blk.info.operand_dims[idx])
-    inner = blk.loops[-1].dim if blk.loops else None
-    if len(dims) != 2 or inner not in dims or dims[-1] == inner:
+    inner = next((q.dim for q in reversed(blk.loops) if q.dim in dims), None)
+    if len(dims) != 2 or inner is None or dims[-1] == inner:
         return None
     return [1, 0]

@@ -83,6 +83,8 @@ def peel_partial(em, b: Block, h: ir.Value):
         loop = transform_d.CastOp(transform_d.OperationType.get("scf.for"),
                                   em.loop_handles[b.loops[p].id]).result
         rem = loop_transform_d.LoopPeelOp(any_op(), any_op(), loop)
+        # the loop's handle was consumed: its annotations go to the main (full-tile) loop
+        em.loop_handles[b.loops[p].id] = rem.peeled_loop
         if d in padded and em.model.cache_position(b, next(
                 c.operand for c in b.cache_reads if d in b.info.operand_dims[c.operand])) >= p:
             continue   # the remainder's tile is padded to full size along d

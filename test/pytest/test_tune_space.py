@@ -297,27 +297,40 @@ def test_replay_with_other_decisions_gives_the_other_program():
 
 
 def test_structural_knob_changes_the_program_through_the_space():
-    """The pack knob feeds no primitive (structural_sampling finds it); running the space with
-    the flipped decision adds or removes the packing of B."""
+    """The matmul rule's yes/no knobs feed no primitive (structural_sampling finds them): pack
+    B, pack A and prefetch the next C tile; running the space with a flipped decision adds or
+    removes the packing of that operand (or the prefetch annotation), and every program
+    matches numpy."""
     mod = build("matmul")
     space = default_space(AVX2)
     trace = generate(space, mod, 0).trace
     structural = structural_sampling(trace)
-    pack = [i for i in structural if trace.insts[i].attrs["candidates"] == [0, 1]]
-    assert len(pack) == 1
+    knobs = [i for i in structural if trace.insts[i].attrs["candidates"] == [0, 1]]
+    assert len(knobs) == 3, "pack B, pack A, prefetch C"
     tiles = [i for i, inst in enumerate(trace.insts) if inst.kind == "sample_categorical"
              and any(isinstance(f, RV) and f.name == inst.outputs[0].name
                      for u in trace.insts if u.kind == "split" for f in u.attrs["factors"])]
     assert len(tiles) == 5, "threads, NR, MR, MC/MR, NC/NR feed split directly"
     assert not set(tiles) & set(structural)
     order = [i for i, inst in enumerate(trace.insts) if inst.kind in SAMPLING_KINDS]
-    packs = []
-    for flag in (0, 1):
-        forced = [flag if i == pack[0] else trace.decisions[i] for i in order]
-        sch = generate(space, mod, 0, forced)
-        packs.append("cache_read" in [i.kind for i in sch.trace.insts])
-        run_and_check("matmul", sch.mod)
-    assert packs == [False, True]
+
+    def effect(sch):
+        insts = sch.trace.insts
+        return (sorted(i.inputs[1] for i in insts if i.kind == "cache_read"),
+                any(i.kind == "annotate" for i in insts))
+    effects = []
+    for knob in knobs:
+        for flag in (0, 1):
+            forced = [flag if i == knob else trace.decisions[i] for i in order]
+            sch = generate(space, mod, 0, forced)
+            effects.append(effect(sch))
+            run_and_check("matmul", sch.mod)
+    base = effect(generate(space, mod, 0, [trace.decisions[i] for i in order]))
+    pb, pa, pf = ([effects[2 * j], effects[2 * j + 1]] for j in range(3))
+    assert [1 in e[0] for e in pb] == [False, True]
+    assert [0 in e[0] for e in pa] == [False, True]
+    assert [e[1] for e in pf] == [False, True]
+    assert base in pb and base in pa and base in pf
 
 
 def test_candidates_follow_the_target():

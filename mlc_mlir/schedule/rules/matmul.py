@@ -16,7 +16,8 @@ from typing import Dict, List, Optional, Tuple
 
 from ...target import Target
 from ..cpu_recipes import (
-    FMAS_IN_FLIGHT, UNROLL_K, batch_matmul_padding, goto_loop_nest, goto_padding, goto_params, packs_b,
+    FMAS_IN_FLIGHT, PACK_A, UNROLL_K, batch_matmul_padding, goto_loop_nest, goto_padding, goto_params,
+    packs_b, prefetches_c,
     register_tile_shapes, split_tile, thread_splits, tile_width,
 )
 from ..schedule import Schedule
@@ -151,8 +152,12 @@ def schedule_matmul(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
     else the full-register tile (6 x 16 on AVX2), or another such as 4 x 16 or 2 x 32 on AVX2,
     14 x 32 or 6 x 64 on AVX-512; structural); the threads, register tile and cache blocks of
     :func:`goto_decisions` (defaults derived from the padded tile); pack B (``cache_read`` at ``k0``)
-    or not (structural; default :func:`~mlc_mlir.schedule.cpu_recipes.packs_b`); the unroll
-    factor of ``k1`` (:func:`unroll_factor`, structural).
+    or not (structural; default :func:`~mlc_mlir.schedule.cpu_recipes.packs_b`); pack A into
+    ``KC x MR`` micro-panels at ``i1`` or read it in place (structural; default in place, see
+    :func:`~mlc_mlir.schedule.cpu_recipes.goto_loop_nest`; not sampled with a fused epilogue,
+    a padded matmul or one register tile per MC block); the unroll factor of ``k1``
+    (:func:`unroll_factor`, structural); prefetch the next tile of C or not (structural;
+    default :func:`~mlc_mlir.schedule.cpu_recipes.prefetches_c`).
 
     Where :func:`~mlc_mlir.schedule.cpu_recipes.goto_padding` would pad M or N to multiples of
     the sampled register tile (MR x NR) or the threads, the matmul gets edge tiles instead
@@ -185,9 +190,18 @@ def schedule_matmul(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
     d = goto_decisions(sch, ctx, m, n, k, threads, bits, tile=tile)
     mt = m if d.split_n else m // d.threads
     pack = categorical(sch, [0, 1], int(packs_b(mt, int(d.mr), int(d.nr), b_transposed)))
+    # A packed or read in place; not with a fused epilogue (the packing is not hoisted there),
+    # for a padded matmul (its A is a padded copy already) nor for one register tile per MC
+    # block (nothing to pack into micro-panels)
+    pack_a = 0 if epi or sch.get(block).padding is not None or int(d.mc_tiles) == 1 else \
+        categorical(sch, [0, 1], int(PACK_A))
     unroll = unroll_factor(sch, int(d.kc), UNROLL_K)
+    nt = n // int(d.threads) if d.split_n else n
+    # the next C tile prefetched or not (where an MC block holds several register tiles)
+    prefetch = 0 if int(d.mc_tiles) == 1 else \
+        categorical(sch, [0, 1], int(prefetches_c(ctx.target, mt, nt, bits)))
     goto_loop_nest(sch, block, d.threads, d.split_n, d.mr, d.nr, d.mc_tiles, d.nc_tiles, d.kc,
-                   bool(int(pack)), unroll, epi)
+                   bool(int(pack)), unroll, epi, pack_a=bool(int(pack_a)), prefetch_c=bool(int(prefetch)))
 
 
 def default_tile(target: Target, bits: int, shapes: List[Tuple[int, int]], m: int, threads: int) -> int:
@@ -220,8 +234,9 @@ def schedule_edge_tiles(sch: Schedule, block: BlockRV, ctx: RuleContext, threads
     :func:`~mlc_mlir.schedule.cpu_recipes.goto_padding` asks), B packed by default where
     :func:`~mlc_mlir.schedule.cpu_recipes.packs_b` says so or N ends in a partial panel
     (B read in place with a row stride that is no multiple of the vector: 64 x 900 x 301,
-    one thread, 0.35 ms against 0.16 ms with a padded copy), k unrolled
-    (:func:`unroll_factor`).
+    one thread, 0.35 ms against 0.16 ms with a padded copy), A packed or not (default in
+    place, as in :func:`schedule_matmul`), k unrolled (:func:`unroll_factor`), the next C tile
+    prefetched or not (default :func:`~mlc_mlir.schedule.cpu_recipes.prefetches_c`).
     The transform script peels the loops over partial tiles: B's last panel is zero-filled
     in its packed copy, C's edge rows are computed one row at a time in place, C's edge
     columns through a one-panel padded tile. The elementwise epilogues keep their own rule.
@@ -252,9 +267,14 @@ def schedule_edge_tiles(sch: Schedule, block: BlockRV, ctx: RuleContext, threads
     # B is packed when its panels are partial: the packed panels are aligned and whole
     packed = packs_b(min(m, per * mr), mr, nr, b_transposed) or n % nr != 0
     pack = categorical(sch, [0, 1], int(packed))
+    # A packed or read in place (not for one register tile per MC block: no micro-panels)
+    pack_a = 0 if int(mc_tiles) == 1 else categorical(sch, [0, 1], int(PACK_A))
     unroll = unroll_factor(sch, int(kc), UNROLL_K)
+    prefetch = 0 if int(mc_tiles) == 1 else \
+        categorical(sch, [0, 1], int(prefetches_c(ctx.target, min(m, per * mr), n, bits)))
     goto_loop_nest(sch, block, t, False, mr, nr, mc_tiles, nc_tiles, kc, bool(int(pack)), unroll,
-                   per_thread=per * mr if t > 1 else None)
+                   per_thread=per * mr if t > 1 else None, pack_a=bool(int(pack_a)),
+                   prefetch_c=bool(int(prefetch)))
 
 
 @dataclasses.dataclass(frozen=True)
