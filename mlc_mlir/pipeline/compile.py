@@ -268,7 +268,7 @@ def _schedule(module: Module, options: CompileOptions) -> Module:
 
 
 def _math(module: Module, options: CompileOptions) -> Module:
-    if not options.approximate_math or not any(has_op(module, o) for o in APPROXIMATED_OPS):
+    if not options.approximate_math or not has_op(module, *APPROXIMATED_OPS):
         return module
     return ApproximateMath()(module)
 
