@@ -14,8 +14,8 @@ the bindings' class (:data:`NativeExecutionEngine`, without the pure-Python help
 ``mlirExecutionEngineInitialize`` the same way. Where the library or a symbol is missing, they
 fall back to the bindings' methods.
 
-LLVM's code generation runs with :data:`LLVM_CODEGEN_OPTIONS` (:func:`set_llvm_options`, once
-per process; ``export_library`` gives ``llc`` the same): the scheduling DAG of a basic block with
+LLVM's code generation runs with :data:`LLVM_CODEGEN_OPTIONS` (:func:`set_llvm_options`, set
+before the process's first engine; ``export_library`` gives ``llc`` the same): the scheduling DAG of a basic block with
 many memory operations is built with LLVM's compile-time cut-off from a smaller size than LLVM's
 default (see the constant).
 
@@ -79,20 +79,26 @@ def _capi() -> Optional[ctypes.CDLL]:
     return lib
 
 
-@functools.lru_cache(maxsize=1)
-def set_llvm_options() -> bool:
-    """Set :data:`LLVM_CODEGEN_OPTIONS` in the LLVM library of this process (the one MLIR's C
-    API links), once; whether it was possible (False where the C API library or LLVM-C's
-    ``LLVMParseCommandLineOptions`` is missing: LLVM's defaults then stay)."""
+def set_llvm_options(options: Sequence[str] = LLVM_CODEGEN_OPTIONS) -> bool:
+    """Set the LLVM command-line ``options`` (default :data:`LLVM_CODEGEN_OPTIONS`) in the LLVM
+    library of this process (the one MLIR's C API links): they hold for every later code
+    generation of the process. Returns whether it was possible (False where the C API library or
+    LLVM-C's ``LLVMParseCommandLineOptions`` is missing: LLVM's defaults then stay)."""
     lib = _capi()
     parse = getattr(lib, "LLVMParseCommandLineOptions", None) if lib is not None else None
     if parse is None:
         return False
     parse.restype = None
     parse.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p), ctypes.c_char_p]
-    argv = [b"mlc_mlir"] + [o.encode() for o in LLVM_CODEGEN_OPTIONS]
+    argv = [b"mlc_mlir"] + [o.encode() for o in options]
     parse(len(argv), (ctypes.c_char_p * len(argv))(*argv), None)
     return True
+
+
+@functools.lru_cache(maxsize=1)
+def _default_llvm_options() -> bool:
+    """:func:`set_llvm_options` with the defaults, once per process (before the first engine)."""
+    return set_llvm_options()
 
 
 def create_engine(module: ir.Module, opt_level: int, shared_libs: Sequence[str]) -> NativeExecutionEngine:
@@ -107,7 +113,7 @@ def create_engine(module: ir.Module, opt_level: int, shared_libs: Sequence[str])
         ``jit: ExecutionEngine failed: ...`` if LLVM cannot compile or link the module (MLIR's
         diagnostics go to the context's handler).
     """
-    set_llvm_options()
+    _default_llvm_options()
     lib = _capi()
     if lib is None:
         try:
