@@ -4,7 +4,10 @@ nests not merged, LLVM's default ``-dag-maps-huge-region=1000``) and once as now
 (:func:`mlc_mlir.pipeline.outline_nests.merge_identical_functions`,
 :data:`mlc_mlir.runtime.jit_engine.LLVM_CODEGEN_OPTIONS`); the two executables are then called
 in turns on the same input (``--rounds`` rounds, the best call of each kept), so a loaded host
-slows both alike. Prints the compile CPU seconds of each, the best call (ms) of each, their
+slows both alike. A call is timed in CPU seconds of the calling thread (``time.thread_time``;
+``threads=1`` runs in it): on a host whose cores other processes share, wall-clock calls of
+60-200 ms were preempted so often that the best of 60 differed by 40% between two identical
+executables. Prints the compile CPU seconds of each, the best call (ms) of each, their
 ratio (now / before) and the largest difference between their outputs.
 
     python benchmarks/compile_time_ab.py [--models inception_v1,densenet121,resnet18] [--rounds 30]
@@ -58,9 +61,9 @@ def measure(name: str, path: str, rounds: int) -> str:
     best = [float("inf"), float("inf")]
     for _ in range(rounds):
         for i, exe in enumerate((before, now)):
-            t0 = time.perf_counter()
+            t0 = time.thread_time()
             exe(x)
-            best[i] = min(best[i], time.perf_counter() - t0)
+            best[i] = min(best[i], time.thread_time() - t0)
     return (f"{name:<14}{cpu_before:>12.1f}{cpu_now:>12.1f}{1e3 * best[0]:>12.2f}{1e3 * best[1]:>12.2f}"
             f"{best[1] / best[0]:>8.3f}{diff:>12.2e}")
 
@@ -73,7 +76,7 @@ def main() -> None:
     a = ap.parse_args()
     from mlc_mlir.target import describe, host_target
     print(f"# CPU: {describe(host_target())}; mlc.compile(threads=1), both executables in one "
-          "process, called in turns")
+          "process, called in turns; call = thread CPU ms")
     print(f"{'model':<14}{'before CPU s':>12}{'now CPU s':>12}{'before ms':>12}{'now ms':>12}"
           f"{'ratio':>8}{'max |diff|':>12}")
     with tempfile.TemporaryDirectory() as work:
