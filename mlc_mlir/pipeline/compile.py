@@ -51,14 +51,16 @@ writes ``DIR/<nn>-<name>.mlir``, and a stage made of steps also writes each step
    splats (:func:`~.broadcast_reads.unroll_broadcast_reads`), each top-level loop nest of a
    function holding
    several (and, by default, large enough: ``outline_nests``) moved to a ``noinline`` function
-   of its own, so LLVM compiles one kernel per function
-   (:func:`~.outline_nests.outline_loop_nests`), then the buffer cache linked in
+   of its own, so LLVM compiles one kernel per function, nests that outline to identical
+   functions sharing one (:func:`~.outline_nests.outline_loop_nests`), then the buffer cache
+   linked in
    (:func:`~.buffer_cache.link_buffer_cache`);
 8. ``denormals`` -- with ``flush_denormals``, MXCSR FTZ|DAZ around each call and OpenMP region;
 
 then ``llvm`` (LLVM IR, ``09-llvm.ll`` when dumping) and ``jit`` (MLIR ``ExecutionEngine`` at the
-options' opt level, with the runtime libraries and registered Python kernels; large weights are
-linked from their numpy buffers, :mod:`mlc_mlir.pipeline.jit_weights`).
+options' opt level and LLVM's :data:`~mlc_mlir.runtime.jit_engine.LLVM_CODEGEN_OPTIONS`, with
+the runtime libraries and registered Python kernels; large weights are linked from their numpy
+buffers, :mod:`mlc_mlir.pipeline.jit_weights`).
 A compile that runs longer than a few seconds shows its current stage on one line of standard
 error (:class:`~mlc_mlir.pipeline.progress.CompileProgress`), counting the seconds through the
 ``jit`` stage (LLVM runs with the GIL released).
