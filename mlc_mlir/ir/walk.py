@@ -24,9 +24,23 @@ def find_ops(module: Union[Module, ir.Operation], name: str) -> List[ir.Operatio
     return found
 
 
-def has_op(module: Module, name: str) -> bool:
-    """Whether ``module`` contains an operation named ``name``."""
-    return bool(find_ops(module, name))
+def has_op(module: Union[Module, ir.Operation], *names: str) -> bool:
+    """Whether ``module`` contains an operation named one of ``names``; the walk stops at the
+    first one (a test for an absent op still visits every op: ask for several names at once)."""
+    wanted = set(names)
+    found = False
+
+    def visit(op):
+        nonlocal found
+        op = op.operation if hasattr(op, "operation") else op
+        if op.name in wanted:
+            found = True
+            return ir.WalkResult.INTERRUPT
+        return ir.WalkResult.ADVANCE
+
+    with module.context:
+        module.operation.walk(visit, ir.WalkOrder.PRE_ORDER)
+    return found
 
 
 def function_body_ops(module: Module) -> List[ir.Operation]:

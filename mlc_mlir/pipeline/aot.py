@@ -33,6 +33,7 @@ import numpy as np
 
 from .._mlir import ir, llvm_bin_dir, llvm_d
 from ..errors import ExecutionError
+from ..runtime.jit_engine import LLVM_CODEGEN_OPTIONS
 from ..ir.module import FunctionSignature, Module
 from ..runtime.library import METADATA_SYMBOL, library_metadata, write_library_metadata
 from ..target import Target
@@ -174,7 +175,7 @@ def export_library(lowered: Module, signatures: Mapping[str, FunctionSignature],
         tool_target = [f"-mtriple={_triple()}", f"-mcpu={target.cpu}"] + \
             ([f"-mattr={features}"] if features else [])
         _run([os.path.join(llvm_bin_dir(), "opt"), "-O3", *tool_target, ll, "-o", opt_bc])
-        _run([os.path.join(llvm_bin_dir(), "llc"), "-O3", *tool_target, "-filetype=obj",
+        _run([os.path.join(llvm_bin_dir(), "llc"), "-O3", *tool_target, *LLVM_CODEGEN_OPTIONS, "-filetype=obj",
               "-relocation-model=pic", opt_bc, "-o", obj])
         data = library_metadata(signatures, target, device).encode() + b"\0"
         with open(meta_c, "w") as f:  # bytes, not a string literal: no escaping rules to get wrong

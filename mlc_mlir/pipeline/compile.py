@@ -53,14 +53,16 @@ writes ``DIR/<nn>-<name>.mlir``, and a stage made of steps also writes each step
    splats (:func:`~.broadcast_reads.unroll_broadcast_reads`), each top-level loop nest of a
    function holding
    several (and, by default, large enough: ``outline_nests``) moved to a ``noinline`` function
-   of its own, so LLVM compiles one kernel per function
-   (:func:`~.outline_nests.outline_loop_nests`), then the buffer cache linked in
+   of its own, so LLVM compiles one kernel per function, nests that outline to identical
+   functions sharing one (:func:`~.outline_nests.outline_loop_nests`), then the buffer cache
+   linked in
    (:func:`~.buffer_cache.link_buffer_cache`);
 8. ``denormals`` -- with ``flush_denormals``, MXCSR FTZ|DAZ around each call and OpenMP region;
 
 then ``llvm`` (LLVM IR, ``09-llvm.ll`` when dumping) and ``jit`` (MLIR ``ExecutionEngine`` at the
-options' opt level, with the runtime libraries and registered Python kernels; large weights are
-linked from their numpy buffers, :mod:`mlc_mlir.pipeline.jit_weights`).
+options' opt level and LLVM's :data:`~mlc_mlir.runtime.jit_engine.LLVM_CODEGEN_OPTIONS`, with
+the runtime libraries and registered Python kernels; large weights are linked from their numpy
+buffers, :mod:`mlc_mlir.pipeline.jit_weights`).
 A compile that runs longer than a few seconds shows its current stage on one line of standard
 error (:class:`~mlc_mlir.pipeline.progress.CompileProgress`), counting the seconds through the
 ``jit`` stage (LLVM runs with the GIL released).
@@ -139,7 +141,9 @@ def lower(module: Module, pipeline: str, stage: str = "lower", threads: Optional
 
     ``threads`` sets ``convert-scf-to-openmp{num-threads=N}`` where the pipeline has that pass.
     ``after`` maps a top-level pass of the pipeline to a function run on the module right after
-    it (the pipeline runs in pieces around it); a pass the pipeline lacks is ignored.
+    it (the pipeline runs in pieces around it); a pass the pipeline lacks is ignored. Each piece
+    verifies its input and output, not the IR after each pass (``verify_each=False`` of
+    :func:`~mlc_mlir.ir.pass_pipeline.run_pass_pipeline`: a third of the time on a large model).
 
     Raises
     ------
@@ -155,10 +159,11 @@ def lower(module: Module, pipeline: str, stage: str = "lower", threads: Optional
     passes = top_level_passes(text)
     cuts = [i + 1 for i, p in enumerate(passes) if p in (after or {})]
     if not cuts:
-        return run_pass_pipeline(module, text, stage, source=source)
+        return run_pass_pipeline(module, text, stage, source=source, verify_each=False)
     for start, end in zip([0] + cuts, cuts + [len(passes)]):
         if end > start:
-            module = run_pass_pipeline(module, "builtin.module(" + ",".join(passes[start:end]) + ")", stage)
+            module = run_pass_pipeline(module, "builtin.module(" + ",".join(passes[start:end]) + ")", stage,
+                                       verify_each=False)
         if end in cuts:
             module = after[passes[end - 1]](module)
     return module
@@ -268,7 +273,7 @@ def _schedule(module: Module, options: CompileOptions) -> Module:
 
 
 def _math(module: Module, options: CompileOptions) -> Module:
-    if not options.approximate_math or not any(has_op(module, o) for o in APPROXIMATED_OPS):
+    if not options.approximate_math or not has_op(module, *APPROXIMATED_OPS):
         return module
     return ApproximateMath()(module)
 

@@ -20,6 +20,11 @@ caller are cloned into the new function (``transform.loop.outline`` sinks index 
 only), so the lowering still sees constant bounds and values. The new functions are
 ``noinline`` for LLVM (each has one call site, which LLVM would otherwise inline back).
 
+Nests that outline to the same function (the same loops on buffers of the same types, the
+same constants: DenseNet-121's dense layers of one block, the border fills of equal pads) are
+compiled once: :func:`merge_identical_functions` keeps the first of each group of identical
+outlined functions and points the other calls to it (DenseNet-121: a third of the LLVM IR).
+
 Outlining has a price at run time: a nest in its own function no longer sees the caller's
 allocations (alignment, no aliasing between distinct buffers), and ResNet-18 / BERT run 1-3%
 slower outlined. So by default only functions of at least :data:`OUTLINE_MIN_OPS` operations are
@@ -27,7 +32,8 @@ cut (``CompileOptions.outline_nests``, ``"auto"``); see that constant for the co
 
 Source: MLIR's ``transform.loop.outline`` (``outlineSingleBlockRegion``); IREE's dispatch
 regions and TVM's per-PrimFunc code generation (one kernel per function); LLVM's own advice
-that very large functions make its loop and scheduling passes superlinear.
+that very large functions make its loop and scheduling passes superlinear; IREE's
+deduplication of equivalent executables and LLVM's ``MergeFunctions`` for the merging.
 """
 
 from __future__ import annotations
@@ -36,7 +42,7 @@ from typing import Dict, List
 
 from .._mlir import ir, loop_transform_d, structured_transform_d, transform_interpreter
 from ..errors import PipelineError
-from ..ir.module import Module, diagnostics
+from ..ir.module import OP_NAME_ATTR, Module, diagnostics
 from ..ir.transform_values import any_op, build_script
 from ..ir.walk import find_ops
 from .shared_units import llvm_noinline
@@ -114,12 +120,55 @@ def _sink_constants(fn: ir.Operation, call: ir.Operation) -> None:
             arg.replace_all_uses_with(clone.results[0])
 
 
+def _strip_names(fn: ir.Operation) -> None:
+    """Remove the ``mlc.name`` of each op nested in ``fn`` (graph op names, for messages and
+    traces only: the lowering ignores them, and two equal nests of different ops differ in them)."""
+    def visit(op):
+        op = op.operation if hasattr(op, "operation") else op
+        if OP_NAME_ATTR in op.attributes:
+            del op.attributes[OP_NAME_ATTR]
+        return ir.WalkResult.ADVANCE
+
+    fn.walk(visit, ir.WalkOrder.PRE_ORDER)
+
+
+def merge_identical_functions(module: Module, functions: Dict[str, ir.Operation]) -> Dict[str, str]:
+    """Merge the identical functions among ``functions`` (name -> ``func.func`` of ``module``):
+    two are identical when they print the same up to their symbol names and the ``mlc.name``
+    of their ops (which are removed); each ``func.call`` of ``module`` to a later one of a group
+    calls the first instead, and the later ones are erased. Identical text means the same ops,
+    types, attributes and constants, so the calls compute what they computed before. Modifies
+    ``module`` in place; returns ``{erased name: kept name}``. Call it with ``module``'s context
+    active."""
+    first: Dict[str, str] = {}
+    merged: Dict[str, str] = {}
+    for name, fn in functions.items():
+        fn = fn.operation
+        _strip_names(fn)
+        # local scope: the printer numbers this function's values only, not the whole module's
+        text = fn.get_asm(enable_debug_info=False, use_local_scope=True, assume_verified=True)
+        key = text.replace(f"@{name}(", "@(", 1)
+        if key in first:
+            merged[name] = first[key]
+        else:
+            first[key] = name
+    if not merged:
+        return merged
+    for call in find_ops(module, "func.call"):
+        kept = merged.get(ir.FlatSymbolRefAttr(call.attributes["callee"]).value)
+        if kept is not None:
+            call.attributes["callee"] = ir.FlatSymbolRefAttr.get(kept)
+    for name in merged:
+        functions[name].operation.erase()
+    return merged
+
+
 def outline_loop_nests(module: Module, min_ops: int = 0) -> Module:
     """``module`` (memrefs, after bufferization) with each top-level loop nest of a function
     holding two or more and at least ``min_ops`` operations (:func:`count_ops`; 0: any size)
-    moved to a private ``noinline`` function ``<function>_nest[_k]`` and called in its place
-    (see the module docstring); ``module`` itself, unchanged, when no function qualifies.
-    Modifies ``module`` in place.
+    moved to a private ``noinline`` function ``<function>_nest[_k]`` and called in its place,
+    identical ones merged (:func:`merge_identical_functions`; see the module docstring);
+    ``module`` itself, unchanged, when no function qualifies. Modifies ``module`` in place.
 
     Raises
     ------
@@ -156,4 +205,5 @@ def outline_loop_nests(module: Module, min_ops: int = 0) -> Module:
             for op in fn.regions[0].blocks[0].operations:
                 if OUTLINE_ATTR in op.operation.attributes:
                     del op.operation.attributes[OUTLINE_ATTR]
+        merge_identical_functions(module, outlined)
     return module

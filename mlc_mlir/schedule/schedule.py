@@ -196,7 +196,7 @@ class Schedule(LoopPrimitives, PlacementPrimitives, PaddingPrimitives, SamplingP
         ScheduleError
             With the interpreter's diagnostics if applying the script fails.
         """
-        key = self.trace.as_json()
+        key = self.trace.as_json(indent=None)
         if self._cache is None or self._cache[0] != key:
             self._cache = (key, apply_transform_script(self._orig, self.transform_script()))
         return self._cache[1]

@@ -181,14 +181,16 @@ class Trace:
             lines.append("    pass")
         return "\n".join(lines)
 
-    def as_json(self) -> str:
-        """JSON text: ``{"format", "insts": [{kind, inputs, attrs, outputs}], "decisions"}``."""
+    def as_json(self, indent: Optional[int] = 1) -> str:
+        """JSON text: ``{"format", "insts": [{kind, inputs, attrs, outputs}], "decisions"}``;
+        ``indent=None`` writes it on one line, with the json module's C encoder (an indented
+        dump takes its pure-Python path: 2 CPU s for DenseNet-121's default schedule)."""
         return json.dumps({
             "format": "mlc-trace-v1",
             "insts": [{"kind": i.kind, "inputs": _to_json(i.inputs), "attrs": _to_json(i.attrs),
                        "outputs": [o.name for o in i.outputs]} for i in self.insts],
             "decisions": {str(k): v for k, v in sorted(self.decisions.items())},
-        }, indent=1)
+        }, indent=indent)
 
     @classmethod
     def from_json(cls, text) -> "Trace":

@@ -86,11 +86,11 @@ def extract_algorithm_tasks(mod: Module, target: Target, winograd: Optional[bool
     :func:`~mlc_mlir.schedule.rules.conv_strategy.conv_algorithms`)."""
     options = CompileOptions(target=target)
     _, graph = run_stages(mod, options, until="graph")
-    if not any(has_op(graph, o) for o in CONV_OPS):
+    if not has_op(graph, *CONV_OPS):
         return []
     by_key: Dict[str, AlgorithmTask] = {}
     for u in task_units(graph, unscheduled_functions(graph)):
-        if not any(has_op(u.module, o) for o in CONV_OPS):
+        if not has_op(u.module, *CONV_OPS):
             continue
         unit = to_nhwc(u.module, target, [u.func], options)
         for _, key, cands, default in conv_choices(unit, target, [u.func], winograd):

@@ -141,3 +141,84 @@ def test_auto_outlines_a_function_of_min_ops(monkeypatch):
 def test_bad_outline_option_is_refused():
     with pytest.raises(PipelineError, match="outline_nests='sometimes'"):
         CompileOptions(target="cpu", outline_nests="sometimes")
+
+
+_THREE_LOOPS = """
+func.func @main(%a: memref<16xf32>, %b: memref<16xf32>, %c: memref<16xf32>, %d: memref<16xf32>) {
+  %c0 = arith.constant 0 : index
+  %c16 = arith.constant 16 : index
+  %c1 = arith.constant 1 : index
+  %two = arith.constant 2.0 : f32
+  %three = arith.constant 3.0 : f32
+  scf.for %i = %c0 to %c16 step %c1 {
+    %x = memref.load %a[%i] : memref<16xf32>
+    %y = arith.mulf %x, %two {mlc.name = "first"} : f32
+    memref.store %y, %b[%i] : memref<16xf32>
+  }
+  scf.for %i = %c0 to %c16 step %c1 {
+    %x = memref.load %c[%i] : memref<16xf32>
+    %y = arith.mulf %x, %two {mlc.name = "second"} : f32
+    memref.store %y, %d[%i] : memref<16xf32>
+  }
+  scf.for %i = %c0 to %c16 step %c1 {
+    %x = memref.load %b[%i] : memref<16xf32>
+    %y = arith.mulf %x, %three {mlc.name = "third"} : f32
+    memref.store %y, %a[%i] : memref<16xf32>
+  }
+  return
+}
+"""
+
+
+def test_identical_nests_share_one_function():
+    mod = outline_loop_nests(Module.parse(_THREE_LOOPS))
+    mod.verify()
+    with mod.context:
+        main = mod.get_function("main")
+        callees = [str(c.attributes["callee"]).lstrip("@") for c in find_ops(main, "func.call")]
+        nests = sorted(n for n in mod.function_names() if n.startswith("main" + NEST_SUFFIX))
+        # the first two loops differ only in their buffers (arguments) and op names: one function
+        assert len(callees) == 3 and callees[0] == callees[1] != callees[2]
+        assert sorted(set(callees)) == nests
+        scales = {n: [float(str(op.operands[1].owner.attributes["value"]).split(":")[0])
+                      for op in find_ops(mod.get_function(n), "arith.mulf")] for n in nests}
+        assert scales[callees[0]] == [2.0] and scales[callees[2]] == [3.0]
+
+
+def _two_padded_convs(seed: int):
+    """Two 3x3 convolutions + relu of equal shapes, each reading a zero-padded input: their
+    border fills and kernels outline to equal functions."""
+    rng = np.random.default_rng(seed)
+    w1, w2 = (rng.standard_normal((8, 8, 3, 3)).astype(np.float32) / 8 for _ in range(2))
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        x = f.arg("x", shape=(1, 8, 10, 10), dtype="float32")
+        a = ops.relu(ops.conv2d(x, w1, padding=(1, 1), name="conv1"), name="relu1")
+        f.output(ops.relu(ops.conv2d(a, w2, padding=(1, 1), name="conv2"), name="relu2"))
+
+    def conv(v, w):
+        p = np.pad(v, ((0, 0), (0, 0), (1, 1), (1, 1)))
+        win = np.lib.stride_tricks.sliding_window_view(p, (3, 3), axis=(2, 3))  # n c h w kh kw
+        return np.maximum(np.einsum("nchwij,ocij->nohw", win, w), 0)
+
+    return bb.finish(), lambda v: conv(conv(v, w1), w2)
+
+
+def test_model_with_identical_nests_merges_them_and_matches_numpy(monkeypatch):
+    import mlc_mlir.pipeline.outline_nests as outline_nests
+    merged = []
+
+    def recording(module, functions):
+        out = merge(module, functions)
+        merged.append(out)
+        return out
+
+    merge = outline_nests.merge_identical_functions
+    monkeypatch.setattr(outline_nests, "merge_identical_functions", recording)
+    mod, reference = _two_padded_convs(5)
+    x = np.random.default_rng(6).standard_normal((1, 8, 10, 10)).astype(np.float32)
+    out = mlc.compile(mod, threads=1, outline_nests="always")(x)
+    assert merged and merged[0], "no two nests were merged"
+    assert all(v not in merged[0] for v in merged[0].values())
+    np.testing.assert_allclose(out, reference(x), rtol=1e-4, atol=1e-4)
+    assert out.tobytes() == mlc.compile(mod, threads=1, outline_nests="never")(x).tobytes()

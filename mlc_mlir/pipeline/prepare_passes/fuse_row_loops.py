@@ -158,6 +158,10 @@ class FuseRowLoops(Pass):
     name = "mlc-fuse-row-loops"
 
     def transform(self, mod: Module) -> Module:
+        # the ops of each block holding a candidate and their positions, listed again after a
+        # fusion changed the IR (listing a graph function's block for each of its candidates
+        # was quadratic in the model)
+        listed = {}
         for prod in _candidates(mod):
             write = _producer_write(prod)
             bounds = _bounds(prod)
@@ -165,14 +169,21 @@ class FuseRowLoops(Pass):
                 continue
             value = prod.results[0]
             users = [_op(u.owner) for u in value.uses]
-            block_ops = [_op(o) for o in prod.block.operations]
-            pos = next(n for n, o in enumerate(block_ops) if o == prod)
-            cons = next((o for o in block_ops[pos + 1:] if o.name == "scf.for" and _bounds(o) == bounds
-                         and any(_reads_inside(o, value))), None)
-            if cons is None:
+            if prod.block not in listed:
+                ops = [_op(o) for o in prod.block.operations]
+                listed[prod.block] = (ops, {o: n for n, o in enumerate(ops)})
+            block_ops, position = listed[prod.block]
+            pos = position[prod]
+            # the consumer: the first later loop of the block with the same bounds whose body
+            # has an op reading the row (the loops holding a user, not a scan of the block)
+            loops = [_op(u.parent) for u in users if u.parent is not None]
+            later = sorted(position[p] for p in loops
+                           if p.name == "scf.for" and position.get(p, -1) > pos and _bounds(p) == bounds)
+            if not later:
                 continue
-            cpos = block_ops.index(cons)
-            if any(u in block_ops[pos + 1:cpos] for u in users):
+            cpos = later[0]
+            cons = block_ops[cpos]
+            if any(pos < position.get(u, -1) < cpos for u in users):
                 continue
             if any(isinstance(a.type, ir.RankedTensorType) and a != y
                    for a, y in zip(list(cons.regions[0].blocks[0].arguments)[1:], list(_body(cons)[-1].operands))):
@@ -181,9 +192,5 @@ class FuseRowLoops(Pass):
             if reads is None:
                 continue
             _fuse(prod, cons, write, reads)
+            listed.clear()
         return mod
-
-
-def _reads_inside(loop: ir.Operation, value: ir.Value):
-    for o in _body(loop):
-        yield any(v == value for v in o.operands)
