@@ -443,16 +443,10 @@ def goto_loop_nest(sch: Schedule, block: BlockRV, threads: int, split_n: bool, m
 
     The register tile reads A by one broadcast load per element and row (``vbroadcastss``
     from memory), the same loads wherever the MR rows lie, so a packed A saves no instruction
-    of the kernel and costs a copy of A per NC block: on one thread of a loaded 2-core Zen 3
-    (AVX2; CPU time against numpy's in one process) packed vs in place measured 777 x 513 x
-    1029 0.73x vs 0.72x, 1024^3 0.87x vs 0.91x, 1000 x 999 x 1023 0.74x vs 0.93x, 512^3 0.85x
-    vs 0.95x (the 6 x 16 loop took the same time, the copy made the difference), so the
-    rules read A in place by default and the tuner samples the packing. The kernel's stall
-    was elsewhere: each tile's C rows, last touched a whole ``M x NC`` block of C earlier
-    (more than the L2), came from L3 before its first FMA (14% of the kernel's samples on
-    777 x 513 x 1029); prefetching the next tile's rows one tile ahead: 0.81x -> 0.88x and
-    0.83x -> 0.88x of numpy (two runs), 1024^3 0.99x -> 0.96x and 512^3 0.91x -> 0.94x
-    (noise level).
+    of the kernel and costs a copy of A per NC block: the rules read A in place by default
+    (:data:`PACK_A`) and the tuner samples the packing. Each tile's C rows, last touched a
+    whole ``M x NC`` block of C earlier, come from beyond the L2 when that block exceeds it:
+    :func:`prefetches_c` (measurements: ``benchmarks/results/tune_cpu_*_matmul-packa.txt``).
     Each size must divide what is left of its extent (checked by ``split``), except with
     ``per_thread`` (a multiple of MR, or of NR with ``split_n``): each thread takes that many
     rows (columns), the last one fewer, and the M and N splits may end in partial tiles (edge

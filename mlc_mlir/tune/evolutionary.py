@@ -134,18 +134,21 @@ def crossover(space: Space, mod: Module, a: Trace, b: Trace, rng: random.Random,
               ops: Optional[dict] = None) -> Optional[Schedule]:
     """A child taking each decision from ``a`` or ``b`` (uniform crossover of two parents of the
     same space; TVM's evolutionary search mutates only, Ansor crosses over too); ``ops``: the
-    analysis of ``mod`` (:func:`~.space_rules.generate`).
+    analysis of ``mod`` (:func:`~.space_rules.generate`). Decisions pair by sampling order; where
+    one parent took more decisions (a decision that opens others, such as packing A, was on in
+    it), the child's decisions past the shorter parent's come from one parent picked at random.
 
     Returns
     -------
     Schedule or None
-        None when the parents have different numbers of decisions, or the mix does not fit
-        together (the space raises ``ScheduleError``).
+        None when a parent has no decisions, or the mix does not fit together (the space raises
+        ``ScheduleError``).
     """
     da, db = sampled_decisions(a), sampled_decisions(b)
-    if len(da) != len(db) or not da:
+    if not da or not db:
         return None
     forced = [x if rng.random() < 0.5 else y for x, y in zip(da, db)]
+    forced += (da if rng.random() < 0.5 else db)[len(forced):]
     try:
         return generate(space, mod, rng.randrange(2**31), forced, repair=False, ops=ops)
     except ScheduleError:
