@@ -424,7 +424,7 @@ def _reshaped_inserts(func) -> List[ir.Operation]:
     candidates are found)."""
     position = _positions(func)
     found = []
-    for op in position:
+    for op in list(position):
         if op.name != "tensor.insert_slice" or len(op.operands) != 2:
             continue
         col = producer(op.operands[0])
@@ -440,6 +440,7 @@ def _reshaped_inserts(func) -> List[ir.Operation]:
                 continue
             for d in chain:
                 d.move_before(src)
+            position = _positions(func)   # the moved ops' indices changed
         found.append(op)
     return found
 
