@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import mlc_mlir as mlc
+from mlc_mlir.cli.mlc import main
 
 onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper  # noqa: E402
@@ -67,12 +68,30 @@ PROBES = {
 }
 
 
+def _main(argv, capfd):
+    """``mlc``'s ``main(argv)`` in this process: (exit code, stderr); argparse's own errors exit
+    through ``SystemExit``. ``capfd`` sees what native code writes to fd 2 as well."""
+    try:
+        code = main([str(a) for a in argv])
+    except SystemExit as e:
+        code = e.code
+    return code, capfd.readouterr().err
+
+
 @pytest.mark.parametrize("probe", sorted(PROBES))
-def test_user_error_is_one_line_and_exit_2(files, probe):
+def test_user_error_is_one_line_and_exit_2(files, probe, capfd):
+    code, err = _main([a.format(d=files) for a in PROBES[probe]], capfd)
+    assert code == 2, (code, err)
+    assert "Traceback" not in err and err.count("\n") == 1, err
+    assert "error" in err
+
+
+@pytest.mark.parametrize("probe", ["garbage model", "missing input", "unknown command"])
+def test_the_process_exits_2_with_one_line(files, probe):
+    """The same probes through a real ``python -m mlc_mlir.cli.mlc`` process (its exit status)."""
     r = _mlc(*[a.format(d=files) for a in PROBES[probe]])
     assert r.returncode == 2, (r.returncode, r.stderr)
     assert "Traceback" not in r.stderr and r.stderr.count("\n") == 1, r.stderr
-    assert "error" in r.stderr
 
 
 @pytest.mark.parametrize("where", ["before", "after"])

@@ -206,8 +206,8 @@ def _decoder(kind):
     return getattr(transformers, name + "ForCausalLM")(cfg).eval()
 
 
-@pytest.mark.parametrize("kind,past", [("gpt2", False), ("llama", False), ("gpt2", True), ("llama", True),
-                                       ("qwen2", True), ("mistral", True)])
+@pytest.mark.parametrize("kind,past", [("gpt2", False), ("gpt2", True), ("llama", True), ("qwen2", True),
+                                       ("mistral", True)])
 def test_exported_decoder_dynamic_vs_onnxruntime(kind, past, tmp_path):
     """A tiny transformers decoder through ``export_decoder`` (``torch.onnx.export``, dynamo,
     dynamic batch/seq/past axes; logits only or the decoder with past): one import with the

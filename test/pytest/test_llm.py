@@ -358,8 +358,8 @@ def test_steps_tune_and_compile_with_their_records(tmp_path):
     """``mlc.tune.extract_tasks`` on the decode step (static, its cache-write units take the
     caller's clamped position as an ``index`` argument) and on the symbolic prefill step (its
     static units); a cache-write unit runs alone (its position fixed at 0) as numpy computes it;
-    both steps tuned (random search; the decode attention's knobs too) and compiled with the records, token-exact with
-    transformers."""
+    both steps tuned (random search; the decode attention's knobs too; no whole-model check, so
+    every record is applied) and compiled with the records, token-exact with transformers."""
     from mlc_mlir.llm.export import import_step
     from mlc_mlir.target import host_target
     from mlc_mlir.tune.attention_task import extract_attention_tasks
@@ -379,7 +379,7 @@ def test_steps_tune_and_compile_with_their_records(tmp_path):
     for name, step in (("decode", decode), ("prefill", prefill)):
         knobs = sum(len(a.candidates) for a in extract_attention_tasks(step, host_target()))   # measured first
         db = mlc.tune(step, trials=2 * len(tasks[name]) + knobs, work_dir=str(tmp_path), strategy=RandomSearch(),
-                      progress=False, finalists=0)
+                      progress=False, finalists=0, check_model=False)
         got = {r.workload for r in db.records() if r.ok}
         assert {t.workload for t in tasks[name]} <= got, name
     lm = mlc.llm.compile_causal_lm(model, max_seq_len=64, database=db)
