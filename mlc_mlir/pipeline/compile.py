@@ -34,7 +34,9 @@ writes ``DIR/<nn>-<name>.mlir``, and a stage made of steps also writes each step
    that stream rows of arguments start their loads at a vector-aligned address read at run time
    (:class:`~.prepare_passes.align_streams.AlignStreamedReductions`), and loops the schedule
    annotated ``mlc.prefetch_rows`` prefetch the rows they read ahead
-   (:class:`~.prepare_passes.prefetch_rows.PrefetchRows`); public functions get ``llvm.emit_c_interface`` and read-only
+   (:class:`~.prepare_passes.prefetch_rows.PrefetchRows`); a private function's returned reshape
+   moves into its callers, so its result buffer is the out-param, not a copy
+   (:class:`~.prepare_passes.returned_reshapes.SinkReturnedReshapes`); public functions get ``llvm.emit_c_interface`` and read-only
    tensor arguments; with calls that return dynamically shaped tensors (``FuseOps``
    primitives of symbolic shapes), the callees are inlined (``lower-affine``, ``inline``: an
    out-param needs its size before the call), except the ``no_inline`` calls of shared units
@@ -103,6 +105,7 @@ from .jit_weights import link_weights
 from .options import CompileOptions
 from .prepare_passes.align_streams import AlignStreamedReductions
 from .prepare_passes.prefetch_rows import PrefetchRows
+from .prepare_passes.returned_reshapes import SinkReturnedReshapes
 from .prepare_passes.destination_style import (CopyIntoSlices, CopyReturnedSlices, FillPadBorder,
                                                PadToInsertSlice, ReadInsertedSlices,
                                                WriteReshapedIntoSlices)
@@ -358,7 +361,7 @@ def _prepare(module: Module, options: CompileOptions) -> Module:
     if cpu and options.target.vector_bits > 128:
         out = AlignStreamedReductions(options.target.vector_bits // 8)(out)
     if cpu:
-        out = PrefetchRows()(out)
+        out = SinkReturnedReshapes()(PrefetchRows()(out))
     public = set(out.function_names(public_only=True))
     with out.context:
         for f in out.func_ops():

@@ -214,6 +214,22 @@ def test_rules_use_their_primitives():
     assert blk.loops[-1].extent == max(v for v in range(lanes, 4 * lanes + 1, lanes) if 96 % v == 0)
 
 
+
+def test_batch_matmul_zeroes_each_register_tile():
+    """An unpadded batch_matmul (its relu fused) decomposes its init into the k loop: each
+    register tile of C is zeroed right before its k loop, not all of C by a fill before the
+    threads' loop; a padded one (N = 24, no whole 16-wide tile on AVX2) keeps its fill. Both
+    match numpy and replay (:func:`check`)."""
+    sch = check("batch_matmul_relu", build("batch_matmul_relu"), SMALL_CACHES)
+    insts = sch.trace.insts
+    dec = [n for n, i in enumerate(insts) if i.kind == "decompose_reduction"]
+    assert len(dec) == 1
+    # at the k loop: after the loops are reordered and the threads' loop is made parallel
+    assert dec[0] > max(n for n, i in enumerate(insts) if i.kind in ("reorder", "parallel"))
+    sch = check("batch_matmul_one", build("batch_matmul_one"), SMALL_CACHES)
+    assert "pad_einsum" in [i.kind for i in sch.trace.insts]
+    assert "decompose_reduction" not in [i.kind for i in sch.trace.insts]
+
 def test_constants_follow_the_target():
     a, b = goto_params(AVX2, 1024, 1024, 1024), goto_params(AVX512, 1024, 1024, 1024)
     # NR: two vectors; MR: accumulators in half the registers; KC: B micro-panel in L1d;

@@ -13,3 +13,4 @@ from .fuse_row_loops import FuseRowLoops  # noqa: F401
 from .identity_slices import FoldIdentitySlices  # noqa: F401
 from .math_approximation import ApproximateMath  # noqa: F401
 from .prefetch_rows import PrefetchRows  # noqa: F401
+from .returned_reshapes import SinkReturnedReshapes  # noqa: F401
