@@ -35,9 +35,8 @@ writes ``DIR/<nn>-<name>.mlir``, and a stage made of steps also writes each step
    (:class:`~.prepare_passes.align_streams.AlignStreamedReductions`), and loops the schedule
    annotated ``mlc.prefetch_rows`` prefetch the rows they read ahead
    (:class:`~.prepare_passes.prefetch_rows.PrefetchRows`); a private function's returned reshape
-   moves into its callers, so its result buffer is the out-param, not a copy
-   (:class:`~.prepare_passes.returned_reshapes.SinkReturnedReshapes`); public functions get ``llvm.emit_c_interface`` and read-only
-   tensor arguments; with calls that return dynamically shaped tensors (``FuseOps``
+   moves into its callers (:class:`~.prepare_passes.returned_reshapes.SinkReturnedReshapes`);
+   public functions get ``llvm.emit_c_interface`` and read-only tensor arguments; with calls that return dynamically shaped tensors (``FuseOps``
    primitives of symbolic shapes), the callees are inlined (``lower-affine``, ``inline``: an
    out-param needs its size before the call), except the ``no_inline`` calls of shared units
    that write into the destinations passed in

@@ -519,10 +519,9 @@ def schedule_batch_matmul(sch: Schedule, block: BlockRV, ctx: RuleContext) -> No
     row (``j0``). The init of an unpadded op whose operands no other op of the unit computes
     is decomposed into the k loop: each register tile is zeroed right before its k loop,
     instead of a memset of all of C before the threads' loop (serial, and C read back from
-    L2/L3 by the tiles): Winograd F(2x2, 3x3) GEMMs with a relu, one thread of a loaded
-    2-core AMD EPYC znver3, CPU time, 16 x 784 x 64 x 64 1.41 -> 1.25 ms, 16 x 196 x 128 x 128
-    2.02 -> 1.62 ms (as the Goto nest does with K in one KC block,
-    :func:`~mlc_mlir.schedule.cpu_recipes.goto_loop_nest`). M, N and K are padded
+    L2/L3 by the tiles; ``benchmarks/results/models_cpu_2026-11-27_znver3_r50-perf.txt``), as
+    the Goto nest does with K in one KC block
+    (:func:`~mlc_mlir.schedule.cpu_recipes.goto_loop_nest`). M, N and K are padded
     (``pad_einsum``) to multiples of ``threads * MR``, NR and ``UNROLL_K`` where they are not
     (:func:`~mlc_mlir.schedule.cpu_recipes.batch_matmul_padding`; an epilogue of a padded op
     keeps its own rule).
