@@ -1,14 +1,16 @@
 """Run time of the compile-time cuts, in one process: each model is compiled twice with the
-default schedules (``mlc.compile(threads=1)``), once as before the cuts (identical outlined
-nests not merged, LLVM's default ``-dag-maps-huge-region=1000``) and once as now
-(:func:`mlc_mlir.pipeline.outline_nests.merge_identical_functions`,
-:data:`mlc_mlir.runtime.jit_engine.LLVM_CODEGEN_OPTIONS`); the two executables are then called
+default schedules (``mlc.compile(threads=1)``), once as before the cut (private functions that
+differ only in integer constants compiled each on its own) and once as now
+(:func:`mlc_mlir.pipeline.constant_variants.merge_constant_variants`: one function, the
+constants passed as arguments); the two executables are then called
 in turns on the same input (``--rounds`` rounds, the best call of each kept), so a loaded host
 slows both alike. A call is timed in CPU seconds of the calling thread (``time.thread_time``;
 ``threads=1`` runs in it): on a host whose cores other processes share, wall-clock calls of
 60-200 ms were preempted so often that the best of 60 differed by 40% between two identical
 executables. Prints the compile CPU seconds of each, the best call (ms) of each, their
 ratio (now / before) and the largest difference between their outputs.
+(The earlier cuts measured with this script, identical outlined nests merged and LLVM's
+``-dag-maps-huge-region``, are in ``benchmarks/results/compile_cpu_2026-11-27_znver3_compile-time.txt``.)
 
     python benchmarks/compile_time_ab.py [--models inception_v1,densenet121,resnet18] [--rounds 30]
 """
@@ -29,23 +31,19 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _compile(mod, before: bool):
-    """``mlc.compile(mod, threads=1)`` as before the cuts (``before``) or as now; CPU s too."""
+    """``mlc.compile(mod, threads=1)`` as before the cut (``before``) or as now; CPU s too."""
     import mlc_mlir as mlc
-    import mlc_mlir.pipeline.outline_nests as outline_nests
-    from mlc_mlir.runtime import jit_engine
 
-    jit_engine._default_llvm_options()   # set once per process; overridden below
-    merge = outline_nests.merge_identical_functions
+    compile_module = sys.modules["mlc_mlir.pipeline.compile"]
+    merge = compile_module.merge_constant_variants
     if before:
-        jit_engine.set_llvm_options(("-dag-maps-huge-region=1000",))
-        outline_nests.merge_identical_functions = lambda module, functions: {}
+        compile_module.merge_constant_variants = lambda module: {}
     try:
         c0 = cpu_seconds()
         exe = mlc.compile(mod, threads=1)
         return exe, cpu_seconds() - c0
     finally:
-        outline_nests.merge_identical_functions = merge
-        jit_engine.set_llvm_options()
+        compile_module.merge_constant_variants = merge
 
 
 def measure(name: str, path: str, rounds: int) -> str:
