@@ -32,6 +32,7 @@ from typing import Dict, List, Sequence, Tuple
 
 from .._mlir import ir, llvm_d
 from ..ir.module import Module
+from .outline_nests import function_shape
 
 #: Ops that may use a constant made an argument: integer arithmetic that LLVM strength-reduces
 #: or hoists as well with a loop-invariant value, comparisons (loop bounds), memref descriptor
@@ -114,18 +115,12 @@ def _private(fn: ir.Operation) -> bool:
         or linkage in ("#llvm.linkage<private>", "#llvm.linkage<internal>")
 
 
-def _shape(fn: ir.Operation) -> tuple:
-    """A cheap necessary condition of two functions' texts being equal up to constants: the
-    signature and the number of ops of each block."""
-    return (str(fn.attributes["function_type"]),) + tuple(len(b.operations) for b in fn.regions[0].blocks)
-
-
 def _scan(module: Module):
     """``(defined, texts, calls, candidates)``: every ``llvm.func`` definition by name; the text
-    of each private one that shares its :func:`_shape` with another (only those can merge:
-    printing is most of this pass's time); the direct calls found by walking the functions not
-    printed (by caller); the printed ones only called directly (``llvm.call @f``: none whose
-    address is taken or that another op names)."""
+    of each private one whose :func:`~.outline_nests.function_shape` another shares (only those
+    can merge: printing is most of this pass's time); the direct calls found by walking the
+    functions not printed (by caller); the printed ones only called directly (``llvm.call @f``:
+    none whose address is taken or that another op names)."""
     defined: Dict[str, ir.Operation] = {}
     refs: collections.Counter = collections.Counter()   # names used other than as a callee
     for op in module.ir_module.body.operations:
@@ -141,7 +136,7 @@ def _scan(module: Module):
     shapes: Dict[tuple, List[str]] = collections.defaultdict(list)
     for name, fn in defined.items():
         if _private(fn):
-            shapes[_shape(fn)].append(name)
+            shapes[function_shape(fn)].append(name)
     texts = {name: _text(defined[name]) for group in shapes.values() if len(group) > 1 for name in group}
     calls: Dict[str, List[ir.Operation]] = {}
     for name, fn in defined.items():
