@@ -177,8 +177,9 @@ def _from_reduction(op, depth: int = 0) -> bool:
 
 
 def _iterators(op) -> List[str]:
-    return ["reduction" if "reduction" in str(a) else "parallel"
-            for a in ir.ArrayAttr(op.attributes["iterator_types"])]
+    # the array printed once (``[#linalg.iterator_type<parallel>, ...]``), not each element
+    text = str(op.attributes["iterator_types"])
+    return ["reduction" if "reduction" in a else "parallel" for a in text.split(",")] if "<" in text else []
 
 
 def _row_path(v, reductions, depth: int = 0) -> Optional[bool]:
