@@ -166,6 +166,8 @@ def _parameterize(fn: ir.Operation, columns: List[Tuple[int, ...]], consts: List
     the column's values) and replace those constants with it."""
     entry = fn.regions[0].blocks[0]
     types = [consts[col[0]].result.type for col in columns]
+    if not types:   # identical functions: nothing to pass
+        return
     fn.attributes["function_type"] = ir.TypeAttr.get(
         _function_type(ir.TypeAttr(fn.attributes["function_type"]).value, types))
     if "arg_attrs" in fn.attributes:

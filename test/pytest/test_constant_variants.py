@@ -67,6 +67,13 @@ def test_functions_differing_in_constants_share_one():
     assert _calls(mod) == [("f0", [100, 1000]), ("f0", [200, 1000]), ("f0", [300, 2000])]
 
 
+def test_identical_functions_share_one_without_arguments():
+    mod = _module([("llvm.add", 100, 1000), ("llvm.add", 100, 1000)])
+    assert merge_constant_variants(mod) == {"f1": "f0"}
+    mod.verify()
+    assert _calls(mod) == [("f0", []), ("f0", [])]
+
+
 def test_equal_columns_share_one_argument():
     mod = _module([("llvm.add", 100, 100), ("llvm.add", 200, 200)])
     assert merge_constant_variants(mod) == {"f1": "f0"}
