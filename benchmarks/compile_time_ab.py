@@ -8,7 +8,8 @@ slows both alike. A call is timed in CPU seconds of the calling thread (``time.t
 ``threads=1`` runs in it): on a host whose cores other processes share, wall-clock calls of
 60-200 ms were preempted so often that the best of 60 differed by 40% between two identical
 executables. Prints the compile CPU seconds of each, the best call (ms) of each, their
-ratio (now / before) and the largest difference between their outputs.
+ratio (now / before), the largest difference between their outputs and the number of
+functions merged away.
 (The earlier cuts measured with this script, identical outlined nests merged and LLVM's
 ``-dag-maps-huge-region``, are in ``benchmarks/results/compile_cpu_2026-11-27_znver3_compile-time.txt``.)
 
@@ -36,12 +37,13 @@ def _compile(mod, before: bool):
 
     compile_module = sys.modules["mlc_mlir.pipeline.compile"]
     merge = compile_module.merge_constant_variants
-    if before:
-        compile_module.merge_constant_variants = lambda module: {}
+    merged: list = []
+    compile_module.merge_constant_variants = \
+        (lambda module: {}) if before else (lambda module: merged.append(merge(module)) or merged[-1])
     try:
         c0 = cpu_seconds()
         exe = mlc.compile(mod, threads=1)
-        return exe, cpu_seconds() - c0
+        return exe, cpu_seconds() - c0, sum(len(m) for m in merged)
     finally:
         compile_module.merge_constant_variants = merge
 
@@ -51,8 +53,8 @@ def measure(name: str, path: str, rounds: int) -> str:
     import mlc_mlir as mlc
 
     mod = mlc.from_onnx(path)
-    before, cpu_before = _compile(mod, True)
-    now, cpu_now = _compile(mod, False)
+    before, cpu_before, _ = _compile(mod, True)
+    now, cpu_now, merged = _compile(mod, False)
     sig = mod.signature(mod.function_names(public_only=True)[0])
     x = np.random.default_rng(0).standard_normal(sig.args[0].shape).astype(np.float32)
     diff = float(np.max(np.abs(np.asarray(before(x)) - np.asarray(now(x)))))
@@ -63,7 +65,7 @@ def measure(name: str, path: str, rounds: int) -> str:
             exe(x)
             best[i] = min(best[i], time.thread_time() - t0)
     return (f"{name:<14}{cpu_before:>12.1f}{cpu_now:>12.1f}{1e3 * best[0]:>12.2f}{1e3 * best[1]:>12.2f}"
-            f"{best[1] / best[0]:>8.3f}{diff:>12.2e}")
+            f"{best[1] / best[0]:>8.3f}{diff:>12.2e}{merged:>8d}")
 
 
 def main() -> None:
@@ -76,7 +78,7 @@ def main() -> None:
     print(f"# CPU: {describe(host_target())}; mlc.compile(threads=1), both executables in one "
           "process, called in turns; call = thread CPU ms")
     print(f"{'model':<14}{'before CPU s':>12}{'now CPU s':>12}{'before ms':>12}{'now ms':>12}"
-          f"{'ratio':>8}{'max |diff|':>12}")
+          f"{'ratio':>8}{'max |diff|':>12}{'merged':>8}")
     with tempfile.TemporaryDirectory() as work:
         for name in a.models.split(","):
             if name == "resnet18":
