@@ -103,7 +103,7 @@ def _can_fuse(pk: str, ck: str, producer_name: str = "") -> bool:
     return False
 
 
-def _row_edge(p, users) -> bool:
+def _row_edge(p, users, memo: Optional[dict] = None) -> bool:
     """Whether ``p`` computes per-row values (a row max, sum or mean, or an elementwise op on
     them) that every user, a ``linalg.generic``, reads broadcast along its other dims (through
     an indexing map with fewer results than it has loops): softmax's max read by its exp-sum
@@ -114,9 +114,9 @@ def _row_edge(p, users) -> bool:
     schedule can run row by row (``schedule.rules.row_fused``)."""
     if p.name != "linalg.generic" or len(p.results) != 1 or not users:
         return False
-    if _row_values(p, users):
+    if _row_values(p, users, memo):
         return True
-    if not _from_reduction(p):
+    if not _from_reduction(p, 0, memo):
         return False   # a rank-raising copy (a 1x1 convolution's im2col) reads no row value
     for u in users:
         if u.name != "linalg.generic":
@@ -129,7 +129,7 @@ def _row_edge(p, users) -> bool:
     return True
 
 
-def _row_values(p, users) -> bool:
+def _row_values(p, users, memo: Optional[dict] = None) -> bool:
     """Whether ``p``, an all-parallel ``linalg.generic`` of rank ``n``, is read whole (identity
     maps) by ``linalg.generic`` users only: one reduction over the innermost dim alone and
     all-parallel ops of rank ``n`` (at least one) whose other inputs are per-row values computed
@@ -138,7 +138,7 @@ def _row_values(p, users) -> bool:
     all of ``p``'s users and no path leaves it and comes back (a residual sum read by a
     layer_norm and by the next residual add, or a top-k's masking by an ``argmax`` reshaped to
     keep its dim, stays apart)."""
-    its = _iterators(p)
+    its = _iterators(p, memo)
     n = len(its)
     if n == 0 or "reduction" in its:
         return False
@@ -146,7 +146,7 @@ def _row_values(p, users) -> bool:
     for u in users:
         if u.name != "linalg.generic":
             return False
-        uits = _iterators(u)
+        uits = _iterators(u, memo)
         if len(uits) != n or "reduction" in uits[:-1]:
             return False
         maps = ir.ArrayAttr(u.attributes["indexing_maps"])
@@ -159,29 +159,37 @@ def _row_values(p, users) -> bool:
     for u in others:
         n_in = len(u.operands) - len(u.results)
         rows = [v for v in list(u.operands)[:n_in] if v != p.results[0]]
-        paths = [_row_path(v, reductions) for v in rows]
+        paths = [_row_path(v, reductions, 0, memo) for v in rows]
         if None in paths or not any(paths):
             return False
     return True
 
 
-def _from_reduction(op, depth: int = 0) -> bool:
+def _from_reduction(op, depth: int = 0, memo: Optional[dict] = None) -> bool:
     """Whether ``op`` is a ``linalg.generic`` reduction or an all-parallel one computed from such
     a reduction (softmax's ``1 / sum``, layer_norm's ``rsqrt(var + eps)``)."""
     if op is None or op.name != "linalg.generic" or depth > 8:
         return False
-    if "reduction" in _iterators(op):
+    if "reduction" in _iterators(op, memo):
         return True
     n_in = len(op.operands) - len(op.results)
-    return any(_from_reduction(_producer(x), depth + 1) for x in list(op.operands)[:n_in])
+    return any(_from_reduction(_producer(x), depth + 1, memo) for x in list(op.operands)[:n_in])
 
 
-def _iterators(op) -> List[str]:
-    return ["reduction" if "reduction" in str(a) else "parallel"
-            for a in ir.ArrayAttr(op.attributes["iterator_types"])]
+def _iterators(op, memo: Optional[dict] = None) -> List[str]:
+    """``op``'s iterator types (``"parallel"``/``"reduction"``); ``memo`` (op -> list), if given,
+    keeps them for the ops seen before (one :func:`fusion_groups` asks for an op's many times)."""
+    if memo is not None and op in memo:
+        return memo[op]
+    # the array printed once (``[#linalg.iterator_type<parallel>, ...]``), not each element
+    text = str(op.attributes["iterator_types"])
+    its = ["reduction" if "reduction" in a else "parallel" for a in text.split(",")] if "<" in text else []
+    if memo is not None:
+        memo[op] = its
+    return its
 
 
-def _row_path(v, reductions, depth: int = 0) -> Optional[bool]:
+def _row_path(v, reductions, depth: int = 0, memo: Optional[dict] = None) -> Optional[bool]:
     """None unless ``v`` is a constant or init, or the result of one of ``reductions`` or of an
     all-parallel ``linalg.generic`` whose inputs all are (recursively), each of these results
     used once (by the next op of the path: no path leaves the group); otherwise whether ``v``
@@ -197,10 +205,10 @@ def _row_path(v, reductions, depth: int = 0) -> Optional[bool]:
         return None
     if any(op == r for r in reductions):
         return True
-    if op.name != "linalg.generic" or "reduction" in _iterators(op):
+    if op.name != "linalg.generic" or "reduction" in _iterators(op, memo):
         return None
     n_in = len(op.operands) - len(op.results)
-    paths = [_row_path(x, reductions, depth + 1) for x in list(op.operands)[:n_in]]
+    paths = [_row_path(x, reductions, depth + 1, memo) for x in list(op.operands)[:n_in]]
     return None if None in paths else any(paths)
 
 
@@ -225,6 +233,7 @@ def fusion_groups(f) -> List[List[ir.Operation]]:
     kinds = [op_kind(op) if not _is_free(op) and op.name != "func.return" else None
              for op in ops]
     uf = _UnionFind(len(ops))
+    memo: dict = {}   # iterator types per op, for this function's edges
     master = {i: is_master(k) for i, k in enumerate(kinds) if k is not None}
     # per group: holds a named contraction (linalg.matmul, conv, mmt4d: not a generic) /
     # holds a reshape; the two never share a group (see the module docstring)
@@ -243,7 +252,7 @@ def fusion_groups(f) -> List[List[ir.Operation]]:
             if pk is None:
                 continue
             users = {u.owner for u in v.uses}
-            row = _row_edge(p, users)
+            row = _row_edge(p, users, memo)
             if not row and (len(list(p.results[0].uses)) != 1 or len(users) != 1):
                 continue                            # a multi-use producer is materialized
             is_init = p.name == "linalg.fill"

@@ -212,10 +212,15 @@ class Module:
         IRError
             If there is none; the message lists the functions there are.
         """
-        for f in self.func_ops():
-            if f.sym_name.value == name:
-                return f
-        raise IRError(f"module: no function named '{name}'; functions: {self.function_names()}")
+        # MLIR's symbol table (built in C++): a Python scan of the module's ops per lookup made
+        # the lookups of a pass that visits every function quadratic in their number
+        try:
+            op = ir.SymbolTable(self._module.operation)[name]
+        except KeyError:
+            op = None
+        if not isinstance(op, func_d.FuncOp):
+            raise IRError(f"module: no function named '{name}'; functions: {self.function_names()}")
+        return op
 
     def function_names(self, public_only: bool = False) -> List[str]:
         """Names of the functions (only the public ones with ``public_only``)."""

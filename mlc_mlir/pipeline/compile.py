@@ -52,12 +52,11 @@ writes ``DIR/<nn>-<name>.mlir``, and a stage made of steps also writes each step
    (:func:`~.strided_copies.strided_copies_to_loops`: not the runtime's element-wise
    ``memrefCopy``; one kernel per rank and element type, called from every site), vector reads that broadcast along their innermost dim made scalar loads and
    splats (:func:`~.broadcast_reads.unroll_broadcast_reads`), each top-level loop nest of a
-   function holding
-   several (and, by default, large enough: ``outline_nests``) moved to a ``noinline`` function
+   function holding several (and, by default, large enough: ``outline_nests``) moved to a ``noinline`` function
    of its own, so LLVM compiles one kernel per function, nests that outline to identical
-   functions sharing one (:func:`~.outline_nests.outline_loop_nests`), then the buffer cache
-   linked in
-   (:func:`~.buffer_cache.link_buffer_cache`);
+   functions sharing one (:func:`~.outline_nests.outline_loop_nests`), the buffer cache linked in
+   (:func:`~.buffer_cache.link_buffer_cache`), functions that differ only in integer constants
+   merged, the constants passed in (:func:`~.constant_variants.merge_constant_variants`);
 8. ``denormals`` -- with ``flush_denormals``, MXCSR FTZ|DAZ around each call and OpenMP region;
 
 then ``llvm`` (LLVM IR, ``09-llvm.ll`` when dumping) and ``jit`` (MLIR ``ExecutionEngine`` at the
@@ -91,6 +90,7 @@ from ..runtime.registry import make_callback
 from ..target import Target, host_mismatch
 from .aot import export_library, translate_to_llvmir
 from .broadcast_reads import unroll_broadcast_reads
+from .constant_variants import merge_constant_variants
 from .buffer_cache import link_buffer_cache
 from .cuda_compile import compile_cuda, export_cuda_library
 from .denormals import flush_denormals
@@ -396,8 +396,10 @@ def _lower(module: Module, options: CompileOptions) -> Module:
                                   threads=options.threads,
                                   after={"buffer-deallocation-pipeline": dealloc_after_last_use,
                                          "convert-bufferization-to-memref": _nests_of_buffers(options)}))
-    if options.target.kind == "cpu" and options.target.cpu:
-        set_codegen_target(out, options.target)
+    if options.target.kind == "cpu":
+        merge_constant_variants(out)
+        if options.target.cpu:
+            set_codegen_target(out, options.target)
     return out
 
 

@@ -38,6 +38,7 @@ deduplication of equivalent executables and LLVM's ``MergeFunctions`` for the me
 
 from __future__ import annotations
 
+import collections
 from typing import Dict, List
 
 from .._mlir import ir, loop_transform_d, structured_transform_d, transform_interpreter
@@ -132,6 +133,13 @@ def _strip_names(fn: ir.Operation) -> None:
     fn.walk(visit, ir.WalkOrder.PRE_ORDER)
 
 
+def function_shape(fn: ir.Operation) -> tuple:
+    """A cheap necessary condition of two functions (``func.func`` or ``llvm.func``) printing
+    the same up to their names and constant values: their type and the number of ops of each
+    block."""
+    return (str(fn.attributes["function_type"]),) + tuple(len(b.operations) for b in fn.regions[0].blocks)
+
+
 def merge_identical_functions(module: Module, functions: Dict[str, ir.Operation]) -> Dict[str, str]:
     """Merge the identical functions among ``functions`` (name -> ``func.func`` of ``module``):
     two are identical when they print the same up to their symbol names and the ``mlc.name``
@@ -142,8 +150,11 @@ def merge_identical_functions(module: Module, functions: Dict[str, ir.Operation]
     active."""
     first: Dict[str, str] = {}
     merged: Dict[str, str] = {}
+    shapes = collections.Counter(function_shape(fn.operation) for fn in functions.values())
     for name, fn in functions.items():
         fn = fn.operation
+        if shapes[function_shape(fn)] < 2:   # printing is most of the time: only functions that may match
+            continue
         _strip_names(fn)
         # local scope: the printer numbers this function's values only, not the whole module's
         text = fn.get_asm(enable_debug_info=False, use_local_scope=True, assume_verified=True)

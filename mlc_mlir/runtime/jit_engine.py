@@ -32,6 +32,7 @@ from typing import Optional, Sequence, Tuple
 
 from .._mlir import MLIR_CAPI_LIBRARY, ExecutionEngine, NativeExecutionEngine, ir
 from ..errors import PipelineError
+from ..ir import llvm_options
 
 #: Capsule names of the bindings' interop protocol (``MLIR_PYTHON_CAPSULE_*``).
 _MODULE_CAPSULE = b"mlir.ir.Module._CAPIPtr"
@@ -83,16 +84,9 @@ def set_llvm_options(options: Sequence[str] = LLVM_CODEGEN_OPTIONS) -> bool:
     """Set the LLVM command-line ``options`` (default :data:`LLVM_CODEGEN_OPTIONS`) in the LLVM
     library of this process (the one MLIR's C API links): they hold for every later code
     generation of the process. Returns whether it was possible (False where the C API library or
-    LLVM-C's ``LLVMParseCommandLineOptions`` is missing: LLVM's defaults then stay)."""
-    lib = _capi()
-    parse = getattr(lib, "LLVMParseCommandLineOptions", None) if lib is not None else None
-    if parse is None:
-        return False
-    parse.restype = None
-    parse.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p), ctypes.c_char_p]
-    argv = [b"mlc_mlir"] + [o.encode() for o in options]
-    parse(len(argv), (ctypes.c_char_p * len(argv))(*argv), None)
-    return True
+    LLVM-C's ``LLVMParseCommandLineOptions`` is missing: LLVM's defaults then stay;
+    :func:`mlc_mlir.ir.llvm_options.set_llvm_options`)."""
+    return llvm_options.set_llvm_options(options)
 
 
 @functools.lru_cache(maxsize=1)

@@ -29,6 +29,7 @@ from .._mlir import (ir, loop_transform_d, structured_transform_d, tensor_transf
 from ..ir.transform_values import any_op, param_constant
 from ..errors import ScheduleError
 from ..ir import dtypes
+from ..ir.llvm_options import printing_assumes_verified
 from ..ir.module import Module, OP_NAME_ATTR, diagnostics
 from .factors import largest_divisor
 from .gpu_script import GpuEmitter, gpu_owned, is_gpu_block
@@ -494,7 +495,9 @@ def apply_transform_script(payload: Module, script: TransformScript) -> Module:
         With the interpreter's diagnostics (e.g. a fusion or vectorization that failed).
     """
     out = payload.clone()
-    with out.context, ir.Location.unknown():
+    # the interpreter's fusions print their containing loop into a remark before each fusion:
+    # printing without verifying first is a third of the schedule stage (ir.llvm_options)
+    with out.context, ir.Location.unknown(), printing_assumes_verified():
         try:
             transform_interpreter.apply_named_sequence(out.operation, script.entry, script.module)
         except ir.MLIRError as e:
