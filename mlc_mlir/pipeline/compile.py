@@ -52,20 +52,18 @@ writes ``DIR/<nn>-<name>.mlir``, and a stage made of steps also writes each step
    (:func:`~.strided_copies.strided_copies_to_loops`: not the runtime's element-wise
    ``memrefCopy``; one kernel per rank and element type, called from every site), vector reads that broadcast along their innermost dim made scalar loads and
    splats (:func:`~.broadcast_reads.unroll_broadcast_reads`), each top-level loop nest of a
-   function holding several (and, by default, large enough: ``outline_nests``) moved to a ``noinline`` function
-   of its own, so LLVM compiles one kernel per function, nests that outline to identical
-   functions sharing one (:func:`~.outline_nests.outline_loop_nests`), the buffer cache linked in
-   (:func:`~.buffer_cache.link_buffer_cache`), functions that differ only in integer constants
-   merged, the constants passed in (:func:`~.constant_variants.merge_constant_variants`);
+   function holding several (and, by default, large enough: ``outline_nests``) moved to a
+   ``noinline`` function of its own, identical ones shared (:func:`~.outline_nests.outline_loop_nests`),
+   the buffer cache linked in (:func:`~.buffer_cache.link_buffer_cache`), functions that differ
+   only in integer constants merged (:func:`~.constant_variants.merge_constant_variants`);
 8. ``denormals`` -- with ``flush_denormals``, MXCSR FTZ|DAZ around each call and OpenMP region;
 
 then ``llvm`` (LLVM IR, ``09-llvm.ll`` when dumping) and ``jit`` (MLIR ``ExecutionEngine`` at the
 options' opt level and LLVM's :data:`~mlc_mlir.runtime.jit_engine.LLVM_CODEGEN_OPTIONS`, with
 the runtime libraries and registered Python kernels; large weights are linked from their numpy
 buffers, :mod:`mlc_mlir.pipeline.jit_weights`).
-A compile that runs longer than a few seconds shows its current stage on one line of standard
-error (:class:`~mlc_mlir.pipeline.progress.CompileProgress`), counting the seconds through the
-``jit`` stage (LLVM runs with the GIL released).
+A compile longer than a few seconds shows its stage on one line of standard error
+(:class:`~mlc_mlir.pipeline.progress.CompileProgress`), ticking through ``jit`` (GIL released).
 A failing stage raises ``PipelineError`` with the ``mlir-opt`` command that reproduces it.
 """
 
@@ -90,8 +88,8 @@ from ..runtime.registry import make_callback
 from ..target import Target, host_mismatch
 from .aot import export_library, translate_to_llvmir
 from .broadcast_reads import unroll_broadcast_reads
-from .constant_variants import merge_constant_variants
 from .buffer_cache import link_buffer_cache
+from .constant_variants import merge_constant_variants
 from .cuda_compile import compile_cuda, export_cuda_library
 from .denormals import flush_denormals
 from .early_dealloc import dealloc_after_last_use
