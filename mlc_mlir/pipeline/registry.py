@@ -8,10 +8,8 @@ runs exactly what :func:`mlc_mlir.compile` runs.
 ``convert-to-llvm``, with ``allow-pattern-rollback=false`` (MLIR's conversion driver then does
 not log each rewrite in order to undo it; upstream still calls the flag experimental, and a
 pattern that failed after rewriting would leave IR that the verification at the end of the
-pipeline piece rejects): the same LLVM dialect, op for op, on DenseNet-121, Inception v2 and
-SqueezeNet, and the last part of the
-``lower`` pipeline on DenseNet-121 took 4.4 instead of 5.6 CPU s (znver3;
-``benchmarks/results/compile_cpu_2026-11-27_znver3_dense-compile3.txt``).
+pipeline piece rejects). The output is the same LLVM dialect, op for op, in less compile time
+(``benchmarks/results/compile_cpu_2026-11-27_znver3_dense-compile3.txt``).
 """
 
 from __future__ import annotations
