@@ -50,16 +50,19 @@ module gets default schedules or a tuning database's (``schedule="default"`` or 
 8. ``pack-weights``   -- matmuls on a constant B that feed no elementwise op get B packed into
    the panels of their register tile (``layout_passes.PackMatmulWeights``,
    :func:`~mlc_mlir.schedule.cpu_recipes.packed_b_panel`: a ``linalg.mmt4d``);
-9. ``fold-constants`` -- the packed weights and the remaining constant filter transposes become
+9. ``epilogues``     -- elementwise ops that read a reshaped matmul / mmt4d result (an NHWC 1x1
+   or im2col convolution's batch norm, residual add and relu) run in that result's shape
+   (``layout_passes.PropagateReshapes``), so task formation fuses them as its epilogue;
+10. ``fold-constants`` -- the packed weights and the remaining constant filter transposes become
    constants;
-10. ``specialize-rows`` -- a matmul of dynamic M gets an ``M == 1`` version (a GEMV) chosen at
+11. ``specialize-rows`` -- a matmul of dynamic M gets an ``M == 1`` version (a GEMV) chosen at
    run time by ``scf.if`` (``layout_passes.SpecializeUnitRows``, as Relax dispatches on symbolic
    sizes).
 
-Steps 0, 7, 8 and 10 run on CPU targets only (:func:`cpu_only`: their forms have no GPU rule);
+Steps 0, 7, 8, 9 and 11 run on CPU targets only (:func:`cpu_only`: their forms have no GPU rule);
 the others decide per op with target-aware predicates that leave a GPU's ops as they are.
 
-Constant evaluation (steps 3 and 9) is ``graph.FoldConstant`` restricted to the data-movement
+Constant evaluation (steps 3 and 10) is ``graph.FoldConstant`` restricted to the data-movement
 ops numpy evaluates (:data:`~mlc_mlir.graph.constant_eval.NUMPY_OPS`): no constant subgraph is
 compiled, the compiler never calls itself. Source: TVM Relay ``AlterOpLayout`` /
 ``ConvertLayout`` before ``FoldConstant``; Triton's named stages.
@@ -99,6 +102,7 @@ from .layout_passes.conv_winograd import ConvToWinograd, winograd_applies
 from .layout_passes.fuse_attention import FuseAttention
 from .layout_passes.merge_projections import MergeProjections
 from .layout_passes.pack_matmul import PackMatmulWeights
+from .layout_passes.reshape_propagation import PropagateReshapes
 from .layout_passes.pool_nhwc import PoolToNHWC
 from .layout_passes.specialize_rows import SpecializeUnitRows
 from .layout_passes.transpose_propagation import PropagateTransposes, has_inverse_pair
@@ -304,6 +308,13 @@ def pack_weights(module: Module, target: Target, functions: List[str], options: 
     return PackMatmulWeights(partial(packed_b_panel, target), functions)(module)
 
 
+def propagate_reshapes(module: Module, target: Target, functions: List[str], options: CompileOptions) -> Module:
+    """Step ``epilogues`` (see the module docstring; CPU targets only, :func:`cpu_only`)."""
+    if not (has_op(module, "linalg.mmt4d") or has_op(module, "linalg.matmul")):
+        return module
+    return PropagateReshapes(functions)(module)
+
+
 def fold_constants(module: Module, target: Target, functions: List[str], options: CompileOptions) -> Module:
     """Step ``fold-constants``: packed weights and constant filter transposes."""
     if has_op(module, "linalg.mmt4d") or _constant_filter_transposed(module):
@@ -343,6 +354,7 @@ LAYOUT_STEPS: Tuple[Tuple[str, LayoutStep], ...] = (
     ("grouped", grouped_to_gemm),
     ("merge-projections", cpu_only(merge_projections)),
     ("pack-weights", cpu_only(pack_weights)),
+    ("epilogues", cpu_only(propagate_reshapes)),
     ("fold-constants", fold_constants),
     ("specialize-rows", cpu_only(specialize_rows)),
 )

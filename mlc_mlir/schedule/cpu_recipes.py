@@ -428,25 +428,23 @@ def schedule_matmul_goto(sch: Schedule, block: BlockRV, threads: Optional[int] =
 def goto_loop_nest(sch: Schedule, block: BlockRV, threads: int, split_n: bool, mr: int, nr: int,
                    mc_tiles: int, nc_tiles: int, kc: int, pack: bool, unroll_k: int,
                    epilogues=(), per_thread: Optional[int] = None, pack_a: bool = False,
-                   prefetch_c: bool = False) -> None:
+                   prefetch_c: bool = False, epilogue_at_tile: bool = False) -> None:
     """The loop nest of :func:`schedule_matmul_goto` and :func:`schedule_mmt4d_goto` from its
     sizes, each an int or a sampled ``ExprRV`` that the splits take as a factor (the rules'
     decisions): ``k`` split ``[None, KC]``; the threads' dim (N with ``split_n``, else M) split
     ``[threads, None]``; M split ``[None, MC / MR, MR]`` and N ``[None, NC / NR, NR]``
     (``mc_tiles`` register tiles per M block, ``nc_tiles`` panels per N block; an mmt4d's N
     is already in panels: ``[None, nc_tiles]``, its ``m0 n0 k0`` loops innermost); loops
-    ``i0 j0 k0 i1 j1 i2 k1 i3 j2``, epilogues at ``j0``, the init decomposed, B packed at
-    ``k0`` when ``pack``, A packed at ``i1`` when ``pack_a`` (each ``MC x KC`` block as
+    ``i0 j0 k0 i1 j1 i2 k1 i3 j2``, epilogues at ``j0`` (``i2`` with ``epilogue_at_tile``), the
+    init decomposed, B packed at ``k0`` when ``pack``, A packed at ``i1`` when ``pack_a`` (each ``MC x KC`` block as
     ``KC x MR`` micro-panels, as BLIS packs A), the next ``MR x NR`` tile of C prefetched before
     each tile's k loop when ``prefetch_c`` (:data:`PREFETCH_TILE_ATTR` on ``i2``, where ``i2``
     has more than one tile), ``k1`` unrolled by ``unroll_k``, the ``MR x NR`` tile vectorized.
 
-    The register tile reads A by one broadcast load per element and row (``vbroadcastss``
-    from memory), the same loads wherever the MR rows lie, so a packed A saves no instruction
-    of the kernel and costs a copy of A per NC block: the rules read A in place by default
-    (:data:`PACK_A`) and the tuner samples the packing. Each tile's C rows, last touched a
-    whole ``M x NC`` block of C earlier, come from beyond the L2 when that block exceeds it:
-    :func:`prefetches_c` (measurements: ``benchmarks/results/tune_cpu_*_matmul-packa.txt``).
+    The register tile reads A by one ``vbroadcastss`` per element and row wherever the rows
+    lie: a packed A saves no instruction and costs a copy per NC block (:data:`PACK_A`: read in
+    place by default, sampled by the tuner). A tile's C rows come from beyond the L2 when an
+    ``M x NC`` block exceeds it: :func:`prefetches_c` (``benchmarks/results/tune_cpu_*_matmul-packa.txt``).
     Each size must divide what is left of its extent (checked by ``split``), except with
     ``per_thread`` (a multiple of MR, or of NR with ``split_n``): each thread takes that many
     rows (columns), the last one fewer, and the M and N splits may end in partial tiles (edge
@@ -455,7 +453,7 @@ def goto_loop_nest(sch: Schedule, block: BlockRV, threads: int, split_n: bool, m
     Raises
     ------
     ScheduleError
-        If a size does not divide its extent.
+        If a size does not divide its extent, or ``epilogue_at_tile`` with several KC blocks.
     """
     blk = sch.get(block)
     i, j, k, *panel = sch.get_loops(block)   # mmt4d: m0, n0 (the packed panel), k0
@@ -472,19 +470,21 @@ def goto_loop_nest(sch: Schedule, block: BlockRV, threads: int, split_n: bool, m
     sch.reorder(outer, j0, k0, i1, j1, i2, k1, i3, *j2, *panel)
     if threads > 1:
         sch.parallel(outer)
+    if epilogue_at_tile and (sch.get(k0).extent != 1 or pack):
+        raise ScheduleError(f"goto_loop_nest: an epilogue at the register tile needs one KC block "
+                            f"(k0: {sch.get(k0).extent}) and no B packed per call")
     for e in epilogues:
-        sch.reverse_compute_at(e, j0)
+        sch.reverse_compute_at(e, i2 if epilogue_at_tile else j0)
     if blk.info.init and epilogues:
-        # each (M / threads, NC) tile of C is zeroed in the temporary the epilogue reads (not
+        # at the register tile: each tile zeroed in registers (C stored once, by the epilogue);
+        # else each (M / threads, NC) tile of C zeroed in the temporary the epilogue reads (not
         # copied there from a C zeroed whole: BERT 1 thread 5.4 -> 4.8 ms)
-        sch.decompose_reduction(block, k0)
+        sch.decompose_reduction(block, k1 if epilogue_at_tile else k0)
     elif blk.info.init and blk.padding is None and sch.get(k0).extent == 1 and not pack and not pack_a \
             and set(blk.info.producers) <= {blk.info.init} and not sch.get(block).partial_dims():
         # K in one KC block, operands computed by no other op here (which the init's tiling
-        # would recompute per tile) and no peeled edge tiles: each MR x NR register tile is
-        # zeroed right before its k loop (in L1), not every thread's rows of C in a pass
-        # before the k loops (a memset of up to the whole C, read back from L2/L3 by the
-        # tiles). ResNet-50's 1x1 convolutions as packed GEMMs, one thread, CPU time:
+        # would recompute per tile) and no peeled edge tiles: each register tile zeroed in
+        # registers before its k loop, not C by a memset read back by the tiles. ResNet-50's 1x1 convolutions as packed GEMMs, one thread, CPU time:
         # 196 x 1024 x 256 0.406 -> 0.388 ms, 784 x 512 x 128 0.421 -> 0.415 ms (2-core AMD
         # EPYC znver5, loaded host). Not with a packed B: the packing is then neither hoisted
         # to k0 nor vectorized (repacked element by element for every register tile:

@@ -101,7 +101,8 @@ class PlacementPrimitives(ScheduleState):
             raise ScheduleError("reverse_compute_at: expected compute blocks (not init or cache blocks)")
         self._attach_checks("reverse_compute_at", blk, pblk, producer=False)
         for p in range(pos + 1):
-            if pblk.dims[pblk.loops[p].dim].kind != "parallel":
+            # a reduction loop of one trip (K in one KC block) leaves every tile's sums final
+            if pblk.dims[pblk.loops[p].dim].kind != "parallel" and pblk.loops[p].extent != 1:
                 raise ScheduleError(f"reverse_compute_at: loop {pblk.label(p)} of "
                                     f"'{pblk.name}' (at or above the target) iterates a reduction dim")
         if pblk.compute_at is not None or pblk.reverse_compute_at is not None:

@@ -38,7 +38,7 @@ from .packed_tiles import emit_cache_reads, emit_pad
 from .partial_tiles import peel_partial
 from .split_reduction import emit_split, is_split, op_dim, vectorize_split
 from .tileability import check_tileable
-from .vector_lowering import lower_vectors, vectorize_unit_tile
+from .vector_lowering import lower_vectors, vectorize_register_tiles, vectorize_unit_tile
 
 
 #: Longest vector (in elements) an init or epilogue row is written with. Longer rows are written
@@ -46,6 +46,11 @@ from .vector_lowering import lower_vectors, vectorize_unit_tile
 #: (a SelectionDAG node holds at most 65535 operands), and a chunk of a few KiB already streams
 #: at the memory's speed.
 MAX_ROW_VECTOR = 4096
+
+#: Largest init or epilogue tile (elements) vectorized whole rather than row by row
+#: (:func:`~.vector_lowering.vectorize_register_tiles`): an ``MR x NR`` register tile (at most
+#: 14 x 32 = 448 on AVX-512), whose vector the k loop produces.
+MAX_TILE_VECTOR = 512
 
 
 def _row_extent(blk: Block, pos: int) -> Optional[int]:
@@ -55,6 +60,14 @@ def _row_extent(blk: Block, pos: int) -> Optional[int]:
     if d is None:
         return 1
     extents = [q.extent for q in blk.loops[pos:] if q.dim == d]
+    return None if None in extents else math.prod(extents)
+
+
+def _tile_elements(blk: Block, pos: int) -> Optional[int]:
+    """Elements of ``blk``'s output tile inside loop ``pos`` (the tile an init or epilogue
+    attached there writes); None when a loop of it is dynamic."""
+    dims = {d for d in blk.info.out_dims if d is not None}
+    extents = [q.extent for q in blk.loops[pos:] if q.dim in dims]
     return None if None in extents else math.prod(extents)
 
 
@@ -321,6 +334,32 @@ class _Emitter:
         """See :func:`~.partial_tiles.peel_partial`."""
         return peel_partial(self, b, h)
 
+    def vectorize_tiles(self, b: Block, scope: Optional[ir.Value], last: Optional[int]) -> None:
+        """Vectorize the init and the epilogues of ``b``: whole where a tile holds at most
+        :data:`MAX_TILE_VECTOR` elements (a register tile,
+        :func:`~.vector_lowering.vectorize_register_tiles`; an mmt4d's, whose tile loop is
+        ``scope``, only inside that loop), else row by row (:meth:`vectorize_rows`)."""
+        init = self.model.init_of(b)
+        tiles = [(init, b.loop_index(b.decomposed_at) or 0)] if init is not None else []
+        tiles += [(a, b.loop_index(a.reverse_compute_at) + 1) for a in self.model.epilogues(b)]
+        k_pos = max((p for p, lp in enumerate(b.loops) if lp.kind != "vectorized"
+                     and b.dims[lp.dim].kind != "parallel"), default=None)
+        whole = []
+        for t, pos in tiles:
+            size = _tile_elements(b, pos)
+            h = self.op_handles[t.id] if t is not init else None
+            if last is None and size is not None and size <= MAX_TILE_VECTOR \
+                    and (scope is None or pos == k_pos):
+                whole.append(h if h is not None else
+                             self.match(t) if scope is None else
+                             structured_transform_d.MatchOp(any_op(), scope, op_attrs=ir.DictAttr.get(
+                                 {OP_NAME_ATTR: ir.StringAttr.get(t.name)})).result)
+            else:
+                self.vectorize_rows(h if h is not None else self.match(t), len(t.dims),
+                                    _row_extent(b, pos), last)
+        if whole:
+            vectorize_register_tiles(whole, scope)
+
     def vectorize_rows(self, op: ir.Value, ndims: int, row: Optional[int] = None,
                        last: Optional[int] = None) -> None:
         """Vectorize an init or epilogue tile one row at a time (tile all but the last dim by 1):
@@ -385,20 +424,17 @@ class _Emitter:
                         self.masked_funcs.add(b.func)
                         last = sizes[b.info.out_dims[-1]] if b.info.out_dims and \
                             b.info.out_dims[-1] is not None else None
+                scope = None      # an mmt4d's register tile: the loop around its k loop
                 if b.op_name == "linalg.mmt4d" and sizes is None:
+                    scope = transform_d.GetParentOp(
+                        any_op(), transform_d.GetParentOp(any_op(), h).result).result
                     vectorize_unit_tile(h)
                 else:
                     # nd_extract: a gather's tensor.extract (ops.take) becomes contiguous
                     # transfer reads or vector.gather; ops without one are unaffected
                     v = structured_transform_d.VectorizeOp(h, sizes, vectorize_nd_extract=True)
                     v.operation.attributes["create_named_contraction"] = ir.UnitAttr.get()
-                init = self.model.init_of(b)
-                if init is not None:
-                    self.vectorize_rows(self.match(init), len(init.dims),
-                                        _row_extent(b, b.loop_index(b.decomposed_at) or 0), last)
-                for a in self.model.epilogues(b):
-                    self.vectorize_rows(self.op_handles[a.id], len(a.dims),
-                                        _row_extent(b, b.loop_index(a.reverse_compute_at) + 1), last)
+                self.vectorize_tiles(b, scope, last)
                 self.vectorized_funcs.add(b.func)
         fused_ids = {blk.loops[p].id for blk, pos, _ in self.coalesce for p in pos}
         for b in blocks:

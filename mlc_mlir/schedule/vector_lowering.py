@@ -56,6 +56,30 @@ def vectorize_unit_tile(tile: ir.Value) -> None:
     transform_d.AnnotateOp(_match(loop, "arith.mulf", "arith.addf"), "fastmath", param=contract)
 
 
+def vectorize_register_tiles(tiles, scope=None) -> None:
+    """Vectorize the init and epilogue tiles ``tiles`` (transform handles, consumed) of one
+    register tile whole, each as one vector of the tile's shape: the zeros the init writes
+    and the sums the k loop leaves then fold into the reads that follow them (``transfer_read``
+    of a ``transfer_write`` of the same shape), and C stays in registers from its init to the
+    epilogue's store. ``scope``: the handle of the loop holding the tiles of an
+    ``linalg.mmt4d`` (``(MR, 1, 1, NR)`` tiles), where they are generalized and their unit dims
+    folded away first, as :func:`vectorize_unit_tile` does for the k loop's tile, so that their
+    transfers have its ``(MR, NR)`` shape and permutation map.
+
+    Source: MLIR ``vector.transfer_read`` folding (``foldReadInitWrite``), IREE's CPU epilogue
+    fusion into the micro-kernel's register tile; oneDNN post-ops."""
+    if scope is None:
+        for h in tiles:
+            structured_transform_d.VectorizeOp(h)
+        return
+    for h in tiles:
+        structured_transform_d.GeneralizeOp(h)
+    p = transform_d.ApplyPatternsOp(scope)
+    with ir.InsertionPoint(p.patterns):
+        structured_transform_d.ApplyFoldUnitExtentDimsViaSlicesPatternsOp()
+    structured_transform_d.VectorizeOp(_match(scope, "linalg.generic"))
+
+
 def lower_vectors(func: ir.Value, unit_reduction_loops=(), masked: bool = False,
                   tree_reductions: bool = False) -> None:
     """Fold tensor slices into vector transfers, hoist loop-invariant subsets (the C tile

@@ -13,5 +13,6 @@ from .fuse_attention import FuseAttention  # noqa: F401
 from .merge_projections import MergeProjections  # noqa: F401
 from .pack_matmul import PackMatmulWeights  # noqa: F401
 from .pool_nhwc import PoolToNHWC  # noqa: F401
+from .reshape_propagation import PropagateReshapes  # noqa: F401
 from .specialize_rows import SpecializeUnitRows  # noqa: F401
 from .transpose_propagation import PropagateTransposes  # noqa: F401

@@ -481,6 +481,21 @@ def schedule_gemv_rows(sch: Schedule, block: BlockRV, ctx: RuleContext, threads:
     return True
 
 
+def epilogue_at_tile(sch: Schedule, epilogues, one_kc_block: bool) -> bool:
+    """Where a Goto nest runs its fused epilogue (structural decision): on each ``MR x NR``
+    register tile right after its k loop (C zeroed and summed in registers, stored once by the
+    epilogue), or on each ``M / threads x NC`` block of C after the block's k loops (C stored,
+    then read back from L1/L2). Sampled where K is one KC block (``one_kc_block``: the tile's
+    sums are final after its k loop); default the register tile. Light ResNet-50's 1x1
+    convolutions with their batch norm, residual add and relu:
+    ``benchmarks/results/models_cpu_2026-11-27_znver3_session24.txt``.
+    Source: oneDNN post-ops and onnxruntime's NCHWc kernels (epilogue on the accumulators),
+    TVM ``reverse_compute_at`` at the innermost tile."""
+    if not epilogues or not one_kc_block:
+        return False
+    return bool(int(categorical(sch, [0, 1], 1)))
+
+
 def schedule_mmt4d(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
     """``linalg.mmt4d`` with ``M0 = K0 = 1`` (a matmul whose constant B was packed into
     ``(N / NR, K, NR)`` panels at compile time): M is padded (``pad_einsum``) to the multiple
@@ -489,8 +504,10 @@ def schedule_mmt4d(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
     :func:`~mlc_mlir.schedule.cpu_recipes.register_rows`), then the matmul's nest
     (:func:`~mlc_mlir.schedule.cpu_recipes.goto_loop_nest`) on the panels, its decisions
     those of :func:`goto_decisions` with NR the panel width, then the k-unroll
-    (:func:`unroll_factor`). No epilogue: the packing pass only rewrites matmuls that feed no
-    elementwise op.
+    (:func:`unroll_factor`). An unpadded op fuses its elementwise epilogue chain (batch norm,
+    residual add, relu of a 1x1 convolution, moved into the ``(M, N / NR, 1, NR)`` shape by
+    :class:`~mlc_mlir.pipeline.layout_passes.PropagateReshapes`), placed by
+    :func:`epilogue_at_tile`.
 
     Shapes: A (M, K, 1, 1), B (N / NR, K, NR, 1), C (M, N / NR, 1, NR); float dtypes.
     """
@@ -502,9 +519,11 @@ def schedule_mmt4d(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
     if mm > 1:
         sch.pad_einsum(block, [mm, 1, 1, 1, 1, 1])
         m = blk.dims[0].extent
+    epi = [] if mm > 1 else claim_epilogues(sch, blk, ctx)
     d = goto_decisions(sch, ctx, m, panels * nr, k, threads, bits, panel=nr)
+    unroll = unroll_factor(sch, int(d.kc), UNROLL_K)
     goto_loop_nest(sch, block, d.threads, d.split_n, d.mr, nr, d.mc_tiles, d.nc_tiles, d.kc, False,
-                   unroll_factor(sch, int(d.kc), UNROLL_K))
+                   unroll, epi, epilogue_at_tile=epilogue_at_tile(sch, epi, int(d.kc) == k))
 
 
 def schedule_batch_matmul(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
