@@ -1,7 +1,8 @@
 """Emitting the replacement ops of graph rewrites at the current insertion point: transposes
 and reshapes named after the rewritten op, the accumulator of a contraction rewritten to another
-rank (keeping its named ``linalg.fill``), replacing the contraction, and the constant value of a
-``tensor.pad`` usable outside its body.
+rank (keeping its named ``linalg.fill``), replacing the contraction, an elementwise generic
+moved to other operands and shape, and the constant value of a ``tensor.pad`` usable outside
+its body.
 """
 
 from __future__ import annotations
@@ -38,6 +39,32 @@ def reshape(v, groups: Sequence[Sequence[int]], shape: Sequence[int], name: str)
         r = tensor_d.CollapseShapeOp(t, v, groups).result
     emitters.set_name(r.owner, name)
     return r
+
+
+def copy_attrs(src: ir.Operation, dst: ir.Operation, skip: Sequence[str]) -> None:
+    """Copy ``src``'s attributes (``mlc.name``, ...) onto ``dst``, except those in ``skip``."""
+    for i in range(len(src.attributes)):
+        named = src.attributes[i]
+        if named.name not in skip:
+            dst.attributes[named.name] = named.attr
+
+
+def moved_elementwise(op: ir.Operation, ins: Sequence[ir.Value], in_maps: Sequence[ir.AffineMap],
+                      shape: Sequence[int]) -> ir.Value:
+    """The all-parallel ``linalg.generic`` ``op`` (one result, written through the identity
+    map, its init not read) rebuilt on inputs ``ins`` read through ``in_maps`` into a new
+    ``tensor.empty`` of ``shape``: its body moved over, its attributes (``mlc.name``) kept;
+    returns the new result (the caller replaces ``op``'s uses). Source: the generic rewrites of
+    MLIR's data-layout propagation (``linalg::populateDataLayoutPropagationPatterns``)."""
+    name = ir.StringAttr(op.attributes[OP_NAME_ATTR]).value if OP_NAME_ATTR in op.attributes else "elementwise"
+    out = emitters.empty(list(shape), dtypes.from_ir_type(ir.RankedTensorType(op.results[0].type).element_type), name)
+    ident = ir.AffineMap.get_identity(len(shape))
+    maps = ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in list(in_maps) + [ident]])
+    iters = ir.ArrayAttr.get([ir.Attribute.parse("#linalg.iterator_type<parallel>")] * len(shape))
+    g = linalg_d.GenericOp([out.type], list(ins), [out], maps, iters)
+    copy_attrs(op, g.operation, ("indexing_maps", "iterator_types", "operandSegmentSizes"))
+    op.regions[0].blocks[0].append_to(g.regions[0])
+    return g.results[0]
 
 
 def named_fill(init) -> Optional[ir.Operation]:

@@ -41,10 +41,9 @@ from __future__ import annotations
 from math import prod
 from typing import List, Optional, Sequence, Tuple
 
-from ..._mlir import ir, linalg_d
-from ...ir import dtypes, emitters
+from ..._mlir import ir
 from ...ir.module import OP_NAME_ATTR, Module
-from ...graph.emit_rewrites import reshape
+from ...graph.emit_rewrites import moved_elementwise, reshape
 from ...graph.linalg_attrs import indexing_maps, iterator_types, tensor_shape
 from ...graph.use_def import producer
 from ...graph.pass_manager import ScopedPass, register_pass
@@ -172,7 +171,7 @@ def _rewrite(op: ir.Operation, x, split: int, x_split: int) -> None:
     for v, m in zip(list(op.operands)[:-1], indexing_maps(op)[:-1]):
         if not isinstance(v.type, ir.RankedTensorType) or _rank(v) == 0:
             ins.append(v)
-            in_maps.append(ir.AffineMap.get(x_rank, 0, []) if isinstance(v.type, ir.RankedTensorType) else m)
+            in_maps.append(ir.AffineMap.get(x_rank, 0, []))
         elif _rank(v) == rank:
             under = _unreshaped(v)
             ins.append(x if under is not None and under == x else
@@ -183,18 +182,8 @@ def _rewrite(op: ir.Operation, x, split: int, x_split: int) -> None:
             ins.append(v if len(chans) == 1 else
                        reshape(v, [list(range(len(chans)))], chans, f"{name}.channels"))
             in_maps.append(chan_map)
-    dtype = dtypes.from_ir_type(ir.RankedTensorType(op.results[0].type).element_type)
-    out = emitters.empty(x_shape, dtype, name)
-    all_maps = ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in in_maps + [x_ident]])
-    iters = ir.ArrayAttr.get([ir.Attribute.parse("#linalg.iterator_type<parallel>")] * x_rank)
-    g = linalg_d.GenericOp([out.type], ins, [out], all_maps, iters)
-    for i in range(len(op.attributes)):
-        named = op.attributes[i]
-        if named.name not in ("indexing_maps", "iterator_types", "operandSegmentSizes"):
-            g.operation.attributes[named.name] = named.attr
-    op.regions[0].blocks[0].append_to(g.regions[0])
-    op.results[0].replace_all_uses_with(
-        _to_shape(g.results[0], x_shape, shape, x_split, split, f"{name}.out_{rank}d"))
+    moved = moved_elementwise(op, ins, in_maps, x_shape)
+    op.results[0].replace_all_uses_with(_to_shape(moved, x_shape, shape, x_split, split, f"{name}.out_{rank}d"))
 
 
 def _erase_dead(ops: List[ir.Operation]) -> None:

@@ -37,7 +37,7 @@ from typing import List, Optional, Sequence
 from ..._mlir import ir, linalg_d, tensor_d
 from ...ir import dtypes, emitters
 from ...ir.module import OP_NAME_ATTR, Module
-from ...graph.emit_rewrites import emit_transpose
+from ...graph.emit_rewrites import copy_attrs, emit_transpose, moved_elementwise
 from ...graph.linalg_attrs import (indexing_maps, int_list, is_projected_map, iterator_types, rename_dims,
                                    tensor_shape)
 from ...graph.use_def import producer
@@ -67,14 +67,6 @@ def _transposed(v) -> Optional[ir.Operation]:
 
 def _uses_index(op) -> bool:
     return any(o.name == "linalg.index" for o in op.regions[0].blocks[0].operations)
-
-
-def _copy_attrs(src: ir.Operation, dst: ir.Operation, skip: Sequence[str]) -> None:
-    """Copy ``src``'s attributes (``mlc.name``, ...) onto ``dst``, except those in ``skip``."""
-    for i in range(len(src.attributes)):
-        named = src.attributes[i]
-        if named.name not in skip:
-            dst.attributes[named.name] = named.attr
 
 
 def _inverse_pair(op: ir.Operation) -> Optional[ir.Operation]:
@@ -144,12 +136,8 @@ def _sink_elementwise(op: ir.Operation) -> bool:
     name = _name(op, "elementwise")
     src_shape = tensor_shape(ins[next(i for i, m in enumerate(in_maps) if m == ident and
                                  ir.RankedTensorType(ins[i].type).rank == rank)])
-    out = emitters.empty(src_shape, _dtype(op.results[0]), name)
-    all_maps = ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in in_maps + [ident]])
-    g = linalg_d.GenericOp([out.type], ins, [out], all_maps, op.attributes["iterator_types"])
-    _copy_attrs(op, g.operation, ("indexing_maps", "iterator_types", "operandSegmentSizes"))
-    body.append_to(g.regions[0])
-    op.results[0].replace_all_uses_with(emit_transpose(g.results[0], perm, f"{name}.layout"))
+    moved = moved_elementwise(op, ins, in_maps, src_shape)
+    op.results[0].replace_all_uses_with(emit_transpose(moved, perm, f"{name}.layout"))
     return True
 
 
@@ -170,7 +158,7 @@ def _sink_pad(op: ir.Operation) -> bool:
     shape = [s + lo + hi for s, lo, hi in zip(tensor_shape(x), new_low, new_high)]
     rtype = ir.RankedTensorType.get(shape, ir.RankedTensorType(x.type).element_type)
     pad = tensor_d.PadOp(rtype, x, [], [], new_low, new_high)
-    _copy_attrs(op, pad.operation, ("static_low", "static_high", "operandSegmentSizes"))
+    copy_attrs(op, pad.operation, ("static_low", "static_high", "operandSegmentSizes"))
     op.regions[0].blocks[0].append_to(pad.regions[0])
     op.results[0].replace_all_uses_with(emit_transpose(pad.result, p, f"{_name(op, 'pad')}.layout"))
     return True
@@ -258,7 +246,7 @@ def _sink_insert_slice(op: ir.Operation) -> bool:
     offsets, sizes, strides = (_permuted(int_list(op.attributes[a]), p)
                                for a in ("static_offsets", "static_sizes", "static_strides"))
     ins = tensor_d.InsertSliceOp(t.operands[0], d, [], [], [], offsets, sizes, strides)
-    _copy_attrs(op, ins.operation, ("static_offsets", "static_sizes", "static_strides",
+    copy_attrs(op, ins.operation, ("static_offsets", "static_sizes", "static_strides",
                                     "operandSegmentSizes"))
     op.results[0].replace_all_uses_with(emit_transpose(ins.result, p, f"{_name(op, 'concat')}.layout"))
     return True
