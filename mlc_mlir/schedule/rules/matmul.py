@@ -157,7 +157,8 @@ def schedule_matmul(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
     :func:`~mlc_mlir.schedule.cpu_recipes.goto_loop_nest`; not sampled with a fused epilogue,
     a padded matmul or one register tile per MC block); the unroll factor of ``k1``
     (:func:`unroll_factor`, structural); prefetch the next tile of C or not (structural;
-    default :func:`~mlc_mlir.schedule.cpu_recipes.prefetches_c`).
+    default :func:`~mlc_mlir.schedule.cpu_recipes.prefetches_c`); the fused epilogue on each
+    register tile or each NC block (:func:`epilogue_at_tile`, default the NC block).
 
     Where :func:`~mlc_mlir.schedule.cpu_recipes.goto_padding` would pad M or N to multiples of
     the sampled register tile (MR x NR) or the threads, the matmul gets edge tiles instead
@@ -200,8 +201,10 @@ def schedule_matmul(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
     # the next C tile prefetched or not (where an MC block holds several register tiles)
     prefetch = 0 if int(d.mc_tiles) == 1 else \
         categorical(sch, [0, 1], int(prefetches_c(ctx.target, mt, nt, bits)))
+    at_tile = epilogue_at_tile(sch, epi, int(d.kc) == k and not int(pack), 0)
     goto_loop_nest(sch, block, d.threads, d.split_n, d.mr, d.nr, d.mc_tiles, d.nc_tiles, d.kc,
-                   bool(int(pack)), unroll, epi, pack_a=bool(int(pack_a)), prefetch_c=bool(int(prefetch)))
+                   bool(int(pack)), unroll, epi, pack_a=bool(int(pack_a)), prefetch_c=bool(int(prefetch)),
+                   epilogue_at_tile=at_tile)
 
 
 def default_tile(target: Target, bits: int, shapes: List[Tuple[int, int]], m: int, threads: int) -> int:
@@ -481,19 +484,20 @@ def schedule_gemv_rows(sch: Schedule, block: BlockRV, ctx: RuleContext, threads:
     return True
 
 
-def epilogue_at_tile(sch: Schedule, epilogues, one_kc_block: bool) -> bool:
+def epilogue_at_tile(sch: Schedule, epilogues, one_kc_block: bool, default: int) -> bool:
     """Where a Goto nest runs its fused epilogue (structural decision): on each ``MR x NR``
-    register tile right after its k loop (C zeroed and summed in registers, stored once by the
-    epilogue), or on each ``M / threads x NC`` block of C after the block's k loops (C stored,
-    then read back from L1/L2). Sampled where K is one KC block (``one_kc_block``: the tile's
-    sums are final after its k loop); default the register tile. Light ResNet-50's 1x1
-    convolutions with their batch norm, residual add and relu:
-    ``benchmarks/results/models_cpu_2026-11-27_znver3_session24.txt``.
+    register tile right after its k loop (1: C zeroed and summed in registers, stored once by
+    the epilogue), or on each ``M / threads x NC`` block of C after the block's k loops (0: C
+    stored, then read back from L1/L2). Sampled where K is one KC block (``one_kc_block``: the
+    tile's sums are final after its k loop). Defaults: the register tile for a packed GEMM
+    (light ResNet-50's 1x1 convolutions with their batch norm, residual add and relu:
+    ``benchmarks/results/models_cpu_2026-11-27_znver3_session24.txt``), the NC block for a
+    matmul (not measured better; the tuner samples both).
     Source: oneDNN post-ops and onnxruntime's NCHWc kernels (epilogue on the accumulators),
     TVM ``reverse_compute_at`` at the innermost tile."""
     if not epilogues or not one_kc_block:
         return False
-    return bool(int(categorical(sch, [0, 1], 1)))
+    return bool(int(categorical(sch, [0, 1], default)))
 
 
 def schedule_mmt4d(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
@@ -523,7 +527,7 @@ def schedule_mmt4d(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
     d = goto_decisions(sch, ctx, m, panels * nr, k, threads, bits, panel=nr)
     unroll = unroll_factor(sch, int(d.kc), UNROLL_K)
     goto_loop_nest(sch, block, d.threads, d.split_n, d.mr, nr, d.mc_tiles, d.nc_tiles, d.kc, False,
-                   unroll, epi, epilogue_at_tile=epilogue_at_tile(sch, epi, int(d.kc) == k))
+                   unroll, epi, epilogue_at_tile=epilogue_at_tile(sch, epi, int(d.kc) == k, 1))
 
 
 def schedule_batch_matmul(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
