@@ -295,6 +295,9 @@ class _Emitter:
         for c in reversed(consumers[:-1]):
             self.op_handles[c.id] = self.fuse_into(self.match(c), handles)
         op = self.fuse_into(op, handles)
+        if len(consumers) > 1:
+            with ir.InsertionPoint(transform_d.ApplyPatternsOp(self.func(blk.func)).patterns):
+                tensor_transform_d.ApplyFoldTensorEmptyPatternsOp()
         init = self.model.init_of(blk)
         ipos = blk.loop_index(blk.decomposed_at) if init is not None else 0
         if ipos > 0:

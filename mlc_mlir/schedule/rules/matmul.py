@@ -481,6 +481,30 @@ def schedule_gemv_rows(sch: Schedule, block: BlockRV, ctx: RuleContext, threads:
     return True
 
 
+def padded_row_tiles(target: Target, m: int, n: int, k: int, threads: int, bits: int,
+                     nr: int) -> Tuple[List[int], int]:
+    """``(candidates, default)`` of the register tile's rows that a padded ``(M, N, K)``
+    contraction with ``NR``-wide tiles pads its M for (:func:`schedule_mmt4d`): only where
+    Goto's rows (:func:`~mlc_mlir.schedule.cpu_recipes.goto_params`) pad M
+    (:func:`~mlc_mlir.schedule.cpu_recipes.goto_padding`; else ``[Goto's MR]``), the rows whose
+    ``MR * NR / lanes`` accumulators are at least
+    :data:`~mlc_mlir.schedule.cpu_recipes.FMAS_IN_FLIGHT` and fit the registers with the
+    ``NR / lanes`` B vectors and one A broadcast; default the one that pads M least, then the
+    nearest Goto's. ResNet's 49-row im2col GEMMs on AVX2: 5 x 16 pads 49 to 50 rows where
+    Goto's 4 x 16 pads to 52 (6 x 16: 54), with 10 accumulators instead of 8.
+    Source: BLIS's micro-kernel shapes (Low et al., TOMS 2016)."""
+    p = goto_params(target, m, n, k, threads, bits)
+    mm = goto_padding(target, m, n, k, threads, bits)[0]
+    v = max(1, nr // target.vector_lanes(bits))
+    cands = [r for r in range(1, m + 1) if r * v >= FMAS_IN_FLIGHT and r * v + v + 1 <= target.vector_registers]
+    if mm == 1 or not cands:
+        return [p.mr], p.mr
+    def padded(r):
+        mult = goto_padding(target, m, n, k, threads, bits, (r, nr))[0]
+        return -(-m // mult) * mult
+    return cands, min(cands, key=lambda r: (padded(r), abs(r - p.mr)))
+
+
 def schedule_mmt4d(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
     """``linalg.mmt4d`` with ``M0 = K0 = 1`` (a matmul whose constant B was packed into
     ``(N / NR, K, NR)`` panels at compile time): M is padded (``pad_einsum``) to the multiple
@@ -498,11 +522,13 @@ def schedule_mmt4d(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
     m, panels, k, _, nr, _ = (d.extent for d in blk.dims)
     bits = element_bits(blk)
     threads = ctx.threads if worth_threads(ctx, blk) else 1
-    mm = goto_padding(ctx.target, m, panels * nr, k, threads, bits)[0]
+    rows, mr = padded_row_tiles(ctx.target, m, panels * nr, k, threads, bits, nr)
+    tile = (int(categorical(sch, rows, mr)), nr) if len(rows) > 1 else None
+    mm = goto_padding(ctx.target, m, panels * nr, k, threads, bits, tile)[0]
     if mm > 1:
         sch.pad_einsum(block, [mm, 1, 1, 1, 1, 1])
         m = blk.dims[0].extent
-    d = goto_decisions(sch, ctx, m, panels * nr, k, threads, bits, panel=nr)
+    d = goto_decisions(sch, ctx, m, panels * nr, k, threads, bits, panel=nr, tile=tile)
     goto_loop_nest(sch, block, d.threads, d.split_n, d.mr, nr, d.mc_tiles, d.nc_tiles, d.kc, False,
                    unroll_factor(sch, int(d.kc), UNROLL_K))
 
