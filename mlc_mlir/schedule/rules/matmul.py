@@ -510,7 +510,8 @@ def schedule_mmt4d(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
     ``(N / NR, K, NR)`` panels at compile time): M is padded (``pad_einsum``) to the multiple
     :func:`~mlc_mlir.schedule.cpu_recipes.goto_padding` asks of the equivalent matmul (M is
     not padded when a register tile of at least 3/4 of the full tile's rows divides it:
-    :func:`~mlc_mlir.schedule.cpu_recipes.register_rows`), then the matmul's nest
+    :func:`~mlc_mlir.schedule.cpu_recipes.register_rows`) for the register tile's rows of
+    :func:`padded_row_tiles` (sampled where Goto's rows pad M), then the matmul's nest
     (:func:`~mlc_mlir.schedule.cpu_recipes.goto_loop_nest`) on the panels, its decisions
     those of :func:`goto_decisions` with NR the panel width, then the k-unroll
     (:func:`unroll_factor`). No epilogue: the packing pass only rewrites matmuls that feed no
