@@ -83,11 +83,13 @@ def nhwc_register_tile(target: Target, ow: int, f: int, kw: int = 3, stride: int
     accumulators come first up to a quarter of the registers or 3/4 of
     :data:`~mlc_mlir.schedule.cpu_recipes.FMAS_IN_FLIGHT`, whichever is more (FMA latency: 6 on
     AVX2, 8 on AVX-512; a 4 x 8 stem tile, which reuses its broadcasts, would leave half the FMA
-    pipes idle), then the cost; ties go to more accumulators, then wider rows. On AVX2 this gives 8 x 8 for a stride-1 3x3 over 56 columns, 4 x 16 for stride 2
-    over 28 (measured 7.1 vs 8.1 ms with 7 x 8), 7 x 8 over 14 columns, 4 x 16 for the 7x7
-    stride-2 stem over 112 columns (8 x 8 would reuse its 21 broadcasts across the taps only by
-    spilling them: 34 stack accesses per 56 FMAs, llvm-mca 0.62 cycles per FMA against 0.50
-    for 4 x 16, znver3).
+    pipes idle), then the cost; ties go to more accumulators, then wider rows. On AVX2 this
+    gives 8 x 8 for a stride-1 3x3 over 56 columns, 4 x 16 for stride 2 over 28 (measured 7.1
+    vs 8.1 ms with 7 x 8), 7 x 8 over 14 columns, 4 x 16 for the 7x7 stride-2 stem over 112
+    columns (8 x 8 reuses its 21 broadcasts across the taps by spilling them: 34 stack accesses
+    per 56 FMAs, llvm-mca 0.62 cycles per FMA against 0.50 for 4 x 16; light ResNet-50's stem
+    with its batch norm, relu and max pool, one thread of a loaded 2-core znver3: 0.79-0.86 of
+    the 8 x 8 time, ``benchmarks/results/models_cpu_2026-11-27_znver3_stem7.txt``).
     """
     lanes = target.vector_lanes(dtype_bits)
     acc = max(1, target.vector_registers // 2)
@@ -112,7 +114,9 @@ def broadcasts_fit(target: Target, wr: int, k: int, stride: int = 1, dilation: i
     taps, ``g * WR``, stay live with the ``WR * k`` accumulators and the ``k`` filter vectors;
     one more than the vector registers fits (a tap's first broadcast dies at its first FMA,
     before the next tap's last one is loaded: the stride-1 8 x 8 tile on AVX2 reuses its
-    broadcasts without spills)."""
+    broadcasts without spills). A conservative bound: LLVM's scheduler may shorten the live
+    ranges further (the stem's 4 x 16 keeps its 13 broadcasts without spills), but a tile
+    beyond it needs that luck (the stem's 8 x 8 spills)."""
     g = stride // math.gcd(stride, dilation)
     return wr * k + k + g * wr <= target.vector_registers + 1
 
