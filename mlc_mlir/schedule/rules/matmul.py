@@ -496,7 +496,8 @@ def padded_row_tiles(target: Target, m: int, n: int, k: int, threads: int, bits:
     p = goto_params(target, m, n, k, threads, bits)
     mm = goto_padding(target, m, n, k, threads, bits)[0]
     v = max(1, nr // target.vector_lanes(bits))
-    cands = [r for r in range(1, m + 1) if r * v >= FMAS_IN_FLIGHT and r * v + v + 1 <= target.vector_registers]
+    cands = [r for r in range(1, m + 1)
+             if r * v >= FMAS_IN_FLIGHT and r * v + v + 1 <= target.vector_registers]
     if mm == 1 or not cands:
         return [p.mr], p.mr
     def padded(r):
