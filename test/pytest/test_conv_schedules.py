@@ -16,7 +16,9 @@ import mlc_mlir as mlc
 from mlc_mlir import graph, ops
 from mlc_mlir._mlir import MLIR_BIN_DIR
 from mlc_mlir.schedule.default_rules import apply_default_schedule
-from mlc_mlir.schedule.rules.conv import blocks_inside_rows, filter_block_channels, nhwc_register_tile
+from mlc_mlir.schedule.rules.conv import (
+    blocks_inside_rows, broadcasts_fit, filter_block_channels, nhwc_register_tile,
+)
 from mlc_mlir.schedule.rules.conv_strategy import (
     lean_direct_tile, prefers_im2col, prefers_nchw_im2col, prefers_nhwc,
 )
@@ -61,6 +63,9 @@ CASES = {
     "odd_f_nchw": ((1, 7, 10, 10), (6, 7, 3, 3), dict(padding=1), False),
     "bias_relu": ((1, 4, 10, 16), (16, 4, 3, 3), dict(padding=1), True),
     "stride2_1x1_bias": ((1, 16, 14, 14), (24, 16, 1, 1), dict(stride=2), True),
+    # a ResNet stem over a small map: 7x7 stride 2, 3 input channels, bias + relu (a chain of
+    # two epilogues per register tile)
+    "stem7x7_s2": ((1, 3, 40, 40), (64, 3, 7, 7), dict(stride=2, padding=3), True),
 }
 
 
@@ -163,6 +168,11 @@ def test_layout_and_tile_follow_the_target():
     assert nhwc_register_tile(AVX2, 56, 64) == (8, 8) and nhwc_register_tile(AVX2, 14, 256) == (7, 8)
     assert nhwc_register_tile(AVX2, 28, 128, stride=2) == (4, 16)
     assert nhwc_register_tile(AVX512, 56, 64) == (8, 32)
+    # the 7x7 stride-2 stem over 112 columns: 8 x 8 reuses its 21 broadcasts across the taps
+    # only by spilling them (broadcasts_fit), 4 x 8 (reusing them) has 4 FMA chains: 4 x 16
+    assert not broadcasts_fit(AVX2, 8, 1, stride=2) and broadcasts_fit(AVX2, 8, 1)
+    assert nhwc_register_tile(AVX2, 112, 64, kw=7, stride=2) == (4, 16)
+    assert nhwc_register_tile(AVX2, 40 // 2, 64, kw=7, stride=2) == (4, 16)
     # a 3x3 filter panel of 8 output channels: 64 channels fit a 32 KiB L1d, 256 (73 KiB) a
     # quarter of the 512 KiB L2; 512 channels of 16 (295 KiB) are blocked to half the L1d
     assert filter_block_channels(AVX2, 9, 64, 8) == 64 and filter_block_channels(AVX2, 9, 256, 8) == 256

@@ -17,6 +17,7 @@ from mlc_mlir.pipeline.layout import layout_rewrites
 from mlc_mlir.pipeline.options import CompileOptions
 from mlc_mlir.schedule.cpu_recipes import goto_padding, packed_b_panel, register_rows, schedule_mmt4d_goto
 from mlc_mlir.schedule.default_rules import apply_default_schedule, classify
+from mlc_mlir.schedule.rules.matmul import padded_row_tiles
 from mlc_mlir.tune.space_rules import default_space, generate, sampled_decisions
 from mlc_mlir.schedule.loop_nest import analyze_module
 from mlc_mlir.pipeline import layout_passes
@@ -142,6 +143,25 @@ def test_mmt4d_default_rule_uses_a_seven_row_tile_on_avx512(m):
     tile = [lp.extent for lp in sch.get(sch.get_block("C")).loops if lp.kind == "vectorized"]
     assert tile == [7, 1, 32, 1]    # (MR, m0, NR, k0)
     np.testing.assert_allclose(mlc.compile(sch.mod)(a, b), ref, **TOL)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_mmt4d_default_rule_pads_49_rows_for_a_five_row_tile_on_avx2(threads):
+    """Goto's 4 x 16 AVX2 tile pads 49 rows to 52; the 5 x 16 tile (10 accumulators) pads to 50
+    (padded_row_tiles), a sampled decision that replays; 37 rows keep Goto's tile (40 rows
+    either way)."""
+    assert padded_row_tiles(AVX2, 49, 64, 256, threads, 32, 16) == ([4, 5, 6], 5)
+    assert padded_row_tiles(AVX2, 37, 64, 256, threads, 32, 16)[1] == 4
+    assert padded_row_tiles(AVX2, 3136, 64, 256, threads, 32, 16) == ([4], 4)
+    mod, a, b, ref = mmt4d_case(49, 256, 4, 16)
+    sch = mlc.Schedule(mod)
+    apply_default_schedule(sch, AVX2, threads)
+    assert sch.get(sch.get_block("C")).dims[0].extent == 50   # padded rows
+    tile = [lp.extent for lp in sch.get(sch.get_block("C")).loops if lp.kind == "vectorized"]
+    assert tile == [5, 1, 16, 1]    # (MR, m0, NR, k0)
+    np.testing.assert_allclose(mlc.compile(sch.mod)(a, b), ref, **TOL)
+    replayed = mlc.Schedule.from_trace(mod, mlc.Trace.from_json(sch.trace.as_json()))
+    assert str(replayed.mod) == str(sch.mod)
 
 
 @pytest.mark.parametrize("k, per_tile", [(256, True), (1024, False)])

@@ -7,7 +7,7 @@ import pytest
 
 import mlc_mlir as mlc
 from mlc_mlir import ops
-from mlc_mlir.schedule.rules.matmul import PREFETCH_ROWS_ATTR
+from mlc_mlir.schedule.rules.gemv import PREFETCH_ROWS_ATTR
 
 
 def _gemv(k, n):

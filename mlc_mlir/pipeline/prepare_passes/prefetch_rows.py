@@ -2,7 +2,7 @@
 read some steps ahead, where the schedule asked for it (a loop annotated
 ``mlc.prefetch_rows = D``).
 
-A GEMV on a row-major ``(K, N)`` B (:func:`~mlc_mlir.schedule.rules.matmul.schedule_gemv`)
+A GEMV on a row-major ``(K, N)`` B (:func:`~mlc_mlir.schedule.rules.gemv.schedule_gemv`)
 walks the rows ``R`` at a time (the annotated loop, its induction variable the first row of
 the step) and reads, per thread and chunk, ``NB`` contiguous weights of each row: ``R`` runs of
 ``NB`` elements that start a row apart. Where a run is shorter than a page (a thread's slice of
@@ -29,7 +29,7 @@ from ..._mlir import arith_d, bufferization_d, ir, memref_d
 from ...graph.pass_manager import Pass, register_pass
 from ...ir.module import Module
 from ...ir.walk import find_ops
-from ...schedule.rules.matmul import PREFETCH_ROWS_ATTR as ATTR
+from ...schedule.rules.gemv import PREFETCH_ROWS_ATTR as ATTR
 from ...target import CACHE_LINE_BYTES
 
 

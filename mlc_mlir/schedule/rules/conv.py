@@ -51,9 +51,11 @@ cost about 0.2 ms each for the first layer. Two threads could not be judged on t
 
 from __future__ import annotations
 
+import math
 from typing import Sequence
 
 from ...target import Target
+from ..cpu_recipes import FMAS_IN_FLIGHT
 from ..schedule import Schedule
 from ..state import BlockRV
 from .common import (
@@ -71,27 +73,52 @@ def nhwc_register_tile(target: Target, ow: int, f: int, kw: int = 3, stride: int
 
     * FMAs: ``kw * WR * k``;
     * broadcast inputs: the distinct input columns the row reads,
-      ``min(kw * WR, (WR - 1) * stride + (kw - 1) * dilation + 1)`` (LLVM reuses a broadcast
-      across taps), cost 1 each;
+      ``min(kw * WR, (WR - 1) * stride + (kw - 1) * dilation + 1)``, when LLVM can keep them
+      live across the taps (:func:`broadcasts_fit`), else ``kw * WR`` (each tap broadcasts its
+      own), cost 1 each;
     * filter vectors: ``kw * k``, cost 2 each (a whole vector through the load ports).
 
     Accumulators ``WR * k`` are at most half the vector registers (8 ymm on AVX2; the other half
-    holds the broadcasts LLVM keeps live across the window: ``7 x 16`` on AVX2 spills) and at
-    least a quarter of them when possible (FMA latency); ties go to more accumulators, then
-    wider rows. On AVX2 this gives 8 x 8 for a stride-1 3x3 over 56 columns, 4 x 16 for stride 2
-    over 28 (measured 7.1 vs 8.1 ms with 7 x 8), 7 x 8 over 14 columns.
+    holds the broadcasts and filter vectors: ``7 x 16`` on AVX2 spills); tiles with more
+    accumulators come first up to a quarter of the registers or 3/4 of
+    :data:`~mlc_mlir.schedule.cpu_recipes.FMAS_IN_FLIGHT`, whichever is more (FMA latency: 6 on
+    AVX2, 8 on AVX-512; a 4 x 8 stem tile, which reuses its broadcasts, would leave half the FMA
+    pipes idle), then the cost; ties go to more accumulators, then wider rows. On AVX2 this
+    gives 8 x 8 for a stride-1 3x3 over 56 columns, 4 x 16 for stride 2 over 28 (measured 7.1
+    vs 8.1 ms with 7 x 8), 7 x 8 over 14 columns, 4 x 16 for the 7x7 stride-2 stem over 112
+    columns (8 x 8 reuses its 21 broadcasts across the taps by spilling them: 34 stack accesses
+    per 56 FMAs, llvm-mca 0.62 cycles per FMA against 0.50 for 4 x 16; light ResNet-50's stem
+    with its batch norm, relu and max pool, one thread of a loaded 2-core znver3: 0.79-0.86 of
+    the 8 x 8 time, ``benchmarks/results/models_cpu_2026-11-27_znver3_stem7.txt``).
     """
     lanes = target.vector_lanes(dtype_bits)
     acc = max(1, target.vector_registers // 2)
+    chains = max(acc // 2, -(-3 * min(acc, FMAS_IN_FLIGHT) // 4))
     best, best_key = (1, lanes if f % lanes == 0 else 1), None
     for wr in (d for d in range(1, min(ow, acc) + 1) if ow % d == 0):
         for k in (k for k in range(1, acc // wr + 1) if f % (k * lanes) == 0):
-            cols = min(kw * wr, (wr - 1) * stride + (kw - 1) * dilation + 1)
+            cols = min(kw * wr, (wr - 1) * stride + (kw - 1) * dilation + 1) \
+                if broadcasts_fit(target, wr, k, stride, dilation) else kw * wr
             cost = (cols + 2 * kw * k) / (kw * wr * k)
-            key = (wr * k < max(1, acc // 2), round(cost, 6), -wr * k, -wr)
+            key = (-min(wr * k, chains), round(cost, 6), -wr * k, -wr)
             if best_key is None or key < best_key:
                 best, best_key = (wr, k * lanes), key
     return best
+
+
+def broadcasts_fit(target: Target, wr: int, k: int, stride: int = 1, dilation: int = 1) -> bool:
+    """Whether a ``WR x k``-vector register tile of :func:`schedule_conv2d_nhwc` leaves the
+    registers to reuse its input broadcasts across the unrolled taps of a window row. Tap
+    ``t + g`` reads the columns of tap ``t`` shifted by whole outputs when ``g * dilation`` is a
+    multiple of ``stride`` (``g = stride / gcd(stride, dilation)``), so the broadcasts of ``g``
+    taps, ``g * WR``, stay live with the ``WR * k`` accumulators and the ``k`` filter vectors;
+    one more than the vector registers fits (a tap's first broadcast dies at its first FMA,
+    before the next tap's last one is loaded: the stride-1 8 x 8 tile on AVX2 reuses its
+    broadcasts without spills). A conservative bound: LLVM's scheduler may shorten the live
+    ranges further (the stem's 4 x 16 keeps its 13 broadcasts without spills), but a tile
+    beyond it needs that luck (the stem's 8 x 8 spills)."""
+    g = stride // math.gcd(stride, dilation)
+    return wr * k + k + g * wr <= target.vector_registers + 1
 
 
 def filter_block_channels(target: Target, taps: int, c: int, fr: int, dtype_bits: int = 32) -> int:
