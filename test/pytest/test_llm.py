@@ -1,7 +1,8 @@
 """Decoder LLMs: tiny GPT-2 / Llama / Qwen2 / Mistral logits vs transformers (static import),
 Mistral's sliding window (covering the cache or shorter than the prompt),
 ``ops.update_slice`` and in/out arguments vs numpy, the KV-cache decode step never copying a
-cache (bufferized IR), and ``mlc.llm`` generation token-exact with transformers' ``generate``."""
+cache (bufferized IR), q/k/v and gate/up merged into one matmul each in the decode step,
+and ``mlc.llm`` generation token-exact with transformers' ``generate``."""
 
 import re
 import types
@@ -181,6 +182,28 @@ def test_decode_step_never_copies_a_cache(name, config, max_len, compiled_lm):
     assert not [c for c in copies + allocs if cache_type in c], copies + allocs   # ...never copied
 
 
+def test_llama_decode_step_merges_qkv_and_gate_up_and_generates_transformers_tokens(compiled_lm):
+    """``merge-projections`` (test_merge_projections.py) on the tiny Llama's decode step as
+    ``compile_causal_lm`` imported it: q/k/v and gate/up become one matmul each (the merged
+    weight's columns are q 128 + k 64 + v 64 and gate 344 + up 344), and the compiled steps'
+    greedy tokens match transformers'."""
+    from mlc_mlir.ir.walk import find_ops
+    from mlc_mlir.pipeline.layout import merge_projections
+    from mlc_mlir.target import host_target
+
+    entry = compiled_lm("llama", 128)
+    step = entry.imports[0][0]                        # the decode step
+    assert len(find_ops(step, "linalg.matmul")) == 2 * 7 + 1   # q, k, v, o, gate, up, down per layer; head
+    merged = merge_projections(step, host_target(), ["main"], CompileOptions(host_target()))
+    shapes = sorted(str(op.operands[1].type) for op in find_ops(merged, "linalg.matmul"))
+    assert len(shapes) == 2 * 4 + 1                  # qkv, o, gate_up, down per layer; head
+    assert shapes.count("tensor<128x256xf32>") == 2   # q 128 + k 64 + v 64
+    assert shapes.count("tensor<128x688xf32>") == 2   # gate 344 + up 344
+    ids = torch.tensor([[1, 5, 7, 2]])
+    want = entry.model.generate(ids, max_new_tokens=8, do_sample=False, pad_token_id=0).numpy()
+    np.testing.assert_array_equal(entry.lm.generate(ids.numpy(), max_new_tokens=8), want)
+
+
 def _want(model, ids, new):
     with torch.no_grad():
         return model.generate(ids, max_new_tokens=new, min_new_tokens=new, do_sample=False, pad_token_id=0).numpy()
@@ -271,30 +294,33 @@ def test_next_token_filters_like_transformers():
     assert draws == {1, 2}
 
 
-def test_cli_generate_prints_rate_and_transformers_tokens(tmp_path):
+def test_cli_generate_prints_rate_and_transformers_tokens(tmp_path, capsys):
+    """``mlc generate``'s ``main(argv)`` in this process (torch and the compiler are imported
+    already; test_cli_errors runs ``python -m mlc_mlir.cli.mlc`` as a real process): exit 0,
+    the decode rate and transformers' greedy tokens printed; an unreadable config is a user
+    error (exit 2, one line on stderr)."""
     import json
-    import subprocess
-    import sys
 
     from mlc_mlir.cli.generate_command import model_from_config
+    from mlc_mlir.cli.mlc import main
 
     cfg = tmp_path / "config.json"
     cfg.write_text(json.dumps({"model_type": "llama", "num_hidden_layers": 1, "hidden_size": 64,
                                "intermediate_size": 128, "num_attention_heads": 4,
                                "num_key_value_heads": 2, "vocab_size": 500}))
-    r = subprocess.run([sys.executable, "-m", "mlc_mlir.cli.mlc", "generate", str(cfg), "--prompt-len", "8",
-                        "--new-tokens", "6", "--threads", "1"], capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, r.stderr
-    assert re.search(r"decode: [0-9.]+ tokens/s", r.stdout), r.stdout
-    tokens = json.loads(re.search(r"tokens: (\[.*\])", r.stdout).group(1))
+    code = main(["generate", str(cfg), "--prompt-len", "8", "--new-tokens", "6", "--threads", "1"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert re.search(r"decode: [0-9.]+ tokens/s", out), out
+    tokens = json.loads(re.search(r"tokens: (\[.*\])", out).group(1))
     model = model_from_config(str(cfg), seed=0)
     ids = torch.from_numpy(np.random.default_rng(0).integers(0, 500, (1, 8)))
     with torch.no_grad():
         want = model.generate(ids, max_new_tokens=6, min_new_tokens=6, do_sample=False, pad_token_id=0)
     assert tokens == want[0, 8:].tolist()
-    bad = subprocess.run([sys.executable, "-m", "mlc_mlir.cli.mlc", "generate", str(tmp_path / "none.json")],
-                         capture_output=True, text=True, timeout=120)
-    assert bad.returncode == 2 and "cannot read config" in bad.stderr   # a user error: exit 2
+    bad = main(["generate", str(tmp_path / "none.json")])
+    err = capsys.readouterr().err
+    assert bad == 2 and "cannot read config" in err and err.count("\n") == 1, err   # a user error: exit 2
 
 
 def test_compile_causal_lm_refuses_bad_arguments():
