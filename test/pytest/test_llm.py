@@ -163,23 +163,41 @@ _BUFFERIZE = ("builtin.module(eliminate-empty-tensors, one-shot-bufferize{buffer
               "buffer-results-to-out-params{hoist-static-allocs modify-public-functions})")
 
 
-@pytest.mark.parametrize("name,config,max_len", [("llama", {}, 128), ("mistral", {"sliding_window": 16}, 96)])
-def test_decode_step_never_copies_a_cache(name, config, max_len, compiled_lm):
-    """The decode step of the tiny Llama (and Mistral with a window of 16 over a cache of 96),
-    as ``compile_causal_lm`` imported it, through the compile's stages up to ``prepare`` and
-    bufferized as cpu.pipeline does: no memref.copy and no allocation has a cache's shape (each
-    step writes its K/V row into the caller's arrays)."""
+@pytest.mark.parametrize("name,config,max_len", [("gpt2", {}, 128), ("llama", {}, 128),
+                                                  ("mistral", {"sliding_window": 16}, 96)])
+def test_decode_step_never_copies_a_cache(name, config, max_len, compiled_lm, tmp_path):
+    """The decode step of the tiny GPT-2 / Llama (and Mistral with a window of 16 over a cache
+    of 96), as ``compile_causal_lm`` imported it, through the compile's stages up to ``prepare``
+    (without LLVM) and bufferized as cpu.pipeline does: no memref.copy and no allocation has a
+    cache's shape (each step writes its K/V row into the caller's arrays). GPT-2 and Llama (2 KV
+    heads for 4: grouped-query): each layer's attention is fused into one call that reads the
+    cache arguments themselves; nothing of a cache's size (nor of its repeat_kv broadcast) is
+    copied or allocated, and the key loop prefetches from the caches' buffers."""
     entry = compiled_lm(name, max_len, **config)
     shape = mlc.llm.cache_shapes(entry.model, max_len)[0]
     decode = entry.imports[0][0]
     assert decode.signature("main").dims == {}                # the static one-token step
-    prepared = run_stages(decode, CompileOptions(target="cpu"), until="prepare")[1]
+    prepared = run_stages(decode, CompileOptions(target="cpu", dump_ir=str(tmp_path)), until="prepare")[1]
     text = str(lower(prepared, _BUFFERIZE))
     cache_type = "x".join(str(d) for d in shape) + "xf32"
     assert re.search(r"memref<" + cache_type, text)          # the caches are there...
     copies = re.findall(r"memref\.copy [^\n]*", text) + re.findall(r"linalg\.copy [^\n]*", text)
     allocs = re.findall(r"memref\.alloca?\([^\n]*", text)
     assert not [c for c in copies + allocs if cache_type in c], copies + allocs   # ...never copied
+    if name == "mistral":
+        return
+    kv, d = shape[1], 32
+    calls = re.findall(r"call @main_attention\w*\([^)]*\) [^:]*: \(([^)]*)\)",
+                       (tmp_path / "03-schedule.mlir").read_text())
+    assert len(calls) == 2, calls                                   # one per layer
+    cache = f"tensor<1x{kv}x{max_len}x{d}xf32>"
+    assert all(c.count(cache) == 2 for c in calls), calls          # K and V: the caches, not copies
+    sizes = {f"1x{kv}x{max_len}x{d}xf32", f"1x4x{max_len}x{d}xf32", f"1x2x2x{max_len}x{d}xf32",
+             f"4x{d}x{max_len}xf32", f"4x{max_len}x{d}xf32"}
+    moved = re.findall(r"memref\.copy [^\n]*", text) + re.findall(r"memref\.alloca?\([^\n]*", text)
+    assert not [m for m in moved if any(s in m for s in sizes)], moved
+    # the single-row key loop prefetches the next key block's K and V rows from the caches
+    assert re.search(rf"memref\.prefetch [^\n]*memref<1x{kv}x{max_len}x{d}xf32", text), text[:2000]
 
 
 def test_llama_decode_step_merges_qkv_and_gate_up_and_generates_transformers_tokens(compiled_lm):
