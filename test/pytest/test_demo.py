@@ -1,31 +1,19 @@
 """The main job end to end: ``mlc demo`` agrees 100% with scikit-learn; with ``--tune`` its
 tuning records and curve stay on disk. ``mlc``'s ``main(argv)`` runs in this process
-(test_cli_errors runs ``python -m mlc_mlir.cli.mlc`` as a real process)."""
+(conftest's ``mlc_main``; test_cli_errors runs ``python -m mlc_mlir.cli.mlc`` as a real process)."""
 
 import importlib.util
 import os
 import re
 import sys
 
-from mlc_mlir.cli.mlc import main
 from mlc_mlir.target import host_target
 
 
-def _mlc(capsys, *args):
-    """``mlc *args`` in this process: (exit code, stdout, stderr); argparse's own errors exit
-    through ``SystemExit``."""
-    try:
-        code = main(list(args))
-    except SystemExit as e:
-        code = e.code
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def test_demo_end_to_end_and_its_tuning_curve_stays_on_disk(tmp_path, capsys):
+def test_demo_end_to_end_and_its_tuning_curve_stays_on_disk(tmp_path, mlc_main):
     """One ``mlc demo --dump-ir DIR --tune 2``: the default compile's numbers and dumped IR,
     then the tuning records and (with matplotlib) the curve, kept where the output says."""
-    code, out, err = _mlc(capsys, "demo", "--dump-ir", str(tmp_path), "--tune", "2")
+    code, out, err = mlc_main("demo", "--dump-ir", str(tmp_path), "--tune", "2")
     assert code == 0, out + err
     assert "agreement w/ sklearn: 100.00% (batch 360), 100.00% (batch 1)" in out
     acc = float(out.split("accuracy            :")[1].split("%")[0])
@@ -52,16 +40,16 @@ def test_demo_end_to_end_and_its_tuning_curve_stays_on_disk(tmp_path, capsys):
             assert os.path.isfile(path), ln
 
 
-def test_bad_arguments_fail_before_training(capsys):
-    code, out, err = _mlc(capsys, "demo", "--dump-ir", "/proc/mlc-dump")
+def test_bad_arguments_fail_before_training(mlc_main):
+    code, out, err = mlc_main("demo", "--dump-ir", "/proc/mlc-dump")
     assert code == 2 and "cannot create /proc/mlc-dump" in err and "Traceback" not in err
     assert "digits:" not in out  # refused before the model was trained
-    code, _, err = _mlc(capsys, "demo", "--seed", "-5")
+    code, _, err = mlc_main("demo", "--seed", "-5")
     assert code == 2 and "expected an integer >= 0, got -5" in err
 
 
-def test_demo_without_scikit_learn_names_the_extra(capsys, monkeypatch):
+def test_demo_without_scikit_learn_names_the_extra(mlc_main, monkeypatch):
     monkeypatch.setitem(sys.modules, "sklearn", None)     # `import sklearn` raises ImportError
-    code, _, err = _mlc(capsys, "demo")
+    code, _, err = mlc_main("demo")
     assert code == 2 and err.count("\n") == 1, err
     assert "pip install 'mlc-mlir[demo]'" in err

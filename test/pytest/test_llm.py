@@ -312,22 +312,20 @@ def test_next_token_filters_like_transformers():
     assert draws == {1, 2}
 
 
-def test_cli_generate_prints_rate_and_transformers_tokens(tmp_path, capsys):
-    """``mlc generate``'s ``main(argv)`` in this process (torch and the compiler are imported
-    already; test_cli_errors runs ``python -m mlc_mlir.cli.mlc`` as a real process): exit 0,
+def test_cli_generate_prints_rate_and_transformers_tokens(tmp_path, mlc_main):
+    """``mlc generate`` through ``main(argv)`` in this process (conftest's ``mlc_main``;
+    test_cli_errors runs ``python -m mlc_mlir.cli.mlc`` as a real process): exit 0,
     the decode rate and transformers' greedy tokens printed; an unreadable config is a user
     error (exit 2, one line on stderr)."""
     import json
 
     from mlc_mlir.cli.generate_command import model_from_config
-    from mlc_mlir.cli.mlc import main
 
     cfg = tmp_path / "config.json"
     cfg.write_text(json.dumps({"model_type": "llama", "num_hidden_layers": 1, "hidden_size": 64,
                                "intermediate_size": 128, "num_attention_heads": 4,
                                "num_key_value_heads": 2, "vocab_size": 500}))
-    code = main(["generate", str(cfg), "--prompt-len", "8", "--new-tokens", "6", "--threads", "1"])
-    out, err = capsys.readouterr()
+    code, out, err = mlc_main("generate", cfg, "--prompt-len", "8", "--new-tokens", "6", "--threads", "1")
     assert code == 0, err
     assert re.search(r"decode: [0-9.]+ tokens/s", out), out
     tokens = json.loads(re.search(r"tokens: (\[.*\])", out).group(1))
@@ -336,8 +334,7 @@ def test_cli_generate_prints_rate_and_transformers_tokens(tmp_path, capsys):
     with torch.no_grad():
         want = model.generate(ids, max_new_tokens=6, min_new_tokens=6, do_sample=False, pad_token_id=0)
     assert tokens == want[0, 8:].tolist()
-    bad = main(["generate", str(tmp_path / "none.json")])
-    err = capsys.readouterr().err
+    bad, _, err = mlc_main("generate", tmp_path / "none.json")
     assert bad == 2 and "cannot read config" in err and err.count("\n") == 1, err   # a user error: exit 2
 
 
