@@ -183,13 +183,22 @@ class Prefer:
         pass
 
 
+def _extracted_once(monkeypatch, mod, task):
+    """``tune(mod)`` gets ``[task]`` (what ``extract_attention_tasks(mod)`` returned for the
+    fixture) instead of extracting it again (every candidate kernel emitted: seconds)."""
+    import mlc_mlir.tune.tuner as tuner
+    monkeypatch.setattr(tuner, "extract_attention_tasks",
+                        lambda m, tgt: [task] if m is mod else extract_attention_tasks(m, tgt))
+
+
 def _pick(task):
     """A candidate unlike the default in row vectors and threads."""
     return next(c for c in task.candidates if c.row_vectors == 2 and c.threads == 1)
 
 
-def test_a_record_is_replayed_by_compile_and_matches_torch(tmp_path, sdpa_task):
+def test_a_record_is_replayed_by_compile_and_matches_torch(tmp_path, sdpa_task, monkeypatch):
     mod, args, task = sdpa_task
+    _extracted_once(monkeypatch, mod, task)
     want = _pick(task)
     db = mlc.tune(mod, trials=len(task.candidates) + 4, work_dir=str(tmp_path / "t"),
                   executor=Prefer(task.module_for(want), task.trace_for(want), 0.5), progress=False)
@@ -206,8 +215,9 @@ def test_a_record_is_replayed_by_compile_and_matches_torch(tmp_path, sdpa_task):
     np.testing.assert_allclose(exe(*[a.numpy() for a in args]), ref, rtol=1e-5, atol=1e-5)
 
 
-def test_a_tie_keeps_the_default_knobs(tmp_path, sdpa_task):
+def test_a_tie_keeps_the_default_knobs(tmp_path, sdpa_task, monkeypatch):
     mod, _, task = sdpa_task
+    _extracted_once(monkeypatch, mod, task)
     db = mlc.tune(mod, trials=len(task.candidates) + 4, work_dir=str(tmp_path / "t"),
                   executor=Prefer(task.module_for(_pick(task)), task.trace_for(_pick(task)), 0.99), progress=False)
     assert db.best(task.task.workload, host_target().key()).is_default
