@@ -1,4 +1,4 @@
-"""Shared pytest fixtures (small graph modules and a seeded RNG) and the parallel run's settings.
+"""Shared pytest fixtures (a seeded RNG, ``mlc``'s ``main`` in this process) and the parallel run's settings.
 
 ``python -m pytest -n auto`` (pytest-xdist, the README's test command) starts one worker per
 core, at most :data:`MAX_WORKERS`, and sends each test file to one worker (xdist's ``loadfile``
@@ -39,3 +39,21 @@ def pytest_xdist_make_scheduler(config, log):
 def rng():
     """A numpy Generator with a fixed seed."""
     return np.random.default_rng(0)
+
+
+@pytest.fixture
+def mlc_main(capfd):
+    """``mlc_main(*args)``: ``mlc``'s ``main(args)`` run in this process (the interpreter, torch
+    and the compiler are loaded already; a ``python -m mlc_mlir.cli.mlc`` process costs seconds):
+    ``(exit code, stdout, stderr)``, argparse's own errors exiting through ``SystemExit``;
+    ``capfd`` sees what native code writes to fd 1 and 2 as well."""
+    from mlc_mlir.cli.mlc import main
+
+    def run(*args):
+        try:
+            code = main([str(a) for a in args])
+        except SystemExit as e:
+            code = e.code
+        out, err = capfd.readouterr()
+        return code, out, err
+    return run

@@ -1,7 +1,8 @@
 """Fused attention (``layout_passes.FuseAttention`` + ``schedule.rules.attention``): torch's
 ``scaled_dot_product_attention`` (causal, boolean and additive masks, grouped-query heads, one
 query row, odd lengths) and a dynamic-length builder attention vs PyTorch / numpy, each
-checked to have been fused; the decode step of the tiny LLMs reads its caches in place."""
+checked to have been fused (the decode step of the tiny LLMs reading its caches in place is
+test_llm.py's ``test_decode_step_never_copies_a_cache``, on the steps compiled there)."""
 
 import re
 
@@ -13,8 +14,6 @@ F = torch.nn.functional
 
 import mlc_mlir as mlc  # noqa: E402
 from mlc_mlir import ops  # noqa: E402
-from mlc_mlir.pipeline.compile import lower, run_stages  # noqa: E402
-from mlc_mlir.pipeline.options import CompileOptions  # noqa: E402
 from mlc_mlir.target import host_target  # noqa: E402
 
 
@@ -98,43 +97,6 @@ def test_other_contractions_are_left_alone(tmp_path):
     s = a @ b.transpose(1, 0, 2)
     p = np.exp(s - s.max(-1, keepdims=True))
     np.testing.assert_allclose(exe(a, b, c), (p / p.sum(-1, keepdims=True)) @ c, rtol=1e-5, atol=1e-5)
-
-
-_BUFFERIZE = ("builtin.module(eliminate-empty-tensors, one-shot-bufferize{bufferize-function-boundaries "
-              "function-boundary-type-conversion=identity-layout-map}, canonicalize, cse, canonicalize, "
-              "buffer-results-to-out-params{hoist-static-allocs modify-public-functions})")
-
-
-@pytest.mark.parametrize("name", ["gpt2", "llama"])
-def test_decode_step_attends_to_the_caches_in_place(tmp_path, name):
-    """The decode step of the tiny GPT-2 / Llama (2 KV heads for 4: grouped-query) fuses each
-    layer's attention into one call that reads the cache arguments themselves; after
-    bufferization nothing of a cache's size (nor of its repeat_kv broadcast) is copied or
-    allocated, and the key loop prefetches from the caches' buffers."""
-    transformers = pytest.importorskip("transformers")
-    torch.manual_seed(0)
-    t = transformers
-    model = (t.GPT2LMHeadModel(t.GPT2Config(n_layer=2, n_embd=128, n_head=4, vocab_size=1000)) if name == "gpt2"
-             else t.LlamaForCausalLM(t.LlamaConfig(num_hidden_layers=2, hidden_size=128, intermediate_size=344,
-                                                   num_attention_heads=4, num_key_value_heads=2,
-                                                   vocab_size=1000))).eval()
-    max_len = 96
-    kv, d = mlc.llm.cache_shapes(model, max_len)[0][1], 32
-    # the compile's stages up to prepare (what is read below), without LLVM
-    run_stages(mlc.llm.import_step(model, max_len, 1), CompileOptions(target="cpu", dump_ir=str(tmp_path)),
-               until="prepare")
-    text = (tmp_path / "03-schedule.mlir").read_text()
-    calls = re.findall(r"call @main_attention\w*\([^)]*\) [^:]*: \(([^)]*)\)", text)
-    assert len(calls) == 2, calls                                   # one per layer
-    cache = f"tensor<1x{kv}x{max_len}x{d}xf32>"
-    assert all(c.count(cache) == 2 for c in calls), calls          # K and V: the caches, not copies
-    lowered = str(lower(mlc.Module.parse((tmp_path / "06-prepare.mlir").read_text()), _BUFFERIZE))
-    sizes = {f"1x{kv}x{max_len}x{d}xf32", f"1x4x{max_len}x{d}xf32", f"1x2x2x{max_len}x{d}xf32",
-             f"4x{d}x{max_len}xf32", f"4x{max_len}x{d}xf32"}
-    moved = re.findall(r"memref\.copy [^\n]*", lowered) + re.findall(r"memref\.alloca?\([^\n]*", lowered)
-    assert not [m for m in moved if any(s in m for s in sizes)], moved
-    # the single-row key loop prefetches the next key block's K and V rows from the caches
-    assert re.search(rf"memref\.prefetch [^\n]*memref<1x{kv}x{max_len}x{d}xf32", lowered), lowered[:2000]
 
 
 class _ConstantMask(torch.nn.Module):

@@ -41,8 +41,7 @@ def files(tmp_path_factory):
     np.save(d / "x.npy", np.ones((2, 3), np.float32))
     np.save(d / "pickled.npy", np.array([{"a": 1}], dtype=object), allow_pickle=True)
     (d / "pickle.npy").write_bytes(pickle.dumps([1, 2]))
-    r = _mlc("compile", d / "good.onnx", "-o", d / "good.so")
-    assert r.returncode == 0, r.stderr
+    assert main(["compile", str(d / "good.onnx"), "-o", str(d / "good.so")]) == 0
     return d
 
 
@@ -95,15 +94,16 @@ def test_the_process_exits_2_with_one_line(files, probe):
 
 
 @pytest.mark.parametrize("where", ["before", "after"])
-def test_debug_shows_the_traceback(files, where):
+def test_debug_shows_the_traceback(files, where, capfd):
     args = ["compile", files / "missing.onnx", "-o", files / "o.so"]
-    r = _mlc(*(["--debug", *args] if where == "before" else [*args, "--debug"]))
-    assert r.returncode == 2 and "Traceback" in r.stderr and "FileNotFoundError" in r.stderr
+    code, err = _main(["--debug", *args] if where == "before" else [*args, "--debug"], capfd)
+    assert code == 2 and "Traceback" in err and "FileNotFoundError" in err
 
 
-def test_good_run_still_works(files):
-    r = _mlc("run", files / "good.so", "--input", files / "x.npy")
-    assert r.returncode == 0 and "output 0: shape (2, 3) dtype float32" in r.stdout, r.stderr
+def test_good_run_still_works(files, capfd):
+    code = main(["run", str(files / "good.so"), "--input", str(files / "x.npy")])
+    out, err = capfd.readouterr()
+    assert code == 0 and "output 0: shape (2, 3) dtype float32" in out, err
 
 
 @pytest.mark.parametrize("name, what", [("missing.onnx", "cannot read"), ("dir.onnx", "cannot read"),

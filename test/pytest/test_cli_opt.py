@@ -1,15 +1,20 @@
-"""mlc-opt as a process: pipelines by name and file, --pass-pipeline, stdin, exit codes; the
-wheel's mlir-opt accepts every pipeline file and the builder's IR."""
+"""mlc-opt: pipelines by name and file, --pass-pipeline, stdin, exit codes (``main(argv)`` in
+this process, and as a real ``python -m mlc_mlir.cli.mlc_opt`` process: its exit status and
+output); the wheel's mlir-opt accepts every pipeline file and the builder's IR."""
 
+import io
 import os
 import subprocess
 import sys
+import types
 
 import numpy as np
+import pytest
 
 import mlc_mlir as mlc
 from mlc_mlir import ops
 from mlc_mlir._mlir import MLIR_BIN_DIR
+from mlc_mlir.cli.mlc_opt import main
 from mlc_mlir.pipeline.registry import PIPELINES_DIR, available
 
 MM = """func.func @main(%a: tensor<4x8xf32>, %b: tensor<8x16xf32>) -> tensor<4x16xf32> {
@@ -21,12 +26,36 @@ MM = """func.func @main(%a: tensor<4x8xf32>, %b: tensor<8x16xf32>) -> tensor<4x1
 }"""
 
 
-def mlc_opt(*args, stdin=None):
+def _process(*args, stdin=None):
     return subprocess.run([sys.executable, "-m", "mlc_mlir.cli.mlc_opt", *args], input=stdin,
                           capture_output=True, text=True)
 
 
-def test_pipeline_by_name_file_and_text(tmp_path):
+@pytest.fixture
+def mlc_opt(capfd, monkeypatch):
+    """``mlc_opt(*args, stdin=None)``: ``main(args)`` in this process with ``stdin`` as
+    ``sys.stdin``; returns its exit code (argparse's own errors exit through ``SystemExit``),
+    stdout and stderr (``capfd``: native writes to fd 1 and 2 too) like ``subprocess.run``."""
+    def run(*args, stdin=None):
+        monkeypatch.setattr(sys, "stdin", io.StringIO(stdin or ""))
+        try:
+            code = main(list(args))
+        except SystemExit as e:
+            code = e.code
+        out, err = capfd.readouterr()
+        return types.SimpleNamespace(returncode=code, stdout=out, stderr=err)
+    return run
+
+
+def test_the_process_exits_1_with_one_line_and_lists_pipelines():
+    """Through a real process: its exit status and output."""
+    r = _process("-", stdin="not mlir")
+    assert r.returncode == 1 and r.stderr.startswith("mlc-opt: error: Module.parse") and "Traceback" not in r.stderr
+    r = _process("--list-pipelines")
+    assert r.returncode == 0 and r.stdout.split() == available()
+
+
+def test_pipeline_by_name_file_and_text(tmp_path, mlc_opt):
     src = tmp_path / "mm.mlir"
     src.write_text(MM)
     by_name = mlc_opt(str(src), "--pipeline", "cpu")
@@ -40,7 +69,7 @@ def test_pipeline_by_name_file_and_text(tmp_path):
     assert "mlc.primitive" in out.read_text()
 
 
-def test_errors_exit_1_with_one_line():
+def test_errors_exit_1_with_one_line(mlc_opt):
     r = mlc_opt("-", stdin="not mlir")
     assert r.returncode == 1 and r.stderr.startswith("mlc-opt: error: Module.parse") and "Traceback" not in r.stderr
     r = mlc_opt("/nonexistent.mlir")
@@ -49,7 +78,7 @@ def test_errors_exit_1_with_one_line():
     assert r.returncode == 1 and "cannot parse pipeline" in r.stderr
 
 
-def test_list_pipelines():
+def test_list_pipelines(mlc_opt):
     r = mlc_opt("--list-pipelines")
     assert r.stdout.split() == available()
 
@@ -74,7 +103,7 @@ def test_wheel_mlir_opt_accepts_every_pipeline_file_and_builder_ir(tmp_path):
         assert text.strip().startswith("builtin.module(")
 
 
-def test_unreadable_inputs_and_outputs_are_one_line_errors(tmp_path):
+def test_unreadable_inputs_and_outputs_are_one_line_errors(tmp_path, mlc_opt):
     binary = tmp_path / "blob.mlir"
     binary.write_bytes(bytes(range(256)))
     r = mlc_opt(str(binary))

@@ -1,7 +1,8 @@
 """Decoder LLMs: tiny GPT-2 / Llama / Qwen2 / Mistral logits vs transformers (static import),
 Mistral's sliding window (covering the cache or shorter than the prompt),
 ``ops.update_slice`` and in/out arguments vs numpy, the KV-cache decode step never copying a
-cache (bufferized IR), and ``mlc.llm`` generation token-exact with transformers' ``generate``."""
+cache (bufferized IR), q/k/v and gate/up merged into one matmul each in the decode step,
+and ``mlc.llm`` generation token-exact with transformers' ``generate``."""
 
 import re
 import types
@@ -162,23 +163,63 @@ _BUFFERIZE = ("builtin.module(eliminate-empty-tensors, one-shot-bufferize{buffer
               "buffer-results-to-out-params{hoist-static-allocs modify-public-functions})")
 
 
-@pytest.mark.parametrize("name,config,max_len", [("llama", {}, 128), ("mistral", {"sliding_window": 16}, 96)])
-def test_decode_step_never_copies_a_cache(name, config, max_len, compiled_lm):
-    """The decode step of the tiny Llama (and Mistral with a window of 16 over a cache of 96),
-    as ``compile_causal_lm`` imported it, through the compile's stages up to ``prepare`` and
-    bufferized as cpu.pipeline does: no memref.copy and no allocation has a cache's shape (each
-    step writes its K/V row into the caller's arrays)."""
+@pytest.mark.parametrize("name,config,max_len", [("gpt2", {}, 128), ("llama", {}, 128),
+                                                  ("mistral", {"sliding_window": 16}, 96)])
+def test_decode_step_never_copies_a_cache(name, config, max_len, compiled_lm, tmp_path):
+    """The decode step of the tiny GPT-2 / Llama (and Mistral with a window of 16 over a cache
+    of 96), as ``compile_causal_lm`` imported it, through the compile's stages up to ``prepare``
+    (without LLVM) and bufferized as cpu.pipeline does: no memref.copy and no allocation has a
+    cache's shape (each step writes its K/V row into the caller's arrays). GPT-2 and Llama (2 KV
+    heads for 4: grouped-query): each layer's attention is fused into one call that reads the
+    cache arguments themselves; nothing of a cache's size (nor of its repeat_kv broadcast) is
+    copied or allocated, and the key loop prefetches from the caches' buffers."""
     entry = compiled_lm(name, max_len, **config)
     shape = mlc.llm.cache_shapes(entry.model, max_len)[0]
     decode = entry.imports[0][0]
     assert decode.signature("main").dims == {}                # the static one-token step
-    prepared = run_stages(decode, CompileOptions(target="cpu"), until="prepare")[1]
+    prepared = run_stages(decode, CompileOptions(target="cpu", dump_ir=str(tmp_path)), until="prepare")[1]
     text = str(lower(prepared, _BUFFERIZE))
     cache_type = "x".join(str(d) for d in shape) + "xf32"
     assert re.search(r"memref<" + cache_type, text)          # the caches are there...
     copies = re.findall(r"memref\.copy [^\n]*", text) + re.findall(r"linalg\.copy [^\n]*", text)
     allocs = re.findall(r"memref\.alloca?\([^\n]*", text)
     assert not [c for c in copies + allocs if cache_type in c], copies + allocs   # ...never copied
+    if name == "mistral":
+        return
+    kv, d = shape[1], 32
+    calls = re.findall(r"call @main_attention\w*\([^)]*\) [^:]*: \(([^)]*)\)",
+                       (tmp_path / "03-schedule.mlir").read_text())
+    assert len(calls) == 2, calls                                   # one per layer
+    cache = f"tensor<1x{kv}x{max_len}x{d}xf32>"
+    assert all(c.count(cache) == 2 for c in calls), calls          # K and V: the caches, not copies
+    sizes = {f"1x{kv}x{max_len}x{d}xf32", f"1x4x{max_len}x{d}xf32", f"1x2x2x{max_len}x{d}xf32",
+             f"4x{d}x{max_len}xf32", f"4x{max_len}x{d}xf32"}
+    moved = re.findall(r"memref\.copy [^\n]*", text) + re.findall(r"memref\.alloca?\([^\n]*", text)
+    assert not [m for m in moved if any(s in m for s in sizes)], moved
+    # the single-row key loop prefetches the next key block's K and V rows from the caches
+    assert re.search(rf"memref\.prefetch [^\n]*memref<1x{kv}x{max_len}x{d}xf32", text), text[:2000]
+
+
+def test_llama_decode_step_merges_qkv_and_gate_up_and_generates_transformers_tokens(compiled_lm):
+    """``merge-projections`` (test_merge_projections.py) on the tiny Llama's decode step as
+    ``compile_causal_lm`` imported it: q/k/v and gate/up become one matmul each (the merged
+    weight's columns are q 128 + k 64 + v 64 and gate 344 + up 344), and the compiled steps'
+    greedy tokens match transformers'."""
+    from mlc_mlir.ir.walk import find_ops
+    from mlc_mlir.pipeline.layout import merge_projections
+    from mlc_mlir.target import host_target
+
+    entry = compiled_lm("llama", 128)
+    step = entry.imports[0][0]                        # the decode step
+    assert len(find_ops(step, "linalg.matmul")) == 2 * 7 + 1   # q, k, v, o, gate, up, down per layer; head
+    merged = merge_projections(step, host_target(), ["main"], CompileOptions(host_target()))
+    shapes = sorted(str(op.operands[1].type) for op in find_ops(merged, "linalg.matmul"))
+    assert len(shapes) == 2 * 4 + 1                  # qkv, o, gate_up, down per layer; head
+    assert shapes.count("tensor<128x256xf32>") == 2   # q 128 + k 64 + v 64
+    assert shapes.count("tensor<128x688xf32>") == 2   # gate 344 + up 344
+    ids = torch.tensor([[1, 5, 7, 2]])
+    want = entry.model.generate(ids, max_new_tokens=8, do_sample=False, pad_token_id=0).numpy()
+    np.testing.assert_array_equal(entry.lm.generate(ids.numpy(), max_new_tokens=8), want)
 
 
 def _want(model, ids, new):
@@ -271,10 +312,12 @@ def test_next_token_filters_like_transformers():
     assert draws == {1, 2}
 
 
-def test_cli_generate_prints_rate_and_transformers_tokens(tmp_path):
+def test_cli_generate_prints_rate_and_transformers_tokens(tmp_path, mlc_main):
+    """``mlc generate`` through ``main(argv)`` in this process (conftest's ``mlc_main``;
+    test_cli_errors runs ``python -m mlc_mlir.cli.mlc`` as a real process): exit 0,
+    the decode rate and transformers' greedy tokens printed; an unreadable config is a user
+    error (exit 2, one line on stderr)."""
     import json
-    import subprocess
-    import sys
 
     from mlc_mlir.cli.generate_command import model_from_config
 
@@ -282,19 +325,17 @@ def test_cli_generate_prints_rate_and_transformers_tokens(tmp_path):
     cfg.write_text(json.dumps({"model_type": "llama", "num_hidden_layers": 1, "hidden_size": 64,
                                "intermediate_size": 128, "num_attention_heads": 4,
                                "num_key_value_heads": 2, "vocab_size": 500}))
-    r = subprocess.run([sys.executable, "-m", "mlc_mlir.cli.mlc", "generate", str(cfg), "--prompt-len", "8",
-                        "--new-tokens", "6", "--threads", "1"], capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, r.stderr
-    assert re.search(r"decode: [0-9.]+ tokens/s", r.stdout), r.stdout
-    tokens = json.loads(re.search(r"tokens: (\[.*\])", r.stdout).group(1))
+    code, out, err = mlc_main("generate", cfg, "--prompt-len", "8", "--new-tokens", "6", "--threads", "1")
+    assert code == 0, err
+    assert re.search(r"decode: [0-9.]+ tokens/s", out), out
+    tokens = json.loads(re.search(r"tokens: (\[.*\])", out).group(1))
     model = model_from_config(str(cfg), seed=0)
     ids = torch.from_numpy(np.random.default_rng(0).integers(0, 500, (1, 8)))
     with torch.no_grad():
         want = model.generate(ids, max_new_tokens=6, min_new_tokens=6, do_sample=False, pad_token_id=0)
     assert tokens == want[0, 8:].tolist()
-    bad = subprocess.run([sys.executable, "-m", "mlc_mlir.cli.mlc", "generate", str(tmp_path / "none.json")],
-                         capture_output=True, text=True, timeout=120)
-    assert bad.returncode == 2 and "cannot read config" in bad.stderr   # a user error: exit 2
+    bad, _, err = mlc_main("generate", tmp_path / "none.json")
+    assert bad == 2 and "cannot read config" in err and err.count("\n") == 1, err   # a user error: exit 2
 
 
 def test_compile_causal_lm_refuses_bad_arguments():
@@ -354,34 +395,42 @@ def test_compiled_steps_link_each_weight_once(compiled_lm):
     np.testing.assert_array_equal(lm.generate(ids.numpy(), max_new_tokens=32), want)
 
 
-def test_steps_tune_and_compile_with_their_records(tmp_path):
+def test_steps_tune_and_compile_with_their_records(tmp_path, compiled_lm, monkeypatch):
     """``mlc.tune.extract_tasks`` on the decode step (static, its cache-write units take the
     caller's clamped position as an ``index`` argument) and on the symbolic prefill step (its
-    static units); a cache-write unit runs alone (its position fixed at 0) as numpy computes it;
-    both steps tuned (random search; the decode attention's knobs too; no whole-model check, so
-    every record is applied) and compiled with the records, token-exact with transformers."""
-    from mlc_mlir.llm.export import import_step
+    static units), as ``compile_causal_lm`` imported them for the tiny GPT-2 (``compiled_lm``);
+    a cache-write unit runs alone (its position fixed at 0) as numpy computes it; both steps
+    tuned (random search; the decode attention's knobs too; no whole-model check, so every
+    record is applied) and compiled with the records, token-exact with transformers."""
+    import mlc_mlir.tune.tuner as tuner
     from mlc_mlir.target import host_target
     from mlc_mlir.tune.attention_task import extract_attention_tasks
     from mlc_mlir.tune.search import RandomSearch
 
-    model = _tiny("gpt2")
-    decode, prefill = import_step(model, 64, 1), import_step(model, 64)
+    entry = compiled_lm("gpt2", 128)
+    model = entry.model
+    (decode, *_), (prefill, *_) = entry.imports
     tasks = {"decode": mlc.tune.extract_tasks(decode), "prefill": mlc.tune.extract_tasks(prefill)}
     assert all(len(v) > 1 for v in tasks.values())
     write = next(t for t in tasks["decode"] if t.name.startswith("fused_slice_1_") and "update_slice" in t.name)
-    x, cache = np.random.default_rng(0).standard_normal((1, 1, 384)).astype(np.float32), np.zeros((1, 4, 64, 32), np.float32)
+    x, cache = np.random.default_rng(0).standard_normal((1, 1, 384)).astype(np.float32), np.zeros((1, 4, 128, 32), np.float32)
     assert [a.shape for a in write.module.signature(write.func_name).args] == [x.shape, cache.shape]
     want = cache.copy()
     want[0, :, 0, :] = x[0, 0, 128:256].reshape(4, 32)     # the key slice of c_attn's output, row 0
     np.testing.assert_array_equal(mlc.compile(write.module)[write.func_name](x, cache.copy()), want)
     db = None
     for name, step in (("decode", decode), ("prefill", prefill)):
-        knobs = sum(len(a.candidates) for a in extract_attention_tasks(step, host_target()))   # measured first
+        attention = extract_attention_tasks(step, host_target())   # tune() measures their knobs first
+        # tune() would extract the same tasks of `step` again (every candidate kernel emitted:
+        # seconds): it gets these
+        monkeypatch.setattr(tuner, "extract_attention_tasks",
+                            lambda mod, tgt, step=step, found=attention: found if mod is step
+                            else extract_attention_tasks(mod, tgt))
+        knobs = sum(len(a.candidates) for a in attention)
         db = mlc.tune(step, trials=2 * len(tasks[name]) + knobs, work_dir=str(tmp_path), strategy=RandomSearch(),
                       progress=False, finalists=0, check_model=False)
         got = {r.workload for r in db.records() if r.ok}
         assert {t.workload for t in tasks[name]} <= got, name
-    lm = mlc.llm.compile_causal_lm(model, max_seq_len=64, database=db)
+    lm = mlc.llm.compile_causal_lm(model, max_seq_len=128, database=db)
     ids = torch.randint(0, 1000, (1, 64), generator=torch.Generator().manual_seed(2))
     np.testing.assert_array_equal(lm.generate(ids.numpy()[:, :9], max_new_tokens=12), _want(model, ids[:, :9], 12))

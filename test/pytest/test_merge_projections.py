@@ -1,7 +1,8 @@
 """Matmuls of one input with constant weights merged into one (``layout_passes.MergeProjections``):
 which groups merge, the merged weight is the concatenation, numerics vs numpy through
-``mlc.compile`` at 1 and 2 threads, and Llama's q/k/v and gate/up projections become one GEMV
-each in a compiled decode step whose greedy tokens match transformers."""
+``mlc.compile`` at 1 and 2 threads. Llama's q/k/v and gate/up projections becoming one GEMV
+each in a compiled decode step whose greedy tokens match transformers is in test_llm.py
+(``test_llama_decode_step_merges_qkv_and_gate_up``, on the tiny Llama compiled there)."""
 
 import numpy as np
 import pytest
@@ -88,27 +89,3 @@ def test_merged_projections_match_numpy(m, threads, dynamic):
     h = np.maximum(x, 0).reshape(-1, 96).astype(np.float64)
     for g, w in zip(got, ws):
         np.testing.assert_allclose(g, h @ w, **TOL)
-
-
-def test_llama_decode_step_merges_qkv_and_gate_up_and_generates_transformers_tokens():
-    torch = pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
-    from mlc_mlir.llm.export import import_step
-    from mlc_mlir.pipeline.layout import merge_projections
-    from mlc_mlir.pipeline.options import CompileOptions
-    from mlc_mlir.target import host_target
-    torch.manual_seed(0)
-    cfg = transformers.LlamaConfig(num_hidden_layers=2, hidden_size=64, intermediate_size=96,
-                                   num_attention_heads=4, num_key_value_heads=2, vocab_size=100)
-    hf = transformers.LlamaForCausalLM(cfg).eval()
-    step = import_step(hf, 32, 1)
-    assert len(matmuls(step)) == 2 * 7 + 1           # q, k, v, o, gate, up, down per layer; head
-    merged = merge_projections(step, host_target(), ["main"], CompileOptions(host_target()))
-    shapes = sorted(str(op.operands[1].type) for op in matmuls(merged))
-    assert len(shapes) == 2 * 4 + 1                  # qkv, o, gate_up, down per layer; head
-    assert shapes.count("tensor<64x128xf32>") == 2   # q 64 + k 32 + v 32
-    assert shapes.count("tensor<64x192xf32>") == 2   # gate 96 + up 96
-    lm = mlc.llm.compile_causal_lm(hf, max_seq_len=32, threads=2)
-    ids = torch.tensor([[1, 5, 7, 2]])
-    want = hf.generate(ids, max_new_tokens=8, do_sample=False, pad_token_id=0).numpy()
-    np.testing.assert_array_equal(lm.generate(ids.numpy(), max_new_tokens=8), want)

@@ -1,9 +1,8 @@
 """Small robustness cases: object-dtype weights are refused, a database path that is a folder
 and a second tuner on a work_dir are clear TuningErrors, an out= array names the property it
-lacks, private functions and RemoveUnusedFunctions, and the demo's tuning curve stays on disk."""
+lacks, private functions and RemoveUnusedFunctions (the demo's tuning curve staying on disk is in
+test_demo.py, on the demo run there)."""
 
-import os
-import re
 import subprocess
 import sys
 import textwrap
@@ -126,23 +125,6 @@ def test_private_functions_and_remove_unused_functions():
     with pytest.raises(mlc.BuildError, match="'private'"):
         with mlc.GraphBuilder().function("f", private="yes"):
             pass
-
-
-def test_demo_tuning_curve_stays_on_disk(capsys):
-    pytest.importorskip("sklearn")
-    pytest.importorskip("matplotlib")
-    from mlc_mlir.cli.demo import run_demo
-    lines = []
-    run_demo(tune_trials=2, out=lines.append)
-    lines += capsys.readouterr().out.splitlines()     # tune() prints the curve's path
-    kept = [ln for ln in lines if ln.startswith("tuning records and curve kept in ")]
-    assert kept, lines
-    folder = kept[0].split(" kept in ")[1].split("/ (")[0]
-    assert os.path.isfile(os.path.join(folder, "database.jsonl"))
-    assert os.path.isfile(os.path.join(folder, "tuning_curve.png"))
-    for ln in lines:
-        for path in re.findall(r"(/\S+\.png)", ln):
-            assert os.path.isfile(path), ln
 
 
 def test_dead_ops_do_not_reach_the_schedule_rules():

@@ -33,6 +33,16 @@ def _sdpa(qs=(1, 2, 37, 32), ks=(1, 2, 45, 32)):
     return mlc.from_torch(_SDPA(), args), args
 
 
+@pytest.fixture(scope="module")
+def sdpa_task():
+    """``(mod, args, task)``: ``_sdpa()``'s module and inputs and its one attention task
+    (``extract_attention_tasks`` emits every candidate kernel: seconds), imported and
+    extracted once for the tests that read them (none changes them)."""
+    mod, args = _sdpa()
+    task, = extract_attention_tasks(mod, host_target())    # exactly one attention task
+    return mod, args, task
+
+
 def _numpy_attention(q, k, v, bias, scale):
     rep = q.shape[1] // k.shape[1]
     k, v = np.repeat(k, rep, axis=1), np.repeat(v, rep, axis=1)
@@ -139,10 +149,9 @@ def test_shifted_exp_matches_numpy_on_non_positive_arguments():
     assert got[np.isneginf(x)].tolist() == [0.0] and (got[x == 0] == 1).all()
 
 
-def test_an_attention_is_a_task_and_its_knobs_round_trip():
-    mod, _ = _sdpa()
+def test_an_attention_is_a_task_and_its_knobs_round_trip(sdpa_task):
+    mod, _, task = sdpa_task
     tgt = host_target()
-    task, = extract_attention_tasks(mod, tgt)
     assert task.task.weight == 1 and task.task.flops == 4.0 * 2 * 37 * 45 * 32
     assert task.default == default_knobs(tgt, 32) and task.candidates[0] == task.default
     assert set(task.candidates) <= set(knob_candidates(tgt, 32))
@@ -174,14 +183,22 @@ class Prefer:
         pass
 
 
+def _extracted_once(monkeypatch, mod, task):
+    """``tune(mod)`` gets ``[task]`` (what ``extract_attention_tasks(mod)`` returned for the
+    fixture) instead of extracting it again (every candidate kernel emitted: seconds)."""
+    import mlc_mlir.tune.tuner as tuner
+    monkeypatch.setattr(tuner, "extract_attention_tasks",
+                        lambda m, tgt: [task] if m is mod else extract_attention_tasks(m, tgt))
+
+
 def _pick(task):
     """A candidate unlike the default in row vectors and threads."""
     return next(c for c in task.candidates if c.row_vectors == 2 and c.threads == 1)
 
 
-def test_a_record_is_replayed_by_compile_and_matches_torch(tmp_path):
-    mod, args = _sdpa()
-    task, = extract_attention_tasks(mod, host_target())
+def test_a_record_is_replayed_by_compile_and_matches_torch(tmp_path, sdpa_task, monkeypatch):
+    mod, args, task = sdpa_task
+    _extracted_once(monkeypatch, mod, task)
     want = _pick(task)
     db = mlc.tune(mod, trials=len(task.candidates) + 4, work_dir=str(tmp_path / "t"),
                   executor=Prefer(task.module_for(want), task.trace_for(want), 0.5), progress=False)
@@ -198,9 +215,9 @@ def test_a_record_is_replayed_by_compile_and_matches_torch(tmp_path):
     np.testing.assert_allclose(exe(*[a.numpy() for a in args]), ref, rtol=1e-5, atol=1e-5)
 
 
-def test_a_tie_keeps_the_default_knobs(tmp_path):
-    mod, _ = _sdpa()
-    task, = extract_attention_tasks(mod, host_target())
+def test_a_tie_keeps_the_default_knobs(tmp_path, sdpa_task, monkeypatch):
+    mod, _, task = sdpa_task
+    _extracted_once(monkeypatch, mod, task)
     db = mlc.tune(mod, trials=len(task.candidates) + 4, work_dir=str(tmp_path / "t"),
                   executor=Prefer(task.module_for(_pick(task)), task.trace_for(_pick(task)), 0.99), progress=False)
     assert db.best(task.task.workload, host_target().key()).is_default
