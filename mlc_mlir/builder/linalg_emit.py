@@ -16,7 +16,7 @@ import numpy as np
 from .._mlir import arith_d, ir, tensor_d
 from ..errors import BuildError, format_shape
 from ..ir import dtypes
-from ..ir.constants import elements_attr, is_splat_view
+from ..ir.constants import is_splat_view
 from ..ir.emitters import check_shape, empty, filled, generic, ir_shape, scalar, set_name, tensor_type  # noqa: F401
 from ..ir.symbolic import SymDim
 from ..ir.module import OP_NAME_ATTR
@@ -91,8 +91,7 @@ def constant(fn: FunctionLike, array: np.ndarray, name: Optional[str] = None) ->
     t = tensor_type(arr.shape, dtype, "constant")
     cname = name if isinstance(name, Reserved) else (
         fn.claim_op_name(name, "constant") if name is not None else fn.unique_op_name("constant"))
-    attr = elements_attr(arr, f"{fn.name}_{cname}")
-    fn.builder._constants.add(arr, attr)
+    attr = fn.builder._constants.constant(arr, f"{fn.name}_{cname}")
     op = arith_d.ConstantOp(t, attr)
     set_name(op, cname)
     return Tensor(op.result, fn)

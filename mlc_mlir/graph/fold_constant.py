@@ -32,7 +32,7 @@ from typing import Callable, Collection, List, Optional
 
 from .._mlir import arith_d, func_d, ir
 from ..errors import PipelineError
-from ..ir.constants import elements_attr
+from ..ir.constants import line_aligned
 from ..ir.module import OP_NAME_ATTR, Module
 from .constant_eval import evaluate_with_numpy
 from .use_def import clone_ops, has_uses, op_name, producer, used_values, users_in
@@ -167,8 +167,7 @@ class FoldConstant(Pass):
             for r, arr in zip(outputs, values):
                 owner = r.owner.operation
                 name = op_name(owner)
-                attr = elements_attr(arr, f"{f.sym_name.value}_{name}_folded")
-                mod._keepalive.add(arr, attr)
+                attr = mod._keepalive.constant(line_aligned(arr), f"{f.sym_name.value}_{name}_folded")
                 with ir.InsertionPoint(owner):
                     cst = arith_d.ConstantOp(r.type, attr)
                 cst.operation.attributes[OP_NAME_ATTR] = ir.StringAttr.get(f"{name}.folded")

@@ -6,7 +6,7 @@ module with 100 MB of weights neither copies them through text nor prints them.
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Callable, Sequence, Tuple
 
 import numpy as np
 
@@ -21,10 +21,39 @@ def is_splat_view(array: np.ndarray) -> bool:
     return array.size > 1 and all(s == 0 for s in array.strides)
 
 
-def elements_attr(array: np.ndarray, blob_name: str) -> ir.Attribute:
-    """An elements attribute holding ``array``: ``DenseElementsAttr`` for scalars, bools and
-    splat views (:func:`is_splat_view`, a splat ``dense<v>`` that stores one element),
-    ``DenseResourceElementsAttr`` (named ``blob_name``, uniqued by MLIR on collision) otherwise.
+#: Bytes every ``dense_resource`` buffer starts at a multiple of (:func:`line_aligned`): a cache
+#: line of the x86-64 and AArch64 cores, the alignment the blobs are declared with.
+CACHE_LINE_ALIGN = 64
+
+
+def line_aligned(value: np.ndarray) -> np.ndarray:
+    """``value`` itself when it is C-contiguous and starts at a multiple of
+    :data:`CACHE_LINE_ALIGN` bytes (or is a splat view, :func:`is_splat_view`, or holds at most
+    one element), else a C-contiguous copy that does (same dtype, shape and values). numpy's large arrays come from
+    ``malloc``'s ``mmap`` blocks, 16 bytes past a page: a weight used in place there (the JIT
+    links the buffers, :mod:`mlc_mlir.pipeline.jit_weights`) splits every 64-byte row of a
+    packed panel over two cache lines (light ResNet-50, one thread: 92.96 ms wall as it was,
+    86.86 ms aligned, 87.56 ms for its exported library;
+    ``benchmarks/results/models_cpu_2026-11-27_znver3_session24_jit_aot.txt``). The weights the
+    compiler computes (folded constants, Winograd filters, :func:`derived_array`) are aligned
+    with it; a user's arrays are used as they are (torch's allocator aligns to 64 bytes)."""
+    if value.size <= 1 or is_splat_view(value) or \
+            (value.flags.c_contiguous and value.ctypes.data % CACHE_LINE_ALIGN == 0):
+        return value
+    raw = np.empty(value.nbytes + CACHE_LINE_ALIGN, np.uint8)
+    start = -raw.ctypes.data % CACHE_LINE_ALIGN
+    out = raw[start:start + value.nbytes].view(value.dtype).reshape(value.shape)
+    out[...] = value
+    return out
+
+
+def _elements_attr(array: np.ndarray, blob_name: str) -> Tuple[ir.Attribute, np.ndarray]:
+    """``(attribute, buffer)``: an elements attribute holding ``array``, and the array that must
+    outlive it. ``DenseElementsAttr`` for scalars, bools and splat views (:func:`is_splat_view`,
+    a splat ``dense<v>`` that stores one element); ``DenseResourceElementsAttr`` (named
+    ``blob_name``, uniqued by MLIR on collision) otherwise, on a C-contiguous buffer of ``array``
+    (``array`` itself where it is one: a caller that wants the weight on cache lines passes a
+    :func:`line_aligned` array).
 
     Needs an active context. Raises ``BuildError`` for unsupported dtypes.
     """
@@ -33,16 +62,16 @@ def elements_attr(array: np.ndarray, blob_name: str) -> ir.Attribute:
         t = ir.RankedTensorType.get(list(array.shape), dtypes.to_ir_type(dtype))
         v, et = array[(0,) * array.ndim], dtypes.to_ir_type(dtype)
         elt = ir.IntegerAttr.get(et, int(v)) if isinstance(et, ir.IntegerType) else ir.FloatAttr.get(et, float(v))
-        return ir.DenseElementsAttr.get_splat(t, elt)
+        return ir.DenseElementsAttr.get_splat(t, elt), array
     # ascontiguousarray makes a 0-d array 1-d: keep the shape
     arr = np.ascontiguousarray(array, dtype=dtypes.to_numpy_dtype(dtype)).reshape(np.shape(array))
     t = ir.RankedTensorType.get(list(arr.shape), dtypes.to_ir_type(dtype))
     if dtype == "bool":
-        return ir.DenseElementsAttr.get(np.packbits(arr.reshape(-1), bitorder="little"), type=t)
+        return ir.DenseElementsAttr.get(np.packbits(arr.reshape(-1), bitorder="little"), type=t), arr
     if arr.size <= 1:
-        return ir.DenseElementsAttr.get(arr, type=t)
+        return ir.DenseElementsAttr.get(arr, type=t), arr
     return ir.DenseResourceElementsAttr.get_from_buffer(
-        memoryview(arr.reshape(-1).view(np.uint8)), blob_name, t, alignment=64)
+        memoryview(arr.reshape(-1).view(np.uint8)), blob_name, t, alignment=CACHE_LINE_ALIGN), arr
 
 
 def resource_name(attr: ir.Attribute) -> str:
@@ -79,18 +108,30 @@ class Blobs(list):
         if key:
             self.by_key[key] = array
 
+    def constant(self, array: np.ndarray, blob_name: str) -> ir.Attribute:
+        """An elements attribute holding ``array`` (a ``dense_resource`` named ``blob_name``, or
+        a dense/splat attribute: see :func:`_elements_attr`), its buffer kept alive and indexed
+        here. Needs an active context; raises ``BuildError`` for unsupported dtypes."""
+        attr, buffer = _elements_attr(array, blob_name)
+        self.add(buffer, attr)
+        return attr
+
 
 def derived_array(store: dict, name: str, sources: Sequence[np.ndarray],
                   make: Callable[..., np.ndarray]) -> np.ndarray:
-    """``make(*sources)``, computed once per ``name`` and source buffers (address, shape,
-    strides and dtype of each) in ``store``: the callers that share ``store`` (the imports and
+    """``make(*sources)`` (a contiguous result :func:`line_aligned`), computed once per ``name``
+    and source buffers (address, shape, strides and dtype of each) in ``store``: the callers that share ``store`` (the imports and
     compiles of several steps of one model) share the array, one copy in memory. ``store``
     keeps the sources alive with the result, so no other buffer can take their addresses
     while the key stands. Source: TVM Relax's ``LiftTransformParams`` (a weight transform
     computed once for every function that reads it)."""
     key = (name,) + tuple((s.__array_interface__["data"][0], s.shape, s.strides, str(s.dtype)) for s in sources)
     if key not in store:
-        store[key] = (make(*sources), tuple(sources))
+        # cache-line aligned here, once: the modules that share it then use it in place
+        result = make(*sources)
+        if isinstance(result, np.ndarray) and result.flags.c_contiguous and result.size > 1:
+            result = line_aligned(result)
+        store[key] = (result, tuple(sources))
     return store[key][0]
 
 

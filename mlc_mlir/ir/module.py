@@ -15,7 +15,7 @@ import numpy as np
 from .._mlir import arith_d, func_d, ir
 from ..errors import IRError, MlcError, format_shape
 from . import dtypes
-from .constants import Blobs, constant_array, elements_attr
+from .constants import Blobs, constant_array
 from .context import new_context
 from .symbolic import Dim, is_static, parse, symbol
 
@@ -529,8 +529,7 @@ def _bind_param_arguments(mod: Module, values: Mapping[str, np.ndarray]) -> None
             raise IRError(f"bind_params: parameter '{spec.name}' is {value.dtype}"
                           f"{format_shape(value.shape)}; expected {spec.dtype}"
                           f"{format_shape(spec.shape)}")
-        attr = elements_attr(value, f"{sig.name}_{spec.name}")
-        mod._keepalive.add(value, attr)
+        attr = mod._keepalive.constant(value, f"{sig.name}_{spec.name}")
         with ir.InsertionPoint.at_block_begin(block):
             cst = arith_d.ConstantOp(block.arguments[i].type, attr)
             cst.operation.attributes[OP_NAME_ATTR] = ir.StringAttr.get(spec.name)

@@ -9,8 +9,9 @@ at least :data:`LINK_MIN_BYTES` bytes becomes ``llvm.mlir.global external consta
 initializer) and the engine binds the symbol to the address of the weight's buffer
 (``ExecutionEngine.raw_register_runtime``): no copy, no code generation for data. The JIT
 generates code for the large code model (absolute 64-bit relocations, checked on x86-64), so a
-buffer anywhere in the address space is reachable. The declared alignment is lowered to the
-buffer's own (numpy guarantees 16 bytes), so no load assumes more. Each linked buffer is backed
+buffer anywhere in the address space is reachable. The declared alignment is the buffer's
+own: a cache line for the blobs :meth:`~mlc_mlir.ir.constants.Blobs.constant` makes
+(:func:`~mlc_mlir.ir.constants.line_aligned`), less for a buffer bound by other means. Each linked buffer is backed
 by transparent huge pages where the system has them
 (:func:`~mlc_mlir.runtime.huge_pages.advise_huge_pages`: a weight that is a view of a torch
 tensor otherwise stays on 4 KiB pages). The AOT library keeps the initializers (its weights live

@@ -214,7 +214,6 @@ def test_rules_use_their_primitives():
     assert blk.loops[-1].extent == max(v for v in range(lanes, 4 * lanes + 1, lanes) if 96 % v == 0)
 
 
-
 def test_batch_matmul_zeroes_each_register_tile():
     """An unpadded batch_matmul (its relu fused) decomposes its init into the k loop: each
     register tile of C is zeroed right before its k loop, not all of C by a fill before the

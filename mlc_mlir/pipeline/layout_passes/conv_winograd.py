@@ -62,7 +62,7 @@ import numpy as np
 from ..._mlir import arith_d, ir, linalg_d, tensor_d
 from ...errors import PipelineError
 from ...ir import dtypes, emitters
-from ...ir.constants import elements_attr
+from ...ir.constants import line_aligned
 from ...ir.module import OP_NAME_ATTR, Module
 from ...graph.emit_rewrites import named_fill, replace_contraction, reshape
 from ...graph.linalg_attrs import int_list, is_projected_map, static_slice, tensor_shape
@@ -173,8 +173,7 @@ def _filter_transform(mod: Module, w, g: np.ndarray, dtype: str, nm: str):
     if value is not None:
         u = np.einsum("ai,bj,ijcf->abcf", g, g, np.asarray(value, np.float64))
         u = np.ascontiguousarray(u.reshape(alpha * alpha, c, f), dtypes.to_numpy_dtype(dtype))
-        attr = elements_attr(u, f"{nm}_winograd_filter")
-        mod._keepalive.add(u, attr)
+        attr = mod._keepalive.constant(line_aligned(u), f"{nm}_winograd_filter")
         cst = arith_d.ConstantOp(ir.RankedTensorType.get([alpha * alpha, c, f], dtypes.to_ir_type(dtype)), attr)
         cst.operation.attributes[OP_NAME_ATTR] = ir.StringAttr.get(f"{nm}.winograd_filter.folded")
         return cst.result

@@ -54,7 +54,7 @@ from ...graph.linalg_attrs import indexing_maps, matmul_maps
 from ...graph.pass_manager import ScopedPass, register_pass
 from ...graph.use_def import named_ops, producer
 from ...ir import dtypes, emitters
-from ...ir.constants import constant_array, derived_array, elements_attr
+from ...ir.constants import constant_array, derived_array
 from ...ir.module import OP_NAME_ATTR, Module
 
 #: ``select(m, k, ns, dtype) -> bool``: whether the matmuls of one input (``m`` rows, ``k``
@@ -102,8 +102,7 @@ def _merge(mod: Module, group: List[ir.Operation], weights: List[np.ndarray]) ->
                            lambda *ws: np.ascontiguousarray(np.concatenate(ws, axis=1)))
     et = a_type.element_type
     with ir.InsertionPoint(first):
-        attr = elements_attr(merged, f"{fname}_{name}_merged")
-        mod._keepalive.add(merged, attr)
+        attr = mod._keepalive.constant(merged, f"{fname}_{name}_merged")
         w = arith_d.ConstantOp(ir.RankedTensorType.get(list(merged.shape), et), attr)
         emitters.set_name(w.operation, f"{name}.merged_weight")
         # the row count: static, or tensor.dim of the input (a step symbolic in its rows)
