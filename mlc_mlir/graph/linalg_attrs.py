@@ -74,3 +74,18 @@ def is_projected_map(m: ir.AffineMap) -> bool:
     zeros for broadcast unit dims: a ``(F, 1, 1)`` bias)."""
     return all(isinstance(e, ir.AffineDimExpr) or (isinstance(e, ir.AffineConstantExpr) and e.value == 0)
                for e in m.results)
+
+
+def is_elementwise_generic(op: ir.Operation) -> bool:
+    """Whether ``op`` is a ``linalg.generic`` with one result, all-parallel iterators, its result
+    written through the identity map, its init never read and no ``linalg.index`` (each output
+    element a function of the inputs' elements at its maps' points: an op the layout rewrites
+    may move to another shape or layout)."""
+    if op.name != "linalg.generic" or len(op.results) != 1 or set(iterator_types(op)) != {"parallel"}:
+        return False
+    maps = indexing_maps(op)
+    n_in = len(op.operands) - 1
+    body = op.regions[0].blocks[0]
+    return maps is not None and maps[n_in] == ir.AffineMap.get_identity(len(maps[n_in].results)) \
+        and not any(True for _ in body.arguments[n_in].uses) \
+        and not any(o.name == "linalg.index" for o in body.operations)

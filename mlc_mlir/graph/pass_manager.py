@@ -72,6 +72,12 @@ class ScopedPass(Pass):
         self.select = select
         self.functions = None if functions is None else set(functions)
 
+    def scoped_functions(self, mod: Module) -> list:
+        """The ``func.func`` ops of ``mod`` this pass rewrites: those with a body, named in
+        ``functions`` when given."""
+        return [f for f in mod.func_ops() if not f.is_external
+                and (self.functions is None or f.sym_name.value in self.functions)]
+
 
 class UpstreamPass(Pass):
     """Upstream MLIR passes given as pipeline text, e.g. ``UpstreamPass("func.func(cse)")`` or a

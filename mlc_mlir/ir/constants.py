@@ -129,7 +129,7 @@ def derived_array(store: dict, name: str, sources: Sequence[np.ndarray],
     if key not in store:
         # cache-line aligned here, once: the modules that share it then use it in place
         result = make(*sources)
-        if isinstance(result, np.ndarray) and result.flags.c_contiguous and result.size > 1:
+        if isinstance(result, np.ndarray) and result.flags.c_contiguous:
             result = line_aligned(result)
         store[key] = (result, tuple(sources))
     return store[key][0]

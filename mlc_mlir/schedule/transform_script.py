@@ -347,6 +347,7 @@ class _Emitter:
         init = self.model.init_of(b)
         tiles = [(init, b.loop_index(b.decomposed_at) or 0)] if init is not None else []
         tiles += [(a, b.loop_index(a.reverse_compute_at) + 1) for a in self.model.epilogues(b)]
+        # the register tile's k loop: a tile attached right above it sits in the loop `scope`
         k_pos = max((p for p, lp in enumerate(b.loops) if lp.kind != "vectorized"
                      and b.dims[lp.dim].kind != "parallel"), default=None)
         whole = []

@@ -44,7 +44,8 @@ from typing import List, Optional, Sequence, Tuple
 from ..._mlir import ir
 from ...ir.module import OP_NAME_ATTR, Module
 from ...graph.emit_rewrites import moved_elementwise, reshape
-from ...graph.linalg_attrs import indexing_maps, iterator_types, tensor_shape
+from ...graph.dce import erase_dead_pure_ops
+from ...graph.linalg_attrs import indexing_maps, is_elementwise_generic, tensor_shape
 from ...graph.use_def import producer
 from ...graph.pass_manager import ScopedPass, register_pass
 from ...graph.rewrite import top_level_ops
@@ -63,17 +64,9 @@ def _rank(v) -> int:
 
 
 def _elementwise(op: ir.Operation) -> bool:
-    """All-parallel generic, one static result written through the identity map, its init not
-    read, no ``linalg.index``."""
-    if op.name != "linalg.generic" or len(op.results) != 1 or not _static(op.results[0]) \
-            or set(iterator_types(op)) != {"parallel"}:
-        return False
-    maps = indexing_maps(op)
-    n_in = len(op.operands) - 1
-    body = op.regions[0].blocks[0]
-    return maps is not None and maps[n_in] == ir.AffineMap.get_identity(_rank(op.results[0])) \
-        and not any(True for _ in body.arguments[n_in].uses) \
-        and not any(o.name == "linalg.index" for o in body.operations)
+    """An elementwise generic (:func:`~mlc_mlir.graph.linalg_attrs.is_elementwise_generic`) of a
+    static result shape."""
+    return is_elementwise_generic(op) and _static(op.results[0])
 
 
 def _rooted(v, depth: int = 0) -> bool:
@@ -186,13 +179,6 @@ def _rewrite(op: ir.Operation, x, split: int, x_split: int) -> None:
     op.results[0].replace_all_uses_with(_to_shape(moved, x_shape, shape, x_split, split, f"{name}.out_{rank}d"))
 
 
-def _erase_dead(ops: List[ir.Operation]) -> None:
-    for op in reversed(ops):
-        if op.name in _RESHAPES + ("linalg.generic", "tensor.empty") \
-                and all(not any(True for _ in r.uses) for r in op.results):
-            op.erase()
-
-
 @register_pass
 class PropagateReshapes(ScopedPass):
     """Rewrite elementwise ``linalg.generic`` ops that read a reshaped ``linalg.matmul`` /
@@ -212,9 +198,7 @@ class PropagateReshapes(ScopedPass):
         super().__init__(None, functions)
 
     def transform(self, mod: Module) -> Module:
-        for f in mod.func_ops():
-            if f.is_external or (self.functions is not None and f.sym_name.value not in self.functions):
-                continue
+        for f in self.scoped_functions(mod):
             changed = False
             for op in top_level_ops(f):
                 found = _match(op)
@@ -223,5 +207,5 @@ class PropagateReshapes(ScopedPass):
                         _rewrite(op, *found)
                     changed = True
             if changed:
-                _erase_dead(top_level_ops(f))
+                erase_dead_pure_ops(f.regions[0].blocks[0])
         return mod

@@ -38,8 +38,8 @@ from ..._mlir import ir, linalg_d, tensor_d
 from ...ir import dtypes, emitters
 from ...ir.module import OP_NAME_ATTR, Module
 from ...graph.emit_rewrites import copy_attrs, emit_transpose, moved_elementwise
-from ...graph.linalg_attrs import (indexing_maps, int_list, is_projected_map, iterator_types, rename_dims,
-                                   tensor_shape)
+from ...graph.linalg_attrs import (indexing_maps, int_list, is_elementwise_generic, is_projected_map, iterator_types,
+                                   rename_dims, tensor_shape)
 from ...graph.use_def import producer
 from ...graph.pass_manager import ScopedPass, register_pass
 from ...graph.rewrite import top_level_ops
@@ -63,10 +63,6 @@ def _transposed(v) -> Optional[ir.Operation]:
     """The ``linalg.transpose`` producing ``v``, or None."""
     p = producer(v)
     return p if p is not None and p.name == "linalg.transpose" else None
-
-
-def _uses_index(op) -> bool:
-    return any(o.name == "linalg.index" for o in op.regions[0].blocks[0].operations)
 
 
 def _inverse_pair(op: ir.Operation) -> Optional[ir.Operation]:
@@ -101,17 +97,12 @@ def _cancel(op: ir.Operation) -> bool:
 def _sink_elementwise(op: ir.Operation) -> bool:
     """An all-parallel generic whose full-rank inputs are ``transpose(x_i, p)``: run it in the
     layout of the ``x_i`` and transpose its result once."""
-    if len(op.results) != 1 or set(iterator_types(op)) != {"parallel"} or _uses_index(op):
+    if not is_elementwise_generic(op):
         return False
     maps = indexing_maps(op)
     n_in = len(op.operands) - 1
     rank = len(iterator_types(op))
     ident = ir.AffineMap.get_identity(rank)
-    if maps[n_in] != ident or tensor_shape(op.results[0]) != tensor_shape(op.operands[n_in]):
-        return False
-    body = op.regions[0].blocks[0]
-    if any(True for _ in body.arguments[n_in].uses):   # reads its init: not elementwise
-        return False
     perm = None
     for v, m in zip(list(op.operands)[:n_in], maps[:n_in]):
         if not is_projected_map(m):
@@ -285,9 +276,7 @@ class PropagateTransposes(ScopedPass):
         self.sink = sink
 
     def transform(self, mod: Module) -> Module:
-        for f in mod.func_ops():
-            if f.is_external or (self.functions is not None and f.sym_name.value not in self.functions):
-                continue
+        for f in self.scoped_functions(mod):
             for _ in range(1000):          # each round rewrites at least one op
                 if not self._round(f):
                     break
