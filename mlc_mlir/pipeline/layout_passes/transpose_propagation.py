@@ -37,6 +37,7 @@ from typing import List, Optional, Sequence
 from ..._mlir import ir, linalg_d, tensor_d
 from ...ir import dtypes, emitters
 from ...ir.module import OP_NAME_ATTR, Module
+from ...graph.dce import erase_dead_pure_ops
 from ...graph.emit_rewrites import copy_attrs, emit_transpose, moved_elementwise
 from ...graph.linalg_attrs import (indexing_maps, int_list, is_elementwise_generic, is_projected_map, iterator_types,
                                    rename_dims, tensor_shape)
@@ -243,17 +244,6 @@ def _sink_insert_slice(op: ir.Operation) -> bool:
     return True
 
 
-def _erase_dead(ops: List[ir.Operation]) -> None:
-    """Erase (in reverse order) transposes, pads, generics, poolings, fills and empties without
-    uses."""
-    for op in reversed(ops):
-        if op.name in ("linalg.transpose", "tensor.pad", "linalg.generic", "linalg.fill", "tensor.empty",
-                       "tensor.extract_slice", "tensor.insert_slice") \
-                or op.name.startswith("linalg.pooling_"):
-            if all(not any(True for _ in r.uses) for r in op.results):
-                op.erase()
-
-
 @register_pass
 class PropagateTransposes(ScopedPass):
     """Sink ``linalg.transpose`` ops through elementwise ops, pads, poolings and concatenations
@@ -280,7 +270,7 @@ class PropagateTransposes(ScopedPass):
             for _ in range(1000):          # each round rewrites at least one op
                 if not self._round(f):
                     break
-            _erase_dead(top_level_ops(f))
+            erase_dead_pure_ops(f.regions[0].blocks[0])
         return mod
 
     def _round(self, f) -> bool:
@@ -305,5 +295,5 @@ class PropagateTransposes(ScopedPass):
                     done = False
             changed = changed or done
         if changed:
-            _erase_dead(top_level_ops(f))
+            erase_dead_pure_ops(f.regions[0].blocks[0])
         return changed
