@@ -48,9 +48,7 @@ class DeadCodeElimination(Pass):
 
     def transform(self, mod: Module) -> Module:
         with mod.context:
-            for f in mod.func_ops():
-                if f.is_external:
-                    continue
+            for f in mod.defined_functions():
                 erase_dead_pure_ops(f.regions[0].blocks[0])
             PassManager.parse("builtin.module(symbol-dce)").run(mod.operation)
         return mod

@@ -91,9 +91,7 @@ class DispatchLibrary(Pass):
     def transform(self, mod: Module) -> Module:
         with mod.context, ir.Location.unknown():
             targets, known = [], set()
-            for f in mod.func_ops():
-                if f.is_external:
-                    continue
+            for f in mod.defined_functions():
                 for o in f.regions[0].blocks[0].operations:
                     op = o.operation
                     if not _dispatchable(op):
@@ -158,9 +156,7 @@ class LowerCallLibrary(Pass):
     def transform(self, mod: Module) -> Module:
         with mod.context, ir.Location.unknown():
             counter = [0]
-            for f in mod.func_ops():
-                if f.is_external:
-                    continue
+            for f in mod.defined_functions():
                 for o in list(f.regions[0].blocks[0].operations):
                     if o.operation.name == "mlc.call_library":
                         self._lower(mod, f, o.operation, counter)

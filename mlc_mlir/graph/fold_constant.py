@@ -114,9 +114,8 @@ class FoldConstant(Pass):
         self.only = None if only is None else frozenset(only)
 
     def transform(self, mod: Module) -> Module:
-        for f in mod.func_ops():
-            if not f.is_external:
-                self._fold_function(mod, f)
+        for f in mod.defined_functions():
+            self._fold_function(mod, f)
         return mod
 
     def _fold_function(self, mod: Module, f) -> None:

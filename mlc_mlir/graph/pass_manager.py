@@ -75,8 +75,7 @@ class ScopedPass(Pass):
     def scoped_functions(self, mod: Module) -> list:
         """The ``func.func`` ops of ``mod`` this pass rewrites: those with a body, named in
         ``functions`` when given."""
-        return [f for f in mod.func_ops() if not f.is_external
-                and (self.functions is None or f.sym_name.value in self.functions)]
+        return mod.defined_functions(self.functions)
 
 
 class UpstreamPass(Pass):

@@ -141,9 +141,7 @@ def named_ops(mod, op_name: str, functions=None) -> List:
     ``mlc.name``, in the function bodies of ``mod`` (only ``functions`` when given), in
     program order: a list, safe to rewrite while iterating."""
     out = []
-    for f in mod.func_ops():
-        if f.is_external or (functions is not None and f.sym_name.value not in functions):
-            continue
+    for f in mod.defined_functions(functions):
         out += [o.operation for o in f.regions[0].blocks[0].operations
                 if o.operation.name == op_name and OP_NAME_ATTR in o.operation.attributes]
     return out

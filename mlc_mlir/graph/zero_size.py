@@ -67,9 +67,7 @@ class FoldZeroSizeOps(Pass):
     name = "mlc-fold-zero-size"
 
     def transform(self, mod: Module) -> Module:
-        for f in mod.func_ops():
-            if f.is_external:
-                continue
+        for f in mod.defined_functions():
             block = f.regions[0].blocks[0]
             if any([_fold(o.operation) for o in list(block.operations)]):
                 erase_dead_pure_ops(block)

@@ -8,7 +8,7 @@ passes and schedules return new Modules (``clone`` copies the IR, weights stay s
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -203,6 +203,13 @@ class Module:
     def func_ops(self) -> List[func_d.FuncOp]:
         """All ``func.func`` ops of the module, in order."""
         return [op for op in self._module.body.operations if isinstance(op, func_d.FuncOp)]
+
+    def defined_functions(self, names: Optional[Iterable[str]] = None) -> List[func_d.FuncOp]:
+        """The ``func.func`` ops with a body (not external declarations), in order; only those
+        whose symbol is in ``names`` when given (the ``functions`` scope of a graph pass)."""
+        keep = None if names is None else set(names)
+        return [f for f in self.func_ops()
+                if not f.is_external and (keep is None or f.sym_name.value in keep)]
 
     def get_function(self, name: str) -> func_d.FuncOp:
         """The ``func.func`` named ``name``.

@@ -81,8 +81,7 @@ def has_inverse_pair(mod: Module, functions: Optional[Sequence[str]] = None) -> 
     given) reads a transpose it inverts (what :class:`PropagateTransposes` cancels), found
     without copying the module."""
     with mod.context:
-        return any(_inverse_pair(op) is not None for f in mod.func_ops()
-                   if not f.is_external and (functions is None or f.sym_name.value in functions)
+        return any(_inverse_pair(op) is not None for f in mod.defined_functions(functions)
                    for op in top_level_ops(f) if op.name == "linalg.transpose")
 
 

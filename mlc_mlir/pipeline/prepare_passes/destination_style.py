@@ -100,10 +100,9 @@ class _TopLevelRewrite(Pass):
     rewrite: Callable[[ir.Operation], None]
 
     def transform(self, mod: Module) -> Module:
-        for f in mod.func_ops():
-            if not f.is_external:
-                for op in self.find(f):
-                    self.rewrite(op)
+        for f in mod.defined_functions():
+            for op in self.find(f):
+                self.rewrite(op)
         return mod
 
 

@@ -144,9 +144,8 @@ def _candidates(mod: Module) -> List[ir.Operation]:
             found.append(op)
         return ir.WalkResult.ADVANCE
 
-    for f in mod.func_ops():
-        if not f.is_external:
-            f.operation.walk(visit, ir.WalkOrder.PRE_ORDER)
+    for f in mod.defined_functions():
+        f.operation.walk(visit, ir.WalkOrder.PRE_ORDER)
     return found
 
 

@@ -105,9 +105,7 @@ def payload_facts(mod: Module) -> Dict[Tuple[str, str], OpFacts]:
         The payload (not modified).
     """
     out: Dict[Tuple[str, str], OpFacts] = {}
-    for f in mod.func_ops():
-        if f.is_external:
-            continue
+    for f in mod.defined_functions():
         fname = f.sym_name.value
         for o in f.regions[0].blocks[0].operations:
             op = o.operation
