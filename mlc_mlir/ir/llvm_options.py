@@ -34,7 +34,9 @@ _REGISTER_ASM_PRINTER_OPTIONS = "_ZN4mlir27registerAsmPrinterCLOptionsEv"
 
 
 @functools.lru_cache(maxsize=1)
-def _library() -> Optional[ctypes.CDLL]:
+def capi_library() -> Optional[ctypes.CDLL]:
+    """MLIR's C API library (``MLIR_CAPI_LIBRARY``: the MLIR and LLVM of the bindings) loaded
+    once per process through ``ctypes``, or None where it cannot be loaded."""
     try:
         return ctypes.CDLL(MLIR_CAPI_LIBRARY)
     except OSError:
@@ -46,7 +48,7 @@ def set_llvm_options(options: Sequence[str]) -> bool:
     process: they hold for everything LLVM and MLIR do later in it. Returns whether it was
     possible (False where the C API library or ``LLVMParseCommandLineOptions`` is missing). An
     unknown option is ignored (LLVM reports parse errors to a null stream and does not exit)."""
-    lib = _library()
+    lib = capi_library()
     parse = getattr(lib, "LLVMParseCommandLineOptions", None) if lib is not None else None
     if parse is None:
         return False
@@ -60,7 +62,7 @@ def set_llvm_options(options: Sequence[str]) -> bool:
 @functools.lru_cache(maxsize=1)
 def _asm_printer_options() -> bool:
     """Register MLIR's printer options (``--mlir-print-*``) once per process; whether they are."""
-    register = getattr(_library(), _REGISTER_ASM_PRINTER_OPTIONS, None) if _library() else None
+    register = getattr(capi_library(), _REGISTER_ASM_PRINTER_OPTIONS, None) if capi_library() else None
     if register is None:
         return False
     register.restype = None

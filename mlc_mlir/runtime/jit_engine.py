@@ -30,7 +30,7 @@ import ctypes
 import functools
 from typing import Optional, Sequence, Tuple
 
-from .._mlir import MLIR_CAPI_LIBRARY, ExecutionEngine, NativeExecutionEngine, ir
+from .._mlir import ExecutionEngine, NativeExecutionEngine, ir
 from ..errors import PipelineError
 from ..ir import llvm_options
 
@@ -60,10 +60,10 @@ class _StringRef(ctypes.Structure):
 @functools.lru_cache(maxsize=1)
 def _capi() -> Optional[ctypes.CDLL]:
     """The C API library with ``mlirExecutionEngineCreate`` typed, or None if it is missing."""
-    try:
-        lib = ctypes.CDLL(MLIR_CAPI_LIBRARY)
-        create, initialize = lib.mlirExecutionEngineCreate, lib.mlirExecutionEngineInitialize
-    except (OSError, AttributeError):
+    lib = llvm_options.capi_library()
+    create = getattr(lib, "mlirExecutionEngineCreate", None) if lib is not None else None
+    initialize = getattr(lib, "mlirExecutionEngineInitialize", None) if lib is not None else None
+    if create is None or initialize is None:
         return None
     initialize.restype = None
     initialize.argtypes = [ctypes.c_void_p]
