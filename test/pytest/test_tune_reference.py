@@ -5,6 +5,7 @@ again; the default schedule (empty trace) and the space's default point are the 
 candidates; ``apply_best`` keeps the default schedule when every record failed, when the
 default's own record failed, or when the best record ties with the default (within 2%)."""
 
+import dataclasses
 import glob
 import os
 import time
@@ -12,13 +13,15 @@ import time
 import numpy as np
 
 import mlc_mlir as mlc
+from mlc_mlir.ir.constants import CACHE_LINE_ALIGN
 from mlc_mlir.ir.workload import canonical_names
 from mlc_mlir.schedule.trace import Trace
 from mlc_mlir.target import host_target
 from mlc_mlir.tune import Database, RandomSearch, SearchStrategy, extract_tasks
 from mlc_mlir.tune.record import TuningRecord, candidate_id
 from mlc_mlir.tune.space_rules import default_point, default_space, sampled_decisions
-from mlc_mlir.tune.worker import FAULT_KEY, load_reference
+from mlc_mlir.tune.measure import MeasureInput
+from mlc_mlir.tune.worker import FAULT_KEY, Worker, compute_reference, load_reference, save_reference
 import tunecheck
 from tunecheck import space
 
@@ -113,3 +116,27 @@ def test_apply_best_keeps_the_default_when_records_or_the_default_failed(tmp_pat
     assert applied([_record(task, empty, (2.0,)), _record(task, other.trace.as_json(), (1.0,))])
     assert not applied([_record(task, empty, (1.0,)), _record(task, other.trace.as_json(), (2.0,))])
     assert not applied([_record(task, empty, (1.0,)), _record(task, other.trace.as_json(), (0.99,))])
+
+
+def test_every_candidate_reads_its_inputs_from_a_cache_line(tmp_path):
+    """A worker's inputs start on a cache line whether it computed the reference (numpy's
+    arrays: 16 bytes past one) or loaded it from ``references/`` (``np.load``: 32 bytes past
+    one), so a candidate's time does not depend on the worker that measured it; the inputs keep
+    their values (the stored reference's)."""
+    task = extract_tasks(matmul(200))[0]
+    inp = MeasureInput(task.func_name, str(task.module), Trace().as_json(), host_target(), repeat=1)
+    computed = Worker()
+    assert computed.build(inp)["error"] is None
+    path = str(tmp_path / "ref.npz")
+    args, expected = compute_reference(inp)
+    save_reference(path, args, expected)
+    loaded_args, _ = load_reference(path)
+    assert any(a.ctypes.data % CACHE_LINE_ALIGN for a in args + loaded_args)   # what numpy gives
+    loaded = Worker()
+    assert loaded.build(dataclasses.replace(inp, reference=path))["error"] is None
+    for w, want in ((computed, args), (loaded, loaded_args)):
+        got = w._built[0]["args"]
+        assert all(a.ctypes.data % CACHE_LINE_ALIGN == 0 for a in got)
+        for g, x in zip(got, want):
+            np.testing.assert_array_equal(g, x)
+        assert w.run()["error"] is None
