@@ -13,6 +13,7 @@ import time
 import numpy as np
 
 import mlc_mlir as mlc
+from mlc_mlir import ops
 from mlc_mlir.ir.constants import CACHE_LINE_ALIGN
 from mlc_mlir.ir.workload import canonical_names
 from mlc_mlir.schedule.trace import Trace
@@ -140,3 +141,27 @@ def test_every_candidate_reads_its_inputs_from_a_cache_line(tmp_path):
         for g, x in zip(got, want):
             np.testing.assert_array_equal(g, x)
         assert w.run()["error"] is None
+
+
+def test_the_reference_of_a_model_with_input_ids_indexes_its_table():
+    """A model whose int64 input ids index an embedding table refuses the signed integers a
+    reference tries first (``take`` checks ``0 <= id < rows``): its reference (and so the
+    whole-model check of ``mlc.tune``) takes ids in ``[0, 2)`` and equals numpy's lookup."""
+    rng = np.random.default_rng(0)
+    table = rng.standard_normal((50, 16)).astype(np.float32)
+    w = rng.standard_normal((16, 8)).astype(np.float32)
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        ids = f.arg("ids", shape=(12,), dtype="int64")   # torch.nn.Embedding's lookup: no wrap-around
+        f.output(ops.matmul(ops.take(table, ids, axis=0, negative_indices=False), w))
+    mod = bb.finish()
+    inp = MeasureInput("main", str(mod), Trace().as_json(), host_target(), repeat=1)
+    (got_ids,), (expected,) = compute_reference(inp)
+    assert got_ids.dtype == np.int64 and got_ids.min() >= 0 and got_ids.max() <= 1
+    np.testing.assert_allclose(expected, table[got_ids] @ w, rtol=1e-5, atol=1e-5)
+    # integer inputs a function accepts stay signed (sign handling is checked)
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        f.output(ops.add(f.arg("x", shape=(64,), dtype="int32"), f.arg("y", shape=(64,), dtype="int32")))
+    (x, y), _ = compute_reference(MeasureInput("main", str(bb.finish()), Trace().as_json(), host_target(), repeat=1))
+    assert min(x.min(), y.min()) < 0
