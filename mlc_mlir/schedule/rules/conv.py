@@ -91,8 +91,11 @@ def nhwc_register_tile(target: Target, ow: int, f: int, kw: int = 3, stride: int
     4 x 16, whose 8 broadcasts per tap do not fit beside its accumulators, and 8 x 8, which
     reuses its 21 broadcasts across the taps by spilling them: 34 stack accesses per 56 FMAs).
     Light ResNet-50's stem with its batch norm, relu and max pool, one thread of a loaded 2-core
-    znver3, interleaved with onnxruntime: 6 x 16 rolled 0.84 of the 4 x 16 time (min of 40
-    rounds; onnxruntime/ours 0.83 -> 1.00), ``benchmarks/results/models_cpu_2026-11-27_znver3_stem6.txt``.
+    znver3, interleaved with onnxruntime: 6 x 16 rolled 0.84-0.89 of the 4 x 16 time (min of
+    30-40 rounds, four runs; per-round medians 0.89-0.97), onnxruntime/ours 0.83-0.86 ->
+    0.97-1.00 (``benchmarks/results/models_cpu_2026-11-27_znver3_stem6.txt``). A 1x1 64 -> 256
+    over 56 columns (forced direct: the default runs it as a GEMM) 4 x 16 -> 6 x 16 with a
+    2-column edge: 0.93-0.98 (min) / 0.87-0.93 (medians).
     On AVX-512 the stem keeps 7 x 32 (16 divides 112; 14 accumulators reusing their broadcasts).
 
     ``edges=False`` keeps ``WR`` a divisor of ``ow`` and ``wide=False`` the accumulators within
@@ -285,7 +288,10 @@ def schedule_conv2d_nhwc(sch: Schedule, block: BlockRV, ctx: RuleContext) -> Non
     cb0 = filter_block_channels(ctx.target, ext[4] * ext[5], ext[6], fr, bits)
     cb = categorical(sch, sorted(set(near_divisors(ext[6], cb0)) | {ext[6]}), cb0)
     # a wide tile's rolled window: the longer of its reduction loops innermost, the input
-    # channels (of a block) when they outnumber a window row's taps
+    # channels (of a block) when they outnumber a window row's taps. 3x3 stride 2 128 -> 128
+    # over 28 columns (forced direct), 6 x 16 against 4 x 16 (window unrolled): channels outside
+    # the window 1.22-1.31x the time, inside 0.74-0.76x; the stem (3 channels, 7 taps): outside
+    # 0.87, inside 0.90
     inner_c = int(categorical(sch, [0, 1], int(wide and cb > ext[5])))
     rows_out = 0
     if cb < ext[6]:
