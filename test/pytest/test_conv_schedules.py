@@ -227,9 +227,10 @@ EDGE_CASES = {
 def test_edge_tiles_match_torch(name, monkeypatch):
     """Row tiles that do not divide the output width (``nhwc_register_tile`` forced to 6
     columns): the edge tile's loop iteration is peeled (``transform.loop.peel``) with the
-    epilogue and the init fused in the row tile, both tiles vectorized static; numerics as
-    torch, on the host target (compiled) and the fixed AVX2 and AVX-512 ones (schedules
-    built)."""
+    epilogue and the init fused in the row tile, both tiles vectorized static (with BLOCKED's
+    input-channel blocks the epilogue and the init sit outside the row loop, whole along it);
+    numerics as torch, on the host target (compiled) and the fixed AVX2 and AVX-512 ones
+    (schedules built)."""
     iw, stride, f, k, epi = EDGE_CASES[name]
     xs, ws = (1, 3, 4, iw), (f, 3, k, k)
     kw = dict(stride=stride, padding=k // 2)
@@ -249,13 +250,13 @@ def test_edge_tiles_match_torch(name, monkeypatch):
     assert ow % 6
     real = conv_rule.nhwc_register_tile
     monkeypatch.setattr(conv_rule, "nhwc_register_tile", lambda *a, **k: (6, real(*a, **k)[1]))
-    for tgt in host_and_fixed(SMALL):
+    for tgt in host_and_fixed(SMALL) + [BLOCKED]:
         payload, sch = nhwc_schedule(mod, tgt)
         blk = sch.get(sch.get_block("conv2d"))
         rows = [lp.extent for lp in blk.loops if blk.dims[lp.dim].name == "k"]
         assert rows == [-(-ow // 6), 6], rows
         assert "transform.loop.peel" in str(sch.transform_script())
-        if tgt is SMALL:
+        if tgt is SMALL or tgt is BLOCKED:
             np.testing.assert_allclose(mlc.compile(sch.mod)(*args), ref, rtol=1e-4, atol=1e-4)
 
 
