@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import List
 
 from .._mlir import ir, loop_transform_d, structured_transform_d, transform_d
-from ..ir.module import OP_NAME_ATTR
 from ..ir.transform_values import any_op
 from .loop_nest import Block, materializes
 

@@ -257,8 +257,11 @@ def schedule_conv2d_nhwc(sch: Schedule, block: BlockRV, ctx: RuleContext) -> Non
     edge tile of ``OW mod WR`` columns, whose loop iteration ``transform.loop.peel`` splits off
     with the epilogues and the init fused in the row tile, so both tiles are static:
     :func:`~mlc_mlir.schedule.partial_tiles.peel_partial`); ``FR`` among whole vectors that
-    divide ``F`` and fit the registers with the sampled ``WR`` (:func:`_channel_tiles`); the input-channel block (the divisors of ``C`` near
-    :func:`filter_block_channels`' and ``C`` itself: no block); without an input-channel block
+    divide ``F`` and fit the registers with the sampled ``WR`` (:func:`_channel_tiles`); the
+    input-channel block (the divisors of ``C`` near :func:`filter_block_channels`' and ``C``
+    itself: no block); the input channels inside the window loops (``kh kw c``) or outside
+    them (``c kh kw``; inside for a wide tile whose channel block outnumbers a window row's
+    taps: the longer loop innermost, the window being rolled); without an input-channel block
     and with several output-channel blocks, the blocks inside the output rows or around them
     (:func:`blocks_inside_rows`; inside, the threads split the rows and the filter is not
     packed); the axis over the threads (output-channel blocks or rows, :func:`_parallel_axis`)
@@ -280,7 +283,7 @@ def schedule_conv2d_nhwc(sch: Schedule, block: BlockRV, ctx: RuleContext) -> Non
     lanes = ctx.target.vector_lanes(bits) if ext[3] % ctx.target.vector_lanes(bits) == 0 else 1
     wr, fr = nhwc_register_tile(ctx.target, ext[2], ext[3], ext[5], stride, dilation, bits)
     # the row tile need not divide OW: the edge tile is peeled (partial_tiles.peel_partial)
-    ow0, ow1 = sch.split(ow, [None, categorical(sch, _row_tiles(ctx.target, ext[2], ext[3], bits), wr)])
+    ow0, ow1 = sch.split(ow, [None, categorical(sch, _row_tiles(ctx.target, ext[2]), wr)])
     wr = sch.get(ow1).extent
     f0, f1 = sch.split(f, [None, categorical(sch, *_channel_tiles(ctx.target, ext[3], wr, fr, bits))])
     fr = sch.get(f1).extent
@@ -380,11 +383,10 @@ def _parallel_axis(sch: Schedule, ctx: RuleContext, blk, f0, oh, c0, blocks: int
     return axis, inner
 
 
-def _row_tiles(target: Target, ow: int, f: int, bits: int):
-    """The row tiles ``WR`` :func:`schedule_conv2d_nhwc` samples for ``ow`` output columns and
-    ``f`` output channels: every width up to ``ow`` that some output-channel tile fits
-    (:func:`register_tile_fits` with one vector, or one channel when ``f`` is not a multiple
-    of the lanes), whether or not it divides ``ow``."""
+def _row_tiles(target: Target, ow: int):
+    """The row tiles ``WR`` :func:`schedule_conv2d_nhwc` samples for ``ow`` output columns:
+    every width up to ``ow`` that a one-vector output-channel tile fits
+    (:func:`register_tile_fits`), whether or not it divides ``ow``."""
     return [w for w in range(1, min(ow, target.vector_registers) + 1) if register_tile_fits(target, w, 1)]
 
 
