@@ -66,7 +66,8 @@ from .epilogue import claim_epilogues
 
 
 def nhwc_register_tile(target: Target, ow: int, f: int, kw: int = 3, stride: int = 1,
-                       dilation: int = 1, dtype_bits: int = 32, edges: bool = True, wide: bool = True):
+                       dilation: int = 1, dtype_bits: int = 32, edges: bool = True, wide: bool = True,
+                       pow2: bool = True):
     """``(WR, FR)``: the register tile of :func:`schedule_conv2d_nhwc`: ``WR`` output columns
     x ``FR = k * lanes`` output channels (``k`` vectors, ``FR`` divides ``f``) among
     :func:`register_tile_fits`' tiles, chosen by a load count per FMA over one window row of
@@ -98,9 +99,16 @@ def nhwc_register_tile(target: Target, ow: int, f: int, kw: int = 3, stride: int
     2-column edge: 0.93-0.98 (min) / 0.87-0.93 (medians).
     On AVX-512 the stem keeps 7 x 32 (16 divides 112; 14 accumulators reusing their broadcasts).
 
-    ``edges=False`` keeps ``WR`` a divisor of ``ow`` and ``wide=False`` the accumulators within
-    half the registers: the tile space that :mod:`.conv_strategy`'s choices between this kernel
-    and the GEMM were measured against.
+    A wide tile has ``k >= 2``: with one filter vector each broadcast feeds one FMA, as in the
+    unrolled tile, and the rolled window only adds its loop (shufflenet's 3x3 stride-2 stem,
+    24 channels over 112 columns: 14 x 8 rolled 1.02x (min) / 1.07x (per-round medians) the
+    time of 8 x 8; the tuner still samples it). ``k`` is a power of two (``pow2``, :func:`whole_register_vectors`): a ``k * lanes``-element
+    vector of another length is not split into ``k`` registers by LLVM but legalized through
+    a wider one, and the tile's accumulators go through the stack at every reduction step.
+
+    ``edges=False`` keeps ``WR`` a divisor of ``ow``, ``wide=False`` the accumulators within
+    half the registers and ``pow2=False`` any ``k``: the tile space that :mod:`.conv_strategy`'s
+    choices between this kernel and the GEMM were measured against.
     """
     lanes = target.vector_lanes(dtype_bits)
     acc = max(1, target.vector_registers // 2)
@@ -110,7 +118,8 @@ def nhwc_register_tile(target: Target, ow: int, f: int, kw: int = 3, stride: int
         if not edges and ow % wr:
             continue
         for k in range(1, target.vector_registers // wr + 1):
-            if f % (k * lanes) or not register_tile_fits(target, wr, k, wide):
+            if f % (k * lanes) or not register_tile_fits(target, wr, k, wide and k > 1) \
+                    or pow2 and not whole_register_vectors(k):
                 continue
             reuse = not rolled_window(target, wr, k) and broadcasts_fit(target, wr, k, stride, dilation)
 
@@ -123,6 +132,20 @@ def nhwc_register_tile(target: Target, ow: int, f: int, kw: int = 3, stride: int
             if best_key is None or key < best_key:
                 best, best_key = (wr, k * lanes), key
     return best
+
+
+def whole_register_vectors(k: int) -> bool:
+    """Whether an output-channel tile of ``k`` vectors (``vector<k * lanes x f32>`` in the
+    register tile of :func:`schedule_conv2d_nhwc`) lowers to ``k`` vector registers: ``k`` a
+    power of two. LLVM's type legalization splits a power-of-two vector into registers and
+    widens any other length first, so a ``k = 3`` or ``6`` tile's accumulators, carried through
+    the reduction loops, spill: on AVX2 (llvm-mca znver3) the 4 x 24 stem tile's rolled window
+    step 185 stack accesses for 12 FMAs, 10.7 cycles per FMA; 2 x 24 unrolled 66 for 54, 1.7;
+    1 x 48 (zfnet512's 7x7 stem over 109 columns) 64 for 42, 2.0; 4 x 16 and 2 x 32 none,
+    0.50. Whole models, one thread: zfnet512 and shufflenet 1.69x and 1.41x the time with
+    their stems at 4 x 24
+    (``benchmarks/results/models_cpu_2026-11-27_znver3_stem6.txt``)."""
+    return k > 0 and k & (k - 1) == 0
 
 
 def register_tile_fits(target: Target, wr: int, k: int, wide: bool = True) -> bool:
