@@ -18,7 +18,7 @@ from mlc_mlir._mlir import MLIR_BIN_DIR
 from mlc_mlir.schedule.default_rules import apply_default_schedule
 from mlc_mlir.schedule.rules.conv import (
     blocks_inside_rows, broadcasts_fit, filter_block_channels, nhwc_register_tile,
-    register_tile_fits, rolled_window,
+    register_tile_fits, rolled_window, whole_register_vectors,
 )
 import mlc_mlir.schedule.rules.conv as conv_rule
 from mlc_mlir.schedule.rules.conv_strategy import (
@@ -190,6 +190,16 @@ def test_layout_and_tile_follow_the_target():
     assert nhwc_register_tile(AVX2, 28, 128) == (7, 8)
     assert nhwc_register_tile(AVX2, 13, 64, edges=False, wide=False) == (1, 64)
     assert nhwc_register_tile(AVX2, 13, 64) == (8, 8)
+    # k = 3 or 6 vectors (vector<24xf32>, vector<48xf32>) spill their accumulators: ZFNet-512's
+    # stem (96 channels over 109 columns) 1 x 48 in the measured space, 6 x 16 with an edge;
+    # ShuffleNet's (24 channels over 112) 4 x 24 with any k, 8 x 8 (a wide tile of one vector,
+    # 14 x 8, has no filter reuse to gain)
+    assert [k for k in range(1, 9) if whole_register_vectors(k)] == [1, 2, 4, 8]
+    assert nhwc_register_tile(AVX2, 109, 96, kw=7, stride=2, edges=False, wide=False, pow2=False) == (1, 48)
+    assert nhwc_register_tile(AVX2, 109, 96, kw=7, stride=2) == (6, 16)
+    assert nhwc_register_tile(AVX2, 112, 24, stride=2, pow2=False) == (4, 24)
+    assert nhwc_register_tile(AVX2, 112, 24, stride=2) == (8, 8)
+    assert nhwc_register_tile(AVX512, 112, 48, stride=2) == (10, 16)
     # a 3x3 filter panel of 8 output channels: 64 channels fit a 32 KiB L1d, 256 (73 KiB) a
     # quarter of the 512 KiB L2; 512 channels of 16 (295 KiB) are blocked to half the L1d
     assert filter_block_channels(AVX2, 9, 64, 8) == 64 and filter_block_channels(AVX2, 9, 256, 8) == 256

@@ -102,9 +102,13 @@ def nhwc_register_tile(target: Target, ow: int, f: int, kw: int = 3, stride: int
     A wide tile has ``k >= 2``: with one filter vector each broadcast feeds one FMA, as in the
     unrolled tile, and the rolled window only adds its loop (shufflenet's 3x3 stride-2 stem,
     24 channels over 112 columns: 14 x 8 rolled 1.02x (min) / 1.07x (per-round medians) the
-    time of 8 x 8; the tuner still samples it). ``k`` is a power of two (``pow2``, :func:`whole_register_vectors`): a ``k * lanes``-element
-    vector of another length is not split into ``k`` registers by LLVM but legalized through
-    a wider one, and the tile's accumulators go through the stack at every reduction step.
+    time of 8 x 8; the tuner still samples it). ``k`` is a power of two (``pow2``,
+    :func:`whole_register_vectors`): a ``k * lanes``-element vector of another length is not
+    split into ``k`` registers by LLVM but legalized through a wider one, and the tile's
+    accumulators go through the stack at every reduction step (the tuner still samples such
+    ``FR``: :func:`_channel_tiles`). ZFNet-512's 7x7 stride-2 stem, 96 channels over 109
+    columns: 1 x 48 (``WR`` dividing 109, any ``k``) -> 6 x 16 with a 1-column edge, 0.29x the
+    time (one layer with its batch norm, relu and max pool).
 
     ``edges=False`` keeps ``WR`` a divisor of ``ow``, ``wide=False`` the accumulators within
     half the registers and ``pow2=False`` any ``k``: the tile space that :mod:`.conv_strategy`'s
