@@ -38,7 +38,7 @@ from .packed_tiles import emit_cache_reads, emit_pad
 from .partial_tiles import peel_partial
 from .split_reduction import emit_split, is_split, op_dim, vectorize_split
 from .tileability import check_tileable
-from .vector_lowering import lower_vectors, vectorize_register_tiles, vectorize_unit_tile
+from .vector_lowering import lower_vectors, match_in, vectorize_register_tiles, vectorize_unit_tile
 
 
 #: Longest vector (in elements) an init or epilogue row is written with. Longer rows are written
@@ -339,11 +339,13 @@ class _Emitter:
         """See :func:`~.partial_tiles.peel_partial`."""
         return peel_partial(self, b, h)
 
-    def vectorize_tiles(self, b: Block, scope: Optional[ir.Value], last: Optional[int]) -> None:
+    def vectorize_tiles(self, b: Block, scope: Optional[ir.Value], last: Optional[int],
+                        each: bool = False) -> None:
         """Vectorize the init and the epilogues of ``b``: whole where a tile holds at most
         :data:`MAX_TILE_VECTOR` elements (a register tile,
         :func:`~.vector_lowering.vectorize_register_tiles`; an mmt4d's, whose tile loop is
-        ``scope``, only inside that loop), else row by row (:meth:`vectorize_rows`)."""
+        ``scope``, only inside that loop; ``each``: ``scope`` holds the loops of a peeled tile's
+        copies), else row by row (:meth:`vectorize_rows`)."""
         init = self.model.init_of(b)
         tiles = [(init, b.loop_index(b.decomposed_at) or 0)] if init is not None else []
         tiles += [(a, b.loop_index(a.reverse_compute_at) + 1) for a in self.model.epilogues(b)]
@@ -358,13 +360,13 @@ class _Emitter:
                     and (scope is None or pos == k_pos):
                 whole.append(h if h is not None else
                              self.match(t) if scope is None else
-                             structured_transform_d.MatchOp(any_op(), scope, op_attrs=ir.DictAttr.get(
-                                 {OP_NAME_ATTR: ir.StringAttr.get(t.name)})).result)
+                             match_in(scope, each=each, op_attrs=ir.DictAttr.get(
+                                 {OP_NAME_ATTR: ir.StringAttr.get(t.name)})))
             else:
                 self.vectorize_rows(h if h is not None else self.match(t), len(t.dims),
                                     _row_extent(b, pos), last)
         if whole:
-            vectorize_register_tiles(whole, scope)
+            vectorize_register_tiles(whole, scope, each)
 
     def vectorize_rows(self, op: ir.Value, ndims: int, row: Optional[int] = None,
                        last: Optional[int] = None) -> None:
@@ -415,9 +417,6 @@ class _Emitter:
                 if "conv" in b.op_name or "pooling" in b.op_name:
                     # 2-D windows vectorize as 1-D ones: decompose the unit-size tile first
                     h = structured_transform_d.DecomposeOp(h).transformed
-                if b.op_name == "linalg.mmt4d":
-                    self.unit_reduction_loops.setdefault(b.func, []).append(
-                        transform_d.GetParentOp(any_op(), h).result)
                 # a partial tile (imperfect split, dynamic extent) has a dynamic shape: the loop
                 # around it is peeled (full tiles, static) where it can be, else the tile is
                 # vectorized with masks at the full tile's sizes
@@ -430,17 +429,22 @@ class _Emitter:
                         self.masked_funcs.add(b.func)
                         last = sizes[b.info.out_dims[-1]] if b.info.out_dims and \
                             b.info.out_dims[-1] is not None else None
+                # peeled: the op's copies (main tiles, edge) each sit in a loop of their own
+                each = bool(b.partial_dims()) and sizes is None
                 scope = None      # an mmt4d's register tile: the loop around its k loop
+                if b.op_name == "linalg.mmt4d":
+                    self.unit_reduction_loops.setdefault(b.func, []).append(
+                        transform_d.GetParentOp(any_op(), h, deduplicate=each).result)
                 if b.op_name == "linalg.mmt4d" and sizes is None:
-                    scope = transform_d.GetParentOp(
-                        any_op(), transform_d.GetParentOp(any_op(), h).result).result
-                    vectorize_unit_tile(h)
+                    scope = transform_d.GetParentOp(any_op(), transform_d.GetParentOp(
+                        any_op(), h, deduplicate=each).result, deduplicate=each).result
+                    vectorize_unit_tile(h, each)
                 else:
                     # nd_extract: a gather's tensor.extract (ops.take) becomes contiguous
                     # transfer reads or vector.gather; ops without one are unaffected
                     v = structured_transform_d.VectorizeOp(h, sizes, vectorize_nd_extract=True)
                     v.operation.attributes["create_named_contraction"] = ir.UnitAttr.get()
-                self.vectorize_tiles(b, scope, last)
+                self.vectorize_tiles(b, scope, last, each)
                 self.vectorized_funcs.add(b.func)
         fused_ids = {blk.loops[p].id for blk, pos, _ in self.coalesce for p in pos}
         for b in blocks:

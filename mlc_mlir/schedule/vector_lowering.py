@@ -22,12 +22,22 @@ CONTRACT_FASTMATH = "#arith.fastmath<contract>"
 TREE_FASTMATH = "#arith.fastmath<reassoc>"
 
 
-def _match(target: ir.Value, *names: str) -> ir.Value:
+def match_in(target: ir.Value, *names: str, each: bool = False, op_attrs=None) -> ir.Value:
+    """The ops named ``names`` (any op when none) carrying ``op_attrs`` (an ``ir.DictAttr``) in
+    ``target``; ``each``: in each of its payload ops (``transform.foreach``: ``structured.match``
+    takes one, and a peeled tile's loop handle holds the main and the remainder loop)."""
+    if each:
+        loop = transform_d.ForeachOp([any_op()], [target])
+        body = loop.body
+        with ir.InsertionPoint(body):
+            transform_d.YieldOp([match_in(body.arguments[0], *names, op_attrs=op_attrs)])
+        return loop.results[0]
     return structured_transform_d.MatchOp(
-        any_op(), target, ops=ir.ArrayAttr.get([ir.StringAttr.get(n) for n in names])).result
+        any_op(), target, ops=ir.ArrayAttr.get([ir.StringAttr.get(n) for n in names]) if names else None,
+        op_attrs=op_attrs).result
 
 
-def vectorize_unit_tile(tile: ir.Value) -> None:
+def vectorize_unit_tile(tile: ir.Value, each: bool = False) -> None:
     """Vectorize the static register tile ``tile`` (transform handle) of a ``linalg.mmt4d``
     ``(M, N1, K, M0, N0, K0)`` whose ``N1``, ``K``, ``M0`` and ``K0`` extents are 1 (the
     :func:`~mlc_mlir.schedule.rules.matmul.schedule_mmt4d` nest: ``MR`` rows of A times one
@@ -40,7 +50,8 @@ def vectorize_unit_tile(tile: ir.Value) -> None:
     lowered to one ``vector.extract``/``vector.insert`` pair per element and operand per k step,
     most of the code LLVM then has to combine. The tile's multiply and add get
     :data:`CONTRACT_FASTMATH` so that LLVM emits one FMA for them. The tile's parent op (its k
-    loop) is the scope of the rewrites; ``tile`` is consumed.
+    loop) is the scope of the rewrites; ``tile`` is consumed. ``each``: ``tile`` holds several
+    copies (a peeled edge: the main tiles' and the remainder's), each in its own loop.
 
     Source: MLIR ``linalg::populateFoldUnitExtentDimsPatterns`` (``DropUnitDims``), IREE's
     ``mmt4d`` ukernel-free CPU path (unit dims dropped before vectorization)."""
@@ -49,14 +60,14 @@ def vectorize_unit_tile(tile: ir.Value) -> None:
     p = transform_d.ApplyPatternsOp(loop)
     with ir.InsertionPoint(p.patterns):
         structured_transform_d.ApplyFoldUnitExtentDimsViaSlicesPatternsOp()
-    v = structured_transform_d.VectorizeOp(_match(loop, "linalg.generic"))
+    v = structured_transform_d.VectorizeOp(match_in(loop, "linalg.generic", each=each))
     v.operation.attributes["create_named_contraction"] = ir.UnitAttr.get()
     contract = transform_d.ParamConstantOp(transform_d.AnyParamType.get(),
                                            ir.Attribute.parse(CONTRACT_FASTMATH)).result
-    transform_d.AnnotateOp(_match(loop, "arith.mulf", "arith.addf"), "fastmath", param=contract)
+    transform_d.AnnotateOp(match_in(loop, "arith.mulf", "arith.addf", each=each), "fastmath", param=contract)
 
 
-def vectorize_register_tiles(tiles, scope=None) -> None:
+def vectorize_register_tiles(tiles, scope=None, each: bool = False) -> None:
     """Vectorize the init and epilogue tiles ``tiles`` (transform handles, consumed) of one
     register tile whole, each as one vector of the tile's shape: the zeros the init writes
     and the sums the k loop leaves then fold into the reads that follow them (``transfer_read``
@@ -64,7 +75,8 @@ def vectorize_register_tiles(tiles, scope=None) -> None:
     epilogue's store. ``scope``: the handle of the loop holding the tiles of an
     ``linalg.mmt4d`` (``(MR, 1, 1, NR)`` tiles), where they are generalized and their unit dims
     folded away first, as :func:`vectorize_unit_tile` does for the k loop's tile, so that their
-    transfers have its ``(MR, NR)`` shape and permutation map.
+    transfers have its ``(MR, NR)`` shape and permutation map (``each``: ``scope`` holds several
+    loops, :func:`vectorize_unit_tile`).
 
     Source: MLIR ``vector.transfer_read`` folding (``foldReadInitWrite``), IREE's CPU epilogue
     fusion into the micro-kernel's register tile; oneDNN post-ops."""
@@ -77,7 +89,7 @@ def vectorize_register_tiles(tiles, scope=None) -> None:
     p = transform_d.ApplyPatternsOp(scope)
     with ir.InsertionPoint(p.patterns):
         structured_transform_d.ApplyFoldUnitExtentDimsViaSlicesPatternsOp()
-    structured_transform_d.VectorizeOp(_match(scope, "linalg.generic"))
+    structured_transform_d.VectorizeOp(match_in(scope, "linalg.generic", each=each))
 
 
 def lower_vectors(func: ir.Value, unit_reduction_loops=(), masked: bool = False,

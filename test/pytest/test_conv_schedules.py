@@ -18,7 +18,9 @@ from mlc_mlir._mlir import MLIR_BIN_DIR
 from mlc_mlir.schedule.default_rules import apply_default_schedule
 from mlc_mlir.schedule.rules.conv import (
     blocks_inside_rows, broadcasts_fit, filter_block_channels, nhwc_register_tile,
+    register_tile_fits, rolled_window, whole_register_vectors,
 )
+import mlc_mlir.schedule.rules.conv as conv_rule
 from mlc_mlir.schedule.rules.conv_strategy import (
     lean_direct_tile, prefers_im2col, prefers_nchw_im2col, prefers_nhwc,
 )
@@ -166,13 +168,38 @@ def test_nhwc_rule_loop_nest_and_mlir_opt(tmp_path):
 def test_layout_and_tile_follow_the_target():
     # (WR, FR) by loads per FMA: 8 x 8 for stride 1 over 56 columns, 4 x 16 for stride 2
     assert nhwc_register_tile(AVX2, 56, 64) == (8, 8) and nhwc_register_tile(AVX2, 14, 256) == (7, 8)
-    assert nhwc_register_tile(AVX2, 28, 128, stride=2) == (4, 16)
     assert nhwc_register_tile(AVX512, 56, 64) == (8, 32)
     # the 7x7 stride-2 stem over 112 columns: 8 x 8 reuses its 21 broadcasts across the taps
-    # only by spilling them (broadcasts_fit), 4 x 8 (reusing them) has 4 FMA chains: 4 x 16
+    # only by spilling them (broadcasts_fit), 4 x 8 (reusing them) has 4 FMA chains; among the
+    # tiles within half the registers whose width divides 112: 4 x 16
     assert not broadcasts_fit(AVX2, 8, 1, stride=2) and broadcasts_fit(AVX2, 8, 1)
-    assert nhwc_register_tile(AVX2, 112, 64, kw=7, stride=2) == (4, 16)
-    assert nhwc_register_tile(AVX2, 40 // 2, 64, kw=7, stride=2) == (4, 16)
+    assert nhwc_register_tile(AVX2, 112, 64, kw=7, stride=2, edges=False, wide=False) == (4, 16)
+    assert nhwc_register_tile(AVX2, 28, 128, stride=2, edges=False, wide=False) == (4, 16)
+    # wide tiles: 12 accumulators + 2 filter vectors + 1 broadcast fit AVX2's 16 registers, 14
+    # (7 x 16) or 3 x 32's 4 filter vectors do not; their window row stays rolled
+    assert register_tile_fits(AVX2, 6, 2) and rolled_window(AVX2, 6, 2) and not rolled_window(AVX2, 4, 2)
+    assert not register_tile_fits(AVX2, 7, 2) and not register_tile_fits(AVX2, 3, 4)
+    assert not register_tile_fits(AVX2, 6, 2, wide=False)
+    # with them and edge tiles: 6 x 16 (a 4-column edge) for the stem and stride 2 over 28
+    # (fewer loads per FMA); the stride-1 3x3 tiles that reuse their broadcasts stay, as does
+    # AVX-512's stem tile (16 accumulators reusing theirs); a prime width gets a full tile
+    # and an edge instead of one column
+    assert nhwc_register_tile(AVX2, 112, 64, kw=7, stride=2) == (6, 16)
+    assert nhwc_register_tile(AVX2, 28, 128, stride=2) == (6, 16)
+    assert nhwc_register_tile(AVX512, 112, 64, kw=7, stride=2) == (7, 32)
+    assert nhwc_register_tile(AVX2, 28, 128) == (7, 8)
+    assert nhwc_register_tile(AVX2, 13, 64, edges=False, wide=False) == (1, 64)
+    assert nhwc_register_tile(AVX2, 13, 64) == (8, 8)
+    # k = 3 or 6 vectors (vector<24xf32>, vector<48xf32>) spill their accumulators: ZFNet-512's
+    # stem (96 channels over 109 columns) 1 x 48 in the measured space, 6 x 16 with an edge;
+    # ShuffleNet's (24 channels over 112) 4 x 24 with any k, 8 x 8 (a wide tile of one vector,
+    # 14 x 8, has no filter reuse to gain)
+    assert [k for k in range(1, 9) if whole_register_vectors(k)] == [1, 2, 4, 8]
+    assert nhwc_register_tile(AVX2, 109, 96, kw=7, stride=2, edges=False, wide=False, pow2=False) == (1, 48)
+    assert nhwc_register_tile(AVX2, 109, 96, kw=7, stride=2) == (6, 16)
+    assert nhwc_register_tile(AVX2, 112, 24, stride=2, pow2=False) == (4, 24)
+    assert nhwc_register_tile(AVX2, 112, 24, stride=2) == (8, 8)
+    assert nhwc_register_tile(AVX512, 112, 48, stride=2) == (10, 16)
     # a 3x3 filter panel of 8 output channels: 64 channels fit a 32 KiB L1d, 256 (73 KiB) a
     # quarter of the 512 KiB L2; 512 channels of 16 (295 KiB) are blocked to half the L1d
     assert filter_block_channels(AVX2, 9, 64, 8) == 64 and filter_block_channels(AVX2, 9, 256, 8) == 256
@@ -189,6 +216,58 @@ def test_layout_and_tile_follow_the_target():
     assert prefers_nchw_im2col(AVX512, (1, 3, 226, 226), (24, 3, 3, 3), (1, 24, 112, 112), "float32")
     assert prefers_im2col(AVX512, (1, 226, 226, 3), (3, 3, 3, 24), (1, 112, 112, 24), "float32")
     assert not prefers_im2col(AVX512, (1, 226, 226, 3), (3, 3, 3, 32), (1, 112, 112, 32), "float32")
+
+
+#: (input width, stride, output channels, window, bias + relu) of edge-tile cases: output
+#: widths 112, 7, 13 and 55, none a multiple of the 6-column tile that test_edge_tiles forces
+EDGE_CASES = {
+    "w112_s1": (112, 1, 16, 3, True),
+    "w112_s2": (224, 2, 16, 3, True),
+    "w7_s1": (7, 1, 32, 3, False),
+    "w7_s2": (14, 2, 16, 3, True),
+    "w13_s1": (13, 1, 16, 3, True),
+    "w13_s2": (25, 2, 32, 3, False),
+    "w55_s1": (55, 1, 16, 3, True),
+    "w55_s2": (109, 2, 16, 3, True),
+    "stem_w112": (223, 2, 64, 7, True),
+}
+
+
+@pytest.mark.parametrize("name", list(EDGE_CASES))
+def test_edge_tiles_match_torch(name, monkeypatch):
+    """Row tiles that do not divide the output width (``nhwc_register_tile`` forced to 6
+    columns): the edge tile's loop iteration is peeled (``transform.loop.peel``) with the
+    epilogue and the init fused in the row tile, both tiles vectorized static (with BLOCKED's
+    input-channel blocks the epilogue and the init sit outside the row loop, whole along it);
+    numerics as torch, on the host target (compiled) and the fixed AVX2 and AVX-512 ones
+    (schedules built)."""
+    iw, stride, f, k, epi = EDGE_CASES[name]
+    xs, ws = (1, 3, 4, iw), (f, 3, k, k)
+    kw = dict(stride=stride, padding=k // 2)
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as fn:
+        x, w = fn.arg("x", shape=xs), fn.arg("w", shape=ws)
+        b = fn.arg("b", shape=(f,)) if epi else None
+        y = ops.conv2d(x, w, b, strides=stride, padding=k // 2)
+        fn.output(ops.relu(y) if epi else y)
+    mod = bb.finish()
+    rng = np.random.default_rng(2)
+    args = [rng.standard_normal(s).astype(np.float32) for s in (xs, ws) + (((f,),) if epi else ())]
+    t = [torch.from_numpy(a) for a in args]
+    ref = F.conv2d(t[0], t[1], t[2] if epi else None, **kw)
+    ref = (F.relu(ref) if epi else ref).numpy()
+    ow = ref.shape[3]
+    assert ow % 6
+    real = conv_rule.nhwc_register_tile
+    monkeypatch.setattr(conv_rule, "nhwc_register_tile", lambda *a, **k: (6, real(*a, **k)[1]))
+    for tgt in host_and_fixed(SMALL) + [BLOCKED]:
+        payload, sch = nhwc_schedule(mod, tgt)
+        blk = sch.get(sch.get_block("conv2d"))
+        rows = [lp.extent for lp in blk.loops if blk.dims[lp.dim].name == "k"]
+        assert rows == [-(-ow // 6), 6], rows
+        assert "transform.loop.peel" in str(sch.transform_script())
+        if tgt is SMALL or tgt is BLOCKED:
+            np.testing.assert_allclose(mlc.compile(sch.mod)(*args), ref, rtol=1e-4, atol=1e-4)
 
 
 def test_constant_filter_is_folded(tmp_path):

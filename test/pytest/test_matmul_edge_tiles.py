@@ -53,3 +53,31 @@ def test_edge_tiles_make_no_padded_copy(target, threads):
     assert not whole & set(pads), pads
     assert "tensor<104x" not in text and "tensor<112x" not in text   # no A rounded up to MR
     np.testing.assert_allclose(mlc.compile(sch.mod)(*xs), ref, **TOL)
+
+
+@pytest.mark.parametrize("mr", [6, 5])
+def test_peeled_mmt4d_edge_tile_matches_numpy(mr, monkeypatch):
+    """A packed GEMM (``linalg.mmt4d``: a 1x1 convolution over a 7 x 7 map, 49 rows) in the Goto
+    nest with a register tile of ``mr`` rows that does not divide 49
+    (``goto_loop_nest``'s partial tiles): the edge tile's loop iteration is peeled and each
+    copy's unit tile vectorized in its own k loop (``transform.foreach``); numerics as numpy."""
+    import mlc_mlir.schedule.default_rules as rules
+    from mlc_mlir import ops
+    from mlc_mlir.schedule.cpu_recipes import goto_loop_nest
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((64, 96, 1, 1)).astype(np.float32)
+    x = rng.standard_normal((1, 96, 7, 7)).astype(np.float32)
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        f.output(ops.relu(ops.conv2d(f.arg("x", shape=x.shape), w)))
+    seen = []
+
+    def edge(sch, block, ctx):
+        m, panels, k, _, nr, _ = (d.extent for d in sch.get(block).dims)
+        seen.append(m)
+        goto_loop_nest(sch, block, 1, False, mr, nr, -(-m // mr), panels, k, False, 4)
+    monkeypatch.setitem(rules.RULES, "mmt4d", edge)
+    got = mlc.compile(bb.finish(), threads=1)(x)
+    assert seen == [49]
+    ref = np.maximum(np.einsum("nchw,fc->nfhw", x.astype(np.float64), w[:, :, 0, 0].astype(np.float64)), 0)
+    np.testing.assert_allclose(got, ref, **TOL)

@@ -66,44 +66,111 @@ from .epilogue import claim_epilogues
 
 
 def nhwc_register_tile(target: Target, ow: int, f: int, kw: int = 3, stride: int = 1,
-                       dilation: int = 1, dtype_bits: int = 32):
+                       dilation: int = 1, dtype_bits: int = 32, edges: bool = True, wide: bool = True,
+                       pow2: bool = True):
     """``(WR, FR)``: the register tile of :func:`schedule_conv2d_nhwc`: ``WR`` output columns
-    (a divisor of ``ow``) x ``FR = k * lanes`` output channels (``k`` vectors, ``FR`` divides
-    ``f``), chosen by a load count per FMA over one unrolled window row of ``kw`` taps:
+    x ``FR = k * lanes`` output channels (``k`` vectors, ``FR`` divides ``f``) among
+    :func:`register_tile_fits`' tiles, chosen by a load count per FMA over one window row of
+    ``kw`` taps, summed over the ``OW / WR`` full tiles of an output row and, where ``WR`` does
+    not divide ``OW``, its edge tile of ``OW mod WR`` columns (peeled: its own static tile):
 
-    * FMAs: ``kw * WR * k``;
+    * FMAs: ``kw * WR * k`` per tile;
     * broadcast inputs: the distinct input columns the row reads,
-      ``min(kw * WR, (WR - 1) * stride + (kw - 1) * dilation + 1)``, when LLVM can keep them
-      live across the taps (:func:`broadcasts_fit`), else ``kw * WR`` (each tap broadcasts its
-      own), cost 1 each;
-    * filter vectors: ``kw * k``, cost 2 each (a whole vector through the load ports).
+      ``min(kw * WR, (WR - 1) * stride + (kw - 1) * dilation + 1)``, when the window row is
+      unrolled and LLVM can keep them live across the taps (:func:`broadcasts_fit`), else
+      ``kw * WR`` (each tap broadcasts its own), cost 1 each;
+    * filter vectors: ``kw * k`` per tile, cost 2 each (a whole vector through the load ports).
 
-    Accumulators ``WR * k`` are at most half the vector registers (8 ymm on AVX2; the other half
-    holds the broadcasts and filter vectors: ``7 x 16`` on AVX2 spills); tiles with more
-    accumulators come first up to a quarter of the registers or 3/4 of
+    Tiles with more accumulators come first up to a quarter of the registers or 3/4 of
     :data:`~mlc_mlir.schedule.cpu_recipes.FMAS_IN_FLIGHT`, whichever is more (FMA latency: 6 on
     AVX2, 8 on AVX-512; a 4 x 8 stem tile, which reuses its broadcasts, would leave half the FMA
-    pipes idle), then the cost; ties go to more accumulators, then wider rows. On AVX2 this
-    gives 8 x 8 for a stride-1 3x3 over 56 columns, 4 x 16 for stride 2 over 28 (measured 7.1
-    vs 8.1 ms with 7 x 8), 7 x 8 over 14 columns, 4 x 16 for the 7x7 stride-2 stem over 112
-    columns (8 x 8 reuses its 21 broadcasts across the taps by spilling them: 34 stack accesses
-    per 56 FMAs, llvm-mca 0.62 cycles per FMA against 0.50 for 4 x 16; light ResNet-50's stem
-    with its batch norm, relu and max pool, one thread of a loaded 2-core znver3: 0.79-0.86 of
-    the 8 x 8 time, ``benchmarks/results/models_cpu_2026-11-27_znver3_stem7.txt``).
+    pipes idle), then the cost; ties go to tiles without an edge, then more accumulators, then
+    wider rows. On AVX2 this
+    gives 8 x 8 for a stride-1 3x3 over 56 columns, 7 x 8 over 14 columns and 28 (reusing the
+    broadcasts), and 6 x 16 with a 4-column edge for the 7x7 stride-2 stem over 112 columns
+    (a wide tile: 12 accumulators, its window row rolled; 0.83 loads per FMA against 1.0 for
+    4 x 16, whose 8 broadcasts per tap do not fit beside its accumulators, and 8 x 8, which
+    reuses its 21 broadcasts across the taps by spilling them: 34 stack accesses per 56 FMAs).
+    Light ResNet-50's stem with its batch norm, relu and max pool, one thread of a loaded 2-core
+    znver3, interleaved with onnxruntime: 6 x 16 rolled 0.84-0.89 of the 4 x 16 time (min of
+    30-40 rounds, four runs; per-round medians 0.89-0.97), onnxruntime/ours 0.83-0.86 ->
+    0.97-1.00 (``benchmarks/results/models_cpu_2026-11-27_znver3_stem6.txt``). A 1x1 64 -> 256
+    over 56 columns (forced direct: the default runs it as a GEMM) 4 x 16 -> 6 x 16 with a
+    2-column edge: 0.93-0.98 (min) / 0.87-0.93 (medians).
+    On AVX-512 the stem keeps 7 x 32 (16 divides 112; 14 accumulators reusing their broadcasts).
+
+    A wide tile has ``k >= 2``: with one filter vector each broadcast feeds one FMA, as in the
+    unrolled tile, and the rolled window only adds its loop (shufflenet's 3x3 stride-2 stem,
+    24 channels over 112 columns: 14 x 8 rolled 1.02x (min) / 1.07x (per-round medians) the
+    time of 8 x 8; the tuner still samples it). ``k`` is a power of two (``pow2``,
+    :func:`whole_register_vectors`): a ``k * lanes``-element vector of another length is not
+    split into ``k`` registers by LLVM but legalized through a wider one, and the tile's
+    accumulators go through the stack at every reduction step (the tuner still samples such
+    ``FR``: :func:`_channel_tiles`). ZFNet-512's 7x7 stride-2 stem, 96 channels over 109
+    columns: 1 x 48 (``WR`` dividing 109, any ``k``) -> 6 x 16 with a 1-column edge, 0.29x the
+    time (one layer with its batch norm, relu and max pool).
+
+    ``edges=False`` keeps ``WR`` a divisor of ``ow``, ``wide=False`` the accumulators within
+    half the registers and ``pow2=False`` any ``k``: the tile space that :mod:`.conv_strategy`'s
+    choices between this kernel and the GEMM were measured against.
     """
     lanes = target.vector_lanes(dtype_bits)
     acc = max(1, target.vector_registers // 2)
     chains = max(acc // 2, -(-3 * min(acc, FMAS_IN_FLIGHT) // 4))
     best, best_key = (1, lanes if f % lanes == 0 else 1), None
-    for wr in (d for d in range(1, min(ow, acc) + 1) if ow % d == 0):
-        for k in (k for k in range(1, acc // wr + 1) if f % (k * lanes) == 0):
-            cols = min(kw * wr, (wr - 1) * stride + (kw - 1) * dilation + 1) \
-                if broadcasts_fit(target, wr, k, stride, dilation) else kw * wr
-            cost = (cols + 2 * kw * k) / (kw * wr * k)
-            key = (-min(wr * k, chains), round(cost, 6), -wr * k, -wr)
+    for wr in range(1, min(ow, target.vector_registers) + 1):
+        if not edges and ow % wr:
+            continue
+        for k in range(1, target.vector_registers // wr + 1):
+            if f % (k * lanes) or not register_tile_fits(target, wr, k, wide and k > 1) \
+                    or pow2 and not whole_register_vectors(k):
+                continue
+            reuse = not rolled_window(target, wr, k) and broadcasts_fit(target, wr, k, stride, dilation)
+
+            def loads(w):   # one window row of a w-column tile
+                cols = min(kw * w, (w - 1) * stride + (kw - 1) * dilation + 1) if reuse else kw * w
+                return cols + 2 * kw * k
+            full, edge = divmod(ow, wr)
+            cost = (full * loads(wr) + (loads(edge) if edge else 0)) / (kw * ow * k)
+            key = (-min(wr * k, chains), round(cost, 6), edge > 0, -wr * k, -wr)
             if best_key is None or key < best_key:
                 best, best_key = (wr, k * lanes), key
     return best
+
+
+def whole_register_vectors(k: int) -> bool:
+    """Whether an output-channel tile of ``k`` vectors (``vector<k * lanes x f32>`` in the
+    register tile of :func:`schedule_conv2d_nhwc`) lowers to ``k`` vector registers: ``k`` a
+    power of two. LLVM's type legalization splits a power-of-two vector into registers and
+    widens any other length first, so a ``k = 3`` or ``6`` tile's accumulators, carried through
+    the reduction loops, spill: on AVX2 (llvm-mca znver3) the 4 x 24 stem tile's rolled window
+    step 185 stack accesses for 12 FMAs, 10.7 cycles per FMA; 2 x 24 unrolled 66 for 54, 1.7;
+    1 x 48 (zfnet512's 7x7 stem over 109 columns) 64 for 42, 2.0; 4 x 16 and 2 x 32 none,
+    0.50. Whole models, one thread: zfnet512 and shufflenet 1.69x and 1.41x the time with
+    their stems at 4 x 24
+    (``benchmarks/results/models_cpu_2026-11-27_znver3_stem6.txt``)."""
+    return k > 0 and k & (k - 1) == 0
+
+
+def register_tile_fits(target: Target, wr: int, k: int, wide: bool = True) -> bool:
+    """Whether a ``WR x k``-vector register tile of :func:`schedule_conv2d_nhwc` fits the vector
+    registers: its accumulators within half of them (the other half holds the broadcasts and
+    filter vectors of an unrolled window row), or, with ``wide``, a wide tile
+    (:func:`rolled_window`) whose accumulators, ``k`` filter vectors and one broadcast fit them
+    all (12 accumulators on AVX2's 16 registers: 6 x 16; not 7 x 16 or 3 x 32), as the GEMM's
+    register tiles (:func:`~mlc_mlir.schedule.cpu_recipes.register_tile_shapes`)."""
+    regs = target.vector_registers
+    return wr * k <= max(1, regs // 2) or wide and wr * k + k + 1 <= regs
+
+
+def rolled_window(target: Target, wr: int, k: int) -> bool:
+    """Whether a ``WR x k``-vector register tile (:func:`register_tile_fits`) is wide: more
+    accumulators than half the vector registers. Its window row stays rolled (the default of
+    :func:`schedule_conv2d_nhwc`'s unroll decision), so each tap broadcasts its own ``WR``
+    inputs one at a time: unrolled, LLVM keeps the broadcasts live for the next taps and spills
+    (the stem's 6 x 16 on AVX2, window row unrolled: 34 stack accesses per 84 FMAs; rolled:
+    none, 22 instructions per 12 FMAs)."""
+    return wr * k > max(1, target.vector_registers // 2)
 
 
 def broadcasts_fit(target: Target, wr: int, k: int, stride: int = 1, dilation: int = 1) -> bool:
@@ -212,17 +279,22 @@ def schedule_conv2d_nhwc(sch: Schedule, block: BlockRV, ctx: RuleContext) -> Non
     on AVX-512, whose 73 KiB filter panel exceeds the 32 KiB L1d: whole model 37.1 -> 36.8 ms
     on one thread, 21.0 -> 20.8 ms on two, 2-core AMD EPYC Zen 4).
 
-    Decisions, in order, the values above being their defaults: ``[OW / WR, WR]``
-    (``sample_perfect_tile``, ``WR`` at most half the vector registers); ``FR`` among whole
-    vectors that divide ``F`` and fit the accumulators with the sampled ``WR``
-    (:func:`_channel_tiles`); the input-channel block (the divisors of ``C`` near
-    :func:`filter_block_channels`' and ``C`` itself: no block); without an input-channel block
+    Decisions, in order, the values above being their defaults: ``WR`` among the widths
+    :func:`_row_tiles` (``[ceil(OW / WR), WR]``: a ``WR`` that does not divide ``OW`` leaves an
+    edge tile of ``OW mod WR`` columns, whose loop iteration ``transform.loop.peel`` splits off
+    with the epilogues and the init fused in the row tile, so both tiles are static:
+    :func:`~mlc_mlir.schedule.partial_tiles.peel_partial`); ``FR`` among whole vectors that
+    divide ``F`` and fit the registers with the sampled ``WR`` (:func:`_channel_tiles`); the
+    input-channel block (the divisors of ``C`` near :func:`filter_block_channels`' and ``C``
+    itself: no block); the input channels inside the window loops (``kh kw c``) or outside
+    them (``c kh kw``; inside for a wide tile whose channel block outnumbers a window row's
+    taps: the longer loop innermost, the window being rolled); without an input-channel block
     and with several output-channel blocks, the blocks inside the output rows or around them
     (:func:`blocks_inside_rows`; inside, the threads split the rows and the filter is not
     packed); the axis over the threads (output-channel blocks or rows, :func:`_parallel_axis`)
     and the thread count; packing the filter panel or not (blocks outside the rows only); the
-    window unrolled (both loops, ``kw`` only, or none). All but the
-    tiles and the thread count are structural.
+    window unrolled (both loops, ``kw`` only, or none; none for a wide tile,
+    :func:`rolled_window`). All but the tiles and the thread count are structural.
 
     Shapes: x (N, H, W, C) (already padded), w (KH, KW, C, F), out (N, OH, OW, F); float
     dtypes; any stride and dilation.
@@ -235,28 +307,39 @@ def schedule_conv2d_nhwc(sch: Schedule, block: BlockRV, ctx: RuleContext) -> Non
         if facts is not None else (1, 1)
     bits = element_bits(blk)
     regs = ctx.target.vector_registers
+    lanes = ctx.target.vector_lanes(bits) if ext[3] % ctx.target.vector_lanes(bits) == 0 else 1
     wr, fr = nhwc_register_tile(ctx.target, ext[2], ext[3], ext[5], stride, dilation, bits)
-    ow0, ow1 = sch.split(ow, perfect_tile(sch, ow, 2, max(1, regs // 2), [ext[2] // wr, wr]))
+    # the row tile need not divide OW: the edge tile is peeled (partial_tiles.peel_partial)
+    ow0, ow1 = sch.split(ow, [None, categorical(sch, _row_tiles(ctx.target, ext[2]), wr)])
     wr = sch.get(ow1).extent
     f0, f1 = sch.split(f, [None, categorical(sch, *_channel_tiles(ctx.target, ext[3], wr, fr, bits))])
     fr = sch.get(f1).extent
+    wide = rolled_window(ctx.target, wr, fr // lanes)
     cb0 = filter_block_channels(ctx.target, ext[4] * ext[5], ext[6], fr, bits)
     cb = categorical(sch, sorted(set(near_divisors(ext[6], cb0)) | {ext[6]}), cb0)
+    # a wide tile's rolled window: the longer of its reduction loops innermost, the input
+    # channels (of a block) when they outnumber a window row's taps. 3x3 stride 2 128 -> 128
+    # over 28 columns (forced direct), 6 x 16 against 4 x 16 (window unrolled): channels outside
+    # the window 1.22-1.31x the time, inside 0.74-0.76x; the stem (3 channels, 7 taps): outside
+    # 0.87, inside 0.90
+    inner_c = int(categorical(sch, [0, 1], int(wide and cb > ext[5])))
     rows_out = 0
     if cb < ext[6]:
         c0, c1 = sch.split(c, [None, cb])
-        sch.reorder(n, f0, c0, oh, ow0, c1, kh, kw, ow1, f1)
+        red = (kh, kw, c1) if inner_c else (c1, kh, kw)
+        sch.reorder(n, f0, c0, oh, ow0, *red, ow1, f1)
     else:
         c0 = None
         if ext[3] > fr:
             rows_out = int(categorical(sch, [0, 1], int(
                 blocks_inside_rows(ctx.target, ext, stride, dilation, fr, bits)
                 and ext[1] % max(1, ctx.threads) == 0)))
-        sch.reorder(*((n, oh, f0) if rows_out else (n, f0, oh)), ow0, c, kh, kw, ow1, f1)
+        red = (kh, kw, c) if inner_c else (c, kh, kw)
+        sch.reorder(*((n, oh, f0) if rows_out else (n, f0, oh)), ow0, *red, ow1, f1)
     threaded = _parallel_axis(sch, ctx, blk, f0, oh, c0, ext[3] // fr, ext[1], bool(rows_out))
     if threaded is not None and threaded[0] == 0:
         f0 = threaded[1]
-    if not rows_out and int(categorical(sch, [0, 1], int(ext[3] > fr and ext[1] * (ext[2] // wr) > 1))):
+    if not rows_out and int(categorical(sch, [0, 1], int(ext[3] > fr and ext[1] * -(-ext[2] // wr) > 1))):
         # several output-channel blocks: a block's filter panel is strided by F (2 KiB rows for
         # F = 512 map to 2 L1 sets); pack it contiguously once per (f0, c0), reused by every
         # row tile
@@ -269,7 +352,7 @@ def schedule_conv2d_nhwc(sch: Schedule, block: BlockRV, ctx: RuleContext) -> Non
         if epi and blk.info.init:
             # the output tile the epilogue reads is zeroed in place, not copied (memrefCopy,
             # one call per tile) from an output zeroed whole: ResNet-18 147 -> 128 ms
-            sch.decompose_reduction(block, c)
+            sch.decompose_reduction(block, red[0])
     else:
         # with channel blocks c0 sits above the row tiles: epilogues per output-channel block
         # (its OH x OW x FR slice is still in L2), zeroed by its thread before the c0 loop
@@ -279,7 +362,8 @@ def schedule_conv2d_nhwc(sch: Schedule, block: BlockRV, ctx: RuleContext) -> Non
         if blk.info.init and (epi or (threaded is not None and set(blk.info.producers) <= {blk.info.init})):
             sch.decompose_reduction(block, c0)
     # window rows unrolled: 2 both loops, 1 kw only (a 7x7 stem), 0 none
-    unroll = int(categorical(sch, [0, 1, 2], 2 if ext[4] * ext[5] <= regs else int(ext[5] <= regs)))
+    unroll = int(categorical(sch, [0, 1, 2], 0 if wide else
+                             2 if ext[4] * ext[5] <= regs else int(ext[5] <= regs)))
     if unroll:
         sch.unroll(kw)
     if unroll == 2:
@@ -326,15 +410,23 @@ def _parallel_axis(sch: Schedule, ctx: RuleContext, blk, f0, oh, c0, blocks: int
     return axis, inner
 
 
+def _row_tiles(target: Target, ow: int):
+    """The row tiles ``WR`` :func:`schedule_conv2d_nhwc` samples for ``ow`` output columns:
+    every width up to ``ow`` that a one-vector output-channel tile fits
+    (:func:`register_tile_fits`), whether or not it divides ``ow``."""
+    return [w for w in range(1, min(ow, target.vector_registers) + 1) if register_tile_fits(target, w, 1)]
+
+
 def _channel_tiles(target: Target, f: int, wr: int, fr: int, bits: int):
     """``(candidates, default)`` of the output-channel tile ``FR`` of an NHWC convolution with
     ``f`` output channels and a sampled row tile ``wr``: whole vectors (``k * lanes``, or any
-    ``k`` when ``f`` is not a multiple of the lanes) dividing ``f`` with the ``wr * k``
-    accumulators within half the vector registers; default ``fr``
-    (:func:`nhwc_register_tile`), or the candidate nearest it for a row tile it does not fit."""
+    ``k`` when ``f`` is not a multiple of the lanes) dividing ``f`` whose ``wr x k`` tile fits
+    the registers (:func:`register_tile_fits`); default ``fr`` (:func:`nhwc_register_tile`),
+    or the candidate nearest it for a row tile it does not fit."""
     lanes = target.vector_lanes(bits)
     vec = lanes if f % lanes == 0 else 1
-    cands = [k * vec for k in range(1, max(1, target.vector_registers // 2 // wr) + 1) if f % (k * vec) == 0]
+    cands = [k * vec for k in range(1, max(1, target.vector_registers // wr) + 1)
+             if f % (k * vec) == 0 and register_tile_fits(target, wr, k)]
     cands = cands or [vec if f % vec == 0 else 1]
     return cands, min(cands, key=lambda x: (abs(x - fr), x))
 

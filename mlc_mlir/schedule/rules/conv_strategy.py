@@ -138,8 +138,11 @@ def lean_direct_tile(target: Target, x_shape: Sequence[int], w_shape: Sequence[i
     of :func:`~.conv.nhwc_register_tile`): no more independent FMA chains than the FMA units
     need, so every stall of its in-place operand loads (the filter read where it lies, its
     rows ``F`` elements apart; the input broadcasts) idles them; the GEMM's tile reads packed
-    panels, its k loop unrolled. The direct tile is at most half the vector registers: 8 accumulators on a 16-register AVX2
-    core, 14 to 16 on a 32-register AVX-512 one. The stride is taken from the shapes
+    panels, its k loop unrolled. The direct tile is taken among the tiles these measurements
+    knew (``nhwc_register_tile(..., edges=False, wide=False, pow2=False)``: ``WR`` divides ``OW``, at most
+    half the vector registers: 8 accumulators on a 16-register AVX2 core, 14 to 16 on a
+    32-register AVX-512 one); the rule's own tile may be wider (an edge tile, 12 accumulators
+    with its window rolled), unmeasured against the GEMM here. The stride is taken from the shapes
     (``(W - KW) / (OW - 1)``, dilation 1).
 
     Measured on a 2-core AMD EPYC znver3 (AVX2), one thread, light ResNet-50's units, direct
@@ -155,7 +158,7 @@ def lean_direct_tile(target: Target, x_shape: Sequence[int], w_shape: Sequence[i
     bits = dtypes.bit_width(dtype)
     ow, kw = out_shape[2], w_shape[1]
     stride = max(1, (x_shape[2] - kw) // (ow - 1)) if ow > 1 else 1
-    wr, fr = nhwc_register_tile(target, ow, w_shape[3], kw, stride, 1, bits)
+    wr, fr = nhwc_register_tile(target, ow, w_shape[3], kw, stride, 1, bits, edges=False, wide=False, pow2=False)
     return wr * fr // target.vector_lanes(bits) <= FMAS_IN_FLIGHT
 
 
@@ -163,7 +166,8 @@ def pointwise_row_tile_short(target: Target, out_shape: Sequence[int], w_shape: 
                              dtype: str, strict: bool = True) -> bool:
     """Whether the direct NHWC kernel of a 1x1 convolution (filter ``(1, 1, C, F)``, output
     ``(N, OH, OW, F)``) would use a register tile of fewer output columns than the rows of the
-    GEMM's: ``WR`` of :func:`~.conv.nhwc_register_tile` (a divisor of ``OW``) against ``MR`` of
+    GEMM's: ``WR`` of :func:`~.conv.nhwc_register_tile` (a divisor of ``OW`` within half the
+    registers, the tiles measured here: ``edges=False, wide=False, pow2=False``) against ``MR`` of
     :func:`~mlc_mlir.schedule.cpu_recipes.goto_params` shrunk to the ``N * OH * OW`` rows
     (:func:`~mlc_mlir.schedule.cpu_recipes.register_rows`). A 1x1 convolution is a GEMM of
     ``(N * OH * OW, C) x (C, F)`` whose rows need not divide a map row; with a shorter row tile
@@ -177,7 +181,7 @@ def pointwise_row_tile_short(target: Target, out_shape: Sequence[int], w_shape: 
     GEMM: :func:`prefers_im2col` for a lean direct tile).
     """
     bits = dtypes.bit_width(dtype)
-    wr, _ = nhwc_register_tile(target, out_shape[2], w_shape[3], 1, 1, 1, bits)
+    wr, _ = nhwc_register_tile(target, out_shape[2], w_shape[3], 1, 1, 1, bits, edges=False, wide=False, pow2=False)
     rows = out_shape[0] * out_shape[1] * out_shape[2]
     mr = goto_params(target, rows, w_shape[3], w_shape[2], 1, bits).mr
     tile = register_rows(rows, mr) or mr
