@@ -377,11 +377,16 @@ def _prepare(module: Module, options: CompileOptions) -> Module:
 def _nests_of_buffers(options: CompileOptions) -> Callable[[Module], Module]:
     """The step of ``lower`` on the buffers: non-temporal stores, C tiles prefetched, strided
     copies as loops
-    (:func:`~.strided_copies.strided_copies_to_loops`), reads that broadcast along their
+    (:func:`~.strided_copies.strided_copies_to_loops`, threaded as the schedules are: the
+    options' threads, else the target's cores), reads that broadcast along their
     innermost dim unrolled into scalar loads, then the loop nests outlined as
     ``options.outline_nests`` says (``"auto"``: functions of ``OUTLINE_MIN_OPS`` or more)."""
+    threads = options.threads or options.target.cores or 1
+
     def run(module: Module) -> Module:
-        module = unroll_broadcast_reads(strided_copies_to_loops(prefetch_tiles(nontemporal_stores(module))))
+        module = strided_copies_to_loops(prefetch_tiles(nontemporal_stores(module)), threads,
+                                         options.target.l1d_bytes)
+        module = unroll_broadcast_reads(module)
         if options.outline_nests == "never":
             return module
         return outline_loop_nests(module, OUTLINE_MIN_OPS if options.outline_nests == "auto" else 0)
