@@ -39,7 +39,8 @@ def peel_partial(em, b: Block, h: ir.Value):
     A block with no epilogue, cache write or rfactor, no padding along a partial dim, and an
     init (if any) decomposed where its rows are whole, whose partial dims each have a
     materialized ``scf.for`` outside the vectorized tile (the innermost such loop per dim, with
-    static loops inside it), gets those loops peeled, innermost first (``transform.loop.peel``:
+    static loops inside it; a partial dim whose innermost such loop steps by 1, a thread's
+    shorter chunk of rows, has full tiles and is not peeled), gets those loops peeled, innermost first (``transform.loop.peel``:
     the main loop's tiles are full, static after canonicalization). Each remainder's tiles are
     split into slices of 1 along the peeled dim (static, unmasked) where the dim's extent is
     dynamic or tiled by an outer loop too, unless a packed operand's tile is padded along it
@@ -67,7 +68,11 @@ def peel_partial(em, b: Block, h: ir.Value):
         lp = b.loops[p]
         if lp.dim in b.partial_dims() and materializes(lp):
             peel[lp.dim] = p   # the innermost materialized loop of each partial dim
-    ok = simple and set(peel) == set(b.partial_dims()) and all(
+    # a partial dim iterated one element at a time (a thread's shorter chunk of rows) has
+    # full tiles of 1: nothing to peel
+    unit = {d for d, p in peel.items() if b.step(p) == 1}
+    peel = {d: p for d, p in peel.items() if d not in unit}
+    ok = simple and peel and set(peel) == set(b.partial_dims()) - unit and all(
         b.loops[p].kind == "serial" and b.loops[p].fused_group is None and
         b.loops[p].id in em.loop_handles and
         all(q.extent is not None for q in b.loops[p + 1:] if q.dim == b.loops[p].dim)
