@@ -381,7 +381,7 @@ def _nests_of_buffers(options: CompileOptions) -> Callable[[Module], Module]:
     options' threads, else the target's cores), reads that broadcast along their
     innermost dim unrolled into scalar loads, then the loop nests outlined as
     ``options.outline_nests`` says (``"auto"``: functions of ``OUTLINE_MIN_OPS`` or more)."""
-    threads = options.threads or options.target.cores or 1
+    threads = (options.threads or options.target.cores or 1) if options.target.kind == "cpu" else 1
 
     def run(module: Module) -> Module:
         module = strided_copies_to_loops(prefetch_tiles(nontemporal_stores(module)), threads,

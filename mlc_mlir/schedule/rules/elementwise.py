@@ -62,7 +62,9 @@ def schedule_elementwise(sch: Schedule, block: BlockRV, ctx: RuleContext) -> Non
     target's lanes, :func:`~.common.vector_tile`); the outermost dim that the threads divide is
     split over sampled threads (a divisor of its extent; default: the most), its parallel loop
     outermost, when the block moves at least an L1d per thread
-    (:func:`~.common.parallelize_first` with ``hoist``). In a block that streams past the
+    (:func:`~.common.parallelize_first` with ``hoist``; with ``uneven`` where no extent it is
+    worth threads at is divisible: its first loop of rows in chunks of ``ceil(E / t)``, unless
+    a partial vector tile is peeled inside). In a block that streams past the
     last-level cache (:func:`streams_past_cache`) the loop over the vector tiles is annotated
     :data:`NONTEMPORAL` with a sampled 0 or 1 (default 1) and, unless its body computes a
     transcendental function (``OpFacts.transcendental``: bound by arithmetic, which half-width
