@@ -27,9 +27,9 @@ writes ``DIR/<nn>-<name>.mlir``, and a stage made of steps also writes each step
    are filled on their border only, before their interior is computed (:class:`FillPadBorder`),
    an argument inserted into a slice is copied by a ``linalg.generic`` (:class:`CopyIntoSlices`,
    not ``memrefCopy``) and readers of an inserted value after the insert read its slice
-   (:class:`ReadInsertedSlices`); copies in and out of padded edge tiles and of returned slices
-   are vectorizable ``linalg.generic`` ops (:class:`CopyEdgeTiles`, :class:`CopyReturnedSlices`)
-   and slices that cover a whole tensor fold away (:class:`FoldIdentitySlices`); a row's sum loop
+   (:class:`ReadInsertedSlices`); copies in and out of padded edge tiles are vectorizable
+   ``linalg.generic`` ops (:class:`CopyEdgeTiles`; a returned slice of a padded result is a
+   strided copy of the ``lower`` stage, threaded where large) and slices that cover a whole tensor fold away (:class:`FoldIdentitySlices`); a row's sum loop
    joins the loop that writes its values (:class:`FuseRowLoops`), and vectorized reduction loops
    that stream rows of arguments start their loads at a vector-aligned address read at run time
    (:class:`~.prepare_passes.align_streams.AlignStreamedReductions`), and loops the schedule
@@ -103,9 +103,8 @@ from .options import CompileOptions
 from .prepare_passes.align_streams import AlignStreamedReductions
 from .prepare_passes.prefetch_rows import PrefetchRows
 from .prepare_passes.returned_reshapes import SinkReturnedReshapes
-from .prepare_passes.destination_style import (CopyIntoSlices, CopyReturnedSlices, FillPadBorder,
-                                               PadToInsertSlice, ReadInsertedSlices,
-                                               WriteReshapedIntoSlices)
+from .prepare_passes.destination_style import (CopyIntoSlices, FillPadBorder, PadToInsertSlice,
+                                               ReadInsertedSlices, WriteReshapedIntoSlices)
 from .prepare_passes.edge_copies import CopyEdgeTiles
 from .prepare_passes.fuse_row_loops import FuseRowLoops
 from .prepare_passes.identity_slices import FoldIdentitySlices
@@ -352,7 +351,7 @@ def _prepare(module: Module, options: CompileOptions) -> Module:
     if cpu and has_op(out, "tensor.insert_slice"):
         out = WriteReshapedIntoSlices()(ReadInsertedSlices()(CopyIntoSlices()(FillPadBorder()(out))))
     if cpu and has_op(out, "tensor.extract_slice"):
-        out = CopyReturnedSlices()(FoldIdentitySlices()(CopyEdgeTiles()(out)))
+        out = FoldIdentitySlices()(CopyEdgeTiles()(out))
     if cpu:
         out = FuseRowLoops()(out)
     if cpu and options.target.vector_bits > 128:
@@ -377,11 +376,16 @@ def _prepare(module: Module, options: CompileOptions) -> Module:
 def _nests_of_buffers(options: CompileOptions) -> Callable[[Module], Module]:
     """The step of ``lower`` on the buffers: non-temporal stores, C tiles prefetched, strided
     copies as loops
-    (:func:`~.strided_copies.strided_copies_to_loops`), reads that broadcast along their
+    (:func:`~.strided_copies.strided_copies_to_loops`, threaded as the schedules are: the
+    options' threads, else the target's cores), reads that broadcast along their
     innermost dim unrolled into scalar loads, then the loop nests outlined as
     ``options.outline_nests`` says (``"auto"``: functions of ``OUTLINE_MIN_OPS`` or more)."""
+    threads = (options.threads or options.target.cores or 1) if options.target.kind == "cpu" else 1
+
     def run(module: Module) -> Module:
-        module = unroll_broadcast_reads(strided_copies_to_loops(prefetch_tiles(nontemporal_stores(module))))
+        module = strided_copies_to_loops(prefetch_tiles(nontemporal_stores(module)), threads,
+                                         options.target.l1d_bytes)
+        module = unroll_broadcast_reads(module)
         if options.outline_nests == "never":
             return module
         return outline_loop_nests(module, OUTLINE_MIN_OPS if options.outline_nests == "auto" else 0)

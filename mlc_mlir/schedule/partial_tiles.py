@@ -43,7 +43,8 @@ def peel_partial(em, b: Block, h: ir.Value):
     every loop of the partial dims (whole along them), or, for the init, where its rows are
     whole, and whose partial dims each have a
     materialized ``scf.for`` outside the vectorized tile (the innermost such loop per dim, with
-    static loops inside it), gets those loops peeled, innermost first (``transform.loop.peel``:
+    static loops inside it; a partial dim whose innermost such loop steps by 1, a thread's
+    shorter chunk of rows, has full tiles and is not peeled), gets those loops peeled, innermost first (``transform.loop.peel``:
     the main loop's tiles are full, static after canonicalization). Each remainder's tiles are
     split into slices of 1 along the peeled dim (static, unmasked) where the dim's extent is
     dynamic or tiled by an outer loop too, unless a packed operand's tile is padded along it
@@ -61,6 +62,10 @@ def peel_partial(em, b: Block, h: ir.Value):
         lp = b.loops[p]
         if lp.dim in b.partial_dims() and materializes(lp):
             peel[lp.dim] = p   # the innermost materialized loop of each partial dim
+    # a partial dim iterated one element at a time (a thread's shorter chunk of rows) has
+    # full tiles of 1: nothing to peel
+    unit = {d for d, p in peel.items() if b.step(p) == 1}
+    peel = {d: p for d, p in peel.items() if d not in unit}
     init = em.model.init_of(b)
     epilogues = em.model.epilogues(b)
     # the tiles of the init and the epilogues, by the position of their first loop: full
@@ -85,7 +90,7 @@ def peel_partial(em, b: Block, h: ir.Value):
               if em.model.cache_position(b, c.operand) >= 0}
     # a cloned init or epilogue is static in the remainder only where the peeled dim is a static
     # extent tiled once (the remainder is one tile; slices of 1 would leave them partial)
-    ok = simple and set(peel) == set(b.partial_dims()) and all(
+    ok = simple and peel and set(peel) == set(b.partial_dims()) - unit and all(
         (not cloned or b.dims[b.loops[p].dim].extent is not None and
          not any(q.dim == b.loops[p].dim for q in b.loops[:p])) and
         b.loops[p].kind == "serial" and b.loops[p].fused_group is None and

@@ -142,6 +142,7 @@ class _Emitter:
         self.funcs_gpu = set()
         self.coalesce = []                                 # (block, positions, outer loop handle)
         self.pads = []                                     # (func, pad handle, loops to hoist, tile)
+        self.input_pads: Dict[int, list] = {}              # block id -> [(dims, pad_einsum's tensor.pad)]
         self.merges: Dict[str, list] = {}                  # func -> rfactor combining ops
         self.splits: Dict[str, list] = {}                  # func -> split_reduction's ops
 
@@ -239,6 +240,9 @@ class _Emitter:
                 # padded op's init reaches it through tensor.pad: structured.fuse it is)
                 op = self.tile(op, blk, t, ndims)
                 init_op = self.fuse_into(init_op, [self.loop_handles[blk.loops[t.positions[0]].id]])
+            elif blk.loops[t.positions[0]].kind == "parallel" and self.input_pads.get(blk.id):
+                op = self.tile(op, blk, t, ndims)
+                self.fuse_input_pads(blk, t)
             else:
                 op = self.tile(op, blk, t, ndims, fuse_producers=fuse)
             for q in t.positions:
@@ -256,6 +260,18 @@ class _Emitter:
                     nofold_flags=[1 if i == c.operand else 0 for i in range(len(blk.info.operand_shapes))],
                     copy_back_op="linalg.copy").padded
         return op
+
+    def fuse_input_pads(self, blk: Block, t: Tiling) -> None:
+        """Move the ``tensor.pad`` copies that ``pad_einsum`` made of the inputs indexed by the
+        threads' ``dims`` into the block's ``scf.forall`` (each thread pads its own slice),
+        instead of one serial copy of the whole input before the threads fork. An input the
+        threads do not slice (an mmt4d's A when they split N) keeps its pad outside: each
+        thread would copy all of it."""
+        forall = self.loop_handles[blk.loops[t.positions[0]].id]
+        dims = {blk.loops[p].dim for p in t.positions}
+        for operand_dims, pad in self.input_pads.pop(blk.id):
+            if dims & set(operand_dims):
+                self.fuse_into(pad, [forall])
 
     def zeros(self, blk: Block) -> list:
         out = []
@@ -286,9 +302,15 @@ class _Emitter:
         padding = self.model.padding_of(blk)
         if padding is None:
             return op
-        return structured_transform_d.PadOp(
+        padded = structured_transform_d.PadOp(
             op, pad_to_multiple_of=list(padding), padding_values=self.zeros(blk),
             padding_dimensions=list(range(len(blk.dims))), copy_back_op="none").padded
+        orig = self.model.ops[(blk.func, blk.name)]
+        grown = {d for d, (a, b) in enumerate(zip(orig.dims, blk.dims)) if a.extent != b.extent}
+        self.input_pads[blk.id] = [
+            (dims, transform_d.GetProducerOfOperand(any_op(), padded, i).result)
+            for i, dims in enumerate(blk.info.operand_dims[:blk.info.num_inputs]) if grown & set(dims)]
+        return padded
 
     def emit_block(self, blk: Block) -> None:
         consumers = self.model.epilogues(blk)

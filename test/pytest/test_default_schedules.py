@@ -450,6 +450,54 @@ def test_elementwise_chain_runs_on_each_vector_tile(tmp_path, threads):
     np.testing.assert_allclose(exe(x, r), np.maximum(x * s + b + r, 0), rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.parametrize("shape, threads", [((7, 9, 512), 2), ((7, 9, 512), 3), ((1, 7, 7, 3, 3, 64), 2),
+                                           ((8, 9, 512), 2), ((7, 9, 512), 1)])
+def test_elementwise_odd_rows_split_unevenly_over_the_threads(tmp_path, shape, threads):
+    """An all-parallel block whose extents the threads divide only where it would fork once
+    per row (ResNet-50's last-stage im2col copy: 1 x 7 x 7 x 3 x 3 x C) splits its first
+    loop of rows unevenly (7 rows over 2 threads: 4 and 3, a partial last chunk) instead of
+    running on one thread; where the threads divide it (8 rows) the split is even. As numpy's."""
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal(shape).astype(np.float32) for _ in range(2))
+    bb = mlc.GraphBuilder()
+    with bb.function("main") as f:
+        x, y = f.arg("a", shape=shape), f.arg("b", shape=shape)
+        f.output(ops.relu(ops.add(x, y)))
+    mod = bb.finish()
+    exe = mlc.compile(mod, threads=threads, dump_ir=str(tmp_path))
+    scheduled = (tmp_path / "03-schedule.mlir").read_text()
+    rows = next(e for e in shape if e > 1)
+    assert scheduled.count("scf.forall (") == (threads > 1)
+    assert ("affine.min" in scheduled) == (threads > 1 and rows % threads != 0)
+    np.testing.assert_allclose(exe(a, b), np.maximum(a + b, 0), rtol=1e-6, atol=1e-6)
+
+
+def test_padded_gemm_epilogue_over_odd_rows_with_two_threads():
+    """ONNX Conv 1x1 + BatchNormalization of a 7x7 map (49 rows: the packed GEMM pads them,
+    its batch norm keeps its own rule) with two threads: the batch norm splits its 49 rows
+    unevenly over the threads (25 and 24, rows one at a time: nothing to peel; light
+    ResNet-50's downsampling 1024 -> 2048 convolution failed to compile when they were
+    peeled); as onnxruntime's."""
+    onnx = pytest.importorskip("onnx")
+    ort = pytest.importorskip("onnxruntime")
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(1)
+    c, f = 1024, 2048
+    x = rng.standard_normal((1, c, 7, 7)).astype(np.float32)
+    inits = [numpy_helper.from_array((rng.standard_normal((f, c, 1, 1)) / 32).astype(np.float32), "w")]
+    for name, v in (("s", rng.uniform(0.5, 1.5, f)), ("b", rng.standard_normal(f)),
+                    ("m", rng.standard_normal(f) / 4), ("v", rng.uniform(0.5, 1.5, f))):
+        inits.append(numpy_helper.from_array(v.astype(np.float32), name))
+    graph_ = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["y"]),
+         helper.make_node("BatchNormalization", ["y", "s", "b", "m", "v"], ["z"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, (1, f, 7, 7))], inits)
+    model = helper.make_model(graph_, opset_imports=[helper.make_opsetid("", 13)])
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_allclose(mlc.compile(mlc.from_onnx(model), threads=2)(x), want, rtol=1e-3, atol=1e-3)
+
+
 @pytest.mark.parametrize("target", [AVX2, AVX512], ids=["avx2", "avx512"])
 @pytest.mark.parametrize("m, k, n", [(100, 27, 20), (1000, 27, 40), (289, 64, 17)])
 def test_one_full_column_tile_and_an_edge_bufferize(target, m, k, n):

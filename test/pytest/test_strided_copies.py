@@ -113,7 +113,11 @@ def _two_fires(rng, c=128, s=32, e=64, hw=27):
     return model
 
 
-def test_fire_modules_with_shared_units_match_onnxruntime(monkeypatch):
+@pytest.mark.parametrize("threads", [1, 2])
+def test_fire_modules_with_shared_units_match_onnxruntime(monkeypatch, threads):
+    """With two threads the interiors of the padded squeeze outputs (1x27x27x32 floats, over
+    two L1d's worth) are copied by the threaded kernel: 27 rows of 27 x 32 split unevenly over
+    the two threads; the output as onnxruntime's either way."""
     pytest.importorskip("onnx")
     rng = np.random.default_rng(0)
     model = _two_fires(rng)
@@ -122,13 +126,51 @@ def test_fire_modules_with_shared_units_match_onnxruntime(monkeypatch):
     ref = sess.run(None, {"x": x})[0]
     seen = []
 
-    def spy(module):     # the copies the lowering rewrites (SqueezeNet's fire4 and fire5 shapes)
-        out = strided_copies_to_loops(module)
+    def spy(module, *args):     # the copies the lowering rewrites (SqueezeNet's fire4 and fire5 shapes)
+        out = strided_copies_to_loops(module, *args)
         with out.context:
-            seen.append(len(find_ops(out, "linalg.copy")))
+            seen.append((len(find_ops(out, "linalg.copy")), len(find_ops(out, "scf.forall"))))
         return out
 
     monkeypatch.setattr(compile_module, "strided_copies_to_loops", spy)
-    got = mlc.compile(mlc.from_onnx(model), threads=1)(x)
-    assert seen and seen[0] > 0, seen       # strided copies were made loops
+    got = mlc.compile(mlc.from_onnx(model), threads=threads)(x)
+    assert seen and seen[0][0] > 0, seen       # strided copies were made loops
+    assert (seen[0][1] > 0) == (threads > 1), seen
     np.testing.assert_allclose(got, ref, rtol=1e-3, atol=1e-3)
+
+
+_THREADED = """
+func.func @f(%a: memref<1x9x9x2048xf32>, %b: memref<1x7x7x2048xf32>, %c: memref<1x3x3x4xf32>,
+             %d: memref<1x5x5x4xf32>) {
+  %s = memref.subview %a[0, 1, 1, 0] [1, 7, 7, 2048] [1, 1, 1, 1]
+      : memref<1x9x9x2048xf32> to memref<1x7x7x2048xf32, strided<[165888, 18432, 2048, 1], offset: 20480>>
+  memref.copy %b, %s : memref<1x7x7x2048xf32> to memref<1x7x7x2048xf32, strided<[165888, 18432, 2048, 1], offset: 20480>>
+  %t = memref.subview %d[0, 1, 1, 0] [1, 3, 3, 4] [1, 1, 1, 1]
+      : memref<1x5x5x4xf32> to memref<1x3x3x4xf32, strided<[100, 20, 4, 1], offset: 24>>
+  memref.copy %c, %t : memref<1x3x3x4xf32> to memref<1x3x3x4xf32, strided<[100, 20, 4, 1], offset: 24>>
+  %c0 = arith.constant 0 : index
+  %c2 = arith.constant 2 : index
+  %c1 = arith.constant 1 : index
+  scf.for %i = %c0 to %c2 step %c1 {
+    memref.copy %b, %s : memref<1x7x7x2048xf32> to memref<1x7x7x2048xf32, strided<[165888, 18432, 2048, 1], offset: 20480>>
+  }
+  return
+}
+"""
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_large_top_level_copies_take_the_threaded_kernel(threads):
+    # the 392 KB copy at the top level: threads over the leading dims that give each thread an
+    # iteration (1 x 7 rows: 7 over 2 or 3 threads, uneven); the 144 B one and the one inside a
+    # loop stay serial; one thread: serial
+    out = strided_copies_to_loops(Module.parse(_THREADED), threads, 32 << 10)
+    out.verify()
+    with out.context:
+        calls = [str(c.attributes["callee"]) for c in find_ops(out, "func.call")]
+        foralls = find_ops(out, "scf.forall")
+    if threads == 1:
+        assert len(set(calls)) == 1 and not foralls
+    else:
+        assert calls[0] == "@mlc_strided_copy_4d_f32_threads2" and calls[1] == calls[2] != calls[0]
+        assert len(foralls) == 1 and len(foralls[0].regions[0].blocks[0].arguments) == 2

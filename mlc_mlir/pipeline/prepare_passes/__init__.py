@@ -6,8 +6,8 @@ reduction loops that stream arguments (:mod:`.align_streams`) and the prefetches
 asks of the rows a loop reads ahead (:mod:`.prefetch_rows`)."""
 
 from .align_streams import AlignStreamedReductions  # noqa: F401
-from .destination_style import (CopyIntoSlices, CopyReturnedSlices, FillPadBorder, PadToInsertSlice,  # noqa: F401
-                                ReadInsertedSlices, WriteReshapedIntoSlices)
+from .destination_style import (CopyIntoSlices, FillPadBorder, PadToInsertSlice, ReadInsertedSlices,  # noqa: F401
+                                WriteReshapedIntoSlices)
 from .edge_copies import CopyEdgeTiles  # noqa: F401
 from .fuse_row_loops import FuseRowLoops  # noqa: F401
 from .identity_slices import FoldIdentitySlices  # noqa: F401

@@ -176,52 +176,6 @@ def _copy_into(ins: ir.Operation) -> None:
     ins.erase()
 
 
-def _returned_slices(func) -> List[ir.Operation]:
-    """Top-level static ``tensor.extract_slice`` ops of ``func`` (not rank-reducing) whose
-    result is returned and that leave out part of a row of their source (a strided region)."""
-    out = []
-    for op in top_level_ops(func):
-        if op.name != "tensor.extract_slice" or len(op.operands) != 1:
-            continue
-        src_t, res_t = (ir.RankedTensorType(v.type) for v in (op.operands[0], op.results[0]))
-        returned = any(u.owner.name == "func.return" for u in op.results[0].uses)
-        if returned and src_t.rank == res_t.rank and res_t.has_static_shape and \
-                res_t.shape[1:] != src_t.shape[1:]:
-            out.append(op)
-    return out
-
-
-def _copy_out(ext: ir.Operation) -> None:
-    """``%r = extract_slice %x[...]`` returned -> an identity generic from ``%r`` into a
-    ``tensor.empty`` of its shape, returned instead."""
-    src = ext.results[0]
-    t = ir.RankedTensorType(src.type)
-    with ir.InsertionPoint.after(ext), ext.location:
-        empty = tensor_d.EmptyOp(list(t.shape), t.element_type).result
-        ident = ir.AffineMap.get_identity(t.rank)
-        (copy,) = emitters.generic("extract_slice.copy", [src], [ident], [empty], [ident],
-                                   ["parallel"] * t.rank, lambda a, _out: [a])
-    for use in list(src.uses):
-        if use.owner.name == "func.return":
-            use.owner.operands[use.operand_number] = copy
-
-
-@register_pass
-class CopyReturnedSlices(_TopLevelRewrite):
-    """A returned top-level ``tensor.extract_slice`` of a strided region (the unpadded result of
-    a padded contraction, ``pad_einsum``) is copied into the result by an identity
-    ``linalg.generic``, whose contiguous inner loop LLVM vectorizes: One-Shot Bufferize copies
-    a returned strided slice with the runtime's element-by-element ``memrefCopy`` (matmul
-    784 x 512 x 1029 padded to N = 1056: 13.7 ms against 3.8 ms for 784 x 512 x 1056, one
-    thread, loaded 2-core AMD EPYC Zen 5). Shapes and dtypes are unchanged.
-    Source: as :class:`CopyIntoSlices`.
-    """
-
-    name = "mlc-copy-returned-slices"
-    find = staticmethod(_returned_slices)
-    rewrite = staticmethod(_copy_out)
-
-
 def _filled_empty(value) -> bool:
     """Whether ``value`` is the result of a ``linalg.fill`` of a ``tensor.empty``, used once."""
     op = producer(value)

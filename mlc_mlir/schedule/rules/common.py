@@ -168,8 +168,15 @@ def vector_candidates(ctx: RuleContext, blk: Block, extent: Optional[int]) -> Li
     return sorted(c for c in cands if c > 1)
 
 
+def uneven_thread_candidates(extent: int, threads: int) -> List[int]:
+    """Thread counts ``t <= threads`` whose chunks of ``ceil(extent / t)`` iterations cover
+    ``extent`` in exactly ``t`` chunks (every thread gets iterations; the last chunk may be
+    shorter: 7 rows over 2 threads as 4 and 3); always includes 1."""
+    return [t for t in range(1, min(threads, extent) + 1) if -(-extent // -(-extent // t)) == t]
+
+
 def parallelize_first(sch, ctx: RuleContext, blk: Block, loops: Sequence, extents: Sequence[int],
-                      hoist: bool = False):
+                      hoist: bool = False, uneven: bool = False):
     """Split the first of ``loops`` (current extents ``extents``, outermost first) whose extent
     has a divisor in ``2..ctx.threads`` into ``[t, e / t]`` and make the outer loop parallel,
     ``t`` sampled from :func:`thread_candidates` (default: the largest; 1 runs the loop on one
@@ -178,6 +185,13 @@ def parallelize_first(sch, ctx: RuleContext, blk: Block, loops: Sequence, extent
     threads at that depth
     (:func:`worth_threads` with the iterations of the loops before it as forks). Shared by the
     rules (TVM TOPI's ``parallel`` of the outermost fused axis).
+
+    With ``uneven``, where no loop the block is worth threads at has such a divisor (a 7 x 7
+    x 3 x 3 im2col copy of ResNet's last stage: every extent odd but the innermost, where the
+    threads would fork 441 times), the first of those loops (the outer loops of a vector tile
+    aside) of at least 2 iterations is split into ``[t, ceil(e / t)]``, the last thread's chunk
+    shorter (TVM's imperfect ``split``; 7 rows: 4 and 3), ``t`` sampled from
+    :func:`uneven_thread_candidates` (default: the most; 1: serial).
 
     With ``hoist`` (loops that commute: an all-parallel block) a split below the first loop is
     moved above the loops before it, so the threads fork once per call rather than once per
@@ -191,18 +205,31 @@ def parallelize_first(sch, ctx: RuleContext, blk: Block, loops: Sequence, extent
         The position in ``loops`` that was split and its inner loop.
     """
     forks = 1
+    first_odd = None
     for pos, (loop, e) in enumerate(zip(loops, extents)):
         if not worth_threads(ctx, blk, forks):
-            return None
+            break
         if e is None:
             sch.parallel(loop)
             return pos, loop
         cands = thread_candidates(e, ctx.threads)
         forks *= e
         if len(cands) > 1:
-            outer, inner = sch.split(loop, [categorical(sch, cands, cands[-1]), None])
-            sch.parallel(outer)
-            if hoist and pos > 0:
-                sch.reorder(outer, *loops[:pos])
-            return pos, inner
-    return None
+            return pos, _split_parallel(sch, loops, pos, categorical(sch, cands, cands[-1]), hoist)
+        if first_odd is None and e > 1 and pos < len(loops) - 1:
+            first_odd = pos
+    if not uneven or first_odd is None:
+        return None
+    cands = uneven_thread_candidates(extents[first_odd], ctx.threads)
+    return first_odd, _split_parallel(sch, loops, first_odd, categorical(sch, cands, cands[-1]), hoist)
+
+
+def _split_parallel(sch, loops: Sequence, pos: int, threads, hoist: bool):
+    """Split ``loops[pos]`` into ``[threads, rest]`` (a partial last chunk where ``threads``
+    does not divide it), make the outer loop parallel (moved above ``loops[:pos]`` with
+    ``hoist``); returns the inner loop."""
+    outer, inner = sch.split(loops[pos], [threads, None])
+    sch.parallel(outer)
+    if hoist and pos > 0:
+        sch.reorder(outer, *loops[:pos])
+    return inner

@@ -62,7 +62,9 @@ def schedule_elementwise(sch: Schedule, block: BlockRV, ctx: RuleContext) -> Non
     target's lanes, :func:`~.common.vector_tile`); the outermost dim that the threads divide is
     split over sampled threads (a divisor of its extent; default: the most), its parallel loop
     outermost, when the block moves at least an L1d per thread
-    (:func:`~.common.parallelize_first` with ``hoist``). In a block that streams past the
+    (:func:`~.common.parallelize_first` with ``hoist``; with ``uneven`` where no extent it is
+    worth threads at is divisible: its first loop of rows in chunks of ``ceil(E / t)``, unless
+    a partial vector tile is peeled inside). In a block that streams past the
     last-level cache (:func:`streams_past_cache`) the loop over the vector tiles is annotated
     :data:`NONTEMPORAL` with a sampled 0 or 1 (default 1) and, unless its body computes a
     transcendental function (``OpFacts.transcendental``: bound by arithmetic, which half-width
@@ -94,6 +96,7 @@ def schedule_elementwise(sch: Schedule, block: BlockRV, ctx: RuleContext) -> Non
     extents = [d.extent for d in blk.dims]
     cands = vector_candidates(ctx, blk, extents[-1]) if vectorizable(blk, ctx) else []
     inner = None
+    ragged = False   # a peeled partial vector tile: no partial thread chunk around it
     streaming = streams_past_cache(ctx, blk)
     if cands:
         default = vector_tile(ctx, blk, extents[-1])
@@ -109,12 +112,13 @@ def schedule_elementwise(sch: Schedule, block: BlockRV, ctx: RuleContext) -> Non
         # a partial last tile is peeled, which consumes the tile loop: no annotation on it,
         # no epilogue attached to it
         whole = extents[-1] is not None and extents[-1] % v == 0
+        ragged = not whole
         streaming = streaming and whole
         whole = whole and None not in extents   # static tiles: the chain tiled with them
         outer_last, inner = sch.split(loops[-1], [None, v])   # dynamic or ragged: a partial last tile
         loops[-1] = outer_last
         extents[-1] = None if extents[-1] is None else -(-extents[-1] // v)
-    split = parallelize_first(sch, ctx, blk, loops, extents, hoist=True)
+    split = parallelize_first(sch, ctx, blk, loops, extents, hoist=True, uneven=not ragged)
     if inner is not None:
         tiles = split[1] if split is not None and split[0] == len(loops) - 1 else loops[-1]
         # its chain of elementwise consumers (a bias, a residual add, a relu after a GEMM's

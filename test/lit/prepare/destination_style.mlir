@@ -4,7 +4,6 @@
 // RUN: %mlc-opt %s --mlc-pad-to-insert-slice --mlc-copy-into-slices | FileCheck %s --check-prefix=COPY
 // RUN: %mlc-opt %s --mlc-read-inserted-slices | FileCheck %s --check-prefix=READ
 // RUN: %mlc-opt %s --mlc-write-reshaped-into-slices | FileCheck %s --check-prefix=RESHAPED
-// RUN: %mlc-opt %s --mlc-copy-returned-slices | FileCheck %s --check-prefix=RETURNED
 
 // PAD-LABEL: func.func @pool_pad(
 // PAD-NOT: tensor.pad
@@ -105,22 +104,4 @@ func.func @concat_tiles(%x0: tensor<1x4x4x8xf32>, %t: tensor<1x2x2x2x2x8xf32>) -
   %p0 = tensor.insert_slice %x0 into %ce[0, 0, 0, 0] [1, 4, 4, 8] [1, 1, 1, 1] : tensor<1x4x4x8xf32> into tensor<1x4x4x16xf32>
   %p1 = tensor.insert_slice %c into %p0[0, 0, 0, 8] [1, 4, 4, 8] [1, 1, 1, 1] : tensor<1x4x4x8xf32> into tensor<1x4x4x16xf32>
   return %p1 : tensor<1x4x4x16xf32>
-}
-
-// a returned strided slice (a padded matmul's unpadded result) is copied by an identity generic
-// into a new tensor, which is returned; a leading row slice (contiguous) is left alone
-// RETURNED-LABEL: func.func @padded_result(
-// RETURNED: %[[S:.*]] = tensor.extract_slice %{{.*}}[0, 0] [5, 7] [1, 1] : tensor<8x16xf32> to tensor<5x7xf32>
-// RETURNED: %[[E:.*]] = tensor.empty() : tensor<5x7xf32>
-// RETURNED: %[[C:.*]] = linalg.generic {{.*}} ins(%[[S]] : tensor<5x7xf32>) outs(%[[E]] : tensor<5x7xf32>) attrs = {mlc.name = "extract_slice.copy"}
-// RETURNED: return %[[C]]
-// RETURNED-LABEL: func.func @row_prefix(
-// RETURNED-NOT: extract_slice.copy
-func.func @padded_result(%x: tensor<8x16xf32>) -> tensor<5x7xf32> {
-  %s = tensor.extract_slice %x[0, 0] [5, 7] [1, 1] : tensor<8x16xf32> to tensor<5x7xf32>
-  return %s : tensor<5x7xf32>
-}
-func.func @row_prefix(%x: tensor<8x16xf32>) -> tensor<5x16xf32> {
-  %s = tensor.extract_slice %x[0, 0] [5, 16] [1, 1] : tensor<8x16xf32> to tensor<5x16xf32>
-  return %s : tensor<5x16xf32>
 }
