@@ -29,42 +29,40 @@ writes ``DIR/<nn>-<name>.mlir``, and a stage made of steps also writes each step
    not ``memrefCopy``) and readers of an inserted value after the insert read its slice
    (:class:`ReadInsertedSlices`); copies in and out of padded edge tiles are vectorizable
    ``linalg.generic`` ops (:class:`CopyEdgeTiles`; a returned slice of a padded result is a
-   strided copy of the ``lower`` stage, threaded where large) and slices that cover a whole tensor fold away (:class:`FoldIdentitySlices`); a row's sum loop
-   joins the loop that writes its values (:class:`FuseRowLoops`), and vectorized reduction loops
+   strided copy of ``lower``, threaded where large), slices that cover a whole tensor fold away
+   (:class:`FoldIdentitySlices`), a row's sum loop joins the loop that writes its values
+   (:class:`FuseRowLoops`), and vectorized reduction loops
    that stream rows of arguments start their loads at a vector-aligned address read at run time
    (:class:`~.prepare_passes.align_streams.AlignStreamedReductions`), and loops the schedule
    annotated ``mlc.prefetch_rows`` prefetch the rows they read ahead
    (:class:`~.prepare_passes.prefetch_rows.PrefetchRows`); a private function's returned reshape
    moves into its callers (:class:`~.prepare_passes.returned_reshapes.SinkReturnedReshapes`);
-   public functions get ``llvm.emit_c_interface`` and read-only tensor arguments; with calls that return dynamically shaped tensors (``FuseOps``
-   primitives of symbolic shapes), the callees are inlined (``lower-affine``, ``inline``: an
-   out-param needs its size before the call), except the ``no_inline`` calls of shared units
-   that write into the destinations passed in
-   (:func:`~.shared_units.inline_unequivalent_calls` checks it with One-Shot Bufferize's
-   analysis);
+   public functions get ``llvm.emit_c_interface`` and read-only tensor arguments; callees that
+   return dynamically shaped tensors (``FuseOps`` primitives of symbolic shapes) are inlined
+   (``lower-affine``, ``inline``: an out-param needs its size before the call), except the
+   ``no_inline`` calls of shared units that write into the destinations passed in
+   (:func:`~.shared_units.inline_unequivalent_calls`, with One-Shot Bufferize's analysis);
 7. ``lower``     -- the target's pipeline file, e.g. ``pipelines/cpu.pipeline`` (threads applied),
-   each buffer's dealloc moved after its last use once ``buffer-deallocation-pipeline`` has
-   run (:func:`~.early_dealloc.dealloc_after_last_use`), the stores of loops the schedule
-   annotated ``mlc.nontemporal`` made non-temporal where aligned
-   (:func:`~.nontemporal.nontemporal_stores`), the next output tile prefetched at the start of
-   each register tile of loops annotated ``mlc.prefetch_tile``
-   (:func:`~.prefetch_tiles.prefetch_tiles`), copies of or into strided buffers made loops
-   (:func:`~.strided_copies.strided_copies_to_loops`: not the runtime's element-wise
-   ``memrefCopy``; one kernel per rank and element type, called from every site), vector reads that broadcast along their innermost dim made scalar loads and
-   splats (:func:`~.broadcast_reads.unroll_broadcast_reads`), each top-level loop nest of a
+   each buffer's dealloc moved after its last use once ``buffer-deallocation-pipeline`` has run
+   (:func:`~.early_dealloc.dealloc_after_last_use`), the stores of loops the schedule annotated
+   ``mlc.nontemporal`` made non-temporal where aligned (:func:`~.nontemporal.nontemporal_stores`),
+   the next output tile prefetched at the start of each register tile of loops annotated
+   ``mlc.prefetch_tile`` (:func:`~.prefetch_tiles.prefetch_tiles`), copies of or into strided
+   buffers made loops (:func:`~.strided_copies.strided_copies_to_loops`: not the runtime's
+   element-wise ``memrefCopy``; one kernel per rank and element type, called from every site),
+   vector reads that broadcast along their innermost dim made scalar loads and splats
+   (:func:`~.broadcast_reads.unroll_broadcast_reads`), each top-level loop nest of a
    function holding several (and, by default, large enough: ``outline_nests``) moved to a
    ``noinline`` function of its own, identical ones shared (:func:`~.outline_nests.outline_loop_nests`),
    the buffer cache linked in (:func:`~.buffer_cache.link_buffer_cache`), functions that differ
    only in integer constants merged (:func:`~.constant_variants.merge_constant_variants`);
 8. ``denormals`` -- with ``flush_denormals``, MXCSR FTZ|DAZ around each call and OpenMP region;
 
-then ``llvm`` (LLVM IR, ``09-llvm.ll`` when dumping) and ``jit`` (MLIR ``ExecutionEngine`` at the
-options' opt level and LLVM's :data:`~mlc_mlir.runtime.jit_engine.LLVM_CODEGEN_OPTIONS`, with
-the runtime libraries and registered Python kernels; large weights are linked from their numpy
-buffers, :mod:`mlc_mlir.pipeline.jit_weights`).
-A compile longer than a few seconds shows its stage on one line of standard error
-(:class:`~mlc_mlir.pipeline.progress.CompileProgress`), ticking through ``jit`` (GIL released).
-A failing stage raises ``PipelineError`` with the ``mlir-opt`` command that reproduces it.
+then ``llvm`` (LLVM IR, ``09-llvm.ll`` when dumping) and ``jit`` (MLIR ``ExecutionEngine`` at the options' opt
+level and LLVM's :data:`~mlc_mlir.runtime.jit_engine.LLVM_CODEGEN_OPTIONS`, with the runtime libraries and
+registered Python kernels; large weights are linked from their buffers, :mod:`mlc_mlir.pipeline.jit_weights`).
+A compile longer than a few seconds shows its stage on one stderr line (:class:`~.progress.CompileProgress`,
+ticking through ``jit``); a failing stage raises ``PipelineError`` with its ``mlir-opt`` repro command.
 """
 
 from __future__ import annotations
@@ -375,17 +373,15 @@ def _prepare(module: Module, options: CompileOptions) -> Module:
 
 def _nests_of_buffers(options: CompileOptions) -> Callable[[Module], Module]:
     """The step of ``lower`` on the buffers: non-temporal stores, C tiles prefetched, strided
-    copies as loops
-    (:func:`~.strided_copies.strided_copies_to_loops`, threaded as the schedules are: the
-    options' threads, else the target's cores), reads that broadcast along their
+    copies as loops (:func:`~.strided_copies.strided_copies_to_loops`, threaded as the schedules
+    are: the options' threads, else the target's cores), reads that broadcast along their
     innermost dim unrolled into scalar loads, then the loop nests outlined as
     ``options.outline_nests`` says (``"auto"``: functions of ``OUTLINE_MIN_OPS`` or more)."""
     threads = (options.threads or options.target.cores or 1) if options.target.kind == "cpu" else 1
 
     def run(module: Module) -> Module:
-        module = strided_copies_to_loops(prefetch_tiles(nontemporal_stores(module)), threads,
-                                         options.target.l1d_bytes)
-        module = unroll_broadcast_reads(module)
+        module = unroll_broadcast_reads(strided_copies_to_loops(
+            prefetch_tiles(nontemporal_stores(module)), threads, options.target.l1d_bytes))
         if options.outline_nests == "never":
             return module
         return outline_loop_nests(module, OUTLINE_MIN_OPS if options.outline_nests == "auto" else 0)

@@ -40,14 +40,13 @@ from __future__ import annotations
 
 from typing import Dict, Tuple
 
-from .._mlir import func_d, ir, linalg_d, memref_d, scf_d
+from .._mlir import arith_d, func_d, ir, linalg_d, memref_d, scf_d
 from ..ir.module import Module
 from ..ir.walk import find_ops
 
 
 def _index(v: int) -> ir.Value:
     """An ``index`` constant."""
-    from .._mlir import arith_d
     return arith_d.constant(ir.IndexType.get(), v)
 
 
