@@ -100,12 +100,13 @@ def strided_copies_to_loops(module: Module, threads: int = 1, l1d_bytes: int = 0
 def _threaded(op: ir.Operation, t: ir.MemRefType, threads: int, l1d_bytes: int) -> int:
     """How many leading dims of the copy ``op`` (type ``t``) the threads split: the fewest
     whose iterations number at least ``threads``, where there are more than one thread, a
-    static shape with such dims (all but the last), at least ``threads`` L1d's worth of bytes,
+    static shape of integers or floats with such dims (all but the last), at least ``threads`` L1d's worth of bytes,
     and the function body as the copy's parent (a copy inside a loop would fork the threads
     once per iteration; inside a threads' loop, OpenMP would nest); 0: the serial kernel."""
-    if threads < 2 or len(t.shape) < 2 or not t.has_static_shape:
+    width = getattr(t.element_type, "width", None)   # integer and float types (not index)
+    if threads < 2 or len(t.shape) < 2 or not t.has_static_shape or width is None:
         return 0
-    nbytes = max(1, t.element_type.width // 8)
+    nbytes = max(1, width // 8)
     for d in t.shape:
         nbytes *= d
     parent = op.parent

@@ -174,3 +174,17 @@ def test_large_top_level_copies_take_the_threaded_kernel(threads):
     else:
         assert calls[0] == "@mlc_strided_copy_4d_f32_threads2" and calls[1] == calls[2] != calls[0]
         assert len(foralls) == 1 and len(foralls[0].regions[0].blocks[0].arguments) == 2
+
+
+def test_a_large_index_copy_stays_serial_with_threads():
+    # index has no bit width in the bindings: the threaded kernel's byte count is for integer
+    # and float elements; an index copy keeps the serial kernel (it raised AttributeError)
+    text = """func.func @f(%a: memref<64x64xindex, strided<[128, 1]>>, %b: memref<64x64xindex>) {
+  memref.copy %a, %b : memref<64x64xindex, strided<[128, 1]>> to memref<64x64xindex>
+  return
+}"""
+    out = strided_copies_to_loops(Module.parse(text), 2, 1024)
+    out.verify()
+    with out.context:
+        assert [str(c.attributes["callee"]) for c in find_ops(out, "func.call")] == ["@mlc_strided_copy_2d_index"]
+        assert not find_ops(out, "scf.forall")
