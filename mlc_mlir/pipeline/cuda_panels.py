@@ -41,8 +41,9 @@ After ``gpu-kernel-outlining`` (:func:`annotate_kernels`, on each ``gpu.func``):
    aligned to as many bytes.
 4. every kernel gets ``nvvm.maxnreg`` (PTX ``.maxnreg``, nvcc's ``-maxrregcount``):
    :func:`max_registers` per thread for its block size, so ``ptxas`` keeps a 256-thread
-   matmul within 128 registers (two blocks per SM) instead of spending 150 on scheduling
-   freedom (one block: half the warps to hide latency with).
+   CUDA-core matmul within 128 registers (two blocks per SM) instead of spending 150 on
+   scheduling freedom (one block: half the warps to hide latency with); a tensor-core kernel
+   keeps ``ptxas``'s own allocation (its warp tiles' accumulators and fragments).
 """
 
 from __future__ import annotations
@@ -317,12 +318,19 @@ def _next(op: ir.Operation) -> ir.Operation:
 
 
 def max_registers(arch: CudaArch, threads: int) -> int:
-    """Registers per thread a kernel of ``threads`` per block may use (rewrite 4): twice
-    :func:`~mlc_mlir.target.max_private_elements` (128 of 255 on every architecture so far: a
-    GPU matmul's 8 x 8 accumulators and as many for operands and addresses; two blocks of 256
-    threads per SM), at most the register file's share of one thread of a full block
+    """Registers per thread a CUDA-core kernel of ``threads`` per block may use (rewrite 4):
+    twice :func:`~mlc_mlir.target.max_private_elements` (128 of 255 on every architecture so
+    far: a GPU matmul's 8 x 8 accumulators and as many for operands and addresses; two blocks
+    of 256 threads per SM), at most the register file's share of one thread of a full block
     (``.maxnreg`` overrides the bound ``ptxas`` derives from ``.maxntid``: 1024 threads of
-    more than 64 registers could not launch), in the allocation unit of 8."""
+    more than 64 registers could not launch), in the allocation unit of 8.
+
+    A tensor-core kernel (``mma.sync``) gets no ``.maxnreg``: ``ptxas`` allocates under the
+    bound of its ``.maxntid``. A warp's ``64 x 64`` f16 tile keeps 64 registers of
+    accumulators and the ``ldmatrix`` fragments of two ``k`` steps (``ptxas`` takes 164-168
+    for it at ``kt = 32``, one block of 8 warps per SM, as the CUTLASS ``128 x 256`` kernels
+    run); held to 128 it spills in the ``k`` loop. The default ``64 x 32`` tile takes ~120
+    either way (:func:`~mlc_mlir.schedule.rules.gpu_mma.mma_tile_defaults` bounds it)."""
     share = arch.registers_per_sm // max(threads, 1) // 8 * 8
     return max(8, min(2 * max_private_elements(arch), share))
 
@@ -388,7 +396,8 @@ def annotate_kernels(module: Module, arch: CudaArch) -> Module:
             for d in ir.DenseI32ArrayAttr(f.attributes["known_block_size"]) \
                     if "known_block_size" in f.attributes else [arch.max_threads_per_block]:
                 threads *= d
-            f.attributes["nvvm.maxnreg"] = ir.IntegerAttr.get(i32, max_registers(arch, threads))
+            if not find_ops(f, "nvgpu.mma.sync"):
+                f.attributes["nvvm.maxnreg"] = ir.IntegerAttr.get(i32, max_registers(arch, threads))
             if "workgroup_attributions" in f.attributes:   # the .shared arrays
                 n = ir.IntegerAttr(f.attributes["workgroup_attributions"]).value
                 f.attributes["workgroup_attrib_attrs"] = ir.ArrayAttr.get(

@@ -22,7 +22,8 @@ from mlc_mlir.pipeline.cuda import check_ptx, compile_to_ptx
 from mlc_mlir.pipeline.cuda_mma import drop_copy_barriers
 from mlc_mlir.runtime.cuda import cuda_available
 from mlc_mlir.schedule.default_rules import default_schedule
-from mlc_mlir.schedule.rules.gpu_mma import mma_tile_defaults, schedule_matmul_mma
+from mlc_mlir.schedule.rules.gpu_mma import (mma_lane_registers, mma_tile_defaults, resident_warps,
+                                              schedule_matmul_mma)
 from mlc_mlir.target import Target
 
 needs_ptxas = pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas not on PATH")
@@ -72,25 +73,26 @@ def _default_ptx(m, k, n, chip="sm_90"):
 @needs_ptxas
 @pytest.mark.parametrize("chip", ["sm_90", "sm_80"])
 def test_default_f16_matmul_stages_panels_for_ldmatrix(chip):
-    """128x64 @ 64x128: two blocks of 2 x 4 warps (x is one warp's lanes), each warp a 32 x 32
-    tile of 2 x 4 mma tiles over k panels of 32 (unrolled: k = 64)."""
+    """128x64 @ 64x128: two blocks of 2 x 2 warps (x is one warp's lanes), each warp a 64 x 32
+    tile of 4 x 4 mma tiles (the 64 x 64 default halved: one block would remain) over k panels
+    of 32 (unrolled: k = 64)."""
     ptx = _default_ptx(128, 64, 128, chip)
-    assert ".maxntid 32, 4, 2" in ptx
-    assert ptx.count(MMA) == 2 * 4 * 2 * 2
+    assert ".maxntid 32, 2, 2" in ptx
+    assert ptx.count(MMA) == 4 * 4 * 2 * 2
     # A fragments: ldmatrix x4 from shared memory; B: x2 transposed (B is k x n, row-major)
-    assert ptx.count(LDMATRIX_A) == 2 * 2 * 2 and ptx.count(LDMATRIX_B) == 4 * 2 * 2
-    # the panels arrive by 16-byte cp.async (64x32 + 32x128 halves over 256 threads: 1 + 2
+    assert ptx.count(LDMATRIX_A) == 4 * 2 * 2 and ptx.count(LDMATRIX_B) == 4 * 2 * 2
+    # the panels arrive by 16-byte cp.async (128x32 + 32x64 halves over 128 threads: 4 + 2
     # each per k panel), waited before the barrier; no other global load
-    assert len(CP_ASYNC.findall(ptx)) == (1 + 2) * 2 and "cp.async.wait_group" in ptx
+    assert len(CP_ASYNC.findall(ptx)) == (4 + 2) * 2 and "cp.async.wait_group" in ptx
     # both panels of a k step in one group (the barrier between their copies is dropped)
     assert ptx.count("cp.async.commit_group") == 2
     assert "ld.global" not in ptx and "ld.shared" not in ptx
     # the panels are swizzled (nvgpu-optimize-shared-memory): XOR on the shared addresses
     assert "xor.b" in ptx
-    # C is stored once: 32 x 32 / 32 lanes = 32 halves per thread (no zero fill, no per-step store;
+    # C is stored once: 64 x 32 / 32 lanes = 64 halves per thread (no zero fill, no per-step store;
     # pairs of halves go out as one 32-bit store where the 16-byte aligned buffer allows)
     halves = {"b16": 1, "b32": 2, "v2.b32": 4, "v4.b32": 8}
-    assert sum(halves[w] for w in re.findall(r"\bst\.global\.((?:v[24]\.)?b(?:16|32))", ptx)) == 32
+    assert sum(halves[w] for w in re.findall(r"\bst\.global\.((?:v[24]\.)?b(?:16|32))", ptx)) == 64
     assert _ptxas_spills(ptx, chip) == [(0, 0)]
 
 
@@ -119,17 +121,22 @@ def test_default_f16_mma_pipelines_the_panel_copies():
 
 def test_mma_tile_defaults_follow_the_register_budget():
     arch = CUDA.cuda_arch
-    # a quarter of 255 registers holds 64 x 32 f16 accumulators per warp (32 per lane)
-    assert mma_tile_defaults(4096, 4096, 4096, arch) == {"wy": 2, "wx": 4, "wm": 64, "wn": 32, "kt": 32,
+    # a quarter of the 256 registers a thread addresses holds 64 x 64 f16 accumulators per warp
+    # (64 per lane); at ~160 registers per lane an SM keeps three blocks of 2 x 2 warps (12
+    # warps) and one of 8: 2 x 2, CUTLASS's 128 x 128 block
+    assert mma_lane_registers(64, 64) == 160 and mma_lane_registers(64, 32) == 112
+    assert resident_warps(arch, 4, 160) == 12 and resident_warps(arch, 8, 160) == 8
+    assert mma_tile_defaults(4096, 4096, 4096, arch) == {"wy": 2, "wx": 2, "wm": 64, "wn": 64, "kt": 32,
                                                           "stages": 2}
-    # halved until the dims divide (192 = 2 x 3 x 32, 320 = 4 x 5 x 16) and two blocks remain
-    assert mma_tile_defaults(192, 320, 96, arch) == {"wy": 2, "wx": 4, "wm": 32, "wn": 16, "kt": 32,
+    # halved until the dims divide (192 = 2 x 3 x 32, 320 = 2 x 5 x 32) and two blocks remain
+    assert mma_tile_defaults(192, 320, 96, arch) == {"wy": 2, "wx": 2, "wm": 32, "wn": 32, "kt": 32,
                                                         "stages": 2}
-    assert mma_tile_defaults(128, 128, 64, arch)["wm"] == 32
+    assert mma_tile_defaults(128, 128, 64, arch)["wn"] == 32
     # two buffers of the 128x32 + 32x128 f16 panels take 32 KiB: one where 16 KiB is the limit
     small = dataclasses.replace(arch, static_shared_bytes_per_block=16 << 10)
     assert mma_tile_defaults(4096, 4096, 4096, small)["stages"] == 1
-    assert mma_tile_defaults(32, 32, 64, arch) is None      # one block even of 16 x 8 tiles
+    assert mma_tile_defaults(32, 32, 64, arch)["wm"] == 16   # 2 blocks of 2 x 2 warps of 16 x 8
+    assert mma_tile_defaults(32, 16, 64, arch) is None      # one block even of 16 x 8 tiles
     assert mma_tile_defaults(128, 100, 64, arch) is None
 
 
@@ -218,7 +225,8 @@ def test_cuda_staged_mma_matmul_matches_numpy(m, k, n):
 DECISIONS = [{"staged": 0},
              {"staged": 1, "wy": 2, "wx": 2, "wm": 64, "wn": 64, "kt": 32, "stages": 1},
              {"staged": 1, "wy": 2, "wx": 2, "wm": 64, "wn": 64, "kt": 32, "stages": 3},
-             {"staged": 1, "wy": 1, "wx": 4, "wm": 32, "wn": 16, "kt": 64, "stages": 2}]
+             {"staged": 1, "wy": 1, "wx": 4, "wm": 32, "wn": 16, "kt": 64, "stages": 2},
+             {"staged": 1, "wy": 2, "wx": 4, "wm": 64, "wn": 64, "kt": 32, "stages": 2}]
 
 
 def _forced(forced, m=256, k=128, n=256):
@@ -235,6 +243,9 @@ def test_mma_decisions_assemble_and_replay(forced):
     check_ptx(ptx)
     assert MMA in ptx and _ptxas_spills(ptx) == [(0, 0)]
     assert ("ldmatrix" in ptx) == bool(forced["staged"])
+    # no register cap on a tensor-core kernel: held to 128, the 2 x 4 warps of 64 x 64 tiles
+    # spilled (60 bytes) in the k loop
+    assert ".maxnreg" not in ptx
     again = mlc.Schedule.from_trace(sch.payload, mlc.Trace.from_json(sch.trace.as_json()))
     assert str(again.as_transform_script()) == str(sch.as_transform_script())
 

@@ -52,29 +52,64 @@ MMA_STAGES = 2
 MMA_KT = 32
 
 
+def mma_lane_registers(wm: int, wn: int) -> int:
+    """Registers per lane a ``wm x wn`` f16 warp tile takes in the staged kernel (estimate):
+    its accumulators (two halves per register: ``wm * wn / 64``), the ``ldmatrix`` fragments
+    of two ``k`` steps (``A``: 4 per ``16 x 16`` tile, ``B``: 2 per ``16 x 8``; ``ptxas``
+    loads the next step's during the current one's ``mma``), and 32 for addresses, indices
+    and the copy loop. ``ptxas`` (sm_90, no ``.maxnreg``) takes 164-168 for ``64 x 64`` (160
+    here) and 106-120 for ``64 x 32`` (112)."""
+    return wm * wn // 64 + 2 * (wm // 16 * 4 + wn // 8 * 2) + 32
+
+
+def resident_warps(arch: CudaArch, warps: int, lane_registers: int) -> int:
+    """Warps of ``warps``-warp blocks an SM holds when each lane takes ``lane_registers``
+    (whole blocks within the register file and ``max_threads_per_sm``)."""
+    per_block = warps * arch.warp_size
+    blocks = min(arch.registers_per_sm // (per_block * max(lane_registers, 1)),
+                 arch.max_threads_per_sm // per_block)
+    return blocks * warps
+
+
 def mma_tile_defaults(m: int, n: int, k: int, arch: CudaArch) -> Optional[Dict[str, int]]:
     """Default tiles of the staged tensor-core matmul on ``arch``, or None when the dims do not
     divide into them:
 
-    * warps ``wy x wx``: :func:`mma_warps` (``2 x 4`` of 256 threads);
-    * warp tile ``wm x wn``: the largest of ``16x8, 16x16, 32x16, 32x32, 64x32, ...`` whose f16
-      accumulators (two per 32-bit register, ``wm * wn / 64`` registers per lane) take at most a
-      quarter of ``max_registers_per_thread`` (the rest holds the ``A``/``B`` fragments and the
-      addresses): ``64 x 32`` (32 registers) of 255; halved while it does not divide the dims
-      or leaves a single block (None when even ``16 x 8`` tiles do);
+    * warp tile ``wm x wn``: the largest of ``16x8, 16x16, 32x16, 32x32, 64x32, 64x64, ...``
+      whose f16 accumulators (two per 32-bit register, ``wm * wn / 64`` registers per lane)
+      take at most a quarter of the 256 registers a thread addresses
+      (``max_registers_per_thread + 1``; the rest holds the ``A``/``B`` fragments and the
+      addresses): ``64 x 64`` (64 registers), CUTLASS's warp tile;
+    * warps ``wy x wx``: of the power-of-two warp counts up to :func:`default_threads`, the
+      one whose blocks keep the most warps resident per SM (:func:`resident_warps` at
+      :func:`mma_lane_registers`; ties to more warps per block, which share each staged panel
+      among more warps), as square as powers of two allow, the longer side along x: ``2 x 2``
+      for ``64 x 64`` tiles (three blocks, 12 warps per SM; 8 warps of ~164 registers fit
+      once), CUTLASS's ``128 x 128`` block of 4 warps; ``2 x 4`` for ``64 x 32`` tiles;
+    * the warp tile halved while it does not divide the dims or leaves a single block (None
+      when even ``16 x 8`` tiles do);
     * ``kt``: the largest of :data:`MMA_TILE_OPTIONS` up to :data:`MMA_KT` dividing ``k``;
     * ``stages``: :data:`MMA_STAGES`, fewer where ``stages`` buffers of both f16 panels would
       pass ``static_shared_bytes_per_block``.
+
+    Source: CUTLASS's default sm_80 tensor-core GEMM (``128 x 128 x 32`` blocks of 2 x 2 warps
+    of ``64 x 64``), the occupancy calculation of the CUDA C++ Programming Guide.
     """
-    (tm, tn, tk), (wy, wx) = MMA_TILE, mma_warps(arch)
-    if m % (tm * wy) or n % (tn * wx) or k % tk:
-        return None
+    tm, tn, tk = MMA_TILE
     wm, wn = tm, tn
     while True:
         nm, nn = (wm, 2 * wn) if 2 * wn <= wm else (2 * wm, wn)
-        if nm * nn // (2 * arch.warp_size) > arch.max_registers_per_thread // 4:
+        if nm * nn // (2 * arch.warp_size) > (arch.max_registers_per_thread + 1) // 4:
             break
         wm, wn = nm, nn
+    lanes = mma_lane_registers(wm, wn)
+    most = max(1, default_threads(arch) // arch.warp_size)
+    warps = max((1 << i for i in range(most.bit_length()) if 1 << i <= most),
+                key=lambda w: (resident_warps(arch, w, lanes), w))
+    wy = pow2_floor(int(warps ** 0.5))
+    wx = warps // wy
+    if m % (tm * wy) or n % (tn * wx) or k % tk:
+        return None
     while m % (wy * wm):
         wm //= 2
     while n % (wx * wn):
