@@ -2,8 +2,9 @@
 # The GPU checks in one run, on the device machine, from the repository root, with the folder
 # that benchmarks/gpu/prepare.py filled (.whl) carried along:
 #   bash benchmarks/gpu/device_check.sh [phases]     (default: tests aot cases models matmul)
-# Phases: tests, aot, cases, models, matmul, and profile (Nsight Compute sections of the target
-# kernels, benchmarks/gpu/profile_kernels.py; not in the default list). Knobs, in the
+# Phases: tests, aot, cases, models, matmul, and, not in the default list, profile (Nsight
+# Compute sections of the target kernels, benchmarks/gpu/profile_kernels.py) and crash (the
+# models' SIGSEGV under cuda-gdb: the native backtrace; CRASH_TIMEOUT). Knobs, in the
 # environment: PYTEST_WORKERS, PYTEST_K; MODELS_ARGS, MODELS_TIMEOUT; MATMUL_SIZES,
 # MATMUL_DTYPES, MATMUL_CANDIDATES, MATMUL_TILES (a --tiles file of benchmarks/gpu_matmul.py),
 # MATMUL_TIMEOUT.
@@ -55,6 +56,10 @@ for name, got in (('host', y), ('device', yd)):
       timeout 110 python3 benchmarks/gpu/cases.py > "$OUT/cases.log" 2>&1 ;;
     models)
       timeout ${MODELS_TIMEOUT:-110} python3 benchmarks/gpu_models.py ${MODELS_ARGS:-} > "$OUT/models.log" 2>&1 ;;
+    crash)   # gpu_models.py's sequence that dies with SIGSEGV, under cuda-gdb: the native backtrace
+      timeout ${CRASH_TIMEOUT:-240} cuda-gdb -q -batch -ex "set pagination off" \
+        -ex "handle SIGPIPE SIGUSR1 SIGUSR2 nostop noprint" -ex run -ex "bt 60" -ex "info sharedlibrary" \
+        --args python3 benchmarks/gpu_models.py --elementwise-mib 0 > "$OUT/crash.log" 2>&1 ;;
     profile)
       NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
       timeout 70 $NCU --clock-control none --section SpeedOfLight --section Occupancy \
