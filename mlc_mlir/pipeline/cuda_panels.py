@@ -326,11 +326,11 @@ def max_registers(arch: CudaArch, threads: int) -> int:
     more than 64 registers could not launch), in the allocation unit of 8.
 
     A tensor-core kernel (``mma.sync``) gets no ``.maxnreg``: ``ptxas`` allocates under the
-    bound of its ``.maxntid``. A warp's ``64 x 64`` f16 tile keeps 64 registers of
-    accumulators and the ``ldmatrix`` fragments of two ``k`` steps (``ptxas`` takes 164-168
-    for it at ``kt = 32``, one block of 8 warps per SM, as the CUTLASS ``128 x 256`` kernels
-    run); held to 128 it spills in the ``k`` loop. The default ``64 x 32`` tile takes ~120
-    either way (:func:`~mlc_mlir.schedule.rules.gpu_mma.mma_tile_defaults` bounds it)."""
+    bound of its ``.maxntid``. A warp's ``64 x 64`` f16 tile (the default,
+    :func:`~mlc_mlir.schedule.rules.gpu_mma.mma_tile_defaults`) keeps 64 registers of
+    accumulators and the ``ldmatrix`` fragments of two ``k`` steps: ``ptxas`` takes 164 for
+    it at ``kt = 32`` (three blocks of 2 x 2 warps per SM); held to 128 it spills 116 bytes
+    in the ``k`` loop. A ``64 x 32`` tile takes 106-122 either way."""
     share = arch.registers_per_sm // max(threads, 1) // 8 * 8
     return max(8, min(2 * max_private_elements(arch), share))
 

@@ -27,8 +27,10 @@ MMA_MIN_SM = 80
 
 
 def mma_warps(arch: CudaArch):
-    """Warps per block ``(y, x)`` of the tensor-core matmul: :func:`default_threads` in warps,
-    as square as powers of two allow, the longer side along x (``(2, 4)`` of 8 warps)."""
+    """Warps per block ``(y, x)`` of the unstaged tensor-core form (one ``16 x 8`` tile per
+    warp): :func:`default_threads` in warps, as square as powers of two allow, the longer side
+    along x (``(2, 4)`` of 8 warps). The staged form's warps come from
+    :func:`mma_tile_defaults`."""
     warps = max(1, default_threads(arch) // arch.warp_size)
     wy = pow2_floor(int(warps ** 0.5))
     return wy, warps // wy
