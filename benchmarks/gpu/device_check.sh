@@ -55,7 +55,7 @@ for name, got in (('host', y), ('device', yd)):
     cases)
       timeout 110 python3 benchmarks/gpu/cases.py > "$OUT/cases.log" 2>&1 ;;
     models)
-      timeout ${MODELS_TIMEOUT:-110} python3 benchmarks/gpu_models.py ${MODELS_ARGS:-} > "$OUT/models.log" 2>&1 ;;
+      timeout ${MODELS_TIMEOUT:-180} python3 benchmarks/gpu_models.py ${MODELS_ARGS:-} > "$OUT/models.log" 2>&1 ;;
     crash)   # gpu_models.py's sequence that dies with SIGSEGV, under cuda-gdb: the native backtrace
       timeout ${CRASH_TIMEOUT:-240} cuda-gdb -q -batch -ex "set pagination off" \
         -ex "handle SIGPIPE SIGUSR1 SIGUSR2 nostop noprint" -ex run -ex "bt 60" -ex "info sharedlibrary" \
