@@ -26,14 +26,18 @@ MMA_TILE = (16, 8, 16)
 MMA_MIN_SM = 80
 
 
-def mma_warps(arch: CudaArch):
-    """Warps per block ``(y, x)`` of the unstaged tensor-core form (one ``16 x 8`` tile per
-    warp): :func:`default_threads` in warps, as square as powers of two allow, the longer side
-    along x (``(2, 4)`` of 8 warps). The staged form's warps come from
-    :func:`mma_tile_defaults`."""
-    warps = max(1, default_threads(arch) // arch.warp_size)
+def warp_grid(warps: int):
+    """``(y, x)`` of a block of ``warps`` warps (a power of two), as square as powers of two
+    allow, the longer side along x (``(2, 4)`` of 8 warps, ``(2, 2)`` of 4)."""
     wy = pow2_floor(int(warps ** 0.5))
     return wy, warps // wy
+
+
+def mma_warps(arch: CudaArch):
+    """Warps per block ``(y, x)`` of the unstaged tensor-core form (one ``16 x 8`` tile per
+    warp): :func:`default_threads` in warps, as a :func:`warp_grid` (``(2, 4)`` of 8 warps).
+    The staged form's warps come from :func:`mma_tile_defaults`."""
+    return warp_grid(max(1, default_threads(arch) // arch.warp_size))
 
 
 #: Candidates of the staged tensor-core matmul's tiles (:func:`schedule_matmul_mma`): warps of a
@@ -85,9 +89,9 @@ def mma_tile_defaults(m: int, n: int, k: int, arch: CudaArch) -> Optional[Dict[s
     * warps ``wy x wx``: of the power-of-two warp counts up to :func:`default_threads`, the
       one whose blocks keep the most warps resident per SM (:func:`resident_warps` at
       :func:`mma_lane_registers`; ties to more warps per block, which share each staged panel
-      among more warps), as square as powers of two allow, the longer side along x: ``2 x 2``
-      for ``64 x 64`` tiles (three blocks, 12 warps per SM; 8 warps of ~164 registers fit
-      once), CUTLASS's ``128 x 128`` block of 4 warps; ``2 x 4`` for ``64 x 32`` tiles;
+      among more warps), as a :func:`warp_grid`: ``2 x 2`` for ``64 x 64`` tiles (three
+      blocks, 12 warps per SM; 8 warps of ~164 registers fit once), CUTLASS's ``128 x 128``
+      block of 4 warps; ``2 x 4`` for ``64 x 32`` tiles;
     * the warp tile halved while it does not divide the dims or leaves a single block (None
       when even ``16 x 8`` tiles do);
     * ``kt``: the largest of :data:`MMA_TILE_OPTIONS` up to :data:`MMA_KT` dividing ``k``;
@@ -106,10 +110,8 @@ def mma_tile_defaults(m: int, n: int, k: int, arch: CudaArch) -> Optional[Dict[s
         wm, wn = nm, nn
     lanes = mma_lane_registers(wm, wn)
     most = max(1, default_threads(arch) // arch.warp_size)
-    warps = max((1 << i for i in range(most.bit_length()) if 1 << i <= most),
-                key=lambda w: (resident_warps(arch, w, lanes), w))
-    wy = pow2_floor(int(warps ** 0.5))
-    wx = warps // wy
+    wy, wx = warp_grid(max((1 << i for i in range(most.bit_length())),
+                           key=lambda w: (resident_warps(arch, w, lanes), w)))
     if m % (tm * wy) or n % (tn * wx) or k % tk:
         return None
     while m % (wy * wm):
