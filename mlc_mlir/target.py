@@ -46,6 +46,35 @@ _X86_FEATURES = {
 #: features a :class:`Target` states present (listed) or absent (not listed).
 ISA_FEATURES = frozenset(_X86_FEATURES.values())
 
+#: Features each :data:`ISA_FEATURES` feature implies in LLVM's X86 feature tree (``X86.td``):
+#: listing ``avx2`` turns on ``avx`` and the SSE levels below it, so :attr:`Target.codegen_features`
+#: must not turn them off again (LLVM's ``-sse2`` also turns off every feature that implies it,
+#: ``avx``, ``avx2`` and ``fma`` included: ``features=("avx2", "fma")`` would give SSE-less code).
+_X86_IMPLIES = {
+    "sse3": ("sse2",), "ssse3": ("sse3",), "sse4.1": ("ssse3",), "sse4.2": ("sse4.1",),
+    "avx": ("sse4.2",), "avx2": ("avx",), "fma": ("avx",), "f16c": ("avx",),
+    "avx512f": ("avx2", "fma", "f16c"), "avx512bw": ("avx512f",), "avx512dq": ("avx512f",),
+    "avx512vl": ("avx512f",), "avx512cd": ("avx512f",), "avx512bf16": ("avx512bw",),
+    "avx512fp16": ("avx512bw", "avx512dq", "avx512vl"), "avx512vnni": ("avx512f",),
+    "avxvnni": ("avx2",), "avx512ifma": ("avx512f",), "avx512vbmi": ("avx512bw",),
+    "avx512vbmi2": ("avx512bw",), "avx512bitalg": ("avx512bw",), "avx512vpopcntdq": ("avx512f",),
+    "avx512vp2intersect": ("avx512f",), "gfni": ("sse2",), "vaes": ("avx",),
+    "vpclmulqdq": ("avx", "pclmul"), "pclmul": ("sse2",), "sha": ("sse2",),
+    "amx-bf16": ("amx-tile",), "amx-int8": ("amx-tile",),
+}
+
+
+def implied_features(features) -> FrozenSet[str]:
+    """``features`` and every feature they imply (:data:`_X86_IMPLIES`, transitively)."""
+    out, todo = set(), list(features)
+    while todo:
+        f = todo.pop()
+        if f not in out:
+            out.add(f)
+            todo.extend(_X86_IMPLIES.get(f, ()))
+    return frozenset(out)
+
+
 #: LLVM target triple of the host code of every target (x86-64 Linux, see :func:`host_target`).
 HOST_TRIPLE = "x86_64-unknown-linux-gnu"
 
@@ -244,8 +273,10 @@ class Target:
         :data:`ISA_FEATURES` feature not listed disabled (``-avx512f``: LLVM's host detection
         does the same; else ``cpu``'s own features are generated too, e.g. AVX-512 code for
         ``cpu="sapphirerapids", features=("avx2",)``), and the preferences of
-        :meth:`tuning_features` (``("+avx2", "+fma", "-avx512f", ...)``)."""
-        absent = tuple(f"-{f}" for f in sorted(ISA_FEATURES - set(self.features)))
+        :meth:`tuning_features` (``("+avx2", "+fma", "-avx512f", ...)``). Features a listed
+        one implies (:func:`implied_features`: ``avx`` and the SSE levels for ``avx2``) are not
+        disabled."""
+        absent = tuple(f"-{f}" for f in sorted(ISA_FEATURES - implied_features(self.features)))
         return tuple(f"+{f}" for f in self.features) + absent + self.tuning_features()
 
     def tuning_features(self) -> Tuple[str, ...]:

@@ -38,7 +38,9 @@ from .packed_tiles import emit_cache_reads, emit_pad
 from .partial_tiles import peel_partial
 from .split_reduction import emit_split, is_split, op_dim, vectorize_split
 from .tileability import check_tileable
-from .vector_lowering import lower_vectors, match_in, vectorize_register_tiles, vectorize_unit_tile
+from .vector_lowering import (
+    AVX2_TRANSPOSE_ATTR, lower_vectors, match_in, vectorize_register_tiles, vectorize_unit_tile,
+)
 
 
 #: Longest vector (in elements) an init or epilogue row is written with. Longer rows are written
@@ -471,7 +473,8 @@ class _Emitter:
         fused_ids = {blk.loops[p].id for blk, pos, _ in self.coalesce for p in pos}
         for b in blocks:
             for k, v in b.annotations.items():
-                if b.id in self.op_handles:
+                # AVX2_TRANSPOSE_ATTR directs the vector lowering below: no op attribute
+                if b.id in self.op_handles and k != AVX2_TRANSPOSE_ATTR:
                     transform_d.AnnotateOp(self.op_handles[b.id], k, param=param_constant(v))
             self.annotate_loops(b, lambda lp: lp.id not in fused_ids)
         for fname in sorted(self.vectorized_funcs):
@@ -481,7 +484,9 @@ class _Emitter:
                 structured_transform_d.VectorizeOp(m)
             vectorize_split(self, fname)
             lower_vectors(self.func(fname), self.unit_reduction_loops.get(fname, ()),
-                          fname in self.masked_funcs, tree_reductions=bool(merges))
+                          fname in self.masked_funcs, tree_reductions=bool(merges),
+                          avx2_transposes=any(b.annotations.get(AVX2_TRANSPOSE_ATTR)
+                                              for b in blocks if b.func == fname))
         for fname in sorted(set(self.funcs) - self.vectorized_funcs):
             self.cleanup(self.funcs[fname])
         for b in blocks:

@@ -21,6 +21,14 @@ CONTRACT_FASTMATH = "#arith.fastmath<contract>"
 #: the other, which is also the more accurate order (pairwise summation).
 TREE_FASTMATH = "#arith.fastmath<reassoc>"
 
+#: Block annotation (``sch.annotate(block, AVX2_TRANSPOSE_ATTR, True)``, a rule's decision for a
+#: target with AVX2): the 8 x 8 ``f32`` transposes of the block's function are lowered by
+#: MLIR's x86 AVX2 patterns (``vunpcklps`` / ``vshufps`` / ``vblendps`` / ``vperm2f128``, 24
+#: instructions) instead of one 64-lane ``vector.shuffle``, which LLVM turns into a longer
+#: sequence of permutes and inserts. Source: ``transform.apply_patterns.vector.lower_transpose
+#: avx2_lowering_strategy = true`` (``x86vector::avx2::transpose8x8xf32``).
+AVX2_TRANSPOSE_ATTR = "mlc.avx2_transpose"
+
 
 def match_in(target: ir.Value, *names: str, each: bool = False, op_attrs=None) -> ir.Value:
     """The ops named ``names`` (any op when none) carrying ``op_attrs`` (an ``ir.DictAttr``) in
@@ -93,7 +101,7 @@ def vectorize_register_tiles(tiles, scope=None, each: bool = False) -> None:
 
 
 def lower_vectors(func: ir.Value, unit_reduction_loops=(), masked: bool = False,
-                  tree_reductions: bool = False) -> None:
+                  tree_reductions: bool = False, avx2_transposes: bool = False) -> None:
     """Fold tensor slices into vector transfers, hoist loop-invariant subsets (the C tile
     becomes a vector iter_arg of the reduction loop, kept in registers), then lower
     contractions to outer products (FMAs). No canonicalization after the lowering: MLIR 22's
@@ -111,7 +119,9 @@ def lower_vectors(func: ir.Value, unit_reduction_loops=(), masked: bool = False,
     vector transfers (partial tiles of dynamic extents); ``tree_reductions``: the function has
     vectorized rfactor merges (``vector.multi_reduction`` over the partial results' lanes):
     they are lowered first to ``vector.reduction`` ops (``InnerReduction``) marked
-    :data:`TREE_FASTMATH`."""
+    :data:`TREE_FASTMATH`; ``avx2_transposes``: a block of the function is annotated
+    :data:`AVX2_TRANSPOSE_ATTR` (its 8 x 8 ``f32`` transposes take the AVX2 patterns, every
+    other transpose the 1-d shuffle)."""
     if masked:   # masks move into the transfers before canonicalization touches them
         p = transform_d.ApplyPatternsOp(func)
         with ir.InsertionPoint(p.patterns):
@@ -148,4 +158,5 @@ def lower_vectors(func: ir.Value, unit_reduction_loops=(), masked: bool = False,
         vector_transform_d.ApplyTransferPermutationPatternsOp()
         vector_transform_d.ApplyLowerOuterProductPatternsOp()
         vector_transform_d.ApplyLowerTransposePatternsOp(
-            lowering_strategy=vector_transform_d.VectorTransposeLowering.Shuffle1D)
+            lowering_strategy=vector_transform_d.VectorTransposeLowering.Shuffle1D,
+            avx2_lowering_strategy=avx2_transposes or None)

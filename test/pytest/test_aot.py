@@ -153,8 +153,9 @@ def test_unwritable_export_path_is_refused(path):
 
 def test_generated_functions_carry_the_target():
     """The lower stage gives every LLVM function the target's CPU and features (JIT and ``llc``
-    alike), with ``+prefer-no-scatter`` on AVX-512 targets only; checked on fixed targets
-    without running their code."""
+    alike), with ``+prefer-no-scatter`` on AVX-512 targets only, and no feature that a listed
+    one implies turned off (``AVX2`` lists avx, avx2 and fma: SSE stays on); checked on fixed
+    targets without running their code."""
     from targets import AVX2, AVX512
     from mlc_mlir.pipeline.aot import translate_to_llvmir
     from mlc_mlir.pipeline.compile import run_stages
@@ -166,4 +167,6 @@ def test_generated_functions_carry_the_target():
         groups = re.findall(r'attributes #\d+ = \{[^}]*"target-cpu"="(\w+)" "target-features"="([^"]*)"', ll)
         assert groups and all(c == cpu and "+fma" in f for c, f in groups)
         assert all(("+prefer-no-scatter" in f) == scatter for _, f in groups)
+        # what the listed features imply stays on: LLVM's -sse2 would turn AVX off again
+        assert not any(re.search(r"-(sse2|sse4\.2|avx|avx2)\b", f) for _, f in groups)
         assert len(re.findall(r"^define ", ll, re.M)) == len(re.findall(r"^define [^\n]*#\d+ ", ll, re.M))

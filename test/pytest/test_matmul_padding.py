@@ -14,6 +14,7 @@ from mlc_mlir._mlir import MLIR_BIN_DIR
 from mlc_mlir.errors import ScheduleError
 from mlc_mlir.schedule.cpu_recipes import goto_padding, schedule_matmul_goto, split_tile, tile_width
 from mlc_mlir.schedule.default_rules import apply_default_schedule
+from mlc_mlir.target import Target, missing_host_features
 from targets import AVX2
 
 TOL = dict(rtol=1e-4, atol=1e-4)
@@ -233,6 +234,38 @@ def test_dense_packs_b_transposed_and_exports_to_mlir_opt(tmp_path):
     payload = str(sch.mod)
     assert "linalg.transpose" not in payload and "vector<16x1xf32>" not in payload
     np.testing.assert_allclose(mlc.compile(sch.mod)(*xs), ref, **TOL)
+    assert_replays(sch, mod)
+    (tmp_path / "payload.mlir").write_text(str(mod))
+    sch.transform_script().save(str(tmp_path / "script.mlir"))
+    out = subprocess.run(
+        [os.path.join(MLIR_BIN_DIR, "mlir-opt"), str(tmp_path / "payload.mlir"),
+         f"--transform-preload-library=transform-library-paths={tmp_path / 'script.mlir'}",
+         "--transform-interpreter"], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == payload.strip()
+
+
+SSE2 = Target("cpu", cpu="x86-64", features=("sse2",), vector_bits=128, vector_registers=16,
+              l1d_bytes=32 << 10, l2_bytes=512 << 10, cores=2)
+
+
+@pytest.mark.parametrize("target, avx2", [(AVX2, True), (SSE2, False)])
+def test_dense_packing_transposes_whole_8x8_blocks(target, avx2, tmp_path):
+    """A KC that 8 does not divide (K = 450 in one KC block) still packs dense's B in 8 x 8
+    transposes: the K rows past the last whole block are split off (``structured.split``), not
+    the whole panel cut into 2 x 2 blocks; on an AVX2 target the rule annotates the block so
+    that the transposes take MLIR's AVX2 lowering, elsewhere the generic one. The result
+    matches numpy, the trace replays, and the script applies in upstream mlir-opt."""
+    mod, xs, ref = build("dense", [(32, 450), (48, 450), (48,)])
+    sch = mlc.Schedule(mod)
+    apply_default_schedule(sch, target, 1)
+    script = str(sch.transform_script())
+    assert "transform.structured.split" in script
+    assert ("avx2_lowering_strategy = true" in script) == avx2
+    payload = str(sch.mod)
+    assert "vector<8x8xf32>" in payload and "vector<2x2xf32>" not in payload
+    assert ("llvm.inline_asm" in payload) == avx2   # the AVX2 patterns' vblendps
+    if not missing_host_features(target.features):
+        np.testing.assert_allclose(mlc.compile(sch.mod, target=target)(*xs), ref, **TOL)
     assert_replays(sch, mod)
     (tmp_path / "payload.mlir").write_text(str(mod))
     sch.transform_script().save(str(tmp_path / "script.mlir"))
