@@ -19,7 +19,8 @@ from ...ir import dtypes
 from ...target import Target
 from ..factors import largest_divisor
 from ..loop_nest import Block
-from ..state import ExprRV, LoopRV
+from ..state import BlockRV, ExprRV, LoopRV
+from ..vector_lowering import AVX2_TRANSPOSE_ATTR
 from .payload import OpFacts
 
 #: Vectors per vectorized tile of an elementwise or row op: a few independent vectors per
@@ -233,3 +234,18 @@ def _split_parallel(sch, loops: Sequence, pos: int, threads, hoist: bool):
     if hoist and pos > 0:
         sch.reorder(outer, *loops[:pos])
     return inner
+
+
+def avx2_transposes(target: Target, bits: int) -> bool:
+    """Whether ``target`` transposes 8 x 8 blocks of ``bits``-bit elements with MLIR's AVX2
+    shuffle sequence (:data:`~mlc_mlir.schedule.vector_lowering.AVX2_TRANSPOSE_ATTR`): 32-bit
+    elements on a target with AVX2."""
+    return bits == 32 and "avx2" in target.features
+
+
+def mark_avx2_transposes(sch, block: BlockRV, target: Target, bits: int) -> None:
+    """Annotate ``block`` (one whose transposes are 8 x 8 blocks: a ``dense`` B packed
+    transposed, a permuting copy's tiles) :data:`~mlc_mlir.schedule.vector_lowering.AVX2_TRANSPOSE_ATTR`
+    where :func:`avx2_transposes` holds; other targets keep the generic lowering."""
+    if avx2_transposes(target, bits):
+        sch.annotate(block, AVX2_TRANSPOSE_ATTR, True)

@@ -22,10 +22,9 @@ from ..cpu_recipes import (
 )
 from ..schedule import Schedule
 from ..state import BlockRV
-from ..vector_lowering import AVX2_TRANSPOSE_ATTR
 from .common import (
-    TILE_VECTORS, RuleContext, block_size, categorical, element_bits, largest_divisor, near_divisors,
-    perfect_tile, rule_block, thread_candidates, worth_threads,
+    TILE_VECTORS, RuleContext, block_size, categorical, element_bits, largest_divisor, mark_avx2_transposes,
+    near_divisors, perfect_tile, rule_block, thread_candidates, worth_threads,
 )
 from .epilogue import claim_epilogues
 from .gemv import UNROLL_FACTORS, schedule_gemv
@@ -186,16 +185,8 @@ def schedule_matmul(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
     goto_loop_nest(sch, block, d.threads, d.split_n, d.mr, d.nr, d.mc_tiles, d.nc_tiles, d.kc,
                    bool(int(pack)), unroll, epi, pack_a=bool(int(pack_a)), prefetch_c=bool(int(prefetch)),
                    epilogue_at_tile=at_tile)
-    mark_avx2_transposes(sch, block, ctx.target, b_transposed and bool(int(pack)))
-
-
-def mark_avx2_transposes(sch: Schedule, block: BlockRV, target: Target, transposed_pack: bool) -> None:
-    """Annotate ``block`` :data:`~mlc_mlir.schedule.vector_lowering.AVX2_TRANSPOSE_ATTR` where
-    it packs B transposed (``transposed_pack``: a ``dense`` B stored ``(N, K)``, packed as
-    ``(K, NR)`` panels in 8 x 8 blocks) and ``target`` has AVX2: its transposes then take
-    MLIR's AVX2 shuffle sequence. Other targets keep the generic lowering."""
-    if transposed_pack and "avx2" in target.features:
-        sch.annotate(block, AVX2_TRANSPOSE_ATTR, True)
+    if b_transposed and int(pack):   # B's panels packed as (K, NR) in 8 x 8 transposes
+        mark_avx2_transposes(sch, block, ctx.target, bits)
 
 
 def default_tile(target: Target, bits: int, shapes: List[Tuple[int, int]], m: int, threads: int) -> int:
@@ -269,7 +260,8 @@ def schedule_edge_tiles(sch: Schedule, block: BlockRV, ctx: RuleContext, threads
     goto_loop_nest(sch, block, t, False, mr, nr, mc_tiles, nc_tiles, kc, bool(int(pack)), unroll,
                    per_thread=per * mr if t > 1 else None, pack_a=bool(int(pack_a)),
                    prefetch_c=bool(int(prefetch)))
-    mark_avx2_transposes(sch, block, ctx.target, b_transposed and bool(int(pack)))
+    if b_transposed and int(pack):   # B's panels packed as (K, NR) in 8 x 8 transposes
+        mark_avx2_transposes(sch, block, ctx.target, bits)
 
 
 @dataclasses.dataclass(frozen=True)
