@@ -274,3 +274,19 @@ def test_dense_packing_transposes_whole_8x8_blocks(target, avx2, tmp_path):
          f"--transform-preload-library=transform-library-paths={tmp_path / 'script.mlir'}",
          "--transform-interpreter"], capture_output=True, text=True, check=True).stdout
     assert out.strip() == payload.strip()
+
+
+@pytest.mark.parametrize("threads, multiple, parallel_dim", [(2, 32, 1), (1, 16, None)])
+def test_dense_pads_n_for_a_split_over_the_threads(threads, multiple, parallel_dim):
+    """A dense with more columns than rows whose N is padded (300 is no multiple of NR = 16)
+    pads N to a multiple of threads x NR, so the threads split N (each pads and packs its own
+    columns of B) instead of M (each would pack all of B after a serial padded copy); one
+    thread pads to NR. The result matches numpy and the trace replays."""
+    mod, xs, ref = build("dense", [(64, 90), (300, 90), (300,)])
+    sch = default_schedule(mod, threads)
+    assert [i.inputs[1] for i in sch.trace.insts if i.kind == "pad_einsum"] == [[1, multiple, 1]]
+    dims = {lp.dim for b in sch.model.blocks if b.info.num_inputs == 2 and len(b.dims) == 3
+            for lp in b.loops if lp.kind == "parallel"}
+    assert dims == ({parallel_dim} if parallel_dim is not None else set())
+    np.testing.assert_allclose(mlc.compile(sch.mod)(*xs), ref, **TOL)
+    assert_replays(sch, mod)
