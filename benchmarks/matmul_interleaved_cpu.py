@@ -33,6 +33,10 @@ from timing import calls_per_repeat  # this folder is on sys.path
 from tune_cpu import build_ours, check, inputs, numpy_fn, reference
 
 
+#: Seconds between two implementations' measurements (see :func:`main`).
+SETTLE_S = 0.3
+
+
 def measure(fn, reps: int = 5, min_s: float = 0.01):
     """``(wall, cpu)`` seconds per call of ``fn``: the minimum over ``reps`` batches of calls
     lasting at least ``min_s`` each (one warm-up call first)."""
@@ -109,6 +113,11 @@ def main(argv):
         kernel = [i.get("architecture") for i in threadpool_info() if i.get("user_api") == "blas"]
         for _ in range(rounds):
             for k, fn in fns.items():
+                # the previous implementation's idle threads first go to sleep: OpenBLAS's spin
+                # for about 0.1 s after a call, libomp's for KMP_BLOCKTIME (200 ms); on 2 cores
+                # they took a core from whatever ran next (the same schedule measured 0.52 ms
+                # right after numpy and 0.39 ms after itself, 2 threads)
+                time.sleep(SETTLE_S)
                 w, c = measure(fn)
                 wall[k], cpu[k] = min(wall[k], w), min(cpu[k], c)
     print(f"{name} t={threads} load={os.getloadavg()[0]:.1f} openblas={','.join(map(str, kernel))} "
