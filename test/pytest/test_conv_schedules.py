@@ -5,16 +5,13 @@ layout follows the target; traces replay and the exported transform script gives
 upstream mlir-opt; constant filters are folded."""
 
 import dataclasses
-import os
 import re
-import subprocess
 
 import numpy as np
 import pytest
 
 import mlc_mlir as mlc
 from mlc_mlir import graph, ops
-from mlc_mlir._mlir import MLIR_BIN_DIR
 from mlc_mlir.schedule.default_rules import apply_default_schedule
 from mlc_mlir.schedule.rules.conv import (
     blocks_inside_rows, broadcasts_fit, filter_block_channels, nhwc_register_tile,
@@ -31,6 +28,7 @@ from mlc_mlir.pipeline.options import CompileOptions
 from mlc_mlir.schedule.cpu_recipes import packed_b_panel
 import targets
 from targets import AVX2
+from mlir_opt_replay import applied_in_mlir_opt
 
 torch = pytest.importorskip("torch")
 F = torch.nn.functional
@@ -156,13 +154,7 @@ def test_nhwc_rule_loop_nest_and_mlir_opt(tmp_path):
     # [ow1 x f1] vectorized
     assert ("j", "parallel", 2) in kinds and kinds[-1] == ("l", "vectorized", fr)
     assert kinds[-2] == ("k", "vectorized", wr) and [lp.unroll for lp in blk.loops].count(0) == 2
-    (tmp_path / "payload.mlir").write_text(str(payload))
-    sch.transform_script().save(str(tmp_path / "script.mlir"))
-    out = subprocess.run(
-        [os.path.join(MLIR_BIN_DIR, "mlir-opt"), str(tmp_path / "payload.mlir"),
-         f"--transform-preload-library=transform-library-paths={tmp_path / 'script.mlir'}",
-         "--transform-interpreter"], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == str(sch.mod).strip()
+    assert applied_in_mlir_opt(payload, sch, tmp_path) == str(sch.mod).strip()
 
 
 def test_layout_and_tile_follow_the_target():

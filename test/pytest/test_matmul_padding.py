@@ -3,19 +3,18 @@ numpy on odd and prime shapes, the trace replays and serializes, the exported tr
 applies in upstream mlir-opt with the same result, errors name the primitive."""
 
 import os
-import subprocess
 
 import numpy as np
 import pytest
 
 import mlc_mlir as mlc
 from mlc_mlir import ops
-from mlc_mlir._mlir import MLIR_BIN_DIR
 from mlc_mlir.errors import ScheduleError
 from mlc_mlir.schedule.cpu_recipes import goto_padding, schedule_matmul_goto, split_tile, tile_width
 from mlc_mlir.schedule.default_rules import apply_default_schedule
 from mlc_mlir.target import Target, missing_host_features
 from targets import AVX2
+from mlir_opt_replay import applied_in_mlir_opt
 
 TOL = dict(rtol=1e-4, atol=1e-4)
 
@@ -170,13 +169,7 @@ def test_pad_einsum_by_hand_exports_to_mlir_opt(tmp_path):
     assert "transform.structured.pad" in script and "pad_to_multiple_of [8, 16, 4]" in script
     np.testing.assert_allclose(mlc.compile(sch.mod)(*xs), ref, **TOL)
     assert_replays(sch, mod)
-    (tmp_path / "payload.mlir").write_text(str(mod))
-    sch.transform_script().save(str(tmp_path / "script.mlir"))
-    out = subprocess.run(
-        [os.path.join(MLIR_BIN_DIR, "mlir-opt"), str(tmp_path / "payload.mlir"),
-         f"--transform-preload-library=transform-library-paths={tmp_path / 'script.mlir'}",
-         "--transform-interpreter"], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == str(sch.mod).strip()
+    assert applied_in_mlir_opt(mod, sch, tmp_path) == str(sch.mod).strip()
 
 
 def test_pad_einsum_that_changes_nothing_emits_nothing():
@@ -235,13 +228,7 @@ def test_dense_packs_b_transposed_and_exports_to_mlir_opt(tmp_path):
     assert "linalg.transpose" not in payload and "vector<16x1xf32>" not in payload
     np.testing.assert_allclose(mlc.compile(sch.mod)(*xs), ref, **TOL)
     assert_replays(sch, mod)
-    (tmp_path / "payload.mlir").write_text(str(mod))
-    sch.transform_script().save(str(tmp_path / "script.mlir"))
-    out = subprocess.run(
-        [os.path.join(MLIR_BIN_DIR, "mlir-opt"), str(tmp_path / "payload.mlir"),
-         f"--transform-preload-library=transform-library-paths={tmp_path / 'script.mlir'}",
-         "--transform-interpreter"], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == payload.strip()
+    assert applied_in_mlir_opt(mod, sch, tmp_path) == payload.strip()
 
 
 SSE2 = Target("cpu", cpu="x86-64", features=("sse2",), vector_bits=128, vector_registers=16,
@@ -267,13 +254,7 @@ def test_dense_packing_transposes_whole_8x8_blocks(target, avx2, tmp_path):
     if not missing_host_features(target.features):
         np.testing.assert_allclose(mlc.compile(sch.mod, target=target)(*xs), ref, **TOL)
     assert_replays(sch, mod)
-    (tmp_path / "payload.mlir").write_text(str(mod))
-    sch.transform_script().save(str(tmp_path / "script.mlir"))
-    out = subprocess.run(
-        [os.path.join(MLIR_BIN_DIR, "mlir-opt"), str(tmp_path / "payload.mlir"),
-         f"--transform-preload-library=transform-library-paths={tmp_path / 'script.mlir'}",
-         "--transform-interpreter"], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == payload.strip()
+    assert applied_in_mlir_opt(mod, sch, tmp_path) == payload.strip()
 
 
 @pytest.mark.parametrize("threads, multiple, parallel_dim", [(2, 32, 1), (1, 16, None)])

@@ -1,8 +1,6 @@
 """Schedule primitives: numerics preserved vs numpy, traces round-trip and replay, the exported
 transform script gives the same IR in upstream mlir-opt, errors name the primitive."""
 
-import os
-import subprocess
 
 import numpy as np
 import pytest
@@ -10,9 +8,9 @@ from hypothesis import given, settings, strategies as st
 
 import mlc_mlir as mlc
 from mlc_mlir import ops
-from mlc_mlir._mlir import MLIR_BIN_DIR
 from mlc_mlir.errors import ScheduleError
 from targets import AVX2
+from mlir_opt_replay import applied_in_mlir_opt
 
 
 def matmul_module(m=64, n=64, k=32):
@@ -100,13 +98,7 @@ def test_exported_script_runs_in_upstream_mlir_opt(tmp_path):
     sch.reorder(i0, j0, k, i1, j1)
     sch.parallel(i0)
     sch.vectorize(i1)
-    (tmp_path / "payload.mlir").write_text(str(mod))
-    sch.transform_script().save(str(tmp_path / "script.mlir"))
-    out = subprocess.run(
-        [os.path.join(MLIR_BIN_DIR, "mlir-opt"), str(tmp_path / "payload.mlir"),
-         f"--transform-preload-library=transform-library-paths={tmp_path / 'script.mlir'}",
-         "--transform-interpreter"], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == str(sch.mod).strip()
+    assert applied_in_mlir_opt(mod, sch, tmp_path) == str(sch.mod).strip()
 
 
 @pytest.mark.parametrize("prims", [

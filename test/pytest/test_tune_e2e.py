@@ -3,15 +3,12 @@ compare with numpy; a record of one function applies to another function of the 
 the best trace exported as a transform script gives ``sch.mod`` in upstream mlir-opt; the
 summary and the tuning curve are written; the Ray executor (skipped without ray)."""
 
-import os
-import subprocess
 
 import numpy as np
 import pytest
 
 import mlc_mlir as mlc
 from mlc_mlir import ops
-from mlc_mlir._mlir import MLIR_BIN_DIR
 from mlc_mlir._mlir import ir
 from mlc_mlir.pipeline.compile import run_stages
 from mlc_mlir.pipeline.options import CompileOptions
@@ -22,6 +19,7 @@ from mlc_mlir.schedule.loop_nest import analyze_module
 from mlc_mlir.target import host_target
 from mlc_mlir.tune import Database, extract_tasks
 from mlc_mlir.tune.report import summary_rows
+from mlir_opt_replay import applied_in_mlir_opt
 
 
 def matmul(n=32):
@@ -126,13 +124,7 @@ def test_best_trace_replays_in_mlir_opt(tmp_path):
     scheduled = [r for r in db.records() if r.ok and mlc.Trace.from_json(r.trace).insts]
     rec = min(scheduled, key=lambda r: r.latency_ms)
     sch = mlc.Schedule.from_trace(task.module, mlc.Trace.from_json(rec.trace))
-    (tmp_path / "payload.mlir").write_text(str(task.module))
-    (tmp_path / "script.mlir").write_text(str(sch.as_transform_script()))
-    out = subprocess.run(
-        [os.path.join(MLIR_BIN_DIR, "mlir-opt"), str(tmp_path / "payload.mlir"),
-         f"--transform-preload-library=transform-library-paths={tmp_path / 'script.mlir'}",
-         "--transform-interpreter"], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == str(sch.mod).strip()
+    assert applied_in_mlir_opt(task.module, sch, tmp_path) == str(sch.mod).strip()
 
 
 def test_ray_executor_local_cluster(tmp_path):
