@@ -65,7 +65,10 @@ _X86_IMPLIES = {
 
 
 def implied_features(features) -> FrozenSet[str]:
-    """``features`` and every feature they imply (:data:`_X86_IMPLIES`, transitively)."""
+    """``features`` (LLVM x86 feature names, e.g. ``("avx2", "fma")``) and every feature they
+    imply, transitively (:data:`_X86_IMPLIES`: ``avx2`` -> ``avx`` -> ``sse4.2`` -> ... ->
+    ``sse2``). Names outside the table imply nothing; raises nothing. Source: the
+    ``Implies`` lists of LLVM's ``X86.td`` (``SubtargetFeature``)."""
     out, todo = set(), list(features)
     while todo:
         f = todo.pop()
