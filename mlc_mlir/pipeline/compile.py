@@ -31,8 +31,8 @@ writes ``DIR/<nn>-<name>.mlir``, and a stage made of steps also writes each step
    ``linalg.generic`` ops (:class:`CopyEdgeTiles`; a returned slice of a padded result is a
    strided copy of ``lower``, threaded where large), slices that cover a whole tensor fold away
    (:class:`FoldIdentitySlices`), a row's sum loop joins the loop that writes its values
-   (:class:`FuseRowLoops`), and vectorized reduction loops
-   that stream rows of arguments start their loads at a vector-aligned address read at run time
+   (:class:`FuseRowLoops`), and vectorized reduction loops that stream rows of arguments start
+   their loads at a vector-aligned address read at run time
    (:class:`~.prepare_passes.align_streams.AlignStreamedReductions`), and loops the schedule
    annotated ``mlc.prefetch_rows`` prefetch the rows they read ahead
    (:class:`~.prepare_passes.prefetch_rows.PrefetchRows`); a private function's returned reshape
@@ -51,11 +51,12 @@ writes ``DIR/<nn>-<name>.mlir``, and a stage made of steps also writes each step
    buffers made loops (:func:`~.strided_copies.strided_copies_to_loops`: not the runtime's
    element-wise ``memrefCopy``; one kernel per rank and element type, called from every site),
    vector reads that broadcast along their innermost dim made scalar loads and splats
-   (:func:`~.broadcast_reads.unroll_broadcast_reads`), each top-level loop nest of a
-   function holding several (and, by default, large enough: ``outline_nests``) moved to a
-   ``noinline`` function of its own, identical ones shared (:func:`~.outline_nests.outline_loop_nests`),
-   the buffer cache linked in (:func:`~.buffer_cache.link_buffer_cache`), functions that differ
-   only in integer constants merged (:func:`~.constant_variants.merge_constant_variants`);
+   (:func:`~.broadcast_reads.unroll_broadcast_reads`), each top-level loop nest of a function
+   holding several (and, by default, large enough: ``outline_nests``) moved to a ``noinline``
+   function of its own, identical ones shared (:func:`~.outline_nests.outline_loop_nests`), the
+   buffer cache linked in (:func:`~.buffer_cache.link_buffer_cache`), functions that differ only in
+   integer constants merged (:func:`~.constant_variants.merge_constant_variants`), global variables
+   in name order (:func:`~.global_order.sort_globals`: the same input gives the same code);
 8. ``denormals`` -- with ``flush_denormals``, MXCSR FTZ|DAZ around each call and OpenMP region;
 
 then ``llvm`` (LLVM IR, ``09-llvm.ll`` when dumping) and ``jit`` (MLIR ``ExecutionEngine`` at the options' opt
@@ -91,6 +92,7 @@ from .constant_variants import merge_constant_variants
 from .cuda_compile import compile_cuda, export_cuda_library
 from .denormals import flush_denormals
 from .early_dealloc import dealloc_after_last_use
+from .global_order import sort_globals
 from .nontemporal import nontemporal_stores
 from .prefetch_tiles import prefetch_tiles
 from .strided_copies import strided_copies_to_loops
@@ -390,10 +392,10 @@ def _nests_of_buffers(options: CompileOptions) -> Callable[[Module], Module]:
 
 
 def _lower(module: Module, options: CompileOptions) -> Module:
-    out = link_buffer_cache(lower(module, options.pipeline or options.target.pipeline,
-                                  threads=options.threads,
-                                  after={"buffer-deallocation-pipeline": dealloc_after_last_use,
-                                         "convert-bufferization-to-memref": _nests_of_buffers(options)}))
+    out = sort_globals(link_buffer_cache(lower(
+        module, options.pipeline or options.target.pipeline, threads=options.threads,
+        after={"buffer-deallocation-pipeline": dealloc_after_last_use,
+               "convert-bufferization-to-memref": _nests_of_buffers(options)})))
     if options.target.kind == "cpu":
         merge_constant_variants(out)
         if options.target.cpu:
@@ -425,10 +427,8 @@ def _denormals(module: Module, options: CompileOptions) -> Module:
 CPU_STAGES: Tuple[Stage, ...] = (
     Stage("graph", _graph),
     Stage("layout", steps=tuple(Stage(name, _layout_step(step)) for name, step in LAYOUT_STEPS)),
-    Stage("tasks", _tasks),
-    Stage("schedule", _schedule),
-    Stage("math", _math),
-    Stage("library", _library),
+    Stage("tasks", _tasks), Stage("schedule", _schedule),
+    Stage("math", _math), Stage("library", _library),
     Stage("prepare", _prepare),
     Stage("lower", _lower),
     Stage("denormals", _denormals),
