@@ -477,6 +477,7 @@ class _Emitter:
                 if b.id in self.op_handles and k != AVX2_TRANSPOSE_ATTR:
                     transform_d.AnnotateOp(self.op_handles[b.id], k, param=param_constant(v))
             self.annotate_loops(b, lambda lp: lp.id not in fused_ids)
+        avx2_funcs = {b.func for b in blocks if b.annotations.get(AVX2_TRANSPOSE_ATTR)}
         for fname in sorted(self.vectorized_funcs):
             merges = self.merges.get(fname, ())
             for m in merges:
@@ -485,8 +486,7 @@ class _Emitter:
             vectorize_split(self, fname)
             lower_vectors(self.func(fname), self.unit_reduction_loops.get(fname, ()),
                           fname in self.masked_funcs, tree_reductions=bool(merges),
-                          avx2_transposes=any(b.annotations.get(AVX2_TRANSPOSE_ATTR)
-                                              for b in blocks if b.func == fname))
+                          avx2_transposes=fname in avx2_funcs)
         for fname in sorted(set(self.funcs) - self.vectorized_funcs):
             self.cleanup(self.funcs[fname])
         for b in blocks:
