@@ -3,8 +3,8 @@
 # that benchmarks/gpu/prepare.py filled (.whl) carried along:
 #   bash benchmarks/gpu/device_check.sh [phases]     (default: tests aot cases models matmul)
 # Phases: tests, aot, cases, models, matmul, and, not in the default list, profile (Nsight
-# Compute sections of the target kernels, benchmarks/gpu/profile_kernels.py) and crash (the
-# models' SIGSEGV under cuda-gdb: the native backtrace; CRASH_TIMEOUT). Knobs, in the
+# Compute sections of the target kernels, benchmarks/gpu/profile_kernels.py) and crash
+# (gpu_models.py under cuda-gdb: a native backtrace if it dies; CRASH_TIMEOUT). Knobs, in the
 # environment: PYTEST_WORKERS, PYTEST_K; MODELS_ARGS, MODELS_TIMEOUT; MATMUL_SIZES,
 # MATMUL_DTYPES, MATMUL_CANDIDATES, MATMUL_TILES (a --tiles file of benchmarks/gpu_matmul.py),
 # MATMUL_TIMEOUT.
@@ -56,7 +56,7 @@ for name, got in (('host', y), ('device', yd)):
       timeout 110 python3 benchmarks/gpu/cases.py > "$OUT/cases.log" 2>&1 ;;
     models)
       timeout ${MODELS_TIMEOUT:-180} python3 benchmarks/gpu_models.py ${MODELS_ARGS:-} > "$OUT/models.log" 2>&1 ;;
-    crash)   # gpu_models.py's sequence that dies with SIGSEGV, under cuda-gdb: the native backtrace
+    crash)   # gpu_models.py's sequence under cuda-gdb: the native backtrace of a crash
       timeout ${CRASH_TIMEOUT:-240} cuda-gdb -q -batch -ex "set pagination off" \
         -ex "handle SIGPIPE SIGUSR1 SIGUSR2 nostop noprint" -ex run -ex "bt 60" -ex "info sharedlibrary" \
         --args python3 benchmarks/gpu_models.py --elementwise-mib 0 > "$OUT/crash.log" 2>&1 ;;

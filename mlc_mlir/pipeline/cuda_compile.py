@@ -26,6 +26,7 @@ from ..runtime.executable import Executable, Function, engine_invoker, load_engi
 from .aot import export_library
 from .buffer_cache import link_buffer_cache
 from .cuda import lower_to_gpu
+from .cuda_modules import load_gpu_binaries
 from .jit_weights import link_weights
 from .libraries import runtime_library_paths
 from .options import CompileOptions
@@ -139,6 +140,8 @@ def compile_cuda(module: Module, options: CompileOptions, stages) -> Executable:
     # the weights' host copies are linked from their buffers, not compiled: the load function
     # (a global constructor) copies them to the device once, before the first call
     jit_module, symbols, weights = link_weights(lowered)
+    # the cubins loaded by ordinary host functions: one code section (cuda_modules' docstring)
+    jit_module = load_gpu_binaries(jit_module)
     engine = load_engine(jit_module, options.opt_level, libs, native_symbols=symbols)
     functions = {n: Function(sig, engine_invoker(engine, n, errors), module.params,
                              device_invoke=engine_invoker(engine, n + DEVICE_SUFFIX, errors))

@@ -42,6 +42,7 @@ from ..ir import dtypes
 from ..ir.emitters import index_constant
 from ..ir.module import Module
 from ..ir.walk import ancestor_in
+from .cuda_modules import internal_global
 
 #: Byte alignment of each buffer in a slab (``cuMemAlloc``'s; vector loads need 16).
 ALIGN = 256
@@ -143,11 +144,7 @@ class _Resident:
 
     def _global(self, name: str, t: ir.Type, value: Optional[ir.Attribute] = None) -> None:
         """``llvm.mlir.global internal @name`` of type ``t``: ``value``, or zeros."""
-        with ir.InsertionPoint.at_block_begin(self.module.body):
-            g = llvm_d.GlobalOp(ir.TypeAttr.get(t), name, _internal(), value=value)
-        if value is None:
-            with ir.InsertionPoint(g.regions[0].blocks.append()):
-                llvm_d.ReturnOp(arg=llvm_d.ZeroOp(t).result)
+        internal_global(self.module, name, t, value)
 
     def weight(self, symbol: str, t: ir.Type) -> int:
         """Byte offset of constant ``symbol`` (a static identity-layout memref ``t``) in the

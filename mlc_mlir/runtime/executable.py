@@ -509,7 +509,7 @@ def load_engine(lowered, opt_level: int, shared_libs: Sequence[str],
     the module's global constructors (``ExecutionEngine.initialize``). LLVM runs with the GIL
     released (:func:`~.jit_engine.create_engine`). Those constructors load
     the GPU kernels of a CUDA module (``mgpuModuleLoad`` of each embedded cubin, added by
-    ``gpu-module-to-binary``); without them every launch fails with
+    ``mlc_mlir.pipeline.cuda_modules``); without them every launch fails with
     ``CUDA_ERROR_INVALID_HANDLE`` and the outputs stay unwritten.
 
     Raises

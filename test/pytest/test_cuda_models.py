@@ -340,15 +340,13 @@ def test_cuda_models_run_one_after_another_in_one_process():
 
 
 @needs_gpu
-@pytest.mark.xfail(strict=False, reason="open: SIGSEGV in the MLIR bindings' op iteration of the first "
-                   "compile after a CUDA model ran next to PyTorch on the GPU (H200, 2026-11-27; "
-                   "benchmarks/results/gpu_2026-11-27_h200_emeraldrapids_session26.txt)")
 def test_compile_after_a_cuda_model_and_torch_on_the_gpu():
-    """The sequence of ``benchmarks/gpu_models.py`` that died with SIGSEGV on an H200: ResNet-18
-    compiled for CUDA, run on numpy and device arrays and timed, the same network run by
-    PyTorch on the GPU, the executable dropped; then the next import and compile (BERT died in
-    ``Module.clone`` of ``from_torch``; a row op in ``Module.func_ops``). A child process with
-    the fault handler, so a crash is this test's failure and its traceback."""
+    """The sequence of ``benchmarks/gpu_models.py`` that died with SIGSEGV on an H200 (Ubuntu
+    24.04, libgcc 14.2): ResNet-18 compiled for CUDA, run on numpy and device arrays and timed,
+    the same network run by PyTorch on the GPU, the executable dropped; then the next compile
+    (the MLIR bindings' op iteration threw its ``StopIteration`` into a stale unwinder entry
+    of the dropped engine: :mod:`mlc_mlir.pipeline.cuda_modules`). A child process with the
+    fault handler, so a crash is this test's failure and its traceback."""
     code = (f"import sys, gc; sys.path.insert(0, {BENCHMARKS!r})\n"
             "import numpy as np, torch, mlc_mlir as mlc\n"
             "from mlc_mlir import ops\n"
