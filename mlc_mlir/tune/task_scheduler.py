@@ -6,9 +6,12 @@ gain per trial, ``weight x (0.2 x recent improvement rate + 0.8 x best / trials)
 trial): the measured slope of its best latency over its last batches, and the optimistic
 forward estimate of a latency that falls like ``1 / trials``. A task whose candidates all failed
 keeps priority for a few batches, then yields; an exhausted task (its space has nothing new)
-is skipped, and so is a converged one: its best latency has not improved by more than
-``MIN_IMPROVEMENT`` over its last ``patience`` trials (Ansor's per-task ``early_stopping``),
-so its trials go to tasks that still improve.
+is skipped, and so is a converged one: its best latency has not improved by more than its
+noise threshold over its last ``patience`` trials (Ansor's per-task ``early_stopping``), so
+its trials go to tasks that still improve. The threshold is ``MIN_IMPROVEMENT`` or, where the
+machine is noisier, the median spread between the repeats of one candidate (``(max - min) /
+min`` of its timed repeats): a new best that beats the old by less than one candidate's own
+repeats differ is not told apart from noise by a minimum over those repeats.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ MAX_FAILING_TRIALS = 16
 #: Default trials without improvement after which a task is converged (early stopping).
 PATIENCE = 24
 #: An improvement smaller than this fraction of the best latency does not count (noise; the
-#: database's tie tolerance).
+#: database's tie tolerance); the least noise threshold.
 MIN_IMPROVEMENT = 0.02
 
 
@@ -43,6 +46,20 @@ class TaskState:
         self.exhausted = False
         self.batches = 0
         self.improved_at = self.trials   # trials when the best last improved
+        self.spreads: List[float] = []   # (max - min) / min of each candidate's repeats
+        self.record_spreads(history)
+
+    def record_spreads(self, records: List[TuningRecord]) -> None:
+        """Add the repeat spread of each valid candidate of ``records`` with two repeats or more."""
+        self.spreads += [(max(r.latencies_ms) - r.latency_ms) / r.latency_ms for r in records
+                         if r.ok and len(r.latencies_ms) > 1 and r.latency_ms > 0]
+
+    def noise(self) -> float:
+        """The relative improvement that counts: the median repeat spread of the candidates so
+        far, at least :data:`MIN_IMPROVEMENT`."""
+        if not self.spreads:
+            return MIN_IMPROVEMENT
+        return max(MIN_IMPROVEMENT, sorted(self.spreads)[len(self.spreads) // 2])
 
     def gain(self) -> float:
         """Expected improvement of the weighted latency per trial, ms (inf: untried)."""
@@ -91,16 +108,17 @@ class TaskScheduler:
         t = self.tasks[i]
         t.batches += 1
         t.trials += len(records)
+        t.record_spreads(records)
         best = min((r.latency_ms for r in records if r.ok), default=math.inf)
-        if best < t.best * (1 - MIN_IMPROVEMENT) or (math.isinf(t.best) and best < math.inf):
+        if best < t.best * (1 - t.noise()) or (math.isinf(t.best) and best < math.inf):
             t.improved_at = t.trials
         t.best = min(t.best, best)
         t.curve.append((t.trials, t.best))
 
     def converged(self, i: int) -> bool:
         """Whether task ``i`` has gone ``patience`` trials without improving its best by more
-        than ``MIN_IMPROVEMENT`` (a task without a valid candidate never converges; it yields by
-        its gain)."""
+        than its :meth:`TaskState.noise` (a task without a valid candidate never converges; it
+        yields by its gain)."""
         t = self.tasks[i]
         return self.patience is not None and not math.isinf(t.best) and \
             t.trials - t.improved_at >= self.patience

@@ -43,6 +43,28 @@ def test_a_task_that_stops_improving_converges_and_yields():
     assert not TaskScheduler([1], [[_rec(1.0)]], patience=None).converged(0)
 
 
+def _recs(*repeats):
+    return TuningRecord("w", "t", "{}", {}, tuple(repeats), None, time.time(), str(repeats))
+
+
+def test_an_improvement_within_the_repeat_noise_does_not_count():
+    """On a machine whose repeats of one candidate differ by 10 %, a new best 5 % lower is
+    noise (the task converges); 15 % lower counts. Repeats within 1 % keep the 2 % floor."""
+    noisy = TaskScheduler([1], [[_recs(1.0, 1.1, 1.05)]], patience=4)
+    assert abs(noisy.tasks[0].noise() - 0.10) < 1e-9
+    noisy.update(0, [_recs(0.95, 1.04, 1.0)] * 2)
+    noisy.update(0, [_recs(0.95, 1.05, 1.0)] * 2)   # 4 trials, each 5 % better than the first
+    assert noisy.converged(0)
+    noisy = TaskScheduler([1], [[_recs(1.0, 1.1, 1.05)]], patience=4)
+    noisy.update(0, [_recs(0.85, 0.93, 0.9)] * 2)   # 15 % better: an improvement
+    noisy.update(0, [_recs(0.85, 0.93, 0.9)] * 2)
+    assert not noisy.converged(0)
+    quiet = TaskScheduler([1], [[_recs(1.0, 1.005, 1.01)]], patience=4)
+    assert quiet.tasks[0].noise() == 0.02
+    quiet.update(0, [_recs(0.97, 0.975, 0.98)] * 4)   # 3 % better: counts on a quiet machine
+    assert not quiet.converged(0)
+
+
 def test_failing_task_keeps_priority_for_a_while():
     s = TaskScheduler([1, 1], [[_rec(1.0)], [_rec(0, error="crash")]])
     assert s.tasks[1].gain() == float("inf")
