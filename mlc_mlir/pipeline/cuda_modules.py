@@ -5,9 +5,9 @@ MLIR's translation of a ``gpu.binary`` (offloading handler ``#gpu.select_object`
 global constructor that loads the embedded cubin (``mgpuModuleLoad``) and a global destructor
 that unloads it, both in the section ``.text.startup``; the rest of the host code goes to
 ``.ltext`` (x86-64 large code model). The JIT (RuntimeDyld) maps each code section on its own,
-and the two can land far apart (1 GiB on an H200 host, where the small section took a hole left
-by an earlier engine): the object's unwind information then covers a PC range that contains
-other JIT objects and shared libraries. ``libgcc`` from GCC 13 on keeps such registered frames
+and the two can land far apart (the small one in a hole that an earlier engine left): the
+object's unwind information then covers a PC range that contains other JIT objects and shared
+libraries. ``libgcc`` from GCC 13 on keeps such registered frames
 in a b-tree that assumes non-overlapping ranges (``unwind-dw2-btree.h``; GCC PR119151); with an
 overlapping one, destroying the engine leaves a stale entry, and the next C++ exception thrown
 by a library whose code lies in that range (the MLIR bindings end every op iteration with
