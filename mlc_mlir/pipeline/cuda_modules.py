@@ -162,21 +162,19 @@ def _lower_launch(op: ir.Operation, modules: Dict[str, str], names: Dict[Tuple[s
 
 def _register(module: ir.Module) -> None:
     """Put :data:`LOAD`/:data:`UNLOAD` first in ``llvm.mlir.global_ctors``/``dtors`` (one op
-    each, merged with those the module has)."""
-    entries = {"llvm.mlir.global_ctors": ([LOAD], [PRIORITY]),
-               "llvm.mlir.global_dtors": ([UNLOAD], [PRIORITY])}
+    each, merged with those the module has: their functions, priorities and data kept)."""
+    prio, zero = ir.IntegerAttr.get(_int(32), PRIORITY), ir.Attribute.parse("#llvm.zero")
+    entries = {"llvm.mlir.global_ctors": ([ir.FlatSymbolRefAttr.get(LOAD)], [prio], [zero]),
+               "llvm.mlir.global_dtors": ([ir.FlatSymbolRefAttr.get(UNLOAD)], [prio], [zero])}
     for op in list(module.body.operations):
         if op.operation.name in entries:
             key = "ctors" if op.operation.name.endswith("ctors") else "dtors"
-            names, prios = entries[op.operation.name]
-            names += [ir.FlatSymbolRefAttr(a).value for a in ir.ArrayAttr(op.attributes[key])]
-            prios += [ir.IntegerAttr(a).value for a in ir.ArrayAttr(op.attributes["priorities"])]
+            for into, name in zip(entries[op.operation.name], (key, "priorities", "data")):
+                into += list(ir.ArrayAttr(op.attributes[name]))
             op.operation.erase()
-    for (names, prios), build in zip(entries.values(), (llvm_d.GlobalCtorsOp, llvm_d.GlobalDtorsOp)):
+    for lists, build in zip(entries.values(), (llvm_d.GlobalCtorsOp, llvm_d.GlobalDtorsOp)):
         with ir.InsertionPoint(module.body):
-            build(ir.ArrayAttr.get([ir.FlatSymbolRefAttr.get(n) for n in names]),
-                  ir.ArrayAttr.get([ir.IntegerAttr.get(_int(32), p) for p in prios]),
-                  ir.ArrayAttr.get([ir.Attribute.parse("#llvm.zero")] * len(names)))
+            build(*(ir.ArrayAttr.get(items) for items in lists))
 
 
 def load_gpu_binaries(lowered: Module) -> Module:
