@@ -10,9 +10,10 @@ across its rows) and vectorized one row at a time. ``em`` is the transform scrip
 
 from __future__ import annotations
 
+import itertools
 import math
 
-from .._mlir import ir, structured_transform_d, transform_d
+from .._mlir import ir, loop_transform_d, structured_transform_d, transform_d
 from ..ir import dtypes
 from ..ir.transform_values import any_op
 from .loop_nest import Block
@@ -60,12 +61,14 @@ def emit_cache_reads(em) -> None:
         partial = n and set(blk.info.operand_dims[idx]) & set(blk.partial_dims())
         if perm is not None:
             _read_back(em, blk, pos, tile, idx)
-            if blk.loops[-1].dim not in blk.info.operand_dims[idx]:
-                # A: the packing loop over micro-panels peeled (whole ones static, unmasked)
-                for p in peel_packing(pad) if partial else [pad]:
+            # the packing loop over (micro-)panels peeled: whole ones static, unmasked
+            a_tile = blk.loops[-1].dim not in blk.info.operand_dims[idx]
+            for p in peel_packing(pad) if partial else [pad]:
+                if a_tile:
                     _broadcast_panel_pack(p, tile, perm)
-                continue
-            _square_block_pack(pad, tile)
+                else:
+                    _square_block_pack(em, blk.func, p, tile, blk.info.dtypes[idx])
+            continue
         pads = [pad]
         if partial and perm is None:
             pads = peel_packing(pad)
@@ -101,31 +104,46 @@ def _read_back(em, blk: Block, pos: int, tile: list, idx: int) -> None:
     structured_transform_d.VectorizeOp(em.fuse_into(back, inner))
 
 
-def _square_block_pack(hoisted: ir.Value, tile: list) -> None:
+def _square_block_pack(em, func: str, hoisted: ir.Value, tile: list, dtype: str) -> None:
     """The packing transpose of a B panel (``dense``'s ``(N, K)`` B packed as ``(K, NR)``)
-    tiled into square blocks of :data:`_TRANSPOSE_BLOCK` and vectorized (``vector.transpose``,
-    lowered to shuffles); its pad is vectorized row by row by :func:`emit_cache_reads`. Where
-    the block does not divide one extent of the panel (KC = 450), the rows past the last whole
-    block are split off first (``transform.structured.split``): whole blocks, then one
-    narrower static block (8 x 2), rather than blocks of the ``gcd`` everywhere (2 x 2
-    transposes for KC = 450). Dense 64 x 900 -> 300 (2-core AMD EPYC Zen 3, one process,
-    interleaved, with the AVX2 lowering of :data:`~.vector_lowering.AVX2_TRANSPOSE_ATTR`):
-    one thread 0.491 -> 0.474 ms, two threads 0.438 -> 0.385 ms."""
+    tiled into square blocks of :data:`_TRANSPOSE_BLOCK` with the pad fused into each block,
+    so a block is one ``8 x 8`` read of B's rows (masked past a partial panel's last row or
+    K's end), one ``vector.transpose`` (shuffles) and one write into the packed panel; no
+    ``NR x KC`` copy of the rows first. A dim the block does not divide (KC = 450) ends in
+    one partial block: its loop is peeled (``transform.loop.peel``), so the whole blocks are
+    static and unmasked after the cleanup of ``func``. Source: BLIS's ``packm`` of a
+    transposed B into ``NR``-wide panels (Van Zee & van de Geijn, TOMS 2015)."""
     packer = transform_d.GetConsumersOfResult(any_op(), hoisted, 0).result
     out = list(reversed(tile))   # the transpose iterates over its (K, NR) result
-    partial = [d for d, e in enumerate(out) if e % _TRANSPOSE_BLOCK]
-    if len(partial) != 1 or min(tile) < _TRANSPOSE_BLOCK:
-        side = math.gcd(*tile, _TRANSPOSE_BLOCK)
-        parts = [(packer, [side] * len(tile))]
-    else:
-        dim = partial[0]
-        split = structured_transform_d.SplitOp(packer, dim, out[dim] - out[dim] % _TRANSPOSE_BLOCK)
-        whole, rest = transform_d.SplitHandleOp([any_op(), any_op()], split.split_list).results
-        parts = [(whole, [_TRANSPOSE_BLOCK] * len(out)),
-                 (rest, [math.gcd(e, _TRANSPOSE_BLOCK) for e in out])]
-    for part, block in parts:
-        tiled = structured_transform_d.TileUsingForOp(part, sizes=block).tiled_linalg_op
-        structured_transform_d.VectorizeOp(tiled)
+    block = [min(e, _TRANSPOSE_BLOCK) for e in out]
+    tiled = structured_transform_d.TileUsingForOp(packer, sizes=block)
+    fused = hoisted
+    for loop in tiled.loops:
+        fused = structured_transform_d.FuseIntoContainingOp(fused, loop).fused_op
+    # the block's ops are found again in every copy the peeling makes, static after the
+    # cleanup (vectorized before, a masked write of a dynamic tile folds to a static type)
+    for h in (fused, tiled.tiled_linalg_op):
+        transform_d.AnnotateOp(h, _BLOCK_MARK)
+    for loop, e, b in reversed(list(zip(tiled.loops, out, block))):   # innermost first
+        if e % b:
+            loop_transform_d.LoopPeelOp(any_op(), any_op(), transform_d.CastOp(
+                transform_d.OperationType.get("scf.for"), loop).result)
+    em.cleanup(em.func(func))
+    # each static block shape (whole, or the remainder along a peeled dim) vectorized as it
+    # is, unmasked; a block still dynamic (a partial panel's rows) masked to a whole block
+    shapes = itertools.product(*[sorted({b, e % b} - {0}) for e, b in zip(out, block)])
+    mark = ir.DictAttr.get({_BLOCK_MARK: ir.UnitAttr.get()})
+    elem = dtypes.to_ir_type(dtype)
+    for shape in [list(s) for s in shapes] + [None]:
+        for name, sizes in (("tensor.pad", (shape or block)[::-1]), ("linalg.transpose", shape or block)):
+            kw = {} if shape is None else {"filter_result_type": ir.RankedTensorType.get(sizes, elem)}
+            structured_transform_d.VectorizeOp(structured_transform_d.MatchOp(
+                any_op(), em.func(func), ops=ir.ArrayAttr.get([ir.StringAttr.get(name)]),
+                op_attrs=mark, **kw).result, sizes)
+
+
+#: Attribute marking the ops of a packing block of :func:`_square_block_pack` across peeling.
+_BLOCK_MARK = "mlc.pack_block"
 
 
 def _broadcast_panel_pack(hoisted: ir.Value, tile: list, perm: list) -> None:

@@ -10,7 +10,8 @@ import pytest
 
 import mlc_mlir as mlc
 from mlc_mlir.schedule.default_rules import apply_default_schedule
-from mlc_mlir.target import host_target
+from mlc_mlir.schedule.rules import matmul as matmul_rules
+from mlc_mlir.target import host_target, missing_host_features
 from targets import AVX2
 from test_matmul_padding import build as build_op
 
@@ -35,6 +36,25 @@ def test_matmul_edge_tiles_match_numpy(m, k, n, threads):
 def test_dense_edge_tiles_match_numpy(m, k, n, threads):
     mod, xs, ref = build([(m, k), (n, k), (n,)], dense=True)
     np.testing.assert_allclose(mlc.compile(mod, threads=threads)(*xs), ref, **TOL)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("m, k, n", [(64, 450, 300), (37, 50, 23)])
+def test_dense_edge_tile_decision_packs_the_partial_panel_zero_filled(m, k, n, threads, monkeypatch):
+    """The other decision for a dense whose transposed B ends in a partial panel
+    (``DENSE_EDGE_TILES``): no padded copy of B (no ``pad_einsum``); B's last panel is
+    packed zero-filled in 8 x 8 transposed blocks read straight from B (masked past its last
+    row), and the result is numpy's."""
+    monkeypatch.setattr(matmul_rules, "DENSE_EDGE_TILES", True)
+    mod, xs, ref = build([(m, k), (n, k), (n,)], dense=True)
+    sch = mlc.Schedule(mod)
+    apply_default_schedule(sch, AVX2, threads)
+    assert "pad_einsum" not in [i.kind for i in sch.trace.insts]
+    text = str(sch.mod)
+    assert f"tensor<{-(-n // 16) * 16}x{k}xf32>" not in text   # no B rounded up to NR
+    assert re.search(r"vector.create_mask .*vector<8x8xi1>", text)
+    if not missing_host_features(AVX2.features):
+        np.testing.assert_allclose(mlc.compile(sch.mod, target=AVX2)(*xs), ref, **TOL)
 
 
 @pytest.mark.parametrize("target", [AVX2, host_target()], ids=["avx2", "host"])

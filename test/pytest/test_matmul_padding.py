@@ -238,18 +238,20 @@ SSE2 = Target("cpu", cpu="x86-64", features=("sse2",), vector_bits=128, vector_r
 @pytest.mark.parametrize("target, avx2", [(AVX2, True), (SSE2, False)])
 def test_dense_packing_transposes_whole_8x8_blocks(target, avx2, tmp_path):
     """A KC that 8 does not divide (K = 450 in one KC block) still packs dense's B in 8 x 8
-    transposes: the K rows past the last whole block are split off (``structured.split``), not
-    the whole panel cut into 2 x 2 blocks; on an AVX2 target the rule annotates the block so
-    that the transposes take MLIR's AVX2 lowering, elsewhere the generic one. The result
-    matches numpy, the trace replays, and the script applies in upstream mlir-opt."""
+    transposes, each reading its block of B's rows (no KC-wide copy of each row first): the
+    loop over K blocks is peeled (``loop.peel``) and ends in one 2 x 8 block, not the whole
+    panel cut into 2 x 2 blocks; on an AVX2 target the rule annotates the block so that the
+    transposes take MLIR's AVX2 lowering, elsewhere the generic one. The result matches
+    numpy, the trace replays, and the script applies in upstream mlir-opt."""
     mod, xs, ref = build("dense", [(32, 450), (48, 450), (48,)])
     sch = mlc.Schedule(mod)
     apply_default_schedule(sch, target, 1)
     script = str(sch.transform_script())
-    assert "transform.structured.split" in script
+    assert "transform.loop.peel" in script
     assert ("avx2_lowering_strategy = true" in script) == avx2
     payload = str(sch.mod)
-    assert "vector<8x8xf32>" in payload and "vector<2x2xf32>" not in payload
+    assert "vector<8x8xf32>" in payload and "vector<2x8xf32>" in payload
+    assert "vector<2x2xf32>" not in payload and "vector<1x450xf32>" not in payload
     assert ("llvm.inline_asm" in payload) == avx2   # the AVX2 patterns' vblendps
     if not missing_host_features(target.features):
         np.testing.assert_allclose(mlc.compile(sch.mod, target=target)(*xs), ref, **TOL)

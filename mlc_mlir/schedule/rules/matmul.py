@@ -29,6 +29,13 @@ from .common import (
 from .epilogue import claim_epilogues
 from .gemv import UNROLL_FACTORS, schedule_gemv
 
+#: The default decision for a ``dense`` whose transposed B ends in a partial register-tile
+#: panel: N padded to whole panels (each thread pads and packs its own columns) rather than
+#: edge tiles (threads over M, each packing all of B, the last panel zero-filled); the tuner
+#: samples both. Dense 64 x 900 -> 300, one process, interleaved (2-core AMD EPYC Zen 3):
+#: one thread 0.484 ms padded, 0.503 ms edge tiles; two threads 0.340 / 0.372 ms.
+DENSE_EDGE_TILES = False
+
 
 def register_tile_bounds(target: Target, bits: int) -> Dict[str, int]:
     """Bounds of the register tile and cache blocks derived from the target.
@@ -142,8 +149,9 @@ def schedule_matmul(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
 
     Where :func:`~mlc_mlir.schedule.cpu_recipes.goto_padding` would pad M or N to multiples of
     the sampled register tile (MR x NR) or the threads, the matmul gets edge tiles instead
-    (:func:`schedule_edge_tiles`: partial tiles, no padded copies), except a ``dense`` whose
-    transposed B would end in a partial panel; a K that has no good KC is padded
+    (:func:`schedule_edge_tiles`: partial tiles, no padded copies); for a ``dense`` whose
+    transposed B would end in a partial panel that is a decision (structural, default
+    :data:`DENSE_EDGE_TILES`: N padded); a K that has no good KC is padded
     (``pad_einsum``). A padded matmul or one with edge tiles leaves its epilogue to the
     elementwise rule.
 
@@ -162,8 +170,11 @@ def schedule_matmul(sch: Schedule, block: BlockRV, ctx: RuleContext) -> None:
     tile = shapes[int(categorical(sch, list(range(len(shapes))), default_tile(ctx.target, bits, shapes, m, threads)))]
     padding = goto_padding(ctx.target, m, n, k, threads, bits, tile)
     b_transposed = blk.info.operand_dims[1][-1:] == (2,)   # B stored (N, K): dense
-    # edge tiles, except for partial panels of a B packed transposed (dense): N is padded
-    if (padding[0] > 1 or padding[1] > 1) and not (b_transposed and n % tile[1]):
+    edge = padding[0] > 1 or padding[1] > 1
+    if edge and b_transposed and n % tile[1]:
+        # a dense whose transposed B ends in a partial panel: edge tiles or N padded
+        edge = bool(int(categorical(sch, [0, 1], int(DENSE_EDGE_TILES))))
+    if edge:
         schedule_edge_tiles(sch, block, ctx, threads, bits, tile, padding[2])
         return
     padding = (padding[0], split_n_padding(sch, m, n, threads, padding[1]), padding[2])
