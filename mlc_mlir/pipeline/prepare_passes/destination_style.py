@@ -76,7 +76,7 @@ from __future__ import annotations
 
 from typing import Callable, List, Optional
 
-from ..._mlir import ir, linalg_d, tensor_d
+from ..._mlir import arith_d, ir, linalg_d, tensor_d
 from ...ir import emitters
 from ...ir.module import OP_NAME_ATTR, Module
 from ...graph.emit_rewrites import constant_pad_value, has_constant_pad_value
@@ -229,31 +229,82 @@ def _before_source(ins: ir.Operation, movable, default: ir.Operation) -> ir.Oper
 
 def _fill_border(ins: ir.Operation) -> None:
     """Fill only the slabs of the destination around the inserted region (see the module
-    docstring): for each dim ``d``, the slabs before and after the region along ``d``, over the
-    region's extent in the dims before ``d`` and the whole extent in the dims after it."""
+    docstring, :func:`fill_slabs`)."""
     dest = ins.operands[1]
     fill = producer(dest)
     value, empty = fill.operands[0], fill.operands[1]
     offsets, sizes, _ = static_slice(ins)
-    dest_t = ir.RankedTensorType(dest.type)
-    shape, rank, ones = list(dest_t.shape), dest_t.rank, [1] * dest_t.rank
     name = ir.StringAttr(fill.attributes[OP_NAME_ATTR]).value if OP_NAME_ATTR in fill.attributes else "pad"
-    acc = empty
     with ir.InsertionPoint(_before_source(ins, [empty, value], fill)), fill.location:
-        for d in range(rank):
-            for lo, hi in ((0, offsets[d]), (offsets[d] + sizes[d], shape[d])):
-                if hi <= lo:
-                    continue
-                off = [offsets[e] if e < d else 0 for e in range(rank)]
-                size = [sizes[e] if e < d else shape[e] for e in range(rank)]
-                off[d], size[d] = lo, hi - lo
-                slab_t = ir.RankedTensorType.get(size, dest_t.element_type)
-                part = tensor_d.ExtractSliceOp(slab_t, acc, [], [], [], off, size, ones).result
-                filled = linalg_d.fill(value, outs=[part])
-                emitters.set_name(filled.owner, f"{name}.border")
-                acc = tensor_d.InsertSliceOp(filled, acc, [], [], [], off, size, ones).result
+        acc = fill_slabs(empty, value, offsets, sizes, f"{name}.border")
     dest.replace_all_uses_with(acc)
     fill.erase()
+
+
+def fill_slabs(dest: ir.Value, value: ir.Value, offsets: list, sizes: list, name: str) -> ir.Value:
+    """``dest`` (a static-shape tensor) with ``value`` filled around the region at ``offsets``
+    of ``sizes`` (ints or index values) and nothing written inside it: for each dim ``d``, the
+    slabs before and after the region along ``d``, over the region's extent in the dims before
+    ``d`` and the whole extent in the dims after it (``linalg.fill`` of a
+    ``tensor.extract_slice``, inserted back; a slab empty by its static extent is left out).
+    Inserts at the current insertion point. Source: the border fill of IREE's
+    ``TensorPadToInsertSlice`` lowering (a padded buffer zeroed once, not filled and
+    overwritten)."""
+    dest_t = ir.RankedTensorType(dest.type)
+    shape, rank = list(dest_t.shape), dest_t.rank
+    acc = dest
+    for d in range(rank):
+        for lo, hi in ((0, offsets[d]), (_add(offsets[d], sizes[d]), shape[d])):
+            if isinstance(lo, int) and isinstance(hi, int) and hi <= lo:
+                continue
+            off = [offsets[e] if e < d else 0 for e in range(rank)]
+            size = [sizes[e] if e < d else shape[e] for e in range(rank)]
+            off[d], size[d] = lo, _sub(hi, lo)
+            part = extract(acc, off, size)
+            filled = linalg_d.fill(value, outs=[part])
+            emitters.set_name(filled.owner, name)
+            acc = insert(filled, acc, off, size)
+    return acc
+
+
+def _index(v) -> ir.Value:
+    return v if isinstance(v, ir.Value) else arith_d.ConstantOp(ir.IndexType.get(), v).result
+
+
+def _add(a, b):
+    if isinstance(a, int) and isinstance(b, int):
+        return a + b
+    return a if b == 0 else b if a == 0 else arith_d.AddIOp(_index(a), _index(b)).result
+
+
+def _sub(a, b):
+    if isinstance(a, int) and isinstance(b, int):
+        return a - b
+    return a if b == 0 else arith_d.SubIOp(_index(a), _index(b)).result
+
+
+def _mixed(values: list):
+    """(dynamic values, static entries) of a list of ints and index values."""
+    dyn = [v for v in values if not isinstance(v, int)]
+    static = [v if isinstance(v, int) else ir.ShapedType.get_dynamic_size() for v in values]
+    return dyn, static
+
+
+def extract(x: ir.Value, offsets: list, sizes: list) -> ir.Value:
+    """``tensor.extract_slice`` of ``x`` at ``offsets`` of ``sizes`` (ints or index values),
+    unit strides."""
+    doff, soff = _mixed(offsets)
+    dsz, ssz = _mixed(sizes)
+    ty = ir.RankedTensorType.get(ssz, ir.RankedTensorType(x.type).element_type)
+    return tensor_d.ExtractSliceOp(ty, x, doff, dsz, [], soff, ssz, [1] * len(sizes)).result
+
+
+def insert(part: ir.Value, x: ir.Value, offsets: list, sizes: list) -> ir.Value:
+    """``tensor.insert_slice`` of ``part`` into ``x`` at ``offsets`` of ``sizes`` (ints or
+    index values), unit strides."""
+    doff, soff = _mixed(offsets)
+    dsz, ssz = _mixed(sizes)
+    return tensor_d.InsertSliceOp(part, x, doff, dsz, [], soff, ssz, [1] * len(sizes)).result
 
 
 @register_pass

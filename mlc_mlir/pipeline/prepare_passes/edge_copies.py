@@ -12,8 +12,10 @@ once per K block and M block.
 
 * ``tensor.pad %x low[0, ..] high[..]`` with a constant value and an amount given at run time
   (a tile's edge), nested in a loop (the top-level ones are
-  :class:`~.destination_style.PadToInsertSlice`'s) -> a ``linalg.fill`` of the padded
-  shape, an identity ``linalg.generic`` from ``%x`` into its leading slice, inserted back;
+  :class:`~.destination_style.PadToInsertSlice`'s) -> a ``linalg.fill`` of each padded
+  dim's slab past ``%x``'s extent (the padding only: a thread's 160 x 900 slice of a
+  dense's B padded by 20 rows fills 20 rows, not 160), an identity ``linalg.generic`` from
+  ``%x`` into the leading slice, each inserted back;
 * ``bufferization.materialize_in_destination %s in %d`` whose source is a
   ``tensor.extract_slice`` of a larger tensor (the padded tile: a real copy; a full tile is
   computed in place and left alone) -> an identity ``linalg.generic`` from ``%s`` into
@@ -27,12 +29,13 @@ from __future__ import annotations
 
 from typing import List
 
-from ..._mlir import arith_d, ir, linalg_d, tensor_d
+from ..._mlir import arith_d, ir, tensor_d
 from ...graph.emit_rewrites import constant_pad_value, has_constant_pad_value
 from ...graph.pass_manager import Pass, register_pass
 from ...graph.use_def import producer
 from ...ir import emitters
 from ...ir.module import Module
+from .destination_style import extract, fill_slabs, insert
 
 
 def _copy(src: ir.Value, dest: ir.Value, name: str) -> ir.Value:
@@ -70,24 +73,15 @@ def _rewrite_pad(pad: ir.Operation) -> None:
     t = ir.RankedTensorType(pad.results[0].type)
     src_t = ir.RankedTensorType(src.type)
     with ir.InsertionPoint(pad), pad.location:
-        value = constant_pad_value(pad)
-        full = linalg_d.fill(value, outs=[tensor_d.EmptyOp(list(t.shape), t.element_type).result])
-        sizes = [tensor_d.DimOp(src, _index(d)).result if src_t.is_dynamic_dim(d) else None
-                 for d in range(t.rank)]
-        static = [ir.ShapedType.get_dynamic_size() if s is not None else src_t.shape[d]
-                  for d, s in enumerate(sizes)]
-        dyn = [s for s in sizes if s is not None]
-        part = tensor_d.ExtractSliceOp(src.type, full, [], dyn, [], [0] * t.rank, static,
-                                       [1] * t.rank).result
-        copied = _copy(src, part, "pad.copy")
-        new = tensor_d.InsertSliceOp(copied, full, [], dyn, [], [0] * t.rank, static,
-                                     [1] * t.rank).result
+        extent = [tensor_d.DimOp(src, arith_d.ConstantOp(ir.IndexType.get(), d).result).result
+                  if src_t.is_dynamic_dim(d) else src_t.shape[d] for d in range(t.rank)]
+        zeros = [0] * t.rank
+        out = fill_slabs(tensor_d.EmptyOp(list(t.shape), t.element_type).result,
+                         constant_pad_value(pad), zeros, extent, "pad.fill")
+        copied = _copy(src, extract(out, zeros, extent), "pad.copy")
+        new = insert(copied, out, zeros, extent)
     pad.results[0].replace_all_uses_with(new)
     pad.erase()
-
-
-def _index(d: int) -> ir.Value:
-    return arith_d.ConstantOp(ir.IndexType.get(), d).result
 
 
 def _rewrite_materialize(op: ir.Operation) -> None:
