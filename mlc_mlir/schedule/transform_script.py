@@ -398,10 +398,14 @@ class _Emitter:
         vectorizing a whole tile at once makes ``vector<RxC>`` values that unroll into huge code.
         A static row of ``row`` elements longer than :data:`MAX_ROW_VECTOR` is written in chunks
         (the largest divisor of ``row`` within the bound); ``last``: the row's static size in a
-        partial tile (masked vectorization)."""
+        partial tile (masked vectorization); a row that may be longer (dynamic, or a thread's
+        chunk of columns whose last one is shorter) is written in chunks of ``last``, the last
+        chunk masked."""
         chunk = row
         if last is None and row is not None and row > MAX_ROW_VECTOR:
             chunk = largest_divisor(row, MAX_ROW_VECTOR)
+        elif last is not None and (row is None or row > last):
+            chunk = last
         if ndims > 1 or chunk != row:
             sizes = [1] * (ndims - 1) + [0 if chunk == row else chunk]
             op = structured_transform_d.TileUsingForOp(op, sizes=sizes).tiled_linalg_op

@@ -57,6 +57,26 @@ def test_dense_edge_tile_decision_packs_the_partial_panel_zero_filled(m, k, n, t
         np.testing.assert_allclose(mlc.compile(sch.mod, target=AVX2)(*xs), ref, **TOL)
 
 
+@pytest.mark.parametrize("dense", [False, True])
+@pytest.mark.parametrize("m, k, n", [(37, 50, 301), (97, 60, 517)])
+def test_edge_tiles_split_over_n_match_numpy(m, k, n, dense, monkeypatch):
+    """The other thread split of :func:`schedule_edge_tiles` (``EDGE_SPLIT_N``): two threads
+    take chunks of whole panels of N (the last one shorter, ending in the partial panel), C is
+    zeroed in chunks of the panel width (masked past the thread's last column), and the result
+    is numpy's."""
+    monkeypatch.setattr(matmul_rules, "EDGE_SPLIT_N", True)
+    monkeypatch.setattr(matmul_rules, "DENSE_EDGE_TILES", True)
+    shapes = [(m, k), (n, k), (n,)] if dense else [(m, k), (k, n)]
+    mod, xs, ref = build(shapes, dense=dense)
+    sch = mlc.Schedule(mod)
+    apply_default_schedule(sch, AVX2, 2)
+    assert "pad_einsum" not in [i.kind for i in sch.trace.insts]
+    dims = {lp.dim for b in sch.model.blocks if len(b.dims) == 3 for lp in b.loops if lp.kind == "parallel"}
+    assert dims == {1}   # the threads split N
+    if not missing_host_features(AVX2.features):
+        np.testing.assert_allclose(mlc.compile(sch.mod, target=AVX2)(*xs), ref, **TOL)
+
+
 @pytest.mark.parametrize("target", [AVX2, host_target()], ids=["avx2", "host"])
 @pytest.mark.parametrize("threads", [1, 2])
 def test_edge_tiles_make_no_padded_copy(target, threads):

@@ -36,6 +36,14 @@ from .gemv import UNROLL_FACTORS, schedule_gemv
 #: one thread 0.484 ms padded, 0.503 ms edge tiles; two threads 0.340 / 0.372 ms.
 DENSE_EDGE_TILES = False
 
+#: The default decision of :func:`schedule_edge_tiles` where the threads can split either M or
+#: N (N > M): M, each thread packing all of B. Split over N, each packs its own columns, but
+#: every panel of C is computed through a padded tile (the threads' chunks of N are dynamic,
+#: so the partial panel is not peeled). Sustained calls, one process, 2 threads (2-core AMD
+#: EPYC Zen 3): 777 x 513 x 1029 5.91 ms over M, 6.16 ms over N (numpy 5.45); dense
+#: 64 x 900 -> 300 with edge tiles 0.386 ms over N (N padded instead: 0.383 ms).
+EDGE_SPLIT_N = False
+
 
 def register_tile_bounds(target: Target, bits: int) -> Dict[str, int]:
     """Bounds of the register tile and cache blocks derived from the target.
@@ -240,9 +248,11 @@ def schedule_edge_tiles(sch: Schedule, block: BlockRV, ctx: RuleContext, threads
                         tile: Tuple[int, int], pad_k: int) -> None:
     """The Goto nest of an ``(M, N, K)`` matmul whose M or N no register tile divides: full
     ``MR x NR`` tiles (``tile``) and partial edge tiles, instead of copies of A, B and C padded
-    to multiples of the tile. Threads split M into chunks of whole register tiles (the last
-    thread's chunk shorter; their count sampled, default the most that each get rows); MC and
-    NC blocks are sampled divisors of a chunk's tiles and of the ``ceil(N / NR)`` panels
+    to multiples of the tile. Threads split M into chunks of whole register tiles, or N
+    (N > M) into chunks of whole panels (the last thread's chunk shorter; their count sampled,
+    default the most that each get rows; M or N where both can be split: structural, default
+    :data:`EDGE_SPLIT_N`); MC and NC blocks are sampled divisors of a chunk's register tiles
+    and panels
     (:func:`~.common.block_size`), KC a divisor of K (K padded to ``pad_k`` first, as
     :func:`~mlc_mlir.schedule.cpu_recipes.goto_padding` asks), B packed by default where
     :func:`~mlc_mlir.schedule.cpu_recipes.packs_b` says so or N ends in a partial panel
@@ -268,13 +278,18 @@ def schedule_edge_tiles(sch: Schedule, block: BlockRV, ctx: RuleContext, threads
     mr, nr = p.mr, p.nr
     tiles = -(-m // mr)
 
-    def covers(t):   # t chunks of ceil(tiles / t) register tiles: every thread gets rows
-        return t == 1 or (tiles >= t and -(-m // (-(-tiles // t) * mr)) == t)
-    tcands = [t for t in range(1, threads + 1) if covers(t)]
+    panels = -(-n // nr)
+
+    def covers(t, count, size, extent):   # t chunks of ceil(count / t) tiles: each gets some
+        return t == 1 or (count >= t and -(-extent // (-(-count // t) * size)) == t)
+    tcands = [t for t in range(1, threads + 1) if covers(t, tiles, mr, m) or covers(t, panels, nr, n)]
     t = int(categorical(sch, tcands, tcands[-1])) if len(tcands) > 1 else 1
-    per = -(-tiles // t)
+    by_m, by_n = covers(t, tiles, mr, m), covers(t, panels, nr, n) and n > m
+    split_n = t > 1 and by_n and (not by_m or bool(int(categorical(sch, [1, 0], int(EDGE_SPLIT_N)))))
+    per = tiles if split_n else -(-tiles // t)
     mc_tiles = block_size(sch, per, p.mc // mr)
-    nc_tiles = panel_block(sch, -(-n // nr), p.nc // nr)
+    per_n = -(-panels // t) if split_n else panels
+    nc_tiles = panel_block(sch, per_n, p.nc // nr)
     kc = block_size(sch, k, p.kc)
     b_transposed = blk.info.operand_dims[1][-1:] == (2,)
     # B is packed when its panels are partial: the packed panels are aligned and whole
@@ -285,9 +300,9 @@ def schedule_edge_tiles(sch: Schedule, block: BlockRV, ctx: RuleContext, threads
     unroll = unroll_factor(sch, int(kc), UNROLL_K)
     prefetch = 0 if int(mc_tiles) == 1 else \
         categorical(sch, [0, 1], int(prefetches_c(ctx.target, min(m, per * mr), n, bits)))
-    goto_loop_nest(sch, block, t, False, mr, nr, mc_tiles, nc_tiles, kc, bool(int(pack)), unroll,
-                   per_thread=per * mr if t > 1 else None, pack_a=bool(int(pack_a)),
-                   prefetch_c=bool(int(prefetch)))
+    goto_loop_nest(sch, block, t, split_n, mr, nr, mc_tiles, nc_tiles, kc, bool(int(pack)), unroll,
+                   per_thread=(per_n * nr if split_n else per * mr) if t > 1 else None,
+                   pack_a=bool(int(pack_a)), prefetch_c=bool(int(prefetch)))
     if b_transposed and int(pack):   # B's panels packed as (K, NR) in 8 x 8 transposes
         mark_avx2_transposes(sch, block, ctx.target, bits)
 
