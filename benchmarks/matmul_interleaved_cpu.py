@@ -9,13 +9,18 @@ Variants (after the workload, thread count and rounds), each ``label=value``:
 
 * ``db<label>=<path of a database.jsonl>``: compiled with that tuning database (e.g.
   ``benchmarks/.tune_cache/<workload>-<t>t/database.jsonl`` of ``tune_cpu.py``);
+* ``lib<label>=<path of a library>``: a library exported with ``Executable.export_library``
+  (e.g. by another commit of this repository), loaded with ``runtime.library.load_library``;
 * ``one<label>=``: the default schedule for one thread (a 2-thread run then compares both
   thread counts in one process);
 * ``<label>=v0,v1,...``: the default schedule with the rules' successive categorical
   decisions overridden by these candidate values (empty: the default), e.g. ``t4x16=3`` picks
   the fourth register tile of ``register_tile_shapes``.
 
-numpy runs under ``threadpool_limits(threads)``; run with ``OMP_NUM_THREADS=<threads>``::
+numpy runs under ``threadpool_limits(threads)``; run with ``OMP_NUM_THREADS=<threads>``. With
+``SUSTAINED=<calls>`` in the environment, each round instead times ``calls`` back-to-back calls
+of each implementation (no pause between implementations: threads stay awake, as in a model)
+and the median round's mean is printed::
 
     OMP_NUM_THREADS=2 python benchmarks/matmul_interleaved_cpu.py matmul777x513x1029 2 4 one= \\
         dbtuned=benchmarks/.tune_cache/matmul777x513x1029-2t/database.jsonl
@@ -24,6 +29,7 @@ numpy runs under ``threadpool_limits(threads)``; run with ``OMP_NUM_THREADS=<thr
 from __future__ import annotations
 
 import os
+import statistics
 import sys
 import time
 
@@ -83,6 +89,13 @@ def prepare(name, threads, label, value, state):
     from mlc_mlir.target import host_target
     from mlc_mlir.tune.database import Database
 
+    if label.startswith("lib"):
+        from mlc_mlir.runtime.library import load_library
+        f = load_library(value)[build_ours(name)[1]]
+        xs = inputs(name)
+        check(name, f(*xs), reference(name, xs))
+        outs = [np.empty(r.shape, np.float32) for r in f.signature.results]
+        return lambda: f(*xs, out=outs)
     mod, fname = build_ours(name)
     state["values"], state["i"] = [], 0
     if label.startswith("db"):
@@ -101,16 +114,38 @@ def prepare(name, threads, label, value, state):
     return lambda: f(*xs, out=outs)
 
 
+def print_sustained(name, threads, rounds, calls, fns, kernel):
+    """Time ``calls`` back-to-back calls of each of ``fns`` per round, in turn, and print the
+    median round's mean per call (and the fastest round's) with its ratio to numpy's."""
+    means = {k: [] for k in fns}
+    for _ in range(rounds):
+        for k, fn in fns.items():
+            for _ in range(max(1, calls // 50)):   # wake the threads up
+                fn()
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            means[k].append((time.perf_counter() - t0) / calls)
+    med = {k: statistics.median(v) for k, v in means.items()}
+    print(f"{name} t={threads} sustained {calls} calls x {rounds} rounds, load={os.getloadavg()[0]:.1f} "
+          f"openblas={','.join(map(str, kernel))} "
+          + " | ".join(f"{k} {med[k] * 1e3:.3f} ms ({med['numpy'] / med[k]:.2f}x; fastest round "
+                       f"{min(means[k]) * 1e3:.3f} ms)" for k in fns), flush=True)
+
+
 def main(argv):
     name, threads, rounds = argv[0], int(argv[1]), int(argv[2])
     state = override_decisions()
     fns = {"numpy": numpy_fn(name, inputs(name))}
     for label, value in [("default", "")] + [a.split("=", 1) for a in argv[3:]]:
         fns[label] = prepare(name, threads, label, value, state)
+    sustained = int(os.environ.get("SUSTAINED", "0"))
     wall = {k: float("inf") for k in fns}
     cpu = dict(wall)
     with threadpool_limits(limits=threads):
         kernel = [i.get("architecture") for i in threadpool_info() if i.get("user_api") == "blas"]
+        if sustained:
+            return print_sustained(name, threads, rounds, sustained, fns, kernel)
         for _ in range(rounds):
             for k, fn in fns.items():
                 # the previous implementation's idle threads first go to sleep: OpenBLAS's spin
