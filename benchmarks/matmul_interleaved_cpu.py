@@ -1,4 +1,4 @@
-"""numpy vs our default schedule vs tuned databases vs decision overrides of one
+"""numpy (PyTorch eager for a convolution) vs our default schedule vs tuned databases vs decision overrides of one
 ``tune_cpu.py`` workload, interleaved in ONE process: on a loaded shared host the separate
 subprocesses of ``tune_cpu.py`` see different loads, so their ratios can be off by 2-10x; here
 every implementation is measured once per round, in turn, and keeps its best round (wall time
@@ -13,7 +13,8 @@ Variants (after the workload, thread count and rounds), each ``label=value``:
   (e.g. by another commit of this repository), loaded with ``runtime.library.load_library``;
 * ``one<label>=``: the default schedule for one thread (a 2-thread run then compares both
   thread counts in one process);
-* ``<label>=v0,v1,...``: the default schedule with the rules' successive categorical
+* ``<label>=v0,v1,...``: the default schedule applied to the workload as built (no layout
+  stage: for a matmul, what ``mlc.compile`` schedules) with the rules' successive categorical
   decisions overridden by these candidate values (empty: the default), e.g. ``t4x16=3`` picks
   the fourth register tile of ``register_tile_shapes``.
 
@@ -36,7 +37,13 @@ import time
 import numpy as np
 from threadpoolctl import threadpool_info, threadpool_limits
 from timing import calls_per_repeat  # this folder is on sys.path
-from tune_cpu import build_ours, check, inputs, numpy_fn, reference
+from tune_cpu import build_ours, check, inputs, numpy_fn, prepare_torch, reference
+
+
+def peer_of(fns):
+    """The peer every ratio is to: the first implementation (numpy, or PyTorch eager for a
+    convolution)."""
+    return next(iter(fns))
 
 
 #: Seconds between two implementations' measurements (see :func:`main`).
@@ -100,6 +107,8 @@ def prepare(name, threads, label, value, state):
     state["values"], state["i"] = [], 0
     if label.startswith("db"):
         exe = mlc.compile(mod, database=Database(value), threads=threads)
+    elif label == "default":   # mlc.compile's own path (a convolution's layout stage included)
+        exe = mlc.compile(mod, threads=threads)
     else:
         state["values"] = value.split(",") if value else []
         sch = mlc.Schedule(mod)
@@ -116,7 +125,7 @@ def prepare(name, threads, label, value, state):
 
 def print_sustained(name, threads, rounds, calls, fns, kernel):
     """Time ``calls`` back-to-back calls of each of ``fns`` per round, in turn, and print the
-    median round's mean per call (and the fastest round's) with its ratio to numpy's."""
+    median round's mean per call (and the fastest round's) with its ratio to the peer's."""
     means = {k: [] for k in fns}
     for _ in range(rounds):
         for k, fn in fns.items():
@@ -129,14 +138,15 @@ def print_sustained(name, threads, rounds, calls, fns, kernel):
     med = {k: statistics.median(v) for k, v in means.items()}
     print(f"{name} t={threads} sustained {calls} calls x {rounds} rounds, load={os.getloadavg()[0]:.1f} "
           f"openblas={','.join(map(str, kernel))} "
-          + " | ".join(f"{k} {med[k] * 1e3:.3f} ms ({med['numpy'] / med[k]:.2f}x; fastest round "
+          + " | ".join(f"{k} {med[k] * 1e3:.3f} ms ({med[peer_of(fns)] / med[k]:.2f}x; fastest round "
                        f"{min(means[k]) * 1e3:.3f} ms)" for k in fns), flush=True)
 
 
 def main(argv):
     name, threads, rounds = argv[0], int(argv[1]), int(argv[2])
     state = override_decisions()
-    fns = {"numpy": numpy_fn(name, inputs(name))}
+    peer = numpy_fn(name, inputs(name))   # None for a convolution: PyTorch eager then
+    fns = {"numpy": peer} if peer is not None else {"torch": prepare_torch(name, threads)[0]}
     for label, value in [("default", "")] + [a.split("=", 1) for a in argv[3:]]:
         fns[label] = prepare(name, threads, label, value, state)
     sustained = int(os.environ.get("SUSTAINED", "0"))
@@ -156,8 +166,8 @@ def main(argv):
                 w, c = measure(fn)
                 wall[k], cpu[k] = min(wall[k], w), min(cpu[k], c)
     print(f"{name} t={threads} load={os.getloadavg()[0]:.1f} openblas={','.join(map(str, kernel))} "
-          + " | ".join(f"{k} {wall[k] * 1e3:.3f} ms ({wall['numpy'] / wall[k]:.2f}x; cpu "
-                       f"{cpu[k] * 1e3:.3f} ms {cpu['numpy'] / cpu[k]:.2f}x)" for k in fns), flush=True)
+          + " | ".join(f"{k} {wall[k] * 1e3:.3f} ms ({wall[peer_of(fns)] / wall[k]:.2f}x; cpu "
+                       f"{cpu[k] * 1e3:.3f} ms {cpu[peer_of(fns)] / cpu[k]:.2f}x)" for k in fns), flush=True)
 
 
 if __name__ == "__main__":

@@ -250,8 +250,8 @@ def schedule_edge_tiles(sch: Schedule, block: BlockRV, ctx: RuleContext, threads
     ``MR x NR`` tiles (``tile``) and partial edge tiles, instead of copies of A, B and C padded
     to multiples of the tile. Threads split M into chunks of whole register tiles, or N
     (N > M) into chunks of whole panels (the last thread's chunk shorter; their count sampled,
-    default the most that each get rows; M or N where both can be split: structural, default
-    :data:`EDGE_SPLIT_N`); MC and NC blocks are sampled divisors of a chunk's register tiles
+    default the most that each get some; M or N where both can be split: structural, default
+    :data:`EDGE_SPLIT_N`; N where only N can: a few rows, many columns); MC and NC blocks are sampled divisors of a chunk's register tiles
     and panels
     (:func:`~.common.block_size`), KC a divisor of K (K padded to ``pad_k`` first, as
     :func:`~mlc_mlir.schedule.cpu_recipes.goto_padding` asks), B packed by default where
@@ -282,9 +282,11 @@ def schedule_edge_tiles(sch: Schedule, block: BlockRV, ctx: RuleContext, threads
 
     def covers(t, count, size, extent):   # t chunks of ceil(count / t) tiles: each gets some
         return t == 1 or (count >= t and -(-extent // (-(-count // t) * size)) == t)
-    tcands = [t for t in range(1, threads + 1) if covers(t, tiles, mr, m) or covers(t, panels, nr, n)]
+    def splits(t):   # (over M, over N): N only where it has more columns than M has rows
+        return covers(t, tiles, mr, m), n > m and covers(t, panels, nr, n)
+    tcands = [t for t in range(1, threads + 1) if any(splits(t))]
     t = int(categorical(sch, tcands, tcands[-1])) if len(tcands) > 1 else 1
-    by_m, by_n = covers(t, tiles, mr, m), covers(t, panels, nr, n) and n > m
+    by_m, by_n = splits(t)
     split_n = t > 1 and by_n and (not by_m or bool(int(categorical(sch, [1, 0], int(EDGE_SPLIT_N)))))
     per = tiles if split_n else -(-tiles // t)
     mc_tiles = block_size(sch, per, p.mc // mr)
