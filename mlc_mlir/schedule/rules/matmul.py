@@ -251,9 +251,9 @@ def schedule_edge_tiles(sch: Schedule, block: BlockRV, ctx: RuleContext, threads
     to multiples of the tile. Threads split M into chunks of whole register tiles, or N
     (N > M) into chunks of whole panels (the last thread's chunk shorter; their count sampled,
     default the most that each get some; M or N where both can be split: structural, default
-    :data:`EDGE_SPLIT_N`; N where only N can: a few rows, many columns); MC and NC blocks are sampled divisors of a chunk's register tiles
-    and panels
-    (:func:`~.common.block_size`), KC a divisor of K (K padded to ``pad_k`` first, as
+    :data:`EDGE_SPLIT_N`; N where only N can: a few rows, many columns); MC and NC blocks
+    are sampled divisors of a chunk's register tiles and panels (:func:`~.common.block_size`),
+    KC a divisor of K (K padded to ``pad_k`` first, as
     :func:`~mlc_mlir.schedule.cpu_recipes.goto_padding` asks), B packed by default where
     :func:`~mlc_mlir.schedule.cpu_recipes.packs_b` says so or N ends in a partial panel
     (B read in place with a row stride that is no multiple of the vector: 64 x 900 x 301,
@@ -262,7 +262,9 @@ def schedule_edge_tiles(sch: Schedule, block: BlockRV, ctx: RuleContext, threads
     prefetched or not (default :func:`~mlc_mlir.schedule.cpu_recipes.prefetches_c`).
     The transform script peels the loops over partial tiles: B's last panel is zero-filled
     in its packed copy, C's edge rows are computed one row at a time in place, C's edge
-    columns through a one-panel padded tile. The elementwise epilogues keep their own rule.
+    columns through a one-panel padded tile (split over N, the threads' chunks are dynamic
+    and not peeled: every panel of C goes through that tile, and C is zeroed in masked chunks
+    of NR). The elementwise epilogues keep their own rule.
 
     777 x 513 x 1029 (one thread, loaded 2-core AMD EPYC Zen 5, AVX-512) runs as fast as
     with padded copies on one thread (3.6 ms both), and the copies, which run before and
@@ -301,7 +303,7 @@ def schedule_edge_tiles(sch: Schedule, block: BlockRV, ctx: RuleContext, threads
     pack_a = 0 if int(mc_tiles) == 1 else categorical(sch, [0, 1], int(PACK_A))
     unroll = unroll_factor(sch, int(kc), UNROLL_K)
     prefetch = 0 if int(mc_tiles) == 1 else \
-        categorical(sch, [0, 1], int(prefetches_c(ctx.target, min(m, per * mr), n, bits)))
+        categorical(sch, [0, 1], int(prefetches_c(ctx.target, min(m, per * mr), min(n, per_n * nr), bits)))
     goto_loop_nest(sch, block, t, split_n, mr, nr, mc_tiles, nc_tiles, kc, bool(int(pack)), unroll,
                    per_thread=(per_n * nr if split_n else per * mr) if t > 1 else None,
                    pack_a=bool(int(pack_a)), prefetch_c=bool(int(prefetch)))
