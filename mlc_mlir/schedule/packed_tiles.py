@@ -2,7 +2,9 @@
 :mod:`~mlc_mlir.schedule.transform_script`: each packed tile is a ``structured.pad`` with
 ``nofold`` on the operand (a private copy of its tile), hoisted out of the loops inside its
 ``compute_at`` loop (``structured.hoist_pad``, transposed where the register tile reads it
-across its rows) and vectorized one row at a time. ``em`` is the transform script's emitter
+across its rows) and vectorized: one row at a time, or, packed transposed, in blocks that
+read the operand directly (A's ``MR x kb`` micro-panel blocks, B's ``8 x 8`` transposes),
+the pad fused into each block. ``em`` is the transform script's emitter
 (its loop handles, model, matching and cleanup). Source: BLIS/Goto packed panels; MLIR's
 ``transform.structured.pad`` + ``hoist_pad`` (the IREE CPU codegen packing); TVM's
 ``cache_read`` + ``compute_at``.
