@@ -1,7 +1,8 @@
 """Op-construction primitives shared by the sibling layers ``builder/`` and ``te/``.
 
 Both emit ``linalg.generic`` ops named with ``mlc.name`` (the TensorIR block name), scalar
-constants, ``tensor.empty`` and ``linalg.fill``; neither may import the other, so these
+constants, ``tensor.empty`` and ``linalg.fill`` (and the pipeline's passes slices of mixed
+static and dynamic extent); neither may import the other, so these
 primitives live one layer down. They need an active context, location and insertion point.
 Static shapes are checked here (:func:`check_shape`) before MLIR sees them: a dimension or an
 element count that does not fit int64 aborts MLIR instead of raising.
@@ -26,6 +27,32 @@ MAX_ELEMENTS = 2 ** 63 - 1
 def index_constant(v: int) -> ir.Value:
     """``arith.constant v : index`` at the current insertion point."""
     return arith_d.ConstantOp(ir.IndexType.get(), v).result
+
+
+def mixed_sizes(values: Sequence) -> Tuple[List[ir.Value], List[int]]:
+    """``(dynamic, static)`` of a list of ints and index values (offsets or sizes): the index
+    values in order, and every entry with ``?`` (MLIR's dynamic size) for each value, as
+    ``tensor.extract_slice`` and its kin take them."""
+    dynamic = [v for v in values if not isinstance(v, int)]
+    static = [v if isinstance(v, int) else ir.ShapedType.get_dynamic_size() for v in values]
+    return dynamic, static
+
+
+def extract_slice(x: ir.Value, offsets: Sequence, sizes: Sequence) -> ir.Value:
+    """``tensor.extract_slice`` of ``x`` at ``offsets`` of ``sizes`` (ints or index values),
+    unit strides, not rank-reducing."""
+    doff, soff = mixed_sizes(offsets)
+    dsz, ssz = mixed_sizes(sizes)
+    t = ir.RankedTensorType.get(ssz, ir.RankedTensorType(x.type).element_type)
+    return tensor_d.ExtractSliceOp(t, x, doff, dsz, [], soff, ssz, [1] * len(sizes)).result
+
+
+def insert_slice(part: ir.Value, x: ir.Value, offsets: Sequence, sizes: Sequence) -> ir.Value:
+    """``tensor.insert_slice`` of ``part`` into ``x`` at ``offsets`` of ``sizes`` (ints or
+    index values), unit strides."""
+    doff, soff = mixed_sizes(offsets)
+    dsz, ssz = mixed_sizes(sizes)
+    return tensor_d.InsertSliceOp(part, x, doff, dsz, [], soff, ssz, [1] * len(sizes)).result
 
 
 def i64_attr(v: int) -> ir.IntegerAttr:

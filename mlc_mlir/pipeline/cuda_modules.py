@@ -204,7 +204,7 @@ def load_gpu_binaries(lowered: Module) -> Module:
             cubin = _cubin(b.operation)
             cubins[name] = (f"{name}_binary", len(cubin))
             internal_global(lowered.ir_module, cubins[name][0], _array(len(cubin), _int(8)),
-                    ir.StringAttr.get(cubin), constant=True)
+                            ir.StringAttr.get(cubin), constant=True)
             modules[name] = f"{name}_module"
             internal_global(lowered.ir_module, modules[name], _ptr())
             b.operation.erase()
@@ -219,7 +219,7 @@ def load_gpu_binaries(lowered: Module) -> Module:
                 names[key] = f"{key[0]}_{key[1]}_name"
                 text = key[1] + "\0"
                 internal_global(lowered.ir_module, names[key], _array(len(text), _int(8)),
-                        ir.StringAttr.get(text), constant=True)
+                                ir.StringAttr.get(text), constant=True)
         for name, inputs, result in (
                 ("mgpuModuleLoad", [_ptr(), _int(64)], _ptr()), ("mgpuModuleUnload", [_ptr()], None),
                 ("mgpuModuleGetFunction", [_ptr(), _ptr()], _ptr()),

@@ -219,8 +219,8 @@ def _as_4d(v: ir.Value, name: str) -> ir.Value:
     sizes = [tensor_d.dim(v, arith_d.ConstantOp(ir.IndexType.get(), d).result) if t.is_dynamic_dim(d)
              else t.shape[d] for d in range(3)]
     t4 = ir.RankedTensorType.get([1] + list(t.shape), t.element_type)
-    static = [1] + [x if isinstance(x, int) else ir.ShapedType.get_dynamic_size() for x in sizes]
-    r = tensor_d.ExpandShapeOp(t4, v, [[0, 1], [2], [3]], [x for x in sizes if not isinstance(x, int)], static).result
+    dynamic, static = emitters.mixed_sizes([1] + sizes)
+    r = tensor_d.ExpandShapeOp(t4, v, [[0, 1], [2], [3]], dynamic, static).result
     emitters.set_name(r.owner, name)
     return r
 

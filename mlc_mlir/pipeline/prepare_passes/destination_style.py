@@ -260,15 +260,11 @@ def fill_slabs(dest: ir.Value, value: ir.Value, offsets: list, sizes: list, name
             off = [offsets[e] if e < d else 0 for e in range(rank)]
             size = [sizes[e] if e < d else shape[e] for e in range(rank)]
             off[d], size[d] = lo, _sub(hi, lo)
-            part = extract(acc, off, size)
+            part = emitters.extract_slice(acc, off, size)
             filled = linalg_d.fill(value, outs=[part])
             emitters.set_name(filled.owner, name)
-            acc = insert(filled, acc, off, size)
+            acc = emitters.insert_slice(filled, acc, off, size)
     return acc
-
-
-def _index(v) -> ir.Value:
-    return v if isinstance(v, ir.Value) else arith_d.ConstantOp(ir.IndexType.get(), v).result
 
 
 def _add(a, b):
@@ -283,28 +279,8 @@ def _sub(a, b):
     return a if b == 0 else arith_d.SubIOp(_index(a), _index(b)).result
 
 
-def _mixed(values: list):
-    """(dynamic values, static entries) of a list of ints and index values."""
-    dyn = [v for v in values if not isinstance(v, int)]
-    static = [v if isinstance(v, int) else ir.ShapedType.get_dynamic_size() for v in values]
-    return dyn, static
-
-
-def extract(x: ir.Value, offsets: list, sizes: list) -> ir.Value:
-    """``tensor.extract_slice`` of ``x`` at ``offsets`` of ``sizes`` (ints or index values),
-    unit strides."""
-    doff, soff = _mixed(offsets)
-    dsz, ssz = _mixed(sizes)
-    ty = ir.RankedTensorType.get(ssz, ir.RankedTensorType(x.type).element_type)
-    return tensor_d.ExtractSliceOp(ty, x, doff, dsz, [], soff, ssz, [1] * len(sizes)).result
-
-
-def insert(part: ir.Value, x: ir.Value, offsets: list, sizes: list) -> ir.Value:
-    """``tensor.insert_slice`` of ``part`` into ``x`` at ``offsets`` of ``sizes`` (ints or
-    index values), unit strides."""
-    doff, soff = _mixed(offsets)
-    dsz, ssz = _mixed(sizes)
-    return tensor_d.InsertSliceOp(part, x, doff, dsz, [], soff, ssz, [1] * len(sizes)).result
+def _index(v) -> ir.Value:
+    return v if isinstance(v, ir.Value) else emitters.index_constant(v)
 
 
 @register_pass

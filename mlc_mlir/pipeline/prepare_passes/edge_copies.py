@@ -29,13 +29,13 @@ from __future__ import annotations
 
 from typing import List
 
-from ..._mlir import arith_d, ir, tensor_d
+from ..._mlir import ir, tensor_d
 from ...graph.emit_rewrites import constant_pad_value, has_constant_pad_value
 from ...graph.pass_manager import Pass, register_pass
 from ...graph.use_def import producer
 from ...ir import emitters
 from ...ir.module import Module
-from .destination_style import extract, fill_slabs, insert
+from .destination_style import fill_slabs
 
 
 def _copy(src: ir.Value, dest: ir.Value, name: str) -> ir.Value:
@@ -73,13 +73,13 @@ def _rewrite_pad(pad: ir.Operation) -> None:
     t = ir.RankedTensorType(pad.results[0].type)
     src_t = ir.RankedTensorType(src.type)
     with ir.InsertionPoint(pad), pad.location:
-        extent = [tensor_d.DimOp(src, arith_d.ConstantOp(ir.IndexType.get(), d).result).result
+        extent = [tensor_d.DimOp(src, emitters.index_constant(d)).result
                   if src_t.is_dynamic_dim(d) else src_t.shape[d] for d in range(t.rank)]
         zeros = [0] * t.rank
         out = fill_slabs(tensor_d.EmptyOp(list(t.shape), t.element_type).result,
                          constant_pad_value(pad), zeros, extent, "pad.fill")
-        copied = _copy(src, extract(out, zeros, extent), "pad.copy")
-        new = insert(copied, out, zeros, extent)
+        copied = _copy(src, emitters.extract_slice(out, zeros, extent), "pad.copy")
+        new = emitters.insert_slice(copied, out, zeros, extent)
     pad.results[0].replace_all_uses_with(new)
     pad.erase()
 
