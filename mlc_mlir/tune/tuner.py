@@ -332,16 +332,22 @@ def _remeasure(task: Task, ctx: TuneContext, db: Database, executor: Executor, t
                timeout_s: float, threads: Optional[int], seed: int, reference: Optional[str],
                bar: ProgressBar) -> None:
     """Measure the default and the ``k`` fastest candidates that beat it again, interleaved,
-    and commit the results as final records of one re-measurement (see :func:`tune`)."""
+    and commit the results as final records of one re-measurement (see :func:`tune`). The
+    default point of the space (:func:`~.space_rules.default_point`: the rules' own decisions,
+    the default's code) is no candidate: where it measured faster than the empty trace, that
+    was the machine (a 2-thread run of a 0.01 ms task takes 0.01 or 0.25 ms on a host whose
+    vCPUs are descheduled), and it would take a finalist's place."""
     ok = [r for r in ctx.history if r.ok]
     default = min((r for r in ok if r.is_default), key=lambda r: r.latency_ms, default=None)
     if default is None:
         return   # never measured, or failed: the default is kept anyway
-    better = sorted((r for r in ok if not r.is_default and r.latency_ms < default.latency_ms),
-                    key=lambda r: r.latency_ms)
+    point = default_point(ctx.space, task.module)
+    same = point.trace.as_json() if point is not None else None
+    better = sorted((r for r in ok if not r.is_default and r.trace != same
+                     and r.latency_ms < default.latency_ms), key=lambda r: r.latency_ms)
     traces = list(dict.fromkeys([default.trace] + [r.trace for r in better]))[:k + 1]
-    if len(traces) < 2:
-        return
+    if len(traces) < 2 and all(r.latency_ms >= default.latency_ms for r in ok if not r.is_default):
+        return   # else the default alone is the final batch: the point must not win by its search time
     _commit_final(task, db, executor, tkey, traces, lambda t: (str(task.module), t), ctx.target,
                   timeout_s, threads, seed, reference)
     best = db.best(task.workload, tkey)

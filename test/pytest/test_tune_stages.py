@@ -19,6 +19,7 @@ from mlc_mlir.target import Target, host_target
 from mlc_mlir.tune import Database, Executor, MeasureResult, extract_tasks
 from mlc_mlir.tune.record import TuningRecord, candidate_id
 from mlc_mlir.tune.report import summary_rows
+from mlc_mlir.tune.space_rules import default_point, default_space
 from mlc_mlir.tune.tuner import REMEASURE_REPEATS
 import tunecheck
 
@@ -124,6 +125,40 @@ def test_a_candidate_replaces_the_default_only_if_it_wins_the_remeasurement(tmp_
     rng = np.random.default_rng(0)
     a, b = rng.standard_normal((2, 32, 32)).astype(np.float32)
     np.testing.assert_allclose(mlc.compile(mod, database=db)(a, b), a @ b, rtol=1e-4, atol=1e-4)
+
+
+class DefaultPointFaster(Executor):
+    """Measures nothing: the default schedule's own decisions as a trace (``point``) take
+    0.5 ms, and so does the whole model compiled with records (the model check); the empty
+    trace (the default) 1 ms, any other trace 2 ms: the timing of a host whose speed changed
+    between the default's runs and its twin's."""
+
+    max_workers = 2
+    shares_files = False
+
+    def __init__(self, point):
+        self.point, self.seen = point, set()
+
+    def measure(self, inputs, timeout_s):
+        for i, inp in enumerate(inputs):
+            self.seen.add(inp.trace)
+            empty = not mlc.Trace.from_json(inp.trace).insts
+            ms = 0.5 if inp.records or inp.trace == self.point else 1.0 if empty else 2.0
+            yield i, MeasureResult((ms,) * inp.repeat)
+
+
+def test_the_default_point_never_replaces_the_default(tmp_path):
+    """The rules' default decisions as a trace compile to the default's code: measured faster
+    than the default, it is no finalist and the default stays (speedup 1.00x in the table)."""
+    mod = tunecheck.matmul(64)
+    task, = extract_tasks(mod)
+    point = default_point(default_space(host_target()), task.module).trace.as_json()
+    fake = DefaultPointFaster(point)
+    db = mlc.tune(mod, trials=6, work_dir=str(tmp_path / "t"), executor=fake, progress=False)
+    assert point in fake.seen   # measured, and fastest of all
+    assert db.best().is_default
+    row, = summary_rows([task], db, host_target().key())
+    assert row["speedup"] == pytest.approx(1.0)
 
 
 def test_tuned_convnet_equals_numpy(tmp_path, rng):
