@@ -120,8 +120,9 @@ def tune(mod, target="cpu", trials: int = 64, work_dir: str = "tune/", space: Op
     seed : int
         Seed of the search (equal seeds propose the same candidates).
     finalists : int
-        Candidates re-measured against the default at the end, per task (0: none; then the
-        search's own measurements decide, with the same tie rule).
+        Candidates re-measured against the default at the end, per task, the default point
+        of the space never among them (0: none; then the search's own measurements decide,
+        with the same tie rule).
     winograd : bool or None
         Winograd in the algorithm decision of the convolutions, as ``CompileOptions.winograd``
         of the compile the records are for. None (default): F(2x2, 3x3) and F(4x4, 3x3) are
@@ -334,9 +335,10 @@ def _remeasure(task: Task, ctx: TuneContext, db: Database, executor: Executor, t
     """Measure the default and the ``k`` fastest candidates that beat it again, interleaved,
     and commit the results as final records of one re-measurement (see :func:`tune`). The
     default point of the space (:func:`~.space_rules.default_point`: the rules' own decisions,
-    the default's code) is no candidate: where it measured faster than the empty trace, that
-    was the machine (a 2-thread run of a 0.01 ms task takes 0.01 or 0.25 ms on a host whose
-    vCPUs are descheduled), and it would take a finalist's place."""
+    the default's code) is no finalist: where it measured faster than the empty trace, the
+    machine's speed changed between their runs (a 2-thread OpenMP region whose second vCPU is
+    descheduled), and it would take a real candidate's place; the default alone is then the
+    final batch, so it cannot win by its search time either."""
     ok = [r for r in ctx.history if r.ok]
     default = min((r for r in ok if r.is_default), key=lambda r: r.latency_ms, default=None)
     if default is None:
@@ -347,7 +349,7 @@ def _remeasure(task: Task, ctx: TuneContext, db: Database, executor: Executor, t
                      and r.latency_ms < default.latency_ms), key=lambda r: r.latency_ms)
     traces = list(dict.fromkeys([default.trace] + [r.trace for r in better]))[:k + 1]
     if len(traces) < 2 and all(r.latency_ms >= default.latency_ms for r in ok if not r.is_default):
-        return   # else the default alone is the final batch: the point must not win by its search time
+        return
     _commit_final(task, db, executor, tkey, traces, lambda t: (str(task.module), t), ctx.target,
                   timeout_s, threads, seed, reference)
     best = db.best(task.workload, tkey)
