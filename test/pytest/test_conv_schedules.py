@@ -493,7 +493,7 @@ def test_bottleneck_pointwise_gemms_match_torch():
 
 #: L1d too small for any filter panel, L2 large enough for every panel below: the input channels
 #: stay whole (filter_block_channels' L2 branch)
-L2_PANELS = dataclasses.replace(host_target(), l1d_bytes=1 << 10, l2_bytes=1 << 20, cores=2)
+L2_PANELS = dataclasses.replace(AVX2, l1d_bytes=1 << 10, l2_bytes=1 << 20, cores=2)
 
 #: NHWC convolutions whose outputs go back to NCHW with widths the lanes do not divide:
 #: (x shape, w shape, conv2d kwargs, bias + relu)
@@ -547,7 +547,7 @@ def test_channel_blocking_follows_the_caches_and_matches_torch(name, target):
 
 #: An L2 smaller than one output-channel block's pass over a 24x24x32 map, larger than the
 #: whole 1x1 filter plus one output row: blocks_inside_rows holds
-ROWS_OUTER = dataclasses.replace(host_target(), l1d_bytes=48 << 10, l2_bytes=64 << 10, cores=2)
+ROWS_OUTER = dataclasses.replace(AVX2, l1d_bytes=48 << 10, l2_bytes=64 << 10, cores=2)
 
 
 def test_blocks_inside_rows_follows_the_l2():
