@@ -343,13 +343,13 @@ def _remeasure(task: Task, ctx: TuneContext, db: Database, executor: Executor, t
     default = min((r for r in ok if r.is_default), key=lambda r: r.latency_ms, default=None)
     if default is None:
         return   # never measured, or failed: the default is kept anyway
+    faster = [r for r in ok if not r.is_default and r.latency_ms < default.latency_ms]
+    if not faster:
+        return
     point = default_point(ctx.space, task.module)
     same = point.trace.as_json() if point is not None else None
-    better = sorted((r for r in ok if not r.is_default and r.trace != same
-                     and r.latency_ms < default.latency_ms), key=lambda r: r.latency_ms)
+    better = sorted((r for r in faster if r.trace != same), key=lambda r: r.latency_ms)
     traces = list(dict.fromkeys([default.trace] + [r.trace for r in better]))[:k + 1]
-    if len(traces) < 2 and all(r.latency_ms >= default.latency_ms for r in ok if not r.is_default):
-        return
     _commit_final(task, db, executor, tkey, traces, lambda t: (str(task.module), t), ctx.target,
                   timeout_s, threads, seed, reference)
     best = db.best(task.workload, tkey)

@@ -40,7 +40,7 @@ from typing import Callable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..._mlir import arith_d, func_d, ir, tensor_d
+from ..._mlir import func_d, ir, tensor_d
 from ...ir import emitters
 from ...ir.module import OP_NAME_ATTR, Module
 from ...graph.emit_rewrites import named_fill, reshape
@@ -216,7 +216,7 @@ def _as_4d(v: ir.Value, name: str) -> ir.Value:
     t = ir.RankedTensorType(v.type)
     if t.rank == 4:
         return v
-    sizes = [tensor_d.dim(v, arith_d.ConstantOp(ir.IndexType.get(), d).result) if t.is_dynamic_dim(d)
+    sizes = [tensor_d.dim(v, emitters.index_constant(d)) if t.is_dynamic_dim(d)
              else t.shape[d] for d in range(3)]
     t4 = ir.RankedTensorType.get([1] + list(t.shape), t.element_type)
     dynamic, static = emitters.mixed_sizes([1] + sizes)
