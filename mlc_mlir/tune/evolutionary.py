@@ -8,7 +8,8 @@ Each :meth:`EvolutionarySearch.propose`:
 2. evolves it for a few generations: children by *mutation* (one sampling decision drawn
    again: another perfect tile, another categorical candidate) or *crossover* (each decision
    from one of two parents of the same space); the cost model scores every candidate and the
-   best survive;
+   best survive; a generation that brings no new child ends the evolution, and sampling stops
+   after a run of samples that bring nothing new (a small space is soon exhausted);
 3. returns the best-scored candidates never measured (decision sets are compared, so nothing is
    measured twice), each validated by replay (``Schedule.from_trace`` of its JSON), plus a
    fraction of fresh random samples (epsilon-greedy exploration).
@@ -190,6 +191,12 @@ class EvolutionarySearch(SearchStrategy):
     validate : bool
         Replay every proposed candidate with ``Schedule.from_trace`` (through its JSON) before
         returning it; one that does not replay is skipped.
+    max_fail : int
+        Consecutive fresh samples, or children of one generation, that bring no new candidate
+        (a duplicate, or a sample the space rejects) after which that loop stops: a small space
+        is exhausted after a few samples, not after ``8 * population_size`` of them, and a
+        generation with no new child ends the evolution (TVM ``EvolutionarySearch``'s
+        ``max_fail_count``).
 
     Raises
     ------
@@ -199,12 +206,15 @@ class EvolutionarySearch(SearchStrategy):
 
     def __init__(self, cost_model: Optional[Callable[[], CostModel]] = None,
                  population_size: int = 64, generations: int = 3, elite_ratio: float = 0.25,
-                 crossover_prob: float = 0.2, eps_greedy: float = 0.1, validate: bool = True):
+                 crossover_prob: float = 0.2, eps_greedy: float = 0.1, validate: bool = True,
+                 max_fail: int = 16):
         if population_size < 2 or generations < 0 or not 0 <= elite_ratio <= 1 or \
-                not 0 <= crossover_prob <= 1 or not 0 <= eps_greedy <= 1:
+                not 0 <= crossover_prob <= 1 or not 0 <= eps_greedy <= 1 or \
+                type(max_fail) is not int or max_fail < 1:
             raise TuningError(f"EvolutionarySearch: population_size={population_size} (>= 2), "
                               f"generations={generations} (>= 0), elite_ratio={elite_ratio}, "
-                              f"crossover_prob={crossover_prob}, eps_greedy={eps_greedy} (in [0, 1])")
+                              f"crossover_prob={crossover_prob}, eps_greedy={eps_greedy} (in [0, 1]), "
+                              f"max_fail={max_fail!r} (an int >= 1)")
         self.cost_model = cost_model or XGBCostModel
         self.population_size = population_size
         self.generations = generations
@@ -212,6 +222,7 @@ class EvolutionarySearch(SearchStrategy):
         self.crossover_prob = crossover_prob
         self.eps_greedy = eps_greedy
         self.validate = validate
+        self.max_fail = max_fail
         self._states: Dict[Tuple[str, str], _TaskState] = {}
 
     # ------------------------------------------------------------------ per-task state
@@ -248,9 +259,11 @@ class EvolutionarySearch(SearchStrategy):
     def _fresh(self, ctx: TuneContext, st: _TaskState, n: int, avoid: set) -> List[Candidate]:
         out: List[Candidate] = []
         failures: List[str] = []
+        fails = 0
         for _ in range(max(1, n) * 8):
-            if len(out) >= n:
+            if len(out) >= n or fails >= self.max_fail:
                 break
+            fails += 1
             try:
                 sch = generate(ctx.space, ctx.task.module, ctx.rng.randrange(2**31), ops=st.ops)
             except ScheduleError as e:
@@ -260,6 +273,7 @@ class EvolutionarySearch(SearchStrategy):
             if c[0] not in avoid:
                 avoid.add(c[0])
                 out.append(c)
+                fails = 0
         if not out and failures and not ctx.history:
             raise TuningError(f"EvolutionarySearch: no sample of the space applies to task "
                               f"'{ctx.task.name}'; the space failed with: {failures[0]}")
@@ -307,7 +321,11 @@ class EvolutionarySearch(SearchStrategy):
             scores = self._scores(ctx, st, pop)
             cum = list(itertools.accumulate(scores - scores.min() + 1e-3))
             children: List[Candidate] = []
+            fails = 0
             for _ in range(self.population_size):
+                if fails >= self.max_fail:
+                    break
+                fails += 1
                 if len(pop) >= 2 and ctx.rng.random() < self.crossover_prob:
                     a, b = ctx.rng.choices(pop, cum_weights=cum, k=2)
                     sch = crossover(ctx.space, mod, a[1], b[1], ctx.rng, st.ops)
@@ -318,6 +336,9 @@ class EvolutionarySearch(SearchStrategy):
                 if c is not None and c[0] not in pool:
                     pool[c[0]] = c
                     children.append(c)
+                    fails = 0
+            if not children:
+                break
             merged = pop + children
             order = np.argsort(-self._scores(ctx, st, merged), kind="stable")
             pop = [merged[i] for i in order[:self.population_size]]

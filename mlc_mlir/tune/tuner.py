@@ -180,9 +180,11 @@ def _tune(mod, tgt, trials, work_dir, space, strategy, executor, timeout_s, thre
     tasks: List[Task] = []
     try:
         with ProgressBar(trials, min(trials, spent), progress) as bar:
+            stages = _Stages(bar)
             try:
                 spent = _tune_algorithms(algorithms, db, executor, tkey, trials, spent, timeout_s,
                                          threads, seed, finalists, bar, work_dir)
+                stages.done("algorithms")
                 tasks = _schedule_tasks(mod, tgt, winograd, db, bool(algorithms))
                 batch = batch_size or max(2, min(max(8, 4 * executor.max_workers),
                                                  max(1, trials - spent) // max(1, len(tasks))))
@@ -194,13 +196,17 @@ def _tune(mod, tgt, trials, work_dir, space, strategy, executor, timeout_s, thre
                 sched = TaskScheduler([t.weight for t in tasks], [c.history for c in ctxs])
                 refs = _loop(tasks, ctxs, sched, db, strategy, executor, tkey, trials, batch,
                              timeout_s, threads, seed, bar, work_dir, spent)
+                stages.done("search")
                 if finalists:
                     for task, ctx in zip(tasks, ctxs):
                         _remeasure(task, ctx, db, executor, tkey, finalists, timeout_s, threads,
                                    seed, refs.get(id(task)), bar)
+                    stages.done("re-measurement")
                 if check:
                     _check_model(mod, [a.task for a in algorithms] + tasks, db, executor, tgt,
                                  threads, seed, timeout_s, work_dir, bar)
+                    stages.done("model check")
+                stages.report()
             except KeyboardInterrupt:
                 bar.log(f"interrupted: {len(db)} records kept in {db.path}")
     finally:
@@ -213,6 +219,27 @@ def _tune(mod, tgt, trials, work_dir, space, strategy, executor, timeout_s, thre
         print(f"tuning curve: {png}" if png else
               "tuning curve not written: matplotlib is not installed (pip install 'mlc-mlir[tune]')")
     return db
+
+
+class _Stages:
+    """Wall time of each stage of one tuning run, logged as one line at the end."""
+
+    def __init__(self, bar: ProgressBar):
+        self._bar = bar
+        self._t = time.monotonic()
+        self._times: List[Tuple[str, float]] = []
+
+    def done(self, name: str) -> None:
+        """Close stage ``name`` (it began where the previous one ended)."""
+        now = time.monotonic()
+        self._times.append((name, now - self._t))
+        self._t = now
+
+    def report(self) -> None:
+        """Log ``stages: name s, ...`` and the total."""
+        total = sum(t for _, t in self._times)
+        self._bar.log("stages: " + ", ".join(f"{n} {t:.1f} s" for n, t in self._times)
+                      + f"; total {total:.1f} s")
 
 
 def _check_model(mod, tasks: List[Task], db: Database, executor: Executor, tgt, threads, seed: int,

@@ -181,3 +181,27 @@ def test_evolutionary_search_arguments():
         EvolutionarySearch(population_size=1)
     with pytest.raises(TuningError, match="eps_greedy=2"):
         EvolutionarySearch(eps_greedy=2)
+    with pytest.raises(TuningError, match="max_fail=0"):
+        EvolutionarySearch(max_fail=0)
+
+
+def test_a_small_space_is_exhausted_in_few_samples():
+    """A space of three points: every point is proposed, and the search stops sampling once
+    ``max_fail`` samples in a row bring nothing new, rather than drawing ``8 *
+    population_size`` fresh samples and a full population of children per generation."""
+    task = matmul_task(32, 32, 32)
+    calls = []
+
+    def space(sch):
+        calls.append(1)
+        sch.sample_categorical([1, 2, 4], [1 / 3] * 3)
+
+    ctx = TuneContext(task, space, AVX2, random.Random(0))
+    strategy = EvolutionarySearch(lambda: RandomCostModel(0), population_size=64, generations=3,
+                                  max_fail=8)
+    traces = strategy.propose(ctx, 8)
+    assert sorted(t.decisions[min(t.decisions)] for t in traces) == [0, 1, 2]
+    # the default point, the fresh samples (3 new + at most 8 in a row that are not), one
+    # generation of children (each child at most `mutate`'s 8 attempts; it ends after 8 that
+    # bring nothing) and the final top-up; 8 * 64 = 512 fresh samples before the bound
+    assert len(calls) < 200, len(calls)
