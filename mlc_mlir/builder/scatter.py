@@ -140,9 +140,9 @@ def scatter_elements(x, indices, updates, axis: int = 0, reduction: str = "none"
         acc = args[-2] if counted else args[-1]
         j = arith_d.index_cast(ir.IndexType.get(), i)
         if negative_indices:
-            zero = arith_d.ConstantOp(ir.IndexType.get(), 0).result
+            zero = emitters.index_constant(0)
             j = arith_d.select(arith_d.cmpi(arith_d.CmpIPredicate.slt, j, zero),
-                               arith_d.addi(j, arith_d.ConstantOp(ir.IndexType.get(), n).result), j)
+                               arith_d.addi(j, emitters.index_constant(n)), j)
         hit = arith_d.cmpi(arith_d.CmpIPredicate.eq, j, linalg_d.IndexOp(ax).result)
         if not counted:
             return [arith_d.select(hit, _combine(reduction, acc, v, dt), acc)]

@@ -23,8 +23,9 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Tuple
 
-from .._mlir import arith_d, ir, tensor_d
+from .._mlir import ir, tensor_d
 from ..errors import BuildError
+from ..ir.emitters import index_constant
 from ..ir.symbolic import Dim, FloorDiv, MinMax, SymDim, maximum, minimum, parse, symbol
 
 
@@ -188,7 +189,7 @@ class SymbolScope:
         if name not in self.sources:
             raise BuildError(f"symbolic size '{name}': no argument dim defines it")
         arg, axis = self.sources[name]
-        v = tensor_d.dim(self.block.arguments[arg], _index(axis))
+        v = tensor_d.dim(self.block.arguments[arg], index_constant(axis))
         self.record(v, symbol(name, self))
         return v
 
@@ -326,7 +327,3 @@ def _extremum_range(kind: str, ranges) -> Tuple[Optional[int], Optional[int]]:
     if kind == "min":
         return (None if len(known_lo) < len(los) else min(known_lo)), (min(known_hi) if known_hi else None)
     return (max(known_lo) if known_lo else None), (None if len(known_hi) < len(his) else max(known_hi))
-
-
-def _index(v: int) -> ir.Value:
-    return arith_d.ConstantOp(ir.IndexType.get(), v).result

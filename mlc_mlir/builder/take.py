@@ -34,7 +34,7 @@ def size_value(n):
 
 def _index(n) -> ir.Value:
     """An ``index`` value of ``n`` (an int, or an ``index`` value from :func:`size_value`)."""
-    return n if isinstance(n, ir.Value) else arith_d.ConstantOp(ir.IndexType.get(), n).result
+    return n if isinstance(n, ir.Value) else emitters.index_constant(n)
 
 
 def _wrap_and_clamp(i: ir.Value, n) -> ir.Value:

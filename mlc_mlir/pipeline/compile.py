@@ -72,7 +72,7 @@ import dataclasses
 import os
 from typing import Callable, Dict, Optional, Tuple
 
-from .._mlir import arith_d, ir, tensor_d
+from .._mlir import ir, tensor_d
 from ..errors import IRError, PipelineError
 from ..graph.dce import DeadCodeElimination
 from ..graph.dispatch_library import LowerCallLibrary, runtime_bindings
@@ -292,7 +292,7 @@ def _distinct_results(ret: ir.Operation) -> None:
             t = v.type
             if isinstance(t, ir.RankedTensorType):
                 with ir.InsertionPoint(ret), ir.Location.unknown():
-                    sizes = [tensor_d.dim(v, arith_d.ConstantOp(ir.IndexType.get(), d).result)
+                    sizes = [tensor_d.dim(v, emitters.index_constant(d))
                              if t.is_dynamic_dim(d) else t.shape[d] for d in range(t.rank)]
                     init = tensor_d.empty(sizes, t.element_type)
                     ident = ir.AffineMap.get_identity(t.rank)

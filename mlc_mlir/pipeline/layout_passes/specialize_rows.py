@@ -32,6 +32,7 @@ from __future__ import annotations
 from typing import Optional, Sequence
 
 from ..._mlir import arith_d, func_d, ir, linalg_d, scf_d, tensor_d
+from ...ir.emitters import index_constant
 from ...ir.module import OP_NAME_ATTR, Module
 from ...graph.use_def import named_ops, producer
 from ...graph.pass_manager import ScopedPass, register_pass
@@ -66,7 +67,7 @@ def _outline(mod: Module, f, op: ir.Operation, rows: Optional[int], name: str) -
     with ir.InsertionPoint(entry):
         a, b = entry.arguments
         sizes = [c_shape[0] if rows is not None else
-                 tensor_d.dim(a, arith_d.ConstantOp(ir.IndexType.get(), 0).result), c_shape[1]]
+                 tensor_d.dim(a, index_constant(0)), c_shape[1]]
         empty = tensor_d.EmptyOp(sizes, ct.element_type).result
         value = producer(fill.operands[0]).clone()   # the scalar (a constant, see _candidate)
         init = linalg_d.fill(value.results[0], outs=[empty])

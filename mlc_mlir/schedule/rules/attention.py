@@ -43,7 +43,7 @@ from typing import List, Optional, Sequence
 
 from ..._mlir import arith_d, bufferization_d, func_d, ir, memref_d, scf_d, tensor_d, vector_d
 from ...errors import ScheduleError
-from ...ir.emitters import ordered_max
+from ...ir.emitters import index_constant, ordered_max
 from ...target import Target
 from .attention_knobs import AttentionKnobs, default_knobs
 from .register_transpose import transpose_registers
@@ -58,17 +58,13 @@ def attention_key(q_type: ir.RankedTensorType, k_type: ir.RankedTensorType, v_ty
     return "flash_attention " + " ".join(str(t) for t in types)
 
 
-def _idx(v: int) -> ir.Value:
-    return arith_d.ConstantOp(ir.IndexType.get(), v).result
-
-
 def _f32(v: float) -> ir.Value:
     return arith_d.ConstantOp(ir.F32Type.get(), v).result
 
 
 def _dim(t: ir.Value, d: int) -> ir.Value:
     tt = ir.RankedTensorType(t.type)
-    return _idx(tt.shape[d]) if not tt.is_dynamic_dim(d) else tensor_d.dim(t, _idx(d))
+    return index_constant(tt.shape[d]) if not tt.is_dynamic_dim(d) else tensor_d.dim(t, index_constant(d))
 
 
 def _read(src: ir.Value, indices: Sequence[ir.Value], n: int) -> ir.Value:
@@ -94,11 +90,11 @@ class _Row:
         self.k, self.v, self.bias, self.b, self.hk = k, v, bias, b, hk
         self.d = head_dim
         self.ahead, self.exp_degree = prefetch, exp_degree
-        self.q = arith_d.mulf(_read(q, [b, h, i, _idx(0)], head_dim),
+        self.q = arith_d.mulf(_read(q, [b, h, i, index_constant(0)], head_dim),
                               vector_d.broadcast(ir.VectorType.get([head_dim], ir.F32Type.get()), _f32(scale)))
         if bias is not None:
             bt = ir.RankedTensorType(bias.type)
-            self.bias_at = [(x if bt.shape[n] != 1 else _idx(0)) for n, x in enumerate((b, h, i))]
+            self.bias_at = [(x if bt.shape[n] != 1 else index_constant(0)) for n, x in enumerate((b, h, i))]
 
     def scores(self, j0: ir.Value, n: int) -> ir.Value:
         """``vector<n>`` of ``q . k_j`` for keys ``j0 .. j0 + n - 1``. With ``n`` a power of two
@@ -108,18 +104,18 @@ class _Row:
         horizontal reduction per key."""
         f32 = ir.F32Type.get()
         vt = ir.VectorType.get([n], f32)
-        keys = [arith_d.addi(j0, _idx(t)) if t else j0 for t in range(n)]
+        keys = [arith_d.addi(j0, index_constant(t)) if t else j0 for t in range(n)]
         if n == 1 or n & (n - 1) or self.d % n:
             return vector_d.from_elements(vt, [vector_d.reduction(
                 f32, vector_d.CombiningKind.ADD,
-                arith_d.mulf(self.q, _read(self.k, [self.b, self.hk, j, _idx(0)], self.d)),
+                arith_d.mulf(self.q, _read(self.k, [self.b, self.hk, j, index_constant(0)], self.d)),
                 fastmath=_fast()) for j in keys])
         chunks = [vector_d.extract_strided_slice(vt, self.q, [c], [n], [1]) for c in range(0, self.d, n)]
         parts = []
         for j in keys:
             w = None
             for c, qc in zip(range(0, self.d, n), chunks):
-                kc = _read(self.k, [self.b, self.hk, j, _idx(c)], n)
+                kc = _read(self.k, [self.b, self.hk, j, index_constant(c)], n)
                 w = arith_d.mulf(qc, kc) if w is None else vector_d.fma(qc, kc, w)
             parts.append(w)
         h = n // 2
@@ -152,8 +148,8 @@ class _Row:
         dvt = ir.VectorType.get([self.d], f32)
         acc = arith_d.mulf(acc, vector_d.broadcast(dvt, alpha))
         for t in range(n):
-            j = arith_d.addi(j0, _idx(t)) if t else j0
-            vv = _read(self.v, [self.b, self.hk, j, _idx(0)], self.d)
+            j = arith_d.addi(j0, index_constant(t)) if t else j0
+            vv = _read(self.v, [self.b, self.hk, j, index_constant(0)], self.d)
             pt = vector_d.broadcast(dvt, vector_d.extract(p, [], [t]))
             acc = vector_d.fma(pt, vv, acc)
         return m_new, l_new, acc
@@ -163,12 +159,12 @@ class _Row:
         ``ahead`` after block ``j0`` (at most the last full block), one prefetch per ``n``
         floats (a vector register: a 64-byte line with AVX-512)."""
         buffers, ahead, last = self.ahead
-        start = arith_d.minsi(arith_d.addi(j0, _idx(ahead)), last)
+        start = arith_d.minsi(arith_d.addi(j0, index_constant(ahead)), last)
         for buf in buffers:
             for t in range(n):
-                j = arith_d.addi(start, _idx(t)) if t else start
+                j = arith_d.addi(start, index_constant(t)) if t else start
                 for c in range(0, self.d, n):
-                    memref_d.prefetch(buf, [self.b, self.hk, j, _idx(c)], False, 3, True)
+                    memref_d.prefetch(buf, [self.b, self.hk, j, index_constant(c)], False, 3, True)
 
     def bias_max(self, j0: ir.Value, n: int) -> ir.Value:
         """The largest bias of keys ``j0 .. j0 + n - 1``."""
@@ -181,7 +177,7 @@ def _key_loop(rows, lo: ir.Value, hi: ir.Value, n: int, init) -> List[ir.Value]:
     carrying ``init``, each block emitted by ``rows.block(j0, n, *carried)`` (a :class:`_Row` or
     :class:`_RowBlock`); with a bias, a block whose ``rows.bias_max`` is ``-inf`` is skipped
     (``scf.if``)."""
-    loop = scf_d.ForOp(lo, hi, _idx(n), list(init))
+    loop = scf_d.ForOp(lo, hi, index_constant(n), list(init))
     with ir.InsertionPoint(loop.body):
         j0 = loop.induction_variable
         carried = list(loop.inner_iter_args)
@@ -232,14 +228,14 @@ class _RowBlock:
         self.vt = ir.VectorType.get([lanes], f32)
         buf = ir.MemRefType.get([head_dim, lanes * row_vectors], f32)
         self.qt, self.acc = memref_d.alloca(buf, [], []), memref_d.alloca(buf, [], [])
-        self.offsets = [_idx(r * lanes) for r in range(row_vectors)]
-        self.rows = [arith_d.addi(i0, _idx(r * lanes)) if r else i0 for r in range(row_vectors)]
+        self.offsets = [index_constant(r * lanes) for r in range(row_vectors)]
+        self.rows = [arith_d.addi(i0, index_constant(r * lanes)) if r else i0 for r in range(row_vectors)]
         zero, sc = vector_d.broadcast(self.vt, _f32(0.0)), vector_d.broadcast(self.vt, _f32(scale))
-        loop = scf_d.ForOp(_idx(0), _idx(head_dim), _idx(self.step))
+        loop = scf_d.ForOp(index_constant(0), index_constant(head_dim), index_constant(self.step))
         with ir.InsertionPoint(loop.body):
             d0 = loop.induction_variable
             for row, off in zip(self.rows, self.offsets):
-                cols = transpose_registers([_read(q, [b, h, arith_d.addi(row, _idx(t)), d0], lanes)
+                cols = transpose_registers([_read(q, [b, h, arith_d.addi(row, index_constant(t)), d0], lanes)
                                             for t in range(lanes)]) if transpose else [_read_col(q, [b, h, row, d0], lanes)]
                 for dd, col in zip(self._ds(d0), cols):
                     vector_d.store(arith_d.mulf(col, sc), self.qt, [dd, off])
@@ -248,7 +244,7 @@ class _RowBlock:
         if bias is not None:
             bt = ir.RankedTensorType(bias.type)
             self.bias_rows = bt.shape[2] != 1
-            self.bias_at = [(x if bt.shape[n] != 1 else _idx(0)) for n, x in enumerate((b, h))]
+            self.bias_at = [(x if bt.shape[n] != 1 else index_constant(0)) for n, x in enumerate((b, h))]
 
     def _element(self, src: ir.Value, j: ir.Value, dd: ir.Value) -> ir.Value:
         """``src[b, hk, j, dd]`` (a key or value element) broadcast to ``vector<L>``."""
@@ -258,15 +254,15 @@ class _RowBlock:
         """The bias of key ``j`` for row vector ``r``."""
         if self.bias_rows:
             return _read_col(self.bias, self.bias_at + [self.rows[r], j], self.n)
-        return vector_d.broadcast(self.vt, tensor_d.extract(self.bias, self.bias_at + [_idx(0), j]))
+        return vector_d.broadcast(self.vt, tensor_d.extract(self.bias, self.bias_at + [index_constant(0), j]))
 
     def block(self, j0: ir.Value, n: int, *carried):
         """Emit the update of ``(m, l)`` and ``acc^T`` by keys ``j0 .. j0 + n - 1``."""
         rr = range(self.r)
         m, l = carried[:self.r], carried[self.r:]
-        keys = [arith_d.addi(j0, _idx(t)) if t else j0 for t in range(n)]
+        keys = [arith_d.addi(j0, index_constant(t)) if t else j0 for t in range(n)]
         zero = vector_d.broadcast(self.vt, _f32(0.0))
-        loop = scf_d.ForOp(_idx(0), _idx(self.d), _idx(1), [zero] * (n * self.r))
+        loop = scf_d.ForOp(index_constant(0), index_constant(self.d), index_constant(1), [zero] * (n * self.r))
         with ir.InsertionPoint(loop.body):
             dd = loop.induction_variable
             qv = [vector_d.load(self.vt, self.qt, [dd, off]) for off in self.offsets]
@@ -292,10 +288,10 @@ class _RowBlock:
             m_new.append(mr)
             l_new.append(arith_d.addf(arith_d.mulf(l[r], alpha[r]), _tree([pt[r] for pt in p], arith_d.addf)))
         u = self.unroll
-        loop = scf_d.ForOp(_idx(0), _idx(self.d), _idx(u))
+        loop = scf_d.ForOp(index_constant(0), index_constant(self.d), index_constant(u))
         with ir.InsertionPoint(loop.body):
             base = loop.induction_variable
-            drows = [arith_d.addi(base, _idx(x)) if x else base for x in range(u)]
+            drows = [arith_d.addi(base, index_constant(x)) if x else base for x in range(u)]
             accs = [[arith_d.mulf(vector_d.load(self.vt, self.acc, [dd, off]), alpha[r])
                      for r, off in enumerate(self.offsets)] for dd in drows]
             for j, pj in zip(keys, p):
@@ -310,7 +306,7 @@ class _RowBlock:
 
     def bias_max(self, j0: ir.Value, n: int) -> ir.Value:
         """The largest bias of keys ``j0 .. j0 + n - 1`` over the block's rows."""
-        keys = [arith_d.addi(j0, _idx(t)) if t else j0 for t in range(n)]
+        keys = [arith_d.addi(j0, index_constant(t)) if t else j0 for t in range(n)]
         return vector_d.reduction(ir.F32Type.get(), vector_d.CombiningKind.MAXIMUMF,
                                   _tree([self._bias(j, r) for j in keys for r in range(self.r)],
                                         arith_d.maximumf))
@@ -322,7 +318,7 @@ class _RowBlock:
         one = vector_d.broadcast(self.vt, _f32(1.0))
         inv = [arith_d.select(arith_d.cmpf(arith_d.CmpFPredicate.OEQ, lr, zero), zero, arith_d.divf(one, lr))
                for lr in l]
-        loop = scf_d.ForOp(_idx(0), _idx(self.d), _idx(self.step), [tile])
+        loop = scf_d.ForOp(index_constant(0), index_constant(self.d), index_constant(self.step), [tile])
         with ir.InsertionPoint(loop.body):
             d0 = loop.induction_variable
             cur = loop.inner_iter_args[0]
@@ -332,7 +328,7 @@ class _RowBlock:
                 rows = transpose_registers(vals) if self.step > 1 else vals
                 dim = 3 if self.step > 1 else 2
                 for t, val in enumerate(rows):
-                    at = [_idx(0), _idx(0), arith_d.addi(off, _idx(t)), d0]
+                    at = [index_constant(0), index_constant(0), arith_d.addi(off, index_constant(t)), d0]
                     cur = vector_d.transfer_write(tile.type, val, cur, at,
                                                   ir.AffineMapAttr.get(ir.AffineMap.get(4, 0, [ir.AffineDimExpr.get(dim)])),
                                                   ir.ArrayAttr.get([ir.BoolAttr.get(True)]))
@@ -341,7 +337,7 @@ class _RowBlock:
 
     def _ds(self, d0: ir.Value) -> List[ir.Value]:
         """The ``d`` indices ``d0 .. d0 + step - 1`` of one step of the staging loops."""
-        return [arith_d.addi(d0, _idx(c)) for c in range(self.step)]
+        return [arith_d.addi(d0, index_constant(c)) for c in range(self.step)]
 
 
 def _grid(extents: Sequence, out: ir.Value, tile_type: ir.RankedTensorType, parallel: bool, body) -> ir.Value:
@@ -368,7 +364,8 @@ def _grid(extents: Sequence, out: ir.Value, tile_type: ir.RankedTensorType, para
             tile, offsets = body(*ivs, dest)
             return tensor_d.insert_slice(tile, dest, offsets, [], [], static, sizes, strides)
         e = extents[len(ivs)]
-        loop = scf_d.ForOp(_idx(0), e if isinstance(e, ir.Value) else _idx(e), _idx(1), [dest])
+        upper = e if isinstance(e, ir.Value) else index_constant(e)
+        loop = scf_d.ForOp(index_constant(0), upper, index_constant(1), [dest])
         with ir.InsertionPoint(loop.body):
             scf_d.YieldOp([nest(ivs + [loop.induction_variable], loop.inner_iter_args[0])])
         return loop.results[0]
@@ -448,20 +445,20 @@ def emit_flash_attention(module_body, name: str, q_type: ir.RankedTensorType, k_
         sq = _dim(q, 2)
         out = tensor_d.EmptyOp([x if x != dyn else sq for x in q_type.shape], f32).result
         n_kv = _dim(k, 2)
-        full_kv = arith_d.muli(arith_d.divui(n_kv, _idx(n)), _idx(n))
-        blocks = arith_d.divui(sq, _idx(rows))
-        full_q = arith_d.muli(blocks, _idx(rows))
+        full_kv = arith_d.muli(arith_d.divui(n_kv, index_constant(n)), index_constant(n))
+        blocks = arith_d.divui(sq, index_constant(rows))
+        full_q = arith_d.muli(blocks, index_constant(rows))
 
         def head(hh):
-            return arith_d.divui(hh, _idx(h // hkv)) if h != hkv else hh
+            return arith_d.divui(hh, index_constant(h // hkv)) if h != hkv else hh
 
         def row_block(b, hh, blk, dest):   # blocks of `rows` query rows (prefill)
-            i0 = arith_d.muli(blk, _idx(rows))
+            i0 = arith_d.muli(blk, index_constant(rows))
             block = _RowBlock(q, k, v, bias, b, hh, head(hh), i0, scale, d, lanes, nr, unroll, knobs.exp_degree,
                               bool(knobs.transpose))
             vt = ir.VectorType.get([lanes], f32)
             carried = [vector_d.broadcast(vt, _f32(float("-inf")))] * nr + [vector_d.broadcast(vt, _f32(0.0))] * nr
-            carried = _key_loop(block, _idx(0), full_kv, n, carried)
+            carried = _key_loop(block, index_constant(0), full_kv, n, carried)
             carried = _key_loop(block, full_kv, n_kv, 1, carried)
             tile_t = ir.RankedTensorType.get([1, 1, rows, d], f32)
             tile = tensor_d.extract_slice(tile_t, dest, [b, hh, i0], [], [], [dyn, dyn, dyn, 0], [1, 1, rows, d],
@@ -470,12 +467,12 @@ def emit_flash_attention(module_body, name: str, q_type: ir.RankedTensorType, k_
 
         def single_row(b, hh, r, dest):   # the remaining rows one by one (decode: the only one)
             i = arith_d.addi(full_q, r)
-            ahead = (buffers, knobs.prefetch * n, arith_d.subi(full_kv, _idx(n)))
+            ahead = (buffers, knobs.prefetch * n, arith_d.subi(full_kv, index_constant(n)))
             row = _Row(q, k, v, bias, b, hh, head(hh), i, scale, d, ahead if knobs.prefetch else None,
                        knobs.exp_degree)
             dvt = ir.VectorType.get([d], f32)
             carried = [_f32(float("-inf")), _f32(0.0), vector_d.broadcast(dvt, _f32(0.0))]
-            carried = _key_loop(row, _idx(0), full_kv, n, carried)
+            carried = _key_loop(row, index_constant(0), full_kv, n, carried)
             _, l, acc = _key_loop(row, full_kv, n_kv, 1, carried)
             empty_row = arith_d.cmpf(arith_d.CmpFPredicate.OEQ, l, _f32(0.0))
             inv = arith_d.select(empty_row, _f32(0.0), arith_d.divf(_f32(1.0), l))
@@ -484,7 +481,7 @@ def emit_flash_attention(module_body, name: str, q_type: ir.RankedTensorType, k_
             tile = tensor_d.extract_slice(slice_t, dest, [b, hh, i], [], [], [dyn, dyn, dyn, 0], [1, 1, 1, d],
                                           [1, 1, 1, 1])
             perm = ir.AffineMap.get(4, 0, [ir.AffineDimExpr.get(3)])
-            tile = vector_d.transfer_write(slice_t, res, tile, [_idx(0)] * 4, ir.AffineMapAttr.get(perm),
+            tile = vector_d.transfer_write(slice_t, res, tile, [index_constant(0)] * 4, ir.AffineMapAttr.get(perm),
                                            ir.ArrayAttr.get([ir.BoolAttr.get(True)]))
             return tile, [b, hh, i]
 
