@@ -44,8 +44,11 @@ IMPLS = {"resnet18": ("mlc", "torch", "torch.compile"), "resnet18-onnx": ("mlc",
          "resnet50-light": ("mlc", "onnxruntime"), "bert": ("mlc", "onnxruntime", "torch", "torch.compile")}
 #: the ONNX file of each model, written by the parent into the work folder
 ONNX_FILES = {"resnet18-onnx": "resnet18.onnx", "bert": "bert.onnx"}
-#: ``--tune``: rounds that time the tuned and the default executable in turn (same process)
-INTERLEAVED_ROUNDS = 5
+#: ``--tune``: rounds that time the tuned and the default executables (and onnxruntime, for an
+#: ONNX model) in turn in one process, and builds of each of ours (identical compiles of
+#: ResNet-18 differ by 3-5% in one process: where their code and buffers land)
+INTERLEAVED_ROUNDS = 8
+BUILDS = 2
 
 
 # ------------------------------------------------------------------------------------ models
@@ -170,9 +173,12 @@ def export_onnx(work: str) -> None:
 def measure_mlc(name: str, work: str, threads, tune_trials: int = 0):
     """Import, compile once (default schedules, weights as constants) and time per OpenMP thread
     count. With ``tune_trials``, per thread count t: ``mlc.tune(threads=t)`` in
-    ``work/tune-<name>-<t>t``, then ``mlc.compile(database=, threads=t)`` (the tuning time counted
-    as compile time) and the default ``mlc.compile(threads=t)``, timed in turn in
-    :data:`INTERLEAVED_ROUNDS` rounds (``default_min_ms``).
+    ``work/tune-<name>-<t>t``, then :data:`BUILDS` of ``mlc.compile(database=, threads=t)`` (the
+    tuning and the first compile counted as compile time), as many of the default
+    ``mlc.compile(threads=t)`` and, for an ONNX model, an onnxruntime session, timed in turn in
+    :data:`INTERLEAVED_ROUNDS` rounds (:func:`interleaved`; ``default_min_ms``,
+    ``interleaved_ms``: each kind's median, ``max_abs_diff``: each kind's first output against
+    the default's).
     Returns (rows, CPU description)."""
     import ctypes
     import mlc_mlir as mlc
@@ -211,37 +217,62 @@ def measure_mlc(name: str, work: str, threads, tune_trials: int = 0):
                   # the whole-model check's verdict: records given back to the default, and kept
                   "rejected": sum(db.rejected(w) is not None for w in workloads),
                   "replaced": sum(not getattr(db.best(w), "is_default", True) for w in workloads)}
-        exe = mlc.compile(mod, database=db, threads=t)
-        default = mlc.compile(mod, threads=t)   # timed in this process, interleaved with the tuned one
+        runs = {"tuned": [mlc.compile(mod, database=db, threads=t)]}
         t3 = time.perf_counter()
-        exe(*xs), default(*xs)
-        # a noisy host: rounds alternate the tuned and the default executable, best of each
-        tuned_s, default_s = [], []
-        for _ in range(INTERLEAVED_ROUNDS):
-            tuned_s.append(min_median_seconds(lambda: exe(*xs), repeat=3, min_repeat_s=0.2))
-            default_s.append(min_median_seconds(lambda: default(*xs), repeat=3, min_repeat_s=0.2))
-        rows.append({"threads": t, "min_ms": min(lo for lo, _ in tuned_s) * 1e3,
-                     "median_ms": statistics.median(med for _, med in tuned_s) * 1e3,
-                     "default_min_ms": min(lo for lo, _ in default_s) * 1e3,
+        runs["tuned"] += [mlc.compile(mod, database=db, threads=t) for _ in range(BUILDS - 1)]
+        runs["default"] = [mlc.compile(mod, threads=t) for _ in range(BUILDS)]
+        if name in ONNX_FILES or name == "resnet50-light":
+            runs["onnxruntime"] = [ort_session(name, work, t)[0]]
+        got = {kind: first_output(fs[0](*xs)) for kind, fs in runs.items()}
+        mins = interleaved({kind: [lambda f=f: f(*xs) for f in fs] for kind, fs in runs.items()})
+        rows.append({"threads": t, "min_ms": min(mins["tuned"]) * 1e3,
+                     "median_ms": statistics.median(mins["tuned"]) * 1e3,
+                     "default_min_ms": min(mins["default"]) * 1e3,
+                     "interleaved_ms": {k: statistics.median(v) * 1e3 for k, v in mins.items()},
+                     "max_abs_diff": {k: float(np.max(np.abs(v - got["default"]))) for k, v in got.items()},
                      "import_s": t1 - t0, "compile_s": t3 - t2, "tuning": tuning})
     return rows, describe(host_target())
 
 
+def first_output(out) -> np.ndarray:
+    """The first output of a call (ours returns one array or a tuple; onnxruntime a list)."""
+    return np.asarray(out[0] if isinstance(out, (list, tuple)) else out)
+
+
+def interleaved(runs: dict, rounds: int = INTERLEAVED_ROUNDS) -> dict:
+    """``{kind: [fastest repeat of each round and callable, s]}`` for ``runs`` (``{kind:
+    [callables]}``): every round calls every callable in turn (3 repeats of at least 0.1 s), the
+    order rotated by one per round, so that the host's fast and slow phases reach them alike."""
+    calls = [(kind, f) for kind, fs in runs.items() for f in fs]
+    out = {kind: [] for kind in runs}
+    for r in range(rounds):
+        k = r % len(calls)
+        for kind, f in calls[k:] + calls[:k]:
+            out[kind].append(min_median_seconds(f, repeat=3, min_repeat_s=0.1)[0])
+    return out
+
+
+def ort_session(name: str, work: str, t: int):
+    """``(run, seconds to create)``: ``run()`` calls an onnxruntime session of ``name`` (CPU
+    provider, all graph optimizations, ``t`` intra-op threads) on :func:`numpy_inputs`."""
+    import onnxruntime as ort
+    so = ort.SessionOptions()
+    so.intra_op_num_threads, so.inter_op_num_threads = t, 1
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    t0 = time.perf_counter()
+    sess = ort.InferenceSession(onnx_path(name, work), so, providers=["CPUExecutionProvider"])
+    t1 = time.perf_counter()
+    feeds = {i.name: x for i, x in zip(sess.get_inputs(), numpy_inputs(name))}
+    return (lambda *_: sess.run(None, feeds)), t1 - t0
+
+
 def measure_ort(name: str, work: str, threads):
     """onnxruntime (CPU provider, all graph optimizations) per ``intra_op_num_threads``."""
-    import onnxruntime as ort
-    xs = numpy_inputs(name)
     rows = []
     for t in threads:
-        so = ort.SessionOptions()
-        so.intra_op_num_threads, so.inter_op_num_threads = t, 1
-        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        t0 = time.perf_counter()
-        sess = ort.InferenceSession(onnx_path(name, work), so, providers=["CPUExecutionProvider"])
-        t1 = time.perf_counter()
-        feeds = {i.name: x for i, x in zip(sess.get_inputs(), xs)}
-        lo, med = min_median_seconds(lambda: sess.run(None, feeds), repeat=5, min_repeat_s=0.2)
-        rows.append({"threads": t, "min_ms": lo * 1e3, "median_ms": med * 1e3, "compile_s": t1 - t0})
+        run, compile_s = ort_session(name, work, t)
+        lo, med = min_median_seconds(run, repeat=5, min_repeat_s=0.2)
+        rows.append({"threads": t, "min_ms": lo * 1e3, "median_ms": med * 1e3, "compile_s": compile_s})
     return rows, None
 
 
@@ -373,6 +404,15 @@ def main() -> int:
                   f"{tuning['cpu_s']:.1f} CPU s (tuner and its workers), load average "
                   f"{tuning['load'][0]:.1f} -> {tuning['load'][1]:.1f}; {tuning['replaced']} tasks tuned, "
                   f"{tuning['rejected']} given back to the default by the whole-model check")
+            row = [r for r in v["rows"] if r.get("threads") == t][0]
+            inter = row.get("interleaved_ms")
+            if inter:
+                d = inter["default"]
+                print(f"  same process, {INTERLEAVED_ROUNDS} interleaved rounds, {BUILDS} builds of ours each "
+                      "(median of the rounds' fastest repeat): " + ", ".join(
+                          f"{k} {ms:.2f} ms ({d / ms:.2f}x default)" for k, ms in inter.items())
+                      + "; max |output - default's|: " + ", ".join(
+                          f"{k} {x:.1e}" for k, x in row["max_abs_diff"].items() if k != "default"))
     return 0
 
 
