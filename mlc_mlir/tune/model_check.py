@@ -6,7 +6,10 @@ cache contents, another layout around it, a measurement disturbed by noise).
 Both builds run through the executor like any candidate (:meth:`Executor.compare`: each built
 once, :data:`MODEL_ROUNDS` interleaved rounds of :data:`MODEL_REPEATS` repeats, outputs checked
 against the module's plain loops). The tuned model is kept only if it beats the default by more
-than the database's tie tolerance (:data:`~.database.TIE_TOLERANCE`) in every round. Otherwise the records
+than the database's tie tolerance (:data:`~.database.TIE_TOLERANCE`) in most rounds: the median
+over rounds of the default's time over the tuned model's, each round's fastest repeats paired (a
+slow phase of the machine that hits the tuned build's turn in a minority of the rounds cannot
+decide; one that lasts most of the check keeps the default). Otherwise the records
 are ranked by the time they claim to save (default minus record latency, times the task's
 weight) and the prefixes of half, a quarter, ... of them are measured against the default in
 one more comparison; the fastest prefix that beats the default keeps its records, and every
@@ -20,6 +23,7 @@ TSE 2002).
 from __future__ import annotations
 
 import dataclasses
+import statistics
 from typing import Callable, List, Optional, Sequence
 
 from ..ir.module import Module
@@ -32,7 +36,7 @@ from .record import TuningRecord
 from .task import Task
 
 #: Interleaved rounds of the model comparison, and timed repeats per round.
-MODEL_ROUNDS = 3
+MODEL_ROUNDS = 5
 MODEL_REPEATS = 5
 
 
@@ -43,8 +47,8 @@ class ModelVerdict:
     Attributes
     ----------
     default_ms, tuned_ms : float
-        The model's latency (min over rounds and repeats, ms) with its default schedules and
-        with the records kept (equal to ``default_ms`` when none is kept).
+        The model's latency (median over rounds of each round's fastest repeat, ms) with its
+        default schedules and with the records kept (equal to ``default_ms`` when none is kept).
     kept, rejected : tuple of str
         Task names of the records kept and of those rejected.
     error : str or None
@@ -159,17 +163,22 @@ def _round_mins(res: MeasureResult) -> List[float]:
 
 def _decide(results: List[MeasureResult], prefixes: List[int], names: List[str]) -> ModelVerdict:
     """The verdict of one comparison: ``results[0]`` the default, ``results[i + 1]`` the model
-    with the first ``prefixes[i]`` records of ``names``. A prefix wins when it beats the
-    default by more than the tie tolerance in every round (a slow phase of the machine that hits
-    one build's turn cannot decide); the fastest winner is kept, else the default."""
+    with the first ``prefixes[i]`` records of ``names``. A prefix wins when the median over
+    rounds of the default's time over its own (each round's fastest repeats, paired by round)
+    is above ``1 + TIE_TOLERANCE``; the winner with the largest such speedup is kept, else the
+    default."""
     if results[0].error is not None:
         return ModelVerdict(0.0, 0.0, tuple(names), (), f"the default build: {results[0].error}")
     default = _round_mins(results[0])
-    default_ms = min(default)
-    wins = [(min(r.latencies_ms), k) for r, k in zip(results[1:], prefixes)
-            if r.error is None and len(_round_mins(r)) == len(default)
-            and all(t * (1 + TIE_TOLERANCE) < d for t, d in zip(_round_mins(r), default))]
+    default_ms = statistics.median(default)
+    wins = []
+    for r, k in zip(results[1:], prefixes):
+        tuned = _round_mins(r) if r.error is None else []
+        if len(tuned) == len(default):
+            speedup = statistics.median(d / t for t, d in zip(tuned, default))
+            if speedup > 1 + TIE_TOLERANCE:
+                wins.append((speedup, -k, statistics.median(tuned)))
     if not wins:
         return ModelVerdict(default_ms, default_ms, (), tuple(names))
-    best_ms, k = min(wins)
-    return ModelVerdict(default_ms, best_ms, tuple(names[:k]), tuple(names[k:]))
+    _, fewer, best_ms = max(wins)   # ties: the fewer records
+    return ModelVerdict(default_ms, best_ms, tuple(names[:-fewer]), tuple(names[-fewer:]))
