@@ -15,7 +15,8 @@ engine loaded); onnxruntime gets ``intra_op_num_threads``; PyTorch ``torch.set_n
 Times: min and median over repeats (``benchmarks/timing.py``); ratios are peer time / our time
 from the same run (> 1: ours is faster); ``--tune N`` adds our tuned rows, tuned for each thread count
 on its own (``mlc.tune(threads=t)``); their ratio is default / tuned time at that thread count (> 1: tuning paid),
-both timed in one process, in alternating rounds. With ``--rounds N`` the whole sequence runs N times
+both timed in one process, in alternating rounds (with onnxruntime at one thread: no thread pool
+spins there). With ``--rounds N`` the whole sequence runs N times
 and each row keeps its best round: the shared hosts have slow phases of minutes in which one
 implementation's run lands and the next one's does not.
 
@@ -45,7 +46,7 @@ IMPLS = {"resnet18": ("mlc", "torch", "torch.compile"), "resnet18-onnx": ("mlc",
 #: the ONNX file of each model, written by the parent into the work folder
 ONNX_FILES = {"resnet18-onnx": "resnet18.onnx", "bert": "bert.onnx"}
 #: ``--tune``: rounds that time the tuned and the default executables (and onnxruntime, for an
-#: ONNX model) in turn in one process, and builds of each of ours (identical compiles of
+#: ONNX model at one thread) in turn in one process, and builds of each of ours (identical compiles of
 #: ResNet-18 differ by 3-5% in one process: where their code and buffers land)
 INTERLEAVED_ROUNDS = 8
 BUILDS = 2
@@ -175,7 +176,8 @@ def measure_mlc(name: str, work: str, threads, tune_trials: int = 0):
     count. With ``tune_trials``, per thread count t: ``mlc.tune(threads=t)`` in
     ``work/tune-<name>-<t>t``, then :data:`BUILDS` of ``mlc.compile(database=, threads=t)`` (the
     tuning and the first compile counted as compile time), as many of the default
-    ``mlc.compile(threads=t)`` and, for an ONNX model, an onnxruntime session, timed in turn in
+    ``mlc.compile(threads=t)`` and, for an ONNX model at one thread, an onnxruntime session,
+    timed in turn in
     :data:`INTERLEAVED_ROUNDS` rounds (:func:`interleaved`; ``default_min_ms``,
     ``interleaved_ms``: each kind's median, ``max_abs_diff``: each kind's first output against
     the default's).
@@ -221,7 +223,7 @@ def measure_mlc(name: str, work: str, threads, tune_trials: int = 0):
         t3 = time.perf_counter()
         runs["tuned"] += [mlc.compile(mod, database=db, threads=t) for _ in range(BUILDS - 1)]
         runs["default"] = [mlc.compile(mod, threads=t) for _ in range(BUILDS)]
-        if name in ONNX_FILES or name == "resnet50-light":
+        if "onnxruntime" in IMPLS[name] and t == 1:   # more threads: the two pools spin against each other
             runs["onnxruntime"] = [ort_session(name, work, t)[0]]
         got = {kind: first_output(fs[0](*xs)) for kind, fs in runs.items()}
         mins = interleaved({kind: [lambda f=f: f(*xs) for f in fs] for kind, fs in runs.items()})

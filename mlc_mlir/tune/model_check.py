@@ -12,7 +12,7 @@ slow phase of the machine that hits the tuned build's turn in a minority of the 
 decide; one that lasts most of the check keeps the default). Otherwise the records
 are ranked by the time they claim to save (default minus record latency, times the task's
 weight) and the prefixes of half, a quarter, ... of them are measured against the default in
-one more comparison; the fastest prefix that beats the default keeps its records, and every
+one more comparison; the prefix that beats the default by the most keeps its records, and every
 record outside it is rejected (:meth:`Database.reject`: ``mlc.compile(mod, database=db)``
 gives those workloads their default schedules). Source: the "ties keep the default" rule of
 TVM MetaSchedule's database applied to the whole model; the halving is a one-sided form of
@@ -177,8 +177,8 @@ def _decide(results: List[MeasureResult], prefixes: List[int], names: List[str])
         if len(tuned) == len(default):
             speedup = statistics.median(d / t for t, d in zip(tuned, default))
             if speedup > 1 + TIE_TOLERANCE:
-                wins.append((speedup, -k, statistics.median(tuned)))
+                wins.append((speedup, k, statistics.median(tuned)))
     if not wins:
         return ModelVerdict(default_ms, default_ms, (), tuple(names))
-    _, fewer, best_ms = max(wins)   # ties: the fewer records
-    return ModelVerdict(default_ms, best_ms, tuple(names[:-fewer]), tuple(names[-fewer:]))
+    _, k, best_ms = max(wins, key=lambda w: (w[0], -w[1]))   # ties: the fewer records
+    return ModelVerdict(default_ms, best_ms, tuple(names[:k]), tuple(names[k:]))
