@@ -138,7 +138,7 @@ def test_a_slow_phase_in_one_round_does_not_decide(tmp_path):
     _check_outputs(mod, db)
 
 
-def test_a_slow_phase_in_most_rounds_keeps_the_default(tmp_path):
+def test_a_slow_phase_in_most_rounds_rejects_the_full_set(tmp_path):
     """The same gain, but the tuned model's runs of the first three rounds (measurements 1, 2
     and 5) hit a slow phase: it loses most rounds and the full set is not accepted; the halving
     then measures the first record alone (2.5 % faster in every round): kept, the other
