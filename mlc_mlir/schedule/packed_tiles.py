@@ -22,10 +22,13 @@ from .loop_nest import Block
 from .partial_tiles import peel_packing
 
 
-def emit_pad(em, blk: Block, op: ir.Value, idx: int, cid: int, pos: int) -> ir.Value:
+def emit_pad(em, blk: Block, op: ir.Value, idx: int, cid: int, pos: int, licm: bool = False) -> ir.Value:
     """``structured.pad`` with ``nofold`` on operand ``idx`` of ``blk``'s op ``op`` (a packed copy
     of its tile inside loop ``pos``, for the cache block ``cid``); records the pad for
-    :func:`emit_cache_reads` and returns the padded op."""
+    :func:`emit_cache_reads` and returns the padded op. With ``licm`` (an operand whose tile
+    the loops between the cache's ``compute_at`` and ``pos`` do not index, the op fused into
+    an epilogue's loops) the copy is moved out of those loops by loop-invariant code motion
+    rather than ``hoist_pad``, which packs only slices taken inside the loops it crosses."""
     zeros = em.zeros(blk)
     nofold = [1 if i == idx else 0 for i in range(len(zeros))]
     # with partial tiles, only the dims of the packed operand are padded: its partial edge
@@ -47,8 +50,8 @@ def emit_pad(em, blk: Block, op: ir.Value, idx: int, cid: int, pos: int) -> ir.V
     # the packed tile: the operand's extent along each of its dims inside loop `pos`
     tile = [math.prod(q.extent for q in blk.loops[pos + 1:] if q.dim == d)
             for d in blk.info.operand_dims[idx]]
-    perm = _pack_transpose(blk, idx) if n else None
-    em.pads.append((blk.func, operand_pad, n, tile, perm, blk, pos, idx))
+    perm = _pack_transpose(blk, idx) if n and not licm else None
+    em.pads.append((blk.func, operand_pad, -n if licm else n, tile, perm, blk, pos, idx))
     return pad.padded
 
 
@@ -58,8 +61,12 @@ def emit_cache_reads(em) -> None:
     for func in sorted({p[0] for p in em.pads}):
         em.cleanup(em.func(func))
     for func, pad, n, tile, perm, blk, pos, idx in em.pads:
-        if n:
+        if n > 0:
             pad = structured_transform_d.HoistPadOp(any_op(), pad, n, transpose=perm).transformed
+        for _ in range(-n):   # out of its innermost loop, then the next: the pad itself moves
+            transform_d.apply_licm(transform_d.GetParentOp(
+                any_op(), pad, op_name="scf.for", nth_parent=1).parent)
+        n = max(n, 0)
         partial = n and set(blk.info.operand_dims[idx]) & set(blk.partial_dims())
         if perm is not None:
             _read_back(em, blk, pos, tile, idx)

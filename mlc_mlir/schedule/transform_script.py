@@ -332,6 +332,13 @@ class _Emitter:
         for c in reversed(consumers[:-1]):
             self.op_handles[c.id] = self.fuse_into(self.match(c), handles)
         op = self.fuse_into(op, handles)
+        for c in blk.cache_reads:
+            # a cache packed at one of the epilogue's loops (a conv's filter panel per
+            # output-channel block): packed in the fused op, moved out to its compute_at loop
+            at = self.model.cache_block(c.block_id).compute_at
+            if 0 <= self.model.cache_position(blk, c.operand) <= pos and at is not None \
+                    and blk.loop_index(at) <= pos:
+                op = emit_pad(self, blk, op, c.operand, c.block_id, pos, licm=True)
         if len(consumers) > 1:
             # an epilogue feeding the next one writes into a tensor.empty of its tile, not into a
             # slice of a whole-output buffer (the stem's batch norm before its relu: 3.2 MB)
@@ -346,6 +353,12 @@ class _Emitter:
                            self.enclosing_handles(blk, blk.loops[min(ipos - 1, pos)].id))
         self.op_handles[root.id] = rop
         self.op_handles[blk.id] = self.emit_loops(blk, op, pos + 1)
+        if ipos > 0:
+            # the init fused into the tile writes into a tensor.empty of the tile, not into a
+            # slice of a whole-output one: a register tile's buffer (1.5 KiB) instead of a
+            # second output-sized one (0.8 MiB per output-channel block of ResNet-50's 1x1s)
+            with ir.InsertionPoint(transform_d.ApplyPatternsOp(self.func(blk.func)).patterns):
+                tensor_transform_d.ApplyFoldTensorEmptyPatternsOp()
 
     def emit_attached(self, blk: Block) -> None:
         """Fuse ``blk`` into the loops of its ``compute_at`` target (after CSE: the equal slices

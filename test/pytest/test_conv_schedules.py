@@ -557,32 +557,64 @@ def test_blocks_inside_rows_follows_the_l2():
     ext = (1, 56, 56, 256, 1, 1, 64)
     assert blocks_inside_rows(dataclasses.replace(AVX512, l2_bytes=1 << 20), ext, 1, 1, 32)
     assert not blocks_inside_rows(dataclasses.replace(AVX512, l2_bytes=2 << 20), ext, 1, 1, 32)
+    # 64-channel blocks: the map and the output stripe (1.6 MiB) fit a 2 MiB L2; with the
+    # residual an epilogue adds (its stripe read beside the output's, 2.4 MiB) they do not
+    two_mib = dataclasses.replace(AVX512, l2_bytes=2 << 20)
+    assert not blocks_inside_rows(two_mib, ext, 1, 1, 64)
+    assert blocks_inside_rows(two_mib, ext, 1, 1, 64, epilogue_reads=1)
     big = (1, 56, 56, 512, 3, 3, 512)   # a 9 MiB filter
     assert not blocks_inside_rows(dataclasses.replace(AVX512, l2_bytes=1 << 20), big, 1, 1, 32)
     assert not blocks_inside_rows(dataclasses.replace(AVX512, l2_bytes=1 << 20), ext[:3] + (32,) + ext[4:], 1, 1, 32)
 
 
-@pytest.mark.parametrize("target", ["rows_outer", "l2_panels"])
-def test_blocks_inside_rows_matches_torch(target):
-    """A 1x1 convolution 32 -> 64 over 24x24 with bias, residual add and relu: with ROWS_OUTER
-    the output rows run outside the output-channel blocks (``n oh f0``), with L2_PANELS's 1 MiB
-    L2 the blocks stay outside (``n f0 oh``); both at 1 and 2 threads against torch."""
-    tgt = ROWS_OUTER if target == "rows_outer" else L2_PANELS
+def residual_pointwise_conv():
+    """A 1x1 convolution 32 -> 64 over 24x24 with bias, residual add and relu: the module, its
+    inputs and torch's result."""
     xs, ws, rs = (1, 32, 24, 24), (64, 32, 1, 1), (1, 64, 24, 24)
     rng = np.random.default_rng(5)
-    x, w, b, r = (rng.standard_normal(s).astype(np.float32) for s in (xs, ws, (64,), rs))
+    args = [rng.standard_normal(s).astype(np.float32) for s in (xs, ws, (64,), rs)]
     bb = mlc.GraphBuilder()
     with bb.function("main") as f:
         y = ops.conv2d(f.arg("x", shape=xs), f.arg("w", shape=ws), f.arg("b", shape=(64,)))
         f.output(ops.relu(ops.add(y, f.arg("r", shape=rs))))
-    t = [torch.from_numpy(a) for a in (x, w, b, r)]
-    ref = F.relu(F.conv2d(t[0], t[1], t[2]) + t[3]).numpy()
-    payload, sch = nhwc_schedule(bb.finish(), tgt)
+    t = [torch.from_numpy(a) for a in args]
+    return bb.finish(), args, F.relu(F.conv2d(t[0], t[1], t[2]) + t[3]).numpy()
+
+
+@pytest.mark.parametrize("target", ["rows_outer", "l2_panels"])
+def test_blocks_inside_rows_matches_torch(target):
+    """:func:`residual_pointwise_conv`: with ROWS_OUTER the output rows run outside the
+    output-channel blocks (``n oh f0``), with L2_PANELS's 1 MiB L2 the blocks stay outside
+    (``n f0 oh``); both at 1 and 2 threads against torch."""
+    tgt = ROWS_OUTER if target == "rows_outer" else L2_PANELS
+    mod, args, ref = residual_pointwise_conv()
+    payload, sch = nhwc_schedule(mod, tgt)
     blk = sch.get(sch.get_block("conv2d"))
     first = {d: next(i for i, lp in enumerate(blk.loops) if lp.dim == d) for d in (1, 3)}   # oh, f
     assert (first[1] < first[3]) == (target == "rows_outer"), [(lp.dim, lp.extent) for lp in blk.loops]
     for threads in (1, 2):
-        np.testing.assert_allclose(mlc.compile(sch.mod, threads=threads)(x, w, b, r), ref, rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(mlc.compile(sch.mod, threads=threads)(*args), ref, rtol=1e-4, atol=1e-4)
+
+
+def test_packed_filter_panel_and_tile_buffer_with_fused_epilogues():
+    """:func:`residual_pointwise_conv` with L2_PANELS (output-channel blocks outside the rows,
+    the bias fused per row tile, the init decomposed into the tile): the trace's ``cache_read``
+    of the filter at ``f0`` is applied (a packed ``1 x 1 x C x FR`` panel, moved out of the
+    epilogue's loops by loop-invariant code motion), and the tile accumulates in a buffer of
+    its register tile, not in a slice of an output-block-sized one; torch's result at 1 and 2
+    threads."""
+    mod, args, ref = residual_pointwise_conv()
+    payload, sch = nhwc_schedule(mod, L2_PANELS)
+    blk = sch.get(sch.get_block("conv2d"))
+    wr, fr = (lp.extent for lp in blk.loops if lp.kind == "vectorized")
+    assert "cache_read" in [i.kind for i in sch.trace.insts]
+    script = str(sch.trace.as_transform_script())
+    assert "transform.structured.pad" in script and "transform.apply_licm" in script
+    empties = set(re.findall(r"tensor.empty\(\) : tensor<([0-9x]+)xf32>", str(sch.mod)))
+    assert f"1x1x32x{fr}" in empties and f"1x1x{wr}x{fr}" in empties, empties
+    assert f"1x24x24x{fr}" not in empties, empties
+    for threads in (1, 2):
+        np.testing.assert_allclose(mlc.compile(sch.mod, threads=threads)(*args), ref, rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("threads", [1, 2])

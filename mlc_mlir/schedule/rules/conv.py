@@ -62,7 +62,7 @@ from .common import (
     RuleContext, categorical, element_bits, largest_divisor, near_divisors, parallelize_first,
     perfect_tile, thread_candidates, worth_threads,
 )
-from .epilogue import claim_epilogues
+from .epilogue import claim_epilogues, epilogue_reads
 
 
 def nhwc_register_tile(target: Target, ow: int, f: int, kw: int = 3, stride: int = 1,
@@ -212,7 +212,7 @@ def filter_block_channels(target: Target, taps: int, c: int, fr: int, dtype_bits
 
 
 def blocks_inside_rows(target: Target, ext: Sequence[int], stride: int, dilation: int, fr: int,
-                       dtype_bits: int = 32) -> bool:
+                       dtype_bits: int = 32, epilogue_reads: int = 0) -> bool:
     """Whether :func:`schedule_conv2d_nhwc` should run its output-channel blocks inside the
     output rows (``n oh f0 ow0 ...``) rather than around them (``n f0 oh ow0 ...``), for a
     convolution of loop extents ``ext = (N, OH, OW, F, KH, KW, C)`` with output-channel tile
@@ -224,7 +224,9 @@ def blocks_inside_rows(target: Target, ext: Sequence[int], stride: int, dilation
     whole output rows, while every block's filter panel is re-read per row. Rows go outside when
     one block's pass (the input map plus its output stripe) exceeds the L2, so the blocks
     would stream the input again from L3/DRAM, and the whole filter plus one output row's input
-    window and output row fits the L2. Unknown L2 size (0): 256 KiB.
+    window and output row fits the L2. Each of the ``epilogue_reads`` tensors of the output's
+    shape that the fused epilogues read (a residual add: :func:`~.epilogue.epilogue_reads`) adds
+    a stripe of its own to the block's pass. Unknown L2 size (0): 256 KiB.
 
     Measured on a 2-core AMD EPYC znver5 (AVX-512, 1 MiB L2), loaded host, one thread, CPU
     time, light ResNet-50's units with their epilogues, blocks around -> inside the rows,
@@ -232,14 +234,17 @@ def blocks_inside_rows(target: Target, ext: Sequence[int], stride: int, dilation
     as in the model): 1x56x56x64 1x1 -> 256 + residual add 1.16 -> 1.01 ms (warm 0.66 ->
     0.61), without the add 0.71 -> 0.67, 1x56x56x256 1x1 -> 128 1.14 -> 1.05, 1x1 256 -> 64
     0.70 -> 0.64, 3x3 stride 2 128 -> 128 over 56x56 1.23 -> 1.20; the 3x3 64 -> 64 over
-    56x56 and the 7x7 stem tie. Source: the loop order of oneDNN's direct convolution (``oh`` outside
+    56x56 and the 7x7 stem tie. On a 2-core Intel Emerald Rapids (AVX-512, 2 MiB L2), one
+    thread, warm, the 1x1 64 -> 256 + residual add with 64-channel blocks (a 1.6 MiB pass
+    without the residual's stripe, 2.4 MiB with it): around 1.35-1.48 ms, inside 1.05-1.09 ms
+    (min of 5 interleaved rounds, ``benchmarks/results/conv_tiles_2026-11-28_emeraldrapids_session32.txt``). Source: the loop order of oneDNN's direct convolution (``oh`` outside
     the output-channel blocks when the input is large) and TVM's ``conv2d_NCHWc`` reorder.
     """
     e = max(1, dtype_bits // 8)
     _, oh, ow, f, kh, kw, c = ext
     ih, iw = (oh - 1) * stride + (kh - 1) * dilation + 1, (ow - 1) * stride + (kw - 1) * dilation + 1
     l2 = target.l2_bytes or (256 << 10)
-    block_pass = (ih * iw * c + oh * ow * fr) * e
+    block_pass = (ih * iw * c + (1 + epilogue_reads) * oh * ow * fr) * e
     rows_set = (kh * kw * c * f + kh * iw * c + ow * f) * e
     return f > fr and block_pass > l2 and rows_set <= l2
 
@@ -332,7 +337,7 @@ def schedule_conv2d_nhwc(sch: Schedule, block: BlockRV, ctx: RuleContext) -> Non
         c0 = None
         if ext[3] > fr:
             rows_out = int(categorical(sch, [0, 1], int(
-                blocks_inside_rows(ctx.target, ext, stride, dilation, fr, bits)
+                blocks_inside_rows(ctx.target, ext, stride, dilation, fr, bits, epilogue_reads(sch, blk, ctx))
                 and ext[1] % max(1, ctx.threads) == 0)))
         red = (kh, kw, c) if inner_c else (c, kh, kw)
         sch.reorder(*((n, oh, f0) if rows_out else (n, f0, oh)), ow0, *red, ow1, f1)

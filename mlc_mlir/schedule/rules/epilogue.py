@@ -51,6 +51,18 @@ def epilogue_chain(sch: Schedule, anchor: Block, ctx: RuleContext) -> List[str]:
         cur = probe
 
 
+def epilogue_reads(sch: Schedule, anchor: Block, ctx: RuleContext) -> int:
+    """How many tensors of ``anchor``'s output shape the epilogue chain of ``anchor``
+    (:func:`epilogue_chain`) reads besides the anchor's own result (a residual add: one), so
+    a rule can count each tile's memory traffic with them (oneDNN's binary post-op)."""
+    n = len(anchor.info.operand_shapes[anchor.info.num_inputs])
+    reads = 0
+    for name in epilogue_chain(sch, anchor, ctx):
+        info = sch.model.ops[(anchor.func, name)]
+        reads += max(0, sum(len(d) == n for d in info.operand_dims[:info.num_inputs]) - 1)
+    return reads
+
+
 def claim_epilogues(sch: Schedule, anchor: Block, ctx: RuleContext) -> List[BlockRV]:
     """Block handles of :func:`epilogue_chain` of ``anchor``, claimed in ``ctx`` (no other rule
     schedules them): the caller fuses them into the anchor's tiles with ``reverse_compute_at``."""
