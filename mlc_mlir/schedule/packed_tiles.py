@@ -51,7 +51,7 @@ def emit_pad(em, blk: Block, op: ir.Value, idx: int, cid: int, pos: int, licm: b
     tile = [math.prod(q.extent for q in blk.loops[pos + 1:] if q.dim == d)
             for d in blk.info.operand_dims[idx]]
     perm = _pack_transpose(blk, idx) if n and not licm else None
-    em.pads.append((blk.func, operand_pad, -n if licm else n, tile, perm, blk, pos, idx))
+    em.pads.append((blk.func, operand_pad, n, tile, perm, blk, pos, idx, licm))
     return pad.padded
 
 
@@ -60,13 +60,14 @@ def emit_cache_reads(em) -> None:
     merging slices and canonicalizing as it requires) and vectorize the packing copy."""
     for func in sorted({p[0] for p in em.pads}):
         em.cleanup(em.func(func))
-    for func, pad, n, tile, perm, blk, pos, idx in em.pads:
-        if n > 0:
+    for func, pad, n, tile, perm, blk, pos, idx, licm in em.pads:
+        if licm:   # out of its innermost loop, then the next: the pad itself moves
+            for _ in range(n):
+                transform_d.apply_licm(transform_d.GetParentOp(
+                    any_op(), pad, op_name="scf.for", nth_parent=1).parent)
+            n = 0
+        elif n:
             pad = structured_transform_d.HoistPadOp(any_op(), pad, n, transpose=perm).transformed
-        for _ in range(-n):   # out of its innermost loop, then the next: the pad itself moves
-            transform_d.apply_licm(transform_d.GetParentOp(
-                any_op(), pad, op_name="scf.for", nth_parent=1).parent)
-        n = max(n, 0)
         partial = n and set(blk.info.operand_dims[idx]) & set(blk.partial_dims())
         if perm is not None:
             _read_back(em, blk, pos, tile, idx)

@@ -143,7 +143,7 @@ class _Emitter:
         self.unit_reduction_loops: Dict[str, list] = {}   # func -> loops around mmt4d tiles
         self.funcs_gpu = set()
         self.coalesce = []                                 # (block, positions, outer loop handle)
-        self.pads = []                                     # (func, pad handle, loops to hoist, tile)
+        self.pads = []   # (func, pad handle, loops to hoist, tile, ..., hoisted by licm)
         self.input_pads: Dict[int, list] = {}              # block id -> [(dims, pad_einsum's tensor.pad)]
         self.merges: Dict[str, list] = {}                  # func -> rfactor combining ops
         self.splits: Dict[str, list] = {}                  # func -> split_reduction's ops

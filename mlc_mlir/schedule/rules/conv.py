@@ -237,8 +237,10 @@ def blocks_inside_rows(target: Target, ext: Sequence[int], stride: int, dilation
     56x56 and the 7x7 stem tie. On a 2-core Intel Emerald Rapids (AVX-512, 2 MiB L2), one
     thread, warm, the 1x1 64 -> 256 + residual add with 64-channel blocks (a 1.6 MiB pass
     without the residual's stripe, 2.4 MiB with it): around 1.35-1.48 ms, inside 1.05-1.09 ms
-    (min of 5 interleaved rounds, ``benchmarks/results/conv_tiles_2026-11-28_emeraldrapids_session32.txt``). Source: the loop order of oneDNN's direct convolution (``oh`` outside
-    the output-channel blocks when the input is large) and TVM's ``conv2d_NCHWc`` reorder.
+    (min of 5 interleaved rounds,
+    ``benchmarks/results/conv_tiles_2026-11-28_emeraldrapids_session32.txt``). Source: the loop
+    order of oneDNN's direct convolution (``oh`` outside the output-channel blocks when the
+    input is large) and TVM's ``conv2d_NCHWc`` reorder.
     """
     e = max(1, dtype_bits // 8)
     _, oh, ow, f, kh, kw, c = ext
