@@ -596,13 +596,13 @@ def test_blocks_inside_rows_matches_torch(target):
         np.testing.assert_allclose(mlc.compile(sch.mod, threads=threads)(*args), ref, rtol=1e-4, atol=1e-4)
 
 
-def test_packed_filter_panel_and_tile_buffer_with_fused_epilogues():
+def test_packed_filter_panel_and_tile_buffer_with_fused_epilogues(tmp_path):
     """:func:`residual_pointwise_conv` with L2_PANELS (output-channel blocks outside the rows,
     the bias fused per row tile, the init decomposed into the tile): the trace's ``cache_read``
     of the filter at ``f0`` is applied (a packed ``1 x 1 x C x FR`` panel, moved out of the
     epilogue's loops by loop-invariant code motion), and the tile accumulates in a buffer of
-    its register tile, not in a slice of an output-block-sized one; torch's result at 1 and 2
-    threads."""
+    its register tile, not in a slice of an output-block-sized one; upstream mlir-opt applies
+    the exported script to the same IR; torch's result at 1 and 2 threads."""
     mod, args, ref = residual_pointwise_conv()
     payload, sch = nhwc_schedule(mod, L2_PANELS)
     blk = sch.get(sch.get_block("conv2d"))
@@ -613,6 +613,7 @@ def test_packed_filter_panel_and_tile_buffer_with_fused_epilogues():
     empties = set(re.findall(r"tensor.empty\(\) : tensor<([0-9x]+)xf32>", str(sch.mod)))
     assert f"1x1x32x{fr}" in empties and f"1x1x{wr}x{fr}" in empties, empties
     assert f"1x24x24x{fr}" not in empties, empties
+    assert applied_in_mlir_opt(payload, sch, tmp_path) == str(sch.mod).strip()
     for threads in (1, 2):
         np.testing.assert_allclose(mlc.compile(sch.mod, threads=threads)(*args), ref, rtol=1e-4, atol=1e-4)
 
