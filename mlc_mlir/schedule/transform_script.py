@@ -335,9 +335,9 @@ class _Emitter:
         for c in blk.cache_reads:
             # a cache packed at one of the epilogue's loops (a conv's filter panel per
             # output-channel block): packed in the fused op, moved out to its compute_at loop
-            at = self.model.cache_block(c.block_id).compute_at
-            if 0 <= self.model.cache_position(blk, c.operand) <= pos and at is not None \
-                    and blk.loop_index(at) <= pos:
+            # (a compute_at below the epilogue's loops, c0 of a channel-blocked conv: packed
+            # where the epilogue is fused, the whole block's panel, as an unfused op's is)
+            if 0 <= self.model.cache_position(blk, c.operand) <= pos:
                 op = emit_pad(self, blk, op, c.operand, c.block_id, pos, licm=True)
         if len(consumers) > 1:
             # an epilogue feeding the next one writes into a tensor.empty of its tile, not into a
