@@ -342,8 +342,7 @@ class _Emitter:
         if len(consumers) > 1:
             # an epilogue feeding the next one writes into a tensor.empty of its tile, not into a
             # slice of a whole-output buffer (the stem's batch norm before its relu: 3.2 MB)
-            with ir.InsertionPoint(transform_d.ApplyPatternsOp(self.func(blk.func)).patterns):
-                tensor_transform_d.ApplyFoldTensorEmptyPatternsOp()
+            self.fold_empty_slices(blk.func)
         init = self.model.init_of(blk)
         ipos = blk.loop_index(blk.decomposed_at) if init is not None else 0
         if ipos > 0:
@@ -357,8 +356,7 @@ class _Emitter:
             # the init fused into the tile writes into a tensor.empty of the tile, not into a
             # slice of a whole-output one: a register tile's buffer (1.5 KiB) instead of a
             # second output-sized one (0.8 MiB per output-channel block of ResNet-50's 1x1s)
-            with ir.InsertionPoint(transform_d.ApplyPatternsOp(self.func(blk.func)).patterns):
-                tensor_transform_d.ApplyFoldTensorEmptyPatternsOp()
+            self.fold_empty_slices(blk.func)
 
     def emit_attached(self, blk: Block) -> None:
         """Fuse ``blk`` into the loops of its ``compute_at`` target (after CSE: the equal slices
@@ -368,8 +366,7 @@ class _Emitter:
         transform_d.ApplyCommonSubexpressionEliminationOp(self.func(blk.func))
         op = self.fuse_into(self.match(blk), handles)
         if all(d.kind == "parallel" for d in blk.dims):
-            with ir.InsertionPoint(transform_d.ApplyPatternsOp(self.func(blk.func)).patterns):
-                tensor_transform_d.ApplyFoldTensorEmptyPatternsOp()
+            self.fold_empty_slices(blk.func)
         self.op_handles[blk.id] = self.emit_loops(blk, op) if len(blk.loops) > len(blk.dims) else op
 
     def peel_partial(self, b: Block, h: ir.Value):
@@ -423,6 +420,12 @@ class _Emitter:
             sizes = [1] * (ndims - 1) + [0 if chunk == row else chunk]
             op = structured_transform_d.TileUsingForOp(op, sizes=sizes).tiled_linalg_op
         structured_transform_d.VectorizeOp(op, None if last is None else [1] * (ndims - 1) + [last])
+
+    def fold_empty_slices(self, func: str) -> None:
+        """A slice of a ``tensor.empty`` in ``func`` becomes a ``tensor.empty`` of the slice's
+        shape (``transform.apply_patterns.tensor.fold_tensor_empty``): a tile's own buffer."""
+        with ir.InsertionPoint(transform_d.ApplyPatternsOp(self.func(func)).patterns):
+            tensor_transform_d.ApplyFoldTensorEmptyPatternsOp()
 
     def cleanup(self, func: ir.Value, merge_slices: bool = True) -> None:
         """Canonicalize and CSE ``func``; with ``merge_slices``, also merge consecutive
