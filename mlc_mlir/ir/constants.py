@@ -6,7 +6,8 @@ module with 100 MB of weights neither copies them through text nor prints them.
 
 from __future__ import annotations
 
-from typing import Callable, Sequence, Tuple
+import re
+from typing import Callable, Dict, Sequence, Tuple
 
 import numpy as np
 
@@ -83,6 +84,30 @@ def resource_name(attr: ir.Attribute) -> str:
     return text[len("dense_resource<"):text.index(">")]
 
 
+#: One blob of a ``dialect_resources`` section: its key as attributes print it (bare or
+#: quoted) and its hex bytes (a 4-byte alignment, then the data).
+_RESOURCE_ENTRY = re.compile(r'^[ \t]*("(?:[^"\\\n]|\\.)*"|[^\s:"]+)[ \t]*:[ \t]*"0x([0-9A-Fa-f]*)"', re.M)
+
+
+def parsed_resource_blobs(text: str) -> Dict[str, np.ndarray]:
+    """The resource blobs of MLIR text (its ``{-# dialect_resources: ... #-}`` section), by
+    key as a ``dense_resource<...>`` attribute prints it (:func:`resource_name`): each a
+    C-contiguous ``uint8`` array of the blob's bytes (the 4-byte alignment header dropped),
+    :func:`line_aligned`. Text without such a section gives ``{}``. MLIR's parser keeps its own
+    copy of each blob and its Python API cannot read one back, so a module parsed from text
+    (a tuning worker's task, ``mlir-opt`` output) indexes these to read its weights at compile
+    time, as the builders' modules do. Source: MLIR's resource section syntax
+    (``AsmResourceBlob``: alignment as a little-endian uint32, then the bytes, in hex)."""
+    start = text.rfind("{-#")
+    if start < 0:
+        return {}
+    out = {}
+    for m in _RESOURCE_ENTRY.finditer(text, start):
+        raw = np.frombuffer(bytes.fromhex(m.group(2)[8:]), np.uint8)
+        out[m.group(1)] = line_aligned(raw)
+    return out
+
+
 class Blobs(list):
     """The objects that must outlive a context's IR (numpy buffers behind ``dense_resource``
     blobs, parsed IRDL modules), plus an index of the buffers by blob key, so compile-time
@@ -107,6 +132,14 @@ class Blobs(list):
         key = resource_name(attr)
         if key:
             self.by_key[key] = array
+
+    def add_parsed(self, text: str) -> None:
+        """Keep and index the resource blobs of the MLIR text ``text`` was parsed from
+        (:func:`parsed_resource_blobs`, raw bytes that :func:`constant_array` views as each
+        attribute's element type)."""
+        for key, raw in parsed_resource_blobs(text).items():
+            self.append(raw)
+            self.by_key[key] = raw
 
     def constant(self, array: np.ndarray, blob_name: str) -> ir.Attribute:
         """An elements attribute holding ``array`` (a ``dense_resource`` named ``blob_name``, or
@@ -137,8 +170,10 @@ def derived_array(store: dict, name: str, sources: Sequence[np.ndarray],
 
 def constant_array(attr: ir.Attribute, blobs: Blobs):
     """The numpy value of a tensor constant's attribute: ``DenseElementsAttr`` (splat or not,
-    bools unpacked) or a ``dense_resource`` indexed in ``blobs``; ``None`` when the value is
-    not known here (a resource parsed from text, or an unsupported element type)."""
+    bools unpacked) or a ``dense_resource`` indexed in ``blobs`` (a buffer of the builders, or
+    the raw bytes of a blob parsed from text, :meth:`Blobs.add_parsed`, viewed as the element
+    type); ``None`` when the value is not known here (a resource of text parsed without its
+    blobs, bytes that do not match the type, or an unsupported element type)."""
     t = ir.RankedTensorType(attr.type)
     try:
         dtype = dtypes.to_numpy_dtype(dtypes.from_ir_type(t.element_type))
@@ -148,7 +183,14 @@ def constant_array(attr: ir.Attribute, blobs: Blobs):
     key = resource_name(attr)
     if key:
         arr = blobs.by_key.get(key)
-        return None if arr is None else np.asarray(arr).reshape(shape)
+        if arr is None:
+            return None
+        arr = np.asarray(arr)
+        if arr.dtype == np.uint8 and arr.dtype != dtype:   # a blob parsed from text
+            if arr.nbytes != int(np.prod(shape)) * np.dtype(dtype).itemsize:
+                return None
+            arr = arr.view(dtype)
+        return arr.reshape(shape)
     dense = ir.DenseElementsAttr(attr)
     if dense.is_splat:
         v = dense.get_splat_value()

@@ -151,7 +151,10 @@ class Module:
     # ----------------------------------------------------------------- construction
     @classmethod
     def parse(cls, text: str, params: Optional[Mapping[str, np.ndarray]] = None) -> "Module":
-        """Parse MLIR text (e.g. written by ``mlir-opt`` or by hand) into a verified Module.
+        """Parse MLIR text (e.g. written by ``mlir-opt`` or by hand) into a verified Module;
+        the weights of its resource section are readable at compile time
+        (:meth:`constant_value`, :meth:`~mlc_mlir.ir.constants.Blobs.add_parsed`) as a built
+        module's are.
 
         Raises
         ------
@@ -165,6 +168,7 @@ class Module:
                 mod = ir.Module.parse(text)
             except ir.MLIRError as e:
                 raise IRError(f"Module.parse: the text is not valid MLIR:\n{_diagnostics(e)}") from None
+        keepalive.add_parsed(text)
         out = cls(mod, ctx, params)
         out._keepalive = keepalive
         out.verify()
@@ -311,9 +315,9 @@ class Module:
 
     def constant_value(self, attr: ir.Attribute) -> Optional[np.ndarray]:
         """The numpy value of an elements attribute of this module's IR (a ``dense<...>`` or a
-        ``dense_resource`` blob created by this module's builders and passes, shape and dtype of
-        ``attr.type``), or ``None`` when its bytes are not known here (a blob parsed from text, an
-        element type with no numpy dtype). MLIR's Python API has no reader for a blob's bytes."""
+        ``dense_resource`` blob created by this module's builders and passes or read from the
+        text it was parsed from, shape and dtype of ``attr.type``), or ``None`` when its bytes
+        are not known here (an element type with no numpy dtype). MLIR's Python API has no reader for a blob's bytes."""
         return constant_array(attr, self._keepalive)
 
     @property

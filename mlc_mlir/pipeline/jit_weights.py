@@ -51,8 +51,8 @@ def link_weights(lowered: Module) -> Tuple[Module, List[Tuple[str, ctypes.c_void
     """A copy of ``lowered`` (LLVM dialect) whose large weight globals are external declarations,
     the ``(symbol, address)`` pairs the engine must bind them to (``load_engine``'s
     ``native_symbols``) and the arrays at those addresses; ``lowered`` itself and empty lists
-    when there is none. A global whose bytes this module does not know (a blob parsed from text)
-    keeps its initializer.
+    when there is none. A global whose bytes this module does not know (an element type with no
+    numpy dtype) keeps its initializer.
 
     The addresses point into the weights of ``lowered`` (:meth:`Module.constant_value`): whatever
     calls the engine must hold the returned arrays as long as the engine lives (the module and

@@ -21,6 +21,7 @@ from mlc_mlir.pipeline.progress import CompileProgress
 from mlc_mlir.pipeline.shared_units import is_weight
 from mlc_mlir.errors import PipelineError
 from mlc_mlir.ir.module import Module
+from mlc_mlir.pipeline.jit_weights import LINK_MIN_BYTES, link_weights
 from mlc_mlir.runtime import jit_engine
 from mlc_mlir.runtime.jit_engine import create_engine, initialize_engine
 
@@ -280,9 +281,59 @@ def test_engine_made_without_the_gil_runs_and_reports_failures(capi, monkeypatch
         create_engine(bad.ir_module, 2, [])
 
 
-def test_large_weights_are_linked_not_compiled():
-    from mlc_mlir.pipeline.jit_weights import LINK_MIN_BYTES, link_weights
+def _weights(mod):
+    """``{key: numpy value}`` of the ``dense_resource`` constants of ``mod`` 's functions."""
+    out = {}
+    with mod.context:
+        for fn in mod.ir_module.body.operations:
+            for op in fn.regions[0].blocks[0].operations:
+                attr = op.attributes["value"] if op.operation.name == "arith.constant" else None
+                if attr is not None and str(attr).startswith("dense_resource<"):
+                    out[str(attr)] = mod.constant_value(attr)
+    return out
 
+
+def test_a_module_parsed_from_its_text_reads_and_links_its_weights():
+    """A tuning worker compiles the text of a task or model: its weights must be readable at
+    compile time (folded with numpy, linked by the JIT on 64-byte lines) as the built module's
+    are, not recompiled into the object, so the candidate is the code ``mlc.compile`` makes."""
+    mod, reference = _mlp(2, width=128)
+    parsed = Module.parse(str(mod))
+    built, read = _weights(mod), _weights(parsed)
+    assert len(built) == 4 and built.keys() == read.keys()   # two weights, two biases
+    for key, value in built.items():
+        assert read[key].dtype == value.dtype and np.array_equal(read[key], value), key
+    lowered = _compile.run_stages(parsed, CompileOptions(target="cpu", threads=1))[1]
+    _, symbols, arrays = link_weights(lowered)
+    assert len(symbols) == 2 and all(a.ctypes.data % 64 == 0 and a.nbytes >= LINK_MIN_BYTES for a in arrays)
+    x = np.random.default_rng(5).standard_normal((4, 128)).astype(np.float32)
+    np.testing.assert_allclose(mlc.compile(parsed, threads=1)(x), reference(x), rtol=1e-4, atol=1e-4)
+
+
+def test_parsed_blobs_are_viewed_as_their_element_type():
+    """Hand-written text (``mlir-opt`` output): a quoted key, an i32 blob (4-byte alignment
+    header, then little-endian bytes), and a blob whose size does not match its type."""
+    text = '''
+    func.func @main() -> (tensor<3xi32>, tensor<2xf32>) {
+      %a = arith.constant dense_resource<"w::a"> : tensor<3xi32>
+      %b = arith.constant dense_resource<short> : tensor<2xf32>
+      return %a, %b : tensor<3xi32>, tensor<2xf32>
+    }
+    {-#
+      dialect_resources: {
+        builtin: {
+          "w::a": "0x04000000010000000200000003000000",
+          short: "0x040000000000803F"
+        }
+      }
+    #-}'''
+    mod = Module.parse(text)
+    vals = _weights(mod)
+    np.testing.assert_array_equal(vals['dense_resource<"w::a"> : tensor<3xi32>'], np.array([1, 2, 3], np.int32))
+    assert vals["dense_resource<short> : tensor<2xf32>"] is None   # 4 bytes for 8
+
+
+def test_large_weights_are_linked_not_compiled():
     mod, reference = _mlp(2, width=128)   # 64 KiB weights
     lowered = _compile.run_stages(mod, CompileOptions(target="cpu", threads=1))[1]
     linked, symbols, arrays = link_weights(lowered)
