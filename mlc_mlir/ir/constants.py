@@ -134,9 +134,11 @@ class Blobs(list):
             self.by_key[key] = array
 
     def add_parsed(self, text: str) -> None:
-        """Keep and index the resource blobs of the MLIR text ``text`` was parsed from
-        (:func:`parsed_resource_blobs`, raw bytes that :func:`constant_array` views as each
-        attribute's element type)."""
+        """Keep and index the resource blobs of ``text``, the MLIR text a fresh context's
+        module was parsed from (:func:`parsed_resource_blobs`: raw bytes that
+        :func:`constant_array` views as each attribute's element type). Only for a fresh
+        context: parsing into one that holds blobs may rename the text's keys (``w`` ->
+        ``w_1``), which this index would not follow."""
         for key, raw in parsed_resource_blobs(text).items():
             self.append(raw)
             self.by_key[key] = raw
