@@ -188,11 +188,9 @@ def constant_array(attr: ir.Attribute, blobs: Blobs):
         if arr is None:
             return None
         arr = np.asarray(arr)
-        if arr.dtype == np.uint8 and arr.dtype != dtype:   # a blob parsed from text
-            if arr.nbytes != int(np.prod(shape)) * np.dtype(dtype).itemsize:
-                return None
-            arr = arr.view(dtype)
-        return arr.reshape(shape)
+        if arr.dtype == np.uint8 and arr.dtype != dtype and arr.nbytes % np.dtype(dtype).itemsize == 0:
+            arr = arr.view(dtype)   # the raw bytes of a blob parsed from text
+        return arr.reshape(shape) if arr.size == int(np.prod(shape)) else None
     dense = ir.DenseElementsAttr(attr)
     if dense.is_splat:
         v = dense.get_splat_value()

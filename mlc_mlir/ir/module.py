@@ -317,7 +317,8 @@ class Module:
         """The numpy value of an elements attribute of this module's IR (a ``dense<...>`` or a
         ``dense_resource`` blob created by this module's builders and passes or read from the
         text it was parsed from, shape and dtype of ``attr.type``), or ``None`` when its bytes
-        are not known here (an element type with no numpy dtype). MLIR's Python API has no reader for a blob's bytes."""
+        are not known here (an element type with no numpy dtype, a blob whose size does not
+        match its type). MLIR's Python API has no reader for a blob's bytes."""
         return constant_array(attr, self._keepalive)
 
     @property
