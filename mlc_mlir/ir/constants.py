@@ -84,9 +84,9 @@ def resource_name(attr: ir.Attribute) -> str:
     return text[len("dense_resource<"):text.index(">")]
 
 
-#: One blob of a ``dialect_resources`` section: its key as attributes print it (bare or
-#: quoted) and its hex bytes (a 4-byte alignment, then the data).
-_RESOURCE_ENTRY = re.compile(r'^[ \t]*("(?:[^"\\\n]|\\.)*"|[^\s:"]+)[ \t]*:[ \t]*"0x([0-9A-Fa-f]*)"', re.M)
+#: The start of one blob of a ``dialect_resources`` section: its key as attributes print it
+#: (bare or quoted) up to the opening ``"0x`` of its hex bytes (a 4-byte alignment, then the data).
+_RESOURCE_KEY = re.compile(r'^[ \t]*("(?:[^"\\\n]|\\.)*"|[^\s:"]+)[ \t]*:[ \t]*"0x', re.M)
 
 
 def parsed_resource_blobs(text: str) -> Dict[str, np.ndarray]:
@@ -102,9 +102,13 @@ def parsed_resource_blobs(text: str) -> Dict[str, np.ndarray]:
     if start < 0:
         return {}
     out = {}
-    for m in _RESOURCE_ENTRY.finditer(text, start):
-        raw = np.frombuffer(bytes.fromhex(m.group(2)[8:]), np.uint8)
-        out[m.group(1)] = line_aligned(raw)
+    m = _RESOURCE_KEY.search(text, start)
+    while m:
+        end = text.find('"', m.end())   # the hex is skipped, not scanned by the pattern
+        if end < 0:
+            break
+        out[m.group(1)] = line_aligned(np.frombuffer(bytes.fromhex(text[m.end() + 8:end]), np.uint8))
+        m = _RESOURCE_KEY.search(text, end + 1)
     return out
 
 
