@@ -86,29 +86,33 @@ def resource_name(attr: ir.Attribute) -> str:
 
 #: The start of one blob of a ``dialect_resources`` section: its key as attributes print it
 #: (bare or quoted) up to the opening ``"0x`` of its hex bytes (a 4-byte alignment, then the data).
-_RESOURCE_KEY = re.compile(r'^[ \t]*("(?:[^"\\\n]|\\.)*"|[^\s:"]+)[ \t]*:[ \t]*"0x', re.M)
+_RESOURCE_KEY = re.compile(r'\s*("(?:[^"\\\n]|\\.)*"|[^\s:"]+)\s*:\s*"0x')
+#: The opening of the ``builtin`` dialect's blobs, and the separator between two blobs.
+_BUILTIN_BLOCK = re.compile(r'dialect_resources\s*:\s*\{(?:.|\n)*?\bbuiltin\s*:\s*\{')
+_NEXT_ENTRY = re.compile(r'\s*,')
 
 
 def parsed_resource_blobs(text: str) -> Dict[str, np.ndarray]:
-    """The resource blobs of MLIR text (its ``{-# dialect_resources: ... #-}`` section), by
-    key as a ``dense_resource<...>`` attribute prints it (:func:`resource_name`): each a
-    C-contiguous ``uint8`` array of the blob's bytes (the 4-byte alignment header dropped),
+    """The ``builtin`` dialect's resource blobs of MLIR text (the ``dense_resource`` data of
+    its ``{-# dialect_resources: {builtin: {...}} #-}`` section), by key as a
+    ``dense_resource<...>`` attribute prints it (:func:`resource_name`): each a C-contiguous
+    ``uint8`` array of the blob's bytes (the 4-byte alignment header dropped),
     :func:`line_aligned`. Text without such a section gives ``{}``. MLIR's parser keeps its own
     copy of each blob and its Python API cannot read one back, so a module parsed from text
     (a tuning worker's task, ``mlir-opt`` output) indexes these to read its weights at compile
     time, as the builders' modules do. Source: MLIR's resource section syntax
     (``AsmResourceBlob``: alignment as a little-endian uint32, then the bytes, in hex)."""
     start = text.rfind("{-#")
-    if start < 0:
-        return {}
+    block = _BUILTIN_BLOCK.search(text, start) if start >= 0 else None
     out = {}
-    m = _RESOURCE_KEY.search(text, start)
+    m = _RESOURCE_KEY.match(text, block.end()) if block else None
     while m:
         end = text.find('"', m.end())   # the hex is skipped, not scanned by the pattern
         if end < 0:
             break
         out[m.group(1)] = line_aligned(np.frombuffer(bytes.fromhex(text[m.end() + 8:end]), np.uint8))
-        m = _RESOURCE_KEY.search(text, end + 1)
+        sep = _NEXT_ENTRY.match(text, end + 1)   # a comma, else the block's closing brace
+        m = _RESOURCE_KEY.match(text, sep.end()) if sep else None
     return out
 
 

@@ -20,6 +20,7 @@ from mlc_mlir.pipeline import CompileOptions
 from mlc_mlir.pipeline.progress import CompileProgress
 from mlc_mlir.pipeline.shared_units import is_weight
 from mlc_mlir.errors import PipelineError
+from mlc_mlir.ir.constants import parsed_resource_blobs
 from mlc_mlir.ir.module import Module
 from mlc_mlir.pipeline.jit_weights import LINK_MIN_BYTES, link_weights
 from mlc_mlir.runtime import jit_engine
@@ -331,6 +332,14 @@ def test_parsed_blobs_are_viewed_as_their_element_type():
     vals = _weights(mod)
     np.testing.assert_array_equal(vals['dense_resource<"w::a"> : tensor<3xi32>'], np.array([1, 2, 3], np.int32))
     assert vals["dense_resource<short> : tensor<2xf32>"] is None   # 4 bytes for 8
+    # only the builtin dialect's blobs are dense_resource data: another dialect's, before or
+    # after it, are not read (the same key there would otherwise replace the weight)
+    other = text.replace("builtin: {", 'test: {\n "w::a": "0x0400000009000000" },\n builtin: {')
+    other = other.replace('803F"\n        }', '803F"\n        },\n test2: {\n short: "0x0400000000000000"\n }')
+    assert other.count('short: "0x0400000000000000"') == 1 and other.count('"w::a": "0x04000000090') == 1
+    blobs = parsed_resource_blobs(other)
+    assert sorted(blobs) == ['"w::a"', "short"] and blobs['"w::a"'].view(np.int32).tolist() == [1, 2, 3]
+    assert blobs["short"].view(np.float32).tolist() == [1.0]
 
 
 def test_large_weights_are_linked_not_compiled():
