@@ -9,7 +9,7 @@ first two rows show whether that costs more than compiling the built module (the
 parsed text must be readable at compile time: folded with numpy, linked by the JIT, not
 compiled into the object). Each worker build is timed after a first one that computes its
 reference (the plain loops' outputs). One process, one thread, default schedules;
-``time.process_time`` of this process (the worker runs in it), so other load on the host
+``timing.cpu_seconds`` of this process (the worker runs in it), so other load on the host
 counts little.
 
     python benchmarks/worker_build_cpu.py [--model resnet18-onnx|<light model>] [--onnx-dir DIR]
@@ -21,9 +21,9 @@ import argparse
 import os
 import sys
 import tempfile
-import time
 
 import models_cpu  # benchmarks/models_cpu.py; this folder is on sys.path
+from timing import cpu_seconds  # benchmarks/timing.py
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -36,10 +36,10 @@ from mlc_mlir.tune.worker import Worker  # noqa: E402
 
 
 def cpu_s(fn) -> float:
-    """CPU seconds of ``fn()`` in this process."""
-    c0 = time.process_time()
+    """CPU seconds of ``fn()`` (:func:`timing.cpu_seconds`)."""
+    c0 = cpu_seconds()
     fn()
-    return time.process_time() - c0
+    return cpu_seconds() - c0
 
 
 def worker_build_s(worker: Worker, inp: MeasureInput) -> float:

@@ -22,6 +22,7 @@ from mlc_mlir.pipeline.shared_units import is_weight
 from mlc_mlir.errors import PipelineError
 from mlc_mlir.ir.constants import parsed_resource_blobs
 from mlc_mlir.ir.module import Module
+from mlc_mlir.ir.walk import find_ops
 from mlc_mlir.pipeline.jit_weights import LINK_MIN_BYTES, link_weights
 from mlc_mlir.runtime import jit_engine
 from mlc_mlir.runtime.jit_engine import create_engine, initialize_engine
@@ -284,14 +285,9 @@ def test_engine_made_without_the_gil_runs_and_reports_failures(capi, monkeypatch
 
 def _weights(mod):
     """``{key: numpy value}`` of the ``dense_resource`` constants of ``mod`` 's functions."""
-    out = {}
     with mod.context:
-        for fn in mod.ir_module.body.operations:
-            for op in fn.regions[0].blocks[0].operations:
-                attr = op.attributes["value"] if op.operation.name == "arith.constant" else None
-                if attr is not None and str(attr).startswith("dense_resource<"):
-                    out[str(attr)] = mod.constant_value(attr)
-    return out
+        attrs = [op.attributes["value"] for op in find_ops(mod, "arith.constant")]
+        return {str(a): mod.constant_value(a) for a in attrs if str(a).startswith("dense_resource<")}
 
 
 def test_a_module_parsed_from_its_text_reads_and_links_its_weights():
